@@ -1,0 +1,84 @@
+"""The op table: which kernel runs an ONNX node, chosen once per node at load time.
+
+Contract shared by every kernel (the runtime relies on it):
+
+* A kernel is a plain function ``fn(*inputs, **attrs)``. ``inputs`` are numpy arrays in the node's
+  input order, ``None`` for an omitted optional input. ``attrs`` are the node's ONNX attributes by
+  their spec names, decoded to Python values (int, float, str, list[int], list[float], list[str],
+  np.ndarray for tensor attributes); defaults live in the kernel's signature, as in the ONNX spec.
+* It returns one ``np.ndarray`` or a tuple of them (one per node output).
+* The attribute names a kernel accepts are its keyword parameters; a node carrying any other attribute
+  is rejected at load time. Parameters starting with ``_`` are runtime hints, never ONNX attributes:
+  ``_reuse=True`` tells a kernel registered with ``inplace=True`` that input 0 dies with this node, so
+  it may write its result into input 0 when shape and dtype allow.
+* ``validate(attrs)`` (optional) rejects attribute *values* the kernel cannot honour, at load time,
+  by raising ``UnsupportedOp`` with a message naming the attribute.
+
+Opset variants follow tinygrad and onnx.reference: several registrations of one op type with
+different ``since`` versions; ``resolve`` picks the highest ``since`` that is ≤ the model's opset.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+Kernel = Callable[..., object]
+
+
+class UnsupportedOp(Exception):
+    """An op type, opset or attribute value no kernel here can run."""
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    op_type: str
+    since: int
+    fn: Kernel
+    domain: str = ""
+    inplace: bool = False
+    validate: Callable[[dict], None] | None = None
+    attribute_names: frozenset[str] = field(default_factory=frozenset)
+
+
+_TABLE: dict[tuple[str, str], list[OpSpec]] = {}
+
+
+def _attribute_names(fn: Kernel) -> frozenset[str]:
+    params = inspect.signature(fn).parameters.values()
+    return frozenset(
+        p.name for p in params
+        if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and not p.name.startswith("_")
+        and p.default is not inspect.Parameter.empty
+    )
+
+
+def register(op_type: str, since: int = 1, *, domain: str = "", inplace: bool = False,
+             validate: Callable[[dict], None] | None = None) -> Callable[[Kernel], Kernel]:
+    """Decorator: make ``fn`` the kernel for ``op_type`` from opset ``since`` on."""
+
+    def decorate(fn: Kernel) -> Kernel:
+        spec = OpSpec(op_type, since, fn, domain, inplace, validate, _attribute_names(fn))
+        versions = _TABLE.setdefault((domain, op_type), [])
+        versions.append(spec)
+        versions.sort(key=lambda s: s.since)
+        return fn
+
+    return decorate
+
+
+def resolve(op_type: str, opset: int, domain: str = "") -> OpSpec:
+    """The kernel for ``op_type`` at ``opset``; ``UnsupportedOp`` if there is none."""
+    domain = "" if domain == "ai.onnx" else domain
+    versions = _TABLE.get((domain, op_type))
+    if not versions:
+        raise UnsupportedOp(f"op type {op_type!r} (domain {domain or 'ai.onnx'!r}) is not implemented")
+    usable = [s for s in versions if s.since <= opset]
+    if not usable:
+        raise UnsupportedOp(f"{op_type} is implemented from opset {versions[0].since}, model uses {opset}")
+    return usable[-1]
+
+
+def supported_op_types(domain: str = "") -> list[str]:
+    return sorted(op for (d, op) in _TABLE if d == domain)
