@@ -1,0 +1,121 @@
+"""Value checks used by the schema: each takes an already type-checked value and returns an error
+message, or ``None`` when the value is fine. Kept apart from the schema so the rules read as a list."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urlsplit
+
+_CLOCK = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)$")
+_SIZE = re.compile(r"^(\d+)x(\d+)$")
+BUTTON_ACTIONS = ("like", "dislike", "next", "previous", "info", "none")
+
+
+def positive(value) -> str | None:
+    return None if value is None or value > 0 else f"must be greater than 0, got {value}"
+
+
+def non_negative(value) -> str | None:
+    return None if value is None or value >= 0 else f"must be 0 or more, got {value}"
+
+
+def unit_interval(value) -> str | None:
+    return None if value is None or 0.0 <= value <= 1.0 else f"must be between 0 and 1, got {value}"
+
+
+def nice_value(value) -> str | None:
+    return None if 0 <= value <= 19 else f"must be a nice level from 0 to 19, got {value}"
+
+
+def clock_time(value: str) -> str | None:
+    return None if _CLOCK.match(value) else f"must be a 24-hour time HH:MM, got {value!r}"
+
+
+def time_range_or_empty(value: str) -> str | None:
+    if value == "":
+        return None
+    parts = value.split("-")
+    if len(parts) == 2 and all(_CLOCK.match(p.strip()) for p in parts):
+        return None
+    return f"must be empty or a range HH:MM-HH:MM, got {value!r}"
+
+
+def size(value: str) -> str | None:
+    match = _SIZE.match(value)
+    if not match:
+        return f"must be WIDTHxHEIGHT in pixels like 800x480, got {value!r}"
+    if int(match[1]) == 0 or int(match[2]) == 0:
+        return f"width and height must be positive, got {value!r}"
+    return None
+
+
+def size_or_auto(value: str) -> str | None:
+    if value == "auto":
+        return None
+    problem = size(value)
+    if problem:
+        return f"must be 'auto' or WIDTHxHEIGHT like 512x320, got {value!r}"
+    width, height = (int(v) for v in value.split("x"))
+    if width % 8 or height % 8:
+        return f"width and height must be multiples of 8, got {value!r}"
+    return None
+
+
+def http_url(value: str) -> str | None:
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        return f"must be an http(s) URL, got {value!r}"
+    return None
+
+
+def model_source(value: str) -> str | None:
+    if value == "demo" or "://" not in value:
+        return None  # "demo" or a folder; the folder's existence is checked when the model loads
+    return http_url(value)
+
+
+def host_port(value: str) -> str | None:
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        return f"must be HOST:PORT like 0.0.0.0:8080, got {value!r}"
+    return None
+
+
+def token(value: str) -> str | None:
+    if value and len(value) < 12:
+        return "must be empty (generated at first start) or at least 12 characters"
+    if any(c.isspace() for c in value):
+        return "must not contain whitespace"
+    return None
+
+
+def timezone(value: str) -> str | None:
+    if value == "local":
+        return None
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError):
+        return f"unknown time zone {value!r} (use an IANA name like Europe/Berlin, or 'local')"
+    return None
+
+
+def non_empty_list(value) -> str | None:
+    return None if len(value) > 0 else "must list at least one entry"
+
+
+def axes(value: dict) -> str | None:
+    for name, ends in value.items():
+        if len(ends) != 2:
+            return f"axis {name!r} must be a pair [low text, high text], got {len(ends)} entries"
+    return None
+
+
+def button_pins(value: dict) -> str | None:
+    for pin, action in value.items():
+        if not str(pin).isdigit() or not 0 <= int(pin) <= 27:
+            return f"pin {pin!r} must be a BCM GPIO number from 0 to 27"
+        if action not in BUTTON_ACTIONS:
+            return f"pin {pin}: unknown action {action!r} (choose from {', '.join(BUTTON_ACTIONS)})"
+    return None

@@ -1,0 +1,150 @@
+"""The configuration schema: one frozen dataclass per section of ``config.yaml``.
+
+The defaults here are the built-in layer; ``config.yaml`` at the repo root documents every key with the
+same defaults (a test keeps the two in step). Field metadata carries what the generic validator in
+``validate.py`` needs: ``check`` (a function returning an error message or ``None``) and ``secret``
+(never printed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from frame.config import checks
+
+
+def _opt(default, check=None, secret: bool = False):
+    """A field default with optional value check and secrecy flag."""
+    metadata = {"check": check, "secret": secret}
+    if isinstance(default, (list, dict, tuple)):
+        return field(default_factory=lambda: default, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    source: str = _opt("demo", checks.model_source)
+    weights: Literal["auto", "nocache", "prefetch", "ram"] = "auto"
+    attention_slices: int | None = _opt(None, checks.positive)
+    sampler: Literal["euler_a", "euler", "ddim", "dpm++2m", "dpm++2m_karras", "lcm"] = "euler_a"
+    steps: int | None = _opt(None, checks.positive)
+    guidance: float | None = _opt(None, checks.non_negative)
+    negative_prompt: str = "blurry, low quality, text, watermark, signature, frame, border"
+    size: str = _opt("auto", checks.size_or_auto)
+    vae_tile: int = _opt(32, checks.positive)
+    vae_tile_overlap: int = _opt(8, checks.non_negative)
+    cache_dir: str = ""
+
+
+@dataclass(frozen=True)
+class DisplayConfig:
+    panel: str = "virtual"
+    size: str = _opt("800x480", checks.size)
+    palette: str = "spectra6"
+    rotate: Literal[0, 90, 180, 270] = 0
+    fit: Literal["cover", "contain", "blur-pad"] = "cover"
+    saturation: float | None = _opt(None, checks.unit_interval)
+    dither: Literal["auto", "linear-serpentine", "floyd-steinberg", "atkinson", "ordered", "blue-noise",
+                    "none"] = "auto"
+    out_dir: str = ""
+    min_refresh_seconds: int | None = _opt(None, checks.non_negative)
+    busy_timeout_seconds: float = _opt(120.0, checks.positive)
+
+
+@dataclass(frozen=True)
+class TasteConfig:
+    themes: tuple[str, ...] = _opt((
+        "a quiet harbour at dawn", "a mountain lake under stars", "a bustling night market",
+        "a field of sunflowers", "a lighthouse in a storm", "a cozy reading nook",
+        "an old city street in the rain", "a desert canyon at sunset", "a koi pond in autumn",
+        "a futuristic skyline",
+    ), checks.non_empty_list)
+    styles: tuple[str, ...] = _opt((
+        "watercolor painting", "oil painting", "ukiyo-e woodblock print", "pencil sketch",
+        "photograph, golden hour", "art nouveau poster", "impressionist painting", "linocut print",
+    ), checks.non_empty_list)
+    explore_rate: float = _opt(0.2, checks.unit_interval)
+    min_ratings: int = _opt(10, checks.non_negative)
+    avoid_recent: int = _opt(5, checks.non_negative)
+    n_neighbors: int = _opt(8, checks.positive)
+    axes: dict[str, tuple[str, ...]] = _opt({}, checks.axes)
+
+
+@dataclass(frozen=True)
+class FeedSource:
+    url: str = _opt("", checks.http_url)
+    format: Literal["json", "text", "rss"] = "json"
+    name: str = ""
+    template: str = "{title}, {style}"
+    theme: str = ""
+    weight: float = _opt(1.0, checks.positive)
+
+
+@dataclass(frozen=True)
+class FeedsConfig:
+    sources: tuple[FeedSource, ...] = ()
+    refresh_minutes: int = _opt(180, checks.positive)
+    timeout_seconds: float = _opt(10.0, checks.positive)
+    max_bytes: int = _opt(1_000_000, checks.positive)
+    max_prompt_chars: int = _opt(300, checks.positive)
+    blocklist: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ScheduleConfig:
+    timezone: str = _opt("local", checks.timezone)
+    render_at: str = _opt("01:00", checks.clock_time)
+    deadline: str = _opt("07:00", checks.clock_time)
+    show_at: str = _opt("07:00", checks.clock_time)
+    quiet_hours: str = _opt("", checks.time_range_or_empty)
+    rotate_favourites_minutes: int = _opt(0, checks.non_negative)
+    misfire_grace_minutes: int = _opt(360, checks.non_negative)
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    nice: int = _opt(10, checks.nice_value)
+    memory_limit_mb: int = _opt(440, checks.positive)
+    max_restarts: int = _opt(5, checks.non_negative)
+
+
+@dataclass(frozen=True)
+class WebConfig:
+    listen: str = _opt("0.0.0.0:8080", checks.host_port)
+    token: str = _opt("", checks.token, secret=True)
+
+
+@dataclass(frozen=True)
+class ButtonsConfig:
+    enabled: bool = False
+    pins: dict[str, str] = _opt({"5": "like", "6": "dislike", "16": "next", "24": "previous"},
+                                checks.button_pins)
+    bounce_ms: int = _opt(50, checks.positive)
+    hold_seconds: float = _opt(1.5, checks.positive)
+
+
+@dataclass(frozen=True)
+class GalleryConfig:
+    max_pictures: int = _opt(365, checks.positive)
+    max_disk_mb: int = _opt(1024, checks.positive)
+
+
+@dataclass(frozen=True)
+class LoggingConfig:
+    level: Literal["debug", "info", "warning", "error"] = "info"
+
+
+@dataclass(frozen=True)
+class Config:
+    state_dir: str = "~/.local/state/frame"
+    model: ModelConfig = field(default_factory=ModelConfig)
+    display: DisplayConfig = field(default_factory=DisplayConfig)
+    taste: TasteConfig = field(default_factory=TasteConfig)
+    feeds: FeedsConfig = field(default_factory=FeedsConfig)
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    worker: WorkerConfig = field(default_factory=WorkerConfig)
+    web: WebConfig = field(default_factory=WebConfig)
+    buttons: ButtonsConfig = field(default_factory=ButtonsConfig)
+    gallery: GalleryConfig = field(default_factory=GalleryConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)

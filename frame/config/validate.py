@@ -1,0 +1,146 @@
+"""Turn plain YAML data into the frozen schema dataclasses, collecting *every* problem at once.
+
+The type hints of the schema are the single source of truth: this walker understands the handful of
+shapes the schema uses (str, int, float, bool, ``X | None``, ``Literal``, ``tuple[X, ...]``,
+``dict[str, X]`` and nested dataclasses) so that adding a key means adding one line to ``schema.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from collections.abc import Callable
+from typing import Any, Literal
+
+Path = tuple[str | int, ...]
+_MISSING = object()
+
+
+def format_path(path: Path) -> str:
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
+    return text or "(top level)"
+
+
+class Problems:
+    """Collects ``path: message`` lines, adding where each value came from when known."""
+
+    def __init__(self, locate: Callable[[Path], str | None]) -> None:
+        self._locate = locate
+        self.lines: list[str] = []
+
+    def add(self, path: Path, message: str) -> None:
+        where = self._locate(path)
+        self.lines.append(f"{format_path(path)}: {message}" + (f" ({where})" if where else ""))
+
+
+def _type_name(tp: Any) -> str:
+    names = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
+    if tp in names:
+        return names[tp]
+    if dataclasses.is_dataclass(tp):
+        return "a mapping of keys"
+    origin = typing.get_origin(tp)
+    if origin is tuple:
+        return "a list"
+    if origin is dict:
+        return "a mapping"
+    return str(tp)
+
+
+def _convert(value: Any, tp: Any, path: Path, problems: Problems, secret: bool) -> Any:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        options = typing.get_args(tp)
+        if value is None and type(None) in options:
+            return None
+        (inner,) = [t for t in options if t is not type(None)]
+        return _convert(value, inner, path, problems, secret)
+    if origin is Literal:
+        return _convert_literal(value, typing.get_args(tp), path, problems, secret)
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            problems.add(path, f"must be a list, got {type(value).__name__}")
+            return _MISSING
+        item_type = typing.get_args(tp)[0]
+        items = [_convert(v, item_type, (*path, i), problems, secret) for i, v in enumerate(value)]
+        return _MISSING if _MISSING in items else tuple(items)
+    if origin is dict:
+        if not isinstance(value, dict):
+            problems.add(path, f"must be a mapping, got {type(value).__name__}")
+            return _MISSING
+        item_type = typing.get_args(tp)[1]
+        items = {str(k): _convert(v, item_type, (*path, str(k)), problems, secret) for k, v in value.items()}
+        return _MISSING if _MISSING in items.values() else items
+    if dataclasses.is_dataclass(tp):
+        return build(tp, value, path, problems)
+    return _convert_scalar(value, tp, path, problems, secret)
+
+
+def _convert_scalar(value: Any, tp: type, path: Path, problems: Problems, secret: bool) -> Any:
+    if tp is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, tp) and not (tp is int and isinstance(value, bool)):
+        return value
+    shown = "" if secret else f" {value!r}"
+    problems.add(path, f"must be {_type_name(tp)}, got {type(value).__name__}{shown}")
+    return _MISSING
+
+
+def _convert_literal(value: Any, options: tuple, path: Path, problems: Problems, secret: bool) -> Any:
+    if value in options and type(value) is type(options[0]):
+        return value
+    choices = ", ".join(str(o) for o in options)
+    hint = ""
+    if isinstance(value, str):
+        close = difflib.get_close_matches(value, [str(o) for o in options], n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+    shown = "a secret value" if secret else repr(value)
+    problems.add(path, f"must be one of {choices}, got {shown}{hint}")
+    return _MISSING
+
+
+def build(cls: type, data: Any, path: Path, problems: Problems) -> Any:
+    """Build dataclass ``cls`` from ``data`` (a mapping), recording problems; defaults fill gaps."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        problems.add(path, f"must be a mapping of keys, got {type(data).__name__}")
+        return _MISSING
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    for key in data:
+        if key not in fields:
+            close = difflib.get_close_matches(str(key), list(fields), n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            problems.add((*path, str(key)), f"unknown key{hint}")
+    values = {}
+    for name, spec in fields.items():
+        if name not in data:
+            continue
+        secret = bool(spec.metadata.get("secret"))
+        value = _convert(data[name], hints[name], (*path, name), problems, secret)
+        if value is _MISSING:
+            continue
+        check = spec.metadata.get("check")
+        message = check(value) if check else None
+        if message:
+            problems.add((*path, name), message)
+            continue
+        values[name] = value
+    return cls(**values)
+
+
+def secret_paths(cls: type, path: Path = ()) -> list[Path]:
+    """Every field path marked secret, so printers can hide them."""
+    found = []
+    hints = typing.get_type_hints(cls)
+    for spec in dataclasses.fields(cls):
+        if spec.metadata.get("secret"):
+            found.append((*path, spec.name))
+        elif dataclasses.is_dataclass(hints[spec.name]):
+            found.extend(secret_paths(hints[spec.name], (*path, spec.name)))
+    return found
