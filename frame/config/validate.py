@@ -112,25 +112,24 @@ def build(cls: type, data: Any, path: Path, problems: Problems) -> Any:
         return _MISSING
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
-    for key in data:
-        if key not in fields:
+    values = {}
+    for key in data:  # in file order, so problems read top to bottom
+        spec = fields.get(key)
+        if spec is None:
             close = difflib.get_close_matches(str(key), list(fields), n=1, cutoff=0.6)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             problems.add((*path, str(key)), f"unknown key{hint}")
-    values = {}
-    for name, spec in fields.items():
-        if name not in data:
             continue
         secret = bool(spec.metadata.get("secret"))
-        value = _convert(data[name], hints[name], (*path, name), problems, secret)
+        value = _convert(data[key], hints[key], (*path, key), problems, secret)
         if value is _MISSING:
             continue
         check = spec.metadata.get("check")
         message = check(value) if check else None
         if message:
-            problems.add((*path, name), message)
+            problems.add((*path, key), message)
             continue
-        values[name] = value
+        values[key] = value
     return cls(**values)
 
 

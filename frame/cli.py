@@ -1,0 +1,97 @@
+"""The ``frame`` command: one subcommand per job.
+
+Each part of the project registers its own subcommands from ``frame/<part>/commands.py`` (kept
+import-light: heavy imports happen inside the handlers). Exit codes: 0 success, 1 runtime failure,
+2 bad usage or bad configuration. Errors are one clear line on stderr; ``--debug`` adds the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+import traceback
+from collections.abc import Sequence
+
+from frame import __version__
+from frame.errors import FrameError, UsageError
+
+COMMAND_MODULES = (
+    "frame.commands",
+    "frame.engine.commands",
+    "frame.diffusion.commands",
+    "frame.display.commands",
+    "frame.daemon.commands",
+)
+
+log = logging.getLogger(__name__)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises UsageError instead of exiting, so main() owns exit codes and formatting."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message} (see '{self.prog} --help')")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="frame",
+        description="A set-and-forget generative e-paper frame. Run 'frame demo' to see a whole night.",
+    )
+    parser.add_argument("--version", action="version", version=f"frame {__version__}")
+    parser.add_argument("--config", metavar="FILE",
+                        help="configuration file (default: $FRAME_CONFIG, else /etc/frame/config.yaml if "
+                             "present, else built-in defaults)")
+    parser.add_argument("--debug", action="store_true", help="debug logging and full tracebacks")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+            continue  # a part that has not landed yet registers nothing
+        module.register(subparsers)
+    return parser
+
+
+def _configure_logging(debug: bool) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if debug else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s" if debug else "%(message)s",
+        stream=sys.stderr,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        _configure_logging(args.debug)
+        if not getattr(args, "func", None):
+            parser.print_help(sys.stderr)
+            return 2
+        code = args.func(args)
+        return 0 if code is None else int(code)
+    except FrameError as exc:
+        if debug:
+            traceback.print_exc()
+        print(f"frame: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("frame: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the one place that turns bugs into a clear exit 1
+        if debug:
+            traceback.print_exc()
+        print(f"frame: error: {type(exc).__name__}: {exc} (run with --debug for the traceback)",
+              file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

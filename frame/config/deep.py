@@ -1,0 +1,42 @@
+"""Checks that need more than the schema: names known to other parts, files that must exist.
+
+Kept out of ``load_config`` so the daemon's start-up stays cheap; ``frame config check`` runs them.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from pathlib import Path
+
+from frame.config.schema import Config
+from frame.models import resolve_model_source
+
+
+def _did_you_mean(value: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(value, known, n=1)
+    return f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(known)})"
+
+
+def _names(module: str, function: str) -> list[str] | None:
+    try:
+        return list(getattr(importlib.import_module(module), function)())
+    except (ImportError, AttributeError):
+        return None  # that part has not landed: nothing to check against
+
+
+def deep_problems(config: Config) -> list[str]:
+    problems = []
+    source = resolve_model_source(config.model.source)
+    if "://" not in source and not (Path(source).expanduser() / "model_index.json").is_file():
+        problems.append(f"model.source: {source} is not a diffusers ONNX export folder "
+                        "(no model_index.json there)")
+    panels = _names("frame.display", "panel_names")
+    if panels is not None and config.display.panel not in panels:
+        problems.append(f"display.panel: unknown panel {config.display.panel!r}"
+                        + _did_you_mean(config.display.panel, panels))
+    palettes = _names("frame.display", "palette_names")
+    if palettes is not None and config.display.palette not in palettes:
+        problems.append(f"display.palette: unknown palette {config.display.palette!r}"
+                        + _did_you_mean(config.display.palette, palettes))
+    return problems

@@ -1,0 +1,103 @@
+"""The frame command's exit codes and error lines (0 ok, 1 runtime failure, 2 usage/config)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from frame.cli import build_parser, main
+
+THREE_MISTAKES = "model:\n  sampler: eulr\ndisplay:\n  fitt: cover\nschedule:\n  show_at: 7pm\n"
+
+
+def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "frame", *args], capture_output=True, text=True,
+                          env=env, timeout=120)
+
+
+def test_config_check_reports_three_mistakes_and_exits_2(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text(THREE_MISTAKES)
+    result = run("config", "check", str(path))
+    assert result.returncode == 2
+    assert "model.sampler:" in result.stderr and "did you mean 'euler'" in result.stderr
+    assert "display.fitt: unknown key; did you mean 'fit'? (line 4)" in result.stderr
+    assert "schedule.show_at: must be a 24-hour time HH:MM, got '7pm' (line 6)" in result.stderr
+    assert "3 problems" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_config_check_valid_file_exits_0(capsys):
+    repo_config = Path(__file__).resolve().parents[2] / "config.yaml"
+    assert main(["config", "check", str(repo_config)]) == 0
+    assert "ok" in capsys.readouterr().out
+
+
+def test_config_check_reports_missing_model_folder(tmp_path, capsys):
+    path = tmp_path / "c.yaml"
+    path.write_text(f"model:\n  source: {tmp_path / 'no-model'}\n")
+    assert main(["config", "check", str(path)]) == 2
+    assert "model.source:" in capsys.readouterr().err
+
+
+def test_unknown_command_is_usage_error(capsys):
+    assert main(["paint-everything"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("frame: error:") and "invalid choice" in err
+
+
+def test_bad_option_value_is_usage_error(capsys):
+    assert main(["demo", "--steps", "many"]) == 2
+    assert "invalid int value" in capsys.readouterr().err
+
+
+def test_no_command_prints_help_and_exits_2(capsys):
+    assert main([]) == 2
+    assert "COMMAND" in capsys.readouterr().err
+
+
+def test_runtime_failure_exits_1_without_traceback(monkeypatch, capsys):
+    import frame.commands
+
+    def explode(args):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(frame.commands, "_config_show", explode)
+    assert main(["config", "show"]) == 1
+    err = capsys.readouterr().err
+    assert "disk on fire" in err and "Traceback" not in err
+
+
+def test_debug_shows_traceback(monkeypatch, capsys):
+    import frame.commands
+
+    def explode(args):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(frame.commands, "_config_show", explode)
+    assert main(["--debug", "config", "show"]) == 1
+    assert "Traceback" in capsys.readouterr().err
+
+
+def test_config_show_hides_token(tmp_path, capsys):
+    path = tmp_path / "c.yaml"
+    path.write_text("web:\n  token: very-secret-owner-token\n")
+    assert main(["config", "show", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "very-secret" not in out and "token: '***'" in out
+
+
+@pytest.mark.parametrize("command", [[], ["demo"], ["config"], ["config", "check"]])
+def test_every_command_has_help(command, capsys):
+    with pytest.raises(SystemExit) as info:
+        main([*command, "--help"])
+    assert info.value.code == 0
+    assert "usage: frame" in capsys.readouterr().out
+
+
+def test_every_registered_subcommand_has_help_text():
+    parser = build_parser()
+    subparsers = next(a for a in parser._actions if a.dest == "command")
+    helps = {choice.dest: choice.help for choice in subparsers._choices_actions}
+    assert helps and all(helps.values()), helps
