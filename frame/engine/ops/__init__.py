@@ -1,5 +1,21 @@
-"""ONNX op kernels in numpy. Importing this package fills the registry (see ``registry``)."""
+"""ONNX op kernels in numpy. Importing this package fills the registry (see ``registry``).
 
-from frame.engine.ops.registry import OpSpec, UnsupportedOp, register, resolve, supported_op_types
+Families: ``elementwise`` (binary arithmetic, comparisons, logic), ``unary`` (maths, activations),
+``shape`` (layout), ``indexing`` (gather/scatter), ``convert`` (Cast, Constant, Range), ``reduce``,
+``linalg`` (MatMul, Gemm), ``conv`` (Conv, ConvTranspose, pooling), ``norm`` (Softmax and the
+normalisations), ``resize``.
+"""
 
-__all__ = ["OpSpec", "UnsupportedOp", "register", "resolve", "supported_op_types"]
+from frame.engine.ops import convert, elementwise, indexing, shape, unary  # noqa: F401  (registration)
+from frame.engine.ops.registry import (
+    OpSpec,
+    UnsupportedOp,
+    bind_node,
+    decode_attributes,
+    register,
+    resolve,
+    supported_op_types,
+)
+
+__all__ = ["OpSpec", "UnsupportedOp", "bind_node", "decode_attributes", "register", "resolve",
+           "supported_op_types"]

@@ -23,6 +23,10 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import onnx
 
 Kernel = Callable[..., object]
 
@@ -82,3 +86,55 @@ def resolve(op_type: str, opset: int, domain: str = "") -> OpSpec:
 
 def supported_op_types(domain: str = "") -> list[str]:
     return sorted(op for (d, op) in _TABLE if d == domain)
+
+
+def decode_attributes(node: onnx.NodeProto) -> dict:
+    """The node's attributes as the Python values kernels take (see the module docstring).
+
+    Graph-valued attributes (If/Loop/Scan bodies), sparse tensors, type protos and references to
+    function attributes have no kernel here, so they raise ``UnsupportedOp`` naming the attribute.
+    """
+    import onnx  # lazy: importing the registry must stay cheap
+    from onnx import numpy_helper
+
+    kinds = onnx.AttributeProto
+    attrs: dict = {}
+    for attr in node.attribute:
+        if attr.ref_attr_name:
+            raise UnsupportedOp(f"{node.op_type} attribute {attr.name!r} refers to a function attribute")
+        if attr.type == kinds.FLOAT:
+            attrs[attr.name] = float(attr.f)
+        elif attr.type == kinds.INT:
+            attrs[attr.name] = int(attr.i)
+        elif attr.type == kinds.STRING:
+            attrs[attr.name] = attr.s.decode("utf-8")
+        elif attr.type == kinds.TENSOR:
+            attrs[attr.name] = numpy_helper.to_array(attr.t)
+        elif attr.type == kinds.FLOATS:
+            attrs[attr.name] = [float(v) for v in attr.floats]
+        elif attr.type == kinds.INTS:
+            attrs[attr.name] = [int(v) for v in attr.ints]
+        elif attr.type == kinds.STRINGS:
+            attrs[attr.name] = [s.decode("utf-8") for s in attr.strings]
+        elif attr.type == kinds.TENSORS:
+            attrs[attr.name] = [numpy_helper.to_array(t) for t in attr.tensors]
+        else:
+            kind = kinds.AttributeType.Name(attr.type)
+            raise UnsupportedOp(f"{node.op_type} attribute {attr.name!r} has type {kind}, which is not supported")
+    return attrs
+
+
+def bind_node(node: onnx.NodeProto, opset: int) -> tuple[OpSpec, dict]:
+    """Resolve ``node`` at ``opset`` and decode its attributes, checking both against the kernel.
+
+    This is the whole load-time check for one node: unknown op type or opset, attributes the kernel
+    does not know, and attribute values its ``validate`` rejects all raise ``UnsupportedOp``.
+    """
+    spec = resolve(node.op_type, opset, node.domain)
+    attrs = decode_attributes(node)
+    unknown = sorted(set(attrs) - spec.attribute_names)
+    if unknown:
+        raise UnsupportedOp(f"{node.op_type} (opset {opset}) does not support attribute(s) {', '.join(unknown)}")
+    if spec.validate is not None:
+        spec.validate(attrs)
+    return spec, attrs
