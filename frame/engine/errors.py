@@ -1,0 +1,38 @@
+"""Errors the engine raises for problems an owner can act on (bad model, bad input, bad weights)."""
+
+from __future__ import annotations
+
+from frame.errors import FrameError
+
+
+class EngineError(FrameError):
+    """Base class of every engine error."""
+
+
+class UnsupportedModelError(EngineError):
+    """The graph uses ops, opsets or attributes no kernel here can run; ``problems`` lists them all."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = list(problems)
+        shown = self.problems[:20]
+        more = len(self.problems) - len(shown)
+        text = f"model cannot run: {len(self.problems)} unsupported node(s)\n  " + "\n  ".join(shown)
+        if more:
+            text += f"\n  ... and {more} more (see `frame engine info`)"
+        super().__init__(text)
+
+
+class ModelFormatError(EngineError):
+    """The .onnx file is not a well-formed model (bad protobuf, missing graph, bad external data)."""
+
+
+class InputError(EngineError):
+    """A feed passed to ``Model.run`` is missing, unexpected, or has the wrong dtype or shape."""
+
+
+class WeightDataError(EngineError):
+    """A weight's bytes are missing, truncated or of the wrong length; the message names the tensor."""
+
+
+class WeightFetchError(EngineError):
+    """Weights could not be fetched (HTTP failures after retries, server without Range support)."""

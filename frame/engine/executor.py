@@ -1,0 +1,120 @@
+"""The run loop: fetch weights at first use, run one node, free every value at its last use.
+
+Peak memory is the live activations plus the weights of the current node (plus the provider's
+read-ahead budget). Three details keep it that way:
+
+* a kernel may overwrite input 0 (``_reuse=True``) only if the plan says it dies here *and* nothing
+  else references its buffer: it owns its data and its refcount shows no view or alias of it;
+* an output that is a small view of a large buffer (a Slice of a big tensor) is copied, otherwise
+  the view would keep the whole base alive after the base's own last use;
+* fp16 weights are upcast when fetched, so compute is float32 (see ``graph.compute_in_float32``).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable
+
+import numpy as np
+
+from frame.engine.errors import EngineError, FrameError
+from frame.engine.graph import Step
+from frame.engine.providers.base import WeightsProvider
+from frame.engine.weights import WeightRef
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[float], None]
+
+
+class NodeError(EngineError):
+    """A kernel failed on this model's data; the message names the node, op and input shapes."""
+
+
+def _base_nbytes(array: np.ndarray) -> int:
+    base = array.base
+    while isinstance(base, np.ndarray) and base.base is not None:
+        base = base.base
+    nbytes = getattr(base, "nbytes", None)
+    return int(nbytes) if nbytes is not None else len(memoryview(base).cast("B"))
+
+
+def detach_small_view(array: np.ndarray) -> np.ndarray:
+    """A copy of ``array`` if it is a view of a buffer at least 4× its size, else ``array``."""
+    if array.base is not None and array.nbytes * 4 <= _base_nbytes(array):
+        return array.copy()
+    return array
+
+
+def _may_overwrite(array: np.ndarray) -> bool:
+    """True if only the run loop's environment references ``array`` and it owns its buffer.
+
+    Expected references: the environment dict, the caller's local, getrefcount's argument, this
+    function's parameter (CPython). A live view holds one more through its ``.base``.
+    """
+    return array.flags.owndata and array.flags.writeable and sys.getrefcount(array) <= 4
+
+
+class Executor:
+    """Runs a plan (``graph.make_plan``) against a weights provider."""
+
+    def __init__(self, steps: list[Step], provider: WeightsProvider, outputs: list[str]) -> None:
+        self.steps = steps
+        self.provider = provider
+        self.outputs = outputs
+        self.after_step: Callable[[int, dict], None] | None = None  # test/diagnostic hook
+
+    def fetch(self, ref: WeightRef) -> np.ndarray:
+        array = ref.value if ref.value is not None else self.provider.get(ref)
+        if array.dtype == np.float16:
+            array = array.astype(np.float32)
+        return array
+
+    def run(self, feeds: dict[str, np.ndarray], progress: Progress | None = None) -> dict[str, np.ndarray]:
+        env: dict[str, np.ndarray] = dict(feeds)
+        total = len(self.steps)
+        fetched: list[WeightRef] = []
+        try:
+            for i, step in enumerate(self.steps):
+                for ref in step.fetch:
+                    env[ref.name] = self.fetch(ref)
+                    fetched.append(ref)
+                self._run_step(step, env)
+                for name in step.free:
+                    env.pop(name, None)
+                for ref in step.release:
+                    if ref.value is None:
+                        self.provider.release(ref)
+                if self.after_step is not None:
+                    self.after_step(i, env)
+                if progress is not None:
+                    progress((i + 1) / total)
+        except BaseException:
+            env.clear()
+            raise
+        return {name: env[name] for name in self.outputs}
+
+    def _run_step(self, step: Step, env: dict[str, np.ndarray]) -> None:
+        node = step.node
+        try:
+            args = [env[name] if name else None for name in node.inputs]
+        except KeyError as exc:  # a bug in the plan, not in the user's data
+            raise EngineError(f"{node.label}: input {exc.args[0]!r} is not available") from None
+        kwargs = node.attrs
+        if step.reuse and _may_overwrite(args[0]):
+            kwargs = {**node.attrs, "_reuse": True}
+        try:
+            result = node.spec.fn(*args, **kwargs)
+        except FrameError:
+            raise
+        except Exception as exc:
+            shapes = ", ".join("None" if a is None else f"{a.dtype}{list(a.shape)}" for a in args)
+            raise NodeError(f"{node.label} failed on inputs ({shapes}): {type(exc).__name__}: {exc}") from exc
+        del args
+        results = result if isinstance(result, tuple) else (result,)
+        if len(results) < len([o for o in node.outputs if o]):
+            raise NodeError(f"{node.label}: kernel returned {len(results)} outputs for {len(node.outputs)}")
+        for name, value in zip(node.outputs, results):
+            if name:
+                env[name] = detach_small_view(value) if isinstance(value, np.ndarray) else np.asarray(value)

@@ -1,0 +1,169 @@
+"""``load_model`` and ``Model``: read the structure, validate every node, plan, then run on demand.
+
+Loading reads only the graph structure (the protobuf scanner skips embedded weights), binds and
+validates every node (all problems reported in one ``UnsupportedModelError`` before any compute),
+rewrites fp16 to float32 compute, fuses attention, and plans fetch/free per step. ``run`` checks the
+feeds against the declared inputs and executes the plan, streaming weights through the provider.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+
+from frame.engine import graph as g
+from frame.engine import ops as _ops  # noqa: F401  (importing the package fills the kernel registry)
+from frame.engine.attention import AttentionConfig
+from frame.engine.errors import ModelFormatError, UnsupportedModelError
+from frame.engine.executor import Executor
+from frame.engine.fusion import fuse_attention
+from frame.engine.io_check import check_feeds
+from frame.engine.protobuf_index import scan_model
+from frame.engine.providers import WeightsProvider, make_provider
+from frame.engine.sources import SourcePool, is_url
+from frame.engine.weights import collect_weights, numpy_dtype
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """A graph input or output: dims are ints, symbolic names (str) or None (unknown)."""
+
+    name: str
+    dtype: np.dtype
+    shape: tuple[int | str | None, ...] | None
+
+
+def _tensor_info(value: onnx.ValueInfoProto) -> TensorInfo:
+    tensor_type = value.type.tensor_type
+    if not value.type.HasField("tensor_type"):
+        raise ModelFormatError(f"graph input/output {value.name!r} is not a tensor")
+    dtype = numpy_dtype(tensor_type.elem_type, f"graph input/output {value.name!r}")
+    if not tensor_type.HasField("shape"):
+        return TensorInfo(value.name, dtype, None)
+    dims = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                 for d in tensor_type.shape.dim)
+    return TensorInfo(value.name, dtype, dims)
+
+
+@dataclass
+class _Structure:
+    proto: onnx.ModelProto
+    weights: dict
+    nodes: list[g.Node]
+    problems: list[str]
+
+
+def read_structure(source: str) -> _Structure:
+    """The model without weight bytes, with every node bound (or a problem line for it)."""
+    pool = SourcePool()
+    try:
+        scanned = scan_model(pool.get(source), chunk=256 << 10 if is_url(source) else 1 << 20)
+    finally:
+        pool.close()
+    try:
+        proto = onnx.ModelProto.FromString(scanned.structure)
+    except Exception as exc:  # protobuf's DecodeError
+        raise ModelFormatError(f"{source}: not a valid ONNX model ({exc})") from exc
+    if not proto.HasField("graph"):
+        raise ModelFormatError(f"{source}: the file has no graph (is it an ONNX model?)")
+    weights = collect_weights(proto.graph, source, scanned.embedded)
+    nodes, problems = g.build_nodes(proto.graph, g.opset_table(proto))
+    return _Structure(proto, weights, nodes, problems)
+
+
+class Model:
+    """A loaded model; see ``load_model``. Use as a context manager or call ``close()``."""
+
+    def __init__(self, source: str, provider: WeightsProvider, structure: _Structure,
+                 attention: AttentionConfig) -> None:
+        self.source = source
+        self.provider = provider
+        self.attention = attention
+        graph = structure.proto.graph
+        self._weights = structure.weights
+        self.inputs = [_tensor_info(v) for v in graph.input if v.name not in self._weights]
+        self.outputs = [_tensor_info(v) for v in graph.output]
+        self.op_counts = Counter(n.op_type for n in structure.nodes)
+        input_names = {i.name for i in self.inputs}
+        output_names = {o.name for o in self.outputs}
+        nodes = g.topological_order(structure.nodes, input_names | set(self._weights))
+        g.compute_in_float32(nodes)
+        opset = g.opset_table(structure.proto)[""]
+        nodes, self.fused_attention_count = fuse_attention(nodes, output_names, attention, opset)
+        nodes = g.remove_dead_nodes(nodes, output_names)
+        self._check_outputs_produced(nodes, input_names)
+        self.steps = g.make_plan(nodes, self._weights, input_names, output_names)
+        self.streamed_weights = g.streamed_order(self.steps)
+        provider.prepare(self.streamed_weights)
+        self._executor = Executor(self.steps, provider, [o.name for o in self.outputs])
+
+    def _check_outputs_produced(self, nodes: list[g.Node], input_names: set[str]) -> None:
+        produced = {o for n in nodes for o in n.outputs} | input_names
+        for out in self.outputs:
+            if out.name not in produced:
+                raise ModelFormatError(f"graph output {out.name!r} is produced by no node")
+
+    @property
+    def weight_bytes(self) -> int:
+        return sum(ref.nbytes for ref in self._weights.values())
+
+    def set_attention(self, slices: int | None = None, budget_bytes: int | None = None) -> None:
+        """Query-row slices per head (None = automatic) and/or the score-block memory budget."""
+        if slices is not None and slices < 1:
+            raise ValueError("attention slices must be ≥ 1")
+        self.attention.slices = slices
+        if budget_bytes is not None:
+            self.attention.budget_bytes = int(budget_bytes)
+
+    def run(self, feeds: Mapping[str, np.ndarray], progress: Callable[[float], None] | None = None
+            ) -> dict[str, np.ndarray]:
+        """Outputs by name for ``feeds``; ``progress(fraction)`` is called after every node."""
+        arrays = check_feeds(feeds, self.inputs)
+        arrays = {k: (v.astype(np.float32) if v.dtype == np.float16 else v) for k, v in arrays.items()}
+        results = self._executor.run(arrays, progress)
+        return {o.name: _as_declared(results[o.name], o.dtype) for o in self.outputs}
+
+    def close(self) -> None:
+        close = getattr(self.provider, "close", None)
+        if close is not None:
+            close()
+
+    def __enter__(self) -> Model:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _as_declared(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    array = np.asarray(array)
+    return array if array.dtype == dtype else array.astype(dtype)
+
+
+def load_model(source: str, weights: str | WeightsProvider = "prefetch",
+               attention_slices: int | None = None, attention_budget_bytes: int = 16 << 20) -> Model:
+    """Load an ONNX model from a path or http(s) URL for streaming execution.
+
+    ``weights``: "nocache", "prefetch" (default; "http" prefetching for URLs), "ram", "http", or a
+    provider object (see ``frame.engine.providers.base``). ``attention_slices`` fixes the query-row
+    slices per attention head; by default they follow ``attention_budget_bytes``.
+    Raises UnsupportedModelError listing every node that cannot run, before any compute.
+    """
+    source = str(source)
+    structure = read_structure(source)
+    if structure.problems:
+        raise UnsupportedModelError(structure.problems)
+    provider = make_provider(weights, is_url(source))
+    attention = AttentionConfig(attention_slices, attention_budget_bytes)
+    model = Model(source, provider, structure, attention)
+    log.info("loaded %s: %d nodes, %d weights (%.1f MB), %d fused attention block(s)", source,
+             len(model.steps), len(model.streamed_weights), model.weight_bytes / 1e6,
+             model.fused_attention_count)
+    return model

@@ -1,0 +1,58 @@
+"""The weights-provider interface: three methods between the engine and wherever weights live.
+
+The engine calls ``prepare(refs)`` once at load with every streamed weight in the order it will ask
+for them on each run (``ref.index`` is that position), then per run ``get(ref)`` just before the first
+node that needs a weight and ``release(ref)`` right after its last use. A provider may read ahead
+(prefetch), keep everything (RAM), or transform bytes (a future dequantising uint8 provider returns
+float32 from ``get``). ``close()`` is optional.
+
+Any object with these methods can be passed as ``load_model(..., weights=provider)``; subclassing
+``ReadingProvider`` gives it ``read(ref)``, which fetches and checks one tensor's bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from frame.engine.errors import WeightDataError
+from frame.engine.sources import SourcePool, SourceTruncated
+from frame.engine.weights import WeightRef
+
+
+@runtime_checkable
+class WeightsProvider(Protocol):
+    def prepare(self, refs: Sequence[WeightRef]) -> None: ...
+
+    def get(self, ref: WeightRef) -> np.ndarray: ...
+
+    def release(self, ref: WeightRef) -> None: ...
+
+
+class ReadingProvider:
+    """Base for providers that read byte ranges from local files or URLs (see ``SourcePool``)."""
+
+    def __init__(self, http_options: dict | None = None) -> None:
+        self.sources = SourcePool(http_options)
+        self.refs: list[WeightRef] = []
+
+    def prepare(self, refs: Sequence[WeightRef]) -> None:
+        self.refs = list(refs)
+
+    def read(self, ref: WeightRef) -> np.ndarray:
+        """The tensor's array, freshly read; WeightDataError naming the tensor if the data is short."""
+        if ref.location is None:
+            raise WeightDataError(f"weight {ref.name!r} has no stored location")
+        try:
+            buf = self.sources.get(ref.location).read_at(ref.offset, ref.length)
+        except SourceTruncated as exc:
+            raise WeightDataError(f"weight {ref.name!r}: {exc}") from exc
+        return ref.decode(buf)
+
+    def release(self, ref: WeightRef) -> None:
+        """Nothing to do: the engine dropping its reference frees the array."""
+
+    def close(self) -> None:
+        self.sources.close()

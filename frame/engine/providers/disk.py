@@ -1,0 +1,123 @@
+"""Disk providers: read each weight on request, or read ahead on a background thread.
+
+``DiskPrefetch`` follows the engine's fixed fetch order: a thread reads the next weights while the
+current op computes, until the read-but-not-yet-requested bytes reach ``budget_bytes`` (a weight
+larger than the budget is still read, alone). Both also work on http(s) locations through the
+shared ``SourcePool``, which is how ``Http`` is built.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+
+import numpy as np
+
+from frame.engine.providers.base import ReadingProvider
+from frame.engine.weights import WeightRef
+
+log = logging.getLogger(__name__)
+
+
+class DiskNoCache(ReadingProvider):
+    """Synchronous read on every request: the smallest memory, no overlap of I/O and compute."""
+
+    def get(self, ref: WeightRef) -> np.ndarray:
+        return self.read(ref)
+
+
+class DiskPrefetch(ReadingProvider):
+    """Reads ahead in fetch order on a daemon thread, within ``budget_bytes`` of unconsumed data."""
+
+    def __init__(self, budget_bytes: int = 32 << 20, http_options: dict | None = None) -> None:
+        super().__init__(http_options)
+        self.budget_bytes = budget_bytes
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self._reset(0)
+
+    def _reset(self, start: int) -> None:
+        """Forget read-ahead state and continue reading from ``start`` (caller holds the lock)."""
+        self._next = start
+        self._ready: dict[int, np.ndarray] = {}
+        self._ready_bytes = 0
+        self._errors: dict[int, BaseException] = {}
+        self._inflight: int | None = None
+        self._generation = getattr(self, "_generation", 0) + 1
+
+    def prepare(self, refs: Sequence[WeightRef]) -> None:
+        with self._cond:
+            super().prepare(refs)
+            self._reset(len(self.refs))  # idle until the first request
+            self._cond.notify_all()
+
+    def get(self, ref: WeightRef) -> np.ndarray:
+        i = ref.index
+        if not 0 <= i < len(self.refs) or self.refs[i] is not ref:
+            return self.read(ref)  # not part of the prepared order: plain read
+        with self._cond:
+            self._start_thread()
+            self._drop_before(i)
+            if i not in self._ready and i not in self._errors and i != self._inflight and i != self._next:
+                log.debug("prefetch restarts at weight %d (%s)", i, ref.name)
+                self._reset(i)
+            self._cond.notify_all()
+            while i not in self._ready and i not in self._errors:
+                self._cond.wait()
+            if i in self._errors:
+                error = self._errors.pop(i)
+                raise error
+            array = self._ready.pop(i)
+            self._ready_bytes -= array.nbytes
+            self._cond.notify_all()
+            return array
+
+    def _drop_before(self, i: int) -> None:
+        for k in [k for k in self._ready if k < i]:
+            self._ready_bytes -= self._ready.pop(k).nbytes
+
+    def _start_thread(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name="frame-weights-prefetch", daemon=True)
+            self._thread.start()
+
+    def _can_read(self) -> bool:
+        if self._next >= len(self.refs):
+            return False
+        size = self.refs[self._next].nbytes
+        return self._ready_bytes == 0 or self._ready_bytes + size <= self.budget_bytes
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._closed and not self._can_read():
+                    self._cond.wait()
+                if self._closed:
+                    return
+                k, generation = self._next, self._generation
+                self._next += 1
+                self._inflight = k
+            try:
+                array, error = self.read(self.refs[k]), None
+            except BaseException as exc:  # handed to the consumer, who raises it
+                array, error = None, exc
+            with self._cond:
+                if generation == self._generation:
+                    self._inflight = None
+                    if error is not None:
+                        self._errors[k] = error
+                        self._next = len(self.refs)  # stop reading ahead until the next restart
+                    else:
+                        self._ready[k] = array
+                        self._ready_bytes += array.nbytes
+                self._cond.notify_all()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        super().close()

@@ -1,0 +1,32 @@
+"""RAM provider: read every weight once, keep it for all later runs (for machines with memory)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from frame.engine.providers.base import ReadingProvider
+from frame.engine.weights import WeightRef
+
+
+class Ram(ReadingProvider):
+    """Caches each weight on first use; cached arrays are read-only so no op can corrupt them."""
+
+    def __init__(self, http_options: dict | None = None) -> None:
+        super().__init__(http_options)
+        self._cache: dict[str, np.ndarray] = {}
+
+    def get(self, ref: WeightRef) -> np.ndarray:
+        array = self._cache.get(ref.name)
+        if array is None:
+            array = self.read(ref)
+            array.flags.writeable = False
+            self._cache[ref.name] = array
+        return array
+
+    @property
+    def cached_bytes(self) -> int:
+        return sum(a.nbytes for a in self._cache.values())
+
+    def close(self) -> None:
+        self._cache.clear()
+        super().close()

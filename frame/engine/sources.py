@@ -1,0 +1,112 @@
+"""Random-access byte sources: a local file or an HTTP URL read with Range requests.
+
+The protobuf scanner and the weights providers only ever ask for ``(offset, length)`` byte ranges,
+so one small interface covers a model on disk and a model served over HTTP: nothing is downloaded
+whole and nothing is written to disk.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import threading
+from typing import Protocol
+from urllib.parse import urljoin, urlsplit
+
+import numpy as np
+
+from frame.engine.errors import ModelFormatError
+
+
+class SourceTruncated(Exception):
+    """The source ends before the requested range does (the caller names the tensor or structure)."""
+
+
+class ByteSource(Protocol):
+    """Anything that can return a byte range as a uint8 array (read-only is fine)."""
+
+    location: str
+
+    def size(self) -> int: ...
+
+    def read_at(self, offset: int, length: int) -> np.ndarray: ...
+
+    def close(self) -> None: ...
+
+
+def is_url(location: str) -> bool:
+    return urlsplit(location).scheme in ("http", "https")
+
+
+def sibling(location: str, relative: str) -> str:
+    """``relative`` (an ONNX external-data path) resolved next to ``location``; no escaping the folder."""
+    norm = posixpath.normpath(relative.replace("\\", "/"))
+    if norm.startswith("/") or norm == ".." or norm.startswith("../") or ":" in norm.split("/")[0]:
+        raise ModelFormatError(f"external data location {relative!r} points outside the model folder")
+    if is_url(location):
+        return urljoin(location, norm)
+    return os.path.join(os.path.dirname(os.path.abspath(location)), *norm.split("/"))
+
+
+class LocalSource:
+    """A file read with ``os.preadv`` straight into numpy buffers (thread-safe, no seek state)."""
+
+    def __init__(self, path: str) -> None:
+        self.location = path
+        try:
+            self._fd = os.open(path, os.O_RDONLY)
+        except OSError as exc:
+            raise ModelFormatError(f"cannot open {path}: {exc.strerror}") from exc
+        self._size = os.fstat(self._fd).st_size
+
+    def size(self) -> int:
+        return self._size
+
+    def read_at(self, offset: int, length: int) -> np.ndarray:
+        if offset + length > self._size:
+            raise SourceTruncated(
+                f"{self.location} has {self._size} bytes, but bytes {offset}..{offset + length} are needed")
+        buf = np.empty(length, dtype=np.uint8)
+        view = memoryview(buf)
+        done = 0
+        while done < length:
+            got = os.preadv(self._fd, [view[done:]], offset + done)
+            if got == 0:
+                raise SourceTruncated(f"{self.location} ended at byte {offset + done} while reading")
+            done += got
+        return buf
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+class SourcePool:
+    """Opens each location once and shares it (many tensors live in one external-data file)."""
+
+    def __init__(self, http_options: dict | None = None) -> None:
+        self._http_options = dict(http_options or {})
+        self._sources: dict[str, ByteSource] = {}
+        self._lock = threading.Lock()
+
+    def get(self, location: str) -> ByteSource:
+        with self._lock:
+            source = self._sources.get(location)
+            if source is None:
+                source = self._open(location)
+                self._sources[location] = source
+            return source
+
+    def _open(self, location: str) -> ByteSource:
+        if is_url(location):
+            from frame.engine.http import HttpSource
+
+            return HttpSource(location, **self._http_options)
+        return LocalSource(location)
+
+    def close(self) -> None:
+        with self._lock:
+            for source in self._sources.values():
+                source.close()
+            self._sources.clear()
