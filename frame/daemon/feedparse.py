@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 TEMPLATE_FIELDS = frozenset({"title", "summary", "style", "theme"})
 _TAG = re.compile(r"<[^>]{0,2000}>")
 _SPACE = re.compile(r"\s+")
+_SPACE_BEFORE_PUNCT = re.compile(r"\s+([,.;:!?])")
 
 
 class FeedFormatError(ValueError):
@@ -45,7 +46,7 @@ class Sanitiser:
             return ""
         text = html.unescape(_TAG.sub(" ", text))
         text = "".join(" " if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") else c for c in text)
-        text = _SPACE.sub(" ", text).strip()
+        text = _SPACE_BEFORE_PUNCT.sub(r"\1", _SPACE.sub(" ", text)).strip()
         if len(text) > self.max_chars:
             cut = text[: self.max_chars]
             text = (cut.rsplit(" ", 1)[0] if " " in cut else cut).rstrip(" ,;:")

@@ -145,6 +145,7 @@ def fetch_feed(fetcher: FeedFetcher, source: Any, styles: tuple[str, ...]) -> tu
         if result.not_modified:
             return parse(base64.b64decode(cached["body"])), None, True
         items = parse(result.body)
+        cache_path.parent.mkdir(parents=True, exist_ok=True)
         write_json(cache_path, {"url": source.url, "etag": result.etag, "last_modified": result.last_modified,
                                 "fetched_at": now_iso(), "body": base64.b64encode(result.body).decode()})
         return items, None, False
