@@ -2,11 +2,23 @@
 
 Families: ``elementwise`` (binary arithmetic, comparisons, logic), ``unary`` (maths, activations),
 ``shape`` (layout), ``indexing`` (gather/scatter), ``convert`` (Cast, Constant, Range), ``reduce``,
-``linalg`` (MatMul, Gemm), ``conv`` (Conv, ConvTranspose, pooling), ``norm`` (Softmax and the
-normalisations), ``resize``.
+``linalg`` (MatMul, Gemm), ``conv`` (Conv, ConvTranspose), ``pool``, ``norm`` (Softmax and the
+normalisations), ``resize`` (Resize, Upsample).
 """
 
-from frame.engine.ops import convert, elementwise, indexing, shape, unary  # noqa: F401  (registration)
+from frame.engine.ops import (  # noqa: F401  (imported to register their kernels)
+    conv,
+    convert,
+    elementwise,
+    indexing,
+    linalg,
+    norm,
+    pool,
+    reduce,
+    resize,
+    shape,
+    unary,
+)
 from frame.engine.ops.registry import (
     OpSpec,
     UnsupportedOp,

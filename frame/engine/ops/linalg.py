@@ -1,0 +1,58 @@
+"""MatMul and Gemm on BLAS through numpy, computing in float32.
+
+Dtypes: float16 operands are widened to float32 for the product (numpy's float16 matmul has no BLAS
+path and accumulates badly). The result is float16 only when every float operand was float16, so an
+fp16 *weight* handed to an fp32 graph by the runtime gives the fp32 result the graph expects.
+Integer MatMul stays integer (numpy semantics, int64 accumulation).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from frame.engine.ops.registry import register
+
+__all__ = ["float32_operands", "matmul"]
+
+
+def float32_operands(*arrays: np.ndarray | None) -> tuple[list, np.dtype]:
+    """Widen float16 arrays to float32; also return the dtype the op's result must have."""
+    floats = [a for a in arrays if a is not None and a.dtype.kind == "f"]
+    if not floats:
+        return list(arrays), np.result_type(*[a for a in arrays if a is not None])
+    all_half = all(a.dtype == np.float16 for a in floats)
+    out_dtype = np.dtype(np.float16) if all_half else np.result_type(*floats)
+    widened = [a.astype(np.float32) if a is not None and a.dtype == np.float16 else a for a in arrays]
+    return widened, out_dtype
+
+
+def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b``; a stack of matrices times one matrix becomes a single large GEMM."""
+    if a.ndim > 2 and b.ndim == 2 and a.flags.c_contiguous:
+        rows = a.reshape(-1, a.shape[-1]) @ b
+        return rows.reshape(*a.shape[:-1], b.shape[-1])
+    return np.asarray(np.matmul(a, b))
+
+
+@register("MatMul", 1)
+def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """numpy-style batched matmul with broadcasting of the leading dimensions, 1-D operands allowed."""
+    (a32, b32), dtype = float32_operands(a, b)
+    return _matmul(a32, b32).astype(dtype, copy=False)
+
+
+@register("Gemm", 7)
+def gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, /, *, alpha: float = 1.0,
+         beta: float = 1.0, transA: int = 0, transB: int = 0) -> np.ndarray:  # noqa: N803 (ONNX names)
+    """Y = alpha * A' @ B' + beta * C with C broadcast to (M, N); transposes are free views."""
+    (a32, b32, c32), dtype = float32_operands(a, b, c)
+    a32 = a32.T if transA else a32
+    b32 = b32.T if transB else b32
+    if a32.ndim != 2 or b32.ndim != 2:
+        raise ValueError(f"Gemm needs 2-D A and B, got {a.shape} and {b.shape}")
+    result = a32 @ b32
+    if alpha != 1.0:
+        result *= np.float32(alpha)
+    if c32 is not None and beta != 0.0:
+        result += c32 if beta == 1.0 else np.float32(beta) * c32
+    return result.astype(dtype, copy=False)

@@ -1,0 +1,153 @@
+"""Softmax and the normalisations (Layer, Group, Instance, Batch), in float32.
+
+All of them reduce over a trailing block of dimensions, so each one reshapes its input to
+(rows, row_length) and uses ``_normalize_rows``: mean, then the variance of the centred values as a
+dot product (no squared temporary), so the only activation-sized allocation is the output itself.
+fp16 inputs are widened to float32 and the result cast back (statistics always in float32); fp16
+scale/bias handed over by the runtime for an fp32 graph leave the output float32.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from frame.engine.ops.elementwise import _can_reuse
+from frame.engine.ops.linalg import float32_operands
+from frame.engine.ops.registry import UnsupportedOp, register
+
+
+def _normalize_rows(rows: np.ndarray, epsilon: float, out: np.ndarray | None = None):
+    """(rows - mean) / sqrt(var + eps) per row of a 2-D float32 array; returns (y, mean, inv_std)."""
+    mean = rows.mean(axis=1, keepdims=True, dtype=np.float32)
+    centred = np.subtract(rows, mean, out=out)
+    var = np.einsum("ij,ij->i", centred, centred)[:, None] / np.float32(rows.shape[1])
+    inv_std = 1.0 / np.sqrt(var + np.float32(epsilon), dtype=np.float32)
+    centred *= inv_std
+    return centred, mean, inv_std
+
+
+def _softmax_rows(x: np.ndarray, out: np.ndarray | None) -> np.ndarray:
+    """Stable softmax over the last axis: subtract the row max before exp."""
+    result = np.subtract(x, x.max(axis=-1, keepdims=True), out=out)
+    np.exp(result, out=result)
+    result /= result.sum(axis=-1, keepdims=True)
+    return result
+
+
+def _softmax(x: np.ndarray, axis: int, reuse: bool, log: bool) -> np.ndarray:
+    (x32,), dtype = float32_operands(x)
+    moved = np.moveaxis(x32, axis, -1)
+    writable = reuse and x.dtype == np.float32 and _can_reuse(x, x.shape, x.dtype) and moved.flags.c_contiguous
+    out = moved if writable else None
+    if log:
+        shifted = np.subtract(moved, moved.max(axis=-1, keepdims=True), out=out)
+        result = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    else:
+        result = _softmax_rows(moved, out)
+    return np.moveaxis(result, -1, axis).astype(dtype, copy=False)
+
+
+def _softmax_2d(x: np.ndarray, axis: int, log: bool) -> np.ndarray:
+    """Opset < 13 semantics: flatten to (prod(dims[:axis]), prod(dims[axis:])) and normalise rows."""
+    axis = axis % x.ndim if x.ndim else 0
+    rows = x.reshape(int(np.prod(x.shape[:axis], dtype=np.int64)), -1)
+    return _softmax(rows, -1, False, log).reshape(x.shape)
+
+
+@register("Softmax", 1)
+def softmax_v1(x: np.ndarray, axis: int = 1) -> np.ndarray:
+    return _softmax_2d(x, axis, log=False)
+
+
+@register("Softmax", 13, inplace=True)
+def softmax(x: np.ndarray, axis: int = -1, _reuse: bool = False) -> np.ndarray:
+    return _softmax(x, axis, _reuse, log=False)
+
+
+@register("LogSoftmax", 1)
+def log_softmax_v1(x: np.ndarray, axis: int = 1) -> np.ndarray:
+    return _softmax_2d(x, axis, log=True)
+
+
+@register("LogSoftmax", 13)
+def log_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    return _softmax(x, axis, False, log=True)
+
+
+@register("LayerNormalization", 17)
+def layer_normalization(x: np.ndarray, scale: np.ndarray, bias: np.ndarray | None = None, /, *,
+                        axis: int = -1, epsilon: float = 1e-5, stash_type: int = 1,
+                        _num_outputs: int = 1) -> np.ndarray | tuple[np.ndarray, ...]:
+    """Normalise over dims ``axis..`` (statistics in float32 whatever ``stash_type`` says)."""
+    (x32, scale32, bias32), _ = float32_operands(x, scale, bias)
+    axis = axis % x.ndim
+    rows = x32.reshape(int(np.prod(x.shape[:axis], dtype=np.int64)), -1)
+    y, mean, inv_std = _normalize_rows(rows, epsilon)
+    y = y.reshape(x.shape)
+    y *= scale32
+    if bias32 is not None:
+        y += bias32
+    y = y.astype(x.dtype, copy=False)
+    if _num_outputs == 1:
+        return y
+    stats_shape = x.shape[:axis] + (1,) * (x.ndim - axis)
+    return y, mean.reshape(stats_shape), inv_std.reshape(stats_shape)
+
+
+def _channel_affine(y: np.ndarray, scale: np.ndarray, bias: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """y (N, C, ...) * scale[c] + bias[c], in place."""
+    shape = (1, -1) + (1,) * (y.ndim - 2)
+    y *= scale.reshape(shape)
+    y += bias.reshape(shape)
+    return y.astype(dtype, copy=False)
+
+
+@register("InstanceNormalization", 6)
+def instance_normalization(x: np.ndarray, scale: np.ndarray, b: np.ndarray, epsilon: float = 1e-5) -> np.ndarray:
+    (x32, scale32, b32), _ = float32_operands(x, scale, b)
+    y, _, _ = _normalize_rows(x32.reshape(x.shape[0] * x.shape[1], -1), epsilon)
+    return _channel_affine(y.reshape(x.shape), scale32, b32, x.dtype)
+
+
+def _group_norm(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, num_groups: int | None,
+                epsilon: float, per_group_affine: bool) -> np.ndarray:
+    if num_groups is None:
+        raise ValueError("GroupNormalization needs the 'num_groups' attribute")
+    n, c = x.shape[:2]
+    if c % num_groups:
+        raise ValueError(f"GroupNormalization: {c} channels do not split into {num_groups} groups")
+    (x32, scale32, bias32), _ = float32_operands(x, scale, bias)
+    y, _, _ = _normalize_rows(x32.reshape(n * num_groups, -1), epsilon)
+    if per_group_affine:
+        scale32 = np.repeat(scale32, c // num_groups)
+        bias32 = np.repeat(bias32, c // num_groups)
+    return _channel_affine(y.reshape(x.shape), scale32, bias32, x.dtype)
+
+
+@register("GroupNormalization", 18)
+def group_normalization_v18(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, epsilon: float = 1e-5,
+                            num_groups: int | None = None) -> np.ndarray:
+    """Opset 18 has one scale/bias value per *group* (fixed to per channel in opset 21)."""
+    per_group = scale.size == num_groups
+    return _group_norm(x, scale, bias, num_groups, epsilon, per_group)
+
+
+@register("GroupNormalization", 21)
+def group_normalization(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, epsilon: float = 1e-5,
+                        num_groups: int | None = None, stash_type: int = 1) -> np.ndarray:
+    return _group_norm(x, scale, bias, num_groups, epsilon, False)
+
+
+def _validate_batch_norm(attrs: dict) -> None:
+    if attrs.get("training_mode", 0):
+        raise UnsupportedOp("BatchNormalization attribute 'training_mode' = 1 (inference only)")
+
+
+@register("BatchNormalization", 9, validate=_validate_batch_norm)
+def batch_normalization(x: np.ndarray, scale: np.ndarray, b: np.ndarray, mean: np.ndarray, var: np.ndarray,
+                        epsilon: float = 1e-5, momentum: float = 0.9, training_mode: int = 0) -> np.ndarray:
+    """Inference form with running statistics: folds into one multiply-add per channel."""
+    (x32, scale32, b32, mean32, var32), _ = float32_operands(x, scale, b, mean, var)
+    factor = scale32 / np.sqrt(var32 + np.float32(epsilon))
+    y = x32 * factor.reshape((1, -1) + (1,) * (x.ndim - 2))
+    return _channel_affine(y, np.ones_like(factor), b32 - mean32 * factor, x.dtype)

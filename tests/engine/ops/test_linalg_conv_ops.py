@@ -1,0 +1,100 @@
+"""MatMul, Gemm, Conv and ConvTranspose against onnxruntime, including fp16 weights in fp32 graphs."""
+
+import numpy as np
+import pytest
+
+from frame.engine.ops import UnsupportedOp, bind_node, resolve
+from tests.engine.ops.node_check import make_node, rand, run_node
+
+
+@pytest.mark.parametrize("shapes", [((3, 4), (4, 5)), ((2, 3, 4), (4, 5)), ((2, 1, 3, 4), (5, 4, 2)),
+                                    ((4,), (4, 3)), ((2, 3, 4), (4,)), ((4,), (4,)), ((2, 3, 4), (2, 4, 6))])
+def test_matmul_broadcasting(shapes):
+    run_node("MatMul", [rand(*shapes[0], seed=1), rand(*shapes[1], seed=2)], rtol=1e-5, atol=1e-5)
+
+
+def test_matmul_float16_and_int():
+    run_node("MatMul", [rand(3, 8, dtype=np.float16), rand(8, 2, dtype=np.float16, seed=1)], rtol=2e-3, atol=2e-3)
+    run_node("MatMul", [np.arange(6, dtype=np.int64).reshape(2, 3), np.arange(6, dtype=np.int64).reshape(3, 2)])
+
+
+def test_matmul_with_fp16_weight_computes_float32():
+    x, w = rand(2, 5, 8), rand(8, 3, seed=1)
+    out = resolve("MatMul", 17).fn(x, w.astype(np.float16))
+    assert out.dtype == np.float32
+    np.testing.assert_allclose(out, x @ w.astype(np.float16).astype(np.float32), rtol=1e-6)
+
+
+@pytest.mark.parametrize("attrs", [{}, {"transA": 1}, {"transB": 1}, {"alpha": 0.5, "beta": 2.0},
+                                   {"transA": 1, "transB": 1, "alpha": -1.0}])
+@pytest.mark.parametrize("c_shape", [None, (5,), (3, 5), (1, 1), ()])
+def test_gemm(attrs, c_shape):
+    a = rand(4, 3, seed=1) if attrs.get("transA") else rand(3, 4, seed=1)
+    b = rand(5, 4, seed=2) if attrs.get("transB") else rand(4, 5, seed=2)
+    inputs = [a, b] + ([] if c_shape is None else [rand(*c_shape, seed=3)])
+    run_node("Gemm", inputs, rtol=1e-5, atol=1e-5, **attrs)
+
+
+def test_gemm_fp16_weight():
+    a, b, c = rand(2, 4), rand(3, 4, seed=1), rand(3, seed=2)
+    out = resolve("Gemm", 13).fn(a, b.astype(np.float16), c.astype(np.float16), transB=1)
+    assert out.dtype == np.float32
+    want = a @ b.astype(np.float16).astype(np.float32).T + c.astype(np.float16).astype(np.float32)
+    np.testing.assert_allclose(out, want, rtol=1e-6)
+
+
+CONV_CASES = [
+    ((1, 4, 7, 9), (6, 4, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((2, 4, 8, 8), (6, 4, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
+    ((1, 4, 9, 8), (5, 4, 3, 2), {"pads": [2, 0, 1, 1], "strides": [2, 3], "dilations": [2, 1]}),
+    ((1, 6, 6, 6), (6, 2, 3, 3), {"group": 3, "pads": [1, 1, 1, 1]}),
+    ((1, 4, 6, 6), (4, 1, 3, 3), {"group": 4}),
+    ((1, 4, 5, 5), (8, 4, 1, 1), {}),
+    ((2, 4, 5, 5), (8, 4, 1, 1), {"strides": [2, 2]}),
+    ((1, 3, 7, 7), (4, 3, 3, 3), {"auto_pad": "SAME_UPPER", "strides": [2, 2]}),
+    ((1, 3, 7, 7), (4, 3, 4, 4), {"auto_pad": "SAME_LOWER"}),
+    ((1, 3, 7, 7), (4, 3, 3, 3), {"auto_pad": "VALID", "dilations": [3, 2]}),
+    ((1, 3, 12), (5, 3, 3), {"pads": [1, 2], "strides": [2]}),
+]
+
+
+@pytest.mark.parametrize("x_shape, w_shape, attrs", CONV_CASES)
+@pytest.mark.parametrize("bias", [True, False])
+def test_conv(x_shape, w_shape, attrs, bias):
+    inputs = [rand(*x_shape, seed=1), rand(*w_shape, seed=2)] + ([rand(w_shape[0], seed=3)] if bias else [])
+    run_node("Conv", inputs, rtol=1e-4, atol=1e-5, **attrs)
+
+
+def test_conv_float16_and_fp16_weight():
+    x, w, b = rand(1, 4, 6, 6), rand(5, 4, 3, 3, seed=1), rand(5, seed=2)
+    run_node("Conv", [x.astype(np.float16), w.astype(np.float16), b.astype(np.float16)], rtol=1e-2, atol=1e-2,
+             pads=[1, 1, 1, 1])
+    conv = resolve("Conv", 11).fn
+    out = conv(x, w.astype(np.float16), b.astype(np.float16), pads=[1, 1, 1, 1])
+    want = conv(x, w.astype(np.float16).astype(np.float32), b.astype(np.float16).astype(np.float32), pads=[1, 1, 1, 1])
+    assert out.dtype == np.float32
+    np.testing.assert_array_equal(out, want)
+
+
+def test_conv_rejects_3d_and_bad_auto_pad():
+    with pytest.raises(UnsupportedOp, match="kernel_shape"):
+        bind_node(make_node("Conv", [True, True], 1, kernel_shape=[3, 3, 3]), 11)
+    with pytest.raises(UnsupportedOp, match="auto_pad"):
+        bind_node(make_node("Conv", [True, True], 1, auto_pad="SAME"), 11)
+
+
+def test_conv_channel_mismatch_is_a_clear_error():
+    with pytest.raises(ValueError, match="channels"):
+        resolve("Conv", 11).fn(rand(1, 3, 5, 5), rand(4, 2, 3, 3))
+
+
+@pytest.mark.parametrize("x_shape, w_shape, attrs", [
+    ((1, 4, 5, 5), (4, 3, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1], "output_padding": [1, 1]}),
+    ((1, 4, 4, 5), (4, 2, 2, 3), {"group": 2, "dilations": [2, 1]}),
+    ((1, 3, 4, 4), (3, 2, 3, 3), {"strides": [2, 2], "output_shape": [9, 8]}),
+    ((1, 3, 4, 4), (3, 2, 3, 3), {"strides": [2, 2], "auto_pad": "SAME_UPPER"}),
+    ((1, 3, 6), (3, 2, 4), {"strides": [2], "pads": [1, 1]}),
+])
+def test_conv_transpose(x_shape, w_shape, attrs):
+    run_node("ConvTranspose", [rand(*x_shape, seed=1), rand(*w_shape, seed=2), rand(w_shape[1] * attrs.get("group", 1),
+             seed=3)], rtol=1e-4, atol=1e-5, **attrs)
