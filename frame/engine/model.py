@@ -40,7 +40,7 @@ class TensorInfo:
     shape: tuple[int | str | None, ...] | None
 
 
-def _tensor_info(value: onnx.ValueInfoProto) -> TensorInfo:
+def tensor_info(value: onnx.ValueInfoProto) -> TensorInfo:
     tensor_type = value.type.tensor_type
     if not value.type.HasField("tensor_type"):
         raise ModelFormatError(f"graph input/output {value.name!r} is not a tensor")
@@ -88,8 +88,8 @@ class Model:
         self.attention = attention
         graph = structure.proto.graph
         self._weights = structure.weights
-        self.inputs = [_tensor_info(v) for v in graph.input if v.name not in self._weights]
-        self.outputs = [_tensor_info(v) for v in graph.output]
+        self.inputs = [tensor_info(v) for v in graph.input if v.name not in self._weights]
+        self.outputs = [tensor_info(v) for v in graph.output]
         self.op_counts = Counter(n.op_type for n in structure.nodes)
         input_names = {i.name for i in self.inputs}
         output_names = {o.name for o in self.outputs}

@@ -1,0 +1,138 @@
+"""Every weights provider gives the same outputs as onnxruntime, for embedded and external data."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from frame.engine import load_model
+from frame.engine.providers import DiskNoCache, DiskPrefetch, Ram
+from frame.errors import UsageError
+from tests.engine import builders
+
+
+class CountingReads:
+    """Wraps ReadingProvider.read to count reads and note the reading thread."""
+
+    def __init__(self, provider) -> None:
+        self.reads: list[tuple[str, str]] = []
+        original = provider.read
+
+        def read(ref):
+            self.reads.append((ref.name, threading.current_thread().name))
+            return original(ref)
+
+        provider.read = read
+
+
+@pytest.mark.parametrize("external", [False, True])
+@pytest.mark.parametrize("weights", ["nocache", "prefetch", "ram"])
+def test_providers_match_onnxruntime(tmp_path, weights, external):
+    proto, feeds = builders.mlp()
+    path = builders.save(proto, tmp_path / "m.onnx", external=external)
+    expected = builders.ort_run(path, feeds)["y"]
+    with load_model(path, weights=weights) as model:
+        for _ in range(2):
+            got = model.run(feeds)["y"]
+            assert builders.rel_l2(got, expected) < 1e-6
+
+
+def test_ram_reads_each_weight_once_across_runs(tmp_path):
+    proto, feeds = builders.mlp()
+    provider = Ram()
+    counter = CountingReads(provider)
+    with load_model(builders.save(proto, tmp_path / "m.onnx"), weights=provider) as model:
+        first = model.run(feeds)["y"]
+        reads_after_first = len(counter.reads)
+        second = model.run(feeds)["y"]
+        cached = provider.cached_bytes
+    assert reads_after_first == len(proto.graph.initializer) == len(counter.reads)
+    assert np.array_equal(first, second)
+    assert cached == sum(r.nbytes for r in model.streamed_weights)
+
+
+def test_nocache_reads_every_run(tmp_path):
+    proto, feeds = builders.mlp()
+    provider = DiskNoCache()
+    counter = CountingReads(provider)
+    with load_model(builders.save(proto, tmp_path / "m.onnx"), weights=provider) as model:
+        model.run(feeds)
+        model.run(feeds)
+    assert len(counter.reads) == 2 * len(proto.graph.initializer)
+
+
+@pytest.mark.parametrize("budget", [1, 4096, 1 << 20])
+def test_prefetch_reads_ahead_on_its_thread_within_budget(tmp_path, budget):
+    proto, feeds = builders.mlp(hidden=128)
+    path = builders.save(proto, tmp_path / "m.onnx", external=True)
+    provider = DiskPrefetch(budget_bytes=budget)
+    counter = CountingReads(provider)
+    peak = []
+    original_loop_check = provider._can_read
+
+    def can_read():
+        peak.append(provider._ready_bytes)
+        return original_loop_check()
+
+    provider._can_read = can_read
+    expected = builders.ort_run(path, feeds)["y"]
+    with load_model(path, weights=provider) as model:
+        for _ in range(3):
+            assert builders.rel_l2(model.run(feeds)["y"], expected) < 1e-6
+    assert {thread for _, thread in counter.reads} == {"frame-weights-prefetch"}
+    assert len(counter.reads) == 3 * len(proto.graph.initializer)
+    largest = max(r.nbytes for r in model.streamed_weights)
+    assert max(peak) <= max(budget, largest) + largest
+
+
+def test_prefetch_recovers_after_a_failed_run(tmp_path):
+    proto, feeds = builders.mlp()
+    path = builders.save(proto, tmp_path / "m.onnx")
+    with load_model(path, weights=DiskPrefetch(budget_bytes=1)) as model:
+        calls = {"n": 0}
+
+        def fail_midway(i, env):
+            calls["n"] += 1
+            if i == 3 and calls["n"] < 10:
+                raise RuntimeError("interrupted")
+
+        model._executor.after_step = fail_midway
+        with pytest.raises(RuntimeError):
+            model.run(feeds)
+        model._executor.after_step = None
+        expected = builders.ort_run(path, feeds)["y"]
+        assert builders.rel_l2(model.run(feeds)["y"], expected) < 1e-6
+
+
+def test_user_provider_object(tmp_path):
+    proto, feeds = builders.mlp()
+    path = builders.save(proto, tmp_path / "m.onnx")
+
+    class Zeros:  # the whole interface: prepare / get / release
+        def prepare(self, refs):
+            self.names = [r.name for r in refs]
+
+        def get(self, ref):
+            return np.ones(ref.shape, ref.dtype) if ref.dtype.kind == "i" else np.zeros(ref.shape, ref.dtype)
+
+        def release(self, ref):
+            pass
+
+    provider = Zeros()
+    model = load_model(path, weights=provider)
+    assert set(provider.names) == {t.name for t in proto.graph.initializer}
+    with pytest.raises(Exception):  # noqa: B017  zero weights → ones-slices of int consts break Slice
+        model.run(feeds)
+
+
+def test_bad_provider_names_and_objects(tmp_path):
+    proto, _ = builders.mlp()
+    path = builders.save(proto, tmp_path / "m.onnx")
+    with pytest.raises(UsageError, match="unknown weights provider"):
+        load_model(path, weights="floppy")
+    with pytest.raises(UsageError, match="needs an http"):
+        load_model(path, weights="http")
+    with pytest.raises(UsageError, match="release"):
+        load_model(path, weights=type("Half", (), {"prepare": lambda s, r: None, "get": lambda s, r: None})())
