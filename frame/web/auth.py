@@ -1,0 +1,125 @@
+"""Who may change things: the owner's token, a login session, CSRF tokens and a login rate limit.
+
+Rules (each has a test in ``tests/web/test_security.py``):
+
+* Reading pages is open on the LAN like the JSON API's GET routes; every POST needs a logged-in
+  session. Logging in means typing the owner token (``frame token`` prints it). The session remembers
+  a fingerprint of the token, so changing the token logs every phone out.
+* The session cookie is signed with a key generated once and kept in ``<state_dir>/web-secret``
+  (mode 0600); it is HttpOnly, SameSite=Strict, and Secure whenever the request came over https.
+* Every form carries a per-session CSRF token. We check it ourselves (about twenty lines on top of
+  Flask's signed session) instead of adding Flask-WTF and WTForms for four forms. A missing token is
+  400, a wrong one 403; a cross-site ``Origin`` header is 403 too.
+* Ten failed logins from one address within five minutes lock that address out for the rest of the
+  window (429), which makes guessing even a short token impractical.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import os
+import secrets
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+SECRET_FILE = "web-secret"
+CSRF_FIELD = "csrf_token"
+SESSION_DAYS = 90
+MAX_FAILURES = 10
+FAILURE_WINDOW_SECONDS = 300.0
+
+
+def load_or_create_secret(state_dir: Path) -> bytes:
+    """The session-signing key: created once (0600, written via a temp name), then reused."""
+    path = state_dir / SECRET_FILE
+    try:
+        key = path.read_bytes()
+        if len(key) >= 32:
+            return key
+        log.warning("%s is too short; generating a new session key (everyone is logged out)", path)
+    except FileNotFoundError:
+        pass
+    from frame.daemon.statefile import write_bytes_atomic
+
+    state_dir.mkdir(parents=True, exist_ok=True)
+    key = secrets.token_bytes(32)
+    write_bytes_atomic(path, key, mode=0o600)
+    os.chmod(path, 0o600)
+    log.info("generated the web session key %s", path)
+    return key
+
+
+def fingerprint(token: str) -> str:
+    """What the session stores instead of the token itself."""
+    return hashlib.sha256(b"frame-web-session:" + token.encode("utf-8")).hexdigest()[:32]
+
+
+def tokens_match(given: str, expected: str) -> bool:
+    """Constant-time comparison, so response timing does not leak the token."""
+    return bool(expected) and hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8"))
+
+
+def csrf_token(session: Any) -> str:
+    """This session's CSRF token, created on first use."""
+    if CSRF_FIELD not in session:
+        session[CSRF_FIELD] = secrets.token_urlsafe(32)
+    return session[CSRF_FIELD]
+
+
+def csrf_problem(session: Any, submitted: str | None) -> int | None:
+    """None when ``submitted`` matches the session's token; else the HTTP status to answer (400/403)."""
+    if not submitted:
+        return 400
+    expected = session.get(CSRF_FIELD)
+    if not expected or not hmac.compare_digest(submitted.encode("utf-8"), expected.encode("utf-8")):
+        return 403
+    return None
+
+
+def same_origin(origin: str | None, host_url: str) -> bool:
+    """True when the browser sent no Origin (older browsers, same-origin GET) or our own one."""
+    if origin is None:
+        return True
+    return origin.rstrip("/") == host_url.rstrip("/")
+
+
+class LoginLimiter:
+    """Counts failed logins per client address in a sliding window (thread-safe, in memory)."""
+
+    def __init__(self, max_failures: int = MAX_FAILURES, window: float = FAILURE_WINDOW_SECONDS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._max = max_failures
+        self._window = window
+        self._clock = clock
+        self._failures: dict[str, deque[float]] = {}
+        self._lock = threading.Lock()
+
+    def _recent(self, address: str) -> deque[float]:
+        now = self._clock()
+        times = self._failures.setdefault(address, deque())
+        while times and now - times[0] > self._window:
+            times.popleft()
+        return times
+
+    def blocked(self, address: str) -> bool:
+        with self._lock:
+            return len(self._recent(address)) >= self._max
+
+    def failed(self, address: str) -> None:
+        with self._lock:
+            self._recent(address).append(self._clock())
+            if len(self._failures) > 1000:  # forget idle addresses so the table cannot grow unbounded
+                for key in [k for k, v in self._failures.items() if not v]:
+                    del self._failures[key]
+
+    def succeeded(self, address: str) -> None:
+        with self._lock:
+            self._failures.pop(address, None)

@@ -1,0 +1,144 @@
+"""The Flask blueprint of the phone page: context, session set-up and the guard every POST passes.
+
+``build_blueprint`` is what ``frame.web.create_blueprint`` returns to the daemon's app factory. It
+registers the pages (``views.py``), the image routes (``images.py``) and, once per app, the session
+settings (signed cookie, HttpOnly, SameSite=Strict, Secure over https) described in ``auth.py``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from flask import Blueprint, Flask, abort, render_template, request, session
+from flask.sessions import SecureCookieSessionInterface
+
+from frame.config import Config, state_dir
+from frame.web import auth
+from frame.web.forms import safe_next
+
+log = logging.getLogger(__name__)
+
+MAX_FORM_BYTES = 16 * 1024
+SESSION_COOKIE = "frame_session"
+
+
+@dataclass
+class WebContext:
+    """What the views share: configuration, store, the daemon's live status and login bookkeeping."""
+
+    config: Config
+    store: Any
+    state_dir: Path
+    status: Callable[[], dict] | None = None
+    config_path: Path | None = None
+    token: str | None = None
+    controller: Any = None
+    limiter: auth.LoginLimiter = field(default_factory=auth.LoginLimiter)
+
+    def adopt(self, shared: dict[str, Any]) -> None:
+        """Take the daemon's shared objects (``app.extensions["frame"]``): token, controller, state dir."""
+        self.token = shared.get("token") or self.token
+        self.controller = shared.get("controller") or self.controller
+        if shared.get("state_dir"):
+            self.state_dir = Path(shared["state_dir"])
+        if self.status is None and self.controller is not None:
+            self.status = self.controller.status
+
+    def owner_token(self) -> str:
+        if self.token:
+            return self.token
+        from frame.daemon.token import ensure_token
+
+        return ensure_token(self.config.web.token, self.state_dir)
+
+    def logged_in(self) -> bool:
+        remembered = session.get("owner")
+        return bool(remembered) and auth.tokens_match(remembered, auth.fingerprint(self.owner_token()))
+
+
+class _SessionInterface(SecureCookieSessionInterface):
+    """Flask's signed-cookie session, marked Secure whenever this request arrived over https."""
+
+    def get_cookie_secure(self, app: Flask) -> bool:
+        return bool(app.config.get("SESSION_COOKIE_SECURE")) or request.is_secure
+
+
+def _configure_app(app: Flask, ctx: WebContext) -> None:
+    ctx.adopt(app.extensions.get("frame") or {})
+    if not app.secret_key:
+        app.secret_key = auth.load_or_create_secret(ctx.state_dir)
+    app.session_interface = _SessionInterface()
+    app.config.update(
+        SESSION_COOKIE_NAME=SESSION_COOKIE,
+        SESSION_COOKIE_HTTPONLY=True,
+        SESSION_COOKIE_SAMESITE="Strict",
+        PERMANENT_SESSION_LIFETIME=timedelta(days=auth.SESSION_DAYS),
+    )
+
+
+def build_blueprint(config: Config, store: Any, status: Callable[[], dict] | None = None,
+                    config_path: str | Path | None = None) -> Blueprint:
+    """The ``web`` blueprint: pages at ``/``, ``/gallery``, ``/queue``, ``/status``, ``/config``."""
+    from frame.web import images, views
+
+    ctx = WebContext(config=config, store=store, state_dir=state_dir(config), status=status,
+                     config_path=Path(config_path) if config_path else None)
+    bp = Blueprint("web", __name__, template_folder="templates", static_folder="static",
+                   static_url_path="/web-static")
+    bp.record_once(lambda setup: _configure_app(setup.app, ctx))
+
+    @bp.before_request
+    def guard() -> Any:
+        return _guard(ctx)
+
+    @bp.after_request
+    def headers(response: Any) -> Any:
+        response.headers.setdefault("X-Content-Type-Options", "nosniff")
+        response.headers.setdefault("X-Frame-Options", "DENY")
+        response.headers.setdefault("Referrer-Policy", "same-origin")
+        response.headers.setdefault(
+            "Content-Security-Policy",
+            "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
+            "frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
+        if request.method == "GET" and response.mimetype == "text/html":
+            response.headers.setdefault("Cache-Control", "no-store")
+        return response
+
+    @bp.app_template_global()
+    def csrf_token() -> str:
+        return auth.csrf_token(session)
+
+    @bp.context_processor
+    def common() -> dict[str, Any]:
+        return {"logged_in": ctx.logged_in(), "csrf_field": auth.CSRF_FIELD}
+
+    views.register(bp, ctx)
+    images.register(bp, ctx)
+    return bp
+
+
+def _guard(ctx: WebContext) -> Any:
+    """Every state-changing request: size limit, same origin, logged in (except login), CSRF token."""
+    if request.method in ("GET", "HEAD", "OPTIONS"):
+        return None
+    if request.content_length is not None and request.content_length > MAX_FORM_BYTES:
+        abort(413)
+    if not auth.same_origin(request.headers.get("Origin"), request.host_url):
+        log.warning("refused a %s to %s from origin %s", request.method, request.path,
+                    request.headers.get("Origin"))
+        abort(403)
+    if request.endpoint != "web.login" and not ctx.logged_in():
+        back = safe_next(request.form.get("next"), "/")
+        return render_template("login.html", error="Log in with the owner token to make changes.",
+                               next=back), 401
+    problem = auth.csrf_problem(session, request.form.get(auth.CSRF_FIELD))
+    if problem is not None:
+        log.warning("refused a %s to %s: %s CSRF token", request.method, request.path,
+                    "missing" if problem == 400 else "wrong")
+        abort(problem)
+    return None

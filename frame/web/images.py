@@ -1,0 +1,126 @@
+"""Image routes. Every file is found through the store by numeric id; nothing in the request is a path.
+
+The store holds gallery file *names*; ``frame.daemon.gallery.picture_path`` refuses any name that
+would leave the gallery folder, and a missing file is a 404 like an unknown id. Thumbnails for the
+gallery are made with Pillow on first request and kept in a small in-memory LRU cache, so a phone
+downloads ~15 kB per tile instead of the full PNG.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import threading
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+from flask import Blueprint, abort, send_file
+
+from frame.errors import FrameError
+from frame.web.blueprint import WebContext
+from frame.web.present import why_plot_name
+from frame.web.views import live_status
+
+log = logging.getLogger(__name__)
+
+THUMB_SIZE = (360, 360)
+THUMB_CACHE_ENTRIES = 96
+MAX_AGE_SECONDS = 300
+
+
+class ThumbCache:
+    """JPEG thumbnails keyed by (path, mtime, size) with least-recently-used eviction."""
+
+    def __init__(self, entries: int = THUMB_CACHE_ENTRIES) -> None:
+        self._entries = entries
+        self._data: OrderedDict[tuple, bytes] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, path: Path) -> bytes:
+        stat = path.stat()
+        key = (str(path), stat.st_mtime_ns, stat.st_size)
+        with self._lock:
+            if key in self._data:
+                self._data.move_to_end(key)
+                return self._data[key]
+        data = make_thumbnail(path)
+        with self._lock:
+            self._data[key] = data
+            while len(self._data) > self._entries:
+                self._data.popitem(last=False)
+        return data
+
+
+def make_thumbnail(path: Path) -> bytes:
+    """A JPEG no larger than ``THUMB_SIZE`` (aspect kept)."""
+    from PIL import Image
+
+    with Image.open(path) as image:
+        image.thumbnail(THUMB_SIZE)
+        buffer = io.BytesIO()
+        image.convert("RGB").save(buffer, "JPEG", quality=82, optimize=True)
+    return buffer.getvalue()
+
+
+def gallery_file(ctx: WebContext, name: str | None) -> Path:
+    """The existing gallery file for a stored name, or abort(404)."""
+    from frame.daemon.gallery import picture_path
+
+    try:
+        path = picture_path(ctx.state_dir, name)
+    except FrameError:
+        log.warning("store holds a gallery name outside the gallery: %r", name)
+        abort(404)
+    if path is None or not path.is_file():
+        abort(404)
+    return path
+
+
+def _stored(ctx: WebContext, picture_id: int) -> dict[str, Any]:
+    row = ctx.store.picture(picture_id)
+    if row is None:
+        abort(404)
+    return row
+
+
+def register(bp: Blueprint, ctx: WebContext) -> None:
+    """Add the image routes to ``bp``."""
+    thumbs = ThumbCache()
+
+    @bp.get("/pictures/<int:picture_id>/image")
+    def image(picture_id: int) -> Any:
+        path = gallery_file(ctx, _stored(ctx, picture_id).get("file"))
+        return send_file(path, conditional=True, max_age=MAX_AGE_SECONDS)
+
+    @bp.get("/pictures/<int:picture_id>/panel")
+    def panel(picture_id: int) -> Any:
+        path = gallery_file(ctx, _stored(ctx, picture_id).get("panel_file"))
+        return send_file(path, conditional=True, max_age=MAX_AGE_SECONDS)
+
+    @bp.get("/pictures/<int:picture_id>/thumb")
+    def thumb(picture_id: int) -> Any:
+        path = gallery_file(ctx, _stored(ctx, picture_id).get("file"))
+        try:
+            data = thumbs.get(path)
+        except OSError as exc:
+            log.warning("cannot make a thumbnail of %s: %s", path, exc)
+            abort(404)
+        return send_file(io.BytesIO(data), mimetype="image/jpeg", max_age=MAX_AGE_SECONDS)
+
+    @bp.get("/pictures/<int:picture_id>/why.png")
+    def why_plot(picture_id: int) -> Any:
+        path = gallery_file(ctx, why_plot_name(_stored(ctx, picture_id).get("why")))
+        return send_file(path, mimetype="image/png", conditional=True, max_age=MAX_AGE_SECONDS)
+
+    @bp.get("/render/preview")
+    def preview() -> Any:
+        render = live_status(ctx).get("render") or {}
+        name = render.get("preview")
+        if not isinstance(name, str) or not name:
+            abort(404)
+        folder = ctx.state_dir.resolve()
+        path = (folder / name).resolve()
+        if not path.is_relative_to(folder) or not path.is_file():
+            abort(404)
+        return send_file(path, max_age=0)

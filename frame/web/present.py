@@ -1,0 +1,139 @@
+"""Turn store rows and daemon status into what the templates show (plain dicts and strings).
+
+Kept apart from the views so the wording ("liked", "★★★★☆", "about 12 min left") is tested without a
+web server, and so templates stay free of logic beyond loops and ifs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+STARS = 5
+
+
+def rating_label(picture: Mapping[str, Any]) -> str:
+    """The picture's latest rating in words: "liked", "disliked", "★★★☆☆" or "not rated"."""
+    kind, value = picture.get("rating_kind"), picture.get("rating_value")
+    if kind == "thumb":
+        return "liked" if value == 1 else "disliked"
+    if kind == "stars" and isinstance(value, int):
+        return "★" * value + "☆" * (STARS - value)
+    return "not rated"
+
+
+def why_sentence(why: Any) -> str:
+    """The ikNN explanation sentence stored with a picture, whatever shape the daemon saved it in."""
+    if isinstance(why, str):
+        return why
+    if isinstance(why, Mapping):
+        for key in ("sentence", "text", "explanation", "summary"):
+            if isinstance(why.get(key), str) and why[key]:
+                return why[key]
+    return ""
+
+
+def why_plot_name(why: Any) -> str | None:
+    """The gallery file name of the explanation plot (PNG), if the store has one."""
+    if isinstance(why, Mapping):
+        for key in ("plot", "plot_file"):
+            if isinstance(why.get(key), str) and why[key]:
+                return why[key]
+    return None
+
+
+def why_details(why: Any) -> list[tuple[str, str]]:
+    """Further explanation facts worth listing (scalar fields other than the sentence and plot)."""
+    if not isinstance(why, Mapping):
+        return []
+    skip = {"sentence", "text", "explanation", "summary", "plot", "plot_file"}
+    details = []
+    for key, value in why.items():
+        if key in skip or isinstance(value, (Mapping, list, tuple)) or value in (None, ""):
+            continue
+        shown = f"{value:.2f}" if isinstance(value, float) else str(value)
+        details.append((key.replace("_", " "), shown))
+    return details
+
+
+def picture_view(picture: Mapping[str, Any]) -> dict[str, Any]:
+    """One gallery picture as the templates need it."""
+    why = picture.get("why")
+    return {
+        "id": picture["id"],
+        "prompt": picture.get("prompt") or "",
+        "negative_prompt": picture.get("negative_prompt") or "",
+        "theme": picture.get("theme") or "",
+        "style": picture.get("style") or "",
+        "origin": picture.get("origin") or "",
+        "created": short_time(picture.get("created_at")),
+        "rating": rating_label(picture),
+        "rating_kind": picture.get("rating_kind"),
+        "rating_value": picture.get("rating_value"),
+        "favourite": bool(picture.get("favourite")),
+        "why": why_sentence(why),
+        "why_details": why_details(why),
+        "has_plot": why_plot_name(why) is not None,
+        "has_panel": bool(picture.get("panel_file")),
+        "facts": _facts(picture),
+    }
+
+
+def _facts(picture: Mapping[str, Any]) -> list[tuple[str, str]]:
+    facts = []
+    for key, label in (("seed", "seed"), ("sampler", "sampler"), ("steps", "steps"), ("model", "model")):
+        if picture.get(key) not in (None, ""):
+            facts.append((label, str(picture[key])))
+    if picture.get("width") and picture.get("height"):
+        facts.append(("size", f"{picture['width']}×{picture['height']}"))
+    return facts
+
+
+def short_time(stamp: Any) -> str:
+    """An ISO timestamp from the store as "2026-11-29 22:41 UTC" (unchanged when not parseable)."""
+    if not isinstance(stamp, str) or not stamp:
+        return ""
+    try:
+        moment = datetime.fromisoformat(stamp)
+    except ValueError:
+        return stamp
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def duration(seconds: Any) -> str:
+    """Seconds as "45 s", "12 min", "2 h 05 min" (empty for unknown)."""
+    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not math.isfinite(seconds):
+        return ""
+    seconds = max(0, int(round(seconds)))
+    if seconds < 90:
+        return f"{seconds} s"
+    minutes = round(seconds / 60)
+    if minutes < 90:
+        return f"{minutes} min"
+    return f"{minutes // 60} h {minutes % 60:02d} min"
+
+
+def progress_view(status: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The render in progress from the daemon's live status (``LiveStatus.snapshot()`` shape).
+
+    The same mapping is done in ``static/frame.js`` for the polled ``/api/status``; keep them in step.
+    """
+    render = (status or {}).get("render") or {}
+    steps = render.get("steps")
+    step = render.get("step") or 0
+    percent = int(100 * step / steps) if isinstance(steps, int) and steps > 0 else None
+    return {
+        "active": bool(render),
+        "stage": str(render.get("stage") or ""),
+        "step": step,
+        "steps": steps,
+        "percent": percent,
+        "eta": duration(render.get("eta_seconds")),
+        "restarts": render.get("restarts") or 0,
+        "has_preview": bool(render.get("preview")),
+        "notice": str((status or {}).get("notice") or ""),
+    }

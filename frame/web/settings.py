@@ -1,0 +1,73 @@
+"""The read-only configuration page: the effective settings (secrets hidden) and validation messages.
+
+The daemon runs with the configuration it loaded at start, which was valid. What the owner needs to
+know is whether the *file on disk* is still valid — an edit made since would stop the next start — so
+the page re-validates that file now and lists every problem, plus a few advisory notes.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from frame.config import Config, load_config, to_plain
+from frame.config.loader import config_file_path
+from frame.errors import ConfigError
+
+
+def flatten(plain: Any, prefix: str = "") -> list[tuple[str, str]]:
+    """Nested plain config as ("section.key", "value") rows in file order."""
+    rows: list[tuple[str, str]] = []
+    if isinstance(plain, dict) and plain:
+        for key, value in plain.items():
+            rows.extend(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
+    elif isinstance(plain, list) and plain and any(isinstance(v, (dict, list)) for v in plain):
+        for index, value in enumerate(plain):
+            rows.extend(flatten(value, f"{prefix}[{index}]"))
+    else:
+        rows.append((prefix, _show(plain)))
+    return rows
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "(automatic)"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ", ".join(_show(v) for v in value) if value else "(none)"
+    if isinstance(value, dict):
+        return "(none)"
+    return str(value) if value != "" else '""'
+
+
+def notes(config: Config) -> list[str]:
+    """Advice about settings that are valid but may surprise the owner."""
+    found = []
+    if config.web.listen.startswith("0.0.0.0:") or config.web.listen.startswith("[::]:"):
+        found.append("web.listen: the page is reachable from every device on the network; changes still "
+                     "need the owner token.")
+    if not config.web.token:
+        found.append("web.token: empty, so the daemon generated one at first start (show it with: frame token).")
+    if not config.feeds.sources:
+        found.append("feeds.sources: no prompt feeds; themes and queued prompts are used.")
+    if config.buttons.enabled:
+        try:
+            import gpiozero  # noqa: F401
+        except ImportError:
+            found.append("buttons.enabled: gpiozero is not installed (pip install 'frame[buttons]').")
+    return found
+
+
+def settings_report(config: Config, config_path: Path | None) -> dict[str, Any]:
+    """Rows of effective settings, the file checked, its problems (if any) and advisory notes."""
+    path = config_path or config_file_path(None, os.environ)
+    problems: list[str] = []
+    if path is not None:
+        try:
+            load_config(path)
+        except ConfigError as exc:
+            problems = exc.problems
+    return {"rows": flatten(to_plain(config)), "file": str(path) if path else "", "problems": problems,
+            "notes": notes(config)}

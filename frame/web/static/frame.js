@@ -1,0 +1,59 @@
+// Keeps the render progress current by polling the daemon's /api/status (read-only, no token needed).
+// Everything else on the page is plain HTML forms, so the page works without this script.
+// The mapping from the status JSON mirrors frame/web/present.py:progress_view — keep them in step.
+(function () {
+  "use strict";
+  var box = document.getElementById("progress");
+  if (!box || !window.fetch) { return; }
+  var url = box.getAttribute("data-status-url");
+  var wasActive = box.getAttribute("data-active") === "yes";
+
+  function duration(seconds) {
+    if (typeof seconds !== "number" || !isFinite(seconds)) { return ""; }
+    seconds = Math.max(0, Math.round(seconds));
+    if (seconds < 90) { return seconds + " s"; }
+    var minutes = Math.round(seconds / 60);
+    if (minutes < 90) { return minutes + " min"; }
+    var rest = minutes % 60;
+    return Math.floor(minutes / 60) + " h " + (rest < 10 ? "0" : "") + rest + " min";
+  }
+
+  function field(name, text) {
+    var el = box.querySelector('[data-field="' + name + '"]');
+    if (el) { el.textContent = text; }
+  }
+
+  function show(status) {
+    var render = (status && (status.render || (status.status && status.status.render))) || null;
+    if (!render) {
+      box.hidden = true;
+      if (wasActive) { window.location.reload(); }  // finished: show the new picture
+      return;
+    }
+    wasActive = true;
+    box.hidden = false;
+    var steps = render.steps, step = render.step || 0;
+    var bar = document.getElementById("progress-bar");
+    var percent = steps > 0 ? Math.floor(100 * step / steps) : 0;
+    bar.value = percent;
+    bar.textContent = percent + "%";
+    field("stage", render.stage || "");
+    field("steps", steps ? "step " + step + " of " + steps : "");
+    var eta = duration(render.eta_seconds);
+    field("eta", eta ? "· about " + eta + " left" : "");
+    var img = document.getElementById("progress-preview");
+    if (render.preview) {
+      img.src = "/render/preview?step=" + encodeURIComponent(step);
+      img.hidden = false;
+    }
+  }
+
+  function poll() {
+    fetch(url, {credentials: "same-origin", headers: {"Accept": "application/json"}})
+      .then(function (r) { return r.ok ? r.json() : null; })
+      .then(function (data) { if (data) { show(data); } })
+      .catch(function () { /* the frame may be restarting; try again later */ })
+      .then(function () { window.setTimeout(poll, wasActive ? 5000 : 30000); });
+  }
+  window.setTimeout(poll, wasActive ? 2000 : 10000);
+}());

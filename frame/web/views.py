@@ -1,0 +1,216 @@
+"""The pages: now showing, one picture, gallery, queue, status and configuration, plus login/logout.
+
+GET pages only read the store; every POST has already passed ``blueprint._guard`` (logged in, CSRF
+token, same origin, size limit) before it gets here, and validates its fields with ``forms.py``.
+After a successful POST the browser is redirected (303) so a reload never repeats it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from flask import Blueprint, abort, flash, redirect, render_template, request, session, url_for
+
+from frame.web import auth, present
+from frame.web.blueprint import WebContext
+from frame.web.forms import (
+    NEGATIVE_MAX,
+    PROMPT_MAX,
+    THEME_MAX,
+    TOKEN_MAX,
+    FormError,
+    check_blocklist,
+    clean_text,
+    parse_page,
+    parse_rating,
+    safe_next,
+)
+from frame.web.settings import settings_report
+
+log = logging.getLogger(__name__)
+
+GALLERY_PAGE = 24
+
+
+def live_status(ctx: WebContext) -> dict[str, Any]:
+    """The daemon's live status, or {} when the web page runs without one (or it fails)."""
+    if ctx.status is None:
+        return {}
+    try:
+        return dict(ctx.status() or {})
+    except Exception:  # the page must render even if the daemon's status is broken
+        log.exception("reading the daemon status failed")
+        return {}
+
+
+def shown_picture_id(ctx: WebContext, status: dict[str, Any]) -> int | None:
+    """What is on the panel: live status first, then the store's display history, then the newest."""
+    shown = status.get("shown")
+    if isinstance(shown, dict) and isinstance(shown.get("picture_id"), int):
+        return shown["picture_id"]
+    last = ctx.store.last_shown()
+    if last:
+        return last["picture_id"]
+    newest = ctx.store.pictures(limit=1)
+    return newest[0]["id"] if newest else None
+
+
+def register(bp: Blueprint, ctx: WebContext) -> None:
+    """Add the page routes to ``bp``."""
+
+    @bp.get("/")
+    def now() -> Any:
+        status = live_status(ctx)
+        picture_id = shown_picture_id(ctx, status)
+        picture = ctx.store.picture(picture_id) if picture_id is not None else None
+        return render_template("picture.html", picture=present.picture_view(picture) if picture else None,
+                               now_showing=True, progress=present.progress_view(status))
+
+    @bp.get("/pictures/<int:picture_id>")
+    def picture(picture_id: int) -> Any:
+        row = ctx.store.picture(picture_id)
+        if row is None:
+            abort(404)
+        return render_template("picture.html", picture=present.picture_view(row), now_showing=False,
+                               progress=None)
+
+    @bp.post("/pictures/<int:picture_id>/rate")
+    def rate(picture_id: int) -> Any:
+        kind, value = parse_rating(request.form.get("rating"))
+        try:
+            ctx.store.rate(picture_id, kind, value)
+        except KeyError:
+            abort(404)
+        log.info("web: picture %d rated %s %+d", picture_id, kind, value)
+        flash("Rating saved: the frame learns from it tonight.")
+        return redirect(safe_next(request.form.get("next"), url_for("web.picture", picture_id=picture_id)), 303)
+
+    @bp.post("/pictures/<int:picture_id>/show")
+    def show(picture_id: int) -> Any:
+        if ctx.store.picture(picture_id) is None:
+            abort(404)
+        if ctx.controller is None:
+            flash("The frame's daemon is not running, so nothing can be shown now.")
+        else:
+            ctx.controller.show(picture_id)
+            log.info("web: asked to show picture %d", picture_id)
+            flash("Sent to the frame: the panel refreshes in a minute.")
+        return redirect(url_for("web.picture", picture_id=picture_id), 303)
+
+    @bp.post("/render")
+    def render_now() -> Any:
+        if ctx.controller is None:
+            flash("The frame's daemon is not running, so no render can start.")
+        else:
+            from frame.daemon.app import Busy
+
+            try:
+                ctx.controller.render_now()
+            except Busy as exc:
+                flash(f"No new render: {exc}")
+            else:
+                log.info("web: render requested")
+                flash("Rendering a new picture now.")
+        return redirect(url_for("web.status"), 303)
+
+    @bp.get("/gallery")
+    def gallery() -> Any:
+        page = parse_page(request.args.get("page"))
+        favourites = request.args.get("favourites") == "1"
+        rows = ctx.store.pictures(limit=GALLERY_PAGE + 1, offset=(page - 1) * GALLERY_PAGE,
+                                  favourites_only=favourites)
+        return render_template("gallery.html", pictures=[present.picture_view(r) for r in rows[:GALLERY_PAGE]],
+                               page=page, more=len(rows) > GALLERY_PAGE, favourites=favourites,
+                               total=ctx.store.count_pictures())
+
+    @bp.route("/queue", methods=["GET", "POST"])
+    def queue() -> Any:
+        values = {"prompt": "", "negative_prompt": "", "theme": ""}
+        limits = {"prompt": min(PROMPT_MAX, ctx.config.feeds.max_prompt_chars), "negative_prompt": NEGATIVE_MAX,
+                  "theme": THEME_MAX}
+        error = None
+        if request.method == "POST":
+            try:
+                values = {name: clean_text(request.form, name, limit, required=name == "prompt")
+                          for name, limit in limits.items()}
+                check_blocklist(values, ctx.config.feeds.blocklist)
+            except FormError as exc:
+                error = exc
+                values = {k: str(request.form.get(k, ""))[:PROMPT_MAX] for k in values}
+            else:
+                prompt_id = ctx.store.queue_prompt(**values)
+                log.info("web: queued prompt %d (%d characters)", prompt_id, len(values["prompt"]))
+                flash("Queued for the next night.")
+                return redirect(url_for("web.queue"), 303)
+        return render_template("queue.html", queued=ctx.store.queued_prompts(), values=values, error=error,
+                               limits=limits), (400 if error else 200)
+
+    @bp.get("/status")
+    def status() -> Any:
+        live = live_status(ctx)
+        renders = [dict(r, started=present.short_time(r.get("started_at")),
+                        finished=present.short_time(r.get("finished_at"))) for r in ctx.store.renders(10)]
+        feeds = [dict(f, last_ok=present.short_time(f.get("last_ok_at")),
+                      last_attempt=present.short_time(f.get("last_attempt_at"))) for f in ctx.store.feed_health()]
+        next_runs = sorted((name, present.short_time(when) or str(when))
+                           for name, when in (live.get("next_runs") or {}).items() if when)
+        return render_template("status.html", progress=present.progress_view(live), renders=renders,
+                               feeds=feeds, next_runs=next_runs, live=bool(live),
+                               state=str(live.get("state") or ""), queued=len(ctx.store.queued_prompts()))
+
+    @bp.get("/config")
+    def config() -> Any:
+        return render_template("config.html", report=settings_report(ctx.config, ctx.config_path))
+
+    register_login(bp, ctx)
+
+
+def register_login(bp: Blueprint, ctx: WebContext) -> None:
+    """Login (token form → session) and logout."""
+
+    @bp.route("/login", methods=["GET", "POST"])
+    def login() -> Any:
+        back = safe_next(request.values.get("next"), url_for("web.now"))
+        if request.method == "GET":
+            return render_template("login.html", error=None, next=back)
+        address = request.remote_addr or "?"
+        if ctx.limiter.blocked(address):
+            log.warning("web: login from %s refused: too many failures", address)
+            return render_template("login.html", error="Too many wrong tokens. Try again in a few minutes.",
+                                   next=back), 429
+        given = str(request.form.get("token", ""))[:TOKEN_MAX].strip()
+        expected = ctx.owner_token()
+        if not auth.tokens_match(given, expected):
+            ctx.limiter.failed(address)
+            log.warning("web: failed login from %s", address)
+            return render_template("login.html", error="That is not the owner token (see: frame token).",
+                                   next=back), 401
+        ctx.limiter.succeeded(address)
+        session.clear()  # a fresh session (and CSRF token) after login: no session fixation
+        session.permanent = True
+        session["owner"] = auth.fingerprint(expected)
+        log.info("web: owner logged in from %s", address)
+        return redirect(back, 303)
+
+    @bp.post("/logout")
+    def logout() -> Any:
+        session.clear()
+        return redirect(url_for("web.now"), 303)
+
+    @bp.errorhandler(FormError)
+    def bad_form(exc: FormError) -> Any:
+        return render_template("error.html", code=400, message=str(exc)), 400
+
+    for code, message in ((400, "The request was incomplete (missing form token?). Reload the page."),
+                          (403, "Refused: the form was stale or came from another site. Reload the page."),
+                          (404, "There is no such picture or page."),
+                          (413, "That was too much data."),
+                          (429, "Too many attempts. Wait a few minutes.")):
+        bp.register_error_handler(code, _error_page(code, message))
+
+
+def _error_page(code: int, message: str) -> Any:
+    def handler(_exc: Exception) -> Any:
+        return render_template("error.html", code=code, message=message), code
+    return handler
