@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import io
 import re
 from pathlib import Path
 
@@ -19,6 +21,11 @@ CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
 def write_png(path: Path, colour: tuple[int, int, int], size: tuple[int, int] = (800, 480)) -> None:
     """A painting-like test picture: sky gradient towards ``colour``, a sun, and noisy water."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(_png_bytes(colour, size))
+
+
+@functools.lru_cache(maxsize=8)
+def _png_bytes(colour: tuple[int, int, int], size: tuple[int, int]) -> bytes:
     width, height = size
     rng = np.random.default_rng(sum(colour))
     t = np.linspace(0.0, 1.0, height)[:, None, None]
@@ -31,7 +38,9 @@ def write_png(path: Path, colour: tuple[int, int, int], size: tuple[int, int] = 
     yy, xx = np.mgrid[0:height, 0:width]
     sun = (xx - width * 0.68) ** 2 + (yy - horizon * 0.7) ** 2 < (height * 0.09) ** 2
     pixels[sun] = (255, 236, 190)
-    Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8)).save(path)
+    buffer = io.BytesIO()
+    Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8)).save(buffer, "PNG", compress_level=1)
+    return buffer.getvalue()
 
 
 def seed(store: Store, state_dir: Path) -> dict[str, int]:

@@ -1,0 +1,248 @@
+"""Every security rule of the phone page has a test here: login, session cookie, CSRF, origin, input
+validation, path handling, rate limiting and the closed list of routes."""
+
+from __future__ import annotations
+
+import stat
+
+import pytest
+from conftest import TOKEN, csrf_from, login, make_app
+
+from frame.web.auth import LoginLimiter
+
+
+def html(response) -> str:
+    return response.get_data(as_text=True)
+
+
+def ratings(store) -> list:
+    return [tuple(r) for r in store.query("SELECT picture_id, kind, value FROM ratings ORDER BY id")]
+
+
+def test_changes_without_login_are_refused(client, store, pictures):
+    before = ratings(store)
+    csrf = csrf_from(html(client.get("/login")))
+    for path, data in ((f"/pictures/{pictures['new']}/rate", {"rating": "like"}),
+                       ("/queue", {"prompt": "sneaky"}), (f"/pictures/{pictures['new']}/show", {}),
+                       ("/render", {})):
+        response = client.post(path, data={**data, "csrf_token": csrf})
+        assert response.status_code == 401, path
+        assert "Log in with the owner token" in html(response)
+    assert ratings(store) == before and store.queued_prompts() == []
+
+
+def test_wrong_token_is_refused_and_right_one_logs_in(client):
+    assert login(client, "not-the-owner-token").status_code == 401
+    assert "Log out" not in html(client.get("/"))
+    response = login(client)
+    assert response.status_code == 303 and response.headers["Location"] == "/"
+    assert "Log out" in html(client.get("/"))
+
+
+def test_session_cookie_flags(client):
+    response = login(client)
+    cookie = response.headers["Set-Cookie"]
+    assert cookie.startswith("frame_session=")
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Secure" not in cookie
+    assert TOKEN not in cookie
+
+
+def test_session_cookie_is_secure_over_https(app):
+    client = app.test_client()
+    page = client.get("/login", base_url="https://frame.local")
+    response = client.post("/login", base_url="https://frame.local",
+                           data={"token": TOKEN, "csrf_token": csrf_from(html(page))})
+    assert response.status_code == 303 and "Secure" in response.headers["Set-Cookie"]
+
+
+@pytest.mark.parametrize(("csrf", "status"), [(None, 400), ("", 400), ("forged-token-value", 403)])
+def test_missing_or_wrong_csrf_token(owner, store, pictures, csrf, status):
+    before = ratings(store)
+    data = {"rating": "like"} if csrf is None else {"rating": "like", "csrf_token": csrf}
+    assert owner.post(f"/pictures/{pictures['new']}/rate", data=data).status_code == status
+    queue = {"prompt": "x"} if csrf is None else {"prompt": "x", "csrf_token": csrf}
+    assert owner.post("/queue", data=queue).status_code == status
+    assert ratings(store) == before and store.queued_prompts() == []
+
+
+def test_login_form_needs_csrf_too(client):
+    client.get("/login")
+    assert client.post("/login", data={"token": TOKEN}).status_code == 400
+    assert "Log out" not in html(client.get("/"))
+
+
+def test_csrf_token_from_another_session_is_refused(app, owner, pictures):
+    other = app.test_client()
+    foreign = csrf_from(html(other.get("/login")))
+    assert owner.post(f"/pictures/{pictures['new']}/rate",
+                      data={"rating": "like", "csrf_token": foreign}).status_code == 403
+
+
+def test_cross_site_origin_is_refused(owner, store, pictures):
+    csrf = csrf_from(html(owner.get("/")))
+    response = owner.post(f"/pictures/{pictures['new']}/rate", data={"rating": "like", "csrf_token": csrf},
+                          headers={"Origin": "http://evil.example"})
+    assert response.status_code == 403 and ratings(store) == [(pictures["old"], "thumb", 1)]
+    same = owner.post(f"/pictures/{pictures['new']}/rate", data={"rating": "like", "csrf_token": csrf},
+                      headers={"Origin": "http://localhost"})
+    assert same.status_code == 303
+
+
+def test_login_rotates_the_session(client):
+    before = csrf_from(html(client.get("/login")))
+    login(client)
+    assert csrf_from(html(client.get("/"))) != before
+
+
+def test_new_token_invalidates_old_sessions(store, state_dir, pictures):
+    first = make_app(store, state_dir)
+    client = first.test_client()
+    login(client)
+    assert "Log out" in html(client.get("/"))
+    from frame.config import Config, WebConfig
+    from frame.daemon.app import create_app
+
+    config = Config(state_dir=str(state_dir), web=WebConfig(token="another-owner-token-99"))
+    second = create_app(config, store, token="another-owner-token-99", state_dir=state_dir)
+    second_client = second.test_client()
+    second_client.set_cookie("frame_session", client.get_cookie("frame_session").value)
+    assert "Log out" not in html(second_client.get("/"))
+
+
+@pytest.mark.parametrize("value", ["6", "0", "-1", "loved", "", "1.5", "like\x00"])
+def test_bad_rating_values(owner, store, pictures, value):
+    csrf = csrf_from(html(owner.get("/")))
+    response = owner.post(f"/pictures/{pictures['new']}/rate", data={"rating": value, "csrf_token": csrf})
+    assert response.status_code == 400 and "rating: must be like, dislike or 1 to 5 stars" in html(response)
+    assert ratings(store) == [(pictures["old"], "thumb", 1)]
+
+
+def test_rating_unknown_picture_is_404(owner):
+    csrf = csrf_from(html(owner.get("/")))
+    assert owner.post("/pictures/999/rate", data={"rating": "like", "csrf_token": csrf}).status_code == 404
+    assert owner.post("/pictures/abc/rate", data={"rating": "like", "csrf_token": csrf}).status_code == 404
+
+
+@pytest.mark.parametrize(("prompt", "message"), [
+    ("", "prompt must not be empty"),
+    ("   ", "prompt must not be empty"),
+    ("x" * 301, "prompt is too long"),
+    ("a cat\x1b[31m", "prompt contains control characters"),
+    ("a \u202eflipped cat", "prompt contains control characters"),
+])
+def test_bad_prompts_are_rejected(owner, store, prompt, message):
+    csrf = csrf_from(html(owner.get("/queue")))
+    response = owner.post("/queue", data={"prompt": prompt, "csrf_token": csrf})
+    assert response.status_code == 400 and message in html(response)
+    assert store.queued_prompts() == []
+
+
+def test_blocklisted_prompt_is_rejected(store, state_dir, pictures):
+    from frame.config import Config, FeedsConfig, WebConfig
+
+    config = Config(state_dir=str(state_dir), web=WebConfig(token=TOKEN), feeds=FeedsConfig(blocklist=("gore",)))
+    client = make_app(store, state_dir, config=config).test_client()
+    login(client)
+    csrf = csrf_from(html(client.get("/queue")))
+    response = client.post("/queue", data={"prompt": "Gore in the rain", "csrf_token": csrf})
+    assert response.status_code == 400 and "feeds.blocklist" in html(response)
+    assert store.queued_prompts() == []
+
+
+def test_oversized_form_is_refused(owner, store):
+    csrf = csrf_from(html(owner.get("/queue")))
+    response = owner.post("/queue", data={"prompt": "x" * 20000, "csrf_token": csrf})
+    assert response.status_code == 413 and store.queued_prompts() == []
+
+
+@pytest.mark.parametrize("target", ["//evil.example/", "https://evil.example/", "/../etc", "javascript:alert(1)"])
+def test_redirect_after_post_stays_on_site(owner, pictures, target):
+    csrf = csrf_from(html(owner.get("/")))
+    response = owner.post(f"/pictures/{pictures['new']}/rate",
+                          data={"rating": "like", "csrf_token": csrf, "next": target})
+    assert response.headers["Location"] == f"/pictures/{pictures['new']}"
+
+
+@pytest.mark.parametrize("path", [
+    "/pictures/../../token", "/pictures/1/../../token/image", "/pictures/%2e%2e/image",
+    "/pictures/..%2f..%2ftoken/image", "/web-static/../auth.py", "/web-static/..%2fauth.py",
+    "/web-static/%2e%2e/blueprint.py", "/pictures/-1/image", "/pictures/1.0/image", "/gallery/../token",
+    "/render/preview?path=../token",
+])
+def test_path_traversal_is_404(client, pictures, path):
+    response = client.get(path)
+    assert response.status_code == 404, path
+    assert b"owner-token" not in response.data
+
+
+def test_stored_names_outside_the_gallery_are_not_served(client, store, state_dir):
+    (state_dir / "secret.png").write_bytes(b"\x89PNG not for you")
+    for name in ("../secret.png", "/etc/passwd", "../token", "sub/../../secret.png"):
+        picture_id = store.add_picture(file=name, prompt="evil row", why={"plot": name})
+        for route in ("image", "thumb", "why.png"):
+            assert client.get(f"/pictures/{picture_id}/{route}").status_code == 404, (name, route)
+
+
+def test_preview_only_inside_the_state_dir(client, controller, state_dir, tmp_path):
+    outside = tmp_path / "outside.png"
+    outside.write_bytes(b"nope")
+    controller.render = {"stage": "denoising", "step": 1, "steps": 4, "preview": str(outside)}
+    assert client.get("/render/preview").status_code == 404
+    (state_dir / "preview.png").write_bytes(b"\x89PNGpreview")
+    controller.render["preview"] = "preview.png"
+    assert client.get("/render/preview").data == b"\x89PNGpreview"
+
+
+def test_gallery_page_must_be_a_small_number(client):
+    for value in ("0", "-1", "abc", "99999999", "1e3"):
+        assert client.get(f"/gallery?page={value}").status_code == 400
+
+
+def test_login_is_rate_limited(client):
+    for _ in range(10):
+        assert login(client, "wrong-guess-123").status_code == 401
+    response = login(client)  # even the right token waits until the window passes
+    assert response.status_code == 429
+
+
+def test_limiter_window_expires():
+    now = [0.0]
+    limiter = LoginLimiter(max_failures=2, window=60, clock=lambda: now[0])
+    limiter.failed("a")
+    limiter.failed("a")
+    assert limiter.blocked("a") and not limiter.blocked("b")
+    now[0] = 61
+    assert not limiter.blocked("a")
+
+
+def test_secret_key_is_created_once_with_0600(store, state_dir, pictures):
+    client = make_app(store, state_dir).test_client()
+    login(client)
+    key_file = state_dir / "web-secret"
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    key = key_file.read_bytes()
+    again = make_app(store, state_dir).test_client()  # a daemon restart: same key, session still valid
+    assert key_file.read_bytes() == key
+    again.set_cookie("frame_session", client.get_cookie("frame_session").value)
+    assert "Log out" in html(again.get("/"))
+
+
+def test_security_headers(client):
+    response = client.get("/")
+    assert "default-src 'self'" in response.headers["Content-Security-Policy"]
+    assert response.headers["X-Frame-Options"] == "DENY"
+    assert response.headers["Cache-Control"] == "no-store"
+
+
+def test_only_the_reviewed_routes_exist(app):
+    """No route may run commands, reboot or read arbitrary files: new routes must be added here on purpose."""
+    routes = sorted((rule.rule, ",".join(sorted(rule.methods - {"HEAD", "OPTIONS"})))
+                    for rule in app.url_map.iter_rules() if rule.endpoint.startswith("web."))
+    assert routes == [
+        ("/", "GET"), ("/config", "GET"), ("/gallery", "GET"), ("/login", "GET,POST"), ("/logout", "POST"),
+        ("/pictures/<int:picture_id>", "GET"), ("/pictures/<int:picture_id>/image", "GET"),
+        ("/pictures/<int:picture_id>/panel", "GET"), ("/pictures/<int:picture_id>/rate", "POST"),
+        ("/pictures/<int:picture_id>/show", "POST"), ("/pictures/<int:picture_id>/thumb", "GET"),
+        ("/pictures/<int:picture_id>/why.png", "GET"), ("/queue", "GET,POST"), ("/render", "POST"),
+        ("/render/preview", "GET"), ("/status", "GET"), ("/web-static/<path:filename>", "GET"),
+    ]
