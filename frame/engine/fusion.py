@@ -21,6 +21,15 @@ log = logging.getLogger(__name__)
 
 DOMAIN = "frame.engine"
 SCORE_OPS = ("Mul", "Div", "Add")
+PASSTHROUGH = ("Dropout", "Cast")  # identities at inference between Softmax and the second MatMul
+
+
+def _is_identity(node: Node, consumers: dict[str, list[int]], outputs: set[str]) -> bool:
+    """Dropout without training_mode or a used mask; Cast to float32 (what the probabilities are)."""
+    if node.op_type == "Cast":
+        return node.attrs.get("to") == 1
+    extra = [o for o in node.outputs[1:] if o and (consumers.get(o) or o in outputs)]
+    return not extra and len([x for x in node.inputs if x]) <= 2
 
 
 def _single_use(name: str, consumers: dict[str, list[int]], outputs: set[str]) -> bool:
@@ -55,20 +64,20 @@ def _match(end: int, nodes: list[Node], producer: dict[str, int], consumers: dic
                 return [j, *found[0]], [*found[1], node.op_type], [*found[2], operand]
         return None
 
-    i = single_producer(nodes[end].inputs[0], "Softmax", "Dropout")
-    matched = []
-    if i is not None and nodes[i].op_type == "Dropout":
-        extra = [o for o in nodes[i].outputs[1:] if o and (consumers.get(o) or o in outputs)]
-        if extra or len([x for x in nodes[i].inputs if x]) > 2:
-            return None  # mask used, or training_mode given
+    matched: list[int] = []
+    i = single_producer(nodes[end].inputs[0], "Softmax", *PASSTHROUGH)
+    while i is not None and nodes[i].op_type in PASSTHROUGH:
+        if not _is_identity(nodes[i], consumers, outputs):
+            return None
         matched.append(i)
-        i = single_producer(nodes[i].inputs[0], "Softmax")
+        i = single_producer(nodes[i].inputs[0], "Softmax", *PASSTHROUGH)
     if i is None or nodes[i].attrs.get("axis", -1 if softmax_opset >= 13 else 1) != -1:
         return None
+    matched.append(i)
     found = chain(nodes[i].inputs[0])
     if found is None:
         return None
-    return [*matched, i, *found[0]], found[1], found[2]
+    return [*matched, *found[0]], found[1], found[2]
 
 
 def fuse_attention(nodes: list[Node], graph_outputs: set[str], config: AttentionConfig,
