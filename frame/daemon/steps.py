@@ -1,0 +1,171 @@
+"""The steps a render worker runs, in order: choose → generate → prepare (→ show for show jobs).
+
+Each step writes its output into the job folder atomically and is skipped when that output exists,
+so a worker restarted after a crash or SIGKILL continues where the last one stopped; generation itself
+resumes from the diffusion pipeline's per-step state in ``JOB_DIR/diffusion``. A part of frame that is
+not available raises ``StepUnavailable`` naming the step — never a placeholder result.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from frame.daemon.statefile import read_json, write_bytes_atomic, write_json
+from frame.errors import FrameError
+
+log = logging.getLogger(__name__)
+
+Emit = Callable[..., None]
+
+
+class StepUnavailable(FrameError):
+    """A step's implementation is missing or failed permanently (restarting cannot help)."""
+
+    def __init__(self, step: str, message: str) -> None:
+        super().__init__(f"step {step!r}: {message}")
+        self.step = step
+
+
+def parse_size(text: str) -> tuple[int, int] | None:
+    """``"512x320"`` → (512, 320); ``"auto"`` → None (the pipeline's native size)."""
+    if text == "auto":
+        return None
+    width, height = text.split("x")
+    return int(width), int(height)
+
+
+# choose ---------------------------------------------------------------------------------------------
+
+def round_robin(candidates: list[dict[str, Any]], counter: int) -> dict[str, Any]:
+    """Fallback theme choice while no taste picker is available: feed prompts first (unused first, as
+    the daemon orders them), else the ``counter``-th theme × style combination."""
+    feed = [c for c in candidates if c.get("origin", "").startswith("feed:")]
+    if feed:
+        choice = dict(feed[0])
+        reason = "the next prompt from the feed"
+    else:
+        combos = [c for c in candidates if not c.get("origin", "").startswith("feed:")]
+        choice = dict(combos[counter % len(combos)])
+        reason = f"round-robin over themes and styles (number {counter % len(combos) + 1} of {len(combos)})"
+    choice["why"] = {"method": "round-robin", "sentence": reason}
+    return choice
+
+
+def choose(job: dict[str, Any], config: Any, job_dir: Path, emit: Emit) -> dict[str, Any]:
+    path = job_dir / "choice.json"
+    existing = read_json(path)
+    if existing:
+        return existing
+    emit("stage", stage="choosing")
+    if job.get("choice"):
+        choice = dict(job["choice"])
+    elif not job.get("candidates"):
+        raise StepUnavailable("choose", "no candidate themes or prompts (taste.themes is empty?)")
+    else:
+        choice = round_robin(job["candidates"], job.get("counter", 0))
+    choice.setdefault("negative_prompt", "")
+    choice["negative_prompt"] = choice["negative_prompt"] or config.model.negative_prompt
+    write_json(path, choice)
+    log.info("chose %r (%s)", choice["prompt"], choice.get("why", {}).get("sentence", ""))
+    return choice
+
+
+# generate -------------------------------------------------------------------------------------------
+
+def _png_bytes(image: Any) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def generate(job: dict[str, Any], config: Any, choice: dict[str, Any], job_dir: Path, emit: Emit) -> Path:
+    out = job_dir / "image.png"
+    if out.exists():
+        return out
+    try:
+        from frame.diffusion import load_pipeline
+    except ImportError as exc:
+        raise StepUnavailable("generate", f"the diffusion pipeline is not available: {exc}") from exc
+    emit("stage", stage="loading model")
+    pipe = load_pipeline(config.model.source)
+    size = parse_size(config.model.size)
+    emit("stage", stage="generating")
+
+    def on_step(step: int, total: int, *rest: Any) -> None:
+        emit("progress", stage="generating", step=int(step), steps=int(total))
+
+    image = pipe.generate(
+        choice["prompt"], negative_prompt=choice["negative_prompt"], steps=config.model.steps,
+        guidance=config.model.guidance, sampler=config.model.sampler, seed=job["seed"],
+        width=size[0] if size else None, height=size[1] if size else None, callback=on_step,
+        state_dir=job_dir / "diffusion")
+    write_bytes_atomic(out, _png_bytes(image))
+    return out
+
+
+# prepare --------------------------------------------------------------------------------------------
+
+def prepare_for_panel(config: Any, image_path: Path, job_dir: Path, emit: Emit) -> Path:
+    out = job_dir / "panel.png"
+    if out.exists():
+        return out
+    try:
+        from frame.display import get_panel, prepare
+    except ImportError as exc:
+        raise StepUnavailable("prepare", f"panel preparation is not available: {exc}") from exc
+    emit("stage", stage="preparing for the panel")
+    panel = get_panel(config.display.panel, config.display.size, config.display.palette)
+    prepared = prepare(image_path, panel, fit=config.display.fit, rotate=config.display.rotate)
+    write_bytes_atomic(out, _png_bytes(prepared))
+    return out
+
+
+# show -----------------------------------------------------------------------------------------------
+
+def show(config: Any, image_path: Path, state_dir: Path, emit: Emit) -> dict[str, Any]:
+    try:
+        from frame.display import open_display
+    except ImportError as exc:
+        raise StepUnavailable("show", f"the display drivers are not available: {exc}") from exc
+    emit("stage", stage="refreshing the panel")
+    with open_display(config.display, state_dir=state_dir) as display:
+        shown = display.show(image_path)
+    return {"shown": str(shown) if shown else None}
+
+
+# the job --------------------------------------------------------------------------------------------
+
+def _timed(timings: dict[str, float], name: str, func: Callable[[], Any]) -> Any:
+    started = time.monotonic()
+    value = func()
+    timings[name] = round(timings.get(name, 0.0) + time.monotonic() - started, 3)  # summed over restarts
+    return value
+
+
+def run_steps(job: dict[str, Any], config: Any, job_dir: Path, emit: Emit) -> dict[str, Any]:
+    """Run a ``render`` or ``show`` job; return what the daemon needs to publish it."""
+    state_dir = Path(job["state_dir"])
+    if job["kind"] == "show":
+        return show(config, Path(job["image"]), state_dir, emit)
+    timings = read_json(job_dir / "timings.json", default={})
+    choice = _timed(timings, "choose", lambda: choose(job, config, job_dir, emit))
+    image = _timed(timings, "generate", lambda: generate(job, config, choice, job_dir, emit))
+    write_json(job_dir / "timings.json", timings)
+    panel = _timed(timings, "prepare", lambda: prepare_for_panel(config, image, job_dir, emit))
+    write_json(job_dir / "timings.json", timings)
+    size = parse_size(config.model.size)
+    meta = {
+        "prompt": choice["prompt"], "negative_prompt": choice["negative_prompt"],
+        "theme": choice.get("theme", ""), "style": choice.get("style", ""), "origin": choice.get("origin", ""),
+        "seed": job["seed"], "sampler": config.model.sampler, "steps": config.model.steps,
+        "guidance": config.model.guidance, "width": size[0] if size else None,
+        "height": size[1] if size else None, "model": config.model.source, "why": choice.get("why"),
+        "features": choice.get("features"), "timings": timings,
+    }
+    return {"image": str(image), "panel": str(panel), "meta": meta,
+            "prompt_id": choice.get("prompt_id"), "feed_item_id": choice.get("feed_item_id")}

@@ -1,0 +1,130 @@
+"""The render worker process: ``python -m frame.daemon.worker JOB_DIR``.
+
+Everything heavy (numpy engine, scikit-learn taste model, panel dithering, display drivers) runs here,
+never in the daemon. The worker:
+
+* lowers its priority (``worker.nice``) and volunteers as the kernel OOM killer's first victim
+  (``oom_score_adj`` 1000), and dies with the daemon (``PR_SET_PDEATHSIG``), so an OOM or crash
+  never takes the daemon down and no orphan keeps rendering;
+* holds ``<state_dir>/render.lock`` (``flock``) for its lifetime: only one render at a time, even
+  across a daemon restart;
+* reads ``JOB_DIR/job.json`` and ``JOB_DIR/config.yaml``, runs the job's steps (``steps.py``) — each
+  step skipped when its output is already in JOB_DIR, the generation resuming from the diffusion
+  pipeline's per-step checkpoint — and reports on stdout, one JSON object per line:
+  ``{"event": "stage"|"progress"|"error"|"done", ...}``.
+
+Exit codes: 0 done, 3 a permanent error (a missing part, bad model: restarting cannot help),
+143 stopped by SIGTERM, anything else (or a signal) is a crash the supervisor may retry.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import json
+import logging
+import os
+import resource
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from frame.daemon.statefile import read_json
+from frame.errors import FrameError
+
+log = logging.getLogger("frame.daemon.worker")
+
+EXIT_PERMANENT = 3
+EXIT_STOPPED = 143
+LOCK_NAME = "render.lock"
+_PR_SET_PDEATHSIG = 1
+
+
+class Stopped(BaseException):
+    """Raised in the main thread by SIGTERM; the last finished step's checkpoint is already on disk."""
+
+
+def emit(event: str, **fields: Any) -> None:
+    """One progress line for the supervisor (stdout is the protocol channel, logs go to stderr)."""
+    sys.stdout.write(json.dumps({"event": event, **fields}) + "\n")
+    sys.stdout.flush()
+
+
+def _die_with_parent(parent: int) -> None:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+    if parent and os.getppid() != parent:  # the daemon died before prctl took effect
+        os._exit(EXIT_STOPPED)
+
+
+def limit_self(nice: int) -> None:
+    """Lower priority to ``nice`` and make this process the OOM killer's first choice."""
+    current = os.nice(0)
+    if nice > current:
+        os.nice(nice - current)
+    try:
+        Path("/proc/self/oom_score_adj").write_text("1000")
+    except OSError:
+        pass
+
+
+def take_lock(state_dir: Path) -> int:
+    """Block until no other render holds ``render.lock``; the lock dies with this process."""
+    fd = os.open(state_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        emit("stage", stage="waiting for another render to finish")
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise Stopped()
+
+
+def run_job(job_dir: Path) -> int:
+    """Run the job in ``job_dir``; return the exit code."""
+    from frame.config import load_config
+    from frame.daemon import steps
+
+    job = read_json(job_dir / "job.json")
+    if not isinstance(job, dict):
+        emit("error", step="job", message=f"no readable job description in {job_dir}")
+        return EXIT_PERMANENT
+    config = load_config(job_dir / "config.yaml", environ={})
+    limit_self(config.worker.nice)
+    take_lock(Path(job["state_dir"]))
+    started = time.monotonic()
+    result = steps.run_steps(job, config, job_dir, emit)
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    emit("done", result=result, seconds=round(time.monotonic() - started, 2), peak_rss_mb=round(peak_mb, 1))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        sys.stderr.write("usage: python -m frame.daemon.worker JOB_DIR\n")
+        return 2
+    logging.basicConfig(stream=sys.stderr, level=os.environ.get("FRAME_WORKER_LOG", "INFO"),
+                        format="worker %(levelname)s %(name)s: %(message)s")
+    _die_with_parent(int(os.environ.get("FRAME_PARENT_PID", "0") or 0))
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        return run_job(Path(argv[0]))
+    except Stopped:
+        log.info("stopped by SIGTERM; the job resumes from its last checkpoint")
+        return EXIT_STOPPED
+    except FrameError as exc:
+        emit("error", step=getattr(exc, "step", "render"), message=str(exc))
+        return EXIT_PERMANENT
+
+
+if __name__ == "__main__":
+    sys.exit(main())
