@@ -1,0 +1,122 @@
+"""Turn any picture into the exact ink pattern a panel will show.
+
+Steps, each for a reason an owner would notice:
+1. EXIF orientation (phone photos otherwise show sideways), alpha composited on white.
+2. Rotation for a portrait-mounted panel: the picture is composed upright, then turned to the panel.
+3. Fit (cover / contain / blur-pad) with Lanczos resampling: sharp without ringing-prone bicubic.
+4. Tone compression to the panel's real black and white, saturation, gamut mapping (``gamut.py``).
+5. Dithering in linear light against the measured inks (``engine.py``).
+The result is a "P" image whose palette holds the measured ink colours, so saving it shows what the
+panel will look like, and whose indices are palette positions (drivers map them to native codes).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageFilter, ImageOps, UnidentifiedImageError
+
+from frame.display import engine, gamut
+from frame.display.panels import Panel
+from frame.errors import FrameError, UsageError
+
+log = logging.getLogger(__name__)
+
+FITS = ("cover", "contain", "blur-pad")
+ROTATIONS = (0, 90, 180, 270)
+_TRANSPOSE = {90: Image.Transpose.ROTATE_270, 180: Image.Transpose.ROTATE_180,
+              270: Image.Transpose.ROTATE_90}
+
+
+class ImageReadError(FrameError):
+    """A picture file that cannot be read (missing, not an image, truncated)."""
+
+
+def load_image(source: Image.Image | str | Path) -> Image.Image:
+    """Open ``source`` (path or PIL image), apply EXIF orientation, return RGB on white."""
+    if isinstance(source, Image.Image):
+        image = ImageOps.exif_transpose(source) or source
+    else:
+        path = Path(source)
+        try:
+            with Image.open(path) as opened:
+                image = ImageOps.exif_transpose(opened)  # loads the pixels and returns a copy
+        except FileNotFoundError:
+            raise ImageReadError(f"cannot read image {path}: no such file") from None
+        except IsADirectoryError:
+            raise ImageReadError(f"cannot read image {path}: it is a directory") from None
+        except PermissionError:
+            raise ImageReadError(f"cannot read image {path}: permission denied") from None
+        except UnidentifiedImageError:
+            raise ImageReadError(f"cannot read image {path}: not a picture format Pillow recognises") from None
+        except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
+            raise ImageReadError(f"cannot read image {path}: {exc}") from None
+    if image.mode in ("RGBA", "LA", "PA") or (image.mode == "P" and "transparency" in image.info):
+        rgba = image.convert("RGBA")
+        background = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        return Image.alpha_composite(background, rgba).convert("RGB")
+    return image.convert("RGB")
+
+
+def _scaled(image: Image.Image, size: tuple[int, int], cover: bool) -> Image.Image:
+    """Scale to cover (crop the overflow, centred) or to fit inside ``size``, preserving aspect."""
+    width, height = size
+    scale = (max if cover else min)(width / image.width, height / image.height)
+    new = (max(1, round(image.width * scale)), max(1, round(image.height * scale)))
+    resized = image.resize(new, Image.Resampling.LANCZOS, reducing_gap=3.0)
+    if not cover:
+        return resized
+    left, top = (new[0] - width) // 2, (new[1] - height) // 2
+    return resized.crop((left, top, left + width, top + height))
+
+
+def fit_image(image: Image.Image, size: tuple[int, int], fit: str, pad_colour: tuple[int, int, int]) -> Image.Image:
+    """Fill exactly ``size``: ``cover`` crops, ``contain`` pads with the panel's white, ``blur-pad``
+    pads with a blurred, dimmed, cover-scaled copy (no bars, no lost content)."""
+    if fit not in FITS:
+        raise UsageError(f"unknown fit {fit!r}; choose one of: {', '.join(FITS)}")
+    if fit == "cover":
+        return _scaled(image, size, cover=True)
+    inner = _scaled(image, size, cover=False)
+    if fit == "contain":
+        canvas = Image.new("RGB", size, pad_colour)
+    else:
+        small = _scaled(image, (max(1, size[0] // 8), max(1, size[1] // 8)), cover=True)
+        blurred = small.filter(ImageFilter.GaussianBlur(3)).resize(size, Image.Resampling.BILINEAR)
+        canvas = Image.eval(blurred, lambda v: int(v * 0.8 + 20))
+    canvas.paste(inner, ((size[0] - inner.width) // 2, (size[1] - inner.height) // 2))
+    return canvas
+
+
+def prepare(image: Image.Image | str | Path, panel: Panel, fit: str = "cover", rotate: int = 0,
+            saturation: float | None = None, dither: str | None = None) -> Image.Image:
+    """The "P" image (panel size, palette = measured inks) that ``panel`` should show for ``image``.
+
+    ``rotate`` is the clockwise angle the panel is mounted at (0/90/180/270); ``saturation`` scales
+    colourfulness (0 grey .. 1 as is; ``None`` = panel default); ``dither`` is a name from
+    ``engine.DITHERS`` (``None``/"auto" = the best available).
+    """
+    if rotate not in ROTATIONS:
+        raise UsageError(f"rotate must be one of {ROTATIONS}, not {rotate!r}")
+    saturation = panel.default_saturation if saturation is None else float(saturation)
+    if not 0.0 <= saturation <= 1.0:
+        raise UsageError(f"saturation must be between 0 and 1, not {saturation}")
+    method = engine.resolve(dither)
+    width, height = panel.size
+    upright = (height, width) if rotate in (90, 270) else (width, height)
+    picture = fit_image(load_image(image), upright, fit, panel.palette[_white_index(panel)])
+    if rotate:
+        picture = picture.transpose(_TRANSPOSE[rotate])
+    inks = np.array(panel.palette, dtype=np.uint8)
+    linear = gamut.prepare_colours(np.asarray(picture), inks, saturation)
+    indices = engine.dither_indices(linear, inks, method)
+    result = Image.fromarray(indices.astype(np.uint8), mode="P")
+    result.putpalette([c for ink in panel.palette for c in ink])
+    log.debug("prepared %dx%d for %s with %s", width, height, panel.name, method)
+    return result
+
+
+def _white_index(panel: Panel) -> int:
+    return int(np.argmax(np.asarray(panel.palette, dtype=np.int32).sum(axis=1)))
