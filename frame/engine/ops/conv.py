@@ -1,19 +1,15 @@
-"""Conv and ConvTranspose (1-D and 2-D, any groups, strides, dilations, pads, auto_pad) without im2col.
+"""Conv and ConvTranspose (1-D and 2-D, any groups, strides, dilations, pads, auto_pad) on BLAS.
 
-Why no im2col: for a 3x3 conv im2col materialises 9 copies of the input (47 MB for 320x64x64), too
-much for a Pi Zero's 512 MB. Instead each kernel tap (i, j) is one GEMM over a *view* of the padded
-input, accumulated into the output:
+Why not plain im2col: for a 3x3 conv it materialises 9 copies of the input (47 MB for 320x64x64),
+too much for a Pi Zero's 512 MB. Here im2col runs in bands of output rows: each band's column matrix
+(C*kh*kw, rows*Wo) is at most ``COLUMN_BUDGET_BYTES`` and feeds one GEMM whose result lands directly
+in the output rows. Measured against one GEMM per kernel tap (no copies at all), the banded form is
+as fast for large images and twice as fast for small ones (8x8 latents at 1280 channels), because
+BLAS gets one long reduction (K = 9*C) instead of nine short ones and nine output-sized additions.
 
-* The padded input is split into stride x stride phases (``x[:, a::s, b::s]``; one phase, no copy
-  beyond padding, when stride is 1). Tap (i, j) reads phase ((i*d) % s, (j*d) % s) shifted by
-  ((i*d) // s, (j*d) // s).
-* Flattening a phase over (rows, cols), the shifted window for *all* output pixels is one contiguous
-  column range of length Ho * Wq: a strided 2-D view BLAS takes directly. The Wq - Wo extra columns
-  per row are computed and cropped at the end (a few percent of work for 3x3 convs).
-
-Memory beyond input and output: one padded copy of the input plus two output-sized buffers. 1x1 convs
-without stride or padding are a single GEMM on the input itself. Dtypes: fp16 input or weights are
-widened to float32 per call; the result is fp16 only if all float operands were fp16.
+Memory beyond input and output: one padded copy of the input and one column band. 1x1 convs without
+stride or padding are a single GEMM on the input itself. Dtypes: fp16 input or weights are widened to
+float32 per call; the result is fp16 only if all float operands were fp16.
 """
 
 from __future__ import annotations
@@ -64,43 +60,32 @@ def _as_2d(x: np.ndarray, w: np.ndarray, strides, dilations, pads):
     return x, w, strides, dilations, pads
 
 
-def _phases(x: np.ndarray, pads, stride, dilation, kernel, out_hw) -> tuple[np.ndarray, int]:
-    """(s*s, C, Hq, Wq) zero-padded phase images of one image ``x`` (C, H, W), and Wq."""
-    (sh, sw), (dh, dw), (kh, kw), (ho, wo) = stride, dilation, kernel, out_hw
-    hq = ho + ((kh - 1) * dh) // sh + 1  # one spare row: shifted windows may run past the last row
-    wq = max(wo + ((kw - 1) * dw) // sw, -(-(x.shape[2] + pads[1] + pads[3]) // sw))
-    padded = np.zeros((x.shape[0], hq * sh, wq * sw), dtype=x.dtype)
-    h_end = min(pads[0] + x.shape[1], hq * sh)
-    w_end = min(pads[1] + x.shape[2], wq * sw)
-    padded[:, pads[0]:h_end, pads[1]:w_end] = x[:, : h_end - pads[0], : w_end - pads[1]]
-    if sh == sw == 1:
-        return padded[None], wq
-    phases = padded.reshape(x.shape[0], hq, sh, wq, sw).transpose(2, 4, 0, 1, 3)
-    return np.ascontiguousarray(phases).reshape(sh * sw, x.shape[0], hq, wq), wq
+COLUMN_BUDGET_BYTES = 8 << 20  # one im2col band; 8 MB keeps BLAS efficient and the Pi's memory free
 
 
-def _conv_image(x: np.ndarray, taps: np.ndarray, group: int, stride, dilation, pads, out_hw) -> np.ndarray:
-    """One image: x (C, H, W), taps (kh, kw, M, C/group) -> (M, Ho, Wo) float32."""
-    kh, kw, m, cg = taps.shape
+def _conv_image(x: np.ndarray, weight: np.ndarray, group: int, stride, dilation, pads, out_hw,
+                out: np.ndarray) -> None:
+    """One image: x (C, H, W) float32, weight (M, C/group, kh, kw) -> out (M, Ho, Wo), by row bands."""
+    m, cg, kh, kw = weight.shape
     ho, wo = out_hw
-    phases, wq = _phases(x, pads, stride, dilation, (kh, kw), out_hw)
-    flat = phases.reshape(phases.shape[0], phases.shape[1], -1)
-    wide = np.empty((m, ho * wq), dtype=np.float32)
-    scratch = np.empty((m // group, ho * wq), dtype=np.float32)
-    mg = m // group
+    (sh, sw), (dh, dw) = stride, dilation
+    padded = np.pad(x, ((0, 0), (pads[0], pads[2]), (pads[1], pads[3]))) if any(pads) else x
+    mg, depth = m // group, cg * kh * kw
+    rows = int(max(1, min(ho, COLUMN_BUDGET_BYTES // (depth * wo * 4))))
+    band = np.empty((cg, kh, kw, rows, wo), dtype=np.float32)
     for g in range(group):
-        target = wide[g * mg:(g + 1) * mg]
-        first = True
-        for i in range(kh):
-            for j in range(kw):
-                phase = (i * dilation[0] % stride[0]) * stride[1] + (j * dilation[1] % stride[1])
-                offset = (i * dilation[0] // stride[0]) * wq + (j * dilation[1] // stride[1])
-                window = flat[phase, g * cg:(g + 1) * cg, offset:offset + ho * wq]
-                np.matmul(taps[i, j, g * mg:(g + 1) * mg], window, out=target if first else scratch)
-                if not first:
-                    target += scratch
-                first = False
-    return wide.reshape(m, ho, wq)[:, :, :wo]
+        source = padded[g * cg:(g + 1) * cg]
+        kernel = weight[g * mg:(g + 1) * mg].reshape(mg, depth)
+        for r0 in range(0, ho, rows):
+            count = min(rows, ho - r0)
+            columns = band[:, :, :, :count]
+            for i in range(kh):
+                top = r0 * sh + i * dh
+                for j in range(kw):
+                    columns[:, i, j] = source[:, top:top + (count - 1) * sh + 1:sh,
+                                              j * dw:j * dw + (wo - 1) * sw + 1:sw]
+            target = out[g * mg:(g + 1) * mg, r0:r0 + count].reshape(mg, count * wo)
+            np.matmul(kernel, columns.reshape(depth, count * wo), out=target)
 
 
 def _validate_conv(attrs: dict) -> None:
@@ -124,9 +109,9 @@ def conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, /, *, auto_p
     if kh == kw == 1 and group == 1 and strides == [1, 1] and not any(pads):
         np.matmul(w32.reshape(m, c), x32.reshape(n, c, h * wd), out=out.reshape(n, m, h * wd))
     else:
-        taps = np.ascontiguousarray(w32.transpose(2, 3, 0, 1))
+        w32 = np.ascontiguousarray(w32)
         for i in range(n):
-            out[i] = _conv_image(x32[i], taps, group, strides, dilations, pads, (ho, wo))
+            _conv_image(x32[i], w32, group, strides, dilations, pads, (ho, wo), out[i])
     if b32 is not None:
         out += b32.reshape(1, m, 1, 1)
     if x.ndim == 3:

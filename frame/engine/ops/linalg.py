@@ -56,3 +56,12 @@ def gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, /, *, alpha:
     if c32 is not None and beta != 0.0:
         result += c32 if beta == 1.0 else np.float32(beta) * c32
     return result.astype(dtype, copy=False)
+
+
+@register("Einsum", 12)
+def einsum(*inputs: np.ndarray, equation: str | None = None) -> np.ndarray:
+    """numpy's einsum with contraction-order optimisation (it dispatches to BLAS where it can)."""
+    if equation is None:
+        raise ValueError("Einsum needs the 'equation' attribute")
+    operands, dtype = float32_operands(*inputs)
+    return np.asarray(np.einsum(equation.replace(" ", ""), *operands, optimize=True)).astype(dtype, copy=False)

@@ -88,3 +88,15 @@ def arg_max(data: np.ndarray, axis: int = 0, keepdims: int = 1, select_last_inde
 @register("ArgMin", 1)
 def arg_min(data: np.ndarray, axis: int = 0, keepdims: int = 1, select_last_index: int = 0) -> np.ndarray:
     return _arg(np.argmin, data, axis, keepdims, select_last_index)
+
+
+@register("TopK", 11)
+def top_k(x: np.ndarray, k: np.ndarray, /, *, axis: int = -1, largest: int = 1,
+          sorted: int = 1) -> tuple[np.ndarray, np.ndarray]:  # noqa: A002 (ONNX attribute name)
+    """Values and int64 indices of the k largest (or smallest) entries; ties keep the lower index."""
+    count = int(np.asarray(k).reshape(-1)[0])
+    axis = axis % x.ndim
+    keys = -x if largest and x.dtype.kind != "b" else x
+    order = np.argsort(keys, axis=axis, kind="stable")
+    indices = np.take(order, np.arange(count), axis=axis).astype(np.int64)
+    return np.take_along_axis(x, indices, axis=axis), indices

@@ -216,3 +216,27 @@ def pad_v11(data: np.ndarray, pads: np.ndarray, constant_value: np.ndarray | Non
     """Pads as inputs (opset 11); ``axes`` input from opset 18; ``wrap`` mode from opset 19."""
     value = 0 if constant_value is None or constant_value.size == 0 else constant_value.reshape(-1)[0]
     return _pad(data, _ints(pads), mode, value, _ints(axes))
+
+
+def _validate_depth_to_space(attrs: dict) -> None:
+    if attrs.get("mode", "DCR") not in ("DCR", "CRD"):
+        raise UnsupportedOp(f"DepthToSpace attribute 'mode' = {attrs['mode']!r} (expected DCR or CRD)")
+
+
+@register("DepthToSpace", 1, validate=_validate_depth_to_space)
+def depth_to_space(x: np.ndarray, blocksize: int = 1, mode: str = "DCR") -> np.ndarray:
+    n, c, h, w = x.shape
+    b = blocksize
+    if mode == "DCR":
+        blocks = x.reshape(n, b, b, c // (b * b), h, w).transpose(0, 3, 4, 1, 5, 2)
+    else:
+        blocks = x.reshape(n, c // (b * b), b, b, h, w).transpose(0, 1, 4, 2, 5, 3)
+    return blocks.reshape(n, c // (b * b), h * b, w * b)
+
+
+@register("SpaceToDepth", 1)
+def space_to_depth(x: np.ndarray, blocksize: int = 1) -> np.ndarray:
+    n, c, h, w = x.shape
+    b = blocksize
+    blocks = x.reshape(n, c, h // b, b, w // b, b).transpose(0, 3, 5, 1, 2, 4)
+    return blocks.reshape(n, c * b * b, h // b, w // b)

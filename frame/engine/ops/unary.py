@@ -182,3 +182,15 @@ def clip(x: np.ndarray, min: np.ndarray | None = None, max: np.ndarray | None = 
         return x
     out = x if _reuse and _can_reuse(x, x.shape, x.dtype) else None
     return _as_array(np.clip(x, low, high, out=out))
+
+
+@register("Selu", 6)
+def selu(x: np.ndarray, alpha: float = 1.67326319217681884765625,
+         gamma: float = 1.05070102214813232421875) -> np.ndarray:
+    scaled = np.where(x > 0, x, np.asarray(alpha, x.dtype) * np.expm1(np.minimum(x, 0)))
+    return _as_array((np.asarray(gamma, x.dtype) * scaled).astype(x.dtype, copy=False))
+
+
+@register("HardSwish", 14)
+def hard_swish(x: np.ndarray) -> np.ndarray:
+    return _as_array((x * np.clip(x / np.asarray(6, x.dtype) + np.asarray(0.5, x.dtype), 0, 1)).astype(x.dtype))

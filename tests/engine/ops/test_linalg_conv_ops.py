@@ -98,3 +98,20 @@ def test_conv_channel_mismatch_is_a_clear_error():
 def test_conv_transpose(x_shape, w_shape, attrs):
     run_node("ConvTranspose", [rand(*x_shape, seed=1), rand(*w_shape, seed=2), rand(w_shape[1] * attrs.get("group", 1),
              seed=3)], rtol=1e-4, atol=1e-5, **attrs)
+
+
+def test_conv_in_several_row_bands(monkeypatch):
+    """A tiny column budget forces many bands, including a shorter last one."""
+    from frame.engine.ops import conv as conv_module
+    monkeypatch.setattr(conv_module, "COLUMN_BUDGET_BYTES", 4 * 3 * 9 * 5 * 3)
+    run_node("Conv", [rand(1, 3, 11, 9, seed=1), rand(4, 3, 3, 3, seed=2)], rtol=1e-4, atol=1e-5, pads=[1, 1, 1, 1],
+             strides=[2, 2])
+    run_node("Conv", [rand(2, 4, 13, 6, seed=1), rand(4, 2, 3, 3, seed=2)], rtol=1e-4, atol=1e-5, group=2,
+             dilations=[2, 1])
+
+
+@pytest.mark.parametrize("equation, shapes", [("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]), ("ij->ji", [(3, 4)]),
+                                              ("bhqd,bhkd->bhqk", [(1, 2, 3, 4), (1, 2, 5, 4)]), ("i,i", [(5,), (5,)])])
+def test_einsum(equation, shapes):
+    run_node("Einsum", [rand(*s, seed=i) for i, s in enumerate(shapes)], opset=12, rtol=1e-5, atol=1e-5,
+             equation=equation)

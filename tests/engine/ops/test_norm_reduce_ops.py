@@ -124,3 +124,10 @@ def test_arg_reductions(op, axis, keepdims, last):
     run_node(op, [x], opset=13, axis=axis, keepdims=keepdims, select_last_index=last)
     run_node(op, [np.array([[4, 9, 9], [1, 0, 1]], I64)], opset=13, axis=axis, keepdims=keepdims,
              select_last_index=last)
+
+
+@pytest.mark.parametrize("largest", [0, 1])
+@pytest.mark.parametrize("axis", [0, -1])
+def test_top_k(largest, axis):
+    x = np.array([[3, 1, 3, 0], [2, 2, 0, 0], [1, 5, 5, 1]], np.float32)
+    run_node("TopK", [x, np.array([2], I64)], opset=11, n_outputs=2, axis=axis, largest=largest)

@@ -132,3 +132,9 @@ def test_pad_attributes_and_wrap():
 def test_pad_rejects_unknown_mode():
     with pytest.raises(UnsupportedOp, match="mode"):
         bind_node(make_node("Pad", [True, True], 1, mode="mirror"), 13)
+
+
+@pytest.mark.parametrize("mode", ["DCR", "CRD"])
+def test_depth_to_space_and_back(mode):
+    run_node("DepthToSpace", [rand(2, 8, 3, 4)], opset=13, blocksize=2, mode=mode)
+    run_node("SpaceToDepth", [rand(2, 3, 4, 6)], opset=13, blocksize=2)

@@ -79,3 +79,9 @@ def test_dropout_is_identity_at_inference():
     x = rand(2, 5)
     run_node("Dropout", [x], opset=13)
     run_node("Dropout", [x], opset=13, n_outputs=2)
+
+
+def test_selu_hard_swish():
+    x = rand(3, 9, seed=4, low=-5, high=5)
+    run_node("Selu", [x], rtol=1e-5, atol=1e-6)
+    run_node("HardSwish", [x], opset=14, rtol=1e-5, atol=1e-6)

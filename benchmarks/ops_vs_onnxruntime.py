@@ -1,0 +1,81 @@
+"""Time frame's numpy kernels against onnxruntime on one-node models of the shapes that dominate SD 1.5.
+
+Usage:  python benchmarks/ops_vs_onnxruntime.py [--repeat 5] [--threads 2]
+
+Each case builds a one-node ONNX model (weights as initializers, as in a real export), runs it in
+onnxruntime (``--threads`` intra-op threads, all optimisations) and runs the frame kernel through
+``bind_node`` + ``spec.fn`` exactly as the engine does. Prints the best time of each side, the ratio
+frame / onnxruntime and the largest relative difference, so the runtime knows where time goes.
+The numpy side uses however many BLAS threads OpenBLAS is given (OPENBLAS_NUM_THREADS).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import helper, numpy_helper
+
+from frame.engine.ops import bind_node
+
+
+def _best_time(fn: Callable[[], object], repeat: int) -> tuple[float, object]:
+    best, result = float("inf"), None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = fn()
+        best = min(best, time.perf_counter() - start)
+    return best, result
+
+
+def _case(name: str, op: str, x: np.ndarray, weights: list[np.ndarray], attrs: dict, args: argparse.Namespace):
+    """Build the one-node model, run both sides, print one line."""
+    weight_names = [f"w{i}" for i in range(len(weights))]
+    node = helper.make_node(op, ["x", *weight_names], ["y"], **attrs)
+    graph = helper.make_graph(
+        [node], name, [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, x.shape)],
+        [onnx.ValueInfoProto(name="y")],
+        initializer=[numpy_helper.from_array(w, n) for w, n in zip(weights, weight_names)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = args.threads
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    ort_time, (want,) = _best_time(lambda: session.run(None, {"x": x}), args.repeat)
+
+    spec, kernel_attrs = bind_node(node, 17)
+    frame_time, got = _best_time(lambda: spec.fn(x, *weights, **kernel_attrs), args.repeat)
+    error = float(np.max(np.abs(got - want)) / (np.max(np.abs(want)) + 1e-30))
+    print(f"{name:44s} onnxruntime {ort_time * 1e3:9.1f} ms   frame {frame_time * 1e3:9.1f} ms   "
+          f"ratio {frame_time / ort_time:5.2f}   max rel diff {error:.1e}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    rng = np.random.default_rng(0)
+
+    def rand(*shape: int) -> np.ndarray:
+        return rng.standard_normal(shape, dtype=np.float32)
+
+    conv3 = {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}
+    _case("Conv 3x3 320->320 on 1x320x64x64", "Conv", rand(1, 320, 64, 64),
+          [rand(320, 320, 3, 3) * 0.02, rand(320)], conv3, args)
+    _case("Conv 3x3 stride 2 320->320 on 1x320x64x64", "Conv", rand(1, 320, 64, 64),
+          [rand(320, 320, 3, 3) * 0.02, rand(320)], conv3 | {"strides": [2, 2]}, args)
+    _case("Conv 3x3 1280->1280 on 1x1280x8x8", "Conv", rand(1, 1280, 8, 8),
+          [rand(1280, 1280, 3, 3) * 0.01, rand(1280)], conv3, args)
+    _case("Conv 1x1 320->320 on 1x320x64x64", "Conv", rand(1, 320, 64, 64),
+          [rand(320, 320, 1, 1) * 0.05, rand(320)], {"kernel_shape": [1, 1]}, args)
+    _case("MatMul 1x4096x320 @ 320x320", "MatMul", rand(1, 4096, 320), [rand(320, 320) * 0.05], {}, args)
+    _case("MatMul 1x4096x320 @ 320x2560 (GEGLU)", "MatMul", rand(1, 4096, 320), [rand(320, 2560) * 0.05], {}, args)
+    _case("MatMul 8x4096x40 @ 8x40x4096 (scores)", "MatMul", rand(8, 4096, 40), [rand(8, 40, 4096)], {}, args)
+
+
+if __name__ == "__main__":
+    main()
