@@ -83,7 +83,7 @@ class HttpSource:
         try:
             with self._session().get(self.location, headers=headers, stream=True, timeout=self.timeout) as r:
                 self._check_status(r, offset, length)
-                body = r.raw.read(length + 1, decode_content=True)
+                body = r.content
         except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as exc:
             raise _Transient(f"connection problem ({type(exc).__name__})") from exc
         except OSError as exc:  # urllib3 protocol errors surface as OSError subclasses

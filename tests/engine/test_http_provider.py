@@ -1,0 +1,99 @@
+"""Models served by a real HTTP server on 127.0.0.1: Range reads, retries, clear failures."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from frame.engine import load_model
+from frame.engine.errors import WeightDataError, WeightFetchError
+from frame.engine.providers import Http, Ram
+from tests.engine import builders
+
+
+def _serve(http_root, external: bool, hidden: int = 64):
+    root, server = http_root
+    proto, feeds = builders.mlp(hidden=hidden)
+    path = builders.save(proto, root / "mlp" / "model.onnx", external=external)
+    expected = builders.ort_run(path, feeds)["y"]
+    return server, server.url("mlp/model.onnx"), feeds, expected, path
+
+
+@pytest.mark.parametrize("external", [False, True])
+def test_http_model_matches_local(http_root, external):
+    server, url, feeds, expected, _ = _serve(http_root, external, hidden=300)
+    with load_model(url) as model:
+        assert isinstance(model.provider, Http)
+        loading_requests = len(server.requests)
+        got = model.run(feeds)["y"]
+        assert builders.rel_l2(got, expected) < 1e-6
+        assert np.array_equal(model.run(feeds)["y"], got)
+    assert all(r is not None and r.startswith("bytes=") for _, r in server.requests)
+    # loading read the structure with a few range requests, skipping the embedded weights
+    assert loading_requests <= 6
+
+
+def test_http_ram_provider_reads_once(http_root):
+    server, url, feeds, expected, _ = _serve(http_root, external=True)
+    with load_model(url, weights="ram") as model:
+        assert isinstance(model.provider, Ram)
+        first = model.run(feeds)["y"]
+        count = len(server.requests)
+        second = model.run(feeds)["y"]
+        assert len(server.requests) == count  # second run entirely from memory
+    assert np.array_equal(first, second) and builders.rel_l2(first, expected) < 1e-6
+
+
+@pytest.mark.parametrize("faults", [["500"], ["drop"], ["truncate"], ["500", "drop", "truncate", "500"]])
+def test_transient_faults_are_retried_and_outputs_identical(http_root, faults):
+    server, url, feeds, expected, _ = _serve(http_root, external=True)
+    with load_model(url, weights=Http(backoff=0.01)) as model:
+        clean = model.run(feeds)["y"]
+        before = len(server.requests)
+        server.faults.extend(faults)
+        faulty = model.run(feeds)["y"]
+        assert len(server.requests) - before == len(model.streamed_weights) + len(faults)
+    assert not server.faults
+    assert np.array_equal(clean, faulty)
+    assert builders.rel_l2(faulty, expected) < 1e-6
+
+
+def test_server_ignoring_range_is_a_clear_error(http_root):
+    server, url, feeds, _, _ = _serve(http_root, external=True)
+    with load_model(url, weights=Http(backoff=0.01)) as model:
+        server.faults.append("ignore_range")
+        with pytest.raises(WeightFetchError, match=r"ignored the Range header \(answered 200"):
+            model.run(feeds)
+
+
+def test_persistent_failure_gives_up_after_retries(http_root):
+    server, url, feeds, _, _ = _serve(http_root, external=True)
+    with load_model(url, weights=Http(retries=2, backoff=0.01)) as model:
+        server.faults.extend(["500"] * 3)
+        with pytest.raises(WeightFetchError, match=r"failed after 2 retries: HTTP 500"):
+            model.run(feeds)
+
+
+def test_truncated_remote_weights_name_the_tensor(http_root):
+    server, url, feeds, _, path = _serve(http_root, external=True)
+    with load_model(url, weights=Http(backoff=0.01)) as model:
+        os.truncate(path + "_data", 100)
+        with pytest.raises(WeightDataError, match=r"weight 'w1'"):
+            model.run(feeds)
+
+
+def test_missing_remote_model_is_an_error(http_root):
+    _, server = http_root
+    with pytest.raises(WeightFetchError, match="404"):
+        load_model(server.url("nothing/model.onnx"))
+
+
+def test_nothing_is_written_to_disk(http_root, tmp_path, monkeypatch):
+    server, url, feeds, _, _ = _serve(http_root, external=True)
+    monkeypatch.chdir(tmp_path)
+    before = {p for p in tmp_path.rglob("*")}
+    with load_model(url) as model:
+        model.run(feeds)
+    assert {p for p in tmp_path.rglob("*")} == before
