@@ -53,6 +53,9 @@ _CONSTANT_KINDS = ("value", "value_float", "value_floats", "value_int", "value_i
 
 def _validate_constant(attrs: dict) -> None:
     given = [k for k in attrs if attrs[k] is not None]
+    for name in ("value_string", "value_strings"):
+        if name in given:
+            raise UnsupportedOp(f"Constant attribute {name!r}: string tensors are not supported")
     if len(given) != 1 or given[0] not in _CONSTANT_KINDS:
         raise UnsupportedOp(f"Constant needs exactly one of {', '.join(_CONSTANT_KINDS)}, got {given}")
 
@@ -60,7 +63,9 @@ def _validate_constant(attrs: dict) -> None:
 @register("Constant", 1, validate=_validate_constant)
 def constant(value: np.ndarray | None = None, value_float: float | None = None,
              value_floats: list[float] | None = None, value_int: int | None = None,
-             value_ints: list[int] | None = None) -> np.ndarray:
+             value_ints: list[int] | None = None, value_string: str | None = None,
+             value_strings: list[str] | None = None, sparse_value: object = None) -> np.ndarray:
+    """String and sparse values are refused at load time (by ``validate`` / ``decode_attributes``)."""
     if value is not None:
         return value
     if value_float is not None:

@@ -10,7 +10,11 @@ Contract shared by every kernel (the runtime relies on it):
 * The attribute names a kernel accepts are its keyword parameters; a node carrying any other attribute
   is rejected at load time. Parameters starting with ``_`` are runtime hints, never ONNX attributes:
   ``_reuse=True`` tells a kernel registered with ``inplace=True`` that input 0 dies with this node, so
-  it may write its result into input 0 when shape and dtype allow.
+  it may write its result into input 0 when shape and dtype allow. ``_num_outputs`` (only passed
+  to kernels that declare it: Split, LayerNormalization, Dropout, MaxPool) is ``len(node.output)``;
+  Split needs it when neither split sizes nor ``num_outputs`` say how many pieces to make, and the
+  others skip computing optional outputs nobody asked for.
+* Optional *inputs* are positional-only parameters (before ``/``) so they never count as attributes.
 * ``validate(attrs)`` (optional) rejects attribute *values* the kernel cannot honour, at load time,
   by raising ``UnsupportedOp`` with a message naming the attribute.
 

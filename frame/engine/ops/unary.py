@@ -84,12 +84,18 @@ def identity(x: np.ndarray) -> np.ndarray:
 
 
 @register("Dropout", 7)
+def dropout_v7(x: np.ndarray, ratio: float = 0.5, _num_outputs: int = 1) -> np.ndarray | tuple[np.ndarray, ...]:
+    """Inference: identity (``ratio`` is an attribute until opset 12), plus an all-true mask if asked."""
+    return x if _num_outputs == 1 else (x, np.ones(x.shape, dtype=bool))
+
+
+@register("Dropout", 12)
 def dropout(x: np.ndarray, ratio: np.ndarray | None = None, training_mode: np.ndarray | None = None, /,
-            *, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+            *, seed: int = 0, _num_outputs: int = 1) -> np.ndarray | tuple[np.ndarray, ...]:
     """Inference: identity, and an all-true mask for the optional second output."""
     if training_mode is not None and bool(training_mode):
         raise ValueError("Dropout in training mode is not supported (inference engine)")
-    return x, np.ones(x.shape, dtype=bool)
+    return x if _num_outputs == 1 else (x, np.ones(x.shape, dtype=bool))
 
 
 def _sigmoid(x: np.ndarray, out: np.ndarray | None) -> np.ndarray:

@@ -1,0 +1,106 @@
+"""decode_attributes, bind_node and the registry as a whole (coverage of real exports, ONNX schemas)."""
+
+import numpy as np
+import onnx
+import onnx.defs
+import pytest
+from onnx import helper, numpy_helper
+
+import frame.engine.ops  # noqa: F401  (fills the registry)
+from frame.engine.ops import UnsupportedOp, bind_node, decode_attributes, resolve
+from frame.engine.ops.registry import _TABLE
+
+# Every op type torch.onnx.export emitted (TorchScript and dynamo exporters, opsets 14/17/18, static
+# and dynamic axes, fp32 and fp16-converted) for tiny SD 1.5 / SDXL UNets, the AutoencoderKL decoder
+# and CLIPTextModel(WithProjection), plus the 41 ops OnnxStream implements.
+EXPORTED_OPS = [
+    "Add", "ArgMax", "Cast", "Concat", "Constant", "ConstantOfShape", "Conv", "Cos", "Div", "Equal", "Erf",
+    "Expand", "Flatten", "Gather", "GatherND", "Gemm", "Identity", "InstanceNormalization", "IsNaN",
+    "LayerNormalization", "MatMul", "Mul", "Pow", "Range", "ReduceMean", "Reshape", "Resize", "Shape",
+    "Sigmoid", "Sin", "Slice", "Softmax", "Split", "Sqrt", "Squeeze", "Sub", "Transpose", "Trilu",
+    "Unsqueeze", "Where",
+]
+ONNXSTREAM_OPS = [
+    "Unsqueeze", "Mul", "Cos", "Sin", "Sqrt", "Erf", "Concat", "Gemm", "Sigmoid", "Conv", "Reshape",
+    "InstanceNormalization", "Add", "Transpose", "ReduceMean", "Sub", "Pow", "Div", "MatMul", "Softmax", "Split",
+    "Resize", "Gather", "Slice", "ArgMax", "Shape", "Where", "Expand", "Cast", "Squeeze", "Neg", "ConstantOfShape",
+    "Range", "Less", "Greater", "Equal", "And", "Trilu", "ScatterND", "MaxPool", "Flatten",
+]
+
+
+@pytest.mark.parametrize("opset", [14, 15, 16, 17, 18])
+def test_every_exported_and_onnxstream_op_resolves(opset):
+    for op in sorted(set(EXPORTED_OPS + ONNXSTREAM_OPS)):
+        if op == "LayerNormalization" and opset < 17:
+            continue  # exporters decompose it below opset 17, where ONNX has no such op
+        assert resolve(op, opset).op_type == op
+
+
+def test_kernels_know_every_attribute_of_their_onnx_schema():
+    """For each opset a kernel serves, the ONNX schema's attributes are all kernel keyword parameters."""
+    problems = []
+    for (domain, op), specs in _TABLE.items():
+        for index, spec in enumerate(specs):
+            last = specs[index + 1].since - 1 if index + 1 < len(specs) else 21
+            for opset in range(max(spec.since, 7), last + 1):
+                try:
+                    schema = onnx.defs.get_schema(op, opset, domain)
+                except onnx.defs.SchemaError:
+                    continue
+                missing = set(schema.attributes) - spec.attribute_names
+                if missing:
+                    problems.append(f"{op} opset {opset}: {sorted(missing)}")
+    assert not problems
+
+
+def test_decode_attributes_every_supported_type():
+    tensor = np.arange(6, dtype=np.float32).reshape(2, 3)
+    node = helper.make_node("X", ["a"], ["b"], f=1.5, i=3, s="half_pixel", t=numpy_helper.from_array(tensor),
+                            fs=[1.0, 2.5], is_=[1, -2], ss=["a", "b"],
+                            ts=[numpy_helper.from_array(np.ones(2, np.int64))])
+    attrs = decode_attributes(node)
+    assert attrs["f"] == 1.5 and isinstance(attrs["f"], float)
+    assert attrs["i"] == 3 and isinstance(attrs["i"], int)
+    assert attrs["s"] == "half_pixel"
+    np.testing.assert_array_equal(attrs["t"], tensor)
+    assert attrs["fs"] == [1.0, 2.5] and attrs["is_"] == [1, -2] and attrs["ss"] == ["a", "b"]
+    assert attrs["ts"][0].dtype == np.int64
+
+
+def test_decode_attributes_rejects_graph_attributes():
+    body = helper.make_graph([], "body", [], [])
+    node = helper.make_node("If", ["c"], ["y"], then_branch=body, else_branch=body)
+    with pytest.raises(UnsupportedOp, match="_branch' has type GRAPH"):
+        decode_attributes(node)
+
+
+def test_bind_node_rejects_unknown_op_old_opset_and_unknown_attribute():
+    with pytest.raises(UnsupportedOp, match="NoSuchOp"):
+        bind_node(helper.make_node("NoSuchOp", ["x"], ["y"]), 17)
+    with pytest.raises(UnsupportedOp, match="from opset 14, model uses 5"):
+        bind_node(helper.make_node("Trilu", ["x"], ["y"]), 5)
+    with pytest.raises(UnsupportedOp, match="colour"):
+        bind_node(helper.make_node("Relu", ["x"], ["y"], colour=1), 17)
+    with pytest.raises(UnsupportedOp, match="domain"):
+        bind_node(helper.make_node("Relu", ["x"], ["y"], domain="com.microsoft"), 17)
+
+
+def test_bind_node_picks_opset_variant():
+    node = helper.make_node("Squeeze", ["x"], ["y"], axes=[0])
+    spec, attrs = bind_node(node, 11)
+    assert spec.since == 11 or spec.since == 1
+    assert attrs == {"axes": [0]}
+    with pytest.raises(UnsupportedOp, match="axes"):
+        bind_node(node, 13)  # axes became an input in opset 13
+
+
+def test_runtime_hints_and_optional_inputs_are_not_attributes():
+    assert "_reuse" not in resolve("Add", 17).attribute_names
+    assert resolve("Add", 17).inplace
+    assert resolve("Clip", 13).attribute_names == frozenset()
+    assert resolve("Resize", 18).attribute_names >= {"mode", "axes", "antialias"}
+
+
+def test_constant_rejects_string_values():
+    with pytest.raises(UnsupportedOp, match="value_string"):
+        bind_node(helper.make_node("Constant", [], ["y"], value_string="hi"), 13)
