@@ -27,7 +27,7 @@ class StepUnavailable(FrameError):
     """A step's implementation is missing or failed permanently (restarting cannot help)."""
 
     def __init__(self, step: str, message: str) -> None:
-        super().__init__(f"step {step!r}: {message}")
+        super().__init__(message)
         self.step = step
 
 

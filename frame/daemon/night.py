@@ -1,0 +1,248 @@
+"""One night's render from the daemon's side: describe the job, run it in a supervised worker, publish
+the picture, show it; and ``run_night`` — the same thing synchronously for ``frame demo``.
+
+The job description (seed, chosen prompt or candidates, rating history) is written once into
+``<state_dir>/checkpoints/render-<id>/`` before the first worker starts, so every restart — after a
+crash, an OOM kill or a daemon restart — renders exactly the same picture from its checkpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from frame.daemon import gallery
+from frame.daemon.recovery import backup_path
+from frame.daemon.statefile import read_json, write_bytes_atomic, write_json
+from frame.daemon.status import LiveStatus
+from frame.daemon.store import Store
+from frame.daemon.supervisor import Outcome, Supervisor
+from frame.errors import FrameError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RenderContext:
+    """What a render needs from the daemon (or from ``run_night``)."""
+
+    config: Any
+    store: Store
+    state_dir: Path
+    status: LiveStatus = field(default_factory=LiveStatus)
+    stop: threading.Event = field(default_factory=threading.Event)
+    supervisor_factory: Callable[..., Supervisor] = Supervisor
+    supervisor: Supervisor | None = None
+
+
+@dataclass(frozen=True)
+class NightResult:
+    """A finished night: the stored picture and its files (``shown`` is what the panel got)."""
+
+    picture_id: int
+    render_id: int
+    image: Path
+    panel: Path | None
+    shown: Path | None
+    prompt: str
+    theme: str
+    style: str
+    restarts: int
+    seconds: float
+    peak_rss_mb: float
+
+
+def job_dir(state_dir: Path, render_id: int) -> Path:
+    return Path(state_dir) / "checkpoints" / f"render-{render_id}"
+
+
+def _config_yaml(config: Any) -> bytes:
+    from frame.config import to_plain
+
+    plain = to_plain(config, reveal_secrets=True)
+    plain["web"]["token"] = ""  # the worker never needs the owner token
+    return yaml.safe_dump(plain, sort_keys=False, allow_unicode=True).encode()
+
+
+def candidates(config: Any, store: Store) -> list[dict[str, Any]]:
+    """Feed prompts valid now (unused first) followed by every theme × style combination."""
+    items = [{"prompt": i["prompt"], "theme": i["theme"], "style": "", "negative_prompt": i["negative_prompt"],
+              "weight": i["weight"], "origin": f"feed:{i['feed']}", "feed_item_id": i["id"]}
+             for i in store.feed_items()]
+    combos = [{"prompt": f"{theme}, {style}", "theme": theme, "style": style, "weight": 1.0, "origin": "theme"}
+              for theme in config.taste.themes for style in config.taste.styles]
+    return items + combos
+
+
+def _history(store: Store) -> list[dict[str, Any]]:
+    keys = ("id", "prompt", "theme", "style", "origin", "features", "rating_kind", "rating_value", "favourite")
+    return [{k: p.get(k) for k in keys} for p in store.rating_history()]
+
+
+def build_job(ctx: RenderContext, render_id: int, kind: str) -> dict[str, Any]:
+    """A new job: a queued prompt if any (oldest first), else candidates for the theme choice."""
+    queued = ctx.store.queued_prompts()
+    choice = None
+    if queued:
+        q = queued[0]
+        choice = {"prompt": q["prompt"], "negative_prompt": q["negative_prompt"], "theme": q["theme"],
+                  "style": "", "origin": "queue", "prompt_id": q["id"],
+                  "why": {"method": "queue", "sentence": "you queued this prompt"}}
+    done = ctx.store.query("SELECT COUNT(*) FROM renders WHERE status = 'done'")[0][0]
+    return {"kind": "render", "render_kind": kind, "render_id": render_id, "state_dir": str(ctx.state_dir),
+            "seed": secrets.randbelow(2**31), "choice": choice, "counter": done,
+            "candidates": [] if choice else candidates(ctx.config, ctx.store),
+            "history": [] if choice else _history(ctx.store)}
+
+
+def ensure_job(ctx: RenderContext, render_id: int, kind: str) -> Path:
+    """The job folder for ``render_id``, written on first use and reused (never rewritten) after."""
+    folder = job_dir(ctx.state_dir, render_id)
+    folder.mkdir(parents=True, exist_ok=True)
+    if read_json(folder / "job.json") is None:
+        write_bytes_atomic(folder / "config.yaml", _config_yaml(ctx.config))
+        write_json(folder / "job.json", build_job(ctx, render_id, kind))
+    return folder
+
+
+def _supervise(ctx: RenderContext, folder: Path, deadline: float | None, max_restarts: int,
+               render_id: int | None) -> Outcome:
+    worker = ctx.config.worker
+
+    def on_restart(count: int, reason: str) -> None:
+        if render_id is not None:
+            ctx.store.count_restart(render_id)
+        ctx.status.render_progress(stage=f"restarting worker ({reason})", restarts=count)
+
+    supervisor = ctx.supervisor_factory(
+        worker.memory_limit_mb, max_restarts, on_restart=on_restart,
+        on_event=lambda e: ctx.status.render_progress(**{k: e[k] for k in ("stage", "step", "steps") if k in e}))
+    ctx.supervisor = supervisor
+    try:
+        return supervisor.run(folder, stop=ctx.stop, deadline=deadline)
+    finally:
+        ctx.supervisor = None
+
+
+def render(ctx: RenderContext, render_id: int, kind: str, deadline: float | None = None) -> tuple[Outcome, int | None]:
+    """Run (or resume) render ``render_id`` to the end; publish on success. Returns the outcome and the
+    new picture id. ``stopped`` leaves the render open so the next start resumes it."""
+    started = time.monotonic()
+    folder = ensure_job(ctx, render_id, kind)
+    ctx.status.render_started(render_id, kind)
+    log.info("render %d (%s) started in %s", render_id, kind, folder)
+    try:
+        outcome = _supervise(ctx, folder, deadline, ctx.config.worker.max_restarts, render_id)
+        picture_id = _finish(ctx, render_id, outcome, time.monotonic() - started)
+    finally:
+        ctx.status.render_finished()
+    log.info("render %d ended: %s after %.1f s (%d restarts, worker peak %.0f MiB)", render_id,
+             outcome.status, time.monotonic() - started, outcome.restarts, outcome.peak_rss_mb)
+    return outcome, picture_id
+
+
+def _finish(ctx: RenderContext, render_id: int, outcome: Outcome, seconds: float) -> int | None:
+    if outcome.status == "stopped":
+        return None
+    if outcome.status == "deadline":
+        ctx.store.finish_render(render_id, "missed", error="the render missed its deadline")
+        return None
+    if outcome.status != "done":
+        step = f" at step {outcome.step!r}" if outcome.step else ""
+        ctx.store.finish_render(render_id, "failed", error=f"failed{step}: {outcome.error}")
+        return None
+    result = outcome.result or {}
+    meta = dict(result["meta"])
+    meta["timings"] = {**(meta.get("timings") or {}), "total": round(seconds, 2)}
+    try:
+        picture_id = gallery.publish(ctx.store, ctx.state_dir, render_id, Path(result["image"]),
+                                     Path(result["panel"]) if result.get("panel") else None, meta)
+    except FrameError as exc:
+        log.error("render %d: %s; the previous picture stays shown", render_id, exc)
+        ctx.store.finish_render(render_id, "failed", error=str(exc))
+        outcome.status, outcome.error, outcome.step = "failed", str(exc), "store"
+        return None
+    if result.get("prompt_id"):
+        ctx.store.mark_prompt_used(result["prompt_id"], picture_id)
+    if result.get("feed_item_id"):
+        ctx.store.mark_feed_item_used(result["feed_item_id"])
+    ctx.store.finish_render(render_id, "done", picture_id=picture_id, timings=meta["timings"])
+    _housekeeping(ctx, render_id)
+    return picture_id
+
+
+def _housekeeping(ctx: RenderContext, render_id: int) -> None:
+    """After a stored picture: retention, a fresh database backup, drop the checkpoint folder."""
+    shown = ctx.store.last_shown()
+    policy = gallery.Retention(ctx.config.gallery.max_pictures, ctx.config.gallery.max_disk_mb)
+    try:
+        gallery.apply_retention(ctx.store, ctx.state_dir, policy, keep={shown["picture_id"]} if shown else set())
+        ctx.store.backup(backup_path(ctx.store.path))
+    except (OSError, FrameError) as exc:
+        log.error("housekeeping after render %d failed: %s", render_id, exc)
+    shutil.rmtree(job_dir(ctx.state_dir, render_id), ignore_errors=True)
+
+
+def show_picture(ctx: RenderContext, picture_id: int, reason: str) -> Path | None:
+    """Send a stored picture to the panel in a worker (drivers and dithering stay out of the daemon).
+    Raises FrameError when the display step fails; returns what the display reports (e.g. PNG path)."""
+    picture = ctx.store.picture(picture_id)
+    if picture is None:
+        raise FrameError(f"no picture with id {picture_id}")
+    image = gallery.picture_path(ctx.state_dir, picture["panel_file"] or picture["file"])
+    folder = Path(ctx.state_dir) / "checkpoints" / f"show-{picture_id}-{secrets.token_hex(4)}"
+    folder.mkdir(parents=True, exist_ok=True)
+    write_bytes_atomic(folder / "config.yaml", _config_yaml(ctx.config))
+    write_json(folder / "job.json", {"kind": "show", "state_dir": str(ctx.state_dir), "image": str(image)})
+    started = time.monotonic()
+    try:
+        outcome = _supervise(ctx, folder, None, 1, None)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    if outcome.status != "done":
+        raise FrameError(f"showing picture {picture_id} failed at step {outcome.step or 'show'!r}: "
+                         f"{outcome.error or outcome.status}")
+    ctx.store.record_shown(picture_id, reason)
+    shown = (outcome.result or {}).get("shown")
+    ctx.status.update(shown={"picture_id": picture_id, "reason": reason, "since": time.time(), "output": shown})
+    log.info("showed picture %d (%s) in %.1f s", picture_id, reason, time.monotonic() - started)
+    return Path(shown) if shown else None
+
+
+def run_night(config: Any, *, show: bool = True, progress: Callable[[dict], None] | None = None) -> NightResult:
+    """Run one whole night synchronously (``frame demo``): choose, generate, prepare, store, show.
+
+    Raises FrameError naming the step that failed or is not available yet; nothing is faked.
+    """
+    from frame.config import state_dir as config_state_dir
+
+    state = config_state_dir(config)
+    store = Store.open(state)
+    ctx = RenderContext(config=config, store=store, state_dir=state)
+    if progress is not None:
+        ctx.status.add_listener(lambda line: progress(ctx.status.snapshot()))
+    try:
+        render_id = store.start_render("now", None)
+        outcome, picture_id = render(ctx, render_id, "now")
+        if picture_id is None:
+            step = f" at step {outcome.step!r}" if outcome.step else ""
+            raise FrameError(f"the night's render {outcome.status}{step}: {outcome.error or 'no picture'}")
+        shown = show_picture(ctx, picture_id, "demo") if show else None
+        picture = store.picture(picture_id)
+        return NightResult(
+            picture_id=picture_id, render_id=render_id,
+            image=gallery.picture_path(state, picture["file"]),
+            panel=gallery.picture_path(state, picture["panel_file"]), shown=shown, prompt=picture["prompt"],
+            theme=picture["theme"], style=picture["style"], restarts=outcome.restarts,
+            seconds=(picture["timings"] or {}).get("total", 0.0), peak_rss_mb=outcome.peak_rss_mb)
+    finally:
+        store.close()

@@ -1,0 +1,287 @@
+"""``frame run``: the long-running daemon. Ties the store, the scheduler, the HTTP API and supervised
+render/show workers together and is the API's ``Controller``.
+
+Threads: the main thread runs ``run_forever`` (systemd watchdog pings, deferred shows after quiet
+hours, status); APScheduler's pool runs the jobs; one render thread and one show thread at most; the
+waitress server. SIGTERM sets ``stop_event``, which also stops a running worker (its last per-step
+checkpoint is on disk) — the next start resumes that render.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from frame.daemon import night as nights
+from frame.daemon import schedule
+from frame.daemon.app import Busy, create_app
+from frame.daemon.feeds import FeedFetcher, refresh_feeds
+from frame.daemon.sdnotify import Notifier, watchdog_interval
+from frame.daemon.server import HttpServer
+from frame.daemon.status import LiveStatus
+from frame.daemon.store import Store
+from frame.daemon.supervisor import Supervisor
+from frame.daemon.token import ensure_token
+from frame.errors import FrameError
+
+log = logging.getLogger(__name__)
+
+STOP_TIMEOUT_SECONDS = 9.0
+
+
+class Daemon:
+    """The running frame; ``start()``, then ``run_forever()`` until ``stop_event`` is set, then ``stop()``."""
+
+    def __init__(self, config: Any, *, notifier: Notifier | None = None,
+                 supervisor_factory: Callable[..., Supervisor] = Supervisor) -> None:
+        from frame.config import state_dir
+
+        self.config = config
+        self.state_dir = state_dir(config)
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.store = Store.open(self.state_dir)
+        self.token = ensure_token(config.web.token, self.state_dir)
+        self.tz = schedule.resolve_timezone(config.schedule.timezone)
+        self.live = LiveStatus()
+        self.stop_event = threading.Event()
+        self.ctx = nights.RenderContext(config, self.store, self.state_dir, self.live, self.stop_event,
+                                        supervisor_factory)
+        self.notifier = notifier or Notifier()
+        self.live.add_listener(self.notifier.status)
+        self.fetcher = FeedFetcher(config.feeds, self.state_dir / "feeds")
+        self._render_lock = threading.Lock()
+        self._show_lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        self._pending_show: tuple[int, str] | None = None
+        self.scheduler: Any = None
+        self.server: HttpServer | None = None
+
+    # lifecycle ------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        last = self.store.last_shown()
+        if last:
+            self.live.update(shown={"picture_id": last["picture_id"], "reason": last["reason"],
+                                      "since": last["shown_at"], "output": None})
+        self.scheduler = schedule.build_scheduler(self.config, self.tz, {
+            "night": self._job("night", self.nightly), "deadline": self._job("deadline", self.deadline_passed),
+            "show": self._job("show", self.show_time), "feeds": self._job("feeds", self.refresh_feeds),
+            "rotate": self._job("rotate", self.rotate)})
+        self.scheduler.start()
+        app = create_app(self.config, self.store, token=self.token, controller=self, state_dir=self.state_dir)
+        self.server = HttpServer(app, self.config.web.listen)
+        self.server.start()
+        self._resume_or_catch_up()
+        self._refresh_status()
+        self.notifier.ready(self.live.snapshot().get("state", ""))
+        log.info("frame daemon started (state in %s)", self.state_dir)
+
+    def run_forever(self) -> None:
+        """Main loop: the watchdog is pinged only from here, so a hung daemon gets restarted."""
+        interval = min(watchdog_interval() or 5.0, 5.0)
+        self.notifier.watchdog()
+        while not self.stop_event.wait(interval):
+            self.notifier.watchdog()
+            self._flush_pending_show()
+            self._refresh_status()
+
+    def stop(self) -> None:
+        """Stop everything within ~10 s: workers get SIGTERM (their checkpoint is on disk)."""
+        started = time.monotonic()
+        self.stop_event.set()
+        self.notifier.stopping()
+        if self.scheduler is not None:
+            self.scheduler.shutdown(wait=False)
+        for thread in list(self._threads):
+            thread.join(timeout=max(0.1, STOP_TIMEOUT_SECONDS - (time.monotonic() - started)))
+        if self.server is not None:
+            self.server.close()
+        self.store.close()
+        log.info("frame daemon stopped in %.1f s", time.monotonic() - started)
+
+    def _job(self, name: str, func: Callable[[], Any]) -> Callable[[], None]:
+        """Scheduler job wrapper: one log line at start and end with the duration; never raises."""
+        def run() -> None:
+            started = time.monotonic()
+            log.info("job %s started", name)
+            try:
+                func()
+            except Exception:
+                log.exception("job %s failed after %.1f s", name, time.monotonic() - started)
+                return
+            log.info("job %s finished in %.1f s", name, time.monotonic() - started)
+        return run
+
+    def _spawn(self, name: str, target: Callable[[], None]) -> threading.Thread:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        self._threads = [t for t in self._threads if t.is_alive()] + [thread]
+        thread.start()
+        return thread
+
+    def _refresh_status(self) -> None:
+        now = datetime.now(self.tz)
+        runs = schedule.next_runs(self.scheduler) if self.scheduler else {}
+        self.live.update(quiet=schedule.in_quiet_hours(now, self.config.schedule.quiet_hours, self.tz),
+                           next_runs=runs)
+
+    # Controller (the API) -------------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        data = self.live.snapshot()
+        data["pending_show"] = self._pending_show[0] if self._pending_show else None
+        return data
+
+    def render_now(self) -> dict[str, Any]:
+        render_id = self.start_render("now", None, None)
+        return {"render_id": render_id, "state": "rendering"}
+
+    def show(self, picture_id: int) -> dict[str, Any]:
+        return self.request_show(picture_id, "owner")
+
+    # renders --------------------------------------------------------------------------------------
+
+    def start_render(self, kind: str, night: schedule.Night | None, render_id: int | None) -> int:
+        """Start (or resume ``render_id``) in the render thread; Busy if one is running."""
+        if not self._render_lock.acquire(blocking=False):
+            raise Busy("a render is already running; only one at a time")
+        try:
+            if render_id is None:
+                render_id = self.store.start_render(kind, night.key if night else None)
+        except BaseException:
+            self._render_lock.release()
+            raise
+        self._spawn("render", lambda: self._render_thread(render_id, kind, night))
+        return render_id
+
+    def _render_thread(self, render_id: int, kind: str, night: schedule.Night | None) -> None:
+        try:
+            deadline = night.deadline.timestamp() if night else None
+            outcome, picture_id = nights.render(self.ctx, render_id, kind, deadline)
+        except Exception:
+            log.exception("render %d crashed in the daemon", render_id)
+            self.store.finish_render(render_id, "failed", error="internal error (see the log)")
+            outcome, picture_id = None, None
+        finally:
+            self._render_lock.release()
+        if self.stop_event.is_set():
+            return
+        if picture_id is not None:
+            self.live.update(notice=None)
+            if night is None or datetime.now(self.tz) >= night.show_at:
+                self.request_show(picture_id, "new picture")
+        elif outcome is not None and outcome.status == "deadline":
+            self.fallback("tonight's render missed its deadline")
+        else:
+            self.fallback(f"the render failed ({outcome.error if outcome else 'internal error'})")
+
+    def _resume_or_catch_up(self) -> None:
+        """Resume a render cut short by a stop/crash/power cut, or start tonight's if it was missed."""
+        now = datetime.now(self.tz)
+        unfinished = self.store.unfinished_renders()
+        for stale in unfinished[:-1]:
+            self.store.finish_render(stale["id"], "failed", error="superseded by a newer render")
+        if unfinished:
+            last = unfinished[-1]
+            night = schedule.night_at(now, self.config.schedule, self.tz) if last["kind"] == "night" else None
+            if night is not None and (night.key != last["night"] or not night.contains(now)):
+                self.store.finish_render(last["id"], "missed", error="the daemon was down until after the deadline")
+            else:
+                log.info("resuming render %d from its checkpoint", last["id"])
+                self.start_render(last["kind"], night, last["id"])
+                return
+        night = schedule.catch_up_night(now, self.config.schedule, self.tz,
+                                        self.store.night_done(night_key(now, self)))
+        if night is not None:
+            log.info("the render for night %s was missed; starting it now", night.key)
+            self.start_render("night", night, None)
+
+    # jobs -----------------------------------------------------------------------------------------
+
+    def nightly(self) -> None:
+        night = schedule.night_at(datetime.now(self.tz), self.config.schedule, self.tz)
+        if self.store.night_done(night.key):
+            log.info("night %s already has its picture", night.key)
+            return
+        try:
+            self.start_render("night", night, None)
+        except Busy:
+            log.warning("night %s: another render is still running; not starting a second one", night.key)
+
+    def deadline_passed(self) -> None:
+        night = schedule.night_at(datetime.now(self.tz), self.config.schedule, self.tz)
+        rows = self.store.query("SELECT status FROM renders WHERE night = ? AND kind = 'night'", (night.key,))
+        if not rows and not self._render_lock.locked():
+            self.fallback(f"no render ran for night {night.key}")
+
+    def show_time(self) -> None:
+        night = schedule.night_at(datetime.now(self.tz), self.config.schedule, self.tz)
+        rows = self.store.query("SELECT picture_id FROM renders WHERE night = ? AND status = 'done' AND "
+                                "picture_id IS NOT NULL ORDER BY id DESC LIMIT 1", (night.key,))
+        shown = self.store.last_shown()
+        if rows and (shown is None or shown["picture_id"] != rows[0][0]):
+            self.request_show(rows[0][0], "tonight's picture")
+
+    def refresh_feeds(self) -> None:
+        refresh_feeds(self.store, self.config, self.fetcher)
+
+    def rotate(self) -> None:
+        if self._quiet() or self._render_lock.locked():
+            return
+        favourites = self.store.favourite_ids()
+        if not favourites:
+            return
+        shown = self.store.last_shown()
+        current = shown["picture_id"] if shown else None
+        later = [f for f in favourites if current is None or f > current]
+        self.request_show((later or favourites)[0], "rotation")
+
+    # showing --------------------------------------------------------------------------------------
+
+    def _quiet(self) -> bool:
+        return schedule.in_quiet_hours(datetime.now(self.tz), self.config.schedule.quiet_hours, self.tz)
+
+    def request_show(self, picture_id: int, reason: str) -> dict[str, Any]:
+        """Show now, or after quiet hours (the panel is not refreshed during them)."""
+        if self._quiet():
+            self._pending_show = (picture_id, reason)
+            log.info("quiet hours: picture %d will be shown when they end", picture_id)
+            return {"picture_id": picture_id, "deferred": "quiet hours"}
+        self._spawn("show", lambda: self._show_thread(picture_id, reason))
+        return {"picture_id": picture_id, "deferred": None}
+
+    def _show_thread(self, picture_id: int, reason: str) -> None:
+        with self._show_lock:
+            try:
+                nights.show_picture(self.ctx, picture_id, reason)
+            except FrameError as exc:
+                log.error("%s; the previous picture stays shown", exc)
+                self.live.update(notice=f"could not show picture {picture_id}: {exc}")
+
+    def _flush_pending_show(self) -> None:
+        if self._pending_show and not self._quiet():
+            picture_id, reason = self._pending_show
+            self._pending_show = None
+            self.request_show(picture_id, reason)
+
+    def fallback(self, reason: str) -> None:
+        """Show the least recently shown favourite instead of tonight's picture, and say why."""
+        favourites = self.store.favourite_ids()
+        marks = ",".join("?" * len(favourites)) or "NULL"
+        rows = self.store.query(
+            f"SELECT p.id FROM pictures p LEFT JOIN shown s ON s.picture_id = p.id WHERE p.id IN ({marks}) "
+            "GROUP BY p.id ORDER BY MAX(s.id) IS NOT NULL, MAX(s.id) LIMIT 1", tuple(favourites))
+        if not rows:
+            self.live.update(notice=f"{reason}; no favourite to show instead")
+            log.warning("%s; no favourite to fall back on", reason)
+            return
+        self.live.update(notice=f"{reason}; showing favourite {rows[0][0]} instead")
+        log.warning("%s; showing favourite %d instead", reason, rows[0][0])
+        self.request_show(rows[0][0], "fallback")
+
+
+def night_key(now: datetime, daemon: Daemon) -> str:
+    return schedule.night_at(now, daemon.config.schedule, daemon.tz).key

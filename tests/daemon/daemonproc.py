@@ -1,0 +1,94 @@
+"""Starting the real daemon (``python -m frame --config FILE run``) as a child process for tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import requests
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def clock(offset_minutes: float) -> str:
+    return (datetime.now(UTC) + timedelta(minutes=offset_minutes)).strftime("%H:%M")
+
+
+def write_config(tmp_path: Path, **sections) -> tuple[Path, str]:
+    """A config file whose night is well away from now (no catch-up render) unless overridden."""
+    port = free_port()
+    data = {"state_dir": str(tmp_path / "state"), "web": {"listen": f"127.0.0.1:{port}", "token": "test-token-123456"},
+            "schedule": {"timezone": "UTC", "render_at": clock(180), "deadline": clock(240), "show_at": clock(240)},
+            "model": {"size": "64x64", "steps": 2}}
+    for name, fields in sections.items():
+        if isinstance(fields, dict):
+            data.setdefault(name, {}).update(fields)
+        else:
+            data[name] = fields
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path, f"http://127.0.0.1:{port}"
+
+
+class DaemonProcess:
+    def __init__(self, config_path: Path, url: str, env: dict | None = None) -> None:
+        self.url = url
+        self.log = config_path.with_suffix(".log").open("ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "frame", "--config", str(config_path), "run"], cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}, stdout=self.log, stderr=subprocess.STDOUT)
+        self.wait_ready()
+
+    def wait_ready(self, timeout: float = 20) -> None:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"daemon exited with {self.proc.returncode}; see {self.log.name}")
+            try:
+                requests.get(self.url + "/api/status", timeout=1)
+                return
+            except requests.ConnectionError:
+                time.sleep(0.1)
+        raise RuntimeError("daemon did not start listening")
+
+    def get(self, path: str):
+        return requests.get(self.url + path, timeout=5)
+
+    def post(self, path: str, body=None, token="test-token-123456"):
+        return requests.post(self.url + path, json=body, timeout=5, headers={"Authorization": f"Bearer {token}"})
+
+    def terminate(self, timeout: float = 10) -> tuple[int, float]:
+        started = time.monotonic()
+        self.proc.send_signal(signal.SIGTERM)
+        code = self.proc.wait(timeout=timeout)
+        return code, time.monotonic() - started
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+    def wait_for(self, predicate, timeout: float = 60, interval: float = 0.2):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            value = predicate()
+            if value:
+                return value
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"daemon exited with {self.proc.returncode}")
+            time.sleep(interval)
+        raise TimeoutError("condition not reached")
