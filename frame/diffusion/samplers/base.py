@@ -1,0 +1,98 @@
+"""The one step contract every sampler follows, and the seeded noise that ancestral samplers draw.
+
+The third sampler idea, the loop, lives in the pipeline and only ever does::
+
+    x = init_noise * sampler.init_noise_sigma
+    for i in range(sampler.steps):
+        output = model(sampler.scale_input(x, i), sampler.timesteps[i])
+        x = sampler.step(i, output, x, state).sample
+
+A :class:`Sampler` holds nothing that changes while sampling: the schedule (timesteps, noise levels) is
+fixed at construction and everything that evolves lives in :class:`SamplerState` (the multistep history
+and the random generator), which serialises to plain arrays and JSON so a render can resume after a
+power cut and continue bit for bit.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from frame.diffusion.samplers.schedule import ScheduleConfig
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """The latent for the next step and the model's current clean-latent estimate (used for previews)."""
+
+    sample: np.ndarray
+    denoised: np.ndarray
+
+
+class Noise(Protocol):
+    """Where ancestral samplers get their fresh noise from."""
+
+    def normal(self, shape: tuple[int, ...]) -> np.ndarray: ...
+
+
+class NoiseSource:
+    """Seeded standard-normal float32 noise from numpy's PCG64 generator.
+
+    torch's generator cannot be reproduced without torch, so ancestral samplers (euler_a, multi-step lcm)
+    produce different (equally valid) images than diffusers for the same seed. The generator state is a
+    small JSON-able dict, saved with every resume checkpoint.
+    """
+
+    def __init__(self, seed: int) -> None:
+        self._bits = np.random.PCG64(seed)
+        self._rng = np.random.Generator(self._bits)
+
+    def normal(self, shape: tuple[int, ...]) -> np.ndarray:
+        return self._rng.standard_normal(shape, dtype=np.float32)
+
+    def get_state(self) -> dict[str, Any]:
+        return self._bits.state
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self._bits.state = state
+
+
+@dataclass
+class SamplerState:
+    """Everything that changes while sampling besides the latent: history arrays and the noise source."""
+
+    noise: Noise
+    history: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+class Sampler(ABC):
+    """A fixed schedule plus one update rule.
+
+    Subclasses set ``name``, ``config``, ``timesteps`` (one model timestep per step, int64 or float32 like
+    the matching diffusers scheduler) and ``init_noise_sigma`` in ``__init__``.
+    """
+
+    name: str
+    config: ScheduleConfig
+    timesteps: np.ndarray
+    init_noise_sigma: float
+    #: whether ``step`` draws from ``state.noise`` (so the seed matters beyond the initial latent)
+    stochastic: bool = False
+
+    @property
+    def steps(self) -> int:
+        return len(self.timesteps)
+
+    def scale_input(self, sample: np.ndarray, index: int) -> np.ndarray:
+        """The UNet input for ``sample`` at step ``index``; identity for variance-preserving samplers."""
+        return sample
+
+    @abstractmethod
+    def step(self, index: int, output: np.ndarray, sample: np.ndarray, state: SamplerState) -> StepResult:
+        """Advance ``sample`` from step ``index`` to ``index + 1`` given the (guided) model output."""
+
+    def describe(self) -> str:
+        return f"{self.name} ({self.steps} steps, {self.config.prediction_type}, {self.config.timestep_spacing})"
