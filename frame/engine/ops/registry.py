@@ -10,8 +10,9 @@ Contract shared by every kernel (the runtime relies on it):
 * The attribute names a kernel accepts are its keyword parameters; a node carrying any other attribute
   is rejected at load time. Parameters starting with ``_`` are runtime hints, never ONNX attributes:
   ``_reuse=True`` tells a kernel registered with ``inplace=True`` that input 0 dies with this node, so
-  it may write its result into input 0 when shape and dtype allow. ``_num_outputs`` (only passed
-  to kernels that declare it: Split, LayerNormalization, Dropout, MaxPool) is ``len(node.output)``;
+  it may write its result into input 0 when shape and dtype allow. ``_num_outputs`` (put into the
+  attrs by ``bind_node`` for kernels that declare it: Split, LayerNormalization, Dropout, MaxPool) is
+  the node's output count;
   Split needs it when neither split sizes nor ``num_outputs`` say how many pieces to make, and the
   others skip computing optional outputs nobody asked for.
 * Optional *inputs* are positional-only parameters (before ``/``) so they never count as attributes.
@@ -48,6 +49,7 @@ class OpSpec:
     inplace: bool = False
     validate: Callable[[dict], None] | None = None
     attribute_names: frozenset[str] = field(default_factory=frozenset)
+    hints: frozenset[str] = field(default_factory=frozenset)
 
 
 _TABLE: dict[tuple[str, str], list[OpSpec]] = {}
@@ -62,12 +64,16 @@ def _attribute_names(fn: Kernel) -> frozenset[str]:
     )
 
 
+def _hint_names(fn: Kernel) -> frozenset[str]:
+    return frozenset(p for p in inspect.signature(fn).parameters if p.startswith("_"))
+
+
 def register(op_type: str, since: int = 1, *, domain: str = "", inplace: bool = False,
              validate: Callable[[dict], None] | None = None) -> Callable[[Kernel], Kernel]:
     """Decorator: make ``fn`` the kernel for ``op_type`` from opset ``since`` on."""
 
     def decorate(fn: Kernel) -> Kernel:
-        spec = OpSpec(op_type, since, fn, domain, inplace, validate, _attribute_names(fn))
+        spec = OpSpec(op_type, since, fn, domain, inplace, validate, _attribute_names(fn), _hint_names(fn))
         versions = _TABLE.setdefault((domain, op_type), [])
         versions.append(spec)
         versions.sort(key=lambda s: s.since)
@@ -133,6 +139,7 @@ def bind_node(node: onnx.NodeProto, opset: int) -> tuple[OpSpec, dict]:
 
     This is the whole load-time check for one node: unknown op type or opset, attributes the kernel
     does not know, and attribute values its ``validate`` rejects all raise ``UnsupportedOp``.
+    For kernels that declare ``_num_outputs`` the returned attrs already carry it.
     """
     spec = resolve(node.op_type, opset, node.domain)
     attrs = decode_attributes(node)
@@ -141,4 +148,9 @@ def bind_node(node: onnx.NodeProto, opset: int) -> tuple[OpSpec, dict]:
         raise UnsupportedOp(f"{node.op_type} (opset {opset}) does not support attribute(s) {', '.join(unknown)}")
     if spec.validate is not None:
         spec.validate(attrs)
+    if "_num_outputs" in spec.hints:
+        outputs = list(node.output)
+        while outputs and not outputs[-1]:
+            outputs.pop()
+        attrs["_num_outputs"] = len(outputs)
     return spec, attrs

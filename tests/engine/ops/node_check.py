@@ -8,8 +8,6 @@ Kernels registered in-place are run a second time with ``_reuse=True`` on copies
 
 from __future__ import annotations
 
-import inspect
-
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -43,8 +41,6 @@ def onnxruntime_outputs(node: onnx.NodeProto, inputs: list[np.ndarray | None], o
 def kernel_outputs(node: onnx.NodeProto, inputs: list[np.ndarray | None], opset: int,
                    reuse: bool = False) -> list[np.ndarray]:
     spec, attrs = bind_node(node, opset)
-    if "_num_outputs" in inspect.signature(spec.fn).parameters:
-        attrs["_num_outputs"] = len(node.output)
     if reuse:
         attrs["_reuse"] = True
     args = list(inputs)

@@ -104,3 +104,12 @@ def test_runtime_hints_and_optional_inputs_are_not_attributes():
 def test_constant_rejects_string_values():
     with pytest.raises(UnsupportedOp, match="value_string"):
         bind_node(helper.make_node("Constant", [], ["y"], value_string="hi"), 13)
+
+
+def test_bind_node_passes_the_output_count_to_kernels_that_ask():
+    _, attrs = bind_node(helper.make_node("Split", ["x"], ["a", "b", "c"], axis=1), 13)
+    assert attrs == {"axis": 1, "_num_outputs": 3}
+    _, attrs = bind_node(helper.make_node("LayerNormalization", ["x", "s"], ["y", "", ""]), 17)
+    assert attrs["_num_outputs"] == 1
+    _, attrs = bind_node(helper.make_node("Add", ["x", "y"], ["z"]), 17)
+    assert attrs == {}
