@@ -95,8 +95,34 @@ class Executor:
             raise
         return {name: env[name] for name in self.outputs}
 
+    def gather_rows(self, step: Step, env: dict[str, np.ndarray]) -> np.ndarray:
+        """Gather(axis 0) from a streamed weight reading only the rows the indices name.
+
+        Providers may offer ``get_rows(ref, rows)`` (sorted unique rows); otherwise the whole
+        weight is fetched and indexed, which is still correct.
+        """
+        ref, node = step.gather_rows, step.node
+        indices = np.asarray(env[node.inputs[1]])
+        if indices.dtype.kind not in "iu":
+            raise NodeError(f"{node.label}: indices have dtype {indices.dtype}, expected an integer type")
+        count = ref.shape[0]
+        flat = indices.astype(np.int64).reshape(-1)
+        flat = np.where(flat < 0, flat + count, flat)
+        if flat.size and (flat.min() < 0 or flat.max() >= count):
+            raise NodeError(f"{node.label}: index out of range for {count} rows of weight {ref.name!r}")
+        rows, inverse = np.unique(flat, return_inverse=True)
+        get_rows = getattr(self.provider, "get_rows", None)
+        table = get_rows(ref, rows) if get_rows is not None else self.provider.get(ref)[rows]
+        if get_rows is None:
+            self.provider.release(ref)
+        result = table[inverse].reshape(indices.shape + tuple(ref.shape[1:]))
+        return result.astype(np.float32) if result.dtype == np.float16 else result
+
     def _run_step(self, step: Step, env: dict[str, np.ndarray]) -> None:
         node = step.node
+        if step.gather_rows is not None:
+            env[node.outputs[0]] = self.gather_rows(step, env)
+            return
         try:
             args = [env[name] if name else None for name in node.inputs]
         except KeyError as exc:  # a bug in the plan, not in the user's data

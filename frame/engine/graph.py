@@ -44,6 +44,7 @@ class Step:
     free: list[str] = field(default_factory=list)
     release: list[WeightRef] = field(default_factory=list)
     reuse: bool = False
+    gather_rows: WeightRef | None = None  # Gather(axis 0) of a weight used only here: read needed rows
 
 
 def opset_table(model: onnx.ModelProto) -> dict[str, int]:
@@ -136,6 +137,13 @@ def make_plan(nodes: list[Node], weights: dict[str, WeightRef], graph_inputs: se
             last_use[name] = i
             first_use.setdefault(name, i)
     steps = [Step(node) for node in nodes]
+    for i, node in enumerate(nodes):
+        ref = weights.get(node.inputs[0]) if node.op_type == "Gather" and node.inputs else None
+        if (ref is not None and ref.value is None and node.attrs.get("axis", 0) == 0 and ref.shape
+                and first_use[ref.name] == last_use[ref.name] == i and node.inputs.count(ref.name) == 1
+                and ref.name not in graph_inputs and ref.name not in graph_outputs):
+            steps[i].gather_rows = ref  # e.g. a token embedding table: 152 MB, of which 77 rows are used
+            del first_use[ref.name], last_use[ref.name]
     order = 0
     for name, i in sorted(first_use.items(), key=lambda item: item[1]):
         if name in weights and name not in graph_inputs:

@@ -12,6 +12,7 @@ import pytest
 from onnx import helper
 
 from frame.engine import load_model
+from frame.engine.executor import NodeError
 from frame.engine.providers import DiskNoCache
 from tests.engine import builders
 
@@ -119,3 +120,56 @@ def test_in_place_reuse_only_for_dying_unaliased_intermediates(tmp_path):
     np.testing.assert_allclose(y, -relu + relu, atol=0)
     assert ids["b"] == ids["a"]          # Neg wrote into a's buffer
     assert ids["d"] != ids["b"]          # not into b: the Reshape view c still reads it
+
+
+def _embedding_model(tmp_path):
+    rng = np.random.default_rng(3)
+    table = rng.standard_normal((1000, 16)).astype(np.float32)
+    nodes = [helper.make_node("Gather", ["table", "ids"], ["e"]), helper.make_node("Relu", ["e"], ["y"])]
+    proto = builders.model(nodes, [builders.value("ids", [2, 5], onnx.TensorProto.INT64)],
+                           [builders.value("y", [2, 5, 16])], [onnx.numpy_helper.from_array(table, "table")])
+    path = builders.save(proto, tmp_path / "emb.onnx", external=True)
+    return path, {"ids": np.array([[0, 1, 2, 999, -1], [5, 5, 6, 7, 500]], np.int64)}
+
+
+def test_gather_from_weight_reads_only_needed_rows(tmp_path):
+    path, feeds = _embedding_model(tmp_path)
+    events: list = []
+    provider = RecordingProvider(events)
+    reads = []
+    original = provider.sources.get
+
+    def spy(location):
+        source = original(location)
+        read_at = source.read_at
+        source.read_at = lambda offset, length: reads.append(length) or read_at(offset, length)
+        return source
+
+    provider.sources.get = spy
+    with load_model(path, weights=provider) as model:
+        got = model.run(feeds)["y"]
+    assert builders.rel_l2(got, builders.ort_run(path, feeds)["y"]) < 1e-7
+    assert ("get", "table") not in events  # never fetched whole
+    assert sum(reads) == 8 * 16 * 4  # rows 0-2, 5-7, 500, 999 (= -1): 8 rows of 64 bytes
+
+
+def test_gather_from_weight_falls_back_for_providers_without_get_rows(tmp_path):
+    path, feeds = _embedding_model(tmp_path)
+    inner = DiskNoCache()
+
+    class Minimal:
+        def prepare(self, refs):
+            inner.prepare(refs)
+
+        def get(self, ref):
+            return inner.get(ref)
+
+        def release(self, ref):
+            pass
+
+    with load_model(path, weights=Minimal()) as model:
+        got = model.run(feeds)["y"]
+        bad = {"ids": np.array([[0, 1, 2, 3, 1000]] * 2, np.int64)}
+        with pytest.raises(NodeError, match="out of range"):
+            model.run(bad)
+    assert builders.rel_l2(got, builders.ort_run(path, feeds)["y"]) < 1e-7

@@ -51,6 +51,29 @@ class ReadingProvider:
             raise WeightDataError(f"weight {ref.name!r}: {exc}") from exc
         return ref.decode(buf)
 
+    def get_rows(self, ref: WeightRef, rows: np.ndarray) -> np.ndarray:
+        """Only ``rows`` (sorted, unique) of a weight's first axis, read as contiguous runs.
+
+        Optional extension used for Gather on a weight (token embeddings): 77 rows instead of the
+        whole 152 MB table. Providers without it get ``get`` + indexing.
+        """
+        row_bytes = ref.length // ref.shape[0] if ref.shape[0] else 0
+        source = self.sources.get(ref.location)
+        breaks = np.flatnonzero(np.diff(rows) != 1) + 1
+        parts = []
+        for run in np.split(rows, breaks) if rows.size else []:
+            first, count = int(run[0]), len(run)
+            try:
+                buf = source.read_at(ref.offset + first * row_bytes, count * row_bytes)
+            except SourceTruncated as exc:
+                raise WeightDataError(f"weight {ref.name!r}: {exc}") from exc
+            if buf.size != count * row_bytes:
+                raise WeightDataError(f"weight {ref.name!r}: short read of rows {first}..{first + count}")
+            parts.append(buf.view(ref.dtype).reshape((count, *ref.shape[1:])))
+        if not parts:
+            return np.empty((0, *ref.shape[1:]), ref.dtype)
+        return np.concatenate(parts) if len(parts) > 1 else parts[0]
+
     def release(self, ref: WeightRef) -> None:
         """Nothing to do: the engine dropping its reference frees the array."""
 

@@ -23,6 +23,10 @@ class Ram(ReadingProvider):
             self._cache[ref.name] = array
         return array
 
+    def get_rows(self, ref: WeightRef, rows: np.ndarray) -> np.ndarray:
+        """The whole table is cached (this provider trades memory for speed), then indexed."""
+        return self.get(ref)[rows]
+
     @property
     def cached_bytes(self) -> int:
         return sum(a.nbytes for a in self._cache.values())
