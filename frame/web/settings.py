@@ -30,6 +30,17 @@ def flatten(plain: Any, prefix: str = "") -> list[tuple[str, str]]:
     return rows
 
 
+def grouped(rows: list[tuple[str, str]]) -> list[tuple[str, list[tuple[str, str]]]]:
+    """Rows grouped by their top-level section ("general" for top-level keys), in order."""
+    groups: dict[str, list[tuple[str, str]]] = {}
+    for key, value in rows:
+        section, dot, rest = key.partition(".")
+        if not dot:
+            section, rest = "general", key
+        groups.setdefault(section, []).append((rest, value))
+    return list(groups.items())
+
+
 def _show(value: Any) -> str:
     if value is None:
         return "(automatic)"
@@ -69,5 +80,5 @@ def settings_report(config: Config, config_path: Path | None) -> dict[str, Any]:
             load_config(path)
         except ConfigError as exc:
             problems = exc.problems
-    return {"rows": flatten(to_plain(config)), "file": str(path) if path else "", "problems": problems,
+    return {"sections": grouped(flatten(to_plain(config))), "file": str(path) if path else "", "problems": problems,
             "notes": notes(config)}

@@ -138,8 +138,9 @@ def test_config_page_hides_secrets_and_lists_file_problems(store, state_dir, tmp
 
     app.register_blueprint(create_blueprint(config, store, config_path=bad))
     html = text(app.test_client().get("/config"))
-    assert TOKEN not in html and "<code>web.token</code></th><td>***</td>" in html
+    web_section = html.split('id="section-web"')[1].split("</section>")[0]
+    assert TOKEN not in html and "<dt><code>token</code></dt><dd>***</dd>" in web_section
     assert "2 problems" in html and "web.listen: must be HOST:PORT" in html and "(line 2)" in html
-    assert "<code>schedule.render_at</code></th><td>01:00</td>" in html
+    assert "<dt><code>render_at</code></dt><dd>01:00</dd>" in html
     bad.write_text("web:\n  listen: 127.0.0.1:9000\n", encoding="utf-8")
     assert "The file is valid." in text(app.test_client().get("/config"))

@@ -1,0 +1,132 @@
+"""The phone page in a real headless browser: Debian's chromium driven by Playwright (no downloads).
+
+Starts the daemon's real app (waitress on 127.0.0.1, ephemeral port, temp state dir, real store seeded
+with pictures), logs in, rates the shown picture, queues a prompt, watches the progress poller, and
+checks the store. Screenshots at a phone viewport go to ``test-artifacts/web/`` for review.
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+from conftest import TOKEN, make_app
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "web"
+INSTALL = "apt-get install -y chromium && pip install playwright (never 'playwright install')"
+
+sync_api = pytest.importorskip("playwright.sync_api", reason=f"playwright is not installed: {INSTALL}")
+if not CHROMIUM.exists():
+    pytest.skip(f"{CHROMIUM} is missing: {INSTALL}", allow_module_level=True)
+
+
+@pytest.fixture
+def server(store, state_dir, pictures, controller):
+    """The real WSGI app served by waitress on an ephemeral port; yields its base URL."""
+    from waitress import create_server
+
+    app = make_app(store, state_dir, controller)
+    httpd = create_server(app, host="127.0.0.1", port=0, threads=4)
+    thread = threading.Thread(target=httpd.run, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.effective_port}"
+    httpd.close()
+    thread.join(5)
+
+
+@pytest.fixture(scope="module")
+def browser_context(tmp_path_factory):
+    """One phone-sized chromium with a fresh profile for this module (launching costs ~2 s)."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    with sync_api.sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(profile), executable_path=str(CHROMIUM), args=ARGS, headless=True,
+            viewport={"width": 390, "height": 844}, device_scale_factor=2, is_mobile=True, has_touch=True)
+        context.set_default_timeout(10_000)
+        try:
+            yield context
+        finally:
+            context.close()
+    shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.fixture
+def page(browser_context):
+    browser_context.clear_cookies()
+    page = browser_context.new_page()
+    yield page
+    page.close()
+
+
+def shot(page, name: str) -> None:
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def test_owner_logs_in_rates_and_queues(server, page, store, pictures, controller):
+    expect = sync_api.expect
+    shown = pictures["new"]
+    page.goto(server + "/")
+    expect(page.locator("q.prompt")).to_have_text("a quiet harbour at dawn, watercolor painting")
+    assert page.locator("figure.hero img").evaluate("img => img.naturalWidth") == 800
+    shot(page, "1-now-logged-out")
+
+    page.get_by_role("link", name="Log in to rate").click()
+    page.get_by_label("Owner token").fill(TOKEN)
+    shot(page, "2-login")
+    page.get_by_role("button", name="Log in").click()
+    expect(page.get_by_role("button", name="Log out")).to_be_visible()
+
+    page.get_by_role("button", name="Like", exact=True).click()
+    expect(page.get_by_role("status")).to_contain_text("Rating saved")
+    latest = store.picture(shown)
+    assert (latest["rating_kind"], latest["rating_value"]) == ("thumb", 1)
+    page.get_by_role("button", name="4 stars").click()
+    expect(page.get_by_role("button", name="4 stars")).to_have_attribute("aria-pressed", "true")
+    assert (store.picture(shown)["rating_kind"], store.picture(shown)["rating_value"]) == ("stars", 4)
+    page.get_by_text("Why this picture?").click()
+    expect(page.get_by_alt_text("Plot of the rated pictures nearest to this one")).to_be_visible()
+    shot(page, "3-now-rated")
+
+    page.get_by_role("link", name="Queue", exact=True).click()
+    page.get_by_label("Prompt", exact=True).fill("a paper lantern festival on a river, ukiyo-e woodblock print")
+    page.get_by_role("button", name="Queue it").click()
+    expect(page.get_by_role("status")).to_contain_text("Queued for the next night")
+    assert [q["prompt"] for q in store.queued_prompts()] == [
+        "a paper lantern festival on a river, ukiyo-e woodblock print"]
+    shot(page, "4-queue")
+
+    page.get_by_role("link", name="Gallery").click()
+    expect(page.locator(".grid li")).to_have_count(2)
+    for image in page.locator(".grid img").all():  # wait_for_function would need eval, which our CSP forbids
+        assert image.evaluate("img => img.decode().then(() => img.naturalWidth)") == 360
+    shot(page, "5-gallery")
+    page.get_by_role("link", name="Settings").click()
+    expect(page.locator("#section-web + dl")).to_contain_text("***")
+    assert TOKEN not in page.content()
+    shot(page, "6-settings")
+
+
+def test_progress_is_polled_without_reload(server, page, controller, store, state_dir):
+    from conftest import write_png
+
+    write_png(state_dir / "preview.png", (150, 110, 90), (100, 60))
+    store.set_feed_health("museum-rss", "https://example.org/rss", ok=True, items=24, error=None,
+                          from_cache=False)
+    controller.render = {"id": 1, "kind": "night", "stage": "denoising", "step": 4, "steps": 20,
+                         "eta_seconds": 1600.0, "restarts": 0, "preview": "preview.png"}
+    page.goto(server + "/status")
+    progress = page.locator("#progress")
+    sync_api.expect(progress).to_contain_text("step 4 of 20")
+    controller.render = dict(controller.render, step=15, eta_seconds=500.0)
+    sync_api.expect(progress).to_contain_text("step 15 of 20", timeout=8_000)  # polled after ~2 s
+    sync_api.expect(progress).to_contain_text("about 8 min left")
+    assert page.locator("#progress-bar").evaluate("bar => bar.value") == 75
+    preview = page.get_by_alt_text("Low-resolution preview of the picture being painted")
+    assert preview.evaluate("img => img.decode().then(() => img.naturalWidth)") == 100
+    shot(page, "7-status-rendering")
