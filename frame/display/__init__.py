@@ -26,8 +26,8 @@ __all__ = ["Panel", "get_panel", "get_palette", "panel_names", "palette_names", 
 
 def prepare(image: Any, panel: Panel, fit: str = "cover", rotate: int = 0, saturation: float | None = None,
             dither: str | None = None) -> Image.Image:
-    """See :func:`frame.display.prepare.prepare` (imported lazily: it needs numpy and Pillow)."""
-    from frame.display.prepare import prepare as _prepare
+    """See :func:`frame.display.preparation.prepare` (imported lazily: it needs numpy and Pillow)."""
+    from frame.display.preparation import prepare as _prepare
 
     return _prepare(image, panel, fit=fit, rotate=rotate, saturation=saturation, dither=dither)
 

@@ -90,32 +90,46 @@ def fit_image(image: Image.Image, size: tuple[int, int], fit: str, pad_colour: t
     return canvas
 
 
-def prepare(image: Image.Image | str | Path, panel: Panel, fit: str = "cover", rotate: int = 0,
-            saturation: float | None = None, dither: str | None = None) -> Image.Image:
-    """The "P" image (panel size, palette = measured inks) that ``panel`` should show for ``image``.
-
-    ``rotate`` is the clockwise angle the panel is mounted at (0/90/180/270); ``saturation`` scales
-    colourfulness (0 grey .. 1 as is; ``None`` = panel default); ``dither`` is a name from
-    ``engine.DITHERS`` (``None``/"auto" = the best available).
-    """
+def fit_for_panel(image: Image.Image | str | Path, panel: Panel, fit: str = "cover",
+                  rotate: int = 0) -> Image.Image:
+    """Steps 1-3: the RGB picture at panel size and orientation, before any colour work."""
     if rotate not in ROTATIONS:
         raise UsageError(f"rotate must be one of {ROTATIONS}, not {rotate!r}")
+    width, height = panel.size
+    upright = (height, width) if rotate in (90, 270) else (width, height)
+    picture = fit_image(load_image(image), upright, fit, panel.palette[_white_index(panel)])
+    return picture.transpose(_TRANSPOSE[rotate]) if rotate else picture
+
+
+def render(picture: Image.Image, panel: Panel, saturation: float | None = None,
+           dither: str | None = None) -> Image.Image:
+    """Steps 4-5 for a picture already at panel size: the "P" image of ink indices."""
+    if picture.size != panel.size:
+        raise UsageError(f"picture is {picture.width}x{picture.height}, {panel.name} is "
+                         f"{panel.size[0]}x{panel.size[1]}; use prepare() to fit it")
     saturation = panel.default_saturation if saturation is None else float(saturation)
     if not 0.0 <= saturation <= 1.0:
         raise UsageError(f"saturation must be between 0 and 1, not {saturation}")
     method = engine.resolve(dither)
-    width, height = panel.size
-    upright = (height, width) if rotate in (90, 270) else (width, height)
-    picture = fit_image(load_image(image), upright, fit, panel.palette[_white_index(panel)])
-    if rotate:
-        picture = picture.transpose(_TRANSPOSE[rotate])
     inks = np.array(panel.palette, dtype=np.uint8)
-    linear = gamut.prepare_colours(np.asarray(picture), inks, saturation)
-    indices = engine.dither_indices(linear, inks, method)
-    result = Image.fromarray(indices.astype(np.uint8), mode="P")
+    linear = gamut.prepare_colours(np.asarray(picture.convert("RGB")), inks, saturation)
+    result = Image.fromarray(engine.dither_indices(linear, inks, method), mode="P")
     result.putpalette([c for ink in panel.palette for c in ink])
-    log.debug("prepared %dx%d for %s with %s", width, height, panel.name, method)
+    log.debug("rendered %dx%d for %s with %s", panel.size[0], panel.size[1], panel.name, method)
     return result
+
+
+def prepare(image: Image.Image | str | Path, panel: Panel, fit: str = "cover", rotate: int = 0,
+            saturation: float | None = None, dither: str | None = None) -> Image.Image:
+    """The "P" image (panel size, palette = measured inks) that ``panel`` should show for ``image``.
+
+    ``rotate`` turns the picture clockwise by 0/90/180/270 degrees on its way to the panel (a portrait-
+    mounted panel: the picture is composed upright at height x width, then turned); ``saturation`` scales
+    colourfulness (0 grey .. 1 as is; ``None`` = panel default); ``dither`` is a name from
+    ``engine.DITHERS`` (``None``/"auto" = serpentine Floyd-Steinberg in linear light).
+    """
+    engine.resolve(dither)  # reject a bad name before the expensive work
+    return render(fit_for_panel(image, panel, fit, rotate), panel, saturation, dither)
 
 
 def _white_index(panel: Panel) -> int:

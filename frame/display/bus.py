@@ -1,0 +1,154 @@
+"""The tiny hardware seam: a Bus moves bytes over SPI and reads/writes GPIO pins.
+
+Drivers speak only to this protocol, so tests swap in a recording fake (``tests/display/fakes.py``)
+and the real implementation imports ``spidev`` and ``gpiod``/``lgpio`` inside ``open()`` only:
+importing ``frame.display`` never touches hardware libraries.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import time
+from typing import Protocol
+
+from frame.errors import FrameError
+
+log = logging.getLogger(__name__)
+
+SPI_CHUNK = 4096  # spidev's default buffer size; larger writes are split
+SPI_HINT = ("enable SPI (sudo raspi-config > Interface Options > SPI, or dtparam=spi=on in "
+            "/boot/firmware/config.txt) and reboot")
+
+
+class BusError(FrameError):
+    """The SPI device or GPIO lines could not be opened or used."""
+
+
+class Bus(Protocol):
+    """What a panel driver needs from the hardware."""
+
+    def write_pin(self, pin: int, value: int) -> None: ...
+
+    def read_pin(self, pin: int) -> int: ...
+
+    def spi_write(self, data: bytes) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class Clock(Protocol):
+    def monotonic(self) -> float: ...
+
+    def sleep(self, seconds: float) -> None: ...
+
+
+class SystemClock:
+    """Real time; tests pass a fake clock so timeouts fire instantly."""
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+def _import(name: str, hint: str):
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        raise BusError(f"the Python module {name!r} is missing: {hint}") from None
+
+
+class SpiGpioBus:
+    """spidev for SPI (hardware chip select CE0) plus gpiod v2, falling back to lgpio, for pins."""
+
+    def __init__(self, outputs: tuple[int, ...], inputs: tuple[int, ...], spi_bus: int = 0,
+                 spi_device: int = 0, speed_hz: int = 4_000_000, chip: str = "/dev/gpiochip0") -> None:
+        self.outputs, self.inputs = outputs, inputs
+        self.spi_bus, self.spi_device, self.speed_hz, self.chip = spi_bus, spi_device, speed_hz, chip
+        self._spi = None
+        self._lines = None  # gpiod request or lgpio handle
+        self._lgpio = None
+
+    def open(self) -> SpiGpioBus:
+        spidev = _import("spidev", "install it with 'sudo apt install python3-spidev' or "
+                                   "'pip install spidev', then " + SPI_HINT)
+        try:
+            self._spi = spidev.SpiDev()
+            self._spi.open(self.spi_bus, self.spi_device)
+        except (FileNotFoundError, OSError) as exc:
+            self.close()
+            raise BusError(f"cannot open /dev/spidev{self.spi_bus}.{self.spi_device} ({exc}): {SPI_HINT}; "
+                           "the user also needs to be in the 'spi' group") from None
+        self._spi.max_speed_hz = self.speed_hz
+        self._spi.mode = 0
+        try:
+            self._open_gpio()
+        except Exception:
+            self.close()
+            raise
+        return self
+
+    def _open_gpio(self) -> None:
+        try:
+            gpiod = importlib.import_module("gpiod")
+            from gpiod.line import Direction, Value  # gpiod >= 2
+
+            config = {pin: gpiod.LineSettings(direction=Direction.OUTPUT, output_value=Value.INACTIVE)
+                      for pin in self.outputs}
+            config.update({pin: gpiod.LineSettings(direction=Direction.INPUT) for pin in self.inputs})
+            self._lines = gpiod.request_lines(self.chip, consumer="frame", config=config)
+            return
+        except ImportError:
+            pass
+        except OSError as exc:
+            raise BusError(f"cannot claim GPIO lines {self.outputs + self.inputs} on {self.chip} ({exc}): "
+                           "is another program using the panel? is the user in the 'gpio' group?") from None
+        lgpio = _import("lgpio", "install python3-libgpiod (gpiod >= 2) or python3-lgpio")
+        try:
+            self._lgpio = lgpio
+            self._lines = lgpio.gpiochip_open(0)
+            for pin in self.outputs:
+                lgpio.gpio_claim_output(self._lines, pin, 0)
+            for pin in self.inputs:
+                lgpio.gpio_claim_input(self._lines, pin)
+        except lgpio.error as exc:
+            raise BusError(f"cannot claim GPIO lines with lgpio ({exc}): is the user in the 'gpio' group?") from None
+
+    def write_pin(self, pin: int, value: int) -> None:
+        if self._lgpio is not None:
+            self._lgpio.gpio_write(self._lines, pin, int(bool(value)))
+        else:
+            from gpiod.line import Value
+
+            self._lines.set_value(pin, Value.ACTIVE if value else Value.INACTIVE)
+
+    def read_pin(self, pin: int) -> int:
+        if self._lgpio is not None:
+            return int(self._lgpio.gpio_read(self._lines, pin))
+        from gpiod.line import Value
+
+        return int(self._lines.get_value(pin) == Value.ACTIVE)
+
+    def spi_write(self, data: bytes) -> None:
+        for start in range(0, len(data), SPI_CHUNK):
+            self._spi.writebytes2(data[start:start + SPI_CHUNK])
+
+    def close(self) -> None:
+        """Release SPI and GPIO; safe to call twice and after a failed open."""
+        if self._spi is not None:
+            try:
+                self._spi.close()
+            except OSError as exc:
+                log.warning("closing SPI failed: %s", exc)
+            self._spi = None
+        if self._lines is not None:
+            try:
+                if self._lgpio is not None:
+                    self._lgpio.gpiochip_close(self._lines)
+                else:
+                    self._lines.release()
+            except OSError as exc:
+                log.warning("releasing GPIO failed: %s", exc)
+            self._lines = None

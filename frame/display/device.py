@@ -1,0 +1,139 @@
+"""``open_display``: a configured panel, ready to ``show`` pictures with panel care.
+
+    with open_display(config.display, state_dir=state) as display:
+        result = display.show("picture.png")   # ShowResult: shown / unchanged / too-soon
+
+The picture is fitted, colour-mapped and dithered for the panel (``prepare``), compared with what the
+panel already shows, checked against the minimum refresh interval (``care``), and only then sent.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from PIL import Image
+
+from frame.display import preparation
+from frame.display.bus import Bus, Clock, SpiGpioBus
+from frame.display.care import SHOWN, RefreshGuard, ShowResult, picture_digest
+from frame.display.drivers import driver_class
+from frame.display.drivers.base import Driver, Pins
+from frame.display.drivers.inky import InkyDriver
+from frame.display.drivers.virtual import VirtualDriver
+from frame.display.panels import AUTO_PANELS, Panel, get_panel
+from frame.errors import UsageError
+
+log = logging.getLogger(__name__)
+
+SPI_SPEED_HZ = 4_000_000
+
+
+@dataclass(frozen=True)
+class Settings:
+    fit: str = "cover"
+    rotate: int = 0
+    saturation: float | None = None
+    dither: str | None = "auto"
+
+
+class Display:
+    """A panel plus its driver and refresh guard. Use as a context manager; ``close`` releases hardware."""
+
+    def __init__(self, panel: Panel, driver: Driver, guard: RefreshGuard, settings: Settings) -> None:
+        self.panel, self.driver, self.guard, self.settings = panel, driver, guard, settings
+
+    def prepare(self, image: Image.Image | str | Path) -> tuple[Image.Image, Image.Image]:
+        """(fitted RGB picture, prepared "P" image) with this display's settings."""
+        preparation.engine.resolve(self.settings.dither)
+        fitted = preparation.fit_for_panel(image, self.panel, self.settings.fit, self.settings.rotate)
+        return fitted, preparation.render(fitted, self.panel, self.settings.saturation, self.settings.dither)
+
+    def show(self, image: Image.Image | str | Path, force: bool = False) -> ShowResult:
+        """Prepare ``image`` and refresh the panel unless it is unchanged or too soon.
+
+        ``force`` refreshes even an unchanged picture (never earlier than the minimum interval).
+        """
+        fitted, prepared = self.prepare(image)
+        return self.show_prepared(prepared, fitted, force=force)
+
+    def show_prepared(self, prepared: Image.Image, original: Image.Image | None = None,
+                      force: bool = False) -> ShowResult:
+        """Refresh with an already prepared "P" image (e.g. calibration bars)."""
+        digest = picture_digest(self.panel, prepared.tobytes())
+        blocked = self.guard.check(digest, force=force)
+        if blocked is not None:
+            log.info("%s", blocked.message)
+            return blocked
+        try:
+            paths = self.driver.show(prepared, original)
+        except Exception:
+            self.guard.forget()
+            raise
+        self.guard.record(digest)
+        return ShowResult(SHOWN, self.panel.name, digest, f"{self.panel.name} refreshed", tuple(paths))
+
+    def clear(self) -> None:
+        self.driver.clear()
+        self.guard.forget()
+
+    def close(self) -> None:
+        self.driver.close()
+
+    def __enter__(self) -> Display:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def _out_dir(config: Any, state_dir: Path | None) -> Path:
+    if config.out_dir:
+        return Path(config.out_dir).expanduser()
+    if state_dir is None:
+        raise UsageError("the virtual panel needs display.out_dir or a state directory to write into")
+    return Path(state_dir).expanduser() / "display"
+
+
+def _driver(config: Any, state_dir: Path | None, bus: Bus | None, clock: Clock | None,
+            inky_module: Any, out_file: Path | None) -> Driver:
+    if config.panel in AUTO_PANELS:
+        driver = InkyDriver(None, inky_module=inky_module)
+        driver.init()  # reads the EEPROM: errors surface now, and the panel becomes known
+        return driver
+    panel = get_panel(config.panel, size=config.size, palette=config.palette)
+    if panel.driver == "virtual":
+        return VirtualDriver(panel, _out_dir(config, state_dir), out_file)
+    if panel.driver == "inky":
+        return InkyDriver(panel, inky_module=inky_module)
+    pins = Pins()
+    if bus is None:
+        bus = SpiGpioBus(outputs=(pins.reset, pins.dc, pins.power), inputs=(pins.busy,),
+                         speed_hz=SPI_SPEED_HZ).open()
+    return driver_class(panel.driver)(panel, bus, clock=clock, busy_timeout=config.busy_timeout_seconds,
+                                      pins=pins)
+
+
+def open_display(config: Any, state_dir: str | Path | None = None, *, bus: Bus | None = None,
+                 clock: Clock | None = None, inky_module: Any = None, out_file: str | Path | None = None,
+                 now: Any = None) -> Display:
+    """Open the panel described by a ``DisplayConfig``.
+
+    ``state_dir`` holds the refresh guard's memory (``<state_dir>/display/care.json``; without it the
+    guard remembers only for this process) and the virtual panel's default output. ``bus``, ``clock``,
+    ``inky_module`` and ``now`` replace hardware and time in tests; ``out_file`` names the virtual
+    panel's PNG (the CLI's ``--out``).
+    """
+    state = Path(state_dir).expanduser() if state_dir is not None else None
+    driver = _driver(config, state, bus, clock, inky_module, Path(out_file) if out_file else None)
+    panel = driver.panel
+    interval = panel.min_refresh_seconds if config.min_refresh_seconds is None else config.min_refresh_seconds
+    guard_kwargs = {"now": now} if now is not None else {}
+    guard = RefreshGuard(state / "display" / "care.json" if state else None, panel.name, float(interval),
+                         **guard_kwargs)
+    settings = Settings(config.fit, config.rotate, config.saturation, config.dither)
+    log.info("opened %s (%dx%d, %s palette, min %ss between refreshes)", panel.name, *panel.size,
+             panel.palette_name, interval)
+    return Display(panel, driver, guard, settings)

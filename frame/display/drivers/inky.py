@@ -1,0 +1,102 @@
+"""Pimoroni Inky Impression panels through Pimoroni's own ``inky`` library (optional extra).
+
+The HAT's EEPROM says which model is fitted; ``inky.auto.auto()`` reads it and returns the right
+driver object, whose class tells us our panel entry (size and measured palette). ``inky`` is imported
+only when the display is opened; tests inject a fake module through ``inky_module``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from frame.display.drivers.base import Driver, PanelError
+from frame.display.panels import Panel, get_panel
+from frame.errors import FrameError
+
+log = logging.getLogger(__name__)
+
+# inky driver class -> our panel name (the class follows the controller chip).
+MODELS = {
+    ("InkyUC8159", (640, 400)): "inky-impression-4",
+    ("InkyUC8159", (600, 448)): "inky-impression-5.7",
+    ("InkyAC073TC1A", (800, 480)): "inky-impression-7.3-2023",
+    ("InkyE673", (800, 480)): "inky-impression-7.3",
+    ("InkyEL133UF1", (1600, 1200)): "inky-impression-13.3",
+}
+INKY_HINT = ("check the HAT is seated, I2C and SPI are enabled (dtparam=i2c_arm=on, dtparam=spi=on) and "
+             "'dtoverlay=spi0-0cs' is in /boot/firmware/config.txt, then reboot")
+
+
+def load_inky() -> Any:
+    """The ``inky.auto`` module, or a clear error saying how to install it."""
+    try:
+        return importlib.import_module("inky.auto")
+    except ImportError:
+        raise FrameError("panel 'inky' needs Pimoroni's inky library: pip install 'frame[inky]' "
+                         "(or pip install inky)") from None
+
+
+def detect(inky_module: Any) -> tuple[Any, Panel]:
+    """Ask inky which board is fitted; map it to our panel entry."""
+    try:
+        board = inky_module.auto(ask_user=False, verbose=False)
+    except Exception as exc:  # noqa: BLE001 - inky raises RuntimeError/OSError/ImportError variants
+        raise FrameError(f"no Inky display detected ({exc}); {INKY_HINT}") from None
+    resolution = tuple(getattr(board, "resolution", (board.width, board.height)))
+    key = (type(board).__name__, resolution)
+    if key not in MODELS:
+        known = ", ".join(f"{cls} {w}x{h}" for cls, (w, h) in MODELS)
+        raise FrameError(f"inky found an unsupported board {key[0]} {resolution[0]}x{resolution[1]}; "
+                         f"supported: {known}")
+    return board, get_panel(MODELS[key])
+
+
+class InkyDriver(Driver):
+    """Shows prepared pictures through an inky board object (detected in ``init``)."""
+
+    def __init__(self, panel: Panel | None = None, inky_module: Any = None) -> None:
+        super().__init__(panel)  # None until detected
+        self._module = inky_module
+        self._board = None
+
+    def init(self) -> None:
+        if self._board is not None:
+            return
+        module = self._module if self._module is not None else load_inky()
+        self._board, detected = detect(module)
+        if self.panel is not None and self.panel.name != detected.name:
+            raise FrameError(f"configured panel {self.panel.name!r} but the EEPROM says {detected.name!r}; "
+                             "set display.panel to 'inky' or the detected model")
+        self.panel = detected
+        log.info("inky detected %s", detected.name)
+
+    def show(self, prepared: Image.Image, original: Image.Image | None = None) -> list[str]:
+        self.init()
+        if prepared.size != self.panel.size:
+            raise PanelError(f"{self.panel.name}: picture is {prepared.size}, panel is {self.panel.size}")
+        indices = np.asarray(prepared, dtype=np.uint8)
+        codes = np.asarray(self.panel.native_indices, dtype=np.uint8)[indices]
+        picture = Image.fromarray(codes, mode="P")
+        picture.putpalette([c for ink in self.panel.palette for c in ink])
+        self._board.set_image(picture)  # "P" images are taken as palette indices, no re-quantising
+        self._board.show()
+        return []
+
+    def clear(self) -> None:
+        self.init()
+        white = int(np.argmax(np.asarray(self.panel.palette).sum(axis=1)))
+        self.show(Image.fromarray(np.full(self.panel.size[::-1], white, dtype=np.uint8), mode="P"))
+
+    def sleep(self) -> None:
+        """inky powers the panel down after every show."""
+
+    def close(self) -> None:
+        self._board = None
+
+
+DRIVER = InkyDriver

@@ -1,0 +1,57 @@
+"""The virtual panel: no hardware, writes what a panel would show as PNG files.
+
+``panel.png`` shows every pixel in its ink's measured colour (what you would see on the wall);
+``preview.png`` puts the input picture (fitted, before dithering) beside that simulation.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from PIL import Image
+
+from frame.display.drivers.base import Driver
+from frame.display.files import save_png_atomic
+from frame.display.panels import Panel
+
+log = logging.getLogger(__name__)
+
+
+class VirtualDriver(Driver):
+    def __init__(self, panel: Panel, out_dir: Path, out_file: Path | None = None) -> None:
+        super().__init__(panel)
+        self.out_dir = Path(out_dir)
+        self.out_file = Path(out_file) if out_file else None
+
+    def init(self) -> None:
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+
+    def show(self, prepared: Image.Image, original: Image.Image | None = None) -> list[str]:
+        self.init()
+        simulated = prepared.convert("RGB")
+        panel_path = self.out_file or self.out_dir / "panel.png"
+        preview_path = panel_path.with_name(panel_path.stem + "-preview.png") if self.out_file \
+            else self.out_dir / "preview.png"
+        save_png_atomic(simulated, panel_path)
+        left = (original or simulated).convert("RGB").resize(simulated.size, Image.Resampling.LANCZOS)
+        preview = Image.new("RGB", (simulated.width * 2 + 8, simulated.height), (255, 255, 255))
+        preview.paste(left, (0, 0))
+        preview.paste(simulated, (simulated.width + 8, 0))
+        save_png_atomic(preview, preview_path)
+        log.info("virtual panel wrote %s and %s", panel_path, preview_path)
+        return [str(panel_path), str(preview_path)]
+
+    def clear(self) -> None:
+        white = max(self.panel.palette, key=sum)
+        self.init()
+        save_png_atomic(Image.new("RGB", self.panel.size, white), self.out_file or self.out_dir / "panel.png")
+
+    def sleep(self) -> None:
+        """Nothing to power down."""
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+DRIVER = VirtualDriver
