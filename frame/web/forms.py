@@ -15,6 +15,7 @@ NEGATIVE_MAX = 300
 THEME_MAX = 100
 TOKEN_MAX = 200
 PAGE_MAX = 10_000
+_DIGITS = re.compile(r"^[0-9]{1,6}$")  # ASCII only: str.isdigit() accepts "²", which int() rejects
 _LOCAL_PATH = re.compile(r"^/[A-Za-z0-9/_\-]*(\?[A-Za-z0-9=&_\-]*)?$")
 
 
@@ -68,13 +69,13 @@ def parse_page(value: str | None) -> int:
     """A gallery page number from the query string (1 when absent)."""
     if value in (None, ""):
         return 1
-    if not value.isdigit() or not 1 <= int(value) <= PAGE_MAX:
+    if not _DIGITS.fullmatch(value) or not 1 <= int(value) <= PAGE_MAX:
         raise FormError("page", f"must be a whole number from 1 to {PAGE_MAX}")
     return int(value)
 
 
 def safe_next(value: str | None, default: str) -> str:
     """Where to go after a form: only a path on this site (no scheme, host, ``//`` or ``..``)."""
-    if value and _LOCAL_PATH.match(value) and "//" not in value and ".." not in value:
+    if value and _LOCAL_PATH.fullmatch(value) and "//" not in value and ".." not in value:
         return value
     return default

@@ -1,0 +1,101 @@
+"""Wording and validation helpers, without a web server."""
+
+from __future__ import annotations
+
+import pytest
+
+from frame.config import Config, WebConfig
+from frame.web import present
+from frame.web.forms import FormError, check_blocklist, clean_text, parse_page, parse_rating, safe_next
+from frame.web.settings import flatten, grouped, notes
+
+
+@pytest.mark.parametrize(("kind", "value", "label"), [
+    ("thumb", 1, "liked"), ("thumb", -1, "disliked"), ("stars", 3, "★★★☆☆"), ("stars", 5, "★★★★★"),
+    (None, None, "not rated"),
+])
+def test_rating_label(kind, value, label):
+    assert present.rating_label({"rating_kind": kind, "rating_value": value}) == label
+
+
+def test_why_in_its_shapes():
+    assert present.why_sentence("because") == "because"
+    assert present.why_sentence({"sentence": "because", "plot": "p.png"}) == "because"
+    assert present.why_sentence({"explanation": "x"}) == "x"
+    assert present.why_sentence(None) == "" and present.why_sentence(["x"]) == ""
+    assert present.why_plot_name({"plot": "p.png"}) == "p.png" and present.why_plot_name("text") is None
+    details = present.why_details({"sentence": "s", "confidence": 0.756, "neighbours": [1, 2], "theme": "sea"})
+    assert details == [("confidence", "0.76"), ("theme", "sea")]
+
+
+@pytest.mark.parametrize(("seconds", "text"), [
+    (None, ""), (float("nan"), ""), (True, ""), (12.4, "12 s"), (89, "89 s"), (750, "12 min"),
+    (5340, "89 min"), (7500, "2 h 05 min"), (-3, "0 s"),
+])
+def test_duration(seconds, text):
+    assert present.duration(seconds) == text
+
+
+def test_progress_view():
+    assert present.progress_view({})["active"] is False
+    view = present.progress_view({"render": {"stage": "decoding", "step": 20, "steps": 20, "eta_seconds": 0,
+                                             "preview": "p.png"}, "notice": "showing a favourite"})
+    assert (view["percent"], view["eta"], view["has_preview"], view["notice"]) == (
+        100, "0 s", True, "showing a favourite")
+    assert present.progress_view({"render": {"stage": "starting", "step": 0, "steps": None}})["percent"] is None
+
+
+def test_short_time():
+    assert present.short_time("2026-11-29T22:41:07+00:00") == "2026-11-29 22:41 UTC"
+    assert present.short_time("2026-11-29T23:41:07+01:00") == "2026-11-29 22:41 UTC"
+    assert present.short_time("yesterday") == "yesterday" and present.short_time(None) == ""
+
+
+def test_clean_text():
+    assert clean_text({"p": "  two\n words  "}, "p", 20) == "two words"
+    assert clean_text({}, "p", 20) == ""
+    with pytest.raises(FormError, match="p: must not be empty"):
+        clean_text({"p": " \t"}, "p", 20, required=True)
+    with pytest.raises(FormError, match="too long"):
+        clean_text({"p": "x" * 21}, "p", 20)
+    with pytest.raises(FormError, match="control characters"):
+        clean_text({"p": "bell\x07"}, "p", 20)
+    with pytest.raises(FormError, match="control characters"):
+        clean_text({"p": "zero\u200bwidth"}, "p", 20)
+
+
+def test_blocklist_is_case_insensitive():
+    check_blocklist({"prompt": "a calm sea"}, ("storm",))
+    with pytest.raises(FormError, match="theme: contains 'storm'"):
+        check_blocklist({"prompt": "sea", "theme": "STORMY"}, ("storm",))
+
+
+def test_parse_rating_and_page():
+    assert parse_rating("like") == ("thumb", 1) and parse_rating("5") == ("stars", 5)
+    for bad in (None, "0", "6", " 3", "+1", "٣"):
+        with pytest.raises(FormError):
+            parse_rating(bad)
+    assert parse_page(None) == 1 and parse_page("3") == 3
+    for bad in ("0", "x", "10001", "²"):
+        with pytest.raises(FormError):
+            parse_page(bad)
+
+
+@pytest.mark.parametrize(("target", "expected"), [
+    ("/gallery", "/gallery"), ("/gallery?page=2", "/gallery?page=2"), ("/pictures/3", "/pictures/3"),
+    ("//evil.example", "/d"), ("/\\evil.example", "/d"), ("http://evil", "/d"), ("/a/../b", "/d"),
+    ("", "/d"), (None, "/d"), ("/x\r\nSet-Cookie: a=b", "/d"), ("/gallery\n", "/d"),
+])
+def test_safe_next(target, expected):
+    assert safe_next(target, "/d") == expected
+
+
+def test_settings_flatten_and_notes():
+    rows = flatten({"state_dir": "/s", "feeds": {"sources": [{"url": "u", "weight": 1.0}], "blocklist": []},
+                    "buttons": {"pins": {"5": "like"}, "enabled": False}, "model": {"steps": None}})
+    assert rows == [("state_dir", "/s"), ("feeds.sources[0].url", "u"), ("feeds.sources[0].weight", "1.0"),
+                    ("feeds.blocklist", "(none)"), ("buttons.pins.5", "like"), ("buttons.enabled", "false"),
+                    ("model.steps", "(automatic)")]
+    assert grouped(rows)[0] == ("general", [("state_dir", "/s")])
+    assert any(n.startswith("web.token: empty") for n in notes(Config()))
+    assert not any(n.startswith("web.token") for n in notes(Config(web=WebConfig(token="t" * 16))))
