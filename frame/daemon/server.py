@@ -29,7 +29,15 @@ class HttpServer:
                                          asyncore_loop_timeout=0.5, clear_untrusted_proxy_headers=True)
         except OSError as exc:
             raise FrameError(f"cannot listen on {listen} (web.listen): {exc.strerror or exc}") from exc
-        self._thread = threading.Thread(target=self._server.run, name="http", daemon=True)
+        self._closing = False
+        self._thread = threading.Thread(target=self._serve, name="http", daemon=True)
+
+    def _serve(self) -> None:
+        try:
+            self._server.run()
+        except OSError:
+            if not self._closing:  # a select() on the sockets close() just closed is expected
+                raise
 
     @property
     def port(self) -> int:
@@ -40,6 +48,7 @@ class HttpServer:
         log.info("API listening on http://%s:%d/api/status", self._server.effective_host, self.port)
 
     def close(self, timeout: float = 2.0) -> None:
+        self._closing = True
         self._server.close()
         self._server.task_dispatcher.shutdown(timeout=timeout)
         self._thread.join(timeout=timeout)

@@ -52,7 +52,9 @@ class Daemon:
                                         supervisor_factory)
         self.notifier = notifier or Notifier()
         self.live.add_listener(self.notifier.status)
-        self.fetcher = FeedFetcher(config.feeds, self.state_dir / "feeds")
+        # retry pauses scale with the timeout: a feed with a short timeout is a local, fast one
+        self.fetcher = FeedFetcher(config.feeds, self.state_dir / "feeds",
+                                   backoff=min(2.0, config.feeds.timeout_seconds / 5))
         self._render_lock = threading.Lock()
         self._show_lock = threading.Lock()
         self._threads: list[threading.Thread] = []

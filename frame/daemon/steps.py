@@ -120,7 +120,8 @@ def prepare_for_panel(config: Any, image_path: Path, job_dir: Path, emit: Emit) 
         raise StepUnavailable("prepare", f"panel preparation is not available: {exc}") from exc
     emit("stage", stage="preparing for the panel")
     panel = get_panel(config.display.panel, config.display.size, config.display.palette)
-    prepared = prepare(image_path, panel, fit=config.display.fit, rotate=config.display.rotate)
+    prepared = prepare(image_path, panel, fit=config.display.fit, rotate=config.display.rotate,
+                       saturation=config.display.saturation, dither=config.display.dither)
     write_bytes_atomic(out, _png_bytes(prepared))
     return out
 

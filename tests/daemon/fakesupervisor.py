@@ -1,0 +1,36 @@
+"""An in-process stand-in for Supervisor, for daemon logic tests that do not need a real model: render
+jobs 'succeed' with small PNGs, or end as told (failed / deadline); show jobs succeed."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from PIL import Image
+
+from frame.daemon.statefile import read_json
+from frame.daemon.supervisor import Outcome
+
+
+class FakeSupervisor:
+    render_status = "done"
+    runs: list[str] = []
+
+    def __init__(self, memory_limit_mb, max_restarts, *, on_event=None, on_restart=None, **kwargs):
+        self.on_event = on_event or (lambda e: None)
+
+    def run(self, job_dir: Path, *, stop: threading.Event, deadline=None) -> Outcome:
+        job = read_json(job_dir / "job.json")
+        FakeSupervisor.runs.append(job["kind"])
+        if job["kind"] == "show":
+            return Outcome("done", result={"shown": str(job_dir / "panel-shown.png")})
+        self.on_event({"event": "progress", "stage": "generating", "step": 1, "steps": 2})
+        if self.render_status != "done":
+            return Outcome(self.render_status, error="told to fail", step="generate")
+        image, panel = job_dir / "image.png", job_dir / "panel.png"
+        Image.new("RGB", (8, 8), (200, 10, 10)).save(image)
+        Image.new("RGB", (8, 8), (10, 10, 200)).save(panel)
+        meta = {"prompt": (job.get("choice") or job["candidates"][0])["prompt"], "seed": job["seed"],
+                "negative_prompt": "", "theme": "t", "style": "s", "origin": "test"}
+        return Outcome("done", result={"image": str(image), "panel": str(panel), "meta": meta,
+                                       "prompt_id": (job.get("choice") or {}).get("prompt_id")})

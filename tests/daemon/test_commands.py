@@ -1,0 +1,105 @@
+"""The CLI twins: against a real daemon process, and without one."""
+
+import argparse
+import json
+import shutil
+import subprocess
+
+import pytest
+
+from frame.daemon import commands
+from frame.daemon.unit import render_unit
+from frame.errors import FrameError, UsageError
+from tests.daemon.daemonproc import ROOT, DaemonProcess, write_config
+
+
+def _run(config_path, *argv):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--config")
+    parser.add_argument("--debug", action="store_true")
+    commands.register(parser.add_subparsers())
+    args = parser.parse_args(["--config", str(config_path), *argv])
+    return args.func(args)
+
+
+@pytest.mark.parametrize(("text", "body"), [("+1", {"rating": 1}), ("like", {"rating": 1}), ("-1", {"rating": -1}),
+                                            ("dislike", {"rating": -1}), ("1", {"stars": 1}), ("5", {"stars": 5})])
+def test_parse_rating(text, body):
+    assert commands.parse_rating(text) == body
+
+
+@pytest.mark.parametrize("text", ["0", "6", "+2", "love", ""])
+def test_parse_rating_rejects(text):
+    with pytest.raises(UsageError):
+        commands.parse_rating(text)
+
+
+def test_clients_against_running_daemon(tmp_path, capsys):
+    config, url = write_config(tmp_path)
+    daemon = DaemonProcess(config, url)
+    try:
+        assert _run(config, "queue", "a koi pond", "--theme", "water") == 0
+        assert "queued prompt 1" in capsys.readouterr().out
+        assert _run(config, "status") == 0
+        out = capsys.readouterr().out
+        assert "state: idle" in out and "queued prompts: 1" in out
+        with pytest.raises(FrameError, match="no picture with id 5"):
+            _run(config, "rate", "5", "+1")
+        assert _run(config, "status", "--json") == 0
+        assert json.loads(capsys.readouterr().out)["queued_prompts"] == 1
+    finally:
+        daemon.terminate()
+        daemon.kill()
+
+
+def test_clients_without_daemon(tmp_path, capsys):
+    config, _ = write_config(tmp_path)
+    with pytest.raises(FrameError, match="not running"):
+        _run(config, "queue", "a prompt")
+    assert _run(config, "status") == 0
+    assert "daemon not running" in capsys.readouterr().out
+
+
+def test_token_command_generates_once(tmp_path, capsys):
+    config, _ = write_config(tmp_path, web={"token": ""})
+    _run(config, "token")
+    first = capsys.readouterr().out.strip()
+    _run(config, "token")
+    assert capsys.readouterr().out.strip() == first and len(first) >= 12
+
+
+def test_committed_unit_matches_template():
+    assert (ROOT / "systemd" / "frame.service").read_text() == render_unit()
+
+
+def test_install_service_writes_a_unit_for_this_python(tmp_path, capsys):
+    config, _ = write_config(tmp_path)
+    target = tmp_path / "frame.service"
+    assert _run(config, "install-service", "--output", str(target), "--user", "pi") == 0
+    text = target.read_text()
+    assert "User=pi" in text and "-m frame run --config" in text and "Type=notify" in text
+    assert "sudo systemctl daemon-reload" in capsys.readouterr().out
+    with pytest.raises(FrameError, match="cannot write"):
+        _run(config, "install-service", "--output", str(tmp_path / "missing" / "x.service"))
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")
+@pytest.mark.parametrize("which", ["committed", "installed"])
+def test_systemd_analyze_verify(tmp_path, which):
+    if which == "committed":
+        text = render_unit(exec_start=shutil.which("true"))
+    else:
+        config, _ = write_config(tmp_path)
+        text = subprocess.run([*_python_frame(), "--config", str(config), "install-service", "--print"],
+                              capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    unit = tmp_path / "frame.service"
+    unit.write_text(text)
+    result = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "frame.service" not in result.stderr, result.stderr
+
+
+def _python_frame():
+    import sys
+
+    return [sys.executable, "-m", "frame"]

@@ -1,0 +1,138 @@
+"""Night orchestration and the daemon's decisions, in-process with a stand-in supervisor."""
+
+import errno
+import logging
+import time
+
+import pytest
+
+from frame.daemon import gallery, night, statefile
+from frame.daemon.app import Busy
+from frame.daemon.service import Daemon
+from tests.daemon.conftest import add_picture, make_config
+from tests.daemon.fakesupervisor import FakeSupervisor
+
+
+@pytest.fixture
+def ctx(tmp_path, store):
+    FakeSupervisor.render_status = "done"
+    return night.RenderContext(make_config(tmp_path), store, tmp_path, supervisor_factory=FakeSupervisor)
+
+
+def test_render_publishes_and_cleans_up(ctx, store):
+    prompt_id = store.queue_prompt("a red fox")
+    render_id = store.start_render("now", None)
+    outcome, picture_id = night.render(ctx, render_id, "now")
+    assert outcome.status == "done"
+    picture = store.picture(picture_id)
+    assert picture["prompt"] == "a red fox" and picture["timings"]["total"] >= 0
+    assert store.queued_prompts() == [] and store.render(render_id)["status"] == "done"
+    assert not night.job_dir(ctx.state_dir, render_id).exists()
+    assert (ctx.state_dir / "frame.db.bak").exists()
+    assert prompt_id
+
+
+def test_job_is_written_once_so_restarts_render_the_same_picture(ctx, store):
+    render_id = store.start_render("night", "2026-11-29")
+    folder = night.ensure_job(ctx, render_id, "night")
+    first = statefile.read_json(folder / "job.json")
+    store.queue_prompt("added later")
+    assert statefile.read_json(night.ensure_job(ctx, render_id, "night") / "job.json") == first
+    assert len(first["candidates"]) == len(ctx.config.taste.themes) * len(ctx.config.taste.styles)
+
+
+def test_disk_full_while_saving_keeps_previous_picture(ctx, store, monkeypatch, caplog):
+    previous = add_picture(store)
+    store.record_shown(previous, "earlier")
+
+    def full(path, data, mode=0o644):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(gallery, "write_bytes_atomic", full)
+    render_id = store.start_render("now", None)
+    with caplog.at_level(logging.ERROR):
+        outcome, picture_id = night.render(ctx, render_id, "now")
+    assert picture_id is None and outcome.status == "failed"
+    assert "No space left" in caplog.text and "previous picture stays shown" in caplog.text
+    assert store.render(render_id)["status"] == "failed"
+    assert store.last_shown()["picture_id"] == previous and store.count_pictures() == 1
+
+
+@pytest.fixture
+def daemon(tmp_path):
+    FakeSupervisor.render_status = "done"
+    FakeSupervisor.runs = []
+    config = make_config(tmp_path, web={"listen": "127.0.0.1:0", "token": "test-token-123456"},
+                         schedule={"timezone": "UTC", "render_at": _clock(180), "deadline": _clock(240),
+                                   "show_at": _clock(240)})
+    running = Daemon(config, supervisor_factory=FakeSupervisor)
+    running.start()
+    yield running
+    running.stop()
+
+
+def _clock(minutes):
+    from datetime import UTC, datetime, timedelta
+
+    return (datetime.now(UTC) + timedelta(minutes=minutes)).strftime("%H:%M")
+
+
+def _wait(predicate, timeout=5.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    raise TimeoutError
+
+
+def test_render_now_shows_the_new_picture_and_is_exclusive(daemon):
+    daemon._render_lock.acquire()
+    with pytest.raises(Busy):
+        daemon.render_now()
+    daemon._render_lock.release()
+    daemon.render_now()
+    _wait(lambda: daemon.store.last_shown() is not None)
+    assert daemon.store.last_shown()["reason"] == "new picture"
+    assert daemon.status()["shown"]["picture_id"] == daemon.store.last_shown()["picture_id"]
+
+
+def test_failed_render_falls_back_to_a_favourite(daemon):
+    favourite = add_picture(daemon.store)
+    daemon.store.rate(favourite, "stars", 5)
+    FakeSupervisor.render_status = "deadline"
+    daemon.render_now()
+    _wait(lambda: daemon.store.last_shown() is not None)
+    shown = daemon.store.last_shown()
+    assert (shown["picture_id"], shown["reason"]) == (favourite, "fallback")
+    assert "missed its deadline" in daemon.status()["notice"]
+
+
+def test_no_favourite_says_so(daemon):
+    FakeSupervisor.render_status = "failed"
+    daemon.render_now()
+    _wait(lambda: (daemon.status()["notice"] or "").endswith("no favourite to show instead"))
+
+
+def test_quiet_hours_defer_the_panel_refresh(daemon):
+    picture = add_picture(daemon.store)
+    daemon.config = make_config(daemon.state_dir, schedule={"quiet_hours": f"{_clock(-60)}-{_clock(60)}"})
+    assert daemon.request_show(picture, "owner")["deferred"] == "quiet hours"
+    assert daemon.status()["pending_show"] == picture and FakeSupervisor.runs == []
+    daemon.config = make_config(daemon.state_dir)
+    daemon._flush_pending_show()
+    _wait(lambda: daemon.store.last_shown() is not None)
+    assert daemon.store.last_shown()["picture_id"] == picture
+
+
+def test_rotation_cycles_favourites(daemon):
+    ids = [add_picture(daemon.store) for _ in range(3)]
+    for pid in (ids[0], ids[2]):
+        daemon.store.rate(pid, "thumb", 1)
+    shown = []
+    for _ in range(3):
+        count = len(daemon.store.query("SELECT * FROM shown"))
+        daemon.rotate()
+        _wait(lambda c=count: len(daemon.store.query("SELECT * FROM shown")) > c)
+        shown.append(daemon.store.last_shown()["picture_id"])
+    assert shown == [ids[0], ids[2], ids[0]]
