@@ -58,6 +58,14 @@ def shown_picture_id(ctx: WebContext, status: dict[str, Any]) -> int | None:
 
 def register(bp: Blueprint, ctx: WebContext) -> None:
     """Add the page routes to ``bp``."""
+    register_pictures(bp, ctx)
+    register_queue_and_status(bp, ctx)
+    register_login(bp, ctx)
+    register_errors(bp)
+
+
+def register_pictures(bp: Blueprint, ctx: WebContext) -> None:
+    """Now showing, one picture, the gallery, and the rate / show-on-frame actions."""
 
     @bp.get("/")
     def now() -> Any:
@@ -98,6 +106,20 @@ def register(bp: Blueprint, ctx: WebContext) -> None:
             flash("Sent to the frame: the panel refreshes in a minute.")
         return redirect(url_for("web.picture", picture_id=picture_id), 303)
 
+    @bp.get("/gallery")
+    def gallery() -> Any:
+        page = parse_page(request.args.get("page"))
+        favourites = request.args.get("favourites") == "1"
+        rows = ctx.store.pictures(limit=GALLERY_PAGE + 1, offset=(page - 1) * GALLERY_PAGE,
+                                  favourites_only=favourites)
+        return render_template("gallery.html", pictures=[present.picture_view(r) for r in rows[:GALLERY_PAGE]],
+                               page=page, more=len(rows) > GALLERY_PAGE, favourites=favourites,
+                               total=ctx.store.count_pictures())
+
+
+def register_queue_and_status(bp: Blueprint, ctx: WebContext) -> None:
+    """Queue a prompt, render now, the status page and the read-only settings."""
+
     @bp.post("/render")
     def render_now() -> Any:
         if ctx.controller is None:
@@ -113,16 +135,6 @@ def register(bp: Blueprint, ctx: WebContext) -> None:
                 log.info("web: render requested")
                 flash("Rendering a new picture now.")
         return redirect(url_for("web.status"), 303)
-
-    @bp.get("/gallery")
-    def gallery() -> Any:
-        page = parse_page(request.args.get("page"))
-        favourites = request.args.get("favourites") == "1"
-        rows = ctx.store.pictures(limit=GALLERY_PAGE + 1, offset=(page - 1) * GALLERY_PAGE,
-                                  favourites_only=favourites)
-        return render_template("gallery.html", pictures=[present.picture_view(r) for r in rows[:GALLERY_PAGE]],
-                               page=page, more=len(rows) > GALLERY_PAGE, favourites=favourites,
-                               total=ctx.store.count_pictures())
 
     @bp.route("/queue", methods=["GET", "POST"])
     def queue() -> Any:
@@ -163,8 +175,6 @@ def register(bp: Blueprint, ctx: WebContext) -> None:
     def config() -> Any:
         return render_template("config.html", report=settings_report(ctx.config, ctx.config_path))
 
-    register_login(bp, ctx)
-
 
 def register_login(bp: Blueprint, ctx: WebContext) -> None:
     """Login (token form → session) and logout."""
@@ -197,6 +207,10 @@ def register_login(bp: Blueprint, ctx: WebContext) -> None:
     def logout() -> Any:
         session.clear()
         return redirect(url_for("web.now"), 303)
+
+
+def register_errors(bp: Blueprint) -> None:
+    """Friendly error pages for the blueprint's own 4xx answers."""
 
     @bp.errorhandler(FormError)
     def bad_form(exc: FormError) -> Any:
