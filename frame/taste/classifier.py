@@ -190,34 +190,42 @@ class IKNNClassifier(ClassifierMixin, BaseEstimator):
         """Per voting subspace: (training row indices, distances) of each query's k neighbours.
 
         Faithful distances are in raw units; product distances in the model's scaled units."""
+        return [self._space_neighbours(i, X[:, list(s.features)]) for i, s in enumerate(self.subspaces_)]
+
+    def _space_neighbours(self, index: int, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Neighbours in voting subspace ``index`` of points given in original units, shape (q, m)."""
+        features = list(self.subspaces_[index].features)
         if self.faithful:
-            return [
-                tuple(reversed(est.kneighbors(X[:, list(s.features)])))
-                for est, s in zip(self.estimators_, self.subspaces_)
-            ]
-        k = self.n_neighbors_
-        Xs_train = (self.X_train_ - self.center_) / self.scale_
-        Xs = (X - self.center_) / self.scale_
-        return [kneighbors(Xs_train[:, list(s.features)], Xs[:, list(s.features)], k) for s in self.subspaces_]
+            dist, idx = self.estimators_[index].kneighbors(values)
+            return idx, dist
+        center, scale = self.center_[features], self.scale_[features]
+        train = (self.X_train_[:, features] - center) / scale
+        return kneighbors(train, (values - center) / scale, self.n_neighbors_)
+
+    def _space_fractions(self, index: int, values: np.ndarray) -> np.ndarray:
+        idx, _ = self._space_neighbours(index, values)
+        return class_fractions(self.y_train_[idx], len(self.classes_))
 
     def _class_fractions(self, X: np.ndarray) -> np.ndarray:
-        n_classes = len(self.classes_)
-        return np.stack([class_fractions(self.y_train_[idx], n_classes) for idx, _ in self._neighbourhoods(X)])
+        return np.stack([self._space_fractions(i, X[:, list(s.features)]) for i, s in enumerate(self.subspaces_)])
+
+    def _class_scores(self, fractions: np.ndarray) -> np.ndarray:
+        if self.faithful:
+            scores = np.array([s.score for s in self.subspaces_])
+            return combine.faithful_scores(fractions, scores, self.method, bool(self.weight_by_score))
+        return combine.product_scores(fractions, self.weights_, self.method)
 
     def predict_proba(self, X) -> np.ndarray:
         """Class distribution per row; its argmax (ties → first class) is exactly ``predict``."""
         check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=np.float64)
+        return self._proba(validate_data(self, X, reset=False, dtype=np.float64))
+
+    def _proba(self, X: np.ndarray) -> np.ndarray:
+        """``predict_proba`` on an already validated float array."""
         if not self.subspaces_:
             prior = np.bincount(self.y_train_, minlength=len(self.classes_)) / len(self.y_train_)
             return np.tile(prior, (X.shape[0], 1))
-        fractions = self._class_fractions(X)
-        if self.faithful:
-            scores = np.array([s.score for s in self.subspaces_])
-            class_scores = combine.faithful_scores(fractions, scores, self.method, bool(self.weight_by_score))
-        else:
-            class_scores = combine.product_scores(fractions, self.weights_, self.method)
-        return combine.to_proba(class_scores)
+        return combine.to_proba(self._class_scores(self._class_fractions(X)))
 
     def predict(self, X) -> np.ndarray:
         """Predicted class labels (same type as the ``y`` given to ``fit``)."""
@@ -226,11 +234,13 @@ class IKNNClassifier(ClassifierMixin, BaseEstimator):
 
     # --- interpretation --------------------------------------------------------------------------
 
-    def explain(self, x):
-        """Why one row gets its prediction: see :class:`frame.taste.explain.Explanation`."""
+    def explain(self, x, **kwargs):
+        """Why one row gets its prediction: a :class:`frame.taste.explain.Explanation` with, per voting
+        subspace, the feature pair, score, weight, k nearest training rows, vote and contribution.
+        Keyword arguments (``sentence``, ``label_names``) shape the summary sentences."""
         from frame.taste.explain import explain_row
 
-        return explain_row(self, x)
+        return explain_row(self, x, **kwargs)
 
     def plot_model(self, path, **kwargs):
         """Write a PNG with one panel per voting subspace (training points + decision regions)."""

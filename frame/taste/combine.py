@@ -61,3 +61,28 @@ def to_proba(class_scores: np.ndarray) -> np.ndarray:
     safe = np.where(totals > 0, totals, 1.0)
     proba = np.where(totals > 0, class_scores / safe, 1.0 / n_classes)
     return proba
+
+
+def contributions(fractions: np.ndarray, scores: np.ndarray, weights: np.ndarray, *, faithful: bool,
+                  method: str, weight_by_score: bool) -> np.ndarray:
+    """Split one query's class scores into per-subspace parts: shape (n_spaces, n_classes), summing
+    over subspaces to the class scores the decision rule produced.
+
+    ``fractions`` has shape (n_spaces, n_classes). Additive rules split trivially. The product rule
+    P(c)·V(c) = Σ_s Σ_t p_s(c)·v_t(c) is split by giving each cross term half to s and half to t, so
+    subspace s gets (p_s(c)·V(c) + P(c)·v_s(c)) / 2.
+    """
+    frac = fractions[:, None, :]  # (s, 1 query, c) for the shared rules
+    if not faithful:
+        share = fractions if method == "use proba" else _one_hot(hard_votes(frac), fractions.shape[1])[:, 0]
+        return weights[:, None] * share
+    votes = _one_hot(hard_votes(frac), fractions.shape[1])[:, 0]
+    if method == "simple majority" and not weight_by_score:
+        bonus = _TIE_EPS * 2.0 ** -np.arange(len(scores))
+        return votes * (1.0 + bonus[:, None])
+    weighted_votes = votes * scores[:, None]
+    if method == "simple majority":
+        return weighted_votes
+    if not weight_by_score:
+        return fractions.copy()
+    return (fractions * weighted_votes.sum(axis=0) + fractions.sum(axis=0) * weighted_votes) / 2.0
