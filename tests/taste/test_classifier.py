@@ -4,7 +4,6 @@ import pickle
 import warnings
 
 import numpy as np
-import pandas as pd
 import pytest
 from sklearn.base import clone, is_classifier
 from sklearn.datasets import load_iris, load_wine
