@@ -192,17 +192,22 @@ def _housekeeping(ctx: RenderContext, render_id: int) -> None:
     shutil.rmtree(job_dir(ctx.state_dir, render_id), ignore_errors=True)
 
 
-def show_picture(ctx: RenderContext, picture_id: int, reason: str) -> Path | None:
+def show_picture(ctx: RenderContext, picture_id: int, reason: str) -> dict[str, Any]:
     """Send a stored picture to the panel in a worker (drivers and dithering stay out of the daemon).
-    Raises FrameError when the display step fails; returns what the display reports (e.g. PNG path)."""
+
+    Returns the display's answer: ``status`` shown / unchanged / too-soon (then ``retry_at``) and
+    ``shown`` (the virtual panel's PNG). Raises FrameError when the display step fails.
+    """
     picture = ctx.store.picture(picture_id)
     if picture is None:
         raise FrameError(f"no picture with id {picture_id}")
-    image = gallery.picture_path(ctx.state_dir, picture["panel_file"] or picture["file"])
     folder = Path(ctx.state_dir) / "checkpoints" / f"show-{picture_id}-{secrets.token_hex(4)}"
     folder.mkdir(parents=True, exist_ok=True)
+    panel = gallery.picture_path(ctx.state_dir, picture["panel_file"])
     write_bytes_atomic(folder / "config.yaml", _config_yaml(ctx.config))
-    write_json(folder / "job.json", {"kind": "show", "state_dir": str(ctx.state_dir), "image": str(image)})
+    write_json(folder / "job.json", {"kind": "show", "state_dir": str(ctx.state_dir),
+                                     "image": str(gallery.picture_path(ctx.state_dir, picture["file"])),
+                                     "panel": str(panel) if panel else None})
     started = time.monotonic()
     try:
         outcome = _supervise(ctx, folder, None, 1, None)
@@ -211,11 +216,16 @@ def show_picture(ctx: RenderContext, picture_id: int, reason: str) -> Path | Non
     if outcome.status != "done":
         raise FrameError(f"showing picture {picture_id} failed at step {outcome.step or 'show'!r}: "
                          f"{outcome.error or outcome.status}")
+    result = outcome.result or {}
+    if result.get("status") == "too-soon":
+        log.info("the panel declined picture %d: %s", picture_id, result.get("message"))
+        return result
     ctx.store.record_shown(picture_id, reason)
-    shown = (outcome.result or {}).get("shown")
-    ctx.status.update(shown={"picture_id": picture_id, "reason": reason, "since": time.time(), "output": shown})
-    log.info("showed picture %d (%s) in %.1f s", picture_id, reason, time.monotonic() - started)
-    return Path(shown) if shown else None
+    ctx.status.update(shown={"picture_id": picture_id, "reason": reason, "since": time.time(),
+                             "output": result.get("shown")})
+    log.info("showed picture %d (%s, %s) in %.1f s", picture_id, reason, result.get("status"),
+             time.monotonic() - started)
+    return result
 
 
 def run_night(config: Any, *, show: bool = True, progress: Callable[[dict], None] | None = None) -> NightResult:
@@ -236,12 +246,13 @@ def run_night(config: Any, *, show: bool = True, progress: Callable[[dict], None
         if picture_id is None:
             step = f" at step {outcome.step!r}" if outcome.step else ""
             raise FrameError(f"the night's render {outcome.status}{step}: {outcome.error or 'no picture'}")
-        shown = show_picture(ctx, picture_id, "demo") if show else None
+        shown = show_picture(ctx, picture_id, "demo").get("shown") if show else None
         picture = store.picture(picture_id)
         return NightResult(
             picture_id=picture_id, render_id=render_id,
             image=gallery.picture_path(state, picture["file"]),
-            panel=gallery.picture_path(state, picture["panel_file"]), shown=shown, prompt=picture["prompt"],
+            panel=gallery.picture_path(state, picture["panel_file"]), shown=Path(shown) if shown else None,
+            prompt=picture["prompt"],
             theme=picture["theme"], style=picture["style"], restarts=outcome.restarts,
             seconds=(picture["timings"] or {}).get("total", 0.0), peak_rss_mb=outcome.peak_rss_mb)
     finally:

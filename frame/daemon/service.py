@@ -59,6 +59,7 @@ class Daemon:
         self._show_lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         self._pending_show: tuple[int, str] | None = None
+        self._pending_not_before = 0.0
         self.scheduler: Any = None
         self.server: HttpServer | None = None
 
@@ -249,7 +250,7 @@ class Daemon:
     def request_show(self, picture_id: int, reason: str) -> dict[str, Any]:
         """Show now, or after quiet hours (the panel is not refreshed during them)."""
         if self._quiet():
-            self._pending_show = (picture_id, reason)
+            self._pending_show, self._pending_not_before = (picture_id, reason), 0.0
             log.info("quiet hours: picture %d will be shown when they end", picture_id)
             return {"picture_id": picture_id, "deferred": "quiet hours"}
         self._spawn("show", lambda: self._show_thread(picture_id, reason))
@@ -258,13 +259,17 @@ class Daemon:
     def _show_thread(self, picture_id: int, reason: str) -> None:
         with self._show_lock:
             try:
-                nights.show_picture(self.ctx, picture_id, reason)
+                result = nights.show_picture(self.ctx, picture_id, reason)
             except FrameError as exc:
                 log.error("%s; the previous picture stays shown", exc)
                 self.live.update(notice=f"could not show picture {picture_id}: {exc}")
+                return
+        if result.get("status") == "too-soon":  # the panel needs a rest: try again when it allows
+            self._pending_show = (picture_id, reason)
+            self._pending_not_before = float(result.get("retry_at") or time.time() + 60)
 
     def _flush_pending_show(self) -> None:
-        if self._pending_show and not self._quiet():
+        if self._pending_show and not self._quiet() and time.time() >= self._pending_not_before:
             picture_id, reason = self._pending_show
             self._pending_show = None
             self.request_show(picture_id, reason)

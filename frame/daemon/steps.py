@@ -128,15 +128,25 @@ def prepare_for_panel(config: Any, image_path: Path, job_dir: Path, emit: Emit) 
 
 # show -----------------------------------------------------------------------------------------------
 
-def show(config: Any, image_path: Path, state_dir: Path, emit: Emit) -> dict[str, Any]:
+def show(config: Any, job: dict[str, Any], state_dir: Path, emit: Emit) -> dict[str, Any]:
+    """Refresh the panel with the stored panel image (re-prepared from the original when the
+    configured panel changed since it was rendered). The display's refresh guard may decline."""
     try:
+        from PIL import Image
+
         from frame.display import open_display
     except ImportError as exc:
         raise StepUnavailable("show", f"the display drivers are not available: {exc}") from exc
     emit("stage", stage="refreshing the panel")
     with open_display(config.display, state_dir=state_dir) as display:
-        shown = display.show(image_path)
-    return {"shown": str(shown) if shown else None}
+        original = Image.open(job["image"]).convert("RGB")
+        prepared = Image.open(job["panel"]) if job.get("panel") else None
+        if prepared is None or prepared.mode != "P" or prepared.size != display.panel.size:
+            result = display.show(original)
+        else:
+            result = display.show_prepared(prepared, original)
+    return {"status": result.status, "message": result.message, "paths": list(result.paths),
+            "retry_at": result.retry_at, "shown": result.paths[0] if result.paths else None}
 
 
 # the job --------------------------------------------------------------------------------------------
@@ -152,7 +162,7 @@ def run_steps(job: dict[str, Any], config: Any, job_dir: Path, emit: Emit) -> di
     """Run a ``render`` or ``show`` job; return what the daemon needs to publish it."""
     state_dir = Path(job["state_dir"])
     if job["kind"] == "show":
-        return show(config, Path(job["image"]), state_dir, emit)
+        return show(config, job, state_dir, emit)
     timings = read_json(job_dir / "timings.json", default={})
     choice = _timed(timings, "choose", lambda: choose(job, config, job_dir, emit))
     image = _timed(timings, "generate", lambda: generate(job, config, choice, job_dir, emit))
