@@ -31,7 +31,7 @@ from frame.errors import FrameError
 log = logging.getLogger(__name__)
 
 ACTIONS = ("like", "dislike", "next", "previous", "info", "none")
-INKY_IMPRESSION_PINS = {5: "A", 6: "B", 16: "C", 25: "C (13.3\")", 24: "D"}
+INKY_IMPRESSION_PINS = {5: "A", 6: "B", 16: "C", 25: "C", 24: "D"}  # C is GPIO25 on the 13.3" board
 _MAX_PENDING = 8
 
 
@@ -244,7 +244,9 @@ class Buttons:
             device.when_pressed = lambda pin=pin: self.logic.pressed(pin)
             device.when_released = lambda pin=pin: self.logic.released(pin)
             self._devices[pin] = device
-        log.info("buttons ready: %s", ", ".join(f"GPIO{p}={a}" for p, a in sorted(self.pins.items())))
+        log.info("buttons ready: %s", ", ".join(
+            f"GPIO{p}{'/' + INKY_IMPRESSION_PINS[p] if p in INKY_IMPRESSION_PINS else ''}={a}"
+            for p, a in sorted(self.pins.items())))
 
     def close(self) -> None:
         """Release every pin and stop the dispatcher; safe to call twice."""
