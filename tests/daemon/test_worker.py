@@ -1,0 +1,63 @@
+"""The real worker process (python -m frame.daemon.worker) under the real supervisor."""
+
+import fcntl
+import os
+import threading
+
+import pytest
+from PIL import Image
+
+from frame.daemon import gallery, night
+from frame.daemon.worker import LOCK_NAME
+from frame.errors import FrameError
+from tests.daemon.conftest import make_config
+
+
+@pytest.fixture
+def ctx(tmp_path, store):
+    config = make_config(tmp_path, display={"panel": "virtual", "size": "80x48", "min_refresh_seconds": 0},
+                         model={"source": str(tmp_path / "no-such-model"), "size": "64x64", "steps": 2})
+    return night.RenderContext(config, store, tmp_path)
+
+
+def _stored_picture(ctx):
+    folder = gallery.gallery_dir(ctx.state_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    Image.new("RGB", (64, 40), (30, 120, 200)).save(folder / "a.png")
+    return ctx.store.add_picture(file="a.png", prompt="blue", bytes=1)
+
+
+def test_show_runs_the_display_in_a_worker(ctx):
+    picture_id = _stored_picture(ctx)
+    result = night.show_picture(ctx, picture_id, "owner")
+    assert result["status"] == "shown"
+    assert Image.open(result["shown"]).size == (80, 48)
+    assert ctx.store.last_shown()["picture_id"] == picture_id
+    assert ctx.status.snapshot()["shown"]["picture_id"] == picture_id
+    assert night.show_picture(ctx, picture_id, "owner")["status"] == "unchanged"
+
+
+def test_missing_model_fails_at_the_generate_step_without_retries(ctx):
+    render_id = ctx.store.start_render("now", None)
+    outcome, picture_id = night.render(ctx, render_id, "now")
+    assert picture_id is None and outcome.status == "failed" and outcome.step == "generate"
+    assert outcome.restarts == 0
+    assert "generate" in ctx.store.render(render_id)["error"]
+
+
+def test_run_night_raises_naming_the_step(ctx):
+    with pytest.raises(FrameError, match="at step 'generate'"):
+        night.run_night(ctx.config)
+
+
+def test_only_one_render_at_a_time_across_processes(ctx):
+    """A worker waits for render.lock held by another process (e.g. an orphan of a killed daemon)."""
+    fd = os.open(ctx.state_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    stages = []
+    ctx.status.add_listener(lambda line: stages.append(line))
+    render_id = ctx.store.start_render("now", None)
+    threading.Timer(1.0, lambda: os.close(fd)).start()
+    outcome, _ = night.render(ctx, render_id, "now")
+    assert any("waiting for another render" in line for line in stages)
+    assert outcome.step == "generate"  # ran after the lock was released
