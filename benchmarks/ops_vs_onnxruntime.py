@@ -75,6 +75,18 @@ def main() -> None:
     _case("MatMul 1x4096x320 @ 320x320", "MatMul", rand(1, 4096, 320), [rand(320, 320) * 0.05], {}, args)
     _case("MatMul 1x4096x320 @ 320x2560 (GEGLU)", "MatMul", rand(1, 4096, 320), [rand(320, 2560) * 0.05], {}, args)
     _case("MatMul 8x4096x40 @ 8x40x4096 (scores)", "MatMul", rand(8, 4096, 40), [rand(8, 40, 4096)], {}, args)
+    _case("MatMul 8x4096x4096 @ 8x4096x40 (values)", "MatMul", rand(8, 4096, 4096), [rand(8, 4096, 40)], {}, args)
+    _case("Softmax 8x4096x4096", "Softmax", rand(8, 4096, 4096), [], {"axis": -1}, args)
+    _case("InstanceNorm 1x32x40960 (GroupNorm 320ch)", "InstanceNormalization", rand(1, 32, 40960),
+          [rand(32), rand(32)], {"epsilon": 1e-5}, args)
+    _case("LayerNorm 1x4096x320", "LayerNormalization", rand(1, 4096, 320), [rand(320), rand(320)], {}, args)
+    _case("Erf 1x4096x1280", "Erf", rand(1, 4096, 1280), [], {}, args)
+    _case("Sigmoid 1x320x64x64", "Sigmoid", rand(1, 320, 64, 64), [], {}, args)
+    _case("Mul 1x4096x1280 * 1x4096x1280", "Mul", rand(1, 4096, 1280), [rand(1, 4096, 1280)], {}, args)
+    _case("Add 1x320x64x64 + 1x320x1x1", "Add", rand(1, 320, 64, 64), [rand(1, 320, 1, 1)], {}, args)
+    _case("Resize nearest x2 1x640x32x32", "Resize", rand(1, 640, 32, 32),
+          [np.array([], np.float32), np.array([1, 1, 2, 2], np.float32)],
+          {"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}, args)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from frame.engine.ops.blocks import map_row_blocks
 from frame.engine.ops.elementwise import _can_reuse
 from frame.engine.ops.linalg import float32_operands
 from frame.engine.ops.registry import UnsupportedOp, register
@@ -26,25 +27,29 @@ def _normalize_rows(rows: np.ndarray, epsilon: float, out: np.ndarray | None = N
     return centred, mean, inv_std
 
 
-def _softmax_rows(x: np.ndarray, out: np.ndarray | None) -> np.ndarray:
-    """Stable softmax over the last axis: subtract the row max before exp."""
-    result = np.subtract(x, x.max(axis=-1, keepdims=True), out=out)
-    np.exp(result, out=result)
-    result /= result.sum(axis=-1, keepdims=True)
-    return result
+def _softmax_block(x: np.ndarray, out: np.ndarray) -> None:
+    """Stable softmax of each row of a 2-D block: subtract the row max, exp, scale by 1/sum."""
+    np.subtract(x, x.max(axis=1, keepdims=True), out=out)
+    np.exp(out, out=out)
+    out *= np.reciprocal(out.sum(axis=1, keepdims=True))
+
+
+def _log_softmax_block(x: np.ndarray, out: np.ndarray) -> None:
+    np.subtract(x, x.max(axis=1, keepdims=True), out=out)
+    out -= np.log(np.exp(out).sum(axis=1, keepdims=True))
 
 
 def _softmax(x: np.ndarray, axis: int, reuse: bool, log: bool) -> np.ndarray:
+    """Softmax along ``axis``, in cache-sized row blocks on all cores (see ``blocks``)."""
     (x32,), dtype = float32_operands(x)
     moved = np.moveaxis(x32, axis, -1)
-    writable = reuse and x.dtype == np.float32 and _can_reuse(x, x.shape, x.dtype) and moved.flags.c_contiguous
-    out = moved if writable else None
-    if log:
-        shifted = np.subtract(moved, moved.max(axis=-1, keepdims=True), out=out)
-        result = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
-    else:
-        result = _softmax_rows(moved, out)
-    return np.moveaxis(result, -1, axis).astype(dtype, copy=False)
+    rows = np.ascontiguousarray(moved).reshape(-1, moved.shape[-1]) if moved.size else moved.reshape(0, 0)
+    in_place = reuse and rows.base is not None and np.shares_memory(rows, x) and _can_reuse(x, x.shape, x.dtype)
+    out = rows if in_place else np.empty_like(rows)
+    if rows.size:
+        map_row_blocks(_log_softmax_block if log else _softmax_block, rows, out)
+    result = np.moveaxis(out.reshape(moved.shape), -1, axis)
+    return result.astype(dtype, copy=False)
 
 
 def _softmax_2d(x: np.ndarray, axis: int, log: bool) -> np.ndarray:

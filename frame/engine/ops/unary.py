@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from frame.engine.ops.blocks import map_row_blocks
 from frame.engine.ops.elementwise import _as_array, _can_reuse, _unary
 from frame.engine.ops.registry import UnsupportedOp, register
 
@@ -38,10 +39,17 @@ def erf(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
 
 
 def _float_result(fn, x: np.ndarray, reuse: bool) -> np.ndarray:
-    """Compute ``fn`` on float32 and return x's dtype; in place when allowed and x is float32."""
-    if x.dtype == np.float32:
-        return fn(x, x if reuse and _can_reuse(x, x.shape, x.dtype) else None)
-    return _as_array(fn(x.astype(np.float32), None).astype(x.dtype))
+    """Compute ``fn(block, out=block_out)`` on float32 in cache-sized row blocks; return x's dtype.
+
+    These functions make many passes over their input; blocking keeps all but the first in cache.
+    Writes into ``x`` when the runtime allows it and x is float32.
+    """
+    if x.dtype != np.float32 or x.ndim == 0 or not x.flags.c_contiguous:
+        return _as_array(fn(x.astype(np.float32), None).astype(x.dtype, copy=False))
+    out = x if reuse and _can_reuse(x, x.shape, x.dtype) else np.empty_like(x)
+    rows = x.reshape(-1, x.shape[-1]) if x.shape[-1] else x.reshape(x.size, 1)
+    map_row_blocks(fn, rows, out.reshape(rows.shape))
+    return out
 
 
 @register("Erf", 9, inplace=True)
