@@ -46,3 +46,24 @@ def test_daemon_serves_notifies_and_stops_cleanly_on_sigterm(tmp_path, notify_so
         assert any("STOPPING=1" in m for m in _messages(sock, "STOPPING=1", timeout=2) + messages)
     finally:
         daemon.kill()
+
+
+def test_daemon_process_imports_no_heavy_modules(tmp_path):
+    """numpy, scikit-learn, matplotlib, Pillow, onnx belong in workers only (the daemon stays small)."""
+    import subprocess
+    import sys
+
+    from tests.daemon.daemonproc import ROOT
+
+    config, _ = write_config(tmp_path)
+    script = (
+        "import sys\n"
+        "from frame.config import load_config\n"
+        "from frame.daemon.service import Daemon\n"
+        f"d = Daemon(load_config({str(config)!r}))\n"
+        "d.start(); d.refresh_feeds(); d.rotate(); d.stop()\n"
+        "heavy = ('numpy', 'sklearn', 'matplotlib', 'PIL', 'onnx', 'onnxruntime', 'scipy')\n"
+        "print(' '.join(m for m in heavy if m in sys.modules))\n")
+    result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == ""

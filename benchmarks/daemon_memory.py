@@ -1,0 +1,117 @@
+"""Daemon memory: the daemon's idle RSS next to the render worker's peak RSS, measured in one run.
+
+    /work/venv/bin/python benchmarks/daemon_memory.py [--steps 4] [--size 128x128]
+
+1. Starts the real daemon (``python -m frame --config FILE run``) on a temporary state folder, waits
+   until its API answers and it has idled for a few seconds, and reads its VmRSS / VmHWM from /proc.
+   It also asks the daemon's Python which heavy modules it has imported (must be none).
+2. Runs one night (``run_night``) on the bundled demo model, whose worker reports its own peak RSS
+   (``ru_maxrss``) and is polled by the supervisor.
+
+Prints both numbers side by side; docs/daemon.md records the results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import requests
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+HEAVY = ("numpy", "sklearn", "matplotlib", "PIL", "onnx", "onnxruntime", "torch", "scipy")
+
+
+def _port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _proc_kib(pid: int, field: str) -> int:
+    with open(f"/proc/{pid}/status") as handle:
+        for line in handle:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise KeyError(field)
+
+
+def daemon_idle(state: Path, idle_seconds: float) -> dict[str, float]:
+    port = _port()
+    config = state / "config.yaml"
+    config.write_text(yaml.safe_dump({
+        "state_dir": str(state / "daemon"), "web": {"listen": f"127.0.0.1:{port}"},
+        "schedule": {"timezone": "UTC", "render_at": "03:00", "deadline": "03:01", "show_at": "03:01",
+                     "misfire_grace_minutes": 0}}))
+    probe = ("import sys, frame.cli as c; import atexit; "
+             f"atexit.register(lambda: open({str(state / 'modules.txt')!r}, 'w').write("
+             f"' '.join(m for m in {HEAVY!r} if m in sys.modules))); sys.exit(c.main())")
+    proc = subprocess.Popen([sys.executable, "-c", probe, "--config", str(config), "run"],
+                            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(200):
+            try:
+                requests.get(f"http://127.0.0.1:{port}/api/status", timeout=1)
+                break
+            except requests.ConnectionError:
+                time.sleep(0.1)
+        time.sleep(idle_seconds)
+        requests.get(f"http://127.0.0.1:{port}/api/pictures", timeout=5)
+        rss, hwm = _proc_kib(proc.pid, "VmRSS"), _proc_kib(proc.pid, "VmHWM")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=15)
+    modules = (state / "modules.txt").read_text().split()
+    return {"rss_mb": rss / 1024, "hwm_mb": hwm / 1024, "heavy_modules": modules}
+
+
+def worker_peak(state: Path, steps: int, size: str) -> dict[str, float | str]:
+    from frame.config import Config
+    from frame.daemon.night import run_night
+
+    base = Config(state_dir=str(state / "night"))
+    config = dataclasses.replace(
+        base, model=dataclasses.replace(base.model, source="demo", steps=steps, size=size),
+        display=dataclasses.replace(base.display, panel="virtual"))
+    started = time.monotonic()
+    result = run_night(config, show=True)
+    return {"peak_mb": result.peak_rss_mb, "seconds": time.monotonic() - started, "prompt": result.prompt}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--size", default="128x128")
+    parser.add_argument("--idle", type=float, default=5.0, help="seconds the daemon idles before measuring")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        daemon = daemon_idle(Path(tmp), args.idle)
+        try:
+            worker = worker_peak(Path(tmp), args.steps, args.size)
+        except Exception as exc:  # report what could be measured
+            worker = {"error": f"{type(exc).__name__}: {exc}"}
+    print(f"{'process':<28}{'RSS (MiB)':>12}")
+    print(f"{'daemon, idle':<28}{daemon['rss_mb']:>12.1f}   (high-water {daemon['hwm_mb']:.1f})")
+    print(f"  heavy modules in daemon: {', '.join(daemon['heavy_modules']) or 'none'}")
+    if "error" in worker:
+        print(f"{'render worker, peak':<28}{'n/a':>12}   ({worker['error']})")
+        return 1
+    print(f"{'render worker, peak':<28}{worker['peak_mb']:>12.1f}   "
+          f"(demo model, {args.size}, {args.steps} steps, night took {worker['seconds']:.1f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
