@@ -18,6 +18,7 @@ from flask import Blueprint, Flask, abort, render_template, request, session
 from flask.sessions import SecureCookieSessionInterface
 
 from frame.config import Config, state_dir
+from frame.errors import FrameError
 from frame.web import auth
 from frame.web.forms import safe_next
 
@@ -58,7 +59,14 @@ class WebContext:
 
     def logged_in(self) -> bool:
         remembered = session.get("owner")
-        return bool(remembered) and auth.tokens_match(remembered, auth.fingerprint(self.owner_token()))
+        if not remembered:
+            return False
+        try:
+            expected = auth.fingerprint(self.owner_token())
+        except FrameError as exc:  # e.g. a token file others can read: nobody is logged in until fixed
+            log.warning("web: no usable owner token: %s", exc)
+            return False
+        return auth.tokens_match(remembered, expected)
 
 
 class _SessionInterface(SecureCookieSessionInterface):

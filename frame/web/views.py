@@ -12,6 +12,7 @@ from typing import Any
 
 from flask import Blueprint, abort, flash, redirect, render_template, request, session, url_for
 
+from frame.errors import FrameError
 from frame.web import auth, present
 from frame.web.blueprint import WebContext
 from frame.web.forms import (
@@ -72,6 +73,9 @@ def register_pictures(bp: Blueprint, ctx: WebContext) -> None:
         status = live_status(ctx)
         picture_id = shown_picture_id(ctx, status)
         picture = ctx.store.picture(picture_id) if picture_id is not None else None
+        if picture is None:  # the shown picture was deleted meanwhile: show the newest instead
+            newest = ctx.store.pictures(limit=1)
+            picture = newest[0] if newest else None
         return render_template("picture.html", picture=present.picture_view(picture) if picture else None,
                                now_showing=True, progress=present.progress_view(status))
 
@@ -190,7 +194,11 @@ def register_login(bp: Blueprint, ctx: WebContext) -> None:
             return render_template("login.html", error="Too many wrong tokens. Try again in a few minutes.",
                                    next=back), 429
         given = str(request.form.get("token", ""))[:TOKEN_MAX].strip()
-        expected = ctx.owner_token()
+        try:
+            expected = ctx.owner_token()
+        except FrameError as exc:
+            return render_template("login.html", error=f"The frame has no usable owner token: {exc}",
+                                   next=back), 503
         if not auth.tokens_match(given, expected):
             ctx.limiter.failed(address)
             log.warning("web: failed login from %s", address)

@@ -144,3 +144,10 @@ def test_config_page_hides_secrets_and_lists_file_problems(store, state_dir, tmp
     assert "<dt><code>render_at</code></dt><dd>01:00</dd>" in html
     bad.write_text("web:\n  listen: 127.0.0.1:9000\n", encoding="utf-8")
     assert "The file is valid." in text(app.test_client().get("/config"))
+
+
+def test_deleted_shown_picture_falls_back_to_newest(client, store, pictures):
+    store.record_shown(pictures["old"], "owner")
+    store.delete_picture(pictures["old"])
+    html = text(client.get("/"))
+    assert f'data-picture-id="{pictures["new"]}"' in html

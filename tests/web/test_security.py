@@ -246,3 +246,24 @@ def test_only_the_reviewed_routes_exist(app):
         ("/pictures/<int:picture_id>/why.png", "GET"), ("/queue", "GET,POST"), ("/render", "POST"),
         ("/render/preview", "GET"), ("/status", "GET"), ("/web-static/<path:filename>", "GET"),
     ]
+
+
+def test_unsafe_token_file_breaks_login_not_the_pages(store, state_dir, pictures):
+    """Without web.token the token file is used; one readable by others is refused with a clear message."""
+    from frame.config import Config
+    from frame.web import create_blueprint
+
+    token_file = state_dir / "token"
+    token_file.write_text("a-generated-owner-token\n", encoding="utf-8")
+    token_file.chmod(0o644)
+    from flask import Flask
+
+    app = Flask("bare")
+    app.register_blueprint(create_blueprint(Config(state_dir=str(state_dir)), store))
+    client = app.test_client()
+    assert client.get("/").status_code == 200
+    response = login(client, "a-generated-owner-token")
+    assert response.status_code == 503 and "chmod 600" in html(response)
+    token_file.chmod(0o600)
+    assert login(client, "a-generated-owner-token").status_code == 303
+    assert "Log out" in html(client.get("/"))
