@@ -107,7 +107,9 @@ def _driver(config: Any, state_dir: Path | None, bus: Bus | None, clock: Clock |
     if panel.driver == "virtual":
         return VirtualDriver(panel, _out_dir(config, state_dir), out_file)
     if panel.driver == "inky":
-        return InkyDriver(panel, inky_module=inky_module)
+        driver = InkyDriver(panel, inky_module=inky_module)
+        driver.init()  # a model that differs from the EEPROM is refused now, not after preparing
+        return driver
     pins = Pins()
     if bus is None:
         bus = SpiGpioBus(outputs=(pins.reset, pins.dc, pins.power), inputs=(pins.busy,),

@@ -18,11 +18,13 @@ import numpy as np
 
 from frame.display import colour
 
-# Kernels as (dy, dx, weight) taps; weights sum to 1 except Atkinson's deliberate 6/8.
+# Kernels as (dy, dx, weight) taps; weights sum to 1 except Atkinson's deliberate 6/8. Taps are listed
+# lower rows first: then every pixel receives its shares in exactly the order a raster scan gives them,
+# so the wavefront result equals the sequential one bit for bit.
 KERNELS: dict[str, tuple[tuple[int, int, float], ...]] = {
-    "floyd-steinberg": ((0, 1, 7 / 16), (1, -1, 3 / 16), (1, 0, 5 / 16), (1, 1, 1 / 16)),
-    "atkinson": ((0, 1, 1 / 8), (0, 2, 1 / 8), (1, -1, 1 / 8), (1, 0, 1 / 8), (1, 1, 1 / 8),
-                 (2, 0, 1 / 8)),
+    "floyd-steinberg": ((1, -1, 3 / 16), (1, 0, 5 / 16), (1, 1, 1 / 16), (0, 1, 7 / 16)),
+    "atkinson": ((2, 0, 1 / 8), (1, -1, 1 / 8), (1, 0, 1 / 8), (1, 1, 1 / 8), (0, 1, 1 / 8),
+                 (0, 2, 1 / 8)),
 }
 _PAD = 2
 

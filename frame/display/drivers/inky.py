@@ -47,7 +47,7 @@ def detect(inky_module: Any) -> tuple[Any, Panel]:
         board = inky_module.auto(ask_user=False, verbose=False)
     except Exception as exc:  # noqa: BLE001 - inky raises RuntimeError/OSError/ImportError variants
         raise FrameError(f"no Inky display detected ({exc}); {INKY_HINT}") from None
-    resolution = tuple(getattr(board, "resolution", (board.width, board.height)))
+    resolution = tuple(board.resolution) if hasattr(board, "resolution") else (board.width, board.height)
     key = (type(board).__name__, resolution)
     if key not in MODELS:
         known = ", ".join(f"{cls} {w}x{h}" for cls, (w, h) in MODELS)

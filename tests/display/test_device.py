@@ -1,0 +1,134 @@
+"""open_display: virtual panel files, Waveshare through a fake bus, inky through a fake module."""
+
+from __future__ import annotations
+
+import types
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from frame.config import DisplayConfig
+from frame.display import open_display
+from frame.display.drivers.base import PanelNotResponding
+from frame.errors import FrameError, UsageError
+from tests.display.fakes import FakeBus, FakeClock
+
+SMALL = DisplayConfig(size="160x96")
+
+
+def _photo(seed: int = 0) -> Image.Image:
+    rng = np.random.default_rng(seed)
+    return Image.fromarray(rng.integers(0, 255, (120, 200, 3), dtype=np.uint8))
+
+
+def test_virtual_panel_writes_simulation_and_side_by_side_preview(tmp_path) -> None:
+    with open_display(SMALL, state_dir=tmp_path) as display:
+        result = display.show(_photo())
+    assert result.shown
+    panel_png, preview_png = (tmp_path / "display" / "panel.png", tmp_path / "display" / "preview.png")
+    assert result.paths == (str(panel_png), str(preview_png))
+    simulated = np.asarray(Image.open(panel_png).convert("RGB"))
+    inks = {tuple(ink) for ink in display.panel.palette}
+    assert simulated.shape == (96, 160, 3)
+    assert {tuple(p) for p in simulated.reshape(-1, 3)} <= inks  # every pixel in a measured ink colour
+    assert Image.open(preview_png).size == (160 * 2 + 8, 96)
+    assert not list((tmp_path / "display").glob("*.tmp"))  # atomic writes leave no temp files
+
+
+def test_second_show_of_same_picture_is_skipped(tmp_path) -> None:
+    with open_display(SMALL, state_dir=tmp_path) as display:
+        assert display.show(_photo()).shown
+        assert display.show(_photo()).status == "unchanged"
+        assert display.show(_photo(), force=True).shown
+        assert display.show(_photo(1)).shown
+
+
+def test_too_soon_is_reported_with_retry_time_not_waited_for(tmp_path) -> None:
+    clock = [5000.0]
+    config = replace(SMALL, min_refresh_seconds=180)
+    with open_display(config, state_dir=tmp_path, now=lambda: clock[0]) as display:
+        assert display.show(_photo()).shown
+        clock[0] += 30
+        result = display.show(_photo(1))
+    assert result.status == "too-soon" and result.retry_at == 5180.0
+
+
+def test_out_file_and_out_dir(tmp_path) -> None:
+    out = tmp_path / "shots" / "frame.png"
+    with open_display(SMALL, state_dir=tmp_path, out_file=out) as display:
+        display.show(_photo())
+    assert out.exists() and (tmp_path / "shots" / "frame-preview.png").exists()
+    with open_display(replace(SMALL, out_dir=str(tmp_path / "elsewhere")), state_dir=tmp_path) as display:
+        display.show(_photo(2))
+    assert (tmp_path / "elsewhere" / "panel.png").exists()
+
+
+def test_waveshare_panel_through_a_fake_bus_and_failure_keeps_next_show_possible(tmp_path) -> None:
+    bus = FakeBus({0x04, 0x12, 0x02})
+    config = DisplayConfig(panel="waveshare-7in3e", min_refresh_seconds=0, dither="floyd-steinberg")
+    with open_display(config, state_dir=tmp_path, bus=bus, clock=FakeClock()) as display:
+        assert display.show(_photo()).shown
+        assert len(dict(bus.commands())[0x10]) == 192_000
+        bus.fault = "dead"
+        with pytest.raises(PanelNotResponding, match="dtparam=spi=on"):
+            display.show(_photo(1))
+        bus.fault = None
+        assert display.show(_photo(1)).shown  # not skipped as "unchanged" after the failure
+    assert bus.closed
+
+
+def test_unknown_panel_name_is_a_usage_error_with_suggestion(tmp_path) -> None:
+    with pytest.raises(UsageError, match="did you mean 'waveshare-7in5-v2'"):
+        open_display(DisplayConfig(panel="waveshare-7in5v2"), state_dir=tmp_path)
+
+
+def test_hardware_panel_without_spi_says_what_to_check(tmp_path) -> None:
+    # No bus injected: the real bus is opened, and this machine has no spidev.
+    with pytest.raises(FrameError, match="spidev.*raspi-config"):
+        open_display(DisplayConfig(panel="waveshare-7in3e"), state_dir=tmp_path)
+
+
+class InkyE673:
+    """Stands in for inky's driver class of the same name."""
+
+    resolution = (800, 480)
+
+    def __init__(self) -> None:
+        self.images: list[Image.Image] = []
+        self.shows = 0
+
+    def set_image(self, image: Image.Image) -> None:
+        self.images.append(image)
+
+    def show(self) -> None:
+        self.shows += 1
+
+
+def _fake_inky(board=None, error: Exception | None = None):
+    def auto(ask_user: bool = False, verbose: bool = False):
+        assert ask_user is False
+        if error:
+            raise error
+        return board
+    return types.SimpleNamespace(auto=auto)
+
+
+def test_inky_is_detected_and_gets_palette_indices(tmp_path) -> None:
+    board = InkyE673()
+    with open_display(DisplayConfig(panel="inky"), state_dir=tmp_path, inky_module=_fake_inky(board)) as display:
+        assert display.panel.name == "inky-impression-7.3"
+        assert display.show(_photo()).shown
+    sent = board.images[0]
+    assert sent.mode == "P" and sent.size == (800, 480) and board.shows == 1
+    assert np.asarray(sent).max() <= 5
+
+
+def test_inky_not_found_and_model_mismatch_are_clear(tmp_path) -> None:
+    with pytest.raises(FrameError, match="no Inky display detected.*dtoverlay=spi0-0cs"):
+        open_display(DisplayConfig(panel="inky"), state_dir=tmp_path,
+                     inky_module=_fake_inky(error=RuntimeError("No EEPROM detected!")))
+    with pytest.raises(FrameError, match="EEPROM says 'inky-impression-7.3'"):
+        open_display(DisplayConfig(panel="inky-impression-13.3"), state_dir=tmp_path,
+                     inky_module=_fake_inky(InkyE673()))
