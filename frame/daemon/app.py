@@ -17,6 +17,7 @@ from werkzeug.exceptions import HTTPException
 
 from frame.daemon import gallery
 from frame.daemon.feedparse import Sanitiser
+from frame.daemon.night import job_dir
 from frame.daemon.store import Store
 from frame.daemon.token import token_matches
 
@@ -144,6 +145,15 @@ def create_api(config: Any, store: Store, token: str, controller: Controller | N
         if path is None or not path.is_file():
             raise ApiError(404, f"the {variant} image of picture {picture_id} is missing")
         return send_file(path, mimetype="image/png", max_age=3600)
+
+    @api.get("/render/preview")
+    def preview():
+        """Low-resolution preview of the render in progress (written after every finished step)."""
+        render = (controller.status() if controller else {}).get("render") or {}
+        path = job_dir(state_dir, int(render["id"])) / "preview.png" if render.get("id") else None
+        if path is None or not path.is_file():
+            raise ApiError(404, "no render preview right now")
+        return send_file(path, mimetype="image/png", max_age=0)
 
     @api.post("/pictures/<int:picture_id>/rating")
     def rate(picture_id: int):

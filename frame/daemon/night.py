@@ -30,6 +30,8 @@ from frame.errors import FrameError
 
 log = logging.getLogger(__name__)
 
+PROGRESS_FIELDS = ("stage", "step", "steps", "eta_seconds", "fraction", "preview")
+
 
 @dataclass
 class RenderContext:
@@ -125,7 +127,7 @@ def _supervise(ctx: RenderContext, folder: Path, deadline: float | None, max_res
 
     supervisor = ctx.supervisor_factory(
         worker.memory_limit_mb, max_restarts, on_restart=on_restart,
-        on_event=lambda e: ctx.status.render_progress(**{k: e[k] for k in ("stage", "step", "steps") if k in e}))
+        on_event=lambda e: ctx.status.render_progress(**{k: e[k] for k in PROGRESS_FIELDS if k in e}))
     ctx.supervisor = supervisor
     try:
         return supervisor.run(folder, stop=ctx.stop, deadline=deadline)

@@ -46,16 +46,19 @@ class LiveStatus:
             "started_at": time.time(), "eta_seconds": None, "restarts": 0})
 
     def render_progress(self, **fields: Any) -> None:
-        """Merge worker progress (stage/step/steps); ETA from the mean time per finished step."""
+        """Merge worker progress (stage, step, steps, eta_seconds, fraction, preview)."""
         with self._lock:
             render = self._data.get("render")
             if render is None:
                 return
             render.update(fields)
+            if "restarts" in fields:
+                render.pop("_base", None)  # a restarted worker resumes mid-way: measure afresh
             step, steps = render.get("step") or 0, render.get("steps")
             if "step" in fields and "_base" not in render:
                 render["_base"] = (step, time.time())  # steps may start mid-way after a resume
-            if steps and "_base" in render and step > render["_base"][0]:
+            # the pipeline's own ETA wins (it knows the work inside a step); else time per step
+            if "eta_seconds" not in fields and steps and "_base" in render and step > render["_base"][0]:
                 done = step - render["_base"][0]
                 elapsed = time.time() - render["_base"][1]
                 render["eta_seconds"] = round(elapsed / done * (steps - step), 1)

@@ -83,6 +83,32 @@ def _png_bytes(image: Any) -> bytes:
     return buffer.getvalue()
 
 
+class ProgressRelay:
+    """Turns the pipeline's progress reports into protocol lines: every finished step (with a small
+    latent preview written to ``JOB_DIR/preview.png`` for the phone page) and at most one in-between
+    update per second (the pipeline reports after every op)."""
+
+    def __init__(self, job_dir: Path, emit: Emit, interval: float = 1.0) -> None:
+        self.job_dir, self.emit, self.interval = job_dir, emit, interval
+        self._last = 0.0
+
+    def __call__(self, report: Any) -> None:
+        now = time.monotonic()
+        if not report.step_done and now - self._last < self.interval:
+            return
+        self._last = now
+        fields = {"stage": f"generating ({report.phase})", "step": int(report.step), "steps": int(report.steps),
+                  "fraction": round(float(report.fraction), 4)}
+        if report.eta_seconds is not None:
+            fields["eta_seconds"] = round(float(report.eta_seconds), 1)
+        if report.step_done:
+            preview = report.preview(scale=2)
+            if preview is not None:
+                write_bytes_atomic(self.job_dir / "preview.png", _png_bytes(preview))
+                fields["preview"] = True
+        self.emit("progress", **fields)
+
+
 def generate(job: dict[str, Any], config: Any, choice: dict[str, Any], job_dir: Path, emit: Emit) -> Path:
     out = job_dir / "image.png"
     if out.exists():
@@ -96,9 +122,7 @@ def generate(job: dict[str, Any], config: Any, choice: dict[str, Any], job_dir: 
     size = parse_size(config.model.size)
     emit("stage", stage="generating")
 
-    def on_step(step: int, total: int, *rest: Any) -> None:
-        emit("progress", stage="generating", step=int(step), steps=int(total))
-
+    on_step = ProgressRelay(job_dir, emit)
     image = pipe.generate(
         choice["prompt"], negative_prompt=choice["negative_prompt"], steps=config.model.steps,
         guidance=config.model.guidance, sampler=config.model.sampler, seed=job["seed"],

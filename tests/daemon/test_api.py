@@ -135,3 +135,15 @@ def test_without_controller_actions_are_503(config, store, tmp_path, picture):
 def test_oversized_body_is_413(client):
     response = client.post("/api/prompts", data=b"x" * 100_000, headers=AUTH, content_type="application/json")
     assert response.status_code == 413 and "error" in response.get_json()
+
+
+def test_render_preview(client, controller, tmp_path):
+    assert client.get("/api/render/preview").status_code == 404
+    controller.status = lambda: {"state": "rendering", "render": {"id": 7}}
+    assert client.get("/api/render/preview").status_code == 404
+    from frame.daemon.night import job_dir
+
+    job_dir(tmp_path, 7).mkdir(parents=True)
+    (job_dir(tmp_path, 7) / "preview.png").write_bytes(b"\x89PNG preview")
+    response = client.get("/api/render/preview")
+    assert response.status_code == 200 and response.data == b"\x89PNG preview"
