@@ -1,1 +1,31 @@
-"""frame.diffusion"""
+"""frame.diffusion: Stable Diffusion (SD 1.5, SDXL, Turbo) text-to-image on frame's streaming engine.
+
+``from frame.diffusion import load_pipeline`` is the entry point::
+
+    pipe = load_pipeline("/models/sd15-onnx")           # folder or http(s) base URL
+    image = pipe.generate("a lighthouse in a storm", seed=7, callback=print)
+
+Heavy modules are imported on first use so ``import frame.diffusion`` stays cheap.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from frame.diffusion.pipeline import Pipeline, load_pipeline
+    from frame.diffusion.pngmeta import save_png
+
+__all__ = ["Pipeline", "load_pipeline", "save_png"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("Pipeline", "load_pipeline"):
+        from frame.diffusion import pipeline
+
+        return getattr(pipeline, name)
+    if name == "save_png":
+        from frame.diffusion.pngmeta import save_png
+
+        return save_png
+    raise AttributeError(name)

@@ -1,0 +1,156 @@
+"""Text conditioning: prompts → the UNet's ``encoder_hidden_states`` (+ SDXL's ``text_embeds``).
+
+SD 1.5 uses the text encoder's ``last_hidden_state``. SDXL, like diffusers' StableDiffusionXLPipeline,
+uses the penultimate hidden state of both encoders concatenated per token (768 + 1280 = 2048 channels)
+and the projected pooled output (``text_embeds``) of the second encoder. Emphasis weights (A1111
+syntax) scale each encoder's hidden states before concatenation. Each encoder is loaded, run for the
+prompt and the negative prompt, and closed before the next one, so only one is ever in memory.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from frame.diffusion.emphasis import apply_token_weights, weighted_tokens
+from frame.diffusion.model_info import SDXL, ModelInfo
+from frame.diffusion.tokenizer import ClipTokenizer
+from frame.errors import FrameError
+
+log = logging.getLogger(__name__)
+
+_HIDDEN = re.compile(r"^hidden_states\.(\d+)$")
+
+
+@dataclass(frozen=True)
+class Conditioning:
+    """One prompt's UNet conditioning: per-token states (1, 77, D) and SDXL's pooled embedding (1, P)."""
+
+    hidden: np.ndarray
+    pooled: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class Encoder:
+    """A text encoder component: its tokenizer folder and where its ONNX file is.
+
+    The tokenizer (tens of MB of Python objects) is built only while encoding, then dropped, so it
+    does not sit in memory next to the UNet.
+    """
+
+    name: str
+    tokenizer_folder: Path
+    source: str
+
+    def tokenizer(self) -> ClipTokenizer:
+        return ClipTokenizer.from_folder(self.tokenizer_folder)
+
+
+def _input_ids(model: Any, ids: list[int], name: str) -> dict[str, np.ndarray]:
+    spec = next((i for i in model.inputs if i.name == "input_ids"), None)
+    if spec is None:
+        raise FrameError(f"{name}: the ONNX model has no 'input_ids' input "
+                         f"(inputs: {', '.join(i.name for i in model.inputs)})")
+    if spec.shape and len(spec.shape) == 2 and isinstance(spec.shape[1], int) and spec.shape[1] != len(ids):
+        raise FrameError(f"{name}: the export takes {spec.shape[1]} tokens, the tokenizer makes {len(ids)}")
+    return {"input_ids": np.asarray([ids], dtype=spec.dtype)}
+
+
+def penultimate_name(model: Any, name: str) -> str:
+    """Name of the second-to-last ``hidden_states.N`` output (the layer SDXL conditions on)."""
+    layers = sorted(int(m.group(1)) for o in model.outputs if (m := _HIDDEN.match(o.name)))
+    if len(layers) < 2:
+        raise FrameError(f"{name}: the export has no hidden_states.N outputs; SDXL needs the penultimate "
+                         "layer (export the text encoders with output_hidden_states)")
+    return f"hidden_states.{layers[-2]}"
+
+
+def _output(results: dict[str, np.ndarray], key: str, name: str) -> np.ndarray:
+    if key not in results:
+        raise FrameError(f"{name}: the ONNX model has no {key!r} output (outputs: {', '.join(results)})")
+    return results[key]
+
+
+def encode_with(encoder: Encoder, load: Callable[[str], Any], texts: list[str], kind: str, second: bool,
+                warn: Callable[[str], None]) -> list[Conditioning]:
+    """Run one encoder over ``texts``; returns one Conditioning (hidden, pooled-or-None) per text."""
+    tokenizer = encoder.tokenizer()
+    model = load(encoder.source)
+    try:
+        hidden_key = "last_hidden_state" if kind != SDXL else penultimate_name(model, encoder.name)
+        results = []
+        for text in texts:
+            ids, weights, truncated = weighted_tokens(tokenizer, text)
+            if truncated:
+                warn(f"prompt longer than {tokenizer.max_length - 2} tokens; the rest is ignored: "
+                     f"{text[:60]!r}…")
+            out = model.run(_input_ids(model, ids, encoder.name))
+            hidden = apply_token_weights(_output(out, hidden_key, encoder.name).astype(np.float32), weights)
+            pooled = _output(out, "text_embeds", encoder.name) if second else None
+            results.append(Conditioning(hidden, None if pooled is None else pooled.astype(np.float32)))
+        return results
+    finally:
+        close = getattr(model, "close", None)
+        if close is not None:
+            close()
+        del model
+        gc.collect()
+
+
+def encode_prompts(encoders: list[Encoder], load: Callable[[str], Any], info: ModelInfo, prompt: str,
+                   negative: str | None, warn: Callable[[str], None]) -> tuple[Conditioning, Conditioning | None]:
+    """Conditioning for the prompt and (when ``negative`` is not None) the unconditional pass.
+
+    For SDXL models with ``force_zeros_for_empty_prompt`` an empty negative prompt becomes all zeros,
+    as in diffusers.
+    """
+    zero_negative = negative == "" and info.kind == SDXL and info.force_zeros_for_empty_prompt
+    texts = [prompt] if negative is None or zero_negative else [prompt, negative]
+    per_encoder = [encode_with(e, load, texts, info.kind, i == 1, warn) for i, e in enumerate(encoders)]
+    combined = []
+    for position in range(len(texts)):
+        parts = [results[position] for results in per_encoder]
+        hidden = np.concatenate([p.hidden for p in parts], axis=-1)
+        combined.append(Conditioning(hidden, parts[-1].pooled))
+    cond = combined[0]
+    if negative is None:
+        return cond, None
+    if zero_negative:
+        pooled = None if cond.pooled is None else np.zeros_like(cond.pooled)
+        return cond, Conditioning(np.zeros_like(cond.hidden), pooled)
+    return cond, combined[1]
+
+
+def pooled_embeddings(encoder: Encoder, load: Callable[[str], Any], texts: list[str], projected: bool
+                      ) -> np.ndarray:
+    """(len(texts), D) pooled text embeddings: ``text_embeds`` if ``projected`` else ``pooler_output``.
+
+    Exports without ``pooler_output`` fall back to the last hidden state at the end-of-text token,
+    which is what CLIP's pooler returns.
+    """
+    tokenizer = encoder.tokenizer()
+    model = load(encoder.source)
+    try:
+        rows = []
+        for text in texts:
+            ids = tokenizer(text)
+            out = model.run(_input_ids(model, ids, encoder.name))
+            if projected:
+                rows.append(_output(out, "text_embeds", encoder.name)[0])
+            elif "pooler_output" in out:
+                rows.append(out["pooler_output"][0])
+            else:
+                hidden = _output(out, "last_hidden_state", encoder.name)
+                rows.append(hidden[0, ids.index(tokenizer.eos_id)])
+        return np.stack(rows).astype(np.float32)
+    finally:
+        close = getattr(model, "close", None)
+        if close is not None:
+            close()

@@ -1,0 +1,127 @@
+"""The denoising loop: guided UNet calls, sampler steps, checkpoints and progress reports.
+
+:class:`GuidedUNet` turns (latent, timestep) into the guided model output: it builds the UNet feeds
+from the export's declared inputs (timestep dtype and rank differ between exporters; SDXL adds
+``text_embeds`` and ``time_ids``), runs the conditional and, when guidance is on, the unconditional
+pass, and mixes them as ``uncond + g * (cond - uncond)``. The two passes go through the UNet as one
+batch of two when the export's batch axis allows it (weights are streamed once per step instead of
+twice), else one after the other.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from frame.diffusion.conditioning import Conditioning
+from frame.diffusion.samplers import Sampler, SamplerState
+from frame.errors import FrameError
+
+log = logging.getLogger(__name__)
+
+StepCallback = Callable[[int, np.ndarray, np.ndarray], None]
+OpCallback = Callable[[int, float], None]
+
+
+class GuidedUNet:
+    """Callable ``(latent_input, timestep, progress) -> guided output`` around a loaded UNet."""
+
+    def __init__(self, model: Any, cond: Conditioning, uncond: Conditioning | None, guidance: float,
+                 size: tuple[int, int], batch: bool | None = None) -> None:
+        self.model = model
+        self.specs = {i.name: i for i in model.inputs}
+        for name in ("sample", "timestep", "encoder_hidden_states"):
+            if name not in self.specs:
+                raise FrameError(f"unet: the ONNX model has no {name!r} input (inputs: {', '.join(self.specs)})")
+        self.guidance = guidance
+        self.passes = [cond] if uncond is None else [uncond, cond]
+        batch_dim = (self.specs["sample"].shape or [None])[0]
+        can_batch = not isinstance(batch_dim, int) or batch_dim == len(self.passes)
+        self.batch = len(self.passes) > 1 and can_batch if batch is None else batch and can_batch
+        if len(self.passes) > 1 and not self.batch and batch_dim not in (1, None) and isinstance(batch_dim, int):
+            raise FrameError(f"unet: fixed batch size {batch_dim} fits neither one nor two passes")
+        self.extra = self._sdxl_inputs(size) if "text_embeds" in self.specs else {}
+
+    def _sdxl_inputs(self, size: tuple[int, int]) -> dict[str, list[np.ndarray]]:
+        """SDXL micro-conditioning: pooled embeddings and time_ids from the real generation size.
+
+        time_ids = (original height, width, crop top, left, target height, width), as diffusers'
+        ``_get_add_time_ids`` with original = target = the generated size and no crop.
+        """
+        if "time_ids" not in self.specs:
+            raise FrameError("unet: has 'text_embeds' but no 'time_ids' input")
+        if any(p.pooled is None for p in self.passes):
+            raise FrameError("unet: expects SDXL conditioning (text_embeds) but the model has one text encoder")
+        width, height = size
+        time_ids = np.array([[height, width, 0, 0, height, width]], dtype=self.specs["time_ids"].dtype)
+        return {
+            "text_embeds": [p.pooled.astype(self.specs["text_embeds"].dtype) for p in self.passes],
+            "time_ids": [time_ids for _ in self.passes],
+        }
+
+    def _timestep(self, t: float, batch: int) -> np.ndarray:
+        spec = self.specs["timestep"]
+        value = np.asarray(t).astype(spec.dtype)  # int64 exports truncate like optimum's ORT pipeline
+        if spec.shape is not None and len(spec.shape) == 0:
+            return value
+        # a symbolic length gets one value, the convention of optimum's ORT pipelines (graphs broadcast it)
+        length = spec.shape[0] if spec.shape and isinstance(spec.shape[0], int) else 1
+        return np.full((length,), value, dtype=spec.dtype)
+
+    def _feeds(self, latent: np.ndarray, t: float, which: list[int]) -> dict[str, np.ndarray]:
+        feeds = {
+            "sample": np.concatenate([latent] * len(which)).astype(self.specs["sample"].dtype),
+            "timestep": self._timestep(t, len(which)),
+            "encoder_hidden_states": np.concatenate([self.passes[i].hidden for i in which]).astype(
+                self.specs["encoder_hidden_states"].dtype),
+        }
+        for name, values in self.extra.items():
+            feeds[name] = np.concatenate([values[i] for i in which])
+        return feeds
+
+    def __call__(self, latent: np.ndarray, t: float, progress: Callable[[float], None] | None = None
+                 ) -> np.ndarray:
+        groups = [list(range(len(self.passes)))] if self.batch else [[i] for i in range(len(self.passes))]
+        outputs = []
+        for number, which in enumerate(groups):
+            def report(fraction: float, number: int = number) -> None:
+                if progress is not None:
+                    progress((number + fraction) / len(groups))
+            result = self.model.run(self._feeds(latent, t, which), progress=report)
+            if "out_sample" not in result:
+                raise FrameError(f"unet: the ONNX model has no 'out_sample' output (outputs: {', '.join(result)})")
+            outputs.append(result["out_sample"].astype(np.float32))
+        out = np.concatenate(outputs)
+        if len(self.passes) == 1:
+            return out
+        uncond, cond = out[0:1], out[1:2]
+        return (uncond + np.float32(self.guidance) * (cond - uncond)).astype(np.float32)
+
+
+def static_latent_size(model: Any) -> tuple[int, int] | None:
+    """The UNet's fixed latent (height, width), or None when the spatial axes are dynamic."""
+    spec = next((i for i in model.inputs if i.name == "sample"), None)
+    shape = spec.shape if spec is not None else None
+    if shape and len(shape) == 4 and isinstance(shape[2], int) and isinstance(shape[3], int):
+        return shape[2], shape[3]
+    return None
+
+
+def run_loop(sampler: Sampler, unet: Callable[..., np.ndarray], latents: np.ndarray, state: SamplerState,
+             start: int, on_step: StepCallback, on_op: OpCallback | None = None) -> np.ndarray:
+    """Steps ``start`` … ``sampler.steps - 1``; ``on_step(finished_steps, latents, denoised)`` after each."""
+    for index in range(start, sampler.steps):
+        model_input = sampler.scale_input(latents, index)
+
+        def report(fraction: float, index: int = index) -> None:
+            if on_op is not None:
+                on_op(index, fraction)
+
+        output = unet(model_input, sampler.timesteps[index], report)
+        result = sampler.step(index, output, latents, state)
+        latents = result.sample
+        on_step(index + 1, latents, result.denoised)
+    return latents

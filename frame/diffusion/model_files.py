@@ -1,0 +1,139 @@
+"""Where a diffusers ONNX export lives: a local folder or an http(s) base URL.
+
+The layout is the one ``optimum-cli export onnx`` writes (model_index.json, scheduler/, tokenizer[_2]/,
+text_encoder[_2]/model.onnx, unet/model.onnx (+ external data), vae_decoder/model.onnx, and a
+config.json per component). Small JSON and tokenizer files are fetched once with ``requests`` and kept
+in a cache folder, so a frame that reads its model over Wi-Fi only streams the big weights (through the
+engine) after the first night.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+from urllib.parse import urljoin
+
+from frame.errors import FrameError
+
+log = logging.getLogger(__name__)
+
+TOKENIZER_FILES = ("vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json")
+OPTIONAL_FILES = {"tokenizer_config.json", "special_tokens_map.json", "config.json"}
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "frame" / "models"
+
+
+class ModelFiles:
+    """Access to one export: ``json(rel)``, ``local_folder(rel)`` for tokenizers, ``onnx(rel)`` for the engine."""
+
+    def __init__(self, source: str | os.PathLike, cache_dir: str | os.PathLike | None = None) -> None:
+        self.source = str(source)
+        self.is_url = self.source.startswith(("http://", "https://"))
+        self._missing: set[str] = set()
+        if self.is_url:
+            self.base = self.source if self.source.endswith("/") else self.source + "/"
+            digest = hashlib.sha256(self.base.encode()).hexdigest()[:16]
+            self.cache = Path(cache_dir or default_cache_dir()) / digest
+        else:
+            self.root = Path(self.source).expanduser()
+            if not self.root.is_dir():
+                raise FrameError(f"model folder not found: {self.root}")
+        if not self.exists("model_index.json"):
+            raise FrameError(
+                f"{self.source} is not a diffusers ONNX export: model_index.json is missing "
+                "(expected the layout written by 'optimum-cli export onnx')")
+
+    def exists(self, relative: str) -> bool:
+        if not self.is_url:
+            return (self.root / relative).is_file()
+        try:
+            self._fetch(relative)
+        except FrameError:
+            return False
+        return True
+
+    def json(self, relative: str, required: bool = True) -> dict[str, Any]:
+        """Parsed JSON file; ``{}`` for a missing optional file."""
+        if not required and not self.exists(relative):
+            return {}
+        path = self._local(relative)
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise FrameError(f"{self.describe(relative)}: not valid JSON ({exc})") from exc
+
+    def local_folder(self, folder: str, names: tuple[str, ...] = TOKENIZER_FILES) -> Path:
+        """A local folder holding ``names`` from ``folder`` (downloaded into the cache for URLs)."""
+        for name in names:
+            relative = f"{folder}/{name}"
+            if name in OPTIONAL_FILES and not self.exists(relative):
+                continue
+            self._local(relative)
+        return self.root / folder if not self.is_url else self.cache / folder
+
+    def onnx(self, component: str) -> str:
+        """Path or URL of ``component/model.onnx`` for the engine (weights are streamed, not cached)."""
+        relative = f"{component}/model.onnx"
+        if not self.is_url:
+            path = self.root / relative
+            if not path.is_file():
+                raise FrameError(f"missing model file: {path}")
+            return str(path)
+        return urljoin(self.base, relative)
+
+    def identity(self) -> str:
+        """A string that changes when the model does: source plus the small config files and UNet size."""
+        parts = [self.source]
+        for relative in ("model_index.json", "scheduler/scheduler_config.json", "unet/config.json"):
+            if self.exists(relative):
+                parts.append(self._local(relative).read_text(encoding="utf-8"))
+        if not self.is_url:
+            for name in ("model.onnx", "model.onnx_data"):
+                path = self.root / "unet" / name
+                if path.is_file():
+                    parts.append(f"{name}:{path.stat().st_size}")
+        return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+    def describe(self, relative: str) -> str:
+        return urljoin(self.base, relative) if self.is_url else str(self.root / relative)
+
+    def _local(self, relative: str) -> Path:
+        if not self.is_url:
+            path = self.root / relative
+            if not path.is_file():
+                raise FrameError(f"missing model file: {path}")
+            return path
+        return self._fetch(relative)
+
+    def _fetch(self, relative: str) -> Path:
+        """Download ``relative`` into the cache once (atomically), then serve it from there."""
+        target = self.cache / relative
+        if target.is_file():
+            return target
+        if relative in self._missing:
+            raise FrameError(f"missing model file: {urljoin(self.base, relative)} (HTTP 404)")
+        import requests
+
+        url = urljoin(self.base, relative)
+        try:
+            response = requests.get(url, timeout=30)
+        except requests.RequestException as exc:
+            raise FrameError(f"cannot fetch {url}: {exc}") from exc
+        if response.status_code == 404:
+            self._missing.add(relative)
+            raise FrameError(f"missing model file: {url} (HTTP 404)")
+        if response.status_code != 200:
+            raise FrameError(f"cannot fetch {url}: HTTP {response.status_code}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(target.name + ".part")
+        partial.write_bytes(response.content)
+        os.replace(partial, target)
+        log.info("cached %s (%d bytes)", url, len(response.content))
+        return target

@@ -1,0 +1,74 @@
+"""Generation parameters in the PNG, as AUTOMATIC1111's web UI writes them (``parameters`` tEXt chunk).
+
+Image viewers, A1111's "PNG Info" tab and civitai read this format, so a picture from the frame can be
+re-created elsewhere::
+
+    a lighthouse in a storm, oil painting
+    Negative prompt: blurry, low quality
+    Steps: 20, Sampler: Euler a, CFG scale: 7.5, Seed: 42, Size: 512x512, Model: demo, Version: frame 0.1.0
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+
+from PIL import Image, PngImagePlugin
+
+import frame
+
+A1111_SAMPLER_NAMES = {
+    "euler_a": "Euler a",
+    "euler": "Euler",
+    "ddim": "DDIM",
+    "dpm++2m": "DPM++ 2M",
+    "dpm++2m_karras": "DPM++ 2M Karras",
+    "lcm": "LCM",
+}
+
+
+@dataclass(frozen=True)
+class GenerationParameters:
+    """Everything that determines a picture, in the units people quote."""
+
+    prompt: str
+    negative_prompt: str
+    steps: int
+    sampler: str
+    guidance: float
+    seed: int
+    width: int
+    height: int
+    model: str
+
+    def to_text(self) -> str:
+        """The A1111 ``parameters`` text (prompt line, optional negative line, key: value line)."""
+        lines = [self.prompt]
+        if self.negative_prompt:
+            lines.append(f"Negative prompt: {self.negative_prompt}")
+        fields = [
+            ("Steps", self.steps),
+            ("Sampler", A1111_SAMPLER_NAMES.get(self.sampler, self.sampler)),
+            ("CFG scale", f"{self.guidance:g}"),
+            ("Seed", self.seed),
+            ("Size", f"{self.width}x{self.height}"),
+            ("Model", _quote(self.model)),
+            ("Version", f"frame {frame.__version__}"),
+        ]
+        lines.append(", ".join(f"{key}: {value}" for key, value in fields))
+        return "\n".join(lines)
+
+
+def _quote(value: str) -> str:
+    """A1111 quotes values containing its separators."""
+    return json.dumps(value, ensure_ascii=False) if any(c in value for c in ',:"\n') else value
+
+
+def save_png(image: Image.Image, path: str | os.PathLike, parameters: str | None = None) -> None:
+    """Save ``image`` as PNG with a ``parameters`` text chunk (from the argument or ``image.info``)."""
+    text = parameters if parameters is not None else image.info.get("parameters")
+    info = PngImagePlugin.PngInfo()
+    if text:
+        info.add_text("parameters", text)
+    image.save(path, format="PNG", pnginfo=info)
