@@ -176,8 +176,14 @@ def show(config: Any, job: dict[str, Any], state_dir: Path, emit: Emit) -> dict[
 # the job --------------------------------------------------------------------------------------------
 
 def _timed(timings: dict[str, float], name: str, func: Callable[[], Any]) -> Any:
+    """Run one step, adding its duration to ``timings``; errors are tagged with the step's name."""
     started = time.monotonic()
-    value = func()
+    try:
+        value = func()
+    except Exception as exc:
+        if not hasattr(exc, "step"):
+            exc.step = name  # type: ignore[attr-defined]
+        raise
     timings[name] = round(timings.get(name, 0.0) + time.monotonic() - started, 3)  # summed over restarts
     return value
 

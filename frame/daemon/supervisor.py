@@ -94,7 +94,8 @@ class Supervisor:
                 return outcome
             if outcome.restarts >= self.max_restarts:
                 outcome.status = "failed"
-                outcome.error = f"the worker died {outcome.restarts + 1} times; last: {reason}"
+                last = f" ({outcome.error})" if outcome.error else ""
+                outcome.error = f"the worker died {outcome.restarts + 1} times; last: {reason}{last}"
                 return outcome
             outcome.restarts += 1
             log.warning("render worker died (%s); restart %d of %d resumes from its checkpoint",

@@ -124,6 +124,10 @@ def main(argv: list[str] | None = None) -> int:
     except FrameError as exc:
         emit("error", step=getattr(exc, "step", "render"), message=str(exc))
         return EXIT_PERMANENT
+    except Exception as exc:  # maybe transient (MemoryError, I/O): the supervisor retries
+        log.exception("render step failed")
+        emit("error", step=getattr(exc, "step", "render"), message=f"{type(exc).__name__}: {exc}")
+        return 1
 
 
 if __name__ == "__main__":
