@@ -115,12 +115,13 @@ def register(bp: Blueprint, ctx: WebContext) -> None:
 
     @bp.get("/render/preview")
     def preview() -> Any:
+        from frame.daemon.night import job_dir
+
         render = live_status(ctx).get("render") or {}
-        name = render.get("preview")
-        if not isinstance(name, str) or not name:
+        render_id = render.get("id")
+        if not render.get("preview") or not isinstance(render_id, int) or isinstance(render_id, bool):
             abort(404)
-        folder = ctx.state_dir.resolve()
-        path = (folder / name).resolve()
-        if not path.is_relative_to(folder) or not path.is_file():
+        path = job_dir(ctx.state_dir, render_id) / "preview.png"
+        if not path.is_file():
             abort(404)
-        return send_file(path, max_age=0)
+        return send_file(path, mimetype="image/png", max_age=0)

@@ -115,11 +115,11 @@ def test_owner_logs_in_rates_and_queues(server, page, store, pictures, controlle
 def test_progress_is_polled_without_reload(server, page, controller, store, state_dir):
     from conftest import write_png
 
-    write_png(state_dir / "preview.png", (150, 110, 90), (100, 60))
+    write_png(state_dir / "checkpoints" / "render-1" / "preview.png", (150, 110, 90), (100, 60))
     store.set_feed_health("museum-rss", "https://example.org/rss", ok=True, items=24, error=None,
                           from_cache=False)
     controller.render = {"id": 1, "kind": "night", "stage": "denoising", "step": 4, "steps": 20,
-                         "eta_seconds": 1600.0, "restarts": 0, "preview": "preview.png"}
+                         "eta_seconds": 1600.0, "restarts": 0, "preview": True}
     page.goto(server + "/status")
     progress = page.locator("#progress")
     sync_api.expect(progress).to_contain_text("step 4 of 20")

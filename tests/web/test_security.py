@@ -183,14 +183,17 @@ def test_stored_names_outside_the_gallery_are_not_served(client, store, state_di
             assert client.get(f"/pictures/{picture_id}/{route}").status_code == 404, (name, route)
 
 
-def test_preview_only_inside_the_state_dir(client, controller, state_dir, tmp_path):
-    outside = tmp_path / "outside.png"
-    outside.write_bytes(b"nope")
-    controller.render = {"stage": "denoising", "step": 1, "steps": 4, "preview": str(outside)}
-    assert client.get("/render/preview").status_code == 404
-    (state_dir / "preview.png").write_bytes(b"\x89PNGpreview")
-    controller.render["preview"] = "preview.png"
-    assert client.get("/render/preview").data == b"\x89PNGpreview"
+def test_preview_comes_only_from_the_running_renders_folder(client, controller, state_dir):
+    folder = state_dir / "checkpoints" / "render-7"
+    folder.mkdir(parents=True)
+    (folder / "preview.png").write_bytes(b"\x89PNGpreview")
+    controller.render = {"id": 7, "stage": "generating", "step": 1, "steps": 4, "preview": False}
+    assert client.get("/render/preview").status_code == 404  # no preview announced yet
+    for bad_id in ("7", "../7", True, None):
+        controller.render.update(id=bad_id, preview=True)
+        assert client.get("/render/preview").status_code == 404, bad_id
+    controller.render["id"] = 7
+    assert client.get("/render/preview?id=../../token").data == b"\x89PNGpreview"
 
 
 def test_gallery_page_must_be_a_small_number(client):
