@@ -98,10 +98,36 @@ def error_diffusion(linear: np.ndarray, inks: np.ndarray, kernel: str = "floyd-s
     return out
 
 
+_FINE = 4096  # steps per unit of linear light in the per-channel cell tables
+# Range the cell tables cover. Rows are clamped to [-0.5, 1.5] before the loop, so the in-row carry
+# keeps |error| <= 1.5 + 7/16 |error|, i.e. <= 2.67, and every value stays inside this span.
+_SPAN = (-2.0, 3.0)
+
+
+@functools.lru_cache(maxsize=1)
+def _cell_tables() -> tuple[list[int], list[int], list[int]]:
+    """Per-channel tables from a fine linear step to that channel's share of the lookup-table index.
+
+    They replace three square roots, clamps and multiplies per pixel by three list reads in the
+    Python loop below.
+    """
+    values = _SPAN[0] + np.arange(int((_SPAN[1] - _SPAN[0]) * _FINE) + 1) / _FINE
+    cells = np.minimum((np.sqrt(np.maximum(values, 0.0)) * _LUT_LEVELS).astype(np.int64), _LUT_LEVELS - 1)
+    return ((cells * _LUT_LEVELS * _LUT_LEVELS).tolist(), (cells * _LUT_LEVELS).tolist(), cells.tolist())
+
+
+def choose_ink(r: float, g: float, b: float, lookup: list[int]) -> int:
+    """The serpentine loop's ink choice for one linear pixel (the loop inlines this for speed)."""
+    red, green, blue = _cell_tables()
+    offset, top = -_SPAN[0] * _FINE, len(red) - 1
+    cells = [min(max(int(v * _FINE + offset), 0), top) for v in (r, g, b)]
+    return lookup[red[cells[0]] + green[cells[1]] + blue[cells[2]]]
+
+
 def _quantise_row(values: list, carry: float, order: range, lookup: list[int], inks: list) -> tuple:
-    """The sequential part of one row: each pixel gets ``carry`` of its left (scan-wise) neighbour's error."""
-    n = _LUT_LEVELS
-    top = n - 1
+    """The sequential part of one row: each pixel gets ``carry`` of its scan-wise predecessor's error."""
+    red, green, blue = _cell_tables()
+    offset = -_SPAN[0] * _FINE
     picked = [0] * len(values)
     errors = [(0.0, 0.0, 0.0)] * len(values)
     er = eg = eb = 0.0
@@ -110,10 +136,7 @@ def _quantise_row(values: list, carry: float, order: range, lookup: list[int], i
         r += er * carry
         g += eg * carry
         b += eb * carry
-        ir = int((r if r > 0.0 else 0.0) ** 0.5 * n)
-        ig = int((g if g > 0.0 else 0.0) ** 0.5 * n)
-        ib = int((b if b > 0.0 else 0.0) ** 0.5 * n)
-        k = lookup[((ir if ir < top else top) * n + (ig if ig < top else top)) * n + (ib if ib < top else top)]
+        k = lookup[red[int(r * _FINE + offset)] + green[int(g * _FINE + offset)] + blue[int(b * _FINE + offset)]]
         qr, qg, qb = inks[k]
         er, eg, eb = r - qr, g - qg, b - qb
         picked[x] = k
@@ -136,7 +159,8 @@ def serpentine(linear: np.ndarray, inks: np.ndarray) -> np.ndarray:
     for y in range(height):
         backwards = y % 2 == 1
         order = range(width - 1, -1, -1) if backwards else range(width)
-        picked, errors = _quantise_row(buf[y].tolist(), 7 / 16, order, lookup, ink_list)
+        row = np.clip(buf[y], -0.5, 1.5).tolist()
+        picked, errors = _quantise_row(row, 7 / 16, order, lookup, ink_list)
         out[y] = picked
         if y + 1 == height:
             break
