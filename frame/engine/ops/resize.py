@@ -3,7 +3,8 @@
 Each resized axis is handled on its own: compute the source coordinate of every output index with
 the node's ``coordinate_transformation_mode``, then gather (nearest) or blend 2 (linear) or 4 (cubic)
 source slices along that axis. N-linear and N-cubic interpolation are separable, so this equals the
-spec's formulas. Nearest keeps the input dtype (it only copies values); linear/cubic compute in
+spec's formulas. Shrinking with ``antialias`` (opset 18) applies a widened filter as a small dense
+(out, in) weight matrix per axis. Nearest keeps the input dtype (it only copies values); linear/cubic compute in
 float32 and cast back.
 """
 
@@ -26,8 +27,6 @@ def _validate_resize(attrs: dict) -> None:
     for name, values in allowed.items():
         if name in attrs and attrs[name] not in values:
             raise UnsupportedOp(f"Resize attribute {name!r} = {attrs[name]!r} (expected one of {', '.join(values)})")
-    if attrs.get("antialias", 0) and attrs.get("mode", "nearest") != "nearest":
-        raise UnsupportedOp("Resize attribute 'antialias' = 1 is not supported for linear/cubic modes")
 
 
 def _source_coords(mode: str, out_len: int, in_len: int, scale: float, roi: tuple[float, float]) -> np.ndarray:
@@ -77,6 +76,37 @@ def _cubic_weights(t: np.ndarray, a: float) -> np.ndarray:
     return np.where(d <= 1, near, far)
 
 
+def _antialias_matrix(coords: np.ndarray, in_len: int, scale: float, opts: dict) -> np.ndarray:
+    """(out_len, in_len) weights of the widened linear/cubic filter used when shrinking with antialias.
+
+    Follows the ONNX reference: the filter is stretched by 1/scale; taps sit at ``base + k`` with
+    ``base = ceil(x) - 1`` (ties take the left pixel); edges repeat the border pixel unless
+    ``exclude_outside``; weights are normalised to sum to 1.
+    """
+    coords = coords.astype(np.float64)
+    base = np.ceil(coords) - 1
+    ratio = coords - base
+    support = 2 if opts["mode"] == "cubic" else 1
+    start = int(np.floor(-support / scale) + 1)
+    offsets = np.arange(start, 2 - start)
+    distance = np.abs(scale * (offsets[None, :] - ratio[:, None]))
+    if support == 1:
+        weights = np.clip(1 - distance, 0, 1)
+    else:
+        a = opts["cubic_coeff_a"]
+        near = ((a + 2) * distance - (a + 3)) * distance * distance + 1
+        far = ((a * distance - 5 * a) * distance + 8 * a) * distance - 4 * a
+        weights = np.where(distance <= 1, near, np.where(distance < 2, far, 0.0))
+    positions = base.astype(np.int64)[:, None] + offsets[None, :]
+    if opts["exclude_outside"]:
+        weights = np.where((positions < 0) | (positions >= in_len), 0.0, weights)
+    weights /= weights.sum(axis=1, keepdims=True)
+    matrix = np.zeros((coords.size, in_len))
+    rows = np.repeat(np.arange(coords.size), offsets.size)
+    np.add.at(matrix, (rows, np.clip(positions, 0, in_len - 1).reshape(-1)), weights.reshape(-1))
+    return matrix.astype(np.float32)
+
+
 def _along(x: np.ndarray, axis: int, shape: tuple[int, ...]) -> np.ndarray:
     view = [1] * len(shape)
     view[axis] = -1
@@ -87,7 +117,10 @@ def _resize_axis(x: np.ndarray, axis: int, out_len: int, scale: float, roi, opts
     in_len = x.shape[axis]
     coords = _source_coords(opts["coordinate_transformation_mode"], out_len, in_len, scale, roi)
     mode = opts["mode"]
-    if mode == "nearest":
+    if mode != "nearest" and opts.get("antialias") and scale < 1:
+        matrix = _antialias_matrix(coords, in_len, float(scale), opts)
+        result = np.moveaxis(np.moveaxis(x, axis, -1) @ matrix.T, -1, axis)
+    elif mode == "nearest":
         result = np.take(x, _nearest_index(coords, opts["nearest_mode"], in_len), axis=axis)
     elif mode == "linear":
         clamped = np.clip(coords, 0, in_len - 1)
@@ -197,9 +230,9 @@ def resize_v18(x: np.ndarray, roi: np.ndarray | None = None, scales: np.ndarray 
                exclude_outside: int = 0, extrapolation_value: float = 0.0,
                keep_aspect_ratio_policy: str = "stretch", mode: str = "nearest",
                nearest_mode: str = "round_prefer_floor") -> np.ndarray:
-    """Adds ``axes`` and ``keep_aspect_ratio_policy``; ``antialias`` only matters for downscaling
-    with linear/cubic, which ``validate`` rejects; half_pixel_symmetric arrives in opset 19."""
+    """Adds ``axes``, ``keep_aspect_ratio_policy`` and ``antialias`` (a widened filter when shrinking
+    with linear/cubic); half_pixel_symmetric arrives in opset 19."""
     opts = {"mode": mode, "coordinate_transformation_mode": coordinate_transformation_mode,
             "nearest_mode": nearest_mode, "cubic_coeff_a": cubic_coeff_a, "exclude_outside": exclude_outside,
-            "extrapolation_value": extrapolation_value}
+            "extrapolation_value": extrapolation_value, "antialias": antialias}
     return _resize(x, roi, scales, sizes, opts, axes, keep_aspect_ratio_policy)

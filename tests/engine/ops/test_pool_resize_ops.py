@@ -119,8 +119,18 @@ def test_resize_keeps_int_and_fp16_dtypes():
              mode="linear", rtol=1e-3, atol=1e-3)
 
 
+@pytest.mark.parametrize("mode", ["linear", "cubic"])
+@pytest.mark.parametrize("coordinate_mode", ["half_pixel", "align_corners", "asymmetric"])
+@pytest.mark.parametrize("exclude_outside", [0, 1])
+def test_resize_antialias_when_shrinking(mode, coordinate_mode, exclude_outside):
+    x = rand(1, 2, 9, 11)
+    run_node("Resize", [x, None, np.array([1, 1, 0.35, 1.5], F32)], opset=18, rtol=1e-4, atol=1e-5, mode=mode,
+             antialias=1, coordinate_transformation_mode=coordinate_mode, exclude_outside=exclude_outside)
+    run_node("Resize", [x, None, None, np.array([1, 2, 4, 5], np.int64)], opset=18, rtol=1e-4, atol=1e-5,
+             mode=mode, antialias=1, coordinate_transformation_mode=coordinate_mode)
+
+
 def test_resize_rejects_bad_attribute_values():
-    for attrs in ({"mode": "area"}, {"coordinate_transformation_mode": "center"}, {"nearest_mode": "even"},
-                  {"mode": "linear", "antialias": 1}):
+    for attrs in ({"mode": "area"}, {"coordinate_transformation_mode": "center"}, {"nearest_mode": "even"}):
         with pytest.raises(UnsupportedOp, match="Resize attribute"):
             bind_node(make_node("Resize", [True, False, True], 1, **attrs), 18)
