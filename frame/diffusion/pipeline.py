@@ -106,17 +106,20 @@ class Pipeline:
         """Fill in defaults and check every value (clear errors before any model is run)."""
         if not isinstance(prompt, str):
             raise UsageError("prompt must be a string")
+        sampler = resolve_sampler_name(sampler)
         if not isinstance(seed, (int, np.integer)) or seed < 0:
             raise UsageError(f"seed must be a non-negative integer, got {seed!r}")
+        steps = self.info.default_steps if steps is None else steps
+        if not isinstance(steps, (int, np.integer)) or steps < 1:
+            raise UsageError(f"steps must be a positive integer, got {steps!r}")
+        guidance = self.info.default_guidance if guidance is None else float(guidance)
+        if guidance < 0:
+            raise UsageError(f"guidance must be ≥ 0, got {guidance}")
         static = self.unet_static_latent()
         native_w, native_h = sizes.auto_size(self.info, 1.0, static) if static else self.info.native_size
         width, height = width or native_w, height or native_h
         sizes.check_size(width, height, self.info, static)
-        guidance = self.info.default_guidance if guidance is None else float(guidance)
-        if guidance < 0:
-            raise UsageError(f"guidance must be ≥ 0, got {guidance}")
-        return Settings(prompt, negative_prompt or "", steps or self.info.default_steps, guidance,
-                        resolve_sampler_name(sampler), int(seed), width, height)
+        return Settings(prompt, negative_prompt or "", int(steps), guidance, sampler, int(seed), width, height)
 
     def generate(self, prompt: str, negative_prompt: str = "", steps: int | None = None,
                  guidance: float | None = None, sampler: str | None = None, seed: int = 0,

@@ -1,0 +1,138 @@
+"""``frame render``: one picture from the command line, with a progress bar on stderr.
+
+Import-light on purpose: numpy and the pipeline load inside the handler. Unset options come from the
+configuration's ``model`` section (source, sampler, steps, guidance, negative prompt, size, VAE tiles,
+weights provider); ``--size auto`` picks a size for the panel's aspect ratio (``display.size``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import TextIO
+
+from frame.errors import UsageError
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("render", help="generate one picture with Stable Diffusion")
+    parser.add_argument("--model", metavar="SRC", help="diffusers ONNX export folder or http(s) URL "
+                        "(default: model.source from the configuration; 'demo' = the bundled demo model)")
+    parser.add_argument("--prompt", help="what to paint (A1111 emphasis like (word:1.3) works)")
+    parser.add_argument("--negative", metavar="TEXT", help="negative prompt (default: model.negative_prompt)")
+    parser.add_argument("--steps", type=int, metavar="N", help="denoising steps (default: per model kind)")
+    parser.add_argument("--guidance", type=float, metavar="G", help="classifier-free guidance scale")
+    parser.add_argument("--sampler", metavar="NAME",
+                        help="euler_a, euler, ddim, dpm++2m, dpm++2m_karras or lcm (default: model.sampler)")
+    parser.add_argument("--seed", type=int, default=0, metavar="N", help="random seed (default 0)")
+    parser.add_argument("--size", metavar="WxH", help="image size like 512x320, or 'auto' (default: model.size)")
+    parser.add_argument("--out", required=True, metavar="FILE.png", help="where to write the PNG")
+    parser.add_argument("--init-noise", metavar="FILE.npy", help="start from this standard-normal latent noise")
+    parser.add_argument("--save-latents", metavar="FILE.npy", help="also save the final latents")
+    parser.add_argument("--decode-latents", metavar="FILE.npy",
+                        help="skip denoising: decode these latents (from --save-latents)")
+    parser.add_argument("--resume", metavar="DIR",
+                        help="checkpoint every step in DIR and continue an interrupted render from it")
+    parser.set_defaults(func=render_command)
+
+
+class ProgressBar:
+    """One updating line on a terminal (a line per step otherwise): step, bar, percent, ETA."""
+
+    def __init__(self, stream: TextIO, width: int = 30) -> None:
+        self.stream = stream
+        self.width = width
+        self.tty = stream.isatty()
+        self.last_draw = 0.0
+
+    def __call__(self, progress) -> None:
+        now = time.monotonic()
+        if progress.phase == "unet" and not progress.step_done and self.tty and now - self.last_draw < 0.2:
+            return
+        if not self.tty and not (progress.step_done or progress.phase != "unet" and progress.op_fraction == 0):
+            return
+        self.last_draw = now
+        self.stream.write(("\r" if self.tty else "") + self._line(progress) + ("" if self.tty else "\n"))
+        self.stream.flush()
+
+    def _line(self, progress) -> str:
+        if progress.phase == "text":
+            return "encoding prompt…".ljust(self.width + 40)
+        if progress.phase == "vae":
+            return f"decoding image {progress.op_fraction:4.0%}".ljust(self.width + 40)
+        filled = int(progress.fraction * self.width)
+        eta = "" if progress.eta_seconds is None else f" ETA {_clock(progress.eta_seconds)}"
+        shown = progress.step if progress.step_done else progress.step + 1
+        return (f"step {shown}/{progress.steps} [{'#' * filled}{'.' * (self.width - filled)}] "
+                f"{progress.fraction:4.0%}{eta}").ljust(self.width + 40)
+
+    def finish(self) -> None:
+        if self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
+
+
+def _load_array(path: str, what: str):
+    import numpy as np
+
+    try:
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{what}: cannot read {path}: {exc}") from exc
+
+
+def _size(pipe, text: str, display_size: str) -> tuple[int, int]:
+    from frame.diffusion.sizes import parse_size
+
+    size = parse_size(text)
+    if size is not None:
+        return size
+    panel = parse_size(display_size)
+    assert panel is not None
+    return pipe.auto_size(panel[0] / panel[1])
+
+
+def render_command(args: argparse.Namespace) -> int:
+    from frame.config import load_config
+    from frame.diffusion.pipeline import load_pipeline
+    from frame.diffusion.pngmeta import save_png
+    from frame.diffusion.resume import ResumeStore
+    from frame.models import resolve_model_source
+
+    config = load_config(args.config)
+    model = config.model
+    if args.prompt is None and args.decode_latents is None:
+        raise UsageError("render: --prompt is required (or --decode-latents FILE.npy)")
+    pipe = load_pipeline(args.model or resolve_model_source(model.source), cache_dir=model.cache_dir or None,
+                         weights=model.weights, attention_slices=model.attention_slices,
+                         vae_tile=model.vae_tile, vae_tile_overlap=model.vae_tile_overlap)
+    bar = ProgressBar(sys.stderr)
+    parameters = None
+    if args.decode_latents:
+        image = pipe.decode(_load_array(args.decode_latents, "--decode-latents"), bar)
+    else:
+        width, height = _size(pipe, args.size or model.size, config.display.size)
+        settings = pipe.settings(args.prompt, model.negative_prompt if args.negative is None else args.negative,
+                                 args.steps or model.steps, model.guidance if args.guidance is None else args.guidance,
+                                 args.sampler or model.sampler, args.seed, width, height)
+        noise = _load_array(args.init_noise, "--init-noise") if args.init_noise else None
+        latents = pipe.denoise_settings(settings, noise, bar, args.resume)
+        if args.save_latents:
+            import numpy as np
+
+            np.save(args.save_latents, latents)
+        image = pipe.decode(latents, bar)
+        parameters = pipe.parameters(settings).to_text()
+    bar.finish()
+    save_png(image, args.out, parameters)
+    if args.resume:
+        ResumeStore(args.resume, "").clear()
+    print(f"wrote {args.out} ({image.width}x{image.height})")
+    return 0
