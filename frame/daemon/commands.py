@@ -49,6 +49,8 @@ def _setup_logging(config: Any, debug: bool) -> None:
         root.addHandler(logging.StreamHandler(sys.stdout))
     for handler in root.handlers:
         handler.setFormatter(logging.Formatter(fmt))
+    if not debug:  # APScheduler logs every job addition and run at INFO; our job wrapper says enough
+        logging.getLogger("apscheduler").setLevel(logging.WARNING)
 
 
 def cmd_run(args: argparse.Namespace) -> int:

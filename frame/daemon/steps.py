@@ -109,26 +109,55 @@ class ProgressRelay:
         self.emit("progress", **fields)
 
 
+def _png_with_parameters(image: Any) -> bytes:
+    from PIL import PngImagePlugin
+
+    info = PngImagePlugin.PngInfo()
+    if image.info.get("parameters"):
+        info.add_text("parameters", image.info["parameters"])  # A1111-style, readable by other tools
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG", pnginfo=info)
+    return buffer.getvalue()
+
+
+def _size(config: Any, pipe: Any) -> tuple[int, int]:
+    """``model.size``, or for "auto" the model's native area at the panel's aspect ratio."""
+    size = parse_size(config.model.size)
+    if size:
+        return size
+    width, height = parse_size(config.display.size) or (1, 1)
+    if config.display.rotate in (90, 270):
+        width, height = height, width
+    return pipe.auto_size(width / height)
+
+
 def generate(job: dict[str, Any], config: Any, choice: dict[str, Any], job_dir: Path, emit: Emit) -> Path:
+    """Generate ``image.png`` (resuming from ``JOB_DIR/diffusion``) and record the resolved settings."""
     out = job_dir / "image.png"
     if out.exists():
         return out
     try:
         from frame.diffusion import load_pipeline
+        from frame.models import resolve_model_source
     except ImportError as exc:
         raise StepUnavailable("generate", f"the diffusion pipeline is not available: {exc}") from exc
     emit("stage", stage="loading model")
-    pipe = load_pipeline(config.model.source)
-    size = parse_size(config.model.size)
-    emit("stage", stage="generating")
-
-    on_step = ProgressRelay(job_dir, emit)
-    image = pipe.generate(
-        choice["prompt"], negative_prompt=choice["negative_prompt"], steps=config.model.steps,
-        guidance=config.model.guidance, sampler=config.model.sampler, seed=job["seed"],
-        width=size[0] if size else None, height=size[1] if size else None, callback=on_step,
-        state_dir=job_dir / "diffusion")
-    write_bytes_atomic(out, _png_bytes(image))
+    model = config.model
+    pipe = load_pipeline(resolve_model_source(model.source), cache_dir=model.cache_dir or None,
+                         weights=model.weights, attention_slices=model.attention_slices,
+                         vae_tile=model.vae_tile, vae_tile_overlap=model.vae_tile_overlap)
+    width, height = _size(config, pipe)
+    settings = pipe.settings(choice["prompt"], choice["negative_prompt"], model.steps, model.guidance,
+                             model.sampler, job["seed"], width, height)
+    write_json(job_dir / "generation.json", {
+        "steps": settings.steps, "guidance": settings.guidance, "sampler": settings.sampler,
+        "width": settings.width, "height": settings.height, "model": pipe.info.name})
+    emit("stage", stage="generating", steps=settings.steps)
+    image = pipe.generate(settings.prompt, negative_prompt=settings.negative_prompt, steps=settings.steps,
+                          guidance=settings.guidance, sampler=settings.sampler, seed=settings.seed,
+                          width=settings.width, height=settings.height, callback=ProgressRelay(job_dir, emit),
+                          resume_dir=job_dir / "diffusion")
+    write_bytes_atomic(out, _png_with_parameters(image))
     return out
 
 
@@ -199,14 +228,14 @@ def run_steps(job: dict[str, Any], config: Any, job_dir: Path, emit: Emit) -> di
     write_json(job_dir / "timings.json", timings)
     panel = _timed(timings, "prepare", lambda: prepare_for_panel(config, image, job_dir, emit))
     write_json(job_dir / "timings.json", timings)
-    size = parse_size(config.model.size)
+    generation = read_json(job_dir / "generation.json", default={})
     meta = {
         "prompt": choice["prompt"], "negative_prompt": choice["negative_prompt"],
         "theme": choice.get("theme", ""), "style": choice.get("style", ""), "origin": choice.get("origin", ""),
-        "seed": job["seed"], "sampler": config.model.sampler, "steps": config.model.steps,
-        "guidance": config.model.guidance, "width": size[0] if size else None,
-        "height": size[1] if size else None, "model": config.model.source, "why": choice.get("why"),
-        "features": choice.get("features"), "timings": timings,
+        "seed": job["seed"], "sampler": generation.get("sampler"), "steps": generation.get("steps"),
+        "guidance": generation.get("guidance"), "width": generation.get("width"),
+        "height": generation.get("height"), "model": generation.get("model") or config.model.source,
+        "why": choice.get("why"), "features": choice.get("features"), "timings": timings,
     }
     return {"image": str(image), "panel": str(panel), "meta": meta,
             "prompt_id": choice.get("prompt_id"), "feed_item_id": choice.get("feed_item_id")}
