@@ -126,17 +126,28 @@ class IKNNClassifier(ClassifierMixin, BaseEstimator):
         if not isinstance(self.diversity, numbers.Real) or self.diversity < 0:
             raise ValueError(f"diversity must be a number >= 0, got {self.diversity!r}")
 
-    def fit(self, X, y) -> IKNNClassifier:
-        """Score the candidate subspaces and keep the best as voters. Returns ``self``."""
+    def fit(self, X, y, *, feature_names=None, sample_ids=None) -> IKNNClassifier:
+        """Score the candidate subspaces and keep the best as voters. Returns ``self``.
+
+        ``feature_names`` and ``sample_ids`` only label explanations and plots; by default they
+        come from a DataFrame's columns and index, else ``x0, x1, ...`` and row positions.
+        """
         self._check_params()
-        ids = X.index if hasattr(X, "iloc") else None  # DataFrame row labels become explanation ids
+        if sample_ids is None and hasattr(X, "iloc"):
+            sample_ids = X.index  # DataFrame row labels become explanation ids
         X, y = validate_data(self, X, y, dtype=np.float64)
         check_classification_targets(y)
         self.classes_, y_enc = np.unique(y, return_inverse=True)
         n, d = X.shape
-        names = getattr(self, "feature_names_in_", None)
-        self.feature_names_ = [str(s) for s in names] if names is not None else [f"x{i}" for i in range(d)]
-        self.sample_ids_ = list(ids) if ids is not None and len(ids) == n else list(range(n))
+        if feature_names is None:
+            feature_names = getattr(self, "feature_names_in_", None)
+        self.feature_names_ = [f"x{i}" for i in range(d)] if feature_names is None else [str(s) for s in feature_names]
+        self.sample_ids_ = list(range(n)) if sample_ids is None else list(sample_ids)
+        if len(self.feature_names_) != d or len(self.sample_ids_) != n:
+            raise ValueError(
+                f"got {len(self.feature_names_)} feature names and {len(self.sample_ids_)} sample ids "
+                f"for {n} rows × {d} features"
+            )
         self.X_train_, self.y_train_ = X, y_enc
         self.center_, self.scale_ = self._scaling_params(X)
         self.n_neighbors_ = max(1, min(self.n_neighbors, n - 1))

@@ -49,12 +49,14 @@ def test_explanation_is_complete_and_consistent(wine, params):
 def test_custom_sentence_and_label_names():
     X = np.array([[0.0, 0.0], [0.1, 0.2], [0.2, 0.1], [0.3, 0.3], [3.0, 3.0], [3.1, 2.9], [2.9, 3.2]])
     y = np.array([1, 1, 1, 1, 0, 0, 0])
-    clf = IKNNClassifier(n_neighbors=4).fit(X, y)
-    clf.feature_names_ = ["warmth", "realism"]
+    clf = IKNNClassifier(n_neighbors=4).fit(X, y, feature_names=["warmth", "realism"], sample_ids=list("abcdefg"))
     e = clf.explain([0.15, 0.15], sentence="on {space}, {count} of your {k} most similar rated pictures were {label}",
                     label_names={1: "liked", 0: "disliked"})
     assert e.subspaces[0].summary == "on warmth × realism, 4 of your 4 most similar rated pictures were liked"
     assert e.summary.startswith("predicted liked")
+    assert {n.row_id for n in e.subspaces[0].neighbours} == {"a", "b", "c", "d"}
+    with pytest.raises(ValueError, match="2 feature names"):
+        IKNNClassifier().fit(X[:, :1], y, feature_names=["warmth", "realism"])
 
 
 def test_explain_rejects_several_rows(wine):

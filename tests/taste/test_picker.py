@@ -1,0 +1,140 @@
+"""ThemePicker: cold start, exploration, recency, explanations, and learning simulated owners."""
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+from owners import STYLES, THEMES, Owner, hashed_bag_of_words
+
+from frame.errors import FrameError
+from frame.taste.features import Candidate
+from frame.taste.picker import TasteSettings, ThemePicker
+from frame.taste.ratings import Rating
+
+
+@dataclass
+class FeedItem:  # shaped like a prompt-feed entry; the picker must not import the daemon's class
+    title: str
+    prompt: str
+    popularity: float
+    source: str = "lexica"
+
+
+def picker(**settings):
+    return ThemePicker(hashed_bag_of_words, TasteSettings(themes=THEMES, styles=STYLES, **settings))
+
+
+def simulate(p, owner, nights=60, seed=0):
+    rng = np.random.default_rng(seed)
+    pool = p.candidates()
+    ratings, recent, liked, choices = [], [], [], []
+    for night in range(nights):
+        choice = p.pick(pool, ratings, recent, rng=rng)
+        liked.append(owner.truly_likes(choice.candidate))
+        ratings.append(Rating(choice.candidate, owner.rate(choice.candidate), picture_id=f"night-{night}"))
+        recent.append(choice.candidate.theme)
+        choices.append(choice)
+    return np.array(liked), choices
+
+
+@pytest.mark.parametrize(
+    "weights, seed",
+    [({"warmth": 1, "urban": -1}, 0), ({"realism": 1, "drama": 1}, 1), ({"detail": -1, "warmth": -1}, 2)],
+)
+def test_learns_a_hidden_taste_within_60_nights(weights, seed):
+    p = picker()
+    owner = Owner(weights, p.candidates(), share=0.3, noise=0.1, seed=seed)
+    liked, choices = simulate(p, owner, seed=seed)
+    assert owner.base_rate == pytest.approx(0.3, abs=0.02)  # what choosing at random would give
+    assert liked.mean() >= owner.base_rate + 0.25
+    assert liked[30:].mean() >= owner.base_rate + 0.3
+    modes = [c.mode for c in choices]
+    assert modes[:10] == ["variety"] * 10
+    assert 3 <= modes.count("explore") <= 20  # explore_rate 0.2 of the 50 learning nights
+    for night, choice in enumerate(choices):
+        recent = {c.candidate.theme for c in choices[max(0, night - 5) : night]}
+        assert choice.candidate.theme not in recent
+
+
+def test_model_choice_carries_a_json_explanation():
+    p = picker(explore_rate=0.0)
+    owner = Owner({"warmth": 1}, p.candidates(), seed=3)
+    _, choices = simulate(p, owner, nights=25, seed=3)
+    choice = choices[-1]
+    assert choice.mode == "model"
+    data = json.loads(json.dumps(choice.to_dict()))
+    space = data["explanation"]["subspaces"][0]
+    assert set(space) >= {"features", "score", "weight", "neighbours", "vote", "contribution", "summary"}
+    assert space["neighbours"][0]["row_id"].startswith("night-")
+    assert space["neighbours"][0]["theme"] in THEMES
+    assert "of your 8 most similar rated pictures were" in data["reason"]
+    assert data["candidate"]["theme"] == choice.candidate.theme
+    assert Candidate.from_dict(data["candidate"]).text == choice.candidate.text
+
+
+def test_cold_start_prefers_unseen_themes_then_feed_popularity():
+    p = picker()
+    feed = [FeedItem("aurora", "aurora over a frozen lake", 50.0), FeedItem("koi", "koi pond", 5.0)]
+    pool = p.candidates(feed)
+    assert len(pool) == len(THEMES) * len(STYLES) + 2
+    rng = np.random.default_rng(0)
+    first = p.pick(pool, [], [], rng=rng)
+    assert first.mode == "variety" and first.candidate.prompt == "aurora over a frozen lake"
+    assert first.candidate.source == "lexica"
+    ratings = [Rating(c, True) for c in pool[:3]]
+    second = p.pick(pool, ratings, ["aurora"], rng=rng)
+    assert second.candidate.theme not in {"aurora", THEMES[0]}
+    assert "3 of 10 ratings" in second.reason
+    json.dumps(second.to_dict())
+
+
+def test_one_kind_of_verdict_falls_back_to_variety():
+    p = picker()
+    pool = p.candidates()
+    ratings = [Rating(c, 5) for c in pool[:12]]
+    choice = p.pick(pool, ratings, [], rng=np.random.default_rng(0))
+    assert choice.mode == "variety" and "same" in choice.reason
+
+
+def test_exploration_rate_is_respected():
+    p_always, p_never = picker(explore_rate=1.0, min_ratings=4), picker(explore_rate=0.0, min_ratings=4)
+    pool = p_always.candidates()
+    ratings = [Rating(c, i % 2 == 0) for i, c in enumerate(pool[:: len(STYLES)][:8])]
+    rng = np.random.default_rng(1)
+    explored = [p_always.pick(pool, ratings, rng=rng) for _ in range(5)]
+    assert {c.mode for c in explored} == {"explore"}
+    rated = {r.candidate.theme for r in ratings}
+    assert all(c.candidate.theme not in rated for c in explored)  # least-rated themes first
+    assert {p_never.pick(pool, ratings, rng=rng).mode for _ in range(5)} == {"model"}
+
+
+def test_star_ratings_with_neutral_class_and_parameters_as_features():
+    p = ThemePicker(hashed_bag_of_words, TasteSettings(themes=THEMES, explore_rate=0.0, min_ratings=6))
+    pool = [Candidate(theme=t, params={"steps": s, "guidance": 7.0}) for t in THEMES for s in (2, 4)]
+    stars = [5, 4, 3, 1, 2, 5, 3, 4, 1, 5, 2, 3]
+    ratings = [Rating(c, s, picture_id=i) for i, (c, s) in enumerate(zip(pool[::2], stars))]
+    model, names, params = p.fit(ratings, pool)
+    assert set(model.classes_) == {"liked", "neutral", "disliked"}
+    assert params == ["guidance", "steps"] and names[-2:] == ["guidance", "steps"]
+    choice = p.pick(pool, ratings, rng=np.random.default_rng(0))
+    assert choice.mode == "model" and 0.0 <= choice.score <= 1.0
+
+
+def test_every_theme_recent_allows_repeats():
+    p = ThemePicker(hashed_bag_of_words, TasteSettings(themes=("a", "b"), avoid_recent=5))
+    choice = p.pick(p.candidates(), [], ["a", "b"], rng=np.random.default_rng(0))
+    assert choice.candidate.theme in {"a", "b"}
+
+
+def test_settings_validation_and_config_adapter():
+    with pytest.raises(FrameError, match="taste.explore_rate"):
+        TasteSettings(explore_rate=1.5)
+    with pytest.raises(FrameError, match="taste.n_neighbors"):
+        TasteSettings(n_neighbors=0)
+    settings = TasteSettings.from_config({"themes": ["x"], "explore_rate": 0.1, "axes": None})
+    assert settings.themes == ("x",) and settings.explore_rate == 0.1 and settings.min_ratings == 10
+    with pytest.raises(FrameError, match="no candidates"):
+        ThemePicker(hashed_bag_of_words).candidates()
+    with pytest.raises(FrameError, match="feed item"):
+        ThemePicker(hashed_bag_of_words).candidates([{"popularity": 3}])
