@@ -1,0 +1,152 @@
+"""Resume after power loss: checkpoint file integrity, and renders that survive crashes and SIGKILL."""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from frame.diffusion import load_pipeline
+from frame.diffusion.resume import FILENAME, Checkpoint, ResumeStore
+from frame.models import demo_model_path
+
+ROOT = Path(__file__).resolve().parents[2]
+SIZE = dict(width=64, height=64)
+
+
+def _checkpoint() -> Checkpoint:
+    rng = np.random.Generator(np.random.PCG64(7))
+    rng.standard_normal(10)
+    return Checkpoint(3, np.arange(16, dtype=np.float32).reshape(1, 4, 2, 2),
+                      {"previous_x0": np.ones((1, 4, 2, 2), np.float32)}, rng.bit_generator.state)
+
+
+def test_checkpoint_round_trip(tmp_path):
+    store = ResumeStore(tmp_path, "abc")
+    store.save(_checkpoint())
+    loaded = ResumeStore(tmp_path, "abc").load()
+    assert loaded is not None and loaded.step == 3
+    assert np.array_equal(loaded.latents, _checkpoint().latents)
+    assert np.array_equal(loaded.history["previous_x0"], np.ones((1, 4, 2, 2)))
+    assert loaded.rng_state == _checkpoint().rng_state
+    assert not (tmp_path / (FILENAME + ".tmp")).exists()
+    store.clear()
+    assert ResumeStore(tmp_path, "abc").load() is None
+
+
+def test_other_parameters_start_fresh(tmp_path):
+    ResumeStore(tmp_path, "abc").save(_checkpoint())
+    assert ResumeStore(tmp_path, "different").load() is None
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "garbage", "empty"])
+def test_damaged_checkpoint_is_detected(tmp_path, caplog, damage):
+    ResumeStore(tmp_path, "abc").save(_checkpoint())
+    path = tmp_path / FILENAME
+    blob = bytearray(path.read_bytes())
+    if damage == "flip":
+        blob[len(blob) // 2] ^= 0x01
+    elif damage == "truncate":
+        blob = blob[: len(blob) - 100]
+    elif damage == "garbage":
+        blob = bytearray(b"not a checkpoint at all")
+    else:
+        blob = bytearray()
+    path.write_bytes(bytes(blob))
+    with caplog.at_level(logging.WARNING):
+        assert ResumeStore(tmp_path, "abc").load() is None
+    assert any("damaged" in r.getMessage() for r in caplog.records)
+
+
+class Crash(Exception):
+    pass
+
+
+def _crash_after(step: int):
+    def callback(progress):
+        if progress.step_done and progress.step == step:
+            raise Crash()
+    return callback
+
+
+@pytest.mark.parametrize("sampler", ["dpm++2m", "euler_a"])
+def test_render_resumes_after_a_crash_bit_identically(tmp_path, sampler):
+    pipe = load_pipeline(demo_model_path())
+    args = dict(steps=5, sampler=sampler, seed=11, **SIZE)
+    straight = np.asarray(pipe.generate("a lighthouse", **args))
+    with pytest.raises(Crash):
+        pipe.generate("a lighthouse", callback=_crash_after(3), resume_dir=tmp_path, **args)
+    seen = []
+    resumed = pipe.generate("a lighthouse", resume_dir=tmp_path, callback=seen.append, **args)
+    assert [e.step for e in seen if e.step_done] == [4, 5]  # continued after step 3
+    assert np.array_equal(np.asarray(resumed), straight)
+    assert not (tmp_path / FILENAME).exists()  # cleared when finished
+
+
+def test_changed_parameters_do_not_mix(tmp_path):
+    pipe = load_pipeline(demo_model_path())
+    with pytest.raises(Crash):
+        pipe.generate("a lighthouse", steps=4, seed=1, callback=_crash_after(2), resume_dir=tmp_path, **SIZE)
+    seen = []
+    other = pipe.generate("a lighthouse", steps=4, seed=2, resume_dir=tmp_path, callback=seen.append, **SIZE)
+    assert [e.step for e in seen if e.step_done] == [1, 2, 3, 4]
+    assert np.array_equal(np.asarray(other), np.asarray(pipe.generate("a lighthouse", steps=4, seed=2, **SIZE)))
+
+
+def _render(out: Path, resume: Path | None, extra_env=None) -> subprocess.Popen:
+    command = [sys.executable, "-m", "frame", "render", "--model", str(demo_model_path()), "--prompt",
+               "a storm at sea", "--steps", "8", "--seed", "4", "--sampler", "euler_a", "--size", "64x64",
+               "--out", str(out)]
+    if resume is not None:
+        command += ["--resume", str(resume)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **(extra_env or {})}
+    env.pop("FRAME_CONFIG", None)
+    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for_checkpoint(state: Path, process: subprocess.Popen, after_mtime: float, timeout: float = 60) -> float:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            mtime = state.stat().st_mtime_ns
+        except FileNotFoundError:
+            mtime = 0
+        if mtime > after_mtime:
+            return mtime
+        assert process.poll() is None, process.communicate()
+        time.sleep(0.005)
+    raise AssertionError("no checkpoint written in time")
+
+
+def test_sigkill_at_random_moments_then_resume_gives_identical_png(tmp_path):
+    reference = _render(tmp_path / "reference.png", None)
+    assert reference.wait(timeout=120) == 0, reference.communicate()
+
+    state_dir, state = tmp_path / "state", tmp_path / "state" / FILENAME
+    rng = random.Random(1)
+    mtime = 0
+    for _ in range(2):  # two power cuts, each a random moment after a new checkpoint appeared
+        victim = _render(tmp_path / "out.png", state_dir)
+        mtime = _wait_for_checkpoint(state, victim, mtime)
+        time.sleep(rng.uniform(0.0, 0.3))
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(timeout=30)
+        assert victim.returncode == -signal.SIGKILL
+        assert not (tmp_path / "out.png").exists()
+    final = _render(tmp_path / "out.png", state_dir)
+    _, err = final.communicate(timeout=120)
+    assert final.returncode == 0, err
+    assert "resuming from step" in err
+    a = np.asarray(Image.open(tmp_path / "reference.png"))
+    b = np.asarray(Image.open(tmp_path / "out.png"))
+    assert np.array_equal(a, b)
+    assert not state.exists()
