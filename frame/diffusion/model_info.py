@@ -2,8 +2,9 @@
 
 Detection reads only small JSON files: ``model_index.json`` names the components (``text_encoder_2``
 means SDXL), the component ``config.json`` files give the native size and the VAE scaling factor, and
-the scheduler config plus the model's name tell a few-step Turbo/Lightning model (name contains
-"turbo", or ``timestep_spacing: trailing`` without zero-SNR rescaling) from a regular one.
+the scheduler config plus the model's name (folder name or ``_name_or_path``) tell a few-step
+Turbo/Lightning model (name contains "turbo", or ``timestep_spacing: trailing`` without zero-SNR
+rescaling) from a regular one.
 """
 
 from __future__ import annotations
@@ -91,7 +92,8 @@ def read_model_info(files: ModelFiles) -> ModelInfo:
     scheduler = files.json("scheduler/scheduler_config.json")
     unet = files.json("unet/config.json", required=False)
     vae = files.json("vae_decoder/config.json", required=False)
-    name = " ".join(str(x) for x in (files.source, index.get("_name_or_path", "")))
+    folder_name = files.source.rstrip("/").rsplit("/", 1)[-1]
+    name = f"{folder_name} {index.get('_name_or_path', '')}"
     vae_factor = 2 ** (len(vae.get("block_out_channels", [0] * 4)) - 1)
     unet_levels = len(unet.get("block_out_channels", [0] * 4))
     info = ModelInfo(

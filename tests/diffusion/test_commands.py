@@ -1,0 +1,83 @@
+"""``frame render`` through its argparse registration (as frame/cli.py wires it)."""
+
+from __future__ import annotations
+
+import argparse
+import io
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from frame.diffusion import commands
+from frame.diffusion.progress import Progress
+from frame.errors import FrameError, UsageError
+from frame.models import demo_model_path
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="frame")
+    parser.add_argument("--config")
+    parser.add_argument("--debug", action="store_true")
+    commands.register(parser.add_subparsers(dest="command"))
+    return parser.parse_args(argv)
+
+
+@pytest.fixture(autouse=True)
+def no_user_config(monkeypatch):
+    monkeypatch.delenv("FRAME_CONFIG", raising=False)
+
+
+def test_render_save_and_decode_latents(tmp_path, capsys):
+    out, latents = tmp_path / "a.png", tmp_path / "a.npy"
+    args = parse(["render", "--model", str(demo_model_path()), "--prompt", "a cat", "--steps", "2",
+                  "--size", "64x64", "--seed", "7", "--sampler", "ddim", "--guidance", "3",
+                  "--out", str(out), "--save-latents", str(latents)])
+    assert args.func(args) == 0
+    image = Image.open(out)
+    assert image.size == (64, 64)
+    assert "Steps: 2, Sampler: DDIM, CFG scale: 3, Seed: 7, Size: 64x64" in image.info["parameters"]
+    assert np.load(latents).shape == (1, 4, 8, 8)
+    assert "wrote" in capsys.readouterr().out
+
+    again = tmp_path / "b.png"
+    args = parse(["render", "--model", str(demo_model_path()), "--decode-latents", str(latents), "--out", str(again)])
+    assert args.func(args) == 0
+    assert np.array_equal(np.asarray(Image.open(again)), np.asarray(image))
+
+
+def test_model_defaults_to_the_configured_demo(tmp_path):
+    noise = tmp_path / "noise.npy"
+    np.save(noise, np.random.default_rng(0).standard_normal((1, 4, 4, 4)).astype(np.float32))
+    args = parse(["render", "--prompt", "x", "--steps", "1", "--guidance", "0", "--size", "32x32",
+                  "--init-noise", str(noise), "--out", str(tmp_path / "c.png")])
+    assert args.func(args) == 0
+    assert "Model: demo" in Image.open(tmp_path / "c.png").info["parameters"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "error", "message"),
+    [
+        (["--prompt", "x", "--sampler", "heun"], UsageError, "unknown sampler 'heun'"),
+        (["--prompt", "x", "--size", "50x50"], UsageError, "multiples of 16"),
+        (["--steps", "2"], UsageError, "--prompt is required"),
+        (["--prompt", "x", "--init-noise", "/nonexistent.npy"], UsageError, "--init-noise: cannot read"),
+        (["--prompt", "x", "--model", "/nonexistent/model"], FrameError, "model folder not found"),
+    ],
+)
+def test_bad_input(tmp_path, argv, error, message):
+    args = parse(["render", "--out", str(tmp_path / "x.png"), *argv])
+    with pytest.raises(error, match=message):
+        args.func(args)
+
+
+def test_progress_bar_lines():
+    stream = io.StringIO()
+    bar = commands.ProgressBar(stream)
+    bar(Progress("text", 0, 4, 0.0, 0.0, None))
+    bar(Progress("unet", 0, 4, 0.5, 0.125, 30.0))  # op report: not drawn off a terminal
+    bar(Progress("unet", 2, 4, 0.0, 0.5, 3725.0, step_done=True))
+    lines = stream.getvalue().splitlines()
+    assert lines[0].startswith("encoding prompt")
+    assert lines[1].startswith("step 2/4 [###############...............]  50% ETA 1:02:05")
+    assert len(lines) == 2

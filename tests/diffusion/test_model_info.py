@@ -1,0 +1,133 @@
+"""Model kind detection, sizes, PNG parameter text, and model files served over HTTP."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from frame.diffusion.model_files import ModelFiles
+from frame.diffusion.model_info import is_turbo, read_model_info
+from frame.diffusion.pngmeta import GenerationParameters
+from frame.diffusion.sizes import auto_size, check_size, parse_size
+from frame.errors import FrameError, UsageError
+from frame.models import demo_model_path
+
+SCHEDULER = {"_class_name": "EulerDiscreteScheduler", "beta_schedule": "scaled_linear", "beta_start": 0.00085,
+             "beta_end": 0.012, "timestep_spacing": "leading", "steps_offset": 1}
+
+
+def make_export(root: Path, components: dict, scheduler: dict | None = None, name: str = "",
+                unet: dict | None = None) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "model_index.json").write_text(json.dumps({"_name_or_path": name, **components}))
+    (root / "scheduler").mkdir(exist_ok=True)
+    (root / "scheduler" / "scheduler_config.json").write_text(json.dumps(scheduler or SCHEDULER))
+    if unet is not None:
+        (root / "unet").mkdir(exist_ok=True)
+        (root / "unet" / "config.json").write_text(json.dumps(unet))
+    return root
+
+
+SD15 = {"text_encoder": ["transformers", "CLIPTextModel"], "unet": ["diffusers", "UNet2DConditionModel"]}
+SDXL = {**SD15, "text_encoder_2": ["transformers", "CLIPTextModelWithProjection"]}
+
+
+def test_sd15_demo_model_info():
+    info = read_model_info(ModelFiles(demo_model_path()))
+    assert (info.kind, info.turbo, info.label) == ("sd15", False, "SD 1.5")
+    assert info.scaling_factor == pytest.approx(0.18215)
+    assert info.vae_factor == 8 and info.native_size == (512, 512)
+    assert (info.default_steps, info.default_guidance) == (20, 7.5)
+
+
+def test_sdxl_and_turbo_detection(tmp_path):
+    sdxl = read_model_info(ModelFiles(make_export(tmp_path / "xl", SDXL, unet={"sample_size": 128,
+                                                                              "block_out_channels": [1, 2, 3]})))
+    assert (sdxl.kind, sdxl.turbo, sdxl.scaling_factor, sdxl.native_size) == ("sdxl", False, 0.13025, (1024, 1024))
+    assert sdxl.default_guidance == 5.0 and sdxl.force_zeros_for_empty_prompt
+    turbo = read_model_info(ModelFiles(make_export(tmp_path / "t", SDXL, name="stabilityai/sdxl-turbo")))
+    assert turbo.turbo and turbo.label == "SDXL Turbo"
+    assert (turbo.default_steps, turbo.default_guidance) == (1, 0.0)
+
+
+def test_turbo_heuristics():
+    assert is_turbo("sd-turbo-onnx", {})
+    assert is_turbo("x", {"timestep_spacing": "trailing"})
+    assert not is_turbo("x", {"timestep_spacing": "trailing", "rescale_betas_zero_snr": True})
+    assert not is_turbo("stable-diffusion-v1-5", {"timestep_spacing": "leading"})
+
+
+def test_refiner_and_empty_index_are_rejected(tmp_path):
+    refiner = make_export(tmp_path / "r", {"text_encoder_2": ["transformers", "CLIPTextModelWithProjection"]})
+    with pytest.raises(FrameError, match="refiner"):
+        read_model_info(ModelFiles(refiner))
+    with pytest.raises(FrameError, match="no text_encoder"):
+        read_model_info(ModelFiles(make_export(tmp_path / "e", {})))
+
+
+def test_sizes():
+    info = read_model_info(ModelFiles(demo_model_path()))
+    assert parse_size("512x320") == (512, 320) and parse_size(" auto ") is None
+    with pytest.raises(UsageError, match="WIDTHxHEIGHT"):
+        parse_size("512by320")
+    assert check_size(512, 320, info) == (40, 64)
+    with pytest.raises(UsageError, match="multiples of 16 pixels.*e.g. 512x320"):
+        check_size(510, 322, info)
+    with pytest.raises(UsageError, match="fixed axes and only renders 512x512"):
+        check_size(256, 256, info, static_latent=(64, 64))
+    width, height = auto_size(info, 800 / 480)
+    assert width % 16 == 0 and height % 16 == 0
+    assert width / height == pytest.approx(800 / 480, rel=0.03)
+    assert 0.8 < width * height / 512**2 < 1.25
+    assert auto_size(info, 1.0) == (512, 512)
+    assert auto_size(info, 2.0, static_latent=(64, 64)) == (512, 512)
+
+
+def test_parameters_text_quotes_separators():
+    text = GenerationParameters("a cat", "", 4, "euler_a", 7.0, 1, 64, 64, "my, model").to_text()
+    assert text == ("a cat\nSteps: 4, Sampler: Euler a, CFG scale: 7, Seed: 1, Size: 64x64, "
+                    f'Model: "my, model", Version: frame {__import__("frame").__version__}')
+
+
+@pytest.fixture
+def served_demo(tmp_path):
+    """The demo export behind a real HTTP server that counts requests per path."""
+    root = tmp_path / "served"
+    shutil.copytree(demo_model_path(), root)
+    hits: dict[str, int] = {}
+
+    class Handler(SimpleHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server naming)
+            hits[self.path] = hits.get(self.path, 0) + 1
+            super().do_GET()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(Handler, directory=str(root)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/", hits
+    server.shutdown()
+
+
+def test_url_source_caches_small_files_once(served_demo, tmp_path):
+    url, hits = served_demo
+    files = ModelFiles(url, cache_dir=tmp_path / "cache")
+    info = read_model_info(files)
+    assert info.kind == "sd15"
+    folder = files.local_folder("tokenizer")
+    assert (folder / "vocab.json").is_file()
+    assert files.onnx("unet") == url + "unet/model.onnx"
+    again = ModelFiles(url, cache_dir=tmp_path / "cache")
+    read_model_info(again)
+    again.local_folder("tokenizer")
+    assert hits["/model_index.json"] == 1 and hits["/tokenizer/vocab.json"] == 1
+    with pytest.raises(FrameError, match="missing model file: .*HTTP 404"):
+        again.json("nothing/here.json")
