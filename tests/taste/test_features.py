@@ -2,11 +2,12 @@
 
 import numpy as np
 import pytest
-from owners import hashed_bag_of_words
 
 from frame.errors import FrameError
 from frame.taste.features import DEFAULT_AXES, Candidate, PromptFeatures
 from frame.taste.ratings import Rating, rating_class
+
+from .owners import hashed_bag_of_words
 
 
 class CountingEmbed:

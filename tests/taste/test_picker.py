@@ -5,12 +5,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
-from owners import STYLES, THEMES, Owner, hashed_bag_of_words
 
 from frame.errors import FrameError
 from frame.taste.features import Candidate
 from frame.taste.picker import TasteSettings, ThemePicker
 from frame.taste.ratings import Rating
+
+from .owners import STYLES, THEMES, Owner, hashed_bag_of_words
 
 
 @dataclass
