@@ -1,6 +1,6 @@
 """Daemon memory: the daemon's idle RSS next to the render worker's peak RSS, measured in one run.
 
-    /work/venv/bin/python benchmarks/daemon_memory.py [--steps 4] [--size 128x128]
+    /work/venv/bin/python benchmarks/daemon_memory.py [--steps 8] [--size 256x160]
 
 1. Starts the real daemon (``python -m frame --config FILE run``) on a temporary state folder, waits
    until its API answers and it has idled for a few seconds, and reads its VmRSS / VmHWM from /proc.
@@ -92,8 +92,8 @@ def worker_peak(state: Path, steps: int, size: str) -> dict[str, float | str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=4)
-    parser.add_argument("--size", default="128x128")
+    parser.add_argument("--steps", type=int, default=8, help="as frame demo")
+    parser.add_argument("--size", default="256x160", help="as frame demo")
     parser.add_argument("--idle", type=float, default=5.0, help="seconds the daemon idles before measuring")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:

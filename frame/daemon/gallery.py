@@ -32,29 +32,32 @@ class Retention:
 
 
 def publish(store: Store, state_dir: Path, render_id: int, image: Path, panel: Path | None,
-            meta: dict[str, Any]) -> int:
+            meta: dict[str, Any], why_plot: Path | None = None) -> int:
     """Copy the worker's output into the gallery atomically and record it; return the picture id.
+    The explanation plot, when there is one, is named in ``meta["why"]["plot"]``.
 
     Raises FrameError when the files cannot be written (e.g. disk full); nothing is recorded then.
     """
     folder = gallery_dir(state_dir)
     folder.mkdir(parents=True, exist_ok=True)
     stem = f"{datetime.now(UTC):%Y%m%d-%H%M%S}-r{render_id}"
+    sources = {f"{stem}.png": image, f"{stem}-panel.png": panel, f"{stem}-why.png": why_plot}
     written: list[Path] = []
-    names: dict[str, str | None] = {"file": f"{stem}.png", "panel_file": f"{stem}-panel.png" if panel else None}
     try:
-        for key, source in (("file", image), ("panel_file", panel)):
-            if source is None:
-                continue
-            target = folder / names[key]
-            write_bytes_atomic(target, Path(source).read_bytes())
-            written.append(target)
+        for name, source in sources.items():
+            if source is not None:
+                write_bytes_atomic(folder / name, Path(source).read_bytes())
+                written.append(folder / name)
     except OSError as exc:
         for path in written:
             path.unlink(missing_ok=True)
         raise FrameError(f"could not save the new picture into {folder}: {exc.strerror or exc}") from exc
+    meta = dict(meta)
+    if why_plot is not None:
+        meta["why"] = {**(meta.get("why") or {}), "plot": f"{stem}-why.png"}
     size = sum(p.stat().st_size for p in written)
-    return store.add_picture(file=names["file"], panel_file=names["panel_file"], bytes=size, **meta)
+    return store.add_picture(file=f"{stem}.png", panel_file=f"{stem}-panel.png" if panel else None, bytes=size,
+                             **meta)
 
 
 def picture_path(state_dir: Path, name: str | None) -> Path | None:
@@ -72,7 +75,8 @@ def apply_retention(store: Store, state_dir: Path, policy: Retention, keep: set[
     """Delete the oldest pictures beyond ``max_pictures`` or ``max_disk_mb``; never favourites, never
     ids in ``keep`` (e.g. the one on the panel). Returns the deleted ids."""
     protected = set(store.favourite_ids()) | set(keep)
-    rows = store.query("SELECT id, file, panel_file, bytes FROM pictures ORDER BY id")
+    rows = store.query("SELECT id, file, panel_file, bytes, json_extract(why, '$.plot') AS plot "
+                       "FROM pictures ORDER BY id")
     count = len(rows)
     total = sum(r["bytes"] or 0 for r in rows)
     limit_bytes = policy.max_disk_mb * 1024 * 1024
@@ -82,7 +86,7 @@ def apply_retention(store: Store, state_dir: Path, policy: Retention, keep: set[
             break
         if row["id"] in protected:
             continue
-        for name in (row["file"], row["panel_file"]):
+        for name in (row["file"], row["panel_file"], row["plot"]):
             path = picture_path(state_dir, name)
             if path is not None:
                 path.unlink(missing_ok=True)

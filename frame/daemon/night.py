@@ -86,8 +86,18 @@ def candidates(config: Any, store: Store) -> list[dict[str, Any]]:
 
 
 def _history(store: Store) -> list[dict[str, Any]]:
-    keys = ("id", "prompt", "theme", "style", "origin", "features", "rating_kind", "rating_value", "favourite")
-    return [{k: p.get(k) for k in keys} for p in store.rating_history()]
+    """Rated pictures for the taste model: what they were made from and the latest rating."""
+    keys = ("id", "prompt", "theme", "style", "origin", "rating_kind", "rating_value")
+    history = []
+    for picture in store.rating_history():
+        why = picture.get("why") if isinstance(picture.get("why"), dict) else {}
+        history.append({**{k: picture.get(k) for k in keys}, "why": {"candidate": why.get("candidate")}})
+    return history
+
+
+def _recent_themes(store: Store, count: int) -> list[str]:
+    """Themes of the last ``count`` pictures, newest last (the picker avoids repeating them)."""
+    return [p["theme"] for p in reversed(store.pictures(limit=max(count, 1))) if p["theme"]]
 
 
 def build_job(ctx: RenderContext, render_id: int, kind: str) -> dict[str, Any]:
@@ -99,11 +109,11 @@ def build_job(ctx: RenderContext, render_id: int, kind: str) -> dict[str, Any]:
         choice = {"prompt": q["prompt"], "negative_prompt": q["negative_prompt"], "theme": q["theme"],
                   "style": "", "origin": "queue", "prompt_id": q["id"],
                   "why": {"method": "queue", "sentence": "you queued this prompt"}}
-    done = ctx.store.query("SELECT COUNT(*) FROM renders WHERE status = 'done'")[0][0]
     return {"kind": "render", "render_kind": kind, "render_id": render_id, "state_dir": str(ctx.state_dir),
-            "seed": secrets.randbelow(2**31), "choice": choice, "counter": done,
+            "seed": secrets.randbelow(2**31), "choice": choice,
             "candidates": [] if choice else candidates(ctx.config, ctx.store),
-            "history": [] if choice else _history(ctx.store)}
+            "history": [] if choice else _history(ctx.store),
+            "recent_themes": _recent_themes(ctx.store, ctx.config.taste.avoid_recent)}
 
 
 def ensure_job(ctx: RenderContext, render_id: int, kind: str) -> Path:
@@ -167,7 +177,8 @@ def _finish(ctx: RenderContext, render_id: int, outcome: Outcome, seconds: float
     meta["timings"] = {**(meta.get("timings") or {}), "total": round(seconds, 2)}
     try:
         picture_id = gallery.publish(ctx.store, ctx.state_dir, render_id, Path(result["image"]),
-                                     Path(result["panel"]) if result.get("panel") else None, meta)
+                                     Path(result["panel"]) if result.get("panel") else None, meta,
+                                     why_plot=Path(result["why_plot"]) if result.get("why_plot") else None)
     except FrameError as exc:
         log.error("render %d: %s; the previous picture stays shown", render_id, exc)
         ctx.store.finish_render(render_id, "failed", error=str(exc))

@@ -41,22 +41,8 @@ def parse_size(text: str) -> tuple[int, int] | None:
 
 # choose ---------------------------------------------------------------------------------------------
 
-def round_robin(candidates: list[dict[str, Any]], counter: int) -> dict[str, Any]:
-    """Fallback theme choice while no taste picker is available: feed prompts first (unused first, as
-    the daemon orders them), else the ``counter``-th theme × style combination."""
-    feed = [c for c in candidates if c.get("origin", "").startswith("feed:")]
-    if feed:
-        choice = dict(feed[0])
-        reason = "the next prompt from the feed"
-    else:
-        combos = [c for c in candidates if not c.get("origin", "").startswith("feed:")]
-        choice = dict(combos[counter % len(combos)])
-        reason = f"round-robin over themes and styles (number {counter % len(combos) + 1} of {len(combos)})"
-    choice["why"] = {"method": "round-robin", "sentence": reason}
-    return choice
-
-
-def choose(job: dict[str, Any], config: Any, job_dir: Path, emit: Emit) -> dict[str, Any]:
+def choose(job: dict[str, Any], config: Any, job_dir: Path, emit: Emit, pipeline: PipelineHolder) -> dict[str, Any]:
+    """The queued prompt, or the taste picker's choice among the job's candidates (``choice.json``)."""
     path = job_dir / "choice.json"
     existing = read_json(path)
     if existing:
@@ -67,12 +53,41 @@ def choose(job: dict[str, Any], config: Any, job_dir: Path, emit: Emit) -> dict[
     elif not job.get("candidates"):
         raise StepUnavailable("choose", "no candidate themes or prompts (taste.themes is empty?)")
     else:
-        choice = round_robin(job["candidates"], job.get("counter", 0))
+        from frame.daemon.tastechoice import pick
+
+        choice = pick(job, config, lambda texts: pipeline.get(emit).embed_text(texts), job_dir)
     choice.setdefault("negative_prompt", "")
     choice["negative_prompt"] = choice["negative_prompt"] or config.model.negative_prompt
     write_json(path, choice)
     log.info("chose %r (%s)", choice["prompt"], choice.get("why", {}).get("sentence", ""))
     return choice
+
+
+class PipelineHolder:
+    """Loads the diffusion pipeline once, on first use (choosing needs its text encoder, generating
+    the whole model; a resumed job past both never loads it)."""
+
+    def __init__(self, config: Any) -> None:
+        self.config = config
+        self._pipe: Any = None
+
+    def get(self, emit: Emit) -> Any:
+        if self._pipe is None:
+            try:
+                from frame.diffusion import load_pipeline
+                from frame.models import resolve_model_source
+            except ImportError as exc:
+                raise StepUnavailable("generate", f"the diffusion pipeline is not available: {exc}") from exc
+            emit("stage", stage="loading model")
+            model = self.config.model
+            try:
+                self._pipe = load_pipeline(resolve_model_source(model.source), cache_dir=model.cache_dir or None,
+                                           weights=model.weights, attention_slices=model.attention_slices,
+                                           vae_tile=model.vae_tile, vae_tile_overlap=model.vae_tile_overlap)
+            except Exception as exc:
+                exc.step = "load model"  # type: ignore[attr-defined]
+                raise
+        return self._pipe
 
 
 # generate -------------------------------------------------------------------------------------------
@@ -131,21 +146,14 @@ def _size(config: Any, pipe: Any) -> tuple[int, int]:
     return pipe.auto_size(width / height)
 
 
-def generate(job: dict[str, Any], config: Any, choice: dict[str, Any], job_dir: Path, emit: Emit) -> Path:
+def generate(job: dict[str, Any], config: Any, choice: dict[str, Any], job_dir: Path, emit: Emit,
+             pipeline: PipelineHolder) -> Path:
     """Generate ``image.png`` (resuming from ``JOB_DIR/diffusion``) and record the resolved settings."""
     out = job_dir / "image.png"
     if out.exists():
         return out
-    try:
-        from frame.diffusion import load_pipeline
-        from frame.models import resolve_model_source
-    except ImportError as exc:
-        raise StepUnavailable("generate", f"the diffusion pipeline is not available: {exc}") from exc
-    emit("stage", stage="loading model")
+    pipe = pipeline.get(emit)
     model = config.model
-    pipe = load_pipeline(resolve_model_source(model.source), cache_dir=model.cache_dir or None,
-                         weights=model.weights, attention_slices=model.attention_slices,
-                         vae_tile=model.vae_tile, vae_tile_overlap=model.vae_tile_overlap)
     width, height = _size(config, pipe)
     settings = pipe.settings(choice["prompt"], choice["negative_prompt"], model.steps, model.guidance,
                              model.sampler, job["seed"], width, height)
@@ -223,8 +231,9 @@ def run_steps(job: dict[str, Any], config: Any, job_dir: Path, emit: Emit) -> di
     if job["kind"] == "show":
         return show(config, job, state_dir, emit)
     timings = read_json(job_dir / "timings.json", default={})
-    choice = _timed(timings, "choose", lambda: choose(job, config, job_dir, emit))
-    image = _timed(timings, "generate", lambda: generate(job, config, choice, job_dir, emit))
+    pipeline = PipelineHolder(config)
+    choice = _timed(timings, "choose", lambda: choose(job, config, job_dir, emit, pipeline))
+    image = _timed(timings, "generate", lambda: generate(job, config, choice, job_dir, emit, pipeline))
     write_json(job_dir / "timings.json", timings)
     panel = _timed(timings, "prepare", lambda: prepare_for_panel(config, image, job_dir, emit))
     write_json(job_dir / "timings.json", timings)
@@ -237,5 +246,7 @@ def run_steps(job: dict[str, Any], config: Any, job_dir: Path, emit: Emit) -> di
         "height": generation.get("height"), "model": generation.get("model") or config.model.source,
         "why": choice.get("why"), "features": choice.get("features"), "timings": timings,
     }
+    plot = (choice.get("why") or {}).get("plot")
     return {"image": str(image), "panel": str(panel), "meta": meta,
+            "why_plot": str(job_dir / plot) if plot else None,
             "prompt_id": choice.get("prompt_id"), "feed_item_id": choice.get("feed_item_id")}

@@ -37,16 +37,16 @@ def test_show_runs_the_display_in_a_worker(ctx):
     assert night.show_picture(ctx, picture_id, "owner")["status"] == "unchanged"
 
 
-def test_missing_model_fails_at_the_generate_step_without_retries(ctx):
+def test_missing_model_fails_at_the_load_model_step_without_retries(ctx):
     render_id = ctx.store.start_render("now", None)
     outcome, picture_id = night.render(ctx, render_id, "now")
-    assert picture_id is None and outcome.status == "failed" and outcome.step == "generate"
+    assert picture_id is None and outcome.status == "failed" and outcome.step == "load model"
     assert outcome.restarts == 0
-    assert "generate" in ctx.store.render(render_id)["error"]
+    assert "load model" in ctx.store.render(render_id)["error"]
 
 
 def test_run_night_raises_naming_the_step(ctx):
-    with pytest.raises(FrameError, match="at step 'generate'"):
+    with pytest.raises(FrameError, match="at step 'load model'"):
         night.run_night(ctx.config)
 
 
@@ -60,4 +60,25 @@ def test_only_one_render_at_a_time_across_processes(ctx):
     threading.Timer(1.0, lambda: os.close(fd)).start()
     outcome, _ = night.render(ctx, render_id, "now")
     assert any("waiting for another render" in line for line in stages)
-    assert outcome.step == "generate"  # ran after the lock was released
+    assert outcome.step == "load model"  # ran after the lock was released
+
+
+def test_taste_model_choice_is_explained_with_a_plot(tmp_path, store):
+    """With enough mixed ratings the taste picker's model chooses; its explanation and plot are stored."""
+    config = make_config(tmp_path, model={"size": "64x64", "steps": 2}, display={"size": "80x48"},
+                         taste={"min_ratings": 4, "explore_rate": 0.0, "themes": ("a stormy sea", "a calm meadow",
+                                                                                    "a night city"),
+                                "styles": ("oil painting",)})
+    ctx = night.RenderContext(config, store, tmp_path)
+    for n, (theme, liked) in enumerate([("a stormy sea", True), ("a calm meadow", False), ("a night city", True),
+                                        ("a stormy sea", True), ("a calm meadow", False), ("a quiet lake", False)]):
+        pid = store.add_picture(file=f"{n}.png", prompt=f"{theme}, oil painting", theme=theme, style="oil painting")
+        store.rate(pid, "thumb", 1 if liked else -1)
+    render_id = store.start_render("now", None)
+    outcome, picture_id = night.render(ctx, render_id, "now")
+    assert outcome.status == "done", outcome.error
+    why = store.picture(picture_id)["why"]
+    assert why["mode"] == "model" and why["sentence"].startswith("expected liking")
+    assert why["candidate"]["theme"] in config.taste.themes
+    assert gallery.picture_path(tmp_path, why["plot"]).read_bytes()[:4] == b"\x89PNG"
+    assert set(store.picture(picture_id)["features"]) >= {"warmth", "drama"}
