@@ -10,6 +10,14 @@ import importlib
 
 _EXPORTS = {
     "IKNNClassifier": "frame.taste.classifier",
+    "Explanation": "frame.taste.explain",
+    "Candidate": "frame.taste.features",
+    "PromptFeatures": "frame.taste.features",
+    "DEFAULT_AXES": "frame.taste.features",
+    "Rating": "frame.taste.ratings",
+    "ThemePicker": "frame.taste.picker",
+    "TasteSettings": "frame.taste.picker",
+    "Choice": "frame.taste.picker",
 }
 
 __all__ = sorted(_EXPORTS)
