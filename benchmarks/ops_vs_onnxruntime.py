@@ -4,8 +4,9 @@ Usage:  python benchmarks/ops_vs_onnxruntime.py [--repeat 5] [--threads 2]
 
 Each case builds a one-node ONNX model (weights as initializers, as in a real export), runs it in
 onnxruntime (``--threads`` intra-op threads, all optimisations) and runs the frame kernel through
-``bind_node`` + ``spec.fn`` exactly as the engine does. Prints the best time of each side, the ratio
-frame / onnxruntime and the largest relative difference, so the runtime knows where time goes.
+``bind_node`` + ``spec.fn`` exactly as the engine does. Prints the best time of each side (runs alternate
+so that load from other processes hits both alike), the ratio frame / onnxruntime and the largest
+relative difference, so the runtime knows where time goes.
 The numpy side uses however many BLAS threads OpenBLAS is given (OPENBLAS_NUM_THREADS).
 """
 
@@ -23,13 +24,16 @@ from onnx import helper, numpy_helper
 from frame.engine.ops import bind_node
 
 
-def _best_time(fn: Callable[[], object], repeat: int) -> tuple[float, object]:
-    best, result = float("inf"), None
+def _best_times(first: Callable[[], object], second: Callable[[], object], repeat: int):
+    """Best wall time of each side, the two runs alternating so load changes hit both alike."""
+    best = [float("inf"), float("inf")]
+    results: list[object] = [None, None]
     for _ in range(repeat):
-        start = time.perf_counter()
-        result = fn()
-        best = min(best, time.perf_counter() - start)
-    return best, result
+        for i, fn in enumerate((first, second)):
+            start = time.perf_counter()
+            results[i] = fn()
+            best[i] = min(best[i], time.perf_counter() - start)
+    return best, results
 
 
 def _case(name: str, op: str, x: np.ndarray, weights: list[np.ndarray], attrs: dict, args: argparse.Namespace):
@@ -43,11 +47,13 @@ def _case(name: str, op: str, x: np.ndarray, weights: list[np.ndarray], attrs: d
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     options = ort.SessionOptions()
     options.intra_op_num_threads = args.threads
+    # onnxruntime's threads spin after each run by default, which would steal the cores from the
+    # frame run that follows; real pipelines run one engine at a time.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    ort_time, (want,) = _best_time(lambda: session.run(None, {"x": x}), args.repeat)
-
     spec, kernel_attrs = bind_node(node, 17)
-    frame_time, got = _best_time(lambda: spec.fn(x, *weights, **kernel_attrs), args.repeat)
+    (ort_time, frame_time), ((want,), got) = _best_times(
+        lambda: session.run(None, {"x": x}), lambda: spec.fn(x, *weights, **kernel_attrs), args.repeat)
     error = float(np.max(np.abs(got - want)) / (np.max(np.abs(want)) + 1e-30))
     print(f"{name:44s} onnxruntime {ort_time * 1e3:9.1f} ms   frame {frame_time * 1e3:9.1f} ms   "
           f"ratio {frame_time / ort_time:5.2f}   max rel diff {error:.1e}")
