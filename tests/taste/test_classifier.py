@@ -167,3 +167,12 @@ def test_import_does_not_install_warning_filters():
 
     IKNNClassifier(faithful=True).fit(np.arange(12.0).reshape(6, 2), [0, 0, 0, 1, 1, 1])
     assert warnings.filters == before
+
+
+def test_minus_one_means_no_cap_and_all_voters(wine):
+    X, y = wine
+    clf = IKNNClassifier(max_spaces_tested=-1, num_best_spaces=-1).fit(X, y)
+    assert len(clf.ranking_) == 13 * 12 // 2
+    assert len(clf.subspaces_) == len(clf.ranking_)
+    capped = IKNNClassifier(max_spaces_tested=10).fit(X, y)  # ceil(sqrt(20)) = 5 features → 10 pairs
+    assert len(capped.ranking_) == 10

@@ -139,3 +139,12 @@ def test_settings_validation_and_config_adapter():
         ThemePicker(hashed_bag_of_words).candidates()
     with pytest.raises(FrameError, match="feed item"):
         ThemePicker(hashed_bag_of_words).candidates([{"popularity": 3}])
+
+
+def test_same_seed_same_nights():
+    p = picker()
+    owner_a = Owner({"drama": 1}, p.candidates(), noise=0.1, seed=5)
+    owner_b = Owner({"drama": 1}, p.candidates(), noise=0.1, seed=5)
+    _, a = simulate(p, owner_a, nights=20, seed=5)
+    _, b = simulate(picker(), owner_b, nights=20, seed=5)
+    assert [c.to_dict() for c in a] == [c.to_dict() for c in b]
