@@ -101,7 +101,7 @@ def test_sigkilled_worker_still_produces_the_identical_picture(tmp_path):
 
 @pytest.fixture
 def daemon_config(tmp_path):
-    return write_config(tmp_path, model={"size": "64x64", "steps": 16}, display={"size": "80x48"})
+    return write_config(tmp_path, model={"size": "64x64", "steps": 10}, display={"size": "80x48"})
 
 
 def _render_step(daemon):
@@ -124,7 +124,7 @@ def test_daemon_stopped_or_killed_mid_render_resumes(tmp_path, daemon_config):
 
     daemon = DaemonProcess(config, url)
     try:
-        daemon.wait_for(lambda: (_render_step(daemon) or 0) >= 6)
+        daemon.wait_for(lambda: (_render_step(daemon) or 0) >= 5)
         worker = daemon.get("/api/status").json()["render"]
         daemon.proc.kill()  # SIGKILL: no cleanup at all; the worker dies with it (PDEATHSIG)
         daemon.proc.wait()
