@@ -4,7 +4,8 @@ Usage:  python benchmarks/ops_vs_onnxruntime.py [--repeat 5] [--threads 2]
 
 Each case builds a one-node ONNX model (weights as initializers, as in a real export), runs it in
 onnxruntime (``--threads`` intra-op threads, all optimisations) and runs the frame kernel through
-``bind_node`` + ``spec.fn`` exactly as the engine does. Prints the best time of each side (runs alternate
+``bind_node`` + ``spec.fn`` exactly as the engine does. Prints (as a Markdown table) the best wall
+and CPU time of each side (runs alternate
 so that load from other processes hits both alike), the ratio frame / onnxruntime and the largest
 relative difference, so the runtime knows where time goes.
 The numpy side uses however many BLAS threads OpenBLAS is given (OPENBLAS_NUM_THREADS).
@@ -25,15 +26,19 @@ from frame.engine.ops import bind_node
 
 
 def _best_times(first: Callable[[], object], second: Callable[[], object], repeat: int):
-    """Best wall time of each side, the two runs alternating so load changes hit both alike."""
-    best = [float("inf"), float("inf")]
+    """Best wall and CPU time of each side, the runs alternating so load changes hit both alike.
+
+    CPU time (all threads of this process) is the steadier figure on a shared, loaded machine.
+    """
+    wall, cpu = [float("inf")] * 2, [float("inf")] * 2
     results: list[object] = [None, None]
     for _ in range(repeat):
         for i, fn in enumerate((first, second)):
-            start = time.perf_counter()
+            start_cpu, start = time.process_time(), time.perf_counter()
             results[i] = fn()
-            best[i] = min(best[i], time.perf_counter() - start)
-    return best, results
+            wall[i] = min(wall[i], time.perf_counter() - start)
+            cpu[i] = min(cpu[i], time.process_time() - start_cpu)
+    return wall, cpu, results
 
 
 def _case(name: str, op: str, x: np.ndarray, weights: list[np.ndarray], attrs: dict, args: argparse.Namespace):
@@ -52,11 +57,11 @@ def _case(name: str, op: str, x: np.ndarray, weights: list[np.ndarray], attrs: d
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     spec, kernel_attrs = bind_node(node, 17)
-    (ort_time, frame_time), ((want,), got) = _best_times(
+    wall, cpu, ((want,), got) = _best_times(
         lambda: session.run(None, {"x": x}), lambda: spec.fn(x, *weights, **kernel_attrs), args.repeat)
     error = float(np.max(np.abs(got - want)) / (np.max(np.abs(want)) + 1e-30))
-    print(f"{name:44s} onnxruntime {ort_time * 1e3:9.1f} ms   frame {frame_time * 1e3:9.1f} ms   "
-          f"ratio {frame_time / ort_time:5.2f}   max rel diff {error:.1e}")
+    print(f"| {name} | {wall[0] * 1e3:.1f} | {wall[1] * 1e3:.1f} | {wall[1] / wall[0]:.2f} | "
+          f"{cpu[0] * 1e3:.0f} | {cpu[1] * 1e3:.0f} | {cpu[1] / max(cpu[0], 1e-9):.2f} | {error:.1e} |")
 
 
 def main() -> None:
@@ -65,6 +70,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     rng = np.random.default_rng(0)
+    print("| case | onnxruntime ms | frame ms | ratio | ort CPU ms | frame CPU ms | CPU ratio | max rel diff |")
+    print("|---|---|---|---|---|---|---|---|")
 
     def rand(*shape: int) -> np.ndarray:
         return rng.standard_normal(shape, dtype=np.float32)
