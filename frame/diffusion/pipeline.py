@@ -24,6 +24,7 @@ from frame.diffusion.model_info import SDXL, ModelInfo, read_model_info
 from frame.diffusion.pngmeta import GenerationParameters
 from frame.diffusion.progress import EtaClock, Progress
 from frame.diffusion.samplers import NoiseSource, SamplerState, make_sampler, resolve_sampler_name
+from frame.diffusion.samplers.base import Noise
 from frame.errors import UsageError
 
 log = logging.getLogger(__name__)
@@ -162,12 +163,17 @@ class Pipeline:
 
     def denoise_settings(self, settings: Settings, init_noise: np.ndarray | None = None,
                          callback: ProgressCallback | None = None,
-                         resume_dir: str | os.PathLike | None = None) -> np.ndarray:
-        """Run the sampling loop for resolved settings; returns the final latents."""
+                         resume_dir: str | os.PathLike | None = None, step_noise: Noise | None = None
+                         ) -> np.ndarray:
+        """Run the sampling loop for resolved settings; returns the final latents.
+
+        ``step_noise`` replaces the seeded noise that ancestral samplers draw after the initial latent
+        (tests replay the noise diffusers drew); it is not checkpointed.
+        """
         sampler = make_sampler(settings.sampler, self.info.scheduler_config, settings.steps)
         noise = NoiseSource(settings.seed)
         start_noise = self.initial_noise(settings, init_noise, noise)
-        state = SamplerState(noise=noise)
+        state = SamplerState(noise=step_noise or noise)
         latents, start = start_noise * np.float32(sampler.init_noise_sigma), 0
         store = resume.ResumeStore(resume_dir, self._hash(settings, start_noise)) if resume_dir else None
         checkpoint = store.load() if store else None

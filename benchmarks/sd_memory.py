@@ -1,0 +1,118 @@
+"""Peak memory of a full-size SD 1.5 render with frame's pipeline (targets: ≤ 300 MB).
+
+Uses the full-size random-weight SD 1.5 components the engine benchmark exports to
+``/work/cache/sd15-full`` (``benchmarks/engine_vs_onnxruntime.py``; not re-exported here) and dresses
+them as a diffusers ONNX export (model_index.json, scheduler, tokenizer and configs from the bundled
+demo model, component configs with SD 1.5's sizes) in ``<cache>-pipeline`` via symlinks.
+
+Each measurement runs in its own process and reports its peak RSS (``ru_maxrss``, includes Python and
+numpy):
+
+* ``render``: 512×512, 2 steps, guidance 7.5 (both passes as one UNet batch), tiled VAE decode;
+* ``render-sequential``: the same with the two guidance passes run one after the other;
+* ``decode-tiled`` vs ``decode-whole``: the VAE decoder on a 64×64 latent, 32×32 tiles (overlap 8) vs
+  in one piece.
+
+Usage::
+
+    /work/venv/bin/python benchmarks/sd_memory.py [--cache /work/cache/sd15-full] [--only render,decode-tiled]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGET_MB = 300
+UNET_CONFIG = {"_class_name": "UNet2DConditionModel", "sample_size": 64, "in_channels": 4,
+               "block_out_channels": [320, 640, 1280, 1280], "cross_attention_dim": 768}
+VAE_CONFIG = {"_class_name": "AutoencoderKL", "block_out_channels": [128, 256, 512, 512], "latent_channels": 4,
+              "scaling_factor": 0.18215, "sample_size": 512}
+TEXT_CONFIG = {"_class_name": "CLIPTextModel", "hidden_size": 768, "num_hidden_layers": 12}
+
+
+def assemble(cache: Path) -> Path:
+    """A pipeline folder of symlinks to the exported components plus small JSON/tokenizer files."""
+    sys.path.insert(0, str(ROOT))
+    from frame.models import demo_model_path
+
+    missing = [c for c in ("text_encoder", "unet", "vae_decoder") if not (cache / c / "model.onnx").is_file()]
+    if missing:
+        raise SystemExit(f"{cache} lacks {', '.join(missing)}: run benchmarks/engine_vs_onnxruntime.py first")
+    folder = Path(str(cache) + "-pipeline")
+    demo = demo_model_path()
+    for sub in ("scheduler", "tokenizer"):
+        shutil.copytree(demo / sub, folder / sub, dirs_exist_ok=True)
+    shutil.copy(demo / "model_index.json", folder / "model_index.json")
+    for component, config in (("text_encoder", TEXT_CONFIG), ("unet", UNET_CONFIG), ("vae_decoder", VAE_CONFIG)):
+        (folder / component).mkdir(parents=True, exist_ok=True)
+        (folder / component / "config.json").write_text(json.dumps(config))
+        for name in ("model.onnx", "model.onnx_data"):
+            target, link = cache / component / name, folder / component / name
+            if target.exists() and not link.exists():
+                link.symlink_to(target)
+    return folder
+
+
+def child(kind: str, folder: str) -> None:
+    """Run one measurement in this process and print a JSON line with its results."""
+    import numpy as np
+
+    from frame.diffusion import load_pipeline
+
+    pipe = load_pipeline(folder)
+    started = time.perf_counter()
+    if kind.startswith("render"):
+        pipe.cfg_batch = kind == "render"
+        steps = []
+        image = pipe.generate("a lighthouse in a storm, oil painting", steps=2, guidance=7.5, sampler="euler",
+                              seed=1, width=512, height=512,
+                              callback=lambda p: p.step_done and steps.append(time.perf_counter() - started))
+        detail = {"size": list(image.size), "step_seconds": [round(s, 1) for s in steps]}
+    else:
+        latents = np.random.default_rng(0).standard_normal((1, 4, 64, 64)).astype(np.float32)
+        image = pipe.decode(latents, tiled=kind == "decode-tiled")
+        detail = {"size": list(image.size)}
+    seconds = time.perf_counter() - started
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"kind": kind, "peak_rss_mb": round(peak_mb, 1), "seconds": round(seconds, 1), **detail}))
+
+
+def measure(kind: str, folder: Path) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, __file__, "--child", kind, "--folder", str(folder)], env=env,
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        return {"kind": kind, "error": done.stderr.strip().splitlines()[-1:]}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cache", type=Path, default=Path("/work/cache/sd15-full"))
+    parser.add_argument("--only", default="render,render-sequential,decode-tiled,decode-whole")
+    parser.add_argument("--child")
+    parser.add_argument("--folder")
+    args = parser.parse_args()
+    if args.child:
+        child(args.child, args.folder)
+        return
+    folder = assemble(args.cache)
+    print(f"pipeline folder: {folder}  (target: peak RSS ≤ {TARGET_MB} MB)")
+    for kind in args.only.split(","):
+        result = measure(kind, folder)
+        verdict = "" if "peak_rss_mb" not in result else (
+            "  OK" if result["peak_rss_mb"] <= TARGET_MB or kind == "decode-whole" else "  OVER TARGET")
+        print(json.dumps(result) + verdict, flush=True)
+
+
+if __name__ == "__main__":
+    main()
