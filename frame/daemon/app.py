@@ -92,31 +92,31 @@ def _text_field(body: dict[str, Any], key: str, sanitiser: Sanitiser, required: 
     return cleaned
 
 
-def create_api(config: Any, store: Store, token: str, controller: Controller | None,
-               state_dir: Path) -> Blueprint:
-    api = Blueprint("api", __name__, url_prefix="/api")
-    sanitiser = Sanitiser(config.feeds.max_prompt_chars, tuple(config.feeds.blocklist))
+class _Deps:
+    """What the route functions share: the store, the daemon, the gallery folder, the sanitiser."""
 
-    @api.before_request
-    def require_token():
-        if request.method not in ("GET", "HEAD", "OPTIONS") and not token_matches(
-                request.headers.get("Authorization"), token):
-            raise ApiError(401, "this change needs the owner token: Authorization: Bearer TOKEN")
+    def __init__(self, config: Any, store: Store, controller: Controller | None, state_dir: Path) -> None:
+        self.store, self.controller, self.state_dir = store, controller, state_dir
+        self.sanitiser = Sanitiser(config.feeds.max_prompt_chars, tuple(config.feeds.blocklist))
 
-    def need_controller() -> Controller:
-        if controller is None:
+    def need_controller(self) -> Controller:
+        if self.controller is None:
             raise ApiError(503, "the daemon is not running in this process")
-        return controller
+        return self.controller
 
-    def need_picture(picture_id: int) -> dict[str, Any]:
-        picture = store.picture(picture_id)
+    def need_picture(self, picture_id: int) -> dict[str, Any]:
+        picture = self.store.picture(picture_id)
         if picture is None:
             raise ApiError(404, f"no picture with id {picture_id}")
         return picture
 
+
+def _read_routes(api: Blueprint, deps: _Deps) -> None:
+    store = deps.store
+
     @api.get("/status")
     def status():
-        data = controller.status() if controller else {"state": "not running"}
+        data = deps.controller.status() if deps.controller else {"state": "not running"}
         data["feeds"] = store.feed_health()
         data["queued_prompts"] = len(store.queued_prompts())
         return jsonify(data)
@@ -133,15 +133,16 @@ def create_api(config: Any, store: Store, token: str, controller: Controller | N
 
     @api.get("/pictures/<int:picture_id>")
     def picture(picture_id: int):
-        return jsonify(_picture_json(need_picture(picture_id), detail=True))
+        return jsonify(_picture_json(deps.need_picture(picture_id), detail=True))
 
     @api.get("/pictures/<int:picture_id>/image")
     def image(picture_id: int):
-        picture = need_picture(picture_id)
+        picture = deps.need_picture(picture_id)
         variant = request.args.get("variant", "original")
         if variant not in ("original", "panel"):
             raise ApiError(400, "variant must be original or panel")
-        path = gallery.picture_path(state_dir, picture["panel_file"] if variant == "panel" else picture["file"])
+        name = picture["panel_file"] if variant == "panel" else picture["file"]
+        path = gallery.picture_path(deps.state_dir, name)
         if path is None or not path.is_file():
             raise ApiError(404, f"the {variant} image of picture {picture_id} is missing")
         return send_file(path, mimetype="image/png", max_age=3600)
@@ -149,23 +150,27 @@ def create_api(config: Any, store: Store, token: str, controller: Controller | N
     @api.get("/render/preview")
     def preview():
         """Low-resolution preview of the render in progress (written after every finished step)."""
-        render = (controller.status() if controller else {}).get("render") or {}
-        path = job_dir(state_dir, int(render["id"])) / "preview.png" if render.get("id") else None
+        render = (deps.controller.status() if deps.controller else {}).get("render") or {}
+        path = job_dir(deps.state_dir, int(render["id"])) / "preview.png" if render.get("id") else None
         if path is None or not path.is_file():
             raise ApiError(404, "no render preview right now")
         return send_file(path, mimetype="image/png", max_age=0)
 
-    @api.post("/pictures/<int:picture_id>/rating")
-    def rate(picture_id: int):
-        kind, value = _parse_rating(_body())
-        need_picture(picture_id)
-        store.rate(picture_id, kind, value)
-        log.info("picture %d rated %s %+d", picture_id, kind, value)
-        return jsonify(_picture_json(need_picture(picture_id)))
-
     @api.get("/prompts")
     def queued():
         return jsonify({"prompts": store.queued_prompts()})
+
+
+def _change_routes(api: Blueprint, deps: _Deps) -> None:
+    store = deps.store
+
+    @api.post("/pictures/<int:picture_id>/rating")
+    def rate(picture_id: int):
+        kind, value = _parse_rating(_body())
+        deps.need_picture(picture_id)
+        store.rate(picture_id, kind, value)
+        log.info("picture %d rated %s %+d", picture_id, kind, value)
+        return jsonify(_picture_json(deps.need_picture(picture_id)))
 
     @api.post("/prompts")
     def queue():
@@ -173,9 +178,9 @@ def create_api(config: Any, store: Store, token: str, controller: Controller | N
         unknown = set(body) - {"prompt", "negative_prompt", "theme"}
         if unknown:
             raise ApiError(400, f"unknown fields: {', '.join(sorted(unknown))}")
-        prompt = _text_field(body, "prompt", sanitiser, required=True)
-        negative = _text_field(body, "negative_prompt", sanitiser)
-        theme = _text_field(body, "theme", sanitiser)
+        prompt = _text_field(body, "prompt", deps.sanitiser, required=True)
+        negative = _text_field(body, "negative_prompt", deps.sanitiser)
+        theme = _text_field(body, "theme", deps.sanitiser)
         prompt_id = store.queue_prompt(prompt, negative, theme)
         log.info("queued prompt %d", prompt_id)
         return jsonify({"id": prompt_id, "prompt": prompt}), 201
@@ -183,15 +188,30 @@ def create_api(config: Any, store: Store, token: str, controller: Controller | N
     @api.post("/render")
     def render():
         try:
-            return jsonify(need_controller().render_now()), 202
+            return jsonify(deps.need_controller().render_now()), 202
         except Busy as exc:
             raise ApiError(409, str(exc)) from None
 
     @api.post("/show/<int:picture_id>")
     def show(picture_id: int):
-        need_picture(picture_id)
-        return jsonify(need_controller().show(picture_id)), 202
+        deps.need_picture(picture_id)
+        return jsonify(deps.need_controller().show(picture_id)), 202
 
+
+def create_api(config: Any, store: Store, token: str, controller: Controller | None,
+               state_dir: Path) -> Blueprint:
+    """The /api blueprint: open reads, token-protected changes."""
+    api = Blueprint("api", __name__, url_prefix="/api")
+
+    @api.before_request
+    def require_token():
+        if request.method not in ("GET", "HEAD", "OPTIONS") and not token_matches(
+                request.headers.get("Authorization"), token):
+            raise ApiError(401, "this change needs the owner token: Authorization: Bearer TOKEN")
+
+    deps = _Deps(config, store, controller, state_dir)
+    _read_routes(api, deps)
+    _change_routes(api, deps)
     return api
 
 

@@ -196,8 +196,8 @@ class Daemon:
                 log.info("resuming render %d from its checkpoint", last["id"])
                 self.start_render(last["kind"], night, last["id"])
                 return
-        night = schedule.catch_up_night(now, self.config.schedule, self.tz,
-                                        self.store.night_done(night_key(now, self)))
+        tonight = schedule.night_at(now, self.config.schedule, self.tz)
+        night = schedule.catch_up_night(now, self.config.schedule, self.tz, self.store.night_done(tonight.key))
         if night is not None:
             log.info("the render for night %s was missed; starting it now", night.key)
             self.start_render("night", night, None)
@@ -289,6 +289,3 @@ class Daemon:
         log.warning("%s; showing favourite %d instead", reason, rows[0][0])
         self.request_show(rows[0][0], "fallback")
 
-
-def night_key(now: datetime, daemon: Daemon) -> str:
-    return schedule.night_at(now, daemon.config.schedule, daemon.tz).key
