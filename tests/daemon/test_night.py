@@ -136,3 +136,64 @@ def test_rotation_cycles_favourites(daemon):
         _wait(lambda c=count: len(daemon.store.query("SELECT * FROM shown")) > c)
         shown.append(daemon.store.last_shown()["picture_id"])
     assert shown == [ids[0], ids[2], ids[0]]
+
+
+def _daemon(tmp_path, **schedule_fields):
+    FakeSupervisor.render_status = "done"
+    FakeSupervisor.runs = []
+    config = make_config(tmp_path, web={"listen": "127.0.0.1:0", "token": "test-token-123456"},
+                         schedule={"timezone": "UTC", **schedule_fields})
+    return Daemon(config, supervisor_factory=FakeSupervisor)
+
+
+def test_missed_night_is_caught_up_at_start_and_shown_after_show_time(tmp_path):
+    daemon = _daemon(tmp_path, render_at=_clock(-30), deadline=_clock(60), show_at=_clock(-10))
+    try:
+        daemon.start()
+        _wait(lambda: daemon.store.last_shown() is not None)
+        render = daemon.store.renders(1)[0]
+        assert (render["kind"], render["status"]) == ("night", "done") and render["night"]
+        assert daemon.store.last_shown()["reason"] == "new picture"
+        daemon.nightly()  # the night already has its picture: no second render
+        assert len(daemon.store.renders()) == 1
+    finally:
+        daemon.stop()
+
+
+def test_picture_waits_for_show_time(tmp_path):
+    daemon = _daemon(tmp_path, render_at=_clock(-30), deadline=_clock(120), show_at=_clock(60))
+    try:
+        daemon.start()
+        _wait(lambda: daemon.store.renders(1) and daemon.store.renders(1)[0]["status"] == "done")
+        time.sleep(0.2)
+        assert daemon.store.last_shown() is None
+        daemon.show_time()
+        _wait(lambda: daemon.store.last_shown() is not None)
+        assert daemon.store.last_shown()["reason"] == "tonight's picture"
+    finally:
+        daemon.stop()
+
+
+def test_unfinished_render_of_a_past_night_is_marked_missed(tmp_path):
+    daemon = _daemon(tmp_path, render_at=_clock(180), deadline=_clock(240), show_at=_clock(240))
+    stale = daemon.store.start_render("night", "2020-01-01")
+    try:
+        daemon.start()
+        assert daemon.store.render(stale)["status"] == "missed"
+        assert FakeSupervisor.runs == []
+    finally:
+        daemon.stop()
+
+
+def test_deadline_without_any_render_falls_back(tmp_path):
+    daemon = _daemon(tmp_path, render_at=_clock(180), deadline=_clock(240), show_at=_clock(240))
+    favourite = add_picture(daemon.store)
+    daemon.store.rate(favourite, "thumb", 1)
+    try:
+        daemon.start()
+        daemon.deadline_passed()
+        _wait(lambda: daemon.store.last_shown() is not None)
+        assert daemon.store.last_shown()["reason"] == "fallback"
+        assert "no render ran" in daemon.status()["notice"]
+    finally:
+        daemon.stop()
