@@ -150,23 +150,28 @@ class IKNNClassifier(ClassifierMixin, BaseEstimator):
             )
         self.X_train_, self.y_train_ = X, y_enc
         self.center_, self.scale_ = self._scaling_params(X)
-        self.n_neighbors_ = max(1, min(self.n_neighbors, n - 1))
-        if len(self.classes_) == 1 or n < 2:
-            self.ranking_, self.subspaces_, self.weights_ = [], [], np.zeros(0)
-            return self
-        if self.faithful:
-            self.ranking_ = search.faithful_search(X, y_enc, self.n_neighbors, self.max_spaces_tested, self.screening)
-            count = len(self.ranking_) if self.num_best_spaces == -1 else self.num_best_spaces
-            self.subspaces_ = self.ranking_[:count]
-            self.estimators_ = [self._faithful_knn(X[:, list(s.features)], y_enc) for s in self.subspaces_]
-        else:
-            Xs = (X - self.center_) / self.scale_
-            self.ranking_ = search.loo_search(Xs, y_enc, self.n_neighbors_, self.max_spaces_tested)
-            count = len(self.ranking_) if self.num_best_spaces == -1 else self.num_best_spaces
-            self.subspaces_ = search.choose_diverse(self.ranking_, count, float(self.diversity))
+        # Product scoring is leave-one-out (n - 1 others); faithful predicts with up to n.
+        self.n_neighbors_ = min(self.n_neighbors, n) if self.faithful else max(1, min(self.n_neighbors, n - 1))
+        self.ranking_, self.subspaces_ = [], []
+        if len(self.classes_) > 1:
+            self._fit_voters(X, y_enc)
         self.weights_ = self._weights()
         log.debug("ikNN voters: %s", [(s.features, round(s.score, 4)) for s in self.subspaces_])
         return self
+
+    def _fit_voters(self, X: np.ndarray, y: np.ndarray) -> None:
+        """Rank the candidate subspaces and keep the voters (``ranking_``, ``subspaces_``)."""
+        if self.faithful:
+            self.ranking_ = search.faithful_search(X, y, self.n_neighbors, self.max_spaces_tested, self.screening)
+        else:
+            Xs = (X - self.center_) / self.scale_
+            self.ranking_ = search.loo_search(Xs, y, self.n_neighbors_, self.max_spaces_tested)
+        count = len(self.ranking_) if self.num_best_spaces == -1 else self.num_best_spaces
+        if self.faithful:
+            self.subspaces_ = self.ranking_[:count]
+            self.estimators_ = [self._faithful_knn(X[:, list(s.features)], y) for s in self.subspaces_]
+        else:
+            self.subspaces_ = search.choose_diverse(self.ranking_, count, float(self.diversity))
 
     def _faithful_knn(self, X: np.ndarray, y: np.ndarray):
         """The original predicts with a scikit-learn kNN per pair; its neighbour order on exact
@@ -179,11 +184,12 @@ class IKNNClassifier(ClassifierMixin, BaseEstimator):
         d = X.shape[1]
         if self.faithful or self.scaling == "none":
             return np.zeros(d), np.ones(d)
+        std = X.std(axis=0)
         if self.scaling == "robust":
             q1, center, q3 = np.percentile(X, [25, 50, 75], axis=0)
-            spread = q3 - q1
+            spread = np.where(q3 - q1 > 0, q3 - q1, std)  # mostly-constant column: fall back to std
         else:
-            center, spread = X.mean(axis=0), X.std(axis=0)
+            center, spread = X.mean(axis=0), std
         return center, np.where(spread > 1e-12 * (1 + np.abs(center)), spread, 1.0)
 
     def _weights(self) -> np.ndarray:
@@ -196,12 +202,6 @@ class IKNNClassifier(ClassifierMixin, BaseEstimator):
         return margin if margin.sum() > 0 else np.ones_like(scores)
 
     # --- prediction ------------------------------------------------------------------------------
-
-    def _neighbourhoods(self, X: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Per voting subspace: (training row indices, distances) of each query's k neighbours.
-
-        Faithful distances are in raw units; product distances in the model's scaled units."""
-        return [self._space_neighbours(i, X[:, list(s.features)]) for i, s in enumerate(self.subspaces_)]
 
     def _space_neighbours(self, index: int, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Neighbours in voting subspace ``index`` of points given in original units, shape (q, m)."""
@@ -233,7 +233,7 @@ class IKNNClassifier(ClassifierMixin, BaseEstimator):
 
     def _proba(self, X: np.ndarray) -> np.ndarray:
         """``predict_proba`` on an already validated float array."""
-        if not self.subspaces_:
+        if not self.subspaces_:  # one class: its frequency is all there is
             prior = np.bincount(self.y_train_, minlength=len(self.classes_)) / len(self.y_train_)
             return np.tile(prior, (X.shape[0], 1))
         return combine.to_proba(self._class_scores(self._class_fractions(X)))
