@@ -102,6 +102,10 @@ def _describe(status: dict[str, Any]) -> str:
     for feed in status.get("feeds") or []:
         health = "ok" if not feed["last_error"] else f"failing ({feed['last_error']})"
         lines.append(f"feed {feed['name']}: {feed['items']} prompts, {health}")
+    for render in status.get("renders") or []:  # offline status: the last renders from the store
+        error = f" ({render['error']})" if render.get("error") else ""
+        lines.append(f"render {render['id']} ({render['kind']}, started {render['started_at']}): "
+                     f"{render['status']}{error}")
     lines.append(f"queued prompts: {status.get('queued_prompts', 0)}")
     return "\n".join(lines)
 
