@@ -45,6 +45,7 @@ SCHEDULER = {
     "beta_start": 0.00085, "beta_end": 0.012, "beta_schedule": "scaled_linear", "num_train_timesteps": 1000,
     "set_alpha_to_one": False, "skip_prk_steps": True, "steps_offset": 1,
 }
+SCHEDULER_EXTRA = {"clip_sample": False}  # in SD 1.5's file; PNDMScheduler itself does not take it
 FP16_MIN_ELEMENTS = 100_000  # only the 49408 x 32 token embedding is stored as fp16 (+ Cast)
 
 
@@ -96,7 +97,8 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(args.out)
     pipe = build_pipeline(vocab, merges)
     report = dx.export_pipeline(pipe, args.out, {"tokenizer": (vocab, merges, clip_vocab.EOS)},
-                                fp16_min=FP16_MIN_ELEMENTS, with_vae_encoder=False)
+                                fp16_min=FP16_MIN_ELEMENTS, with_vae_encoder=False,
+                                scheduler_extra=SCHEDULER_EXTRA)
     if kept is not None:
         readme.write_text(kept)
     clip_vocab.verify_tokenizer(args.out / "tokenizer", 49408)

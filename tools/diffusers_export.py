@@ -129,16 +129,28 @@ def export_vae(report, pipe, out, with_encoder):
         report.files.append(out / name / "config.json")
 
 
+def write_scheduler(pipe, out: Path, extra: dict | None) -> Path:
+    """scheduler/scheduler_config.json as diffusers saves it, plus keys the class does not take.
+
+    Real SD 1.5 / SDXL files carry keys such as ``clip_sample: false`` that PNDM/Euler ignore but
+    that matter when another scheduler is built ``from_config`` (DDIM defaults to clip_sample=True).
+    """
+    pipe.scheduler.save_pretrained(str(out / "scheduler"))
+    path = out / "scheduler" / "scheduler_config.json"
+    data = json.loads(path.read_text())
+    data.update(extra or {})
+    return _write_json(path, data)
+
+
 def export_pipeline(pipe, out: Path, tokenizers: dict[str, tuple[dict, list[str], str]],
                     fp16_min: int | None = None, unet_external: bool = False,
-                    with_vae_encoder: bool = True) -> ExportReport:
+                    with_vae_encoder: bool = True, scheduler_extra: dict | None = None) -> ExportReport:
     """Write the whole folder. ``tokenizers`` maps subfolder -> (vocab, merges, pad_token)."""
     out.mkdir(parents=True, exist_ok=True)
     report = ExportReport()
     pipe.save_config(str(out))
     report.files.append(out / "model_index.json")
-    pipe.scheduler.save_pretrained(str(out / "scheduler"))
-    report.files.append(out / "scheduler" / "scheduler_config.json")
+    report.files.append(write_scheduler(pipe, out, scheduler_extra))
     for sub, (vocab, merges, pad) in tokenizers.items():
         report.files += clip_vocab.write_tokenizer(out / sub, vocab, merges, pad)
     sdxl = getattr(pipe, "text_encoder_2", None) is not None

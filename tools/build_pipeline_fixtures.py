@@ -1,0 +1,225 @@
+"""Build tiny SD 1.5-style and SDXL-style pipelines, export them like optimum, record diffusers' images.
+
+Dev-only (torch, diffusers, transformers, onnxruntime). Output per pipeline in
+``tests/fixtures/pipelines/<sd15|sdxl>/``: ``model/`` (the optimum ONNX folder layout), ``noise/*.npy``
+(starting latents passed as ``latents=``), ``references/<case>.npz`` (diffusers' outputs) and
+``cases.json`` (every parameter of every case). See tests/fixtures/pipelines/README.md.
+
+    /work/venv/bin/python tools/build_pipeline_fixtures.py [--out tests/fixtures/pipelines] [--only sd15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import zlib
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import clip_vocab  # noqa: E402
+import diffusers_export as dx  # noqa: E402
+import onnx_reference_pipeline  # noqa: E402
+import pipeline_cases as pc  # noqa: E402
+import tiny_models as tm  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+SEED = 777
+NUM_MERGES = 3000  # truncated real CLIP BPE: vocab 512 + 3000 + 2 = 3514 tokens
+
+SD15_SCHEDULER = {"beta_start": 0.00085, "beta_end": 0.012, "beta_schedule": "scaled_linear",
+                  "num_train_timesteps": 1000, "set_alpha_to_one": False, "skip_prk_steps": True,
+                  "steps_offset": 1}
+SDXL_SCHEDULER = {"beta_start": 0.00085, "beta_end": 0.012, "beta_schedule": "scaled_linear",
+                  "num_train_timesteps": 1000, "steps_offset": 1, "interpolation_type": "linear",
+                  "prediction_type": "epsilon", "timestep_spacing": "leading", "use_karras_sigmas": False}
+# Keys the real files carry that the saved scheduler class does not take (see diffusers_export).
+SD15_SCHEDULER_EXTRA = {"clip_sample": False}
+SDXL_SCHEDULER_EXTRA = {"clip_sample": False, "sample_max_value": 1.0, "set_alpha_to_one": False,
+                        "skip_prk_steps": True}
+
+TEXT_SD15 = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
+             "max_position_embeddings": 77, "projection_dim": 32, "hidden_act": "quick_gelu"}
+TEXT_SDXL_1 = tm.merged(TEXT_SD15, {"hidden_size": 16, "intermediate_size": 32, "projection_dim": 16})
+TEXT_SDXL_2 = tm.merged(TEXT_SD15, {"hidden_size": 24, "intermediate_size": 48, "num_hidden_layers": 3,
+                                    "projection_dim": 8, "hidden_act": "gelu"})
+UNET_SD15 = tm.merged(tm.SD15_UNET, {"cross_attention_dim": 32, "sample_size": 8})
+UNET_SDXL = tm.merged(tm.SDXL_UNET, {"cross_attention_dim": 16 + 24, "sample_size": 16,
+                                     "projection_class_embeddings_input_dim": 8 + 6 * 4})
+VAE_SD15 = tm.VAE
+VAE_SDXL = tm.merged(tm.VAE, {"scaling_factor": 0.13025, "sample_size": 128, "force_upcast": False})
+
+# The SDXL UNet's text_time embedding (time_ids + pooled text_embeds) is scaled up: at torch's default
+# init, changing original_size from 64x96 to 128x128 moved the image by only ~47 dB PSNR, so a frame
+# that got time_ids wrong would still pass a 40 dB check. x4 brings that to ~29 dB.
+ADD_EMBEDDING_GAIN = 4.0
+
+PROMPT = "a lighthouse on a cliff at dusk, oil painting, 4k"
+NEGATIVE = "blurry, low quality"
+LONG = ("a very detailed picture of " + "an old stone bridge over a quiet river, " * 12).strip()
+
+SD15_CASES = [
+    pc.Case("euler", "euler", PROMPT, NEGATIVE, 6, 7.5, 96, 64, "n96x64.npy"),
+    pc.Case("euler_a", "euler_a", PROMPT, NEGATIVE, 6, 7.5, 96, 64, "n96x64.npy",
+            notes="ancestral: per-step noise recorded in step_noise"),
+    pc.Case("ddim", "ddim", LONG, "", 6, 5.0, 64, 64, "n64x64.npy",
+            notes="prompt longer than 77 tokens: truncated with EOS at position 76"),
+    pc.Case("dpmpp_2m", "dpm++2m", PROMPT, NEGATIVE, 8, 7.0, 96, 64, "n96x64.npy"),
+    pc.Case("dpmpp_2m_karras", "dpm++2m_karras", PROMPT, NEGATIVE, 8, 7.0, 96, 64, "n96x64.npy"),
+    pc.Case("lcm", "lcm", "Café crème brûlée, 東京 🌸", "", 4, 1.0, 64, 96, "n64x96.npy",
+            notes="guidance 1.0: no unconditional pass; LCM's per-step noise recorded in step_noise"),
+    pc.Case("euler_vpred_trailing", "euler", PROMPT, NEGATIVE, 5, 7.5, 96, 64, "n96x64.npy",
+            scheduler_overrides={"prediction_type": "v_prediction", "timestep_spacing": "trailing"},
+            notes="v-prediction and trailing spacing set as scheduler overrides (not in the folder's file)"),
+]
+SDXL_CASES = [
+    pc.Case("euler", "euler", PROMPT, NEGATIVE, 5, 5.0, 96, 64, "n96x64.npy",
+            notes="size differs from native 128x128, so time_ids = (64, 96, 0, 0, 64, 96)"),
+    pc.Case("euler_empty_negative", "euler", PROMPT, "", 5, 5.0, 64, 96, "n64x96.npy",
+            notes='negative_prompt="" is encoded like any prompt (force_zeros_for_empty_prompt does not apply)'),
+    pc.Case("euler_no_negative", "euler", PROMPT, None, 5, 5.0, 64, 96, "n64x96.npy",
+            notes="negative_prompt=None with force_zeros_for_empty_prompt: all-zero negative prompt_embeds "
+                  "and pooled text_embeds"),
+    pc.Case("ddim", "ddim", PROMPT, NEGATIVE, 5, 6.0, 96, 64, "n96x64.npy"),
+    pc.Case("dpmpp_2m_karras", "dpm++2m_karras", PROMPT, NEGATIVE, 6, 5.0, 96, 64, "n96x64.npy"),
+    pc.Case("turbo_euler_a_1step", "euler_a", PROMPT, "", 1, 0.0, 64, 64, "n64x64.npy",
+            scheduler_overrides={"timestep_spacing": "trailing"},
+            notes="SDXL Turbo style: 1 step, guidance 0 (no unconditional pass), trailing spacing"),
+]
+
+
+def _tokenizer(vocab, merges, pad):
+    from transformers import CLIPTokenizer
+
+    return CLIPTokenizer(vocab=vocab, merges=[tuple(m.split()) for m in merges], pad_token=pad,
+                         model_max_length=77)
+
+
+def _text_config(base: dict, vocab_size: int, pad_id: int) -> dict:
+    return tm.merged(base, {"vocab_size": vocab_size, "bos_token_id": vocab_size - 2,
+                            "eos_token_id": vocab_size - 1, "pad_token_id": pad_id})
+
+
+def build_sd15(vocab, merges):
+    from diffusers import PNDMScheduler, StableDiffusionPipeline
+
+    text = _text_config(TEXT_SD15, len(vocab), len(vocab) - 1)
+    pipe = StableDiffusionPipeline(
+        vae=tm.vae(SEED + 1, VAE_SD15), text_encoder=tm.clip_text(SEED + 2, text),
+        tokenizer=_tokenizer(vocab, merges, clip_vocab.EOS), unet=tm.unet(SEED + 3, UNET_SD15),
+        scheduler=PNDMScheduler(**SD15_SCHEDULER), safety_checker=None, feature_extractor=None,
+        requires_safety_checker=False)
+    tokenizers = {"tokenizer": (vocab, merges, clip_vocab.EOS)}
+    return pipe, tokenizers, SD15_SCHEDULER_EXTRA
+
+
+def build_sdxl(vocab, merges):
+    from diffusers import EulerDiscreteScheduler, StableDiffusionXLPipeline
+
+    pipe = StableDiffusionXLPipeline(
+        vae=tm.vae(SEED + 11, VAE_SDXL),
+        text_encoder=tm.clip_text(SEED + 12, _text_config(TEXT_SDXL_1, len(vocab), len(vocab) - 1)),
+        text_encoder_2=tm.clip_text(SEED + 13, _text_config(TEXT_SDXL_2, len(vocab), vocab["!"]),
+                                    with_projection=True),
+        tokenizer=_tokenizer(vocab, merges, clip_vocab.EOS), tokenizer_2=_tokenizer(vocab, merges, "!"),
+        unet=tm.unet(SEED + 14, UNET_SDXL), scheduler=EulerDiscreteScheduler(**SDXL_SCHEDULER),
+        force_zeros_for_empty_prompt=True, add_watermarker=False)
+    with torch.no_grad():  # make time_ids / text_embeds matter (see ADD_EMBEDDING_GAIN)
+        pipe.unet.add_embedding.linear_1.weight.mul_(ADD_EMBEDDING_GAIN)
+    tokenizers = {"tokenizer": (vocab, merges, clip_vocab.EOS), "tokenizer_2": (vocab, merges, "!")}
+    return pipe, tokenizers, SDXL_SCHEDULER_EXTRA
+
+
+def normalise_unet_output(unet, target_std: float = 1.0) -> float:
+    """Scale conv_out so the random UNet's prediction has std ``target_std`` on a seeded input.
+
+    With torch's default init the prediction has std ~0.3 and barely moves the latents away from
+    the scaled start noise, so images hardly depend on prompt, guidance or sampler. At std 1 each of
+    them changes the image by far more than the 40 dB PSNR threshold (see "sensitivity" in cases.json).
+    """
+    cfg = unet.config
+    gen = torch.Generator().manual_seed(0)
+    sample = torch.randn((2, cfg.in_channels, 8, 12), generator=gen)
+    context = torch.randn((2, 77, cfg.cross_attention_dim), generator=gen)
+    added = None
+    if cfg.addition_embed_type == "text_time":
+        pooled = cfg.projection_class_embeddings_input_dim - 6 * cfg.addition_time_embed_dim
+        added = {"text_embeds": torch.randn((2, pooled), generator=gen),
+                 "time_ids": torch.tensor([[64.0, 96.0, 0.0, 0.0, 64.0, 96.0]] * 2)}
+    with torch.no_grad():
+        std = float(unet(sample, torch.tensor([500.0]), context, added_cond_kwargs=added).sample.std())
+        factor = target_std / std
+        unet.conv_out.weight.mul_(factor)
+        unet.conv_out.bias.mul_(factor)
+    return factor
+
+
+def write_noise(folder: Path, cases: list[pc.Case]) -> None:
+    """One seeded standard-normal start per size, named n<width>x<height>.npy, shape (1, 4, h/8, w/8)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for case in cases:
+        path = folder / case.noise
+        if not path.exists():
+            rng = np.random.default_rng(zlib.crc32(case.noise.encode()))
+            np.save(path, rng.standard_normal((1, 4, case.height // 8, case.width // 8)).astype(np.float32))
+
+
+def build_kind(kind: str, out: Path, vocab, merges) -> None:
+    """Export one pipeline and record all its cases."""
+    builder, cases = (build_sd15, SD15_CASES) if kind == "sd15" else (build_sdxl, SDXL_CASES)
+    root = out / kind
+    if root.exists():
+        shutil.rmtree(root)
+    pipe, tokenizers, extra = builder(vocab, merges)
+    factor = normalise_unet_output(pipe.unet)
+    report = dx.export_pipeline(pipe, root / "model", tokenizers, unet_external=kind == "sdxl",
+                                with_vae_encoder=False, scheduler_extra=extra)
+    for sub in tokenizers:
+        clip_vocab.verify_tokenizer(root / "model" / sub, len(vocab))
+    print(f"{kind}: exported model/ ({dx.folder_size(root / 'model') / 1024:.0f} KiB); onnxruntime vs torch:\n"
+          + report.summary())
+    base = json.loads((root / "model" / "scheduler" / "scheduler_config.json").read_text())
+    write_noise(root / "noise", cases)
+    (root / "references").mkdir()
+    described = []
+    for case in cases:
+        noise = np.load(root / "noise" / case.noise)
+        arrays, scheduler = pc.run_case(pipe, case, base, noise, kind == "sdxl", zlib.crc32(case.name.encode()))
+        np.savez(root / "references" / f"{case.name}.npz", **arrays)
+        sens = pc.sensitivity(pipe, case, base, noise, kind == "sdxl", arrays["image"])
+        rebuilt = onnx_reference_pipeline.generate(root / "model", case, noise, arrays.get("step_noise"))
+        onnx_psnr = round(pc.psnr(arrays["image"], rebuilt), 1)
+        described.append({**pc.describe(case), "scheduler": scheduler, "reference": f"references/{case.name}.npz",
+                          "arrays": {k: [str(v.dtype), list(v.shape)] for k, v in arrays.items()},
+                          "onnx_rebuild_psnr_db": onnx_psnr, "sensitivity_psnr_db": sens})
+        img = arrays["image"]
+        print(f"  {kind}/{case.name}: image {img.shape} std {img.std():.3f}, latent std "
+              f"{arrays['latents'].std():.2f}; rebuilt from ONNX: {onnx_psnr} dB; one parameter changed: {sens}")
+    cases_json = {"pipeline": kind, "model": "model", "output_type": "np", "unet_conv_out_scale": factor,
+                  "cases": described}
+    (root / "cases.json").write_text(json.dumps(cases_json, indent=2, ensure_ascii=False) + "\n")
+    print(f"{kind}: total {dx.folder_size(root) / 1024:.0f} KiB")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=REPO / "tests" / "fixtures" / "pipelines")
+    parser.add_argument("--only", choices=["sd15", "sdxl"], action="append", default=[])
+    parser.add_argument("--wheel-cache", type=Path, default=Path("/work/cache/wheels"),
+                        help="where the open-clip-torch wheel (CLIP BPE file) is cached")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    vocab, merges = clip_vocab.build_vocab(clip_vocab.fetch_bpe(args.wheel_cache), NUM_MERGES)
+    for kind in args.only or ["sd15", "sdxl"]:
+        build_kind(kind, args.out, vocab, merges)
+    print(f"total size of {args.out}: {dx.folder_size(args.out) / 1024 / 1024:.2f} MiB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
