@@ -48,8 +48,9 @@ class Display:
     def prepare(self, image: Image.Image | str | Path) -> tuple[Image.Image, Image.Image]:
         """(fitted RGB picture, prepared "P" image) with this display's settings."""
         preparation.engine.resolve(self.settings.dither)
-        fitted = preparation.fit_for_panel(image, self.panel, self.settings.fit, self.settings.rotate)
-        return fitted, preparation.render(fitted, self.panel, self.settings.saturation, self.settings.dither)
+        fitted, mask = preparation.fit_for_panel(image, self.panel, self.settings.fit, self.settings.rotate)
+        prepared = preparation.render(fitted, self.panel, self.settings.saturation, self.settings.dither, mask)
+        return fitted, prepared
 
     def show(self, image: Image.Image | str | Path, force: bool = False) -> ShowResult:
         """Prepare ``image`` and refresh the panel unless it is unchanged or too soon.

@@ -72,38 +72,55 @@ def _scaled(image: Image.Image, size: tuple[int, int], cover: bool) -> Image.Ima
     return resized.crop((left, top, left + width, top + height))
 
 
-def fit_image(image: Image.Image, size: tuple[int, int], fit: str, pad_colour: tuple[int, int, int]) -> Image.Image:
+def fit_image(image: Image.Image, size: tuple[int, int], fit: str,
+              pad_colour: tuple[int, int, int]) -> tuple[Image.Image, Image.Image | None]:
     """Fill exactly ``size``: ``cover`` crops, ``contain`` pads with the panel's white, ``blur-pad``
-    pads with a blurred, dimmed, cover-scaled copy (no bars, no lost content)."""
+    pads with a blurred, dimmed, cover-scaled copy (no bars, no lost content).
+
+    Returns the picture and, for ``contain``, a mask ("L", 255 = picture) of where the picture is, so
+    the bars can be printed as pure white ink instead of being dithered.
+    """
     if fit not in FITS:
         raise UsageError(f"unknown fit {fit!r}; choose one of: {', '.join(FITS)}")
     if fit == "cover":
-        return _scaled(image, size, cover=True)
+        return _scaled(image, size, cover=True), None
     inner = _scaled(image, size, cover=False)
+    offset = ((size[0] - inner.width) // 2, (size[1] - inner.height) // 2)
+    mask = None
     if fit == "contain":
         canvas = Image.new("RGB", size, pad_colour)
+        mask = Image.new("L", size, 0)
+        mask.paste(255, (*offset, offset[0] + inner.width, offset[1] + inner.height))
     else:
         small = _scaled(image, (max(1, size[0] // 8), max(1, size[1] // 8)), cover=True)
         blurred = small.filter(ImageFilter.GaussianBlur(3)).resize(size, Image.Resampling.BILINEAR)
         canvas = Image.eval(blurred, lambda v: int(v * 0.8 + 20))
-    canvas.paste(inner, ((size[0] - inner.width) // 2, (size[1] - inner.height) // 2))
-    return canvas
+    canvas.paste(inner, offset)
+    return canvas, mask
 
 
 def fit_for_panel(image: Image.Image | str | Path, panel: Panel, fit: str = "cover",
-                  rotate: int = 0) -> Image.Image:
-    """Steps 1-3: the RGB picture at panel size and orientation, before any colour work."""
+                  rotate: int = 0) -> tuple[Image.Image, Image.Image | None]:
+    """Steps 1-3: the RGB picture at panel size and orientation, before any colour work, plus the
+    ``contain`` mask (see ``fit_image``) turned the same way."""
     if rotate not in ROTATIONS:
         raise UsageError(f"rotate must be one of {ROTATIONS}, not {rotate!r}")
     width, height = panel.size
     upright = (height, width) if rotate in (90, 270) else (width, height)
-    picture = fit_image(load_image(image), upright, fit, panel.palette[_white_index(panel)])
-    return picture.transpose(_TRANSPOSE[rotate]) if rotate else picture
+    picture, mask = fit_image(load_image(image), upright, fit, panel.palette[_white_index(panel)])
+    if rotate:
+        picture = picture.transpose(_TRANSPOSE[rotate])
+        mask = mask.transpose(_TRANSPOSE[rotate]) if mask is not None else None
+    return picture, mask
 
 
 def render(picture: Image.Image, panel: Panel, saturation: float | None = None,
-           dither: str | None = None) -> Image.Image:
-    """Steps 4-5 for a picture already at panel size: the "P" image of ink indices."""
+           dither: str | None = None, mask: Image.Image | None = None) -> Image.Image:
+    """Steps 4-5 for a picture already at panel size: the "P" image of ink indices.
+
+    Where ``mask`` is 0 (``contain`` bars) the panel shows pure white ink, and those pixels do not
+    count when the tone range is measured.
+    """
     if picture.size != panel.size:
         raise UsageError(f"picture is {picture.width}x{picture.height}, {panel.name} is "
                          f"{panel.size[0]}x{panel.size[1]}; use prepare() to fit it")
@@ -112,8 +129,12 @@ def render(picture: Image.Image, panel: Panel, saturation: float | None = None,
         raise UsageError(f"saturation must be between 0 and 1, not {saturation}")
     method = engine.resolve(dither)
     inks = np.array(panel.palette, dtype=np.uint8)
-    linear = gamut.prepare_colours(np.asarray(picture.convert("RGB")), inks, saturation)
-    result = Image.fromarray(engine.dither_indices(linear, inks, method), mode="P")
+    content = np.asarray(mask) > 127 if mask is not None else None
+    linear = gamut.prepare_colours(np.asarray(picture.convert("RGB")), inks, saturation, content)
+    indices = engine.dither_indices(linear, inks, method)
+    if content is not None:
+        indices[~content] = _white_index(panel)
+    result = Image.fromarray(indices, mode="P")
     result.putpalette([c for ink in panel.palette for c in ink])
     log.debug("rendered %dx%d for %s with %s", panel.size[0], panel.size[1], panel.name, method)
     return result
@@ -129,8 +150,9 @@ def prepare(image: Image.Image | str | Path, panel: Panel, fit: str = "cover", r
     ``engine.DITHERS`` (``None``/"auto" = serpentine Floyd-Steinberg in linear light).
     """
     engine.resolve(dither)  # reject a bad name before the expensive work
-    return render(fit_for_panel(image, panel, fit, rotate), panel, saturation, dither)
+    picture, mask = fit_for_panel(image, panel, fit, rotate)
+    return render(picture, panel, saturation, dither, mask)
 
 
 def _white_index(panel: Panel) -> int:
-    return int(np.argmax(np.asarray(panel.palette, dtype=np.int32).sum(axis=1)))
+    return gamut.black_white(np.asarray(panel.palette, dtype=np.float32))[1]

@@ -91,16 +91,25 @@ def test_hardware_panel_without_spi_says_what_to_check(tmp_path) -> None:
 
 
 class InkyE673:
-    """Stands in for inky's driver class of the same name."""
+    """Stands in for inky's driver class of the same name, with its set_image behaviour for "P" images:
+    convert to RGB, re-quantise without dither against the pure palette, remap to native codes."""
 
     resolution = (800, 480)
+    DESATURATED_PALETTE = [[0, 0, 0], [255, 255, 255], [255, 255, 0], [255, 0, 0], [0, 0, 255], [0, 255, 0],
+                           [255, 255, 255]]
 
     def __init__(self) -> None:
         self.images: list[Image.Image] = []
+        self.buf = None
         self.shows = 0
 
-    def set_image(self, image: Image.Image) -> None:
+    def set_image(self, image: Image.Image, saturation: float = 0.5) -> None:
         self.images.append(image)
+        assert image.mode == "P" and len(image.palette.colors) == 6  # else inky would dither again
+        palette = Image.new("P", (1, 1))
+        palette.putpalette(np.array(self.DESATURATED_PALETTE, dtype=np.uint8).ravel().tobytes())
+        quantised = image.convert("RGB").quantize(6, palette=palette, dither=Image.Dither.NONE)
+        self.buf = np.array([0, 1, 2, 3, 5, 6])[np.asarray(quantised)]
 
     def show(self) -> None:
         self.shows += 1
@@ -121,8 +130,11 @@ def test_inky_is_detected_and_gets_palette_indices(tmp_path) -> None:
         assert display.panel.name == "inky-impression-7.3"
         assert display.show(_photo()).shown
     sent = board.images[0]
-    assert sent.mode == "P" and sent.size == (800, 480) and board.shows == 1
-    assert np.asarray(sent).max() <= 5
+    assert sent.size == (800, 480) and board.shows == 1
+    # What inky ends up sending is exactly our dither, in the panel's native codes.
+    ours = np.asarray(display.prepare(_photo())[1])
+    assert np.array_equal(board.buf, np.array([0, 1, 2, 3, 5, 6])[ours])
+    assert (ours == display.panel.colour_names.index("blue")).any()
 
 
 def test_inky_not_found_and_model_mismatch_are_clear(tmp_path) -> None:

@@ -40,7 +40,7 @@ def test_exif_orientation_is_applied(tmp_path) -> None:
 def test_rotation_for_portrait_mounting_composes_upright_then_turns() -> None:
     portrait = Image.new("RGB", (48, 80), (255, 255, 255))
     portrait.paste((0, 0, 0), (0, 0, 48, 10))  # black band at the top of the upright picture
-    turned = np.asarray(fit_for_panel(portrait, PANEL, "cover", rotate=90))
+    turned = np.asarray(fit_for_panel(portrait, PANEL, "cover", rotate=90)[0])
     assert turned.shape == (48, 80, 3)
     assert turned[:, -5:].mean() < 40 and turned[:, :60].mean() > 200  # top edge is now on the right
 
@@ -48,15 +48,26 @@ def test_rotation_for_portrait_mounting_composes_upright_then_turns() -> None:
 def test_fit_modes() -> None:
     wide = _left_red_right_blue(200, 50)
     white = (185, 202, 205)
-    cover = np.asarray(fit_image(wide, (80, 48), "cover", white))
+    cover = np.asarray(fit_image(wide, (80, 48), "cover", white)[0])
     assert cover.shape == (48, 80, 3)
     assert cover[:, 0, 0].min() > 200 and cover[:, -1, 2].min() > 200  # cropped, no bars
-    contain = np.asarray(fit_image(wide, (80, 48), "contain", white))
+    contain, mask = fit_image(wide, (80, 48), "contain", white)
+    contain = np.asarray(contain)
     assert tuple(contain[0, 40]) == white and tuple(contain[-1, 40]) == white  # padded with panel white
-    padded = np.asarray(fit_image(wide, (80, 48), "blur-pad", white))
+    assert np.asarray(mask)[0, 40] == 0 and np.asarray(mask)[24, 40] == 255
+    padded = np.asarray(fit_image(wide, (80, 48), "blur-pad", white)[0])
     assert tuple(padded[0, 40]) != white  # blurred copy behind, not bars
     with pytest.raises(UsageError, match="unknown fit 'stretch'"):
         fit_image(wide, (80, 48), "stretch", white)
+
+
+def test_contain_bars_are_pure_white_ink_even_when_rotated() -> None:
+    result = np.asarray(prepare(_left_red_right_blue(200, 50), PANEL, fit="contain"))
+    white = PANEL.colour_names.index("white")
+    assert (result[:5] == white).all() and (result[-5:] == white).all()
+    turned = np.asarray(prepare(_left_red_right_blue(200, 50), PANEL, fit="contain", rotate=90))
+    assert (turned[:, :5] == white).all() and (turned[:, -5:] == white).all()
+    assert (turned[:, 30:50] != white).any()
 
 
 def test_alpha_is_composited_on_white() -> None:

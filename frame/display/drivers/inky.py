@@ -79,13 +79,26 @@ class InkyDriver(Driver):
         self.init()
         if prepared.size != self.panel.size:
             raise PanelError(f"{self.panel.name}: picture is {prepared.size}, panel is {self.panel.size}")
+        self._board.set_image(self._for_inky(prepared))
+        self._board.show()
+        return []
+
+    def _for_inky(self, prepared: Image.Image) -> Image.Image:
+        """Indices in inky's colour order, with inky's own pure palette attached.
+
+        7-colour boards take a "P" image's indices as they are. Spectra 6 boards convert it to RGB and
+        re-quantise without dithering against their pure ``DESATURATED_PALETTE`` when the palette has
+        exactly six colours, so pure colours come back as the same indices. (With our measured colours
+        attached instead, the dark Spectra blue would snap to black.)
+        """
         indices = np.asarray(prepared, dtype=np.uint8)
         codes = np.asarray(self.panel.native_indices, dtype=np.uint8)[indices]
         picture = Image.fromarray(codes, mode="P")
-        picture.putpalette([c for ink in self.panel.palette for c in ink])
-        self._board.set_image(picture)  # "P" images are taken as palette indices, no re-quantising
-        self._board.show()
-        return []
+        count = len(self.panel.palette)
+        pure = getattr(self._board, "DESATURATED_PALETTE", None)
+        colours = [tuple(c) for c in pure[:count]] if pure is not None else list(self.panel.palette)
+        picture.putpalette([int(c) for colour in colours for c in colour])
+        return picture
 
     def clear(self) -> None:
         self.init()
