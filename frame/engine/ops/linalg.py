@@ -28,9 +28,10 @@ def float32_operands(*arrays: np.ndarray | None) -> tuple[list, np.dtype]:
 
 def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a @ b``; a stack of matrices times one matrix becomes a single large GEMM."""
-    if a.ndim > 2 and b.ndim == 2 and a.flags.c_contiguous:
-        rows = a.reshape(-1, a.shape[-1]) @ b
-        return rows.reshape(*a.shape[:-1], b.shape[-1])
+    if a.ndim > 2 and b.ndim == 2 and a.flags.c_contiguous and a.dtype == b.dtype:
+        out = np.empty((*a.shape[:-1], b.shape[-1]), dtype=a.dtype)
+        np.matmul(a.reshape(-1, a.shape[-1]), b, out=out.reshape(-1, b.shape[-1]))
+        return out  # owns its buffer, so the runtime may later reuse it in place
     return np.asarray(np.matmul(a, b))
 
 

@@ -42,13 +42,17 @@ def _log_softmax_block(x: np.ndarray, out: np.ndarray) -> None:
 def _softmax(x: np.ndarray, axis: int, reuse: bool, log: bool) -> np.ndarray:
     """Softmax along ``axis``, in cache-sized row blocks on all cores (see ``blocks``)."""
     (x32,), dtype = float32_operands(x)
-    moved = np.moveaxis(x32, axis, -1)
-    rows = np.ascontiguousarray(moved).reshape(-1, moved.shape[-1]) if moved.size else moved.reshape(0, 0)
-    in_place = reuse and rows.base is not None and np.shares_memory(rows, x) and _can_reuse(x, x.shape, x.dtype)
-    out = rows if in_place else np.empty_like(rows)
+    axis = axis % x.ndim if x.ndim else 0
+    last = axis == x.ndim - 1 or x.ndim == 0
+    moved = x32 if last else np.moveaxis(x32, axis, -1)
+    rows = np.ascontiguousarray(moved).reshape(-1, moved.shape[-1] if moved.ndim else 1)
+    if last and reuse and x32 is x and x.flags.c_contiguous and _can_reuse(x, x.shape, x.dtype):
+        full = x  # the runtime says x dies here: normalise it in place
+    else:
+        full = np.empty(moved.shape, dtype=rows.dtype)
     if rows.size:
-        map_row_blocks(_log_softmax_block if log else _softmax_block, rows, out)
-    result = np.moveaxis(out.reshape(moved.shape), -1, axis)
+        map_row_blocks(_log_softmax_block if log else _softmax_block, rows, full.reshape(rows.shape))
+    result = full if last else np.ascontiguousarray(np.moveaxis(full, -1, axis))
     return result.astype(dtype, copy=False)
 
 
@@ -87,8 +91,8 @@ def layer_normalization(x: np.ndarray, scale: np.ndarray, bias: np.ndarray | Non
     (x32, scale32, bias32), _ = float32_operands(x, scale, bias)
     axis = axis % x.ndim
     rows = x32.reshape(int(np.prod(x.shape[:axis], dtype=np.int64)), -1)
-    y, mean, inv_std = _normalize_rows(rows, epsilon)
-    y = y.reshape(x.shape)
+    y = np.empty(x.shape, dtype=np.float32)
+    _, mean, inv_std = _normalize_rows(rows, epsilon, out=y.reshape(rows.shape))
     y *= scale32
     if bias32 is not None:
         y += bias32
@@ -110,8 +114,10 @@ def _channel_affine(y: np.ndarray, scale: np.ndarray, bias: np.ndarray, dtype: n
 @register("InstanceNormalization", 6)
 def instance_normalization(x: np.ndarray, scale: np.ndarray, b: np.ndarray, epsilon: float = 1e-5) -> np.ndarray:
     (x32, scale32, b32), _ = float32_operands(x, scale, b)
-    y, _, _ = _normalize_rows(x32.reshape(x.shape[0] * x.shape[1], -1), epsilon)
-    return _channel_affine(y.reshape(x.shape), scale32, b32, x.dtype)
+    y = np.empty(x.shape, dtype=np.float32)
+    rows = x32.reshape(x.shape[0] * x.shape[1], -1)
+    _normalize_rows(rows, epsilon, out=y.reshape(rows.shape))
+    return _channel_affine(y, scale32, b32, x.dtype)
 
 
 def _group_norm(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, num_groups: int | None,
@@ -122,11 +128,13 @@ def _group_norm(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, num_groups: 
     if c % num_groups:
         raise ValueError(f"GroupNormalization: {c} channels do not split into {num_groups} groups")
     (x32, scale32, bias32), _ = float32_operands(x, scale, bias)
-    y, _, _ = _normalize_rows(x32.reshape(n * num_groups, -1), epsilon)
+    y = np.empty(x.shape, dtype=np.float32)
+    rows = x32.reshape(n * num_groups, -1)
+    _normalize_rows(rows, epsilon, out=y.reshape(rows.shape))
     if per_group_affine:
         scale32 = np.repeat(scale32, c // num_groups)
         bias32 = np.repeat(bias32, c // num_groups)
-    return _channel_affine(y.reshape(x.shape), scale32, bias32, x.dtype)
+    return _channel_affine(y, scale32, bias32, x.dtype)
 
 
 @register("GroupNormalization", 18)

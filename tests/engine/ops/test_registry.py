@@ -113,3 +113,24 @@ def test_bind_node_passes_the_output_count_to_kernels_that_ask():
     assert attrs["_num_outputs"] == 1
     _, attrs = bind_node(helper.make_node("Add", ["x", "y"], ["z"]), 17)
     assert attrs == {}
+
+
+@pytest.mark.parametrize("op, opset, inputs, attrs", [
+    ("MatMul", 17, [(2, 5, 8), (8, 3)], {}),
+    ("Gemm", 17, [(4, 8), (8, 3)], {}),
+    ("Conv", 17, [(1, 4, 6, 6), (5, 4, 3, 3)], {"pads": [1, 1, 1, 1]}),
+    ("Softmax", 17, [(2, 3, 7)], {}),
+    ("Softmax", 17, [(2, 3, 7)], {"axis": 1}),
+    ("LayerNormalization", 17, [(2, 3, 8), (8,)], {}),
+    ("InstanceNormalization", 17, [(2, 4, 5, 5), (4,), (4,)], {}),
+    ("GroupNormalization", 21, [(2, 4, 5, 5), (4,), (4,)], {"num_groups": 2}),
+    ("Erf", 17, [(3, 50)], {}),
+    ("Sigmoid", 17, [(3, 50)], {}),
+    ("Add", 17, [(3, 50), (50,)], {}),
+])
+def test_compute_kernels_return_arrays_that_own_their_buffer(op, opset, inputs, attrs):
+    """The runtime only reuses a dying input in place when it owns its data, so a compute kernel
+    returning a reshaped view would cost the next op an allocation."""
+    arrays = [np.random.default_rng(i).standard_normal(shape).astype(np.float32) for i, shape in enumerate(inputs)]
+    out = resolve(op, opset).fn(*arrays, **attrs)
+    assert out.flags.owndata and out.flags.c_contiguous
