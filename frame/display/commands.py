@@ -10,10 +10,10 @@ import dataclasses
 import logging
 import sys
 
+from frame.display.choices import DITHERS, FITS, ROTATIONS
+
 log = logging.getLogger(__name__)
 
-FITS = ("cover", "contain", "blur-pad")
-DITHERS = ("auto", "linear-serpentine", "floyd-steinberg", "atkinson", "ordered", "blue-noise", "none")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -31,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     show.add_argument("--dither", choices=DITHERS, help="dithering method (default: display.dither)")
     show.add_argument("--saturation", type=float, metavar="X",
                       help="colourfulness 0 (grey) .. 1 (as is); default: panel default")
-    show.add_argument("--rotate", type=int, choices=(0, 90, 180, 270), help="turn the picture clockwise")
+    show.add_argument("--rotate", type=int, choices=ROTATIONS, help="turn the picture clockwise")
     show.add_argument("--force", action="store_true", help="refresh even if the picture is unchanged")
     show.set_defaults(func=run_show)
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from PIL import Image
 
-from frame.display import preparation
+from frame.display import engine, preparation
 from frame.display.bus import Bus, Clock, SpiGpioBus
 from frame.display.care import SHOWN, RefreshGuard, ShowResult, picture_digest
 from frame.display.drivers import driver_class
@@ -47,7 +47,7 @@ class Display:
 
     def prepare(self, image: Image.Image | str | Path) -> tuple[Image.Image, Image.Image]:
         """(fitted RGB picture, prepared "P" image) with this display's settings."""
-        preparation.engine.resolve(self.settings.dither)
+        engine.resolve(self.settings.dither)  # a bad name fails before the expensive steps
         fitted, mask = preparation.fit_for_panel(image, self.panel, self.settings.fit, self.settings.rotate)
         prepared = preparation.render(fitted, self.panel, self.settings.saturation, self.settings.dither, mask)
         return fitted, prepared

@@ -18,11 +18,11 @@ import numpy as np
 
 from frame.display import colour
 from frame.display import dither as kernels
+from frame.display.choices import DITHERS
 from frame.errors import UsageError
 
 log = logging.getLogger(__name__)
 
-DITHERS = ("auto", "linear-serpentine", "floyd-steinberg", "atkinson", "ordered", "blue-noise", "none")
 DEFAULT = "linear-serpentine"
 
 Method = Callable[[np.ndarray, np.ndarray], np.ndarray]

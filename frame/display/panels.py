@@ -51,6 +51,13 @@ class Panel:
     def colour_names(self) -> tuple[str, ...]:
         return get_palette(self.palette_name).names
 
+    @property
+    def white_index(self) -> int:
+        """The white ink: the one whose darkest channel is brightest (a 7-colour panel's yellow is
+        brighter than its white, so not simply the brightest ink)."""
+        palette = self.palette
+        return max(range(len(palette)), key=lambda i: min(palette[i]))
+
 
 _SPECTRA = ("black", "white", "yellow", "red", "blue", "green")
 _ACEP = ("black", "white", "green", "blue", "red", "yellow", "orange")

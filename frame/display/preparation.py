@@ -19,13 +19,12 @@ import numpy as np
 from PIL import Image, ImageFilter, ImageOps, UnidentifiedImageError
 
 from frame.display import engine, gamut
+from frame.display.choices import FITS, ROTATIONS
 from frame.display.panels import Panel
 from frame.errors import FrameError, UsageError
 
 log = logging.getLogger(__name__)
 
-FITS = ("cover", "contain", "blur-pad")
-ROTATIONS = (0, 90, 180, 270)
 _TRANSPOSE = {90: Image.Transpose.ROTATE_270, 180: Image.Transpose.ROTATE_180,
               270: Image.Transpose.ROTATE_90}
 
@@ -107,7 +106,7 @@ def fit_for_panel(image: Image.Image | str | Path, panel: Panel, fit: str = "cov
         raise UsageError(f"rotate must be one of {ROTATIONS}, not {rotate!r}")
     width, height = panel.size
     upright = (height, width) if rotate in (90, 270) else (width, height)
-    picture, mask = fit_image(load_image(image), upright, fit, panel.palette[_white_index(panel)])
+    picture, mask = fit_image(load_image(image), upright, fit, panel.palette[panel.white_index])
     if rotate:
         picture = picture.transpose(_TRANSPOSE[rotate])
         mask = mask.transpose(_TRANSPOSE[rotate]) if mask is not None else None
@@ -133,7 +132,7 @@ def render(picture: Image.Image, panel: Panel, saturation: float | None = None,
     linear = gamut.prepare_colours(np.asarray(picture.convert("RGB")), inks, saturation, content)
     indices = engine.dither_indices(linear, inks, method)
     if content is not None:
-        indices[~content] = _white_index(panel)
+        indices[~content] = panel.white_index
     result = Image.fromarray(indices, mode="P")
     result.putpalette([c for ink in panel.palette for c in ink])
     log.debug("rendered %dx%d for %s with %s", panel.size[0], panel.size[1], panel.name, method)
@@ -154,5 +153,4 @@ def prepare(image: Image.Image | str | Path, panel: Panel, fit: str = "cover", r
     return render(picture, panel, saturation, dither, mask)
 
 
-def _white_index(panel: Panel) -> int:
-    return gamut.black_white(np.asarray(panel.palette, dtype=np.float32))[1]
+

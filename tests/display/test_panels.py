@@ -55,3 +55,9 @@ def test_inky_is_detected_at_open_time_not_by_name() -> None:
 
 def test_palette_names_cover_the_config_choices() -> None:
     assert {"spectra6", "acep7", "bw", "inky-spectra6"} <= set(palette_names())
+
+
+def test_white_ink_is_not_mistaken_for_a_brighter_yellow() -> None:
+    assert get_panel("waveshare-7in3f").white_index == 1  # ACeP yellow (255, 255, 68) outshines white
+    assert get_panel("virtual", palette="inky-spectra6").white_index == 1
+    assert get_panel("waveshare-7in5-v2").white_index == 1

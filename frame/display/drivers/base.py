@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import abc
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -153,11 +154,10 @@ class WaveshareDriver(Driver):
         return []
 
     def clear(self) -> None:
-        white = int(np.argmax(np.asarray(self.panel.palette).sum(axis=1)))
         width, height = self.panel.size
-        self._run(lambda: self._display(np.full((height, width), white, dtype=np.uint8)))
+        self._run(lambda: self._display(np.full((height, width), self.panel.white_index, dtype=np.uint8)))
 
-    def _run(self, action) -> None:
+    def _run(self, action: Callable[[], None]) -> None:
         """init -> action -> deep sleep; on any fault, try to power the panel down and re-raise."""
         try:
             self.init()

@@ -102,8 +102,8 @@ class InkyDriver(Driver):
 
     def clear(self) -> None:
         self.init()
-        white = int(np.argmax(np.asarray(self.panel.palette).sum(axis=1)))
-        self.show(Image.fromarray(np.full(self.panel.size[::-1], white, dtype=np.uint8), mode="P"))
+        white = np.full(self.panel.size[::-1], self.panel.white_index, dtype=np.uint8)
+        self.show(Image.fromarray(white, mode="P"))
 
     def sleep(self) -> None:
         """inky powers the panel down after every show."""

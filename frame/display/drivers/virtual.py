@@ -43,7 +43,7 @@ class VirtualDriver(Driver):
         return [str(panel_path), str(preview_path)]
 
     def clear(self) -> None:
-        white = max(self.panel.palette, key=sum)
+        white = self.panel.palette[self.panel.white_index]
         self.init()
         save_png_atomic(Image.new("RGB", self.panel.size, white), self.out_file or self.out_dir / "panel.png")
 
