@@ -3,7 +3,7 @@
 Families: ``elementwise`` (binary arithmetic, comparisons, logic), ``unary`` (maths, activations),
 ``shape`` (layout), ``indexing`` (gather/scatter), ``convert`` (Cast, Constant, Range), ``reduce``,
 ``linalg`` (MatMul, Gemm), ``conv`` (Conv, ConvTranspose), ``pool``, ``norm`` (Softmax and the
-normalisations), ``resize`` (Resize, Upsample).
+normalisations), ``resize`` (Resize, Upsample), ``quant`` (QDQ and dynamic quantisation).
 """
 
 from frame.engine.ops import (  # noqa: F401  (imported to register their kernels)
@@ -14,6 +14,7 @@ from frame.engine.ops import (  # noqa: F401  (imported to register their kernel
     linalg,
     norm,
     pool,
+    quant,
     reduce,
     resize,
     shape,

@@ -1,0 +1,89 @@
+"""Quantisation kernels: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger.
+
+They let uint8/int8 models run as exported: QDQ models (a DequantizeLinear in front of each weight,
+the usual "uint8 weights, float compute" form) and onnxruntime's dynamic quantisation
+(DynamicQuantizeLinear + MatMulInteger). Scales are per tensor or per axis; blocked quantisation
+(opset 21 ``block_size``) and float8 types are refused at load time.
+MatMulInteger runs on float64 BLAS: exact for the int32 result range and far faster than numpy's
+integer matmul, which has no BLAS path.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from frame.engine.ops.convert import ONNX_TO_NUMPY
+from frame.engine.ops.registry import UnsupportedOp, register
+
+_INTEGER_RANGES = {np.dtype(np.uint8): (0, 255), np.dtype(np.int8): (-128, 127),
+                   np.dtype(np.uint16): (0, 65535), np.dtype(np.int16): (-32768, 32767)}
+
+
+def _validate_quant(attrs: dict) -> None:
+    if attrs.get("block_size", 0):
+        raise UnsupportedOp(f"attribute 'block_size' = {attrs['block_size']}: blocked quantisation is not supported")
+    output_dtype = attrs.get("output_dtype", 0)
+    if output_dtype and ONNX_TO_NUMPY.get(output_dtype) not in _INTEGER_RANGES:
+        raise UnsupportedOp(f"attribute 'output_dtype' = {output_dtype}: only (u)int8/(u)int16 are supported")
+
+
+def _per_axis(values: np.ndarray, rank: int, axis: int) -> np.ndarray:
+    """A scale or zero point shaped to broadcast along ``axis`` (scalars stay scalars)."""
+    if values.ndim == 0 or values.size == 1:
+        return values.reshape(())
+    shape = [1] * rank
+    shape[axis % rank] = -1
+    return values.reshape(shape)
+
+
+@register("QuantizeLinear", 10, validate=_validate_quant)
+def quantize_linear(x: np.ndarray, y_scale: np.ndarray, y_zero_point: np.ndarray | None = None, /, *,
+                    axis: int = 1, block_size: int = 0, output_dtype: int = 0, saturate: int = 1) -> np.ndarray:
+    """y = saturate(round_half_even(x / scale) + zero_point) in the zero point's integer type."""
+    if y_zero_point is not None:
+        dtype = y_zero_point.dtype
+    else:
+        dtype = ONNX_TO_NUMPY[output_dtype] if output_dtype else np.dtype(np.uint8)
+    low, high = _INTEGER_RANGES[np.dtype(dtype)]
+    scale = _per_axis(y_scale.astype(np.float32), x.ndim, axis)
+    q = np.rint(x.astype(np.float32) / scale)
+    if y_zero_point is not None:
+        q += _per_axis(y_zero_point.astype(np.float32), x.ndim, axis)
+    return np.clip(q, low, high).astype(dtype)
+
+
+@register("DequantizeLinear", 10, validate=_validate_quant)
+def dequantize_linear(x: np.ndarray, x_scale: np.ndarray, x_zero_point: np.ndarray | None = None, /, *,
+                      axis: int = 1, block_size: int = 0) -> np.ndarray:
+    """y = (x - zero_point) * scale, in the scale's float type (float32 or float16)."""
+    values = x.astype(np.float32)
+    if x_zero_point is not None:
+        values -= _per_axis(x_zero_point.astype(np.float32), x.ndim, axis)
+    values *= _per_axis(x_scale.astype(np.float32), x.ndim, axis)
+    return values.astype(x_scale.dtype, copy=False)
+
+
+@register("DynamicQuantizeLinear", 11)
+def dynamic_quantize_linear(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """uint8 quantisation whose range always includes 0 (onnx spec formula); returns y, scale, zero point."""
+    low = np.minimum(np.float32(0), x.min()) if x.size else np.float32(0)
+    high = np.maximum(np.float32(0), x.max()) if x.size else np.float32(0)
+    scale = np.float32((high - low) / np.float32(255)) or np.float32(1)  # all zeros: scale 1, as onnxruntime
+    zero_point = np.clip(np.rint(-low / scale), 0, 255)
+    quantized = np.clip(np.rint(x / scale) + zero_point, 0, 255)
+    return (quantized.astype(np.uint8), np.array(scale, dtype=np.float32),
+            np.array(zero_point, dtype=np.uint8))
+
+
+@register("MatMulInteger", 10)
+def matmul_integer(a: np.ndarray, b: np.ndarray, a_zero_point: np.ndarray | None = None,
+                   b_zero_point: np.ndarray | None = None, /) -> np.ndarray:
+    """(A - a_zp) @ (B - b_zp) as int32; a_zp per row of A or scalar, b_zp per column of B or scalar."""
+    a64 = a.astype(np.float64)
+    b64 = b.astype(np.float64)
+    if a_zero_point is not None:
+        zp = a_zero_point.astype(np.float64)
+        a64 -= zp.reshape(-1, 1) if zp.size > 1 else zp.reshape(())
+    if b_zero_point is not None:
+        b64 -= b_zero_point.astype(np.float64).reshape(-1) if b_zero_point.size > 1 else b_zero_point.reshape(())
+    return np.matmul(a64, b64).astype(np.int32)
