@@ -25,6 +25,10 @@ TOKENIZER_FILES = ("vocab.json", "merges.txt", "tokenizer_config.json", "special
 OPTIONAL_FILES = {"tokenizer_config.json", "special_tokens_map.json", "config.json"}
 
 
+class MissingFile(FrameError, FileNotFoundError):
+    """A model file that is not there (local path or HTTP 404), as opposed to a failed download."""
+
+
 def default_cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "frame" / "models"
@@ -55,7 +59,7 @@ class ModelFiles:
             return (self.root / relative).is_file()
         try:
             self._fetch(relative)
-        except FrameError:
+        except FileNotFoundError:
             return False
         return True
 
@@ -108,7 +112,7 @@ class ModelFiles:
         if not self.is_url:
             path = self.root / relative
             if not path.is_file():
-                raise FrameError(f"missing model file: {path}")
+                raise MissingFile(f"missing model file: {path}")
             return path
         return self._fetch(relative)
 
@@ -118,7 +122,7 @@ class ModelFiles:
         if target.is_file():
             return target
         if relative in self._missing:
-            raise FrameError(f"missing model file: {urljoin(self.base, relative)} (HTTP 404)")
+            raise MissingFile(f"missing model file: {urljoin(self.base, relative)} (HTTP 404)")
         import requests
 
         url = urljoin(self.base, relative)
@@ -128,7 +132,7 @@ class ModelFiles:
             raise FrameError(f"cannot fetch {url}: {exc}") from exc
         if response.status_code == 404:
             self._missing.add(relative)
-            raise FrameError(f"missing model file: {url} (HTTP 404)")
+            raise MissingFile(f"missing model file: {url} (HTTP 404)")
         if response.status_code != 200:
             raise FrameError(f"cannot fetch {url}: HTTP {response.status_code}")
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -1,12 +1,8 @@
-"""Model kind detection, sizes, PNG parameter text, and model files served over HTTP."""
+"""Model kind detection, sizes and the PNG parameter text."""
 
 from __future__ import annotations
 
 import json
-import shutil
-import threading
-from functools import partial
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -93,41 +89,3 @@ def test_parameters_text_quotes_separators():
     text = GenerationParameters("a cat", "", 4, "euler_a", 7.0, 1, 64, 64, "my, model").to_text()
     assert text == ("a cat\nSteps: 4, Sampler: Euler a, CFG scale: 7, Seed: 1, Size: 64x64, "
                     f'Model: "my, model", Version: frame {__import__("frame").__version__}')
-
-
-@pytest.fixture
-def served_demo(tmp_path):
-    """The demo export behind a real HTTP server that counts requests per path."""
-    root = tmp_path / "served"
-    shutil.copytree(demo_model_path(), root)
-    hits: dict[str, int] = {}
-
-    class Handler(SimpleHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 (http.server naming)
-            hits[self.path] = hits.get(self.path, 0) + 1
-            super().do_GET()
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(Handler, directory=str(root)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/", hits
-    server.shutdown()
-
-
-def test_url_source_caches_small_files_once(served_demo, tmp_path):
-    url, hits = served_demo
-    files = ModelFiles(url, cache_dir=tmp_path / "cache")
-    info = read_model_info(files)
-    assert info.kind == "sd15"
-    folder = files.local_folder("tokenizer")
-    assert (folder / "vocab.json").is_file()
-    assert files.onnx("unet") == url + "unet/model.onnx"
-    again = ModelFiles(url, cache_dir=tmp_path / "cache")
-    read_model_info(again)
-    again.local_folder("tokenizer")
-    assert hits["/model_index.json"] == 1 and hits["/tokenizer/vocab.json"] == 1
-    with pytest.raises(FrameError, match="missing model file: .*HTTP 404"):
-        again.json("nothing/here.json")

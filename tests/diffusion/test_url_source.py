@@ -1,0 +1,52 @@
+"""A model served over HTTP: small files fetched once into the cache, weights streamed by the engine.
+
+Uses the engine tests' Range-capable HTTP server (a real server on 127.0.0.1).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from frame.diffusion import load_pipeline
+from frame.diffusion.model_files import ModelFiles
+from frame.diffusion.model_info import read_model_info
+from frame.errors import FrameError
+from frame.models import demo_model_path
+from tests.engine.http_server import RangeServer
+
+
+@pytest.fixture
+def server():
+    served = RangeServer(str(demo_model_path())).start()
+    yield served
+    served.stop()
+
+
+def _gets(server: RangeServer, path: str) -> int:
+    return sum(1 for p, _ in server.requests if p == path)
+
+
+def test_small_files_are_fetched_once(server, tmp_path):
+    url = server.url("")
+    files = ModelFiles(url, cache_dir=tmp_path)
+    assert read_model_info(files).kind == "sd15"
+    assert (files.local_folder("tokenizer") / "vocab.json").is_file()
+    assert files.onnx("unet") == url + "unet/model.onnx"
+    again = ModelFiles(url, cache_dir=tmp_path)
+    read_model_info(again)
+    again.local_folder("tokenizer")
+    assert _gets(server, "/model_index.json") == 1 and _gets(server, "/tokenizer/vocab.json") == 1
+    with pytest.raises(FrameError, match="missing model file: .*HTTP 404"):
+        again.json("nothing/here.json")
+
+
+@pytest.mark.slow  # ~15 s: each of ~250 Range requests costs ~50 ms with the test server
+def test_render_from_url_matches_local_folder(server, tmp_path):
+    args = dict(steps=1, guidance=0, seed=3, width=32, height=32)
+    remote = load_pipeline(server.url(""), cache_dir=tmp_path).generate("a cat", **args)
+    local = load_pipeline(demo_model_path()).generate("a cat", **args)
+    assert np.array_equal(np.asarray(remote), np.asarray(local))
+    ranged = [p for p, r in server.requests if r is not None]
+    assert "/unet/model.onnx" in ranged  # weights came as Range requests, not cached files
+    assert not (tmp_path / "unet").exists() and not any(tmp_path.rglob("model.onnx"))
