@@ -15,10 +15,10 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import convert_fp16
 import numpy as np
 import onnx
 import torch
-from onnx import TensorProto, helper, numpy_helper
 
 EXTERNAL_DATA_NAME = "model.onnx_data"
 
@@ -115,31 +115,8 @@ def _rename_symbolic_dims(model: onnx.ModelProto, dynamic_axes: dict[str, dict[i
 
 
 def to_fp16_weights(model: onnx.ModelProto, min_elements: int = 2) -> onnx.ModelProto:
-    """Optimum-style fp16 weights: float initializers stored as float16, each feeding a Cast to float.
-
-    The original initializer name becomes the Cast's output, so every consumer is unchanged and
-    the graph still computes in float32. Scalars (< ``min_elements``) stay float32 as exporters
-    keep them.
-    """
-    out = onnx.ModelProto()
-    out.CopyFrom(model)
-    graph = out.graph
-    casts = []
-    keep = []
-    for init in graph.initializer:
-        arr = numpy_helper.to_array(init)
-        if init.data_type != TensorProto.FLOAT or arr.size < min_elements:
-            keep.append(init)
-            continue
-        half_name = f"{init.name}_fp16"
-        keep.append(numpy_helper.from_array(arr.astype(np.float16), half_name))
-        casts.append(helper.make_node("Cast", [half_name], [init.name], name=f"{init.name}_cast", to=1))
-    del graph.initializer[:]
-    graph.initializer.extend(keep)
-    nodes = list(graph.node)
-    del graph.node[:]
-    graph.node.extend(casts + nodes)
-    return out
+    """Optimum-style fp16 weights (float16 initializers + Cast to float); see tools/convert_fp16.py."""
+    return convert_fp16.to_fp16_weights(model, min_elements)
 
 
 def round_weights_to_fp16(module: torch.nn.Module) -> None:
