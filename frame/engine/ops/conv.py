@@ -76,13 +76,13 @@ def _conv_image(x: np.ndarray, weight: np.ndarray, group: int, stride, dilation,
     padded = np.pad(x, ((0, 0), (pads[0], pads[2]), (pads[1], pads[3]))) if any(pads) else x
     mg, depth = m // group, cg * kh * kw
     rows = int(max(1, min(ho, COLUMN_BUDGET_BYTES // (depth * wo * 4))))
-    band = np.empty((cg, kh, kw, rows, wo), dtype=np.float32)
+    band = np.empty(depth * rows * wo, dtype=np.float32)
     for g in range(group):
         source = padded[g * cg:(g + 1) * cg]
         kernel = weight[g * mg:(g + 1) * mg].reshape(mg, depth)
         for r0 in range(0, ho, rows):
             count = min(rows, ho - r0)
-            columns = band[:, :, :, :count]
+            columns = band[:depth * count * wo].reshape(cg, kh, kw, count, wo)  # contiguous, even when short
             for i in range(kh):
                 top = r0 * sh + i * dh
                 for j in range(kw):
@@ -92,11 +92,7 @@ def _conv_image(x: np.ndarray, weight: np.ndarray, group: int, stride, dilation,
             np.matmul(kernel, columns.reshape(depth, count * wo), out=target)
 
 
-def _validate_conv(attrs: dict) -> None:
-    validate_conv(attrs)
-
-
-@register("Conv", 1, validate=_validate_conv)
+@register("Conv", 1, validate=validate_conv)
 def conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, /, *, auto_pad: str = "NOTSET",
          dilations: list[int] | None = None, group: int = 1, kernel_shape: list[int] | None = None,
          pads: list[int] | None = None, strides: list[int] | None = None) -> np.ndarray:
@@ -109,6 +105,9 @@ def conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, /, *, auto_p
         raise ValueError(f"Conv: input has {c} channels, weight {w.shape} with group={group} expects {cg * group}")
     ho = (h + pads[0] + pads[2] - (kh - 1) * dilations[0] - 1) // strides[0] + 1
     wo = (wd + pads[1] + pads[3] - (kw - 1) * dilations[1] - 1) // strides[1] + 1
+    if ho <= 0 or wo <= 0:
+        raise ValueError(f"Conv: kernel {w.shape[2:]} (dilations {dilations}) is larger than the padded input "
+                         f"{x.shape[2:]} (pads {pads})")
     out = np.empty((n, m, ho, wo), dtype=np.float32)
     if kh == kw == 1 and group == 1 and strides == [1, 1] and not any(pads):
         np.matmul(w32.reshape(m, c), x32.reshape(n, c, h * wd), out=out.reshape(n, m, h * wd))
@@ -141,7 +140,7 @@ def _transpose_pads(in_hw, kernel, strides, dilations, pads, output_padding, out
     return begins + ends
 
 
-@register("ConvTranspose", 1, validate=_validate_conv)
+@register("ConvTranspose", 1, validate=validate_conv)
 def conv_transpose(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, /, *, auto_pad: str = "NOTSET",
                    dilations: list[int] | None = None, group: int = 1, kernel_shape: list[int] | None = None,
                    output_padding: list[int] | None = None, output_shape: list[int] | None = None,

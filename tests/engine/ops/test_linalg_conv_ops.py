@@ -115,3 +115,8 @@ def test_conv_in_several_row_bands(monkeypatch):
 def test_einsum(equation, shapes):
     run_node("Einsum", [rand(*s, seed=i) for i, s in enumerate(shapes)], opset=12, rtol=1e-5, atol=1e-5,
              equation=equation)
+
+
+def test_conv_kernel_larger_than_input_is_a_clear_error():
+    with pytest.raises(ValueError, match="larger than the padded input"):
+        resolve("Conv", 11).fn(rand(1, 2, 2, 2), rand(3, 2, 3, 3))
