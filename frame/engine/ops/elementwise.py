@@ -40,7 +40,7 @@ def _unary(ufunc: np.ufunc, x: np.ndarray, reuse: bool) -> np.ndarray:
     return _as_array(ufunc(x))
 
 
-def _float_binary(name: str, ufunc: np.ufunc) -> None:
+def _arithmetic(name: str, ufunc: np.ufunc) -> None:
     @register(name, 7, inplace=True)
     def kernel(a: np.ndarray, b: np.ndarray, _reuse: bool = False) -> np.ndarray:
         return _binary(ufunc, a, b, _reuse)
@@ -49,7 +49,7 @@ def _float_binary(name: str, ufunc: np.ufunc) -> None:
 
 
 for _name, _ufunc in (("Add", np.add), ("Sub", np.subtract), ("Mul", np.multiply)):
-    _float_binary(_name, _ufunc)
+    _arithmetic(_name, _ufunc)
 
 
 @register("Div", 7, inplace=True)

@@ -17,7 +17,8 @@ def _checked(indices: np.ndarray, length: int, what: str) -> np.ndarray:
     """Indices as int64 with negatives resolved; out-of-range values raise."""
     indices = indices.astype(np.int64, copy=False)
     if indices.size and (indices.min() < -length or indices.max() >= length):
-        raise IndexError(f"{what}: index out of range for dimension of size {length}")
+        bad = indices[(indices < -length) | (indices >= length)].reshape(-1)[0]
+        raise IndexError(f"{what}: index {bad} is out of range for an axis of size {length}")
     return np.where(indices < 0, indices + length, indices)
 
 
