@@ -32,12 +32,6 @@ class AttentionConfig:
         return 1, max(1, self.budget_bytes // (m * itemsize))
 
 
-def _softmax_inplace(s: np.ndarray) -> None:
-    s -= s.max(axis=-1, keepdims=True)
-    np.exp(s, out=s)
-    s /= s.sum(axis=-1, keepdims=True)
-
-
 def _apply(op: str, s: np.ndarray, operand: np.ndarray) -> None:
     if op == "Mul":
         s *= operand
@@ -69,6 +63,12 @@ def sliced_attention(q: np.ndarray, kt: np.ndarray, v: np.ndarray, *operands: np
     out = np.empty((count, n, v.shape[-1]), dtype=dtype)
     scalars = all(o.size == 1 for o in operands)
     heads, rows = config.block(count if scalars else 1, n, m, dtype.itemsize)
+    if scalars and set(score_ops) <= {"Mul", "Div"}:
+        # (q·s) @ kt == s·(q @ kt): scale the small Q block, not the large score block
+        factor = np.ones((), dtype)
+        for op, operand in zip(score_ops, operands):
+            factor = factor * operand.reshape(()) if op == "Mul" else factor / operand.reshape(())
+        score_ops, operands, q3 = (), (), q3 * factor.astype(dtype)
     if scalars:
         flat = [o.reshape(()).astype(dtype) for o in operands]
         for h0 in range(0, count, heads):
@@ -85,8 +85,16 @@ def sliced_attention(q: np.ndarray, kt: np.ndarray, v: np.ndarray, *operands: np
 
 
 def _block(q: np.ndarray, kt: np.ndarray, v: np.ndarray, score_ops, operands, out: np.ndarray) -> None:
+    """One block: scores, score ops, exp(s - max) in place, then (e @ v) / Σe.
+
+    Normalising the (rows × d) result instead of the (rows × M) probabilities saves a full pass
+    over the score block; the result is the same softmax(s) @ v.
+    """
     s = np.matmul(q, kt)
     for op, operand in zip(score_ops, operands):
         _apply(op, s, operand)
-    _softmax_inplace(s)
+    s -= s.max(axis=-1, keepdims=True)
+    np.exp(s, out=s)
+    total = s.sum(axis=-1, keepdims=True)
     np.matmul(s, v, out=out)
+    out /= total

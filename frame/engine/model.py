@@ -23,6 +23,7 @@ from frame.engine.errors import ModelFormatError, UnsupportedModelError
 from frame.engine.executor import Executor
 from frame.engine.fusion import fuse_attention
 from frame.engine.io_check import check_feeds
+from frame.engine.memory import return_freed_buffers_to_os
 from frame.engine.protobuf_index import scan_model
 from frame.engine.providers import WeightsProvider, make_provider
 from frame.engine.sources import SourcePool, is_url
@@ -157,6 +158,7 @@ def load_model(source: str, weights: str | WeightsProvider = "prefetch",
     Raises UnsupportedModelError listing every node that cannot run, before any compute.
     """
     source = str(source)
+    return_freed_buffers_to_os()
     structure = read_structure(source)
     if structure.problems:
         raise UnsupportedModelError(structure.problems)

@@ -1,8 +1,10 @@
 """Disk providers: read each weight on request, or read ahead on a background thread.
 
 ``DiskPrefetch`` follows the engine's fixed fetch order: a thread reads the next weights while the
-current op computes, until the read-but-not-yet-requested bytes reach ``budget_bytes`` (a weight
-larger than the budget is still read, alone). Both also work on http(s) locations through the
+current op computes, as long as the read-but-not-yet-requested bytes stay within ``budget_bytes``.
+A weight that does not fit is read only once the engine asks for it: reading a 112 MB UNet conv
+weight ahead while the previous one is in use would double the largest allocation, the very peak
+the budget exists to bound. Both also work on http(s) locations through the
 shared ``SourcePool``, which is how ``Http`` is built.
 """
 
@@ -45,6 +47,7 @@ class DiskPrefetch(ReadingProvider):
         self._ready_bytes = 0
         self._errors: dict[int, BaseException] = {}
         self._inflight: int | None = None
+        self._waiting: int | None = None
         self._generation = getattr(self, "_generation", 0) + 1
 
     def prepare(self, refs: Sequence[WeightRef]) -> None:
@@ -63,9 +66,11 @@ class DiskPrefetch(ReadingProvider):
             if i not in self._ready and i not in self._errors and i != self._inflight and i != self._next:
                 log.debug("prefetch restarts at weight %d (%s)", i, ref.name)
                 self._reset(i)
+            self._waiting = i
             self._cond.notify_all()
             while i not in self._ready and i not in self._errors:
                 self._cond.wait()
+            self._waiting = None
             if i in self._errors:
                 error = self._errors.pop(i)
                 raise error
@@ -87,7 +92,7 @@ class DiskPrefetch(ReadingProvider):
         if self._next >= len(self.refs):
             return False
         size = self.refs[self._next].nbytes
-        return self._ready_bytes == 0 or self._ready_bytes + size <= self.budget_bytes
+        return self._ready_bytes + size <= self.budget_bytes or self._waiting == self._next
 
     def _loop(self) -> None:
         while True:
