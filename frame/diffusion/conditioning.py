@@ -105,14 +105,15 @@ def encode_with(encoder: Encoder, load: Callable[[str], Any], texts: list[str], 
 
 
 def encode_prompts(encoders: list[Encoder], load: Callable[[str], Any], info: ModelInfo, prompt: str,
-                   negative: str | None, warn: Callable[[str], None]) -> tuple[Conditioning, Conditioning | None]:
-    """Conditioning for the prompt and (when ``negative`` is not None) the unconditional pass.
+                   negative: str | None, guided: bool, warn: Callable[[str], None]
+                   ) -> tuple[Conditioning, Conditioning | None]:
+    """Conditioning for the prompt and, when ``guided``, for the unconditional (negative) pass.
 
-    For SDXL models with ``force_zeros_for_empty_prompt`` an empty negative prompt becomes all zeros,
-    as in diffusers.
+    As in diffusers, ``negative=None`` means the empty prompt, except for SDXL exports with
+    ``force_zeros_for_empty_prompt`` where it means all-zero embeddings; ``""`` is always encoded.
     """
-    zero_negative = negative == "" and info.kind == SDXL and info.force_zeros_for_empty_prompt
-    texts = [prompt] if negative is None or zero_negative else [prompt, negative]
+    zero_negative = guided and negative is None and info.kind == SDXL and info.force_zeros_for_empty_prompt
+    texts = [prompt] if not guided or zero_negative else [prompt, negative or ""]
     per_encoder = [encode_with(e, load, texts, info.kind, i == 1, warn) for i, e in enumerate(encoders)]
     combined = []
     for position in range(len(texts)):
@@ -120,7 +121,7 @@ def encode_prompts(encoders: list[Encoder], load: Callable[[str], Any], info: Mo
         hidden = np.concatenate([p.hidden for p in parts], axis=-1)
         combined.append(Conditioning(hidden, parts[-1].pooled))
     cond = combined[0]
-    if negative is None:
+    if not guided:
         return cond, None
     if zero_negative:
         pooled = None if cond.pooled is None else np.zeros_like(cond.pooled)

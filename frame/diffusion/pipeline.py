@@ -51,7 +51,7 @@ class Settings:
     """Resolved generation parameters (defaults filled in from the model kind)."""
 
     prompt: str
-    negative_prompt: str
+    negative_prompt: str | None  # None: diffusers' "no negative prompt" (zeros for SDXL)
     steps: int
     guidance: float
     sampler: str
@@ -101,12 +101,12 @@ class Pipeline:
         """(width, height) near the native pixel area with aspect ratio ``aspect`` (width / height)."""
         return sizes.auto_size(self.info, aspect, self.unet_static_latent())
 
-    def settings(self, prompt: str, negative_prompt: str = "", steps: int | None = None,
+    def settings(self, prompt: str, negative_prompt: str | None = "", steps: int | None = None,
                  guidance: float | None = None, sampler: str | None = None, seed: int = 0,
                  width: int | None = None, height: int | None = None) -> Settings:
         """Fill in defaults and check every value (clear errors before any model is run)."""
-        if not isinstance(prompt, str):
-            raise UsageError("prompt must be a string")
+        if not isinstance(prompt, str) or not isinstance(negative_prompt, (str, type(None))):
+            raise UsageError("prompt and negative prompt must be strings")
         sampler = resolve_sampler_name(sampler)
         if not isinstance(seed, (int, np.integer)) or seed < 0:
             raise UsageError(f"seed must be a non-negative integer, got {seed!r}")
@@ -120,14 +120,17 @@ class Pipeline:
         native_w, native_h = sizes.auto_size(self.info, 1.0, static) if static else self.info.native_size
         width, height = width or native_w, height or native_h
         sizes.check_size(width, height, self.info, static)
-        return Settings(prompt, negative_prompt or "", int(steps), guidance, sampler, int(seed), width, height)
+        return Settings(prompt, negative_prompt, int(steps), guidance, sampler, int(seed), width, height)
 
-    def generate(self, prompt: str, negative_prompt: str = "", steps: int | None = None,
+    def generate(self, prompt: str, negative_prompt: str | None = "", steps: int | None = None,
                  guidance: float | None = None, sampler: str | None = None, seed: int = 0,
                  width: int | None = None, height: int | None = None, init_noise: np.ndarray | None = None,
                  callback: ProgressCallback | None = None, resume_dir: str | os.PathLike | None = None,
                  tiled_decode: bool | None = None) -> Image.Image:
         """Render ``prompt``; the image carries the A1111 ``parameters`` text in ``image.info``.
+
+        ``negative_prompt=None`` follows diffusers: the empty prompt, or zeros for SDXL exports with
+        ``force_zeros_for_empty_prompt``; ``""`` is encoded like any prompt.
 
         ``init_noise`` is standard-normal (1, 4, H/8, W/8) noise, scaled by the sampler's initial sigma
         (diffusers' ``latents=``). ``resume_dir`` enables per-step checkpoints (cleared when done).
@@ -141,7 +144,7 @@ class Pipeline:
         return image
 
     def parameters(self, settings: Settings) -> GenerationParameters:
-        return GenerationParameters(settings.prompt, settings.negative_prompt if settings.guided else "",
+        return GenerationParameters(settings.prompt, (settings.negative_prompt or "") if settings.guided else "",
                                     settings.steps, settings.sampler, settings.guidance, settings.seed,
                                     settings.width, settings.height, os.path.basename(self.info.name.rstrip("/")))
 
@@ -211,9 +214,8 @@ class Pipeline:
                 ) -> tuple[conditioning.Conditioning, conditioning.Conditioning | None]:
         if callback is not None:
             callback(Progress("text", 0, settings.steps, 0.0, 0.0, None, kind=self.kind))
-        negative = settings.negative_prompt if settings.guided else None
-        return conditioning.encode_prompts(self.encoders, self.load, self.info, settings.prompt, negative,
-                                           log.warning)
+        return conditioning.encode_prompts(self.encoders, self.load, self.info, settings.prompt,
+                                           settings.negative_prompt, settings.guided, log.warning)
 
     def decode(self, latents: np.ndarray, callback: ProgressCallback | None = None,
                tiled: bool | None = None) -> Image.Image:

@@ -95,7 +95,7 @@ def test_tokens_and_text_embeddings_match(pipelines, kind, case):
         assert tokenizer(case["prompt"]) == ref[f"input_ids{suffix}"][0].tolist()
     guided = case["guidance"] > 1
     cond, uncond = conditioning.encode_prompts(pipe.encoders, pipe.load, pipe.info, case["prompt"],
-                                               case["negative_prompt"] if guided else None, print)
+                                               case["negative_prompt"], guided, print)
     np.testing.assert_allclose(cond.hidden, ref["prompt_embeds"], atol=1e-4, rtol=1e-4)
     if kind == "sdxl":
         np.testing.assert_allclose(cond.pooled, ref["pooled_prompt_embeds"], atol=1e-4, rtol=1e-4)
