@@ -248,12 +248,14 @@ def main() -> int:
     parser.add_argument("--size", default="800x480")
     parser.add_argument("--palettes", default=",".join(PALETTES))
     parser.add_argument("--methods", default="frame,pillow")
+    parser.add_argument("--timing-only", action="store_true", help="skip the quality table")
     args = parser.parse_args()
     size = tuple(int(v) for v in args.size.split("x"))
     methods = args.methods.split(",")
-    print(f"mean CIEDE2000 after a {BLUR_SIGMA} px linear-light blur, {size[0]}x{size[1]} pictures")
-    lines = run(size, args.palettes.split(","), methods)
-    print("\n".join(lines[:2] + lines[-1:]))
+    if not args.timing_only:
+        print(f"mean CIEDE2000 after a {BLUR_SIGMA} px linear-light blur, {size[0]}x{size[1]} pictures")
+        lines = run(size, args.palettes.split(","), methods)
+        print("\n".join(lines[:2] + lines[-1:]))
     print("\nprepare time (seconds, best of 3, 800x480 from 1600x960):")
     for label, seconds in time_prepare((800, 480)).items():
         print(f"| {label} | {seconds:.2f} |")

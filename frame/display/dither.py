@@ -125,11 +125,14 @@ def choose_ink(r: float, g: float, b: float, lookup: list[int]) -> int:
 
 
 def _quantise_row(values: list, carry: float, order: range, lookup: list[int], inks: list) -> tuple:
-    """The sequential part of one row: each pixel gets ``carry`` of its scan-wise predecessor's error."""
+    """The sequential part of one row: each pixel gets ``carry`` of its scan-wise predecessor's error.
+
+    Returns the picked inks and the errors as three per-channel lists (cheap to hand back to numpy).
+    """
     red, green, blue = _cell_tables()
     offset = -_SPAN[0] * _FINE
     picked = [0] * len(values)
-    errors = [(0.0, 0.0, 0.0)] * len(values)
+    err_r, err_g, err_b = [0.0] * len(values), [0.0] * len(values), [0.0] * len(values)
     er = eg = eb = 0.0
     for x in order:
         r, g, b = values[x]
@@ -140,8 +143,10 @@ def _quantise_row(values: list, carry: float, order: range, lookup: list[int], i
         qr, qg, qb = inks[k]
         er, eg, eb = r - qr, g - qg, b - qb
         picked[x] = k
-        errors[x] = (er, eg, eb)
-    return picked, errors
+        err_r[x] = er
+        err_g[x] = eg
+        err_b[x] = eb
+    return picked, (err_r, err_g, err_b)
 
 
 def serpentine(linear: np.ndarray, inks: np.ndarray) -> np.ndarray:
@@ -164,7 +169,7 @@ def serpentine(linear: np.ndarray, inks: np.ndarray) -> np.ndarray:
         out[y] = picked
         if y + 1 == height:
             break
-        err = np.asarray(errors)
+        err = np.array(errors).T
         behind, ahead = (1 / 16, 3 / 16) if backwards else (3 / 16, 1 / 16)
         below = buf[y + 1]
         below += 5 / 16 * err
@@ -203,18 +208,26 @@ def blue_noise(size: int = 64, sigma: float = 1.9, seed: int = 7) -> np.ndarray:
 
 
 def threshold_dither(linear: np.ndarray, inks: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
-    """Per pixel, the best mix of two inks (least linear-RGB error), chosen by a tiled threshold map."""
+    """Per pixel, the best mix of two inks (least linear-RGB error), chosen by a tiled threshold map.
+
+    Distances come from one matrix product (pixel . ink) so each ink pair costs only a few
+    whole-picture vector operations.
+    """
     height, width, _ = linear.shape
-    pixels = linear.reshape(-1, 3)
+    pixels = linear.reshape(-1, 3).astype(np.float32)
     inks = inks.astype(np.float32)
+    dots = pixels @ inks.T  # (n, k): p . ink
+    squares = (inks * inks).sum(axis=1)  # |ink|^2
     best_err = np.full(len(pixels), np.inf, dtype=np.float32)
     first = np.zeros(len(pixels), dtype=np.uint8)
     second = np.zeros(len(pixels), dtype=np.uint8)
     share = np.zeros(len(pixels), dtype=np.float32)
     for i, j in itertools.combinations(range(len(inks)), 2):
-        span = inks[j] - inks[i]
-        t = np.clip((pixels - inks[i]) @ span / max(float(span @ span), 1e-12), 0.0, 1.0)
-        err = ((pixels - inks[i] - t[:, None] * span) ** 2).sum(axis=1)
+        span2 = max(float(squares[i] + squares[j] - 2 * inks[i] @ inks[j]), 1e-12)  # |b - a|^2
+        along = dots[:, j] - dots[:, i] - float(inks[i] @ inks[j]) + float(squares[i])  # (p - a).(b - a)
+        t = np.clip(along / span2, 0.0, 1.0)
+        # |p - a - t (b - a)|^2 without the |p|^2 term, which is the same for every pair.
+        err = -2 * dots[:, i] + squares[i] - 2 * t * along + t * t * span2
         better = err < best_err
         best_err[better], first[better], second[better], share[better] = err[better], i, j, t[better]
     tile_y = (height + thresholds.shape[0] - 1) // thresholds.shape[0]
