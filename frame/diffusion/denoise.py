@@ -44,6 +44,8 @@ class GuidedUNet:
         if len(self.passes) > 1 and not self.batch and batch_dim not in (1, None) and isinstance(batch_dim, int):
             raise FrameError(f"unet: fixed batch size {batch_dim} fits neither one nor two passes")
         self.extra = self._sdxl_inputs(size) if "text_embeds" in self.specs else {}
+        if "timestep_cond" in self.specs:
+            self.extra["timestep_cond"] = [self._guidance_embedding() for _ in self.passes]
 
     def _sdxl_inputs(self, size: tuple[int, int]) -> dict[str, list[np.ndarray]]:
         """SDXL micro-conditioning: pooled embeddings and time_ids from the real generation size.
@@ -61,6 +63,21 @@ class GuidedUNet:
             "text_embeds": [p.pooled.astype(self.specs["text_embeds"].dtype) for p in self.passes],
             "time_ids": [time_ids for _ in self.passes],
         }
+
+    def _guidance_embedding(self) -> np.ndarray:
+        """LCM-distilled UNets take the guidance scale as an input (``timestep_cond``) instead of a second
+        pass: sinusoidal features of ``(g - 1) * 1000`` (diffusers ``get_guidance_scale_embedding``)."""
+        spec = self.specs["timestep_cond"]
+        dim = spec.shape[-1] if spec.shape and isinstance(spec.shape[-1], int) else None
+        if dim is None:
+            raise FrameError("unet: 'timestep_cond' needs a fixed last dimension (time_cond_proj_dim)")
+        half = dim // 2
+        frequencies = np.exp(np.arange(half, dtype=np.float32) * -np.float32(np.log(10000.0) / (half - 1)))
+        angles = np.float32((self.guidance - 1.0) * 1000.0) * frequencies
+        embedding = np.concatenate([np.sin(angles), np.cos(angles)])
+        if dim % 2:
+            embedding = np.concatenate([embedding, np.zeros(1, np.float32)])
+        return embedding[None, :].astype(spec.dtype)
 
     def _timestep(self, t: float, batch: int) -> np.ndarray:
         spec = self.specs["timestep"]

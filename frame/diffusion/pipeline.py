@@ -58,11 +58,12 @@ class Settings:
     seed: int
     width: int
     height: int
+    guidance_embedded: bool = False  # LCM-distilled UNet: guidance is an input, no unconditional pass
 
     @property
     def guided(self) -> bool:
         """Classifier-free guidance needs the unconditional pass only when guidance > 1 (as diffusers)."""
-        return self.guidance > 1.0
+        return self.guidance > 1.0 and not self.guidance_embedded
 
 
 class Pipeline:
@@ -81,21 +82,25 @@ class Pipeline:
                          for model, tok in names]
         self.unet_source = files.onnx("unet")
         self.vae_source = files.onnx("vae_decoder")
-        self._unet_static: tuple[tuple[int, int] | None] | None = None
+        self._unet_signature: tuple[tuple[int, int] | None, frozenset[str]] | None = None
 
     @property
     def kind(self) -> str:
         return self.info.kind
 
-    def unet_static_latent(self) -> tuple[int, int] | None:
-        """Fixed latent size of the UNet export (graph structure only; read once)."""
-        if self._unet_static is None:
+    def unet_signature(self) -> tuple[tuple[int, int] | None, frozenset[str]]:
+        """Fixed latent size (or None) and input names of the UNet export (graph structure only; read once)."""
+        if self._unet_signature is None:
             model = self.load(self.unet_source)
             try:
-                self._unet_static = (denoise.static_latent_size(model),)
+                self._unet_signature = (denoise.static_latent_size(model), frozenset(i.name for i in model.inputs))
             finally:
                 _close(model)
-        return self._unet_static[0]
+        return self._unet_signature
+
+    def unet_static_latent(self) -> tuple[int, int] | None:
+        """Fixed latent size of the UNet export, or None when its spatial axes are dynamic."""
+        return self.unet_signature()[0]
 
     def auto_size(self, aspect: float) -> tuple[int, int]:
         """(width, height) near the native pixel area with aspect ratio ``aspect`` (width / height)."""
@@ -120,7 +125,8 @@ class Pipeline:
         native_w, native_h = sizes.auto_size(self.info, 1.0, static) if static else self.info.native_size
         width, height = width or native_w, height or native_h
         sizes.check_size(width, height, self.info, static)
-        return Settings(prompt, negative_prompt, int(steps), guidance, sampler, int(seed), width, height)
+        embedded = "timestep_cond" in self.unet_signature()[1]
+        return Settings(prompt, negative_prompt, int(steps), guidance, sampler, int(seed), width, height, embedded)
 
     def generate(self, prompt: str, negative_prompt: str | None = "", steps: int | None = None,
                  guidance: float | None = None, sampler: str | None = None, seed: int = 0,
