@@ -23,6 +23,9 @@ class Notifier:
         self._socket: socket.socket | None = None
         if self._address:
             self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
+            # never block the daemon on a busy reader: a full queue drops the message (status lines
+            # are refreshed every few seconds anyway)
+            self._socket.setblocking(False)
 
     @property
     def enabled(self) -> bool:

@@ -129,7 +129,7 @@ class Supervisor:
                 self._terminate(proc)
                 break
         proc.wait()
-        reader.join(timeout=5)
+        reader.join(timeout=30)  # the pipe closes with the worker; the last lines may still be queued
         self.pid = None
         return self._classify(proc.returncode, ended_by, outcome)
 

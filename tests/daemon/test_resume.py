@@ -4,6 +4,7 @@ import os
 import random
 import re
 import signal
+import socket
 import threading
 
 import numpy as np
@@ -112,14 +113,31 @@ def _render_step(daemon):
 def test_daemon_stopped_or_killed_mid_render_resumes(tmp_path, daemon_config):
     config, url = daemon_config
     state = tmp_path / "state"
-    daemon = DaemonProcess(config, url)
+    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    notify.bind(str(tmp_path / "notify.sock"))
+    notify.settimeout(0.5)
+    statuses = []
+
+    def listen():  # like systemd: read every notification as it comes
+        while notify.fileno() >= 0:
+            try:
+                statuses.append(notify.recv(4096).decode())
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+
+    threading.Thread(target=listen, daemon=True).start()
+    daemon = DaemonProcess(config, url, env={"NOTIFY_SOCKET": str(tmp_path / "notify.sock")})
     try:
         render_id = daemon.post("/api/render").json()["render_id"]
         daemon.wait_for(lambda: (_render_step(daemon) or 0) >= 2)
         code, seconds = daemon.terminate()
-        assert code == 0 and seconds < 10
+        assert code == 0 and seconds < 10  # SIGTERM mid-render: worker stopped, clean exit
     finally:
         daemon.kill()
+    notify.close()
+    assert any(re.search(r"STATUS=rendering: generating \(unet\) step \d+/10", m) for m in statuses), statuses
     assert list((state / "checkpoints" / f"render-{render_id}" / "diffusion").iterdir())
 
     daemon = DaemonProcess(config, url)

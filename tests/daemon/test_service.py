@@ -67,3 +67,14 @@ def test_daemon_process_imports_no_heavy_modules(tmp_path):
     result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == ""
+
+
+def test_notifier_never_blocks_when_nobody_reads(notify_socket):
+    from frame.daemon.sdnotify import Notifier
+
+    path, _ = notify_socket
+    notifier = Notifier(str(path))
+    started = time.monotonic()
+    delivered = [notifier.status(f"line {n}") for n in range(500)]
+    assert time.monotonic() - started < 2 and delivered[0] and not all(delivered)
+    notifier.close()
