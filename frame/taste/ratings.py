@@ -44,3 +44,11 @@ class Rating:
 
     def __post_init__(self) -> None:
         rating_class(self.value)  # fail at construction, not nights later
+
+    def to_dict(self) -> dict:
+        """Plain JSON form for the daemon's store; :meth:`from_dict` restores it."""
+        return {"candidate": self.candidate.to_dict(), "value": self.value, "picture_id": self.picture_id}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Rating:
+        return cls(Candidate.from_dict(data["candidate"]), data["value"], data.get("picture_id"))

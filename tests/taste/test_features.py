@@ -76,3 +76,10 @@ def test_rating_classes(value, expected):
 def test_bad_ratings_are_rejected_when_recorded(value):
     with pytest.raises(FrameError, match="1–5 stars"):
         Rating(Candidate(theme="x"), value)
+
+
+def test_rating_round_trip_through_json():
+    import json
+
+    rating = Rating(Candidate(theme="quiet lake", params={"steps": 4}), 4, picture_id="2026-11-29")
+    assert Rating.from_dict(json.loads(json.dumps(rating.to_dict()))).to_dict() == rating.to_dict()
