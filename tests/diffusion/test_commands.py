@@ -81,3 +81,13 @@ def test_progress_bar_lines():
     assert lines[0].startswith("encoding prompt")
     assert lines[1].startswith("step 2/4 [###############...............]  50% ETA 1:02:05")
     assert len(lines) == 2
+
+
+def test_size_auto_follows_the_panel_aspect():
+    from frame.diffusion import load_pipeline
+
+    pipe = load_pipeline(demo_model_path())
+    width, height = commands._size(pipe, "auto", "800x480")
+    assert width / height == pytest.approx(800 / 480, rel=0.05)
+    assert 0.8 < width * height / 512**2 < 1.25
+    assert commands._size(pipe, "256x128", "800x480") == (256, 128)

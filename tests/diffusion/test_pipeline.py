@@ -165,3 +165,12 @@ def test_missing_model_files_are_named(tmp_path):
     shutil.rmtree(copy / "tokenizer")
     with pytest.raises(FrameError, match=r"missing model file: .*tokenizer/vocab.json"):
         load_pipeline(copy)
+
+
+def test_emphasis_changes_the_picture_only_when_weighted(pipe):
+    args = dict(steps=1, guidance=0, seed=2, width=32, height=32)
+    plain = np.asarray(pipe.generate("a red barn", **args))
+    neutral = np.asarray(pipe.generate("a (red:1.0) barn", **args))
+    stressed = np.asarray(pipe.generate("a (red:1.8) barn", **args))
+    assert np.array_equal(plain, neutral)
+    assert not np.array_equal(plain, stressed)
