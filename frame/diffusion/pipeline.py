@@ -121,6 +121,9 @@ class Pipeline:
         guidance = self.info.default_guidance if guidance is None else float(guidance)
         if guidance < 0:
             raise UsageError(f"guidance must be ≥ 0, got {guidance}")
+        if self.info.turbo and (steps > 4 or guidance > 1):
+            log.warning("%s models are distilled for 1-4 steps without guidance; got %d steps, guidance %g",
+                        self.info.label, steps, guidance)
         static = self.unet_static_latent()
         native_w, native_h = sizes.auto_size(self.info, 1.0, static) if static else self.info.native_size
         width, height = width or native_w, height or native_h

@@ -174,3 +174,17 @@ def test_emphasis_changes_the_picture_only_when_weighted(pipe):
     stressed = np.asarray(pipe.generate("a (red:1.8) barn", **args))
     assert np.array_equal(plain, neutral)
     assert not np.array_equal(plain, stressed)
+
+
+def test_turbo_models_default_to_one_unguided_step(tmp_path, caplog):
+    turbo = tmp_path / "sd-turbo-onnx"
+    shutil.copytree(demo_model_path(), turbo)
+    loader = CountingLoader()
+    pipe = load_pipeline(turbo, loader=loader)
+    settings = pipe.settings("a cat")
+    assert pipe.info.turbo and (settings.steps, settings.guidance, settings.guided) == (1, 0.0, False)
+    pipe.generate("a cat", width=32, height=32)
+    assert loader.unet_batches == [1]
+    with caplog.at_level(logging.WARNING, logger="frame.diffusion"):
+        pipe.settings("a cat", steps=8)
+    assert any("distilled for 1-4 steps" in r.getMessage() for r in caplog.records)
