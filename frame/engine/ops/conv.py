@@ -130,7 +130,7 @@ def _transpose_pads(in_hw, kernel, strides, dilations, pads, output_padding, out
         return list(pads or [0] * 4)
     begins, ends = [], []
     for size, k, s, d, extra, want in zip(in_hw, kernel, strides, dilations, output_padding, output_shape[-2:]):
-        total = max(s * (size - 1) + extra + (k - 1) * d + 1 - want, 0)
+        total = s * (size - 1) + extra + (k - 1) * d + 1 - want  # negative: zeros appended to reach want
         if auto_pad == "SAME_UPPER":
             begins.append(total // 2)
             ends.append(total - total // 2)
@@ -147,6 +147,8 @@ def conv_transpose(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, /,
                    pads: list[int] | None = None, strides: list[int] | None = None) -> np.ndarray:
     """Scatter form: each tap's GEMM result is added into a strided view of the full output."""
     (x32, w32, b32), dtype = float32_operands(x, w, b)
+    if x.ndim not in (3, 4) or w.ndim != x.ndim:
+        raise ValueError(f"ConvTranspose supports 1-D and 2-D inputs, got input {x.shape} and weight {w.shape}")
     rank = w.ndim - 2
     strides, dilations = list(strides or [1] * rank), list(dilations or [1] * rank)
     output_padding = list(output_padding or [0] * rank)
@@ -173,6 +175,11 @@ def conv_transpose(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, /,
                     rows = slice(i * dilations[0], i * dilations[0] + (h - 1) * strides[0] + 1, strides[0])
                     cols = slice(j * dilations[1], j * dilations[1] + (wd - 1) * strides[1] + 1, strides[1])
                     target[:, rows, cols] += part
+    if min(pads) < 0:  # output_shape asks for more than the full result: extend it with zeros
+        extend = [(max(-pads[0], 0), max(-pads[2], 0)), (max(-pads[1], 0), max(-pads[3], 0))]
+        full = np.pad(full, [(0, 0), (0, 0), *extend])
+        full_h, full_w = full.shape[2:]
+        pads = [max(p, 0) for p in pads]
     out = full[:, :, pads[0]:full_h - pads[2], pads[1]:full_w - pads[3]]
     if b32 is not None:
         out = out + b32.reshape(1, -1, 1, 1)

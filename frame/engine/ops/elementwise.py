@@ -64,8 +64,6 @@ def div(a: np.ndarray, b: np.ndarray, _reuse: bool = False) -> np.ndarray:
 @register("Mod", 10)
 def mod(a: np.ndarray, b: np.ndarray, fmod: int = 0) -> np.ndarray:
     """``fmod=0`` takes the divisor's sign (Python ``%``); ``fmod=1`` the dividend's (C ``fmod``)."""
-    if fmod == 0 and (a.dtype.kind == "f" or b.dtype.kind == "f"):
-        raise ValueError("Mod with fmod=0 is only defined for integer inputs")
     return _as_array(np.fmod(a, b) if fmod else np.mod(a, b))
 
 

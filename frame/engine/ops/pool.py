@@ -37,34 +37,62 @@ def _geometry(x: np.ndarray, kernel, strides, dilations, pads, auto_pad, ceil_mo
     return dims
 
 
-def _pool(x: np.ndarray, kernel, dims, fill: float, combine) -> np.ndarray:
-    widths = [(0, 0), (0, 0)] + [(b, e + extra) for (_, _, b, e, extra, _) in dims]
-    padded = np.pad(x, widths, constant_values=fill) if any(any(w) for w in widths) else x
-    result = None
+def _tap_views(padded: np.ndarray, kernel, dims):
+    """For each kernel tap, the strided view of ``padded`` it reads for every output position."""
+    lead = (slice(None),) * (padded.ndim - len(kernel))
     for offsets in itertools.product(*[range(k) for k in kernel]):
-        index = (slice(None), slice(None)) + tuple(
-            slice(o * d, o * d + (out - 1) * s + 1, s) for o, (s, d, _, _, _, out) in zip(offsets, dims))
-        view = padded[index]
+        yield padded[lead + tuple(slice(o * d, o * d + (out - 1) * s + 1, s)
+                                  for o, (s, d, _, _, _, out) in zip(offsets, dims))]
+
+
+def _padded(x: np.ndarray, dims, fill, lead: int = 2) -> np.ndarray:
+    widths = [(0, 0)] * lead + [(b, e + extra) for (_, _, b, e, extra, _) in dims]
+    return np.pad(x, widths, constant_values=fill) if any(any(w) for w in widths) else x
+
+
+def _pool(x: np.ndarray, kernel, dims, fill: float, combine) -> np.ndarray:
+    result = None
+    for view in _tap_views(_padded(x, dims, fill), kernel, dims):
         result = view.copy() if result is None else combine(result, view, out=result)
     return result
+
+
+def _max_with_indices(x: np.ndarray, kernel, dims, fill, column_major: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Max pooling plus the flat index of each maximum: (n*C + c) * spatial + its position in the
+    image, counted row-major (``storage_order`` 0) or column-major (1)."""
+    spatial = int(np.prod(x.shape[2:], dtype=np.int64))
+    if column_major:
+        grid = np.arange(spatial, dtype=np.int64).reshape(x.shape[2:][::-1]).T
+    else:
+        grid = np.arange(spatial, dtype=np.int64).reshape(x.shape[2:])
+    where = _padded(grid, dims, -1, lead=0)
+    best, best_at = None, None
+    for view, at in zip(_tap_views(_padded(x, dims, fill), kernel, dims), _tap_views(where, kernel, dims)):
+        if best is None:
+            best, best_at = view.copy(), np.broadcast_to(at, view.shape).copy()
+            continue
+        better = view > best  # strict: the first maximum in scan order wins
+        best = np.where(better, view, best)
+        best_at = np.where(better, at, best_at)
+    planes = np.arange(x.shape[0] * x.shape[1], dtype=np.int64).reshape(x.shape[:2] + (1,) * (x.ndim - 2))
+    return best, best_at + planes * spatial
 
 
 def _validate_pool(attrs: dict) -> None:
     validate_conv({k: v for k, v in attrs.items() if k not in ("kernel_shape", "strides", "dilations")})
     if "kernel_shape" not in attrs:
         raise UnsupportedOp("pooling needs the attribute 'kernel_shape'")
-    if attrs.get("storage_order", 0):
-        raise UnsupportedOp("MaxPool attribute 'storage_order' = 1 is not supported")
 
 
 @register("MaxPool", 1, validate=_validate_pool)
 def max_pool(x: np.ndarray, auto_pad: str = "NOTSET", ceil_mode: int = 0, dilations: list[int] | None = None,
              kernel_shape: list[int] | None = None, pads: list[int] | None = None, storage_order: int = 0,
              strides: list[int] | None = None, _num_outputs: int = 1) -> np.ndarray:
-    if _num_outputs > 1:
-        raise ValueError("MaxPool's Indices output is not supported")
+    """``_num_outputs`` = 2 also returns Indices (flat positions in the input tensor)."""
     dims = _geometry(x, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
     fill = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+    if _num_outputs > 1:
+        return _max_with_indices(x, kernel_shape, dims, fill, bool(storage_order))
     return _pool(x, kernel_shape, dims, fill, np.maximum)
 
 

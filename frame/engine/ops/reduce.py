@@ -16,8 +16,8 @@ from frame.engine.ops.shape import normalize_axes
 _REDUCERS = {
     "ReduceSum": lambda x, ax, kd: np.sum(x, axis=ax, keepdims=kd),
     "ReduceMean": lambda x, ax, kd: np.mean(x, axis=ax, keepdims=kd),
-    "ReduceMax": lambda x, ax, kd: np.max(x, axis=ax, keepdims=kd),
-    "ReduceMin": lambda x, ax, kd: np.min(x, axis=ax, keepdims=kd),
+    "ReduceMax": lambda x, ax, kd: np.max(x, axis=ax, keepdims=kd, initial=_extreme(x.dtype, low=True)),
+    "ReduceMin": lambda x, ax, kd: np.min(x, axis=ax, keepdims=kd, initial=_extreme(x.dtype, low=False)),
     "ReduceProd": lambda x, ax, kd: np.prod(x, axis=ax, keepdims=kd),
     "ReduceL1": lambda x, ax, kd: np.sum(np.abs(x), axis=ax, keepdims=kd),
     "ReduceL2": lambda x, ax, kd: np.sqrt(np.sum(np.square(x), axis=ax, keepdims=kd)),
@@ -30,8 +30,18 @@ _REDUCERS = {
 _AXES_INPUT_SINCE = {name: 18 for name in _REDUCERS} | {"ReduceSum": 13}
 
 
+def _extreme(dtype: np.dtype, low: bool) -> object:
+    """The identity of max (low=True) or min: what reducing an empty set gives, as in the ONNX spec."""
+    if dtype == np.bool_:
+        return not low
+    if dtype.kind == "f":
+        return -np.inf if low else np.inf
+    info = np.iinfo(dtype)
+    return info.min if low else info.max
+
+
 def _log_sum_exp(x: np.ndarray, axes: tuple[int, ...] | None, keepdims: bool) -> np.ndarray:
-    peak = np.max(x, axis=axes, keepdims=True)
+    peak = np.max(x, axis=axes, keepdims=True, initial=-np.inf)
     peak = np.where(np.isfinite(peak), peak, 0)
     total = np.log(np.sum(np.exp(x - peak), axis=axes, keepdims=True)) + peak
     return total if keepdims else np.squeeze(total, axis=axes)
@@ -44,8 +54,6 @@ def _reduce(name: str, data: np.ndarray, axes: object, keepdims: int, noop_with_
     else:
         axes_tuple = normalize_axes(axes, data.ndim)
     work = data.astype(np.float32) if data.dtype == np.float16 else data
-    if work.size == 0 and name in ("ReduceMax", "ReduceMin"):
-        raise ValueError(f"{name} of an empty tensor has no value")
     result = _REDUCERS[name](work, axes_tuple, bool(keepdims))
     return np.asarray(result).astype(data.dtype, copy=False)
 
@@ -96,7 +104,10 @@ def top_k(x: np.ndarray, k: np.ndarray, /, *, axis: int = -1, largest: int = 1,
     """Values and int64 indices of the k largest (or smallest) entries; ties keep the lower index."""
     count = int(np.asarray(k).reshape(-1)[0])
     axis = axis % x.ndim
-    keys = -x if largest and x.dtype.kind != "b" else x
-    order = np.argsort(keys, axis=axis, kind="stable")
+    if largest:  # descending values, ties by ascending index, for every dtype (no negation overflow)
+        length = x.shape[axis]
+        order = length - 1 - np.flip(np.argsort(np.flip(x, axis), axis=axis, kind="stable"), axis)
+    else:
+        order = np.argsort(x, axis=axis, kind="stable")
     indices = np.take(order, np.arange(count), axis=axis).astype(np.int64)
     return np.take_along_axis(x, indices, axis=axis), indices

@@ -25,6 +25,7 @@ different ``since`` versions; ``resolve`` picks the highest ``since`` that is â‰
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -68,12 +69,25 @@ def _hint_names(fn: Kernel) -> frozenset[str]:
     return frozenset(p for p in inspect.signature(fn).parameters if p.startswith("_"))
 
 
+def _ieee(fn: Kernel) -> Kernel:
+    """Run ``fn`` with numpy floating-point warnings off: ONNX arithmetic is plain IEEE, so x/0 = inf
+    and log(0) = -inf are results, not problems worth a warning on every run."""
+    import numpy as np
+
+    @functools.wraps(fn)
+    def kernel(*args, **kwargs):
+        with np.errstate(all="ignore"):
+            return fn(*args, **kwargs)
+
+    return kernel
+
+
 def register(op_type: str, since: int = 1, *, domain: str = "", inplace: bool = False,
              validate: Callable[[dict], None] | None = None) -> Callable[[Kernel], Kernel]:
     """Decorator: make ``fn`` the kernel for ``op_type`` from opset ``since`` on."""
 
     def decorate(fn: Kernel) -> Kernel:
-        spec = OpSpec(op_type, since, fn, domain, inplace, validate, _attribute_names(fn), _hint_names(fn))
+        spec = OpSpec(op_type, since, _ieee(fn), domain, inplace, validate, _attribute_names(fn), _hint_names(fn))
         versions = _TABLE.setdefault((domain, op_type), [])
         versions.append(spec)
         versions.sort(key=lambda s: s.since)

@@ -220,7 +220,7 @@ def pad_v11(data: np.ndarray, pads: np.ndarray, constant_value: np.ndarray | Non
 
 def _validate_depth_to_space(attrs: dict) -> None:
     if attrs.get("mode", "DCR") not in ("DCR", "CRD"):
-        raise UnsupportedOp(f"DepthToSpace attribute 'mode' = {attrs['mode']!r} (expected DCR or CRD)")
+        raise UnsupportedOp(f"attribute 'mode' = {attrs['mode']!r} (expected DCR or CRD)")
 
 
 @register("DepthToSpace", 1, validate=_validate_depth_to_space)
@@ -234,9 +234,11 @@ def depth_to_space(x: np.ndarray, blocksize: int = 1, mode: str = "DCR") -> np.n
     return blocks.reshape(n, c // (b * b), h * b, w * b)
 
 
-@register("SpaceToDepth", 1)
-def space_to_depth(x: np.ndarray, blocksize: int = 1) -> np.ndarray:
+@register("SpaceToDepth", 1, validate=_validate_depth_to_space)
+def space_to_depth(x: np.ndarray, blocksize: int = 1, mode: str = "DCR") -> np.ndarray:
+    """``mode`` arrived in a later opset; DCR (the only layout before) puts the block offset first."""
     n, c, h, w = x.shape
     b = blocksize
-    blocks = x.reshape(n, c, h // b, b, w // b, b).transpose(0, 3, 5, 1, 2, 4)
-    return blocks.reshape(n, c * b * b, h // b, w // b)
+    blocks = x.reshape(n, c, h // b, b, w // b, b)
+    order = (0, 3, 5, 1, 2, 4) if mode == "DCR" else (0, 1, 3, 5, 2, 4)
+    return blocks.transpose(order).reshape(n, c * b * b, h // b, w // b)

@@ -68,11 +68,14 @@ def _simple(name: str, ufunc: np.ufunc, since: int = 6) -> None:
 for _name, _ufunc in (
     ("Abs", np.abs), ("Neg", np.negative), ("Sqrt", np.sqrt), ("Exp", np.exp), ("Log", np.log),
     ("Sin", np.sin), ("Cos", np.cos), ("Tan", np.tan), ("Tanh", np.tanh), ("Floor", np.floor),
-    ("Ceil", np.ceil), ("Reciprocal", np.reciprocal), ("Sign", np.sign), ("Not", np.logical_not),
+    ("Ceil", np.ceil), ("Reciprocal", np.reciprocal), ("Sign", np.sign),
     ("Round", np.rint), ("Asin", np.arcsin), ("Acos", np.arccos), ("Atan", np.arctan),
     ("Sinh", np.sinh), ("Cosh", np.cosh),
 ):
     _simple(_name, _ufunc)
+
+
+_simple("Not", np.logical_not, since=1)
 
 
 @register("IsNaN", 9)
