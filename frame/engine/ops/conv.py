@@ -8,7 +8,8 @@ as fast for large images and two to four times as fast for small ones (8x8 laten
 channels), because BLAS gets one long reduction (K = 9*C) instead of nine short ones and nine
 output-sized additions.
 
-Memory beyond input and output: one padded copy of the input and one column band. 1x1 convs without
+Memory beyond input and output: one column band and the padded input rows it reads (the image is
+never padded as a whole). 1x1 convs without
 stride or padding are a single GEMM on the input itself. Dtypes: fp16 input or weights are widened to
 float32 per call; the result is fp16 only if all float operands were fp16.
 """
@@ -67,26 +68,38 @@ def _as_2d(x: np.ndarray, w: np.ndarray, strides, dilations, pads):
 COLUMN_BUDGET_BYTES = 16 << 20
 
 
+def _padded_rows(x: np.ndarray, first: int, count: int, pads) -> np.ndarray:
+    """Rows ``first .. first+count`` of the zero-padded image, without padding the whole image.
+
+    Padding a 128x512x512 VAE activation at once would cost another 135 MB; a band costs little.
+    """
+    c, h, w = x.shape
+    rows = np.zeros((c, count, pads[1] + w + pads[3]), dtype=x.dtype)
+    top, bottom = max(first - pads[0], 0), min(first + count - pads[0], h)
+    if bottom > top:
+        rows[:, top + pads[0] - first:bottom + pads[0] - first, pads[1]:pads[1] + w] = x[:, top:bottom]
+    return rows
+
+
 def _conv_image(x: np.ndarray, weight: np.ndarray, group: int, stride, dilation, pads, out_hw,
                 out: np.ndarray) -> None:
     """One image: x (C, H, W) float32, weight (M, C/group, kh, kw) -> out (M, Ho, Wo), by row bands."""
     m, cg, kh, kw = weight.shape
     ho, wo = out_hw
     (sh, sw), (dh, dw) = stride, dilation
-    padded = np.pad(x, ((0, 0), (pads[0], pads[2]), (pads[1], pads[3]))) if any(pads) else x
     mg, depth = m // group, cg * kh * kw
     rows = int(max(1, min(ho, COLUMN_BUDGET_BYTES // (depth * wo * 4))))
     band = np.empty(depth * rows * wo, dtype=np.float32)
     for g in range(group):
-        source = padded[g * cg:(g + 1) * cg]
         kernel = weight[g * mg:(g + 1) * mg].reshape(mg, depth)
         for r0 in range(0, ho, rows):
             count = min(rows, ho - r0)
+            span = (count - 1) * sh + (kh - 1) * dh + 1  # padded input rows this band reads
+            source = _padded_rows(x[g * cg:(g + 1) * cg], r0 * sh, span, pads)
             columns = band[:depth * count * wo].reshape(cg, kh, kw, count, wo)  # contiguous, even when short
             for i in range(kh):
-                top = r0 * sh + i * dh
                 for j in range(kw):
-                    columns[:, i, j] = source[:, top:top + (count - 1) * sh + 1:sh,
+                    columns[:, i, j] = source[:, i * dh:i * dh + (count - 1) * sh + 1:sh,
                                               j * dw:j * dw + (wo - 1) * sw + 1:sw]
             target = out[g * mg:(g + 1) * mg, r0:r0 + count].reshape(mg, count * wo)
             np.matmul(kernel, columns.reshape(depth, count * wo), out=target)
