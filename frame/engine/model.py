@@ -26,6 +26,7 @@ from frame.engine.io_check import check_feeds
 from frame.engine.memory import return_freed_buffers_to_os
 from frame.engine.protobuf_index import scan_model
 from frame.engine.providers import WeightsProvider, make_provider
+from frame.engine.silu import fuse_silu
 from frame.engine.sources import SourcePool, is_url
 from frame.engine.weights import collect_weights, numpy_dtype
 
@@ -98,6 +99,7 @@ class Model:
         g.compute_in_float32(nodes)
         opset = g.opset_table(structure.proto)[""]
         nodes, self.fused_attention_count = fuse_attention(nodes, output_names, attention, opset)
+        nodes, self.fused_silu_count = fuse_silu(nodes, output_names)
         nodes = g.remove_dead_nodes(nodes, output_names)
         self._check_outputs_produced(nodes, input_names)
         self.steps = g.make_plan(nodes, self._weights, input_names, output_names)
