@@ -103,3 +103,15 @@ def _python_frame():
     import sys
 
     return [sys.executable, "-m", "frame"]
+
+
+def test_unit_relaxes_protect_home_for_a_venv_in_home(monkeypatch):
+    from frame.daemon import unit
+
+    monkeypatch.setattr(unit.sys, "executable", "/home/pi/venv/bin/python")
+    monkeypatch.setattr(unit.sys, "prefix", "/home/pi/venv")
+    text = unit.unit_for_this_install("pi", None)
+    assert "ProtectHome=read-only" in text and "ExecStart=/home/pi/venv/bin/python -m frame run\n" in text
+    monkeypatch.setattr(unit.sys, "executable", "/opt/frame/bin/python")
+    monkeypatch.setattr(unit.sys, "prefix", "/opt/frame")
+    assert "ProtectHome=yes" in unit.unit_for_this_install("frame", None)
