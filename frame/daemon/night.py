@@ -67,6 +67,11 @@ def job_dir(state_dir: Path, render_id: int) -> Path:
     return Path(state_dir) / "checkpoints" / f"render-{render_id}"
 
 
+def discard_job(state_dir: Path, render_id: int) -> None:
+    """Remove a render's checkpoint folder once it can no longer be resumed."""
+    shutil.rmtree(job_dir(state_dir, render_id), ignore_errors=True)
+
+
 def _config_yaml(config: Any) -> bytes:
     from frame.config import to_plain
 
@@ -164,13 +169,15 @@ def render(ctx: RenderContext, render_id: int, kind: str, deadline: float | None
 
 def _finish(ctx: RenderContext, render_id: int, outcome: Outcome, seconds: float) -> int | None:
     if outcome.status == "stopped":
-        return None
+        return None  # the checkpoint stays: the next start resumes this render
     if outcome.status == "deadline":
         ctx.store.finish_render(render_id, "missed", error="the render missed its deadline")
+        discard_job(ctx.state_dir, render_id)
         return None
     if outcome.status != "done":
         step = f" at step {outcome.step!r}" if outcome.step else ""
         ctx.store.finish_render(render_id, "failed", error=f"failed{step}: {outcome.error}")
+        discard_job(ctx.state_dir, render_id)
         return None
     result = outcome.result or {}
     meta = dict(result["meta"])
@@ -183,6 +190,7 @@ def _finish(ctx: RenderContext, render_id: int, outcome: Outcome, seconds: float
         log.error("render %d: %s; the previous picture stays shown", render_id, exc)
         ctx.store.finish_render(render_id, "failed", error=str(exc))
         outcome.status, outcome.error, outcome.step = "failed", str(exc), "store"
+        discard_job(ctx.state_dir, render_id)  # frees the space the failed save needed
         return None
     if result.get("prompt_id"):
         ctx.store.mark_prompt_used(result["prompt_id"], picture_id)
@@ -202,7 +210,7 @@ def _housekeeping(ctx: RenderContext, render_id: int) -> None:
         ctx.store.backup(backup_path(ctx.store.path))
     except (OSError, FrameError) as exc:
         log.error("housekeeping after render %d failed: %s", render_id, exc)
-    shutil.rmtree(job_dir(ctx.state_dir, render_id), ignore_errors=True)
+    discard_job(ctx.state_dir, render_id)
 
 
 def show_picture(ctx: RenderContext, picture_id: int, reason: str) -> dict[str, Any]:

@@ -187,11 +187,13 @@ class Daemon:
         unfinished = self.store.unfinished_renders()
         for stale in unfinished[:-1]:
             self.store.finish_render(stale["id"], "failed", error="superseded by a newer render")
+            nights.discard_job(self.state_dir, stale["id"])
         if unfinished:
             last = unfinished[-1]
             night = schedule.night_at(now, self.config.schedule, self.tz) if last["kind"] == "night" else None
             if night is not None and (night.key != last["night"] or not night.contains(now)):
                 self.store.finish_render(last["id"], "missed", error="the daemon was down until after the deadline")
+                nights.discard_job(self.state_dir, last["id"])
             else:
                 log.info("resuming render %d from its checkpoint", last["id"])
                 self.start_render(last["kind"], night, last["id"])

@@ -56,6 +56,7 @@ def test_disk_full_while_saving_keeps_previous_picture(ctx, store, monkeypatch, 
     assert "No space left" in caplog.text and "previous picture stays shown" in caplog.text
     assert store.render(render_id)["status"] == "failed"
     assert store.last_shown()["picture_id"] == previous and store.count_pictures() == 1
+    assert not night.job_dir(ctx.state_dir, render_id).exists()  # space given back
 
 
 @pytest.fixture
@@ -177,9 +178,11 @@ def test_picture_waits_for_show_time(tmp_path):
 def test_unfinished_render_of_a_past_night_is_marked_missed(tmp_path):
     daemon = _daemon(tmp_path, render_at=_clock(180), deadline=_clock(240), show_at=_clock(240))
     stale = daemon.store.start_render("night", "2020-01-01")
+    night.job_dir(daemon.state_dir, stale).mkdir(parents=True)
     try:
         daemon.start()
         assert daemon.store.render(stale)["status"] == "missed"
+        assert not night.job_dir(daemon.state_dir, stale).exists()
         assert FakeSupervisor.runs == []
     finally:
         daemon.stop()
