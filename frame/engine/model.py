@@ -29,6 +29,7 @@ from frame.engine.providers import WeightsProvider, make_provider
 from frame.engine.silu import fuse_silu
 from frame.engine.sources import SourcePool, is_url
 from frame.engine.weights import collect_weights, numpy_dtype
+from frame.errors import UsageError
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +82,10 @@ def read_structure(source: str) -> _Structure:
 
 
 class Model:
-    """A loaded model; see ``load_model``. Use as a context manager or call ``close()``."""
+    """A loaded model; see ``load_model``. Use as a context manager or call ``close()``.
+
+    One ``run`` at a time: the plan and the provider's read-ahead follow a single execution.
+    """
 
     def __init__(self, source: str, provider: WeightsProvider, structure: _Structure,
                  attention: AttentionConfig) -> None:
@@ -120,7 +124,7 @@ class Model:
     def set_attention(self, slices: int | None = None, budget_bytes: int | None = None) -> None:
         """Query-row slices per head (None = automatic) and/or the score-block memory budget."""
         if slices is not None and slices < 1:
-            raise ValueError("attention slices must be ≥ 1")
+            raise UsageError(f"attention slices must be at least 1, got {slices}")
         self.attention.slices = slices
         if budget_bytes is not None:
             self.attention.budget_bytes = int(budget_bytes)
@@ -160,6 +164,8 @@ def load_model(source: str, weights: str | WeightsProvider = "prefetch",
     Raises UnsupportedModelError listing every node that cannot run, before any compute.
     """
     source = str(source)
+    if attention_slices is not None and attention_slices < 1:
+        raise UsageError(f"attention_slices must be at least 1, got {attention_slices}")
     return_freed_buffers_to_os()
     structure = read_structure(source)
     if structure.problems:

@@ -8,6 +8,7 @@ from onnx import helper
 
 from frame.engine import load_model
 from frame.engine.attention import AttentionConfig, sliced_attention
+from frame.errors import UsageError
 from tests.engine import builders
 
 
@@ -101,5 +102,7 @@ def test_set_attention_changes_slicing_of_a_loaded_model(tmp_path):
         model.set_attention(slices=None, budget_bytes=256)
         assert model.attention.block(2, 40, 40, 4) == (1, 1)
         assert builders.rel_l2(model.run(feeds)["y"], first) < 1e-6
-        with pytest.raises(ValueError):
+        with pytest.raises(UsageError):
             model.set_attention(slices=0)
+    with pytest.raises(UsageError, match="at least 1"):
+        load_model(path, attention_slices=0)
