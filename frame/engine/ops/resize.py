@@ -175,13 +175,35 @@ def _output_plan(x: np.ndarray, scales, sizes, axes, policy: str, crop: bool, ro
     return list(zip(axes, out_lens, factors, starts_ends))
 
 
+def _nearest_gather(x: np.ndarray, plan: list[tuple], opts: dict) -> np.ndarray:
+    """Nearest resize of several axes as one gather, so no half-size intermediate is allocated
+    (134 MB for the SD VAE's last 2x upsample). Advanced indices keep their place only when the
+    resized axes are adjacent, so the index arrays span every axis from the first to the last."""
+    axes = [step[0] for step in plan]
+    first, last = min(axes), max(axes)
+    index: list = [slice(None)] * x.ndim
+    span = last - first + 1
+    for position, axis in enumerate(range(first, last + 1)):
+        step = next((p for p in plan if p[0] == axis), None)
+        if step is None:
+            chosen = np.arange(x.shape[axis])
+        else:
+            coords = _source_coords(opts["coordinate_transformation_mode"], step[1], x.shape[axis], step[2], step[3])
+            chosen = _nearest_index(coords, opts["nearest_mode"], x.shape[axis])
+        shape = [1] * span
+        shape[position] = -1
+        index[axis] = chosen.reshape(shape)
+    return x[tuple(index)]
+
+
 def _resize(x: np.ndarray, roi, scales, sizes, opts: dict, axes=None, policy: str = "stretch") -> np.ndarray:
     crop = opts["coordinate_transformation_mode"] == "tf_crop_and_resize"
     plan = _output_plan(x, scales, sizes, axes, policy, crop, roi)
+    plan = [step for step in plan if not (step[1] == x.shape[step[0]] and step[2] == 1.0 and not crop)]
+    if opts["mode"] == "nearest" and not crop and len(plan) > 1:
+        return _nearest_gather(x, plan, opts)
     work = x if opts["mode"] == "nearest" or x.dtype == np.float32 else x.astype(np.float32)
     for axis, out_len, factor, axis_roi in plan:
-        if out_len == x.shape[axis] and factor == 1.0 and not crop:
-            continue
         work = _resize_axis(work, axis, out_len, factor, axis_roi, opts)
     if work.dtype != x.dtype:
         work = (np.rint(work) if x.dtype.kind in "iu" else work).astype(x.dtype)
