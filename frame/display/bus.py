@@ -10,6 +10,8 @@ from __future__ import annotations
 import importlib
 import logging
 import time
+from collections.abc import Callable
+from types import ModuleType
 from typing import Protocol
 
 from frame.errors import FrameError
@@ -53,27 +55,35 @@ class SystemClock:
         time.sleep(seconds)
 
 
-def _import(name: str, hint: str):
-    try:
-        return importlib.import_module(name)
-    except ImportError:
-        raise BusError(f"the Python module {name!r} is missing: {hint}") from None
+Importer = Callable[[str], ModuleType]
 
 
 class SpiGpioBus:
-    """spidev for SPI (hardware chip select CE0) plus gpiod v2, falling back to lgpio, for pins."""
+    """spidev for SPI (hardware chip select CE0) plus gpiod v2, falling back to lgpio, for pins.
+
+    ``importer`` resolves module names (tests pass fakes; the default is ``importlib.import_module``).
+    """
 
     def __init__(self, outputs: tuple[int, ...], inputs: tuple[int, ...], spi_bus: int = 0,
-                 spi_device: int = 0, speed_hz: int = 4_000_000, chip: str = "/dev/gpiochip0") -> None:
+                 spi_device: int = 0, speed_hz: int = 4_000_000, chip: str = "/dev/gpiochip0",
+                 importer: Importer = importlib.import_module) -> None:
         self.outputs, self.inputs = outputs, inputs
         self.spi_bus, self.spi_device, self.speed_hz, self.chip = spi_bus, spi_device, speed_hz, chip
+        self._importer = importer
         self._spi = None
         self._lines = None  # gpiod request or lgpio handle
         self._lgpio = None
+        self._value = None  # gpiod.line.Value
+
+    def _import(self, name: str, hint: str) -> ModuleType:
+        try:
+            return self._importer(name)
+        except ImportError:
+            raise BusError(f"the Python module {name!r} is missing: {hint}") from None
 
     def open(self) -> SpiGpioBus:
-        spidev = _import("spidev", "install it with 'sudo apt install python3-spidev' or "
-                                   "'pip install spidev', then " + SPI_HINT)
+        spidev = self._import("spidev", "install it with 'sudo apt install python3-spidev' or "
+                                        "'pip install spidev', then " + SPI_HINT)
         try:
             self._spi = spidev.SpiDev()
             self._spi.open(self.spi_bus, self.spi_device)
@@ -92,20 +102,22 @@ class SpiGpioBus:
 
     def _open_gpio(self) -> None:
         try:
-            gpiod = importlib.import_module("gpiod")
-            from gpiod.line import Direction, Value  # gpiod >= 2
-
-            config = {pin: gpiod.LineSettings(direction=Direction.OUTPUT, output_value=Value.INACTIVE)
-                      for pin in self.outputs}
-            config.update({pin: gpiod.LineSettings(direction=Direction.INPUT) for pin in self.inputs})
-            self._lines = gpiod.request_lines(self.chip, consumer="frame", config=config)
-            return
+            gpiod = self._importer("gpiod")
+            line = self._importer("gpiod.line")  # only gpiod >= 2 has it
         except ImportError:
-            pass
-        except OSError as exc:
-            raise BusError(f"cannot claim GPIO lines {self.outputs + self.inputs} on {self.chip} ({exc}): "
-                           "is another program using the panel? is the user in the 'gpio' group?") from None
-        lgpio = _import("lgpio", "install python3-libgpiod (gpiod >= 2) or python3-lgpio")
+            gpiod = None
+        if gpiod is not None:
+            direction, self._value = line.Direction, line.Value
+            config = {pin: gpiod.LineSettings(direction=direction.OUTPUT, output_value=self._value.INACTIVE)
+                      for pin in self.outputs}
+            config.update({pin: gpiod.LineSettings(direction=direction.INPUT) for pin in self.inputs})
+            try:
+                self._lines = gpiod.request_lines(self.chip, consumer="frame", config=config)
+            except OSError as exc:
+                raise BusError(f"cannot claim GPIO lines {self.outputs + self.inputs} on {self.chip} ({exc}): "
+                               "is another program using the panel? is the user in the 'gpio' group?") from None
+            return
+        lgpio = self._import("lgpio", "install python3-libgpiod (gpiod >= 2) or python3-lgpio")
         try:
             self._lgpio = lgpio
             self._lines = lgpio.gpiochip_open(0)
@@ -120,16 +132,12 @@ class SpiGpioBus:
         if self._lgpio is not None:
             self._lgpio.gpio_write(self._lines, pin, int(bool(value)))
         else:
-            from gpiod.line import Value
-
-            self._lines.set_value(pin, Value.ACTIVE if value else Value.INACTIVE)
+            self._lines.set_value(pin, self._value.ACTIVE if value else self._value.INACTIVE)
 
     def read_pin(self, pin: int) -> int:
         if self._lgpio is not None:
             return int(self._lgpio.gpio_read(self._lines, pin))
-        from gpiod.line import Value
-
-        return int(self._lines.get_value(pin) == Value.ACTIVE)
+        return int(self._lines.get_value(pin) == self._value.ACTIVE)
 
     def spi_write(self, data: bytes) -> None:
         for start in range(0, len(data), SPI_CHUNK):

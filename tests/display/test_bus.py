@@ -1,0 +1,137 @@
+"""The real SPI/GPIO bus, driven through fake spidev/gpiod/lgpio modules handed in by an importer."""
+
+from __future__ import annotations
+
+import enum
+import types
+
+import pytest
+
+from frame.display.bus import SPI_CHUNK, BusError, SpiGpioBus
+
+
+class FakeSpiDev:
+    def __init__(self, fail: Exception | None = None) -> None:
+        self.fail, self.chunks, self.closed, self.opened = fail, [], False, None
+        self.max_speed_hz = self.mode = None
+
+    def open(self, bus: int, device: int) -> None:
+        if self.fail:
+            raise self.fail
+        self.opened = (bus, device)
+
+    def writebytes2(self, data: bytes) -> None:
+        self.chunks.append(bytes(data))
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class Value(enum.Enum):
+    INACTIVE = 0
+    ACTIVE = 1
+
+
+class Direction(enum.Enum):
+    INPUT = "in"
+    OUTPUT = "out"
+
+
+class FakeRequest:
+    def __init__(self, config: dict) -> None:
+        self.config, self.values, self.released = config, {}, False
+        self.values = {pin: Value.ACTIVE for pin, s in config.items() if s["direction"] is Direction.INPUT}
+
+    def set_value(self, pin: int, value: Value) -> None:
+        assert self.config[pin]["direction"] is Direction.OUTPUT
+        self.values[pin] = value
+
+    def get_value(self, pin: int) -> Value:
+        return self.values[pin]
+
+    def release(self) -> None:
+        self.released = True
+
+
+def _modules(spi: FakeSpiDev, gpio_error: Exception | None = None, with_gpiod: bool = True):
+    state = {}
+
+    def request_lines(chip, consumer, config):
+        if gpio_error:
+            raise gpio_error
+        state["request"] = FakeRequest(config)
+        return state["request"]
+
+    gpiod = types.SimpleNamespace(LineSettings=lambda **kw: kw, request_lines=request_lines)
+    modules = {"spidev": types.SimpleNamespace(SpiDev=lambda: spi)}
+    if with_gpiod:
+        modules.update({"gpiod": gpiod, "gpiod.line": types.SimpleNamespace(Direction=Direction, Value=Value)})
+
+    def importer(name: str):
+        if name not in modules:
+            raise ModuleNotFoundError(name)
+        return modules[name]
+    return importer, state
+
+
+def test_open_write_read_and_close_with_gpiod() -> None:
+    spi = FakeSpiDev()
+    importer, state = _modules(spi)
+    bus = SpiGpioBus(outputs=(17, 25, 18), inputs=(24,), importer=importer).open()
+    assert spi.opened == (0, 0) and spi.max_speed_hz == 4_000_000 and spi.mode == 0
+    bus.spi_write(bytes(10_000))
+    assert [len(c) for c in spi.chunks] == [SPI_CHUNK, SPI_CHUNK, 10_000 - 2 * SPI_CHUNK]
+    bus.write_pin(17, 1)
+    assert state["request"].values[17] is Value.ACTIVE
+    assert bus.read_pin(24) == 1
+    bus.close()
+    bus.close()
+    assert spi.closed and state["request"].released
+
+
+def test_missing_spi_device_explains_and_claims_nothing() -> None:
+    spi = FakeSpiDev(fail=FileNotFoundError("/dev/spidev0.0"))
+    importer, state = _modules(spi)
+    with pytest.raises(BusError, match=r"spidev0\.0.*dtparam=spi=on.*'spi' group"):
+        SpiGpioBus(outputs=(17,), inputs=(24,), importer=importer).open()
+    assert "request" not in state
+
+
+def test_busy_gpio_lines_release_the_spi_device() -> None:
+    spi = FakeSpiDev()
+    importer, _ = _modules(spi, gpio_error=OSError("Device or resource busy"))
+    with pytest.raises(BusError, match="another program.*'gpio' group"):
+        SpiGpioBus(outputs=(17,), inputs=(24,), importer=importer).open()
+    assert spi.closed
+
+
+def test_without_gpiod_or_lgpio_the_error_names_the_packages() -> None:
+    importer, _ = _modules(FakeSpiDev(), with_gpiod=False)
+    with pytest.raises(BusError, match="python3-libgpiod.*python3-lgpio"):
+        SpiGpioBus(outputs=(17,), inputs=(24,), importer=importer).open()
+
+
+def test_lgpio_fallback_when_gpiod_is_too_old() -> None:
+    calls: list[tuple] = []
+
+    class LgpioError(Exception):
+        pass
+
+    lgpio = types.SimpleNamespace(
+        error=LgpioError, gpiochip_open=lambda chip: calls.append(("open", chip)) or 7,
+        gpio_claim_output=lambda h, pin, level: calls.append(("out", pin, level)),
+        gpio_claim_input=lambda h, pin: calls.append(("in", pin)),
+        gpio_write=lambda h, pin, v: calls.append(("write", pin, v)),
+        gpio_read=lambda h, pin: 0, gpiochip_close=lambda h: calls.append(("close", h)))
+    spi = FakeSpiDev()
+    base, _ = _modules(spi, with_gpiod=False)
+
+    def importer(name: str):
+        return lgpio if name == "lgpio" else base(name)
+
+    bus = SpiGpioBus(outputs=(17, 25), inputs=(24,), importer=importer).open()
+    bus.write_pin(25, 1)
+    assert bus.read_pin(24) == 0
+    bus.close()
+    assert calls == [("open", 0), ("out", 17, 0), ("out", 25, 0), ("in", 24), ("write", 25, 1), ("close", 7)]
+    assert spi.closed
