@@ -52,6 +52,11 @@ def load_image(source: Image.Image | str | Path) -> Image.Image:
             raise ImageReadError(f"cannot read image {path}: not a picture format Pillow recognises") from None
         except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
             raise ImageReadError(f"cannot read image {path}: {exc}") from None
+    if image.mode in ("I", "I;16", "I;16B", "I;16L", "F"):
+        # 16-bit and float greys: Pillow's RGB conversion would clip everything above 255 to white.
+        values = np.asarray(image, dtype=np.float32)
+        scale = 255.0 / 65535.0 if values.max(initial=0.0) > 255.0 else 1.0
+        image = Image.fromarray(np.clip(values * scale, 0, 255).round().astype(np.uint8), mode="L")
     if image.mode in ("RGBA", "LA", "PA") or (image.mode == "P" and "transparency" in image.info):
         rgba = image.convert("RGBA")
         background = Image.new("RGBA", rgba.size, (255, 255, 255, 255))

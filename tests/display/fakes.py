@@ -2,7 +2,8 @@
 
 The bus records the protocol as ("cmd", code) / ("data", bytes) / ("pin", pin, value) events and
 models the panel's BUSY line: after selected commands the line reads busy for a few polls. Faults:
-``stuck`` (BUSY never releases) and ``dead`` (BUSY never goes busy, as with no panel attached).
+``stuck`` (BUSY never releases), ``stuck-refresh`` (BUSY never releases after the refresh command)
+and ``dead`` (BUSY never goes busy, as with no panel attached).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class FakeBus:
         self.pins: dict[int, int] = {}
         self._remaining = 0
         self._dc = None
+        self._refreshing = False
         self.closed = False
 
     def write_pin(self, pin: int, value: int) -> None:
@@ -53,6 +55,8 @@ class FakeBus:
             return 0
         if self.fault == "dead":
             return 1
+        if self.fault == "stuck-refresh" and self._refreshing:
+            return 0
         if self._remaining > 0:
             self._remaining -= 1
             return 0
@@ -67,6 +71,7 @@ class FakeBus:
             if code == self.status_poll:
                 return  # status reads accompany BUSY polls; their number depends on timing
             self.events.append(("cmd", code))
+            self._refreshing = code == 0x12
             if code in self.busy_commands:
                 self._remaining = self.busy_polls
         else:

@@ -70,6 +70,14 @@ def test_contain_bars_are_pure_white_ink_even_when_rotated() -> None:
     assert (turned[:, 30:50] != white).any()
 
 
+def test_sixteen_bit_grey_is_scaled_not_clipped(tmp_path) -> None:
+    path = tmp_path / "deep.png"
+    ramp = np.tile(np.linspace(0, 65535, 64).astype(np.uint16), (8, 1))
+    Image.fromarray(ramp).save(path)
+    loaded = np.asarray(load_image(path))[..., 0]
+    assert loaded[0, 0] == 0 and loaded[0, -1] == 255 and 100 < loaded[0, 32] < 160
+
+
 def test_alpha_is_composited_on_white() -> None:
     transparent = Image.new("RGBA", (10, 10), (0, 0, 0, 0))
     assert np.asarray(load_image(transparent)).min() == 255

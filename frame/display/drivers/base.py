@@ -22,6 +22,7 @@ from frame.errors import FrameError
 log = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.01
+STEP_SECONDS = 10.0  # deadline for reset / power on / power off (they take well under a second)
 CHECKS = (f"check that the HAT is seated and the ribbon cable is in the right way round, the wiring "
           f"(RST 17, DC 25, CS 8, BUSY 24, PWR 18), and {SPI_HINT}")
 
@@ -118,9 +119,13 @@ class WaveshareDriver(Driver):
             self.command(self.status_poll)
         return self.bus.read_pin(self.pins.busy) == 0
 
-    def wait_idle(self, what: str, timeout: float | None = None) -> None:
-        """Wait until BUSY is released, or raise ``PanelTimeout`` naming the step and what to check."""
-        limit = self.busy_timeout if timeout is None else timeout
+    def wait_idle(self, what: str, timeout: float = STEP_SECONDS) -> None:
+        """Wait until BUSY is released, or raise ``PanelTimeout`` naming the step and what to check.
+
+        Short steps get ``STEP_SECONDS`` so a stuck line is reported quickly; the refresh gets the
+        configured ``busy_timeout`` (colour panels need 20-40 s).
+        """
+        limit = timeout
         deadline = self.clock.monotonic() + limit
         while self._busy():
             if self.clock.monotonic() > deadline:
@@ -135,7 +140,7 @@ class WaveshareDriver(Driver):
                 raise PanelNotResponding(f"{self.panel.name}: never went busy after {what}, so the panel is "
                                          f"not responding; {CHECKS}")
             self.clock.sleep(POLL_SECONDS)
-        self.wait_idle(what)
+        self.wait_idle(what, self.busy_timeout)
 
     # ----- the Driver interface ------------------------------------------------------------------------
     def init(self) -> None:
