@@ -93,3 +93,10 @@ def range_(start: np.ndarray, limit: np.ndarray, delta: np.ndarray) -> np.ndarra
     dtype = start.dtype
     count = max(int(np.ceil((float(limit) - float(start)) / float(delta))), 0)
     return (start + np.arange(count, dtype=dtype) * delta).astype(dtype, copy=False)
+
+
+@register("EyeLike", 9)
+def eye_like(x: np.ndarray, dtype: int | None = None, k: int = 0) -> np.ndarray:
+    """A 2-D identity (shifted by ``k``) with x's shape, in ``dtype`` or x's type."""
+    target = ONNX_TO_NUMPY[dtype] if dtype is not None else x.dtype
+    return np.eye(x.shape[0], x.shape[1], k=k, dtype=target)

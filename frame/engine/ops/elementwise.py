@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from frame.engine.ops.registry import register
+from frame.engine.ops.registry import UnsupportedOp, register
 
 
 def _as_array(value: object) -> np.ndarray:
@@ -123,3 +123,14 @@ for _name, _ufunc, _since in (
 @register("Where", 9)
 def where(condition: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return _as_array(np.where(condition, x, y))
+
+
+def _validate_bit_shift(attrs: dict) -> None:
+    if attrs.get("direction") not in ("LEFT", "RIGHT"):
+        raise UnsupportedOp(f"BitShift attribute 'direction' = {attrs.get('direction')!r} (expected LEFT or RIGHT)")
+
+
+@register("BitShift", 11, validate=_validate_bit_shift)
+def bit_shift(x: np.ndarray, y: np.ndarray, direction: str | None = None) -> np.ndarray:
+    shift = np.left_shift if direction == "LEFT" else np.right_shift
+    return _as_array(shift(x, y.astype(x.dtype)))

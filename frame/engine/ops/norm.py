@@ -164,3 +164,31 @@ def batch_normalization(x: np.ndarray, scale: np.ndarray, b: np.ndarray, mean: n
     factor = scale32 / np.sqrt(var32 + np.float32(epsilon))
     y = x32 * factor.reshape((1, -1) + (1,) * (x.ndim - 2))
     return _channel_affine(y, np.ones_like(factor), b32 - mean32 * factor, x.dtype)
+
+
+@register("Hardmax", 13)
+def hardmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    """One-hot of the first maximum along ``axis``."""
+    axis = axis % x.ndim
+    first = np.expand_dims(np.argmax(x, axis=axis), axis)
+    out = np.zeros_like(x)
+    np.put_along_axis(out, first, 1, axis=axis)
+    return out
+
+
+@register("LpNormalization", 1)
+def lp_normalization(x: np.ndarray, axis: int = -1, p: int = 2) -> np.ndarray:
+    if p not in (1, 2):
+        raise ValueError(f"LpNormalization supports p = 1 or 2, got {p}")
+    norm = np.abs(x).sum(axis=axis, keepdims=True) if p == 1 else np.sqrt((x * x).sum(axis=axis, keepdims=True))
+    safe = np.where(norm == 0, 1, norm)  # an all-zero slice stays zero (onnx reference)
+    return (x / safe).astype(x.dtype, copy=False)
+
+
+@register("MeanVarianceNormalization", 9)
+def mean_variance_normalization(x: np.ndarray, axes: list[int] | None = None) -> np.ndarray:
+    axes = tuple(axes) if axes is not None else (0, 2, 3)
+    x32 = x.astype(np.float32, copy=False)
+    centred = x32 - x32.mean(axis=axes, keepdims=True)
+    std = np.sqrt((centred * centred).mean(axis=axes, keepdims=True))
+    return (centred / (std + np.float32(1e-9))).astype(x.dtype, copy=False)

@@ -70,7 +70,7 @@ for _name, _ufunc in (
     ("Sin", np.sin), ("Cos", np.cos), ("Tan", np.tan), ("Tanh", np.tanh), ("Floor", np.floor),
     ("Ceil", np.ceil), ("Reciprocal", np.reciprocal), ("Sign", np.sign),
     ("Round", np.rint), ("Asin", np.arcsin), ("Acos", np.arccos), ("Atan", np.arctan),
-    ("Sinh", np.sinh), ("Cosh", np.cosh),
+    ("Sinh", np.sinh), ("Cosh", np.cosh), ("Asinh", np.arcsinh), ("Acosh", np.arccosh), ("Atanh", np.arctanh),
 ):
     _simple(_name, _ufunc)
 
@@ -211,3 +211,30 @@ def selu(x: np.ndarray, alpha: float = 1.67326319217681884765625,
 @register("HardSwish", 14)
 def hard_swish(x: np.ndarray) -> np.ndarray:
     return _as_array((x * np.clip(x / np.asarray(6, x.dtype) + np.asarray(0.5, x.dtype), 0, 1)).astype(x.dtype))
+
+
+@register("Softsign", 1)
+def softsign(x: np.ndarray) -> np.ndarray:
+    return _as_array(x / (np.ones((), x.dtype) + np.abs(x)))
+
+
+@register("ThresholdedRelu", 10)
+def thresholded_relu(x: np.ndarray, alpha: float = 1.0) -> np.ndarray:
+    return _as_array(np.where(x > np.asarray(alpha, x.dtype), x, np.zeros((), x.dtype)))
+
+
+@register("Celu", 12)
+def celu(x: np.ndarray, alpha: float = 1.0) -> np.ndarray:
+    a = np.asarray(alpha, x.dtype)
+    return _as_array(np.maximum(x, 0) + np.minimum(0, a * np.expm1(x / a)))
+
+
+@register("Shrink", 9)
+def shrink(x: np.ndarray, bias: float = 0.0, lambd: float = 0.5) -> np.ndarray:
+    shifted = np.where(x < -lambd, x + bias, np.where(x > lambd, x - bias, 0))
+    return _as_array(shifted.astype(x.dtype, copy=False))
+
+
+@register("BitwiseNot", 18)
+def bitwise_not(x: np.ndarray) -> np.ndarray:
+    return _as_array(np.invert(x))
