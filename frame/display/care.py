@@ -67,21 +67,32 @@ class RefreshGuard:
             log.warning("ignoring unreadable panel state %s: %s", self.path, exc)
             return {}
 
-    def check(self, digest: str, force: bool = False) -> ShowResult | None:
-        """``None`` if the refresh may go ahead, else the result to report instead."""
-        last = self._load().get(self.panel_name, {})
-        if not force and last.get("digest") == digest:
-            return ShowResult(UNCHANGED, self.panel_name, digest, "same picture as on the panel; not refreshed")
-        shown_at = float(last.get("shown_at", 0.0))
+    def too_soon(self) -> ShowResult | None:
+        """A ``too-soon`` result if the panel refreshed less than ``min_interval`` ago, else ``None``.
+
+        Checked before the picture is prepared: on a Pi Zero preparing costs seconds of CPU that a
+        refresh which cannot happen should not spend.
+        """
+        shown_at = float(self._load().get(self.panel_name, {}).get("shown_at", 0.0))
         retry_at = shown_at + self.min_interval
         now = self.now()
-        if now < retry_at:
-            wait = retry_at - now
-            return ShowResult(TOO_SOON, self.panel_name, digest,
-                              f"{self.panel_name} refreshed {now - shown_at:.0f} s ago; it needs "
-                              f"{self.min_interval:.0f} s between refreshes, retry in {wait:.0f} s",
-                              retry_at=retry_at)
+        if now >= retry_at:
+            return None
+        return ShowResult(TOO_SOON, self.panel_name, "",
+                          f"{self.panel_name} refreshed {now - shown_at:.0f} s ago; it needs "
+                          f"{self.min_interval:.0f} s between refreshes, retry in {retry_at - now:.0f} s",
+                          retry_at=retry_at)
+
+    def unchanged(self, digest: str) -> ShowResult | None:
+        """An ``unchanged`` result if the panel already shows exactly this picture, else ``None``."""
+        if self._load().get(self.panel_name, {}).get("digest") == digest:
+            return ShowResult(UNCHANGED, self.panel_name, digest, "same picture as on the panel; not refreshed")
         return None
+
+    def check(self, digest: str, force: bool = False) -> ShowResult | None:
+        """``None`` if a refresh with ``digest`` may go ahead, else the result to report instead
+        (``force`` skips only the unchanged test)."""
+        return (None if force else self.unchanged(digest)) or self.too_soon()
 
     def record(self, digest: str) -> None:
         """Remember a completed refresh."""

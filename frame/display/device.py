@@ -57,6 +57,10 @@ class Display:
 
         ``force`` refreshes even an unchanged picture (never earlier than the minimum interval).
         """
+        blocked = self.guard.too_soon()  # before spending seconds of CPU on preparing
+        if blocked is not None:
+            log.info("%s", blocked.message)
+            return blocked
         fitted, prepared = self.prepare(image)
         return self.show_prepared(prepared, fitted, force=force)
 
