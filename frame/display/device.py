@@ -3,16 +3,18 @@
     with open_display(config.display, state_dir=state) as display:
         result = display.show("picture.png")   # ShowResult: shown / unchanged / too-soon
 
-The picture is fitted, colour-mapped and dithered for the panel (``prepare``), compared with what the
-panel already shows, checked against the minimum refresh interval (``care``), and only then sent.
+A show is refused early if the panel needs more rest (``care``); otherwise the picture is fitted,
+colour-mapped and dithered for the panel (``preparation``), compared with what the panel already
+shows, and only then sent.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PIL import Image
 
@@ -26,6 +28,9 @@ from frame.display.drivers.virtual import VirtualDriver
 from frame.display.panels import AUTO_PANELS, Panel, get_panel
 from frame.errors import UsageError
 
+if TYPE_CHECKING:
+    from frame.config import DisplayConfig
+
 log = logging.getLogger(__name__)
 
 SPI_SPEED_HZ = 4_000_000
@@ -33,6 +38,8 @@ SPI_SPEED_HZ = 4_000_000
 
 @dataclass(frozen=True)
 class Settings:
+    """The part of ``DisplayConfig`` that shapes the picture."""
+
     fit: str = "cover"
     rotate: int = 0
     saturation: float | None = None
@@ -94,7 +101,7 @@ class Display:
         self.close()
 
 
-def _out_dir(config: Any, state_dir: Path | None) -> Path:
+def _out_dir(config: DisplayConfig, state_dir: Path | None) -> Path:
     if config.out_dir:
         return Path(config.out_dir).expanduser()
     if state_dir is None:
@@ -102,7 +109,7 @@ def _out_dir(config: Any, state_dir: Path | None) -> Path:
     return Path(state_dir).expanduser() / "display"
 
 
-def _driver(config: Any, state_dir: Path | None, bus: Bus | None, clock: Clock | None,
+def _driver(config: DisplayConfig, state_dir: Path | None, bus: Bus | None, clock: Clock | None,
             inky_module: Any, out_file: Path | None) -> Driver:
     if config.panel in AUTO_PANELS:
         driver = InkyDriver(None, inky_module=inky_module)
@@ -123,9 +130,9 @@ def _driver(config: Any, state_dir: Path | None, bus: Bus | None, clock: Clock |
                                       pins=pins)
 
 
-def open_display(config: Any, state_dir: str | Path | None = None, *, bus: Bus | None = None,
+def open_display(config: DisplayConfig, state_dir: str | Path | None = None, *, bus: Bus | None = None,
                  clock: Clock | None = None, inky_module: Any = None, out_file: str | Path | None = None,
-                 now: Any = None) -> Display:
+                 now: Callable[[], float] | None = None) -> Display:
     """Open the panel described by a ``DisplayConfig``.
 
     ``state_dir`` holds the refresh guard's memory (``<state_dir>/display/care.json``; without it the
