@@ -112,7 +112,7 @@ def test_busy_stuck_times_out_and_next_show_starts_clean(cls, name) -> None:
     assert 10 <= clock.now - start < 12  # a short step fails fast, not after the refresh deadline
     message = str(err.value)
     assert "still busy" in message and "dtparam=spi=on" in message and "HAT" in message
-    assert bus.pins[PINS.reset] == 0  # held in reset after the fault
+    assert bus.pins[PINS.reset] == 0 and bus.pins[PINS.power] == 0  # held in reset, supply off
 
     bus.fault, bus.events = None, []
     driver.show(_pattern(driver.panel, [1]))
@@ -149,6 +149,8 @@ def test_close_always_releases_bus_and_powers_off() -> None:
             driver.show(_pattern(driver.panel, [1]))
     assert bus.closed and bus.pins[PINS.power] == 0
     driver.close()  # twice is fine
+    with pytest.raises(PanelError, match="closed"):
+        driver.show(_pattern(driver.panel, [1]))
 
 
 def test_wrong_picture_size_is_refused_before_touching_the_panel() -> None:

@@ -125,11 +125,10 @@ class WaveshareDriver(Driver):
         Short steps get ``STEP_SECONDS`` so a stuck line is reported quickly; the refresh gets the
         configured ``busy_timeout`` (colour panels need 20-40 s).
         """
-        limit = timeout
-        deadline = self.clock.monotonic() + limit
+        deadline = self.clock.monotonic() + timeout
         while self._busy():
             if self.clock.monotonic() > deadline:
-                raise PanelTimeout(f"{self.panel.name}: still busy {limit:.0f} s after {what}; {CHECKS}")
+                raise PanelTimeout(f"{self.panel.name}: still busy {timeout:.0f} s after {what}; {CHECKS}")
             self.clock.sleep(POLL_SECONDS)
 
     def wait_refresh(self, what: str) -> None:
@@ -164,6 +163,8 @@ class WaveshareDriver(Driver):
 
     def _run(self, action: Callable[[], None]) -> None:
         """init -> action -> deep sleep; on any fault, try to power the panel down and re-raise."""
+        if self._closed:
+            raise PanelError(f"{self.panel.name}: the display was closed; open it again")
         try:
             self.init()
             action()
@@ -181,8 +182,9 @@ class WaveshareDriver(Driver):
     def _safe_power_down(self) -> None:
         try:
             self.bus.write_pin(self.pins.reset, 0)  # hold the controller in reset until the next init
+            self.bus.write_pin(self.pins.power, 0)  # and cut the HAT's panel supply
         except Exception as exc:  # noqa: BLE001 - already handling a fault
-            log.warning("could not hold %s in reset: %s", self.panel.name, exc)
+            log.warning("could not power %s down: %s", self.panel.name, exc)
 
     def sleep(self) -> None:
         self.command(0x07, [0xA5])  # DSLP: deep sleep, needs a reset to wake
