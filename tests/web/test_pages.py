@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from conftest import TOKEN, csrf_from, make_app
+from tests.web.conftest import TOKEN, csrf_from, make_app
 from PIL import Image
 
 from frame.config import Config, FeedsConfig, WebConfig

@@ -6,7 +6,7 @@ from __future__ import annotations
 import stat
 
 import pytest
-from conftest import TOKEN, csrf_from, login, make_app
+from tests.web.conftest import TOKEN, csrf_from, login, make_app
 
 from frame.web.auth import LoginLimiter
 
