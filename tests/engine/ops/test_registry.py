@@ -36,6 +36,12 @@ def test_every_exported_and_onnxstream_op_resolves(opset):
         assert resolve(op, opset).op_type == op
 
 
+def test_default_dynamo_export_ops_resolve_at_opset_20():
+    """torch 2.13's dynamo exporter defaults to opset 20 and then emits Gelu for GELU."""
+    for op in sorted(set(EXPORTED_OPS) | {"Gelu"}):
+        assert resolve(op, 20).op_type == op
+
+
 def test_kernels_know_every_attribute_of_their_onnx_schema():
     """For each opset a kernel serves, the ONNX schema's attributes are all kernel keyword parameters."""
     problems = []
