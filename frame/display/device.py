@@ -71,9 +71,26 @@ class Display:
         fitted, prepared = self.prepare(image)
         return self.show_prepared(prepared, fitted, force=force)
 
-    def show_prepared(self, prepared: Image.Image, original: Image.Image | None = None,
+    def matches(self, prepared: Image.Image) -> bool:
+        """Whether ``prepared`` was made for this panel: "P" mode, panel size, this panel's inks."""
+        inks = [c for ink in self.panel.palette for c in ink]
+        if prepared.mode != "P" or prepared.size != self.panel.size:
+            return False
+        return (prepared.getpalette() or [])[:len(inks)] == inks
+
+    def show_prepared(self, prepared: Image.Image, original: Image.Image | str | Path | None = None,
                       force: bool = False) -> ShowResult:
-        """Refresh with an already prepared "P" image (e.g. calibration bars)."""
+        """Refresh with an already prepared "P" image (e.g. calibration bars, or one stored at night).
+
+        If it was prepared for another panel or palette (the configuration changed since), it is
+        prepared again from ``original``.
+        """
+        if not self.matches(prepared):
+            if original is None:
+                raise UsageError(f"the picture was prepared for another panel or palette than "
+                                 f"{self.panel.name} ({self.panel.palette_name}); pass the original to redo it")
+            log.info("stored panel picture does not match %s; preparing it again", self.panel.name)
+            original, prepared = self.prepare(original)
         digest = picture_digest(self.panel, prepared.tobytes())
         blocked = self.guard.check(digest, force=force)
         if blocked is not None:

@@ -56,6 +56,19 @@ def test_too_soon_is_reported_with_retry_time_not_waited_for(tmp_path) -> None:
     assert result.status == "too-soon" and result.retry_at == 5180.0
 
 
+def test_stored_picture_for_another_palette_is_prepared_again(tmp_path) -> None:
+    with open_display(SMALL, state_dir=tmp_path) as display:
+        _, stored = display.prepare(_photo())
+    with open_display(replace(SMALL, palette="acep7"), state_dir=tmp_path) as display:
+        assert not display.matches(stored)
+        result = display.show_prepared(stored, _photo())
+        assert result.shown
+        shown = Image.open(result.paths[0]).convert("RGB")
+        assert {tuple(p) for p in np.asarray(shown).reshape(-1, 3)} <= set(display.panel.palette)
+        with pytest.raises(UsageError, match="prepared for another panel"):
+            display.show_prepared(stored)
+
+
 def test_out_file_and_out_dir(tmp_path) -> None:
     out = tmp_path / "shots" / "frame.png"
     with open_display(SMALL, state_dir=tmp_path, out_file=out) as display:
