@@ -70,3 +70,15 @@ def test_bad_panel_and_unreadable_image_are_clear(tmp_path, config) -> None:
 
     with pytest.raises(FrameError, match=r"x\.png: no such file"):
         _run("--config", str(config), "show", str(tmp_path / "x.png"))
+
+
+def test_show_too_soon_exits_1_with_the_wait(tmp_path, monkeypatch, capsys) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(f"state_dir: {tmp_path / 'state'}\ndisplay:\n  size: 60x36\n  min_refresh_seconds: 180\n")
+    monkeypatch.delenv("FRAME_CONFIG", raising=False)
+    first, second = tmp_path / "a.png", tmp_path / "b.png"
+    Image.new("RGB", (30, 20), (200, 30, 30)).save(first)
+    Image.new("RGB", (30, 20), (30, 30, 200)).save(second)
+    assert _run("--config", str(path), "show", str(first)) == 0
+    assert _run("--config", str(path), "show", str(second)) == 1
+    assert "needs 180 s between refreshes" in capsys.readouterr().err
