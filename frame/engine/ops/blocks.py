@@ -19,12 +19,16 @@ BLOCK_BYTES = 256 << 10  # per block: comfortably inside a Cortex-A53's 512 KB L
 MIN_PARALLEL_BYTES = 4 << 20  # below this, thread hand-off costs more than it saves
 
 _pool: ThreadPoolExecutor | None = None
+_pool_pid = 0
 
 
 def _executor() -> ThreadPoolExecutor:
-    global _pool
-    if _pool is None:
+    """The shared pool, recreated in a forked child (whose copy has no live worker threads and
+    would otherwise queue jobs forever)."""
+    global _pool, _pool_pid
+    if _pool is None or _pool_pid != os.getpid():
         _pool = ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1), thread_name_prefix="frame-ops")
+        _pool_pid = os.getpid()
     return _pool
 
 

@@ -39,3 +39,19 @@ def test_in_place_softmax_on_a_big_blocked_input(tiny_blocks):
     out = resolve("Softmax", 13).fn(x, _reuse=True)
     assert np.shares_memory(out, x)
     np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")
+def test_forked_child_gets_its_own_thread_pool(tiny_blocks):
+    """A pool inherited through fork has no live threads and would queue jobs forever."""
+    import multiprocessing
+
+    parent_pool = blocks._executor()
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        child_pool_id, total = pool.apply_async(_pool_id_and_softmax_sum, (rand(4, 64, 37),)).get(timeout=30)
+    assert child_pool_id != id(parent_pool)
+    assert total == pytest.approx(4 * 64, rel=1e-5)
+
+
+def _pool_id_and_softmax_sum(x):
+    return id(blocks._executor()), float(resolve("Softmax", 13).fn(x).sum())
