@@ -104,10 +104,13 @@ def layer_normalization(x: np.ndarray, scale: np.ndarray, bias: np.ndarray | Non
 
 
 def _channel_affine(y: np.ndarray, scale: np.ndarray, bias: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """y (N, C, ...) * scale[c] + bias[c], in place."""
+    """y (N, C, ...) * scale[c] + bias[c], in place. Exported GroupNorm is InstanceNormalization with
+    scale 1 and bias 0 followed by the real affine Mul/Add, so identity passes are skipped."""
     shape = (1, -1) + (1,) * (y.ndim - 2)
-    y *= scale.reshape(shape)
-    y += bias.reshape(shape)
+    if np.any(scale != 1):
+        y *= scale.reshape(shape)
+    if np.any(bias != 0):
+        y += bias.reshape(shape)
     return y.astype(dtype, copy=False)
 
 

@@ -131,3 +131,8 @@ def test_arg_reductions(op, axis, keepdims, last):
 def test_top_k(largest, axis):
     x = np.array([[3, 1, 3, 0], [2, 2, 0, 0], [1, 5, 5, 1]], np.float32)
     run_node("TopK", [x, np.array([2], I64)], opset=11, n_outputs=2, axis=axis, largest=largest)
+
+
+def test_instance_normalization_identity_affine_as_in_exported_group_norm():
+    x = rand(1, 4, 3, 5)
+    run_node("InstanceNormalization", [x, np.ones(4, np.float32), np.zeros(4, np.float32)], rtol=1e-4, atol=1e-5)
