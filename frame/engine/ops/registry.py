@@ -18,6 +18,9 @@ Contract shared by every kernel (the runtime relies on it):
 * Optional *inputs* are positional-only parameters (before ``/``) so they never count as attributes.
 * ``validate(attrs)`` (optional) rejects attribute *values* the kernel cannot honour, at load time,
   by raising ``UnsupportedOp`` with a message naming the attribute.
+* ``OpSpec.fn`` is the kernel wrapped to run with numpy floating-point warnings off (ONNX arithmetic
+  is IEEE: x/0 = inf is a result). Kernels raise ``ValueError``/``IndexError`` for bad tensors
+  (shapes, indices); the runtime adds the node's name.
 
 Opset variants follow tinygrad and onnx.reference: several registrations of one op type with
 different ``since`` versions; ``resolve`` picks the highest ``since`` that is ≤ the model's opset.
