@@ -80,6 +80,13 @@ def _parse_rating(body: dict[str, Any]) -> tuple[str, int]:
     return ("thumb" if key == "rating" else "stars"), value
 
 
+def rate_picture(store: Store, picture_id: int, kind: str, value: int, source: str = "api") -> None:
+    """Store one rating (``thumb`` +1/-1 or ``stars`` 1..5) and log it: the one path the API and the
+    frame's buttons share. Raises KeyError for an unknown picture, ValueError for a bad value."""
+    store.rate(picture_id, kind, value)
+    log.info("picture %d rated %s %+d (%s)", picture_id, kind, value, source)
+
+
 def _text_field(body: dict[str, Any], key: str, sanitiser: Sanitiser, required: bool = False) -> str:
     value = body.get(key, "")
     if not isinstance(value, str):
@@ -168,8 +175,7 @@ def _change_routes(api: Blueprint, deps: _Deps) -> None:
     def rate(picture_id: int):
         kind, value = _parse_rating(_body())
         deps.need_picture(picture_id)
-        store.rate(picture_id, kind, value)
-        log.info("picture %d rated %s %+d", picture_id, kind, value)
+        rate_picture(store, picture_id, kind, value)
         return jsonify(_picture_json(deps.need_picture(picture_id)))
 
     @api.post("/prompts")
@@ -215,7 +221,7 @@ def create_api(config: Any, store: Store, token: str, controller: Controller | N
     return api
 
 
-def _register_web(app: Flask, config: Any, store: Store) -> None:
+def _register_web(app: Flask, config: Any, store: Store, config_path: Path | None) -> None:
     """Add the phone pages from ``frame.web`` when that package is installed."""
     try:
         import frame.web as web
@@ -227,14 +233,17 @@ def _register_web(app: Flask, config: Any, store: Store) -> None:
     if not hasattr(web, "create_blueprint"):
         return
     try:
-        app.register_blueprint(web.create_blueprint(config, store))
+        app.register_blueprint(web.create_blueprint(config, store, config_path=config_path))
     except Exception:
         log.exception("frame.web.create_blueprint failed; the web pages are disabled")
 
 
 def create_app(config: Any, store: Store, *, token: str, controller: Controller | None = None,
-               state_dir: Path | None = None, web: bool = True) -> Flask:
-    """The daemon's WSGI app: the JSON API under /api plus (optionally) the web pages."""
+               state_dir: Path | None = None, web: bool = True, config_path: str | Path | None = None) -> Flask:
+    """The daemon's WSGI app: the JSON API under /api plus (optionally) the web pages.
+
+    ``config_path``: the file the daemon loaded its configuration from (the settings page checks it
+    again); None means the file ``load_config`` would pick by default."""
     from frame.config import state_dir as config_state_dir
 
     state = Path(state_dir) if state_dir else config_state_dir(config)
@@ -256,5 +265,5 @@ def create_app(config: Any, store: Store, *, token: str, controller: Controller 
         return exc
 
     if web:
-        _register_web(app, config, store)
+        _register_web(app, config, store, Path(config_path) if config_path else None)
     return app

@@ -3,8 +3,13 @@ render/show workers together and is the API's ``Controller``.
 
 Threads: the main thread runs ``run_forever`` (systemd watchdog pings, deferred shows after quiet
 hours, status); APScheduler's pool runs the jobs; one render thread and one show thread at most; the
-waitress server. SIGTERM sets ``stop_event``, which also stops a running worker (its last per-step
-checkpoint is on disk) — the next start resumes that render.
+waitress server; the button dispatcher of ``frame.buttons`` when ``buttons.enabled``. SIGTERM sets
+``stop_event``, which also stops a running worker (its last per-step checkpoint is on disk) — the next
+start resumes that render.
+
+Showing: every request (a new picture, rotation, fallback, the API, a button, the info screen) takes a
+ticket; the show thread refreshes the panel only for the newest ticket, so presses that come faster
+than the panel can refresh end in one refresh, for the last one.
 """
 
 from __future__ import annotations
@@ -14,10 +19,11 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
+from frame.daemon import buttons_bridge, infoscreen, schedule
 from frame.daemon import night as nights
-from frame.daemon import schedule
 from frame.daemon.app import Busy, create_app
 from frame.daemon.feeds import FeedFetcher, refresh_feeds
 from frame.daemon.sdnotify import Notifier, watchdog_interval
@@ -37,10 +43,15 @@ class Daemon:
     """The running frame; ``start()``, then ``run_forever()`` until ``stop_event`` is set, then ``stop()``."""
 
     def __init__(self, config: Any, *, notifier: Notifier | None = None,
-                 supervisor_factory: Callable[..., Supervisor] = Supervisor) -> None:
+                 supervisor_factory: Callable[..., Supervisor] = Supervisor,
+                 config_path: str | Path | None = None, pin_factory: Any = None) -> None:
+        """``config_path``: the file ``config`` came from (the web page's settings check re-reads it);
+        ``pin_factory``: a gpiozero pin factory for the buttons (tests use ``MockFactory``)."""
         from frame.config import state_dir
 
         self.config = config
+        self.config_path = config_path
+        self._pin_factory = pin_factory
         self.state_dir = state_dir(config)
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.store = Store.open(self.state_dir)
@@ -60,8 +71,12 @@ class Daemon:
         self._threads: list[threading.Thread] = []
         self._pending_show: tuple[int, str] | None = None
         self._pending_not_before = 0.0
+        self._ticket_lock = threading.Lock()
+        self._ticket = 0  # the newest show request; older ones still waiting are skipped
+        self._requested: int | None = None  # the picture last asked for (on the panel or on its way)
         self.scheduler: Any = None
         self.server: HttpServer | None = None
+        self.buttons: Any = None
 
     # lifecycle ------------------------------------------------------------------------------------
 
@@ -75,9 +90,11 @@ class Daemon:
             "show": self._job("show", self.show_time), "feeds": self._job("feeds", self.refresh_feeds),
             "rotate": self._job("rotate", self.rotate)})
         self.scheduler.start()
-        app = create_app(self.config, self.store, token=self.token, controller=self, state_dir=self.state_dir)
+        app = create_app(self.config, self.store, token=self.token, controller=self, state_dir=self.state_dir,
+                         config_path=self.config_path)
         self.server = HttpServer(app, self.config.web.listen)
         self.server.start()
+        self.buttons = buttons_bridge.start(self, self.config.buttons, self._pin_factory)
         self._resume_or_catch_up()
         self._refresh_status()
         self.notifier.ready(self.live.snapshot().get("state", ""))
@@ -97,6 +114,9 @@ class Daemon:
         started = time.monotonic()
         self.stop_event.set()
         self.notifier.stopping()
+        if self.buttons is not None:  # first: no press may start anything while the rest stops
+            self.buttons.close()
+            self.buttons = None
         if self.scheduler is not None:
             self.scheduler.shutdown(wait=False)
         for thread in list(self._threads):
@@ -249,26 +269,87 @@ class Daemon:
     def _quiet(self) -> bool:
         return schedule.in_quiet_hours(datetime.now(self.tz), self.config.schedule.quiet_hours, self.tz)
 
+    def _take_ticket(self) -> int:
+        with self._ticket_lock:
+            self._ticket += 1
+            return self._ticket
+
+    def _superseded(self, ticket: int, what: str) -> bool:
+        if ticket != self._ticket:
+            log.info("%s skipped: a newer show request came in", what)
+            return True
+        return False
+
+    def on_panel(self) -> int | None:
+        """The picture the panel shows (also while the info screen covers it), or None."""
+        shown = self.store.last_shown()
+        return shown["picture_id"] if shown else None
+
+    def browse_base(self) -> int | None:
+        """Where previous/next start from: the picture last asked for, else the one on the panel."""
+        requested = self._requested
+        return requested if requested is not None else self.on_panel()
+
+    def info_on_panel(self) -> bool:
+        return (self.live.snapshot().get("shown") or {}).get("reason") == infoscreen.INFO_REASON
+
     def request_show(self, picture_id: int, reason: str) -> dict[str, Any]:
         """Show now, or after quiet hours (the panel is not refreshed during them)."""
+        ticket = self._take_ticket()
+        self._requested = picture_id
         if self._quiet():
             self._pending_show, self._pending_not_before = (picture_id, reason), 0.0
             log.info("quiet hours: picture %d will be shown when they end", picture_id)
             return {"picture_id": picture_id, "deferred": "quiet hours"}
-        self._spawn("show", lambda: self._show_thread(picture_id, reason))
+        self._spawn("show", lambda: self._show_thread(picture_id, reason, ticket))
         return {"picture_id": picture_id, "deferred": None}
 
-    def _show_thread(self, picture_id: int, reason: str) -> None:
+    def _show_thread(self, picture_id: int, reason: str, ticket: int) -> None:
         with self._show_lock:
+            if self._superseded(ticket, f"showing picture {picture_id}"):
+                return
             try:
                 result = nights.show_picture(self.ctx, picture_id, reason)
             except FrameError as exc:
                 log.error("%s; the previous picture stays shown", exc)
                 self.live.update(notice=f"could not show picture {picture_id}: {exc}")
+                if self._requested == picture_id:
+                    self._requested = None
                 return
         if result.get("status") == "too-soon":  # the panel needs a rest: try again when it allows
             self._pending_show = (picture_id, reason)
             self._pending_not_before = float(result.get("retry_at") or time.time() + 60)
+
+    def show_info(self) -> dict[str, Any]:
+        """Put the info screen on the panel: what is shown, why, and the phone page's address.
+
+        Not during quiet hours, and not retried when the panel needs a rest: an info screen shown
+        hours after the press would only confuse.
+        """
+        if self._quiet():
+            log.info("quiet hours: the info screen is not shown")
+            return {"deferred": "quiet hours"}
+        ticket = self._take_ticket()
+        picture_id = self.on_panel()
+        url = infoscreen.page_url(self.config.web.listen, self.server.port if self.server else None)
+        self._spawn("show", lambda: self._info_thread(picture_id, url, ticket))
+        return {"picture_id": picture_id, "deferred": None}
+
+    def _info_thread(self, picture_id: int | None, url: str, ticket: int) -> None:
+        with self._show_lock:
+            if self._superseded(ticket, "the info screen"):
+                return
+            try:
+                facts = infoscreen.info_facts(self.store, self.state_dir, picture_id, url, self.tz)
+                result = infoscreen.show_info(self.ctx, facts)
+            except Exception as exc:
+                log.error("could not show the info screen: %s", exc, exc_info=not isinstance(exc, FrameError))
+                return
+        if result.get("status") == "too-soon":
+            log.info("info screen not shown: %s", result.get("message"))
+            return
+        self.live.update(shown={"picture_id": picture_id, "reason": infoscreen.INFO_REASON, "since": time.time(),
+                                "output": result.get("shown")})
 
     def _flush_pending_show(self) -> None:
         if self._pending_show and not self._quiet() and time.time() >= self._pending_not_before:
