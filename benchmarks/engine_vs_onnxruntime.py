@@ -163,7 +163,7 @@ def feeds_for(name: str) -> dict[str, np.ndarray]:
     return {"latent_sample": rng.standard_normal((1, 4, 64, 64)).astype(np.float32)}
 
 
-def worker(runtime: str, name: str, cache: Path, runs: int, out_path: str, weights: str) -> None:
+def worker(runtime: str, name: str, cache: Path, runs: int, out_path: str, weights: str, threads: int) -> None:
     """Runs in the subprocess: load, run ``runs`` times, report JSON on stdout."""
     import resource
 
@@ -179,7 +179,10 @@ def worker(runtime: str, name: str, cache: Path, runs: int, out_path: str, weigh
     else:
         import onnxruntime as ort
 
-        session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        options = ort.SessionOptions()
+        if threads:
+            options.intra_op_num_threads = threads
+        session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
         names = [o.name for o in session.get_outputs()]
 
         def run(f):
@@ -196,12 +199,15 @@ def worker(runtime: str, name: str, cache: Path, runs: int, out_path: str, weigh
     print(json.dumps({"load_s": load_seconds, "run_s": times, "cpu_s": cpu, "peak_rss_mb": peak_mb}))
 
 
-def measure(runtime: str, name: str, cache: Path, runs: int, weights: str) -> tuple[dict, dict]:
+def measure(runtime: str, name: str, cache: Path, runs: int, weights: str, threads: int) -> tuple[dict, dict]:
     with tempfile.TemporaryDirectory() as tmp:
         out_path = os.path.join(tmp, "out.npz")
         cmd = [sys.executable, __file__, "--worker", runtime, name, "--cache", str(cache), "--runs", str(runs),
-               "--out", out_path, "--weights", weights]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+               "--out", out_path, "--weights", weights, "--threads", str(threads)]
+        env = dict(os.environ)
+        if threads:  # BLAS reads these when numpy loads, so they must be set for the subprocess
+            env.update(OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if proc.returncode != 0:
             raise RuntimeError(f"{runtime} {name} failed:\n{proc.stderr[-3000:]}")
         result = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -221,13 +227,15 @@ def main() -> None:
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--runs", type=int, default=2, help="runs per process; the best is reported")
     parser.add_argument("--weights", default="prefetch", help="frame weights provider")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="compute threads for both runtimes (0 = library defaults: all cores)")
     parser.add_argument("--export-only", action="store_true")
     parser.add_argument("--worker", nargs=2, metavar=("RUNTIME", "MODEL"), help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
     cache = Path(args.cache)
     if args.worker:
-        worker(args.worker[0], args.worker[1], cache, args.runs, args.out, args.weights)
+        worker(args.worker[0], args.worker[1], cache, args.runs, args.out, args.weights, args.threads)
         return
     names = [n for n in args.models.split(",") if n]
     ensure_exported(cache, names)
@@ -237,7 +245,7 @@ def main() -> None:
     for name in names:
         results = {}
         for runtime in ("onnxruntime", "frame"):
-            result, outputs = measure(runtime, name, cache, args.runs, args.weights)
+            result, outputs = measure(runtime, name, cache, args.runs, args.weights, args.threads)
             results[runtime] = (result, outputs)
             runs = ", ".join(f"{t:.2f}" for t in result["run_s"])
             print(f"{name:<13} {runtime:<12} {result['peak_rss_mb']:>11.0f} {min(result['run_s']):>8.2f} "
