@@ -162,6 +162,8 @@ def load_model(source: str, weights: str | WeightsProvider = "prefetch",
     provider object (see ``frame.engine.providers.base``). ``attention_slices`` fixes the query-row
     slices per attention head; by default they follow ``attention_budget_bytes``.
     Raises UnsupportedModelError listing every node that cannot run, before any compute.
+    Side effect (glibc only, once per process): freed buffers over 1 MB go straight back to the OS
+    (see ``frame.engine.memory``), which keeps peak RSS close to the live tensors.
     """
     source = str(source)
     if attention_slices is not None and attention_slices < 1:
