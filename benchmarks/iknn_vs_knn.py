@@ -63,7 +63,12 @@ def synthetic(seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def datasets(quick: bool, n_synthetic: int):
-    bundled = {"iris": load_iris, "wine": load_wine, "breast_cancer": load_breast_cancer, "digits": load_digits}
+    bundled = {
+        "iris": load_iris,
+        "wine": load_wine,
+        "breast_cancer": load_breast_cancer,
+        "digits": load_digits,
+    }
     for name in ["iris", "wine"] if quick else bundled:
         yield name, bundled[name](return_X_y=True)
     for seed in range(3 if quick else n_synthetic):
@@ -95,7 +100,9 @@ def table(rows: list[tuple[str, str, dict[str, float]]], times: dict[str, float]
     for inputs in ("raw", "standardised"):
         subset = [s for _, i, s in rows if i == inputs]
         means = [np.mean([s[n] for s in subset]) for n in names]
-        lines.append(f"| **mean ({len(subset)} sets)** | {inputs} | " + " | ".join(f"{m:.3f}" for m in means) + " |")
+        lines.append(
+            f"| **mean ({len(subset)} sets)** | {inputs} | " + " | ".join(f"{m:.3f}" for m in means) + " |"
+        )
     lines.append("| fit time, 1,000 × 8 | raw | " + " | ".join(f"{times[n]:.2f} s" for n in names) + " |")
     return "\n".join(lines)
 

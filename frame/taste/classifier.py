@@ -141,7 +141,9 @@ class IKNNClassifier(ClassifierMixin, BaseEstimator):
         n, d = X.shape
         if feature_names is None:
             feature_names = getattr(self, "feature_names_in_", None)
-        self.feature_names_ = [f"x{i}" for i in range(d)] if feature_names is None else [str(s) for s in feature_names]
+        self.feature_names_ = (
+            [f"x{i}" for i in range(d)] if feature_names is None else [str(s) for s in feature_names]
+        )
         self.sample_ids_ = list(range(n)) if sample_ids is None else list(sample_ids)
         if len(self.feature_names_) != d or len(self.sample_ids_) != n:
             raise ValueError(
@@ -151,7 +153,9 @@ class IKNNClassifier(ClassifierMixin, BaseEstimator):
         self.X_train_, self.y_train_ = X, y_enc
         self.center_, self.scale_ = self._scaling_params(X)
         # Product scoring is leave-one-out (n - 1 others); faithful predicts with up to n.
-        self.n_neighbors_ = min(self.n_neighbors, n) if self.faithful else max(1, min(self.n_neighbors, n - 1))
+        self.n_neighbors_ = (
+            min(self.n_neighbors, n) if self.faithful else max(1, min(self.n_neighbors, n - 1))
+        )
         self.ranking_, self.subspaces_ = [], []
         if len(self.classes_) > 1:
             self._fit_voters(X, y_enc)
@@ -162,7 +166,9 @@ class IKNNClassifier(ClassifierMixin, BaseEstimator):
     def _fit_voters(self, X: np.ndarray, y: np.ndarray) -> None:
         """Rank the candidate subspaces and keep the voters (``ranking_``, ``subspaces_``)."""
         if self.faithful:
-            self.ranking_ = search.faithful_search(X, y, self.n_neighbors, self.max_spaces_tested, self.screening)
+            self.ranking_ = search.faithful_search(
+                X, y, self.n_neighbors, self.max_spaces_tested, self.screening
+            )
         else:
             Xs = (X - self.center_) / self.scale_
             self.ranking_ = search.loo_search(Xs, y, self.n_neighbors_, self.max_spaces_tested)
@@ -218,7 +224,9 @@ class IKNNClassifier(ClassifierMixin, BaseEstimator):
         return class_fractions(self.y_train_[idx], len(self.classes_))
 
     def _class_fractions(self, X: np.ndarray) -> np.ndarray:
-        return np.stack([self._space_fractions(i, X[:, list(s.features)]) for i, s in enumerate(self.subspaces_)])
+        return np.stack(
+            [self._space_fractions(i, X[:, list(s.features)]) for i, s in enumerate(self.subspaces_)]
+        )
 
     def _class_scores(self, fractions: np.ndarray) -> np.ndarray:
         if self.faithful:

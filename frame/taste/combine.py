@@ -25,7 +25,9 @@ def _one_hot(labels: np.ndarray, n_classes: int) -> np.ndarray:
     return (labels[..., None] == np.arange(n_classes)).astype(float)
 
 
-def faithful_scores(fractions: np.ndarray, scores: np.ndarray, method: str, weight_by_score: bool) -> np.ndarray:
+def faithful_scores(
+    fractions: np.ndarray, scores: np.ndarray, method: str, weight_by_score: bool
+) -> np.ndarray:
     """The original's four decision rules (see docs/iknn.md, "Combination rules").
 
     ``use proba`` + weighted is the product of two sums, P(c)·V(c): a class that is no subspace's top
@@ -63,8 +65,15 @@ def to_proba(class_scores: np.ndarray) -> np.ndarray:
     return proba
 
 
-def contributions(fractions: np.ndarray, scores: np.ndarray, weights: np.ndarray, *, faithful: bool,
-                  method: str, weight_by_score: bool) -> np.ndarray:
+def contributions(
+    fractions: np.ndarray,
+    scores: np.ndarray,
+    weights: np.ndarray,
+    *,
+    faithful: bool,
+    method: str,
+    weight_by_score: bool,
+) -> np.ndarray:
     """Split one query's class scores into per-subspace parts: shape (n_spaces, n_classes), summing
     over subspaces to the class scores the decision rule produced.
 

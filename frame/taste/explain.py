@@ -81,8 +81,9 @@ def _label(value: Any, label_names: dict | None) -> str:
     return str(label_names.get(plain(value), value)) if label_names else str(value)
 
 
-def _space_vote(clf, index: int, row: np.ndarray, share: np.ndarray, sentence: str,
-                label_names: dict | None) -> SubspaceVote:
+def _space_vote(
+    clf, index: int, row: np.ndarray, share: np.ndarray, sentence: str, label_names: dict | None
+) -> SubspaceVote:
     space = clf.subspaces_[index]
     features = list(space.features)
     idx, model_dist = clf._space_neighbours(index, row[None, features])
@@ -93,16 +94,25 @@ def _space_vote(clf, index: int, row: np.ndarray, share: np.ndarray, sentence: s
     counts = np.bincount(neighbour_labels, minlength=len(clf.classes_))
     vote = int(np.argmax(counts))
     names = [clf.feature_names_[f] for f in features]
-    text = sentence.format(space=" × ".join(names), count=int(counts[vote]), k=len(idx),
-                           label=_label(clf.classes_[vote], label_names))
+    text = sentence.format(
+        space=" × ".join(names),
+        count=int(counts[vote]),
+        k=len(idx),
+        label=_label(clf.classes_[vote], label_names),
+    )
     return SubspaceVote(
         features=tuple(names),
         score=float(space.score),
         weight=float(clf.weights_[index]),
         values=tuple(float(v) for v in row[features]),
         neighbours=tuple(
-            Neighbour(plain(clf.sample_ids_[i]), plain(clf.classes_[neighbour_labels[j]]),
-                      tuple(float(v) for v in raw[j]), float(distances[j]), float(model_dist[j]))
+            Neighbour(
+                plain(clf.sample_ids_[i]),
+                plain(clf.classes_[neighbour_labels[j]]),
+                tuple(float(v) for v in raw[j]),
+                float(distances[j]),
+                float(model_dist[j]),
+            )
             for j, i in enumerate(idx)
         ),
         fractions={plain(c): float(n / len(idx)) for c, n in zip(clf.classes_, counts)},
@@ -129,15 +139,25 @@ def explain_row(clf, x, *, sentence: str = DEFAULT_SENTENCE, label_names: dict |
     if clf.subspaces_:
         fractions = clf._class_fractions(X)[:, 0, :]
         scores = np.array([s.score for s in clf.subspaces_])
-        parts = combine.contributions(fractions, scores, clf.weights_, faithful=clf.faithful,
-                                      method=clf.method, weight_by_score=bool(clf.weight_by_score))
+        parts = combine.contributions(
+            fractions,
+            scores,
+            clf.weights_,
+            faithful=clf.faithful,
+            method=clf.method,
+            weight_by_score=bool(clf.weight_by_score),
+        )
         total = parts.sum()
         parts = parts / total if total > 0 else np.full_like(parts, 1.0 / parts.size)
-        votes = [_space_vote(clf, i, X[0], parts[i], sentence, label_names) for i in range(len(clf.subspaces_))]
+        votes = [
+            _space_vote(clf, i, X[0], parts[i], sentence, label_names) for i in range(len(clf.subspaces_))
+        ]
     verdict = f"predicted {_label(prediction, label_names)} (probability {proba.max():.2f})"
     if votes:
         strongest = max(votes, key=lambda v: v.contribution[prediction])
         summary = f"{verdict}: {strongest.summary}"
     else:
         summary = f"{verdict} from the class frequencies alone (no subspace could be scored)"
-    return Explanation(prediction, {plain(c): float(p) for c, p in zip(clf.classes_, proba)}, tuple(votes), summary)
+    return Explanation(
+        prediction, {plain(c): float(p) for c, p in zip(clf.classes_, proba)}, tuple(votes), summary
+    )

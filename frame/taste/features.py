@@ -52,20 +52,33 @@ class Candidate:
 
     def to_dict(self) -> dict:
         """Plain JSON form; :meth:`from_dict` restores it (the daemon stores this with a picture)."""
-        return {"theme": self.theme, "style": self.style, "prompt": self.text, "source": self.source,
-                "params": {k: float(v) for k, v in self.params.items()}, "popularity": float(self.popularity)}
+        return {
+            "theme": self.theme,
+            "style": self.style,
+            "prompt": self.text,
+            "source": self.source,
+            "params": {k: float(v) for k, v in self.params.items()},
+            "popularity": float(self.popularity),
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping) -> Candidate:
-        return cls(theme=str(data["theme"]), style=str(data.get("style", "")), prompt=str(data.get("prompt", "")),
-                   source=str(data.get("source", "config")), params=dict(data.get("params", {})),
-                   popularity=float(data.get("popularity", 0.0)))
+        return cls(
+            theme=str(data["theme"]),
+            style=str(data.get("style", "")),
+            prompt=str(data.get("prompt", "")),
+            source=str(data.get("source", "config")),
+            params=dict(data.get("params", {})),
+            popularity=float(data.get("popularity", 0.0)),
+        )
 
 
 def _unit_rows(vectors: np.ndarray, what: str) -> np.ndarray:
     vectors = np.asarray(vectors, dtype=np.float64)
     if vectors.ndim != 2:
-        raise FrameError(f"embed() must return a 2-D array (texts × dims) for {what}, got shape {vectors.shape}")
+        raise FrameError(
+            f"embed() must return a 2-D array (texts × dims) for {what}, got shape {vectors.shape}"
+        )
     if not np.isfinite(vectors).all():
         raise FrameError(f"embed() returned NaN or infinite values for {what}")
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)

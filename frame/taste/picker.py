@@ -79,8 +79,13 @@ class Choice:
     explanation: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        return {"candidate": self.candidate.to_dict(), "mode": self.mode, "score": self.score,
-                "reason": self.reason, "explanation": self.explanation}
+        return {
+            "candidate": self.candidate.to_dict(),
+            "mode": self.mode,
+            "score": self.score,
+            "reason": self.reason,
+            "explanation": self.explanation,
+        }
 
 
 def _field(item: Any, *names: str, default: Any = None) -> Any:
@@ -99,9 +104,14 @@ def candidate_from_item(item: Any, params: Mapping[str, float] | None = None) ->
     if not theme.strip():
         raise FrameError(f"feed item has no prompt, text, theme or title: {item!r}")
     popularity = float(_field(item, "popularity", "score", "votes", default=0.0))
-    return Candidate(theme=theme, style=str(_field(item, "style", default="")), prompt=prompt,
-                     source=str(_field(item, "source", "feed", default="feed")), params=dict(params or {}),
-                     popularity=max(popularity, 0.0))
+    return Candidate(
+        theme=theme,
+        style=str(_field(item, "style", default="")),
+        prompt=prompt,
+        source=str(_field(item, "source", "feed", default="feed")),
+        params=dict(params or {}),
+        popularity=max(popularity, 0.0),
+    )
 
 
 class ThemePicker:
@@ -111,17 +121,31 @@ class ThemePicker:
         self.settings = settings or TasteSettings()
         self.features = PromptFeatures(embed, self.settings.axes)
 
-    def candidates(self, feed_items: Iterable[Any] = (), params: Mapping[str, float] | None = None) -> list[Candidate]:
+    def candidates(
+        self, feed_items: Iterable[Any] = (), params: Mapping[str, float] | None = None
+    ) -> list[Candidate]:
         """Config themes × styles (theme alone when no styles) followed by the feed items."""
         styles = self.settings.styles or ("",)
-        pool = [Candidate(theme=t, style=s, params=dict(params or {})) for t in self.settings.themes for s in styles]
+        pool = [
+            Candidate(theme=t, style=s, params=dict(params or {}))
+            for t in self.settings.themes
+            for s in styles
+        ]
         pool += [candidate_from_item(item, params) for item in feed_items]
         if not pool:
-            raise FrameError("taste: no candidates — set taste.themes in config.yaml or configure a prompt feed")
+            raise FrameError(
+                "taste: no candidates — set taste.themes in config.yaml or configure a prompt feed"
+            )
         return pool
 
-    def pick(self, candidates: Sequence[Candidate], ratings: Sequence[Rating] = (),
-             recent_themes: Sequence[str] = (), *, rng: np.random.Generator | None = None) -> Choice:
+    def pick(
+        self,
+        candidates: Sequence[Candidate],
+        ratings: Sequence[Rating] = (),
+        recent_themes: Sequence[str] = (),
+        *,
+        rng: np.random.Generator | None = None,
+    ) -> Choice:
         """Choose one candidate; ``rng`` makes exploration and tie-breaks reproducible."""
         if not candidates:
             raise FrameError("taste: no candidates to choose from")
@@ -129,8 +153,11 @@ class ThemePicker:
         pool = self._fresh(candidates, recent_themes)
         classes = {rating_class(r.value) for r in ratings}
         if len(ratings) < self.settings.min_ratings or len(classes) < 2:
-            why = (f"only {len(ratings)} of {self.settings.min_ratings} ratings so far"
-                   if len(ratings) < self.settings.min_ratings else "every rating so far is the same")
+            why = (
+                f"only {len(ratings)} of {self.settings.min_ratings} ratings so far"
+                if len(ratings) < self.settings.min_ratings
+                else "every rating so far is the same"
+            )
             return self._variety(pool, ratings, recent_themes, rng, why)
         model, names, params = self.fit(ratings, pool)
         values = self._matrix(pool, params)
@@ -183,11 +210,17 @@ class ThemePicker:
         shown = Counter([r.candidate.theme for r in ratings] + list(recent))
         styles = Counter(r.candidate.style for r in ratings)
         top_pop = max((c.popularity for c in pool), default=0.0) or 1.0
-        score = np.array([0.5 / (1 + shown[c.theme]) + 0.25 / (1 + styles[c.style]) + 0.25 * c.popularity / top_pop
-                          for c in pool])
+        score = np.array(
+            [
+                0.5 / (1 + shown[c.theme]) + 0.25 / (1 + styles[c.style]) + 0.25 * c.popularity / top_pop
+                for c in pool
+            ]
+        )
         pick = pool[_argmax_random(score, rng)]
-        reason = (f"{why}: choosing for variety — theme {pick.theme!r} was shown {shown[pick.theme]} "
-                  f"times before" + (f", feed popularity {pick.popularity:g}" if pick.popularity else ""))
+        reason = (
+            f"{why}: choosing for variety — theme {pick.theme!r} was shown {shown[pick.theme]} "
+            f"times before" + (f", feed popularity {pick.popularity:g}" if pick.popularity else "")
+        )
         return Choice(pick, "variety", None, reason, {"reason": reason, "ratings": len(ratings)})
 
     def _explore(self, pool, ratings, utility, rng) -> Choice:
@@ -196,16 +229,25 @@ class ThemePicker:
         fewest = min(rated[c.theme] for c in pool)
         options = [i for i, c in enumerate(pool) if rated[c.theme] == fewest]
         i = int(rng.choice(options))
-        reason = (f"exploring (rate {self.settings.explore_rate:g}): theme {pool[i].theme!r} has "
-                  f"{fewest} ratings; the model expected {utility[i]:.2f} liking")
-        return Choice(pool[i], "explore", float(utility[i]), reason, {"reason": reason, "ratings": len(ratings)})
+        reason = (
+            f"exploring (rate {self.settings.explore_rate:g}): theme {pool[i].theme!r} has "
+            f"{fewest} ratings; the model expected {utility[i]:.2f} liking"
+        )
+        return Choice(
+            pool[i], "explore", float(utility[i]), reason, {"reason": reason, "ratings": len(ratings)}
+        )
 
     def _explained(self, model, names, pick: Candidate, row: np.ndarray, utility: float, ratings) -> Choice:
         explanation = model.explain(row[None, :], sentence=SENTENCE).to_dict()
-        by_id = {r.picture_id if r.picture_id is not None else f"rating-{i}": r for i, r in enumerate(ratings)}
+        by_id = {
+            r.picture_id if r.picture_id is not None else f"rating-{i}": r for i, r in enumerate(ratings)
+        }
         for space in explanation["subspaces"]:
             for n in space["neighbours"]:
-                n["theme"], n["prompt"] = by_id[n["row_id"]].candidate.theme, by_id[n["row_id"]].candidate.text
+                n["theme"], n["prompt"] = (
+                    by_id[n["row_id"]].candidate.theme,
+                    by_id[n["row_id"]].candidate.text,
+                )
         top = max(explanation["subspaces"], key=lambda s: s["contribution"].get("liked", 0.0), default=None)
         reason = f"expected liking {utility:.2f}" + (f": {top['summary']}" if top else "")
         explanation.update({"reason": reason, "ratings": len(ratings), "features": names})

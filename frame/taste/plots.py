@@ -63,16 +63,32 @@ def _draw_panel(ax, clf, index: int, colours: list[str], row: np.ndarray | None)
     if len(features) == 1:
         regions = np.tile(regions, (2, 1))
     cmap = ListedColormap(colours)
-    ax.pcolormesh(mesh_x, mesh_y, regions.reshape(mesh_x.shape), cmap=cmap, vmin=-0.5,
-                  vmax=len(colours) - 0.5, alpha=0.25, shading="auto")
+    ax.pcolormesh(
+        mesh_x,
+        mesh_y,
+        regions.reshape(mesh_x.shape),
+        cmap=cmap,
+        vmin=-0.5,
+        vmax=len(colours) - 0.5,
+        alpha=0.25,
+        shading="auto",
+    )
     ax.scatter(xs, ys, c=point_colours, s=14, edgecolors="white", linewidths=0.4)
     ax.set_xlabel(names[0])
     ax.set_ylabel(names[1] if len(names) == 2 else "")
     title = f"{' × '.join(names)}  (score {clf.subspaces_[index].score:.2f})"
     if star is not None:
         vote = clf.classes_[int(np.argmax(clf._space_fractions(index, star[None, :])[0]))]
-        ax.scatter([star[0]], [star[1] if len(star) == 2 else 0.0], marker="*", s=260, c="red",
-                   edgecolors="black", linewidths=0.8, zorder=5)
+        ax.scatter(
+            [star[0]],
+            [star[1] if len(star) == 2 else 0.0],
+            marker="*",
+            s=260,
+            c="red",
+            edgecolors="black",
+            linewidths=0.8,
+            zorder=5,
+        )
         title += f"\nvotes {vote}"
     ax.set_title(title, fontsize=9)
 
@@ -90,7 +106,10 @@ def _plot(clf, path, row: np.ndarray | None, max_panels: int, panel_size: float)
     try:
         for i in range(count):
             _draw_panel(axes[0, i], clf, i, colours, row)
-        handles = [plt.Line2D([], [], marker="o", ls="", color=c, label=str(k)) for c, k in zip(colours, clf.classes_)]
+        handles = [
+            plt.Line2D([], [], marker="o", ls="", color=c, label=str(k))
+            for c, k in zip(colours, clf.classes_)
+        ]
         fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8, frameon=False)
         fig.tight_layout(rect=(0, 0.08, 1, 1))
         out = Path(os.fspath(path))

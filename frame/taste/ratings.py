@@ -15,9 +15,17 @@ from frame.taste.features import Candidate
 UTILITY = {"liked": 1.0, "neutral": 0.5, "disliked": 0.0}
 
 _WORDS = {
-    "like": "liked", "liked": "liked", "up": "liked", "yes": "liked", "love": "liked",
-    "dislike": "disliked", "disliked": "disliked", "down": "disliked", "no": "disliked",
-    "neutral": "neutral", "meh": "neutral",
+    "like": "liked",
+    "liked": "liked",
+    "up": "liked",
+    "yes": "liked",
+    "love": "liked",
+    "dislike": "disliked",
+    "disliked": "disliked",
+    "down": "disliked",
+    "no": "disliked",
+    "neutral": "neutral",
+    "meh": "neutral",
 }
 
 

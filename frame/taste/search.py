@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,7 +45,9 @@ def rank_features(scores: np.ndarray, keep: int) -> list[int]:
     return sorted(int(i) for i in order)
 
 
-def candidate_subspaces(d: int, max_spaces_tested: int, screen) -> list[tuple[int, ...]]:
+def candidate_subspaces(
+    d: int, max_spaces_tested: int, screen: Callable[[], list[int]]
+) -> list[tuple[int, ...]]:
     """All unordered pairs, or (when there are more than ``max_spaces_tested``) the pairs among the
     features ``screen()`` keeps. One feature gives the single 1-D subspace (the original crashes)."""
     if d == 1:
@@ -83,7 +86,9 @@ def _faithful_cv(X: np.ndarray, y: np.ndarray, k: int) -> float:
     return float(np.mean(scores))
 
 
-def faithful_search(X: np.ndarray, y: np.ndarray, k: int, max_spaces_tested: int, screening: str) -> list[Subspace]:
+def faithful_search(
+    X: np.ndarray, y: np.ndarray, k: int, max_spaces_tested: int, screening: str
+) -> list[Subspace]:
     """Score every candidate subspace the original way; ranked best first (stable for ties)."""
     d = X.shape[1]
 
@@ -91,7 +96,10 @@ def faithful_search(X: np.ndarray, y: np.ndarray, k: int, max_spaces_tested: int
         singles = np.array([_faithful_cv(X[:, [i]], y, k) for i in range(d)])
         return rank_features(singles, n_screened_features(max_spaces_tested, screening))
 
-    spaces = [Subspace(f, _faithful_cv(X[:, list(f)], y, k)) for f in candidate_subspaces(d, max_spaces_tested, screen)]
+    spaces = [
+        Subspace(f, _faithful_cv(X[:, list(f)], y, k))
+        for f in candidate_subspaces(d, max_spaces_tested, screen)
+    ]
     return sorted(spaces, key=lambda s: -s.score)
 
 
@@ -138,7 +146,9 @@ def loo_search(Xs: np.ndarray, y: np.ndarray, k: int, max_spaces_tested: int) ->
         singles = np.array([loo_score(Xs, y, (i,), k, rows) for i in range(d)])
         return rank_features(singles, n_screened_features(max_spaces_tested, "current"))
 
-    spaces = [Subspace(f, loo_score(Xs, y, f, k, rows)) for f in candidate_subspaces(d, max_spaces_tested, screen)]
+    spaces = [
+        Subspace(f, loo_score(Xs, y, f, k, rows)) for f in candidate_subspaces(d, max_spaces_tested, screen)
+    ]
     return sorted(spaces, key=lambda s: -s.score)
 
 

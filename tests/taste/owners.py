@@ -17,15 +17,30 @@ from frame.taste.features import Candidate, PromptFeatures
 DIM = 512
 
 THEMES = (
-    "golden autumn forest", "stormy sea at night", "quiet mountain lake", "neon city street at night",
-    "busy market in the city", "calm beach at sunrise", "snowy blue mountains", "red desert canyon",
-    "moonlight over a quiet village", "crowded harbour with boats", "orange sunset over fields",
-    "misty forest in teal light", "intricate cathedral interior", "minimal empty room",
-    "thunderstorm over the city", "peaceful garden with flowers",
+    "golden autumn forest",
+    "stormy sea at night",
+    "quiet mountain lake",
+    "neon city street at night",
+    "busy market in the city",
+    "calm beach at sunrise",
+    "snowy blue mountains",
+    "red desert canyon",
+    "moonlight over a quiet village",
+    "crowded harbour with boats",
+    "orange sunset over fields",
+    "misty forest in teal light",
+    "intricate cathedral interior",
+    "minimal empty room",
+    "thunderstorm over the city",
+    "peaceful garden with flowers",
 )
 STYLES = (
-    "realistic detailed photograph", "watercolour painting with visible brush strokes", "oil painting",
-    "minimal flat illustration", "pencil sketch", "cinematic photograph",
+    "realistic detailed photograph",
+    "watercolour painting with visible brush strokes",
+    "oil painting",
+    "minimal flat illustration",
+    "pencil sketch",
+    "cinematic photograph",
 )
 
 
@@ -42,8 +57,14 @@ class Owner:
     """Hidden taste: a linear preference over the true axis positions of a prompt; likes the top
     ``share`` of the pool and flips a verdict with probability ``noise`` (seeded)."""
 
-    def __init__(self, weights: dict[str, float], pool: list[Candidate], share: float = 0.3,
-                 noise: float = 0.0, seed: int = 0) -> None:
+    def __init__(
+        self,
+        weights: dict[str, float],
+        pool: list[Candidate],
+        share: float = 0.3,
+        noise: float = 0.0,
+        seed: int = 0,
+    ) -> None:
         self._features = PromptFeatures(hashed_bag_of_words)
         self._weights = np.array([weights.get(a, 0.0) for a in self._features.axes])
         self._threshold = np.quantile(self._utility(pool), 1.0 - share)

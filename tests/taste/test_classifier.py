@@ -24,8 +24,17 @@ def wine():
 
 
 def test_is_classifier_and_clone_round_trips_every_parameter():
-    params = dict(n_neighbors=3, method="simple majority", weight_by_score=False, max_spaces_tested=7,
-                  num_best_spaces=2, faithful=True, screening="2021", scaling="none", diversity=0.3)
+    params = dict(
+        n_neighbors=3,
+        method="simple majority",
+        weight_by_score=False,
+        max_spaces_tested=7,
+        num_best_spaces=2,
+        faithful=True,
+        screening="2021",
+        scaling="none",
+        diversity=0.3,
+    )
     clf = IKNNClassifier(**params)
     assert is_classifier(clf)
     assert clone(clf).get_params() == params
@@ -37,7 +46,9 @@ def test_constructor_is_keyword_only():
         IKNNClassifier(8)
 
 
-@pytest.mark.parametrize("params", MODES, ids=lambda p: f"{p['faithful']}-{p['method']}-{p['weight_by_score']}")
+@pytest.mark.parametrize(
+    "params", MODES, ids=lambda p: f"{p['faithful']}-{p['method']}-{p['weight_by_score']}"
+)
 def test_proba_rows_sum_to_one_and_argmax_is_predict(wine, params):
     X, y = wine[0][:, :7], wine[1]  # 21 pairs: no screening, keeps the faithful fits quick
     clf = IKNNClassifier(**params).fit(X[::2], y[::2])

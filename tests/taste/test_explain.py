@@ -16,8 +16,15 @@ def wine():
     return data.data, data.target.map({0: "barolo", 1: "grignolino", 2: "barbera"})
 
 
-@pytest.mark.parametrize("params", [{}, {"faithful": True}, {"method": "simple majority"},
-                                    {"faithful": True, "method": "simple majority", "weight_by_score": False}])
+@pytest.mark.parametrize(
+    "params",
+    [
+        {},
+        {"faithful": True},
+        {"method": "simple majority"},
+        {"faithful": True, "method": "simple majority", "weight_by_score": False},
+    ],
+)
 def test_explanation_is_complete_and_consistent(wine, params):
     X, y = wine
     clf = IKNNClassifier(**params).fit(X, y)
@@ -40,7 +47,9 @@ def test_explanation_is_complete_and_consistent(wine, params):
             assert n.label == y.loc[n.row_id]
         model_d = [n.model_distance for n in space.neighbours]
         assert model_d == sorted(model_d)
-        assert space.vote == max(space.fractions, key=lambda c: (space.fractions[c], -list(clf.classes_).index(c)))
+        assert space.vote == max(
+            space.fractions, key=lambda c: (space.fractions[c], -list(clf.classes_).index(c))
+        )
         assert space.summary.startswith("on " + " × ".join(space.features))
     json.dumps(e.to_dict())
     assert str(e).startswith(f"predicted {e.prediction}")
@@ -49,9 +58,14 @@ def test_explanation_is_complete_and_consistent(wine, params):
 def test_custom_sentence_and_label_names():
     X = np.array([[0.0, 0.0], [0.1, 0.2], [0.2, 0.1], [0.3, 0.3], [3.0, 3.0], [3.1, 2.9], [2.9, 3.2]])
     y = np.array([1, 1, 1, 1, 0, 0, 0])
-    clf = IKNNClassifier(n_neighbors=4).fit(X, y, feature_names=["warmth", "realism"], sample_ids=list("abcdefg"))
-    e = clf.explain([0.15, 0.15], sentence="on {space}, {count} of your {k} most similar rated pictures were {label}",
-                    label_names={1: "liked", 0: "disliked"})
+    clf = IKNNClassifier(n_neighbors=4).fit(
+        X, y, feature_names=["warmth", "realism"], sample_ids=list("abcdefg")
+    )
+    e = clf.explain(
+        [0.15, 0.15],
+        sentence="on {space}, {count} of your {k} most similar rated pictures were {label}",
+        label_names={1: "liked", 0: "disliked"},
+    )
     assert e.subspaces[0].summary == "on warmth × realism, 4 of your 4 most similar rated pictures were liked"
     assert e.summary.startswith("predicted liked")
     assert {n.row_id for n in e.subspaces[0].neighbours} == {"a", "b", "c", "d"}

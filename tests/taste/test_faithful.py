@@ -35,8 +35,9 @@ def test_unweighted_majority_ties_go_to_the_best_ranked_subspace():
 def test_hand_written_cv_equals_cross_validate():
     X, y = load_wine(return_X_y=True)
     for features in ([0, 6], [9], [12, 4]):
-        expected = cross_validate(KNeighborsClassifier(n_neighbors=8), X[:, features], y, cv=5,
-                                  scoring="f1_macro")["test_score"].mean()
+        expected = cross_validate(
+            KNeighborsClassifier(n_neighbors=8), X[:, features], y, cv=5, scoring="f1_macro"
+        )["test_score"].mean()
         assert _faithful_cv(X[:, features], y, 8) == pytest.approx(expected, abs=1e-12)
 
 

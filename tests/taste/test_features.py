@@ -58,15 +58,29 @@ def test_bad_axes_config_is_named(axes):
 def test_candidate_text_and_round_trip():
     c = Candidate(theme="quiet lake", style="oil painting", params={"steps": 4}, popularity=3)
     assert c.text == "quiet lake, oil painting"
-    assert Candidate.from_dict(c.to_dict()) == Candidate(theme="quiet lake", style="oil painting",
-                                                         prompt="quiet lake, oil painting", params={"steps": 4.0},
-                                                         popularity=3.0)
+    assert Candidate.from_dict(c.to_dict()) == Candidate(
+        theme="quiet lake",
+        style="oil painting",
+        prompt="quiet lake, oil painting",
+        params={"steps": 4.0},
+        popularity=3.0,
+    )
 
 
 @pytest.mark.parametrize(
     "value, expected",
-    [(True, "liked"), (False, "disliked"), ("Like", "liked"), ("dislike", "disliked"), (5, "liked"), (4, "liked"),
-     (3, "neutral"), (2, "disliked"), (1, "disliked"), (4.0, "liked")],
+    [
+        (True, "liked"),
+        (False, "disliked"),
+        ("Like", "liked"),
+        ("dislike", "disliked"),
+        (5, "liked"),
+        (4, "liked"),
+        (3, "neutral"),
+        (2, "disliked"),
+        (1, "disliked"),
+        (4.0, "liked"),
+    ],
 )
 def test_rating_classes(value, expected):
     assert rating_class(value) == expected

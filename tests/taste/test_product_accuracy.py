@@ -14,10 +14,14 @@ from sklearn.preprocessing import StandardScaler
 from frame.taste import IKNNClassifier
 
 ORIGINAL = {
-    ("iris", False): 0.960, ("iris", True): 0.953,
-    ("wine", False): 0.935, ("wine", True): 0.923,
-    ("breast_cancer", False): 0.912, ("breast_cancer", True): 0.934,
-    ("digits", False): 0.467, ("digits", True): 0.464,
+    ("iris", False): 0.960,
+    ("iris", True): 0.953,
+    ("wine", False): 0.935,
+    ("wine", True): 0.923,
+    ("breast_cancer", False): 0.912,
+    ("breast_cancer", True): 0.934,
+    ("digits", False): 0.467,
+    ("digits", True): 0.464,
 }
 LOADERS = {"iris": load_iris, "wine": load_wine, "breast_cancer": load_breast_cancer, "digits": load_digits}
 
