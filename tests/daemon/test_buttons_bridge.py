@@ -208,3 +208,19 @@ def test_neighbour_order_and_wrapping():
     assert [neighbour(ids, 4, +1), neighbour(ids, 4, -1)] == [5, 3]  # the base was deleted
     assert [neighbour(ids, None, +1), neighbour(ids, None, -1)] == [9, 9]
     assert neighbour([], 5, +1) is None
+
+
+def test_the_web_settings_page_checks_the_file_the_daemon_was_started_with(tmp_path):
+    """Start-up wiring next to the buttons': ``Daemon(config_path=...)`` reaches ``create_blueprint``."""
+    import requests
+
+    path = tmp_path / "frame.yaml"
+    path.write_text("web:\n  listen: nowhere\n")
+    daemon = Daemon(_config(tmp_path, enabled=False), config_path=path)
+    daemon.start()
+    try:
+        page = requests.get(f"http://127.0.0.1:{daemon.server.port}/config", timeout=10)
+    finally:
+        daemon.stop()
+    assert page.status_code == 200
+    assert str(path) in page.text and "web.listen" in page.text and "nowhere" in page.text
