@@ -3,7 +3,8 @@
 Each panel shows the training rows coloured by class over the subspace's own decision regions, in
 the same colours (a region is the class that subspace would vote for there). ``plot_prediction``
 adds the explained row as a star and each panel's vote in its title. matplotlib is imported lazily
-with the Agg backend so this works headless on the frame.
+and used through its object API with the Agg canvas: no pyplot, no global backend switch, so it
+works headless on the frame and leaves a notebook's plotting state alone.
 """
 
 from __future__ import annotations
@@ -20,15 +21,6 @@ _GRID = 120
 
 def class_colours(n_classes: int) -> list[str]:
     return [PALETTE[i % len(PALETTE)] for i in range(n_classes)]
-
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def _span(values: np.ndarray, extra: float | None = None) -> np.ndarray:
@@ -99,23 +91,24 @@ def _plot(clf, path, row: np.ndarray | None, max_panels: int, panel_size: float)
     check_is_fitted(clf)
     if not clf.subspaces_:
         raise ValueError("the model has no voting subspaces (one class or one row): nothing to plot")
-    plt = _pyplot()
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+
     count = len(clf.subspaces_) if max_panels is None else min(max_panels, len(clf.subspaces_))
     colours = class_colours(len(clf.classes_))
-    fig, axes = plt.subplots(1, count, figsize=(panel_size * count, panel_size), squeeze=False)
-    try:
-        for i in range(count):
-            _draw_panel(axes[0, i], clf, i, colours, row)
-        handles = [
-            plt.Line2D([], [], marker="o", ls="", color=c, label=str(k))
-            for c, k in zip(colours, clf.classes_)
-        ]
-        fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8, frameon=False)
-        fig.tight_layout(rect=(0, 0.08, 1, 1))
-        out = Path(os.fspath(path))
-        fig.savefig(out, dpi=90)
-    finally:
-        plt.close(fig)
+    fig = Figure(figsize=(panel_size * count, panel_size))
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, count, squeeze=False)
+    for i in range(count):
+        _draw_panel(axes[0, i], clf, i, colours, row)
+    handles = [
+        Line2D([], [], marker="o", ls="", color=c, label=str(k)) for c, k in zip(colours, clf.classes_)
+    ]
+    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    out = Path(os.fspath(path))
+    fig.savefig(out, dpi=90)
     return out
 
 

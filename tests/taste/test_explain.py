@@ -114,3 +114,18 @@ def test_plot_without_voters_is_a_clear_error(tmp_path):
     clf = IKNNClassifier().fit([[0.0, 1.0], [1.0, 2.0]], ["a", "a"])
     with pytest.raises(ValueError, match="nothing to plot"):
         clf.plot_model(tmp_path / "x.png")
+
+
+def test_plotting_never_imports_pyplot(tmp_path):
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from sklearn.datasets import load_iris; from frame.taste import IKNNClassifier; "
+        "X, y = load_iris(return_X_y=True); "
+        f"IKNNClassifier(num_best_spaces=1).fit(X, y).plot_prediction(X[0], {str(tmp_path / 'p.png')!r}); "
+        "print('matplotlib.pyplot' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+    assert (tmp_path / "p.png").exists()
