@@ -182,6 +182,12 @@ class ThemePicker:
         model.fit(self._matrix(rated, params), labels, feature_names=names, sample_ids=ids)
         return model, names, params
 
+    def plot_choice(self, candidate: Candidate, ratings: Sequence[Rating], path, **kwargs):
+        """Write a PNG of why ``candidate`` scores as it does: the taste model's voting pairs with the
+        rated pictures and the candidate as a star (see ``IKNNClassifier.plot_prediction``)."""
+        model, _, params = self.fit(ratings, [candidate])
+        return model.plot_prediction(self._matrix([candidate], params), path, **kwargs)
+
     def _matrix(self, candidates: Sequence[Candidate], params: list[str]) -> np.ndarray:
         values = self.features.axis_values([c.text for c in candidates])
         if params:

@@ -148,3 +148,11 @@ def test_same_seed_same_nights():
     _, a = simulate(p, owner_a, nights=20, seed=5)
     _, b = simulate(picker(), owner_b, nights=20, seed=5)
     assert [c.to_dict() for c in a] == [c.to_dict() for c in b]
+
+
+def test_plot_choice_writes_a_png(tmp_path):
+    p = picker()
+    pool = p.candidates()
+    ratings = [Rating(c, i % 3 == 0, picture_id=i) for i, c in enumerate(pool[::7])]
+    out = p.plot_choice(pool[1], ratings, tmp_path / "why.png", max_panels=2)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
