@@ -113,7 +113,7 @@ def test_owner_logs_in_rates_and_queues(server, page, store, pictures, controlle
 
 
 def test_progress_is_polled_without_reload(server, page, controller, store, state_dir):
-    from conftest import write_png
+    from tests.web.conftest import write_png
 
     write_png(state_dir / "checkpoints" / "render-1" / "preview.png", (150, 110, 90), (100, 60))
     store.set_feed_health("museum-rss", "https://example.org/rss", ok=True, items=24, error=None,

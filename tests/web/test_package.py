@@ -42,7 +42,7 @@ def test_every_form_carries_a_csrf_field():
 def test_served_by_the_daemons_waitress_server(store, state_dir, pictures):
     """The blueprint inside the daemon's own HttpServer: the page, a static file and an image over HTTP."""
     import requests
-    from conftest import TOKEN
+    from tests.web.conftest import TOKEN
 
     from frame.config import Config, WebConfig
     from frame.daemon.app import create_app

@@ -26,7 +26,7 @@ def test_now_showing_has_picture_prompt_theme_and_why(client, pictures):
 
 
 def test_now_showing_falls_back_to_newest_without_display_history(store, state_dir):
-    from conftest import write_png
+    from tests.web.conftest import write_png
 
     write_png(state_dir / "gallery" / "a.png", (1, 2, 3))
     picture_id = store.add_picture(file="a.png", prompt="only picture")
