@@ -176,13 +176,17 @@ def prepare_for_panel(config: Any, image_path: Path, job_dir: Path, emit: Emit) 
     if out.exists():
         return out
     try:
-        from frame.display import get_panel, prepare
+        import frame.display as display
     except ImportError as exc:
         raise StepUnavailable("prepare", f"panel preparation is not available: {exc}") from exc
     emit("stage", stage="preparing for the panel")
-    panel = get_panel(config.display.panel, config.display.size, config.display.palette)
-    prepared = prepare(image_path, panel, fit=config.display.fit, rotate=config.display.rotate,
-                       saturation=config.display.saturation, dither=config.display.dither)
+    if config.display.panel == "inky":  # size and inks are known only from the board's EEPROM
+        with display.open_display(config.display) as device:
+            _, prepared = device.prepare(image_path)
+    else:
+        panel = display.get_panel(config.display.panel, config.display.size, config.display.palette)
+        prepared = display.prepare(image_path, panel, fit=config.display.fit, rotate=config.display.rotate,
+                                   saturation=config.display.saturation, dither=config.display.dither)
     write_bytes_atomic(out, _png_bytes(prepared))
     return out
 
