@@ -3,9 +3,10 @@
 :class:`GuidedUNet` turns (latent, timestep) into the guided model output: it builds the UNet feeds
 from the export's declared inputs (timestep dtype and rank differ between exporters; SDXL adds
 ``text_embeds`` and ``time_ids``), runs the conditional and, when guidance is on, the unconditional
-pass, and mixes them as ``uncond + g * (cond - uncond)``. The two passes go through the UNet as one
-batch of two when the export's batch axis allows it (weights are streamed once per step instead of
-twice), else one after the other.
+pass, and mixes them as ``uncond + g * (cond - uncond)``. With ``batch`` set (and an export whose
+batch axis allows it; a fixed batch of 2 forces it) the two passes go through the UNet as one batch:
+weights are streamed once per step instead of twice, but activations double. Otherwise they run one
+after the other.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ class GuidedUNet:
     """Callable ``(latent_input, timestep, progress) -> guided output`` around a loaded UNet."""
 
     def __init__(self, model: Any, cond: Conditioning, uncond: Conditioning | None, guidance: float,
-                 size: tuple[int, int], batch: bool | None = None) -> None:
+                 size: tuple[int, int], batch: bool = True) -> None:
         self.model = model
         self.specs = {i.name: i for i in model.inputs}
         for name in ("sample", "timestep", "encoder_hidden_states"):
@@ -40,7 +41,7 @@ class GuidedUNet:
         self.passes = [cond] if uncond is None else [uncond, cond]
         batch_dim = (self.specs["sample"].shape or [None])[0]
         can_batch = not isinstance(batch_dim, int) or batch_dim == len(self.passes)
-        self.batch = len(self.passes) > 1 and can_batch if batch is None else batch and can_batch
+        self.batch = len(self.passes) > 1 and can_batch and (batch or batch_dim == len(self.passes))
         if len(self.passes) > 1 and not self.batch and batch_dim not in (1, None) and isinstance(batch_dim, int):
             raise FrameError(f"unet: fixed batch size {batch_dim} fits neither one nor two passes")
         self.extra = self._sdxl_inputs(size) if "text_embeds" in self.specs else {}

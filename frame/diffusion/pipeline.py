@@ -67,10 +67,16 @@ class Settings:
 
 
 class Pipeline:
-    """One model export, ready to generate; components are loaded on demand and released after use."""
+    """One model export, ready to generate; components are loaded on demand and released after use.
+
+    ``cfg_batch=True`` runs the unconditional and conditional UNet passes as one batch of two: the
+    weights are streamed once per step instead of twice, but activations double (full-size SD 1.5 at
+    512×512: 337 MB peak instead of 284 MB, see docs/benchmarks-diffusion.md), so the default keeps
+    the Pi-friendly two passes.
+    """
 
     def __init__(self, files: ModelFiles, info: ModelInfo, loader: Loader | None = None,
-                 vae_tile: int = 32, vae_tile_overlap: int = 8, cfg_batch: bool | None = None) -> None:
+                 vae_tile: int = 32, vae_tile_overlap: int = 8, cfg_batch: bool = False) -> None:
         self.files = files
         self.info = info
         self.load = loader or engine_loader()
@@ -258,10 +264,11 @@ def _close(model: Any) -> None:
 
 def load_pipeline(source: str | os.PathLike, cache_dir: str | os.PathLike | None = None, weights: str = "auto",
                   attention_slices: int | None = None, vae_tile: int = 32, vae_tile_overlap: int = 8,
-                  loader: Loader | None = None) -> Pipeline:
+                  loader: Loader | None = None, cfg_batch: bool = False) -> Pipeline:
     """Open a diffusers ONNX export (folder or http(s) base URL); the kind comes from model_index.json."""
     files = ModelFiles(source, cache_dir)
     info = read_model_info(files)
     if vae_tile < 1 or not 0 <= vae_tile_overlap < vae_tile:
         raise UsageError(f"VAE tiles: need tile ≥ 1 and 0 ≤ overlap < tile, got {vae_tile} / {vae_tile_overlap}")
-    return Pipeline(files, info, loader or engine_loader(weights, attention_slices), vae_tile, vae_tile_overlap)
+    return Pipeline(files, info, loader or engine_loader(weights, attention_slices), vae_tile, vae_tile_overlap,
+                    cfg_batch)

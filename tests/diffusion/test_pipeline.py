@@ -70,12 +70,12 @@ def test_init_noise_is_the_seeds_noise(pipe):
         pipe.generate("a boat", steps=1, init_noise=np.zeros((1, 4, 16, 16)), **SIZE)
 
 
-def test_components_load_one_at_a_time_in_order_and_cfg_batches():
+def test_components_load_one_at_a_time_in_order():
     loader = CountingLoader()
     pipe = load_pipeline(demo_model_path(), loader=loader)
     pipe.generate("a cat", steps=2, guidance=7.0, **SIZE)
     assert loader.loaded == ["unet", "text_encoder", "unet", "vae_decoder"]  # first unet: signature only
-    assert loader.unet_batches == [2, 2]
+    assert loader.unet_batches == [1, 1, 1, 1]  # two guidance passes per step, one at a time by default
 
 
 def test_no_guidance_skips_the_unconditional_pass():
@@ -86,12 +86,13 @@ def test_no_guidance_skips_the_unconditional_pass():
 
 
 def test_batched_and_sequential_guidance_agree():
-    batched = load_pipeline(demo_model_path())
+    loader = CountingLoader()
+    batched = load_pipeline(demo_model_path(), loader=loader, cfg_batch=True)
     sequential = load_pipeline(demo_model_path())
-    sequential.cfg_batch = False
     a = np.asarray(batched.generate("a hill", steps=2, sampler="ddim", **SIZE), dtype=np.float64)
     b = np.asarray(sequential.generate("a hill", steps=2, sampler="ddim", **SIZE), dtype=np.float64)
     assert np.abs(a - b).max() <= 1
+    assert loader.unet_batches == [2, 2]
 
 
 def test_progress_reports_phases_steps_and_previews(pipe):
