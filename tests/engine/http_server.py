@@ -1,7 +1,7 @@
 """A real threaded HTTP server on 127.0.0.1 serving a folder with Range support and fault injection.
 
 ``faults`` is a list of actions consumed one per GET request (first in, first out):
-"500" (an HTTP 500), "drop" (close the connection without answering), "truncate" (headers promise
+"ok" (no fault), "500" (an HTTP 500), "drop" (close the connection without answering), "truncate" (headers promise
 the full range, half the body is sent, connection closed), "ignore_range" (200 with the whole file).
 """
 
@@ -17,6 +17,7 @@ _RANGE = re.compile(r"bytes=(\d+)-(\d*)$")
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as the engine's sessions expect
+    disable_nagle_algorithm = True  # headers and body go out at once (no 40 ms delayed-ACK stalls)
 
     def log_message(self, *args) -> None:  # keep test output quiet
         pass
@@ -73,6 +74,13 @@ class _Handler(BaseHTTPRequestHandler):
             self.connection.shutdown(2)
 
 
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address) -> None:
+        """Injected faults make clients hang up mid-answer; that is expected, not worth a traceback."""
+
+
 class RangeServer:
     """Start with ``start()``; ``url(relative)`` gives a file's URL; ``requests`` logs (path, Range)."""
 
@@ -81,8 +89,7 @@ class RangeServer:
         self.faults: list[str] = []
         self.requests: list[tuple[str, str | None]] = []
         self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        self._httpd.daemon_threads = True
+        self._httpd = _QuietServer(("127.0.0.1", 0), _Handler)
         self._httpd.owner = self
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True)
 

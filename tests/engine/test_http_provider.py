@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ from frame.engine import load_model
 from frame.engine.errors import WeightDataError, WeightFetchError
 from frame.engine.providers import Http, Ram
 from tests.engine import builders
+from tests.engine.http_server import RangeServer
 
 
 def _serve(http_root, external: bool, hidden: int = 64):
@@ -97,3 +99,23 @@ def test_nothing_is_written_to_disk(http_root, tmp_path, monkeypatch):
     with load_model(url) as model:
         model.run(feeds)
     assert {p for p in tmp_path.rglob("*")} == before
+
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "engine" / "unet_sd15_ts17_static_external"
+
+
+@pytest.mark.skipif(not (FIXTURE / "model.onnx").is_file(), reason="engine fixtures not committed")
+def test_real_unet_folder_over_http_with_faults_matches_local(tmp_path):
+    server = RangeServer(str(FIXTURE.parent)).start()
+    try:
+        with np.load(FIXTURE / "inputs.npz") as data:
+            feeds = {k: data[k] for k in data.files}
+        with load_model(FIXTURE / "model.onnx", weights="nocache") as local:
+            expected = local.run(feeds)["out_sample"]
+        with load_model(server.url(f"{FIXTURE.name}/model.onnx"), weights=Http(backoff=0.01)) as model:
+            server.faults.extend(["drop", "ok", "500", "ok", "truncate", "ok"] * 3)  # "ok": no fault
+            got = model.run(feeds)["out_sample"]
+        assert not server.faults
+        assert np.array_equal(got, expected)
+    finally:
+        server.stop()
