@@ -1,17 +1,10 @@
-"""Fixtures for the engine runtime tests: a Range-capable HTTP server on 127.0.0.1."""
+"""Shared fixtures for the engine runtime tests: a Range-capable HTTP server on 127.0.0.1."""
 
 from __future__ import annotations
 
 import pytest
 
-import frame.engine.ops  # noqa: F401  (fills the kernel registry)
 from tests.engine.http_server import RangeServer
-
-for _family in ("linalg", "norm", "conv", "reduce", "resize"):  # kernels not yet imported by ops/__init__
-    try:
-        __import__(f"frame.engine.ops.{_family}")
-    except ImportError:
-        pass
 
 
 @pytest.fixture
