@@ -35,3 +35,13 @@ def test_unused_nodes_are_not_run(tmp_path):
         assert "dead" not in [s.node.name for s in model.steps]
         expected = builders.ort_run(str(tmp_path / "m.onnx"), feeds)["y"]
         assert builders.rel_l2(model.run(feeds)["y"], expected) < 1e-6
+
+
+def test_importing_the_engine_and_its_commands_is_cheap():
+    import subprocess
+    import sys
+
+    code = ("import sys, frame.engine, frame.engine.commands; "
+            "print(sorted(m for m in ('numpy', 'onnx', 'requests') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
