@@ -74,12 +74,10 @@ class Executor:
     def run(self, feeds: dict[str, np.ndarray], progress: Progress | None = None) -> dict[str, np.ndarray]:
         env: dict[str, np.ndarray] = dict(feeds)
         total = len(self.steps)
-        fetched: list[WeightRef] = []
         try:
             for i, step in enumerate(self.steps):
                 for ref in step.fetch:
                     env[ref.name] = self.fetch(ref)
-                    fetched.append(ref)
                 self._run_step(step, env)
                 for name in step.free:
                     env.pop(name, None)
@@ -91,7 +89,7 @@ class Executor:
                 if progress is not None:
                     progress((i + 1) / total)
         except BaseException:
-            env.clear()
+            env.clear()  # a failed run must not keep its activations alive through the traceback
             raise
         return {name: env[name] for name in self.outputs}
 
