@@ -18,13 +18,20 @@ class CountingReads:
 
     def __init__(self, provider) -> None:
         self.reads: list[tuple[str, str]] = []
-        original = provider.read
+        original, original_group = provider.read, provider.read_group
 
         def read(ref):
             self.reads.append((ref.name, threading.current_thread().name))
             return original(ref)
 
+        def read_group(refs):
+            if len(refs) == 1:
+                return [read(refs[0])]
+            self.reads.extend((ref.name, threading.current_thread().name) for ref in refs)
+            return original_group(refs)
+
         provider.read = read
+        provider.read_group = read_group
 
 
 @pytest.mark.parametrize("external", [False, True])

@@ -51,6 +51,18 @@ class ReadingProvider:
             raise WeightDataError(f"weight {ref.name!r}: {exc}") from exc
         return ref.decode(buf)
 
+    def read_group(self, refs: Sequence[WeightRef]) -> list[np.ndarray]:
+        """Several weights stored back to back in one file, fetched with a single read."""
+        if len(refs) == 1:
+            return [self.read(refs[0])]
+        first, last = refs[0], refs[-1]
+        total = last.offset + last.length - first.offset
+        try:
+            buf = self.sources.get(first.location).read_at(first.offset, total)
+        except SourceTruncated as exc:
+            raise WeightDataError(f"weights {first.name!r}..{last.name!r}: {exc}") from exc
+        return [ref.decode(buf[ref.offset - first.offset:ref.offset - first.offset + ref.length]) for ref in refs]
+
     def get_rows(self, ref: WeightRef, rows: np.ndarray) -> np.ndarray:
         """Only ``rows`` (sorted, unique) of a weight's first axis, read as contiguous runs.
 
