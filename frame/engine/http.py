@@ -2,7 +2,8 @@
 
 Each thread gets its own ``requests.Session`` (sessions are not thread-safe) so the prefetch thread and
 the caller never share a connection. Transient failures — 5xx / 429 answers, dropped connections,
-timeouts and bodies shorter than asked — are retried with exponential backoff. A server that answers a
+timeouts and bodies shorter than asked — are retried with exponential backoff, waiting at least as
+long as a ``Retry-After`` header asks (Hugging Face answers bursts with 429). A server that answers a
 Range request with the whole file (200 instead of 206) is a configuration problem, not a transient
 one: it fails at once with a message saying so, before the body is read.
 """
@@ -24,8 +25,23 @@ log = logging.getLogger(__name__)
 _CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)")
 
 
+MAX_RETRY_AFTER = 120.0  # seconds; a longer Retry-After is capped rather than obeyed
+
+
 class _Transient(Exception):
-    """A failure worth retrying."""
+    """A failure worth retrying; ``retry_after`` is the server's requested wait, if it sent one."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds from a Retry-After header in its delta-seconds form (HTTP dates are ignored)."""
+    try:
+        return min(max(float(value), 0.0), MAX_RETRY_AFTER) if value else None
+    except ValueError:
+        return None
 
 
 class HttpSource:
@@ -71,7 +87,7 @@ class HttpSource:
                     raise WeightFetchError(
                         f"{self.location}: bytes {offset}..{offset + length} failed after "
                         f"{self.retries} retries: {exc}") from None
-                delay = self.backoff * 2 ** (attempt - 1)
+                delay = max(self.backoff * 2 ** (attempt - 1), exc.retry_after or 0.0)
                 log.warning("%s: %s; retry %d/%d in %.1f s", self.location, exc, attempt, self.retries, delay)
                 self._local.session = None  # a fresh connection after any failure
                 time.sleep(delay)
@@ -103,7 +119,7 @@ class HttpSource:
         if r.status_code == 416:
             raise SourceTruncated(f"{self.location} ends before byte {offset + length} (HTTP 416)")
         if r.status_code >= 500 or r.status_code == 429:
-            raise _Transient(f"HTTP {r.status_code}")
+            raise _Transient(f"HTTP {r.status_code}", _retry_after(r.headers.get("Retry-After")))
         raise WeightFetchError(f"{self.location}: HTTP {r.status_code} {r.reason}")
 
     def _note_size(self, content_range: str, offset: int, length: int) -> None:

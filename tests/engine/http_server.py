@@ -1,8 +1,9 @@
 """A real threaded HTTP server on 127.0.0.1 serving a folder with Range support and fault injection.
 
-``faults`` is a list of actions consumed one per GET request (first in, first out):
-"ok" (no fault), "500" (an HTTP 500), "drop" (close the connection without answering), "truncate" (headers promise
-the full range, half the body is sent, connection closed), "ignore_range" (200 with the whole file).
+``faults`` is a list of actions consumed one per GET request (first in, first out): "ok" (no
+fault), "500" (an HTTP 500), "429" (Too Many Requests, Retry-After: 0.2), "drop" (close the
+connection without answering), "truncate" (headers promise the full range, half the body is sent,
+connection closed), "ignore_range" (200 with the whole file).
 """
 
 from __future__ import annotations
@@ -34,6 +35,12 @@ class _Handler(BaseHTTPRequestHandler):
         fault = server.next_fault()
         if fault == "500":
             self.send_error(500)
+            return
+        if fault == "429":
+            self.send_response(429)
+            self.send_header("Retry-After", "0.2")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
             return
         if fault == "drop":
             self.close_connection = True

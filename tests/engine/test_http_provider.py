@@ -72,6 +72,18 @@ def test_transient_faults_are_retried_and_outputs_identical(http_root, faults):
     assert builders.rel_l2(faulty, expected) < 1e-6
 
 
+def test_rate_limit_waits_as_long_as_retry_after_asks(http_root):
+    import time
+
+    server, url, feeds, expected, _ = _serve(http_root, external=True)
+    with load_model(url, weights=Http(backoff=0.01)) as model:
+        server.faults.append("429")
+        start = time.monotonic()
+        got = model.run(feeds)["y"]
+        assert time.monotonic() - start >= 0.2  # not the 0.01 s backoff
+    assert builders.rel_l2(got, expected) < 1e-6
+
+
 def test_server_ignoring_range_is_a_clear_error(http_root):
     server, url, feeds, _, _ = _serve(http_root, external=True)
     with load_model(url, weights=Http(backoff=0.01)) as model:
