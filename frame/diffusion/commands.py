@@ -120,7 +120,8 @@ def render_command(args: argparse.Namespace) -> int:
     else:
         width, height = _size(pipe, args.size or model.size, config.display.size)
         settings = pipe.settings(args.prompt, model.negative_prompt if args.negative is None else args.negative,
-                                 args.steps or model.steps, model.guidance if args.guidance is None else args.guidance,
+                                 model.steps if args.steps is None else args.steps,
+                                 model.guidance if args.guidance is None else args.guidance,
                                  args.sampler or model.sampler, args.seed, width, height)
         noise = _load_array(args.init_noise, "--init-noise") if args.init_noise else None
         latents = pipe.denoise_settings(settings, noise, bar, args.resume)

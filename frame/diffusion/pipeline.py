@@ -132,7 +132,7 @@ class Pipeline:
                         self.info.label, steps, guidance)
         static = self.unet_static_latent()
         native_w, native_h = sizes.auto_size(self.info, 1.0, static) if static else self.info.native_size
-        width, height = width or native_w, height or native_h
+        width, height = native_w if width is None else width, native_h if height is None else height
         sizes.check_size(width, height, self.info, static)
         embedded = "timestep_cond" in self.unet_signature()[1]
         return Settings(prompt, negative_prompt, int(steps), guidance, sampler, int(seed), width, height, embedded)

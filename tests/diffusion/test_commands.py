@@ -61,6 +61,7 @@ def test_model_defaults_to_the_configured_demo(tmp_path):
         (["--prompt", "x", "--sampler", "heun"], UsageError, "unknown sampler 'heun'"),
         (["--prompt", "x", "--size", "50x50"], UsageError, "multiples of 16"),
         (["--steps", "2"], UsageError, "--prompt is required"),
+        (["--prompt", "x", "--steps", "0"], UsageError, "steps must be a positive integer"),
         (["--prompt", "x", "--init-noise", "/nonexistent.npy"], UsageError, "--init-noise: cannot read"),
         (["--prompt", "x", "--model", "/nonexistent/model"], FrameError, "model folder not found"),
     ],
