@@ -6,8 +6,9 @@ never in the daemon. The worker:
 * lowers its priority (``worker.nice``) and volunteers as the kernel OOM killer's first victim
   (``oom_score_adj`` 1000), and dies with the daemon (``PR_SET_PDEATHSIG``), so an OOM or crash
   never takes the daemon down and no orphan keeps rendering;
-* holds ``<state_dir>/render.lock`` (``flock``) for its lifetime: only one render at a time, even
-  across a daemon restart;
+* holds ``<state_dir>/render.lock`` (``flock``) for its lifetime when rendering: only one render at a
+  time, even across a daemon restart; a show job holds ``panel.lock`` instead, so a button press or a
+  scheduled show is not held up for hours by the night's render, yet two refreshes never share the bus;
 * reads ``JOB_DIR/job.json`` and ``JOB_DIR/config.yaml``, runs the job's steps (``steps.py``) — each
   step skipped when its output is already in JOB_DIR, the generation resuming from the diffusion
   pipeline's per-step checkpoint — and reports on stdout, one JSON object per line:
@@ -39,6 +40,7 @@ log = logging.getLogger("frame.daemon.worker")
 EXIT_PERMANENT = 3
 EXIT_STOPPED = 143
 LOCK_NAME = "render.lock"
+PANEL_LOCK_NAME = "panel.lock"
 _PR_SET_PDEATHSIG = 1
 
 
@@ -73,13 +75,14 @@ def limit_self(nice: int) -> None:
         pass
 
 
-def take_lock(state_dir: Path) -> int:
-    """Block until no other render holds ``render.lock``; the lock dies with this process."""
-    fd = os.open(state_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+def take_lock(state_dir: Path, name: str = LOCK_NAME) -> int:
+    """Block until no other worker holds the lock file ``name``; the lock dies with this process."""
+    fd = os.open(state_dir / name, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        emit("stage", stage="waiting for another render to finish")
+        waiting_for = "render" if name == LOCK_NAME else "panel refresh"
+        emit("stage", stage=f"waiting for another {waiting_for} to finish")
         fcntl.flock(fd, fcntl.LOCK_EX)
     return fd
 
@@ -99,7 +102,7 @@ def run_job(job_dir: Path) -> int:
         return EXIT_PERMANENT
     config = load_config(job_dir / "config.yaml", environ={})
     limit_self(config.worker.nice)
-    take_lock(Path(job["state_dir"]))
+    take_lock(Path(job["state_dir"]), LOCK_NAME if job.get("kind") != "show" else PANEL_LOCK_NAME)
     started = time.monotonic()
     result = steps.run_steps(job, config, job_dir, emit)
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -3,12 +3,13 @@
 import fcntl
 import os
 import threading
+import time
 
 import pytest
 from PIL import Image
 
 from frame.daemon import gallery, night
-from frame.daemon.worker import LOCK_NAME
+from frame.daemon.worker import LOCK_NAME, PANEL_LOCK_NAME
 from frame.errors import FrameError
 from tests.daemon.conftest import make_config
 
@@ -61,6 +62,23 @@ def test_only_one_render_at_a_time_across_processes(ctx):
     outcome, _ = night.render(ctx, render_id, "now")
     assert any("waiting for another render" in line for line in stages)
     assert outcome.step == "load model"  # ran after the lock was released
+
+
+def test_a_show_does_not_wait_for_a_running_render_but_for_another_refresh(ctx):
+    """Buttons and scheduled shows stay responsive during the night's render; refreshes never overlap."""
+    picture_id = _stored_picture(ctx)
+    render_fd = os.open(ctx.state_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(render_fd, fcntl.LOCK_EX)  # a render is running
+    try:
+        assert night.show_picture(ctx, picture_id, "owner")["status"] == "shown"
+        panel_fd = os.open(ctx.state_dir / PANEL_LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(panel_fd, fcntl.LOCK_EX)  # another refresh is under way
+        threading.Timer(1.5, lambda: os.close(panel_fd)).start()
+        started = time.monotonic()
+        assert night.show_picture(ctx, picture_id, "owner")["status"] == "unchanged"
+        assert time.monotonic() - started >= 1.4  # it waited for the other refresh's panel.lock
+    finally:
+        os.close(render_fd)
 
 
 def test_taste_model_choice_is_explained_with_a_plot(tmp_path, store):
