@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 
 import pytest
+
 from tests.web.conftest import TOKEN, make_app
 
 CHROMIUM = Path("/usr/bin/chromium")

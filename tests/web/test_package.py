@@ -42,11 +42,11 @@ def test_every_form_carries_a_csrf_field():
 def test_served_by_the_daemons_waitress_server(store, state_dir, pictures):
     """The blueprint inside the daemon's own HttpServer: the page, a static file and an image over HTTP."""
     import requests
-    from tests.web.conftest import TOKEN
 
     from frame.config import Config, WebConfig
     from frame.daemon.app import create_app
     from frame.daemon.server import HttpServer
+    from tests.web.conftest import TOKEN
 
     config = Config(state_dir=str(state_dir), web=WebConfig(listen="127.0.0.1:0", token=TOKEN))
     server = HttpServer(create_app(config, store, token=TOKEN, state_dir=state_dir), config.web.listen)

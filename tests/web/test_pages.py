@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import io
 
-from tests.web.conftest import TOKEN, csrf_from, make_app
 from PIL import Image
 
 from frame.config import Config, FeedsConfig, WebConfig
+from tests.web.conftest import TOKEN, csrf_from, make_app
 
 
 def text(response) -> str:

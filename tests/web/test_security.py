@@ -6,9 +6,9 @@ from __future__ import annotations
 import stat
 
 import pytest
-from tests.web.conftest import TOKEN, csrf_from, login, make_app
 
 from frame.web.auth import LoginLimiter
+from tests.web.conftest import TOKEN, csrf_from, login, make_app
 
 
 def html(response) -> str:
