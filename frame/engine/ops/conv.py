@@ -62,23 +62,50 @@ def _as_2d(x: np.ndarray, w: np.ndarray, strides, dilations, pads):
     return x, w, strides, dilations, pads
 
 
-# One im2col band. Measured on 2 cores with multi-threaded OpenBLAS (3x3, 320 channels, 64x64): 4 MB
-# bands cost 2x the CPU time of 16 MB ones (BLAS threads spin between many short GEMMs); beyond 16 MB
-# nothing more is gained, while the largest SD column matrix would be 47 MB (UNet) or 1.2 GB (VAE).
-COLUMN_BUDGET_BYTES = 16 << 20
+# Band size, by measurement on 2 cores with 2 OpenBLAS threads (benchmarks/conv_kernel.py,
+# docs/benchmarks-conv.md): the GEMM's efficiency depends on its column count N far more than on the
+# copies. 3x3 640->320 at 64x64: N~730 (16 MB bands) costs 2.5x the CPU of N~2900; 256->256 at 256x256:
+# N~1800 costs 2x N~15000. So a band aims at BAND_COLUMNS output pixels (or the whole image) and is
+# capped at COLUMN_BUDGET_BYTES, which bounds the extra memory of any conv: the largest SD column
+# matrix would be 94 MB (UNet) or 2.4 GB (VAE).
+BAND_COLUMNS = 16384
+COLUMN_BUDGET_BYTES = 64 << 20
 
 
-def _padded_rows(x: np.ndarray, first: int, count: int, pads) -> np.ndarray:
-    """Rows ``first .. first+count`` of the zero-padded image, without padding the whole image.
+def band_rows(out_hw: tuple[int, int], depth: int) -> int:
+    """Output rows per band: about BAND_COLUMNS pixels, within the byte budget, bands of equal height."""
+    ho, wo = out_hw
+    rows = min(ho, -(-BAND_COLUMNS // wo), COLUMN_BUDGET_BYTES // (depth * wo * 4))
+    rows = max(1, rows)
+    bands = -(-ho // rows)
+    return -(-ho // bands)  # same band count, heights balanced so the last band is not a sliver
 
-    Padding a 128x512x512 VAE activation at once would cost another 135 MB; a band costs little.
+
+class _PaddedRows:
+    """Reusable buffer holding rows of the zero-padded image, so the image is never padded whole.
+
+    Padding a 256x512x512 VAE activation at once would cost another 256 MB. The pad columns are
+    zeroed once at allocation and never written; only rows beyond the image are cleared per band.
     """
-    c, h, w = x.shape
-    rows = np.zeros((c, count, pads[1] + w + pads[3]), dtype=x.dtype)
-    top, bottom = max(first - pads[0], 0), min(first + count - pads[0], h)
-    if bottom > top:
-        rows[:, top + pads[0] - first:bottom + pads[0] - first, pads[1]:pads[1] + w] = x[:, top:bottom]
-    return rows
+
+    def __init__(self, channels: int, rows: int, width: int, pads, dtype) -> None:
+        self.buffer = np.zeros((channels, rows, pads[1] + width + pads[3]), dtype=dtype)
+        self.pads = pads
+
+    def fill(self, x: np.ndarray, first: int, count: int) -> np.ndarray:
+        """Rows ``first .. first+count`` (padded coordinates) of the padded ``x`` (C, H, W)."""
+        _, h, w = x.shape
+        top_pad, left = self.pads[0], self.pads[1]
+        rows = self.buffer[:, :count]
+        top, bottom = max(first - top_pad, 0), min(first + count - top_pad, h)
+        begin, end = top + top_pad - first, bottom + top_pad - first
+        if bottom <= top:
+            rows[:] = 0
+            return rows
+        rows[:, :begin] = 0
+        rows[:, end:] = 0
+        rows[:, begin:end, left:left + w] = x[:, top:bottom]
+        return rows
 
 
 def _conv_image(x: np.ndarray, weight: np.ndarray, group: int, stride, dilation, pads, out_hw,
@@ -88,14 +115,15 @@ def _conv_image(x: np.ndarray, weight: np.ndarray, group: int, stride, dilation,
     ho, wo = out_hw
     (sh, sw), (dh, dw) = stride, dilation
     mg, depth = m // group, cg * kh * kw
-    rows = int(max(1, min(ho, COLUMN_BUDGET_BYTES // (depth * wo * 4))))
+    rows = band_rows(out_hw, depth)
     band = np.empty(depth * rows * wo, dtype=np.float32)
+    padded = _PaddedRows(cg, (rows - 1) * sh + (kh - 1) * dh + 1, x.shape[2], pads, np.float32)
     for g in range(group):
         kernel = weight[g * mg:(g + 1) * mg].reshape(mg, depth)
         for r0 in range(0, ho, rows):
             count = min(rows, ho - r0)
             span = (count - 1) * sh + (kh - 1) * dh + 1  # padded input rows this band reads
-            source = _padded_rows(x[g * cg:(g + 1) * cg], r0 * sh, span, pads)
+            source = padded.fill(x[g * cg:(g + 1) * cg], r0 * sh, span)
             columns = band[:depth * count * wo].reshape(cg, kh, kw, count, wo)  # contiguous, even when short
             for i in range(kh):
                 for j in range(kw):

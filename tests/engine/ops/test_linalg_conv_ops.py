@@ -120,3 +120,48 @@ def test_einsum(equation, shapes):
 def test_conv_kernel_larger_than_input_is_a_clear_error():
     with pytest.raises(ValueError, match="larger than the padded input"):
         resolve("Conv", 11).fn(rand(1, 2, 2, 2), rand(3, 2, 3, 3))
+
+
+BANDED_CASES = [
+    ((1, 3, 11, 9), (4, 3, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
+    ((2, 4, 13, 6), (4, 2, 3, 3), {"group": 2, "dilations": [2, 1], "pads": [2, 1, 0, 1]}),
+    ((1, 3, 9, 7), (5, 3, 1, 1), {"pads": [3, 1, 2, 0]}),  # first/last bands read only zero rows
+    ((1, 2, 10, 5), (3, 2, 3, 2), {"pads": [0, 2, 3, 0], "strides": [3, 1], "dilations": [1, 2]}),
+    ((1, 4, 12, 7), (4, 1, 3, 3), {"group": 4, "auto_pad": "SAME_UPPER", "strides": [2, 1]}),
+    ((1, 3, 12, 8), (2, 3, 4, 3), {"auto_pad": "SAME_LOWER", "strides": [2, 3]}),
+    ((1, 3, 17, 5), (6, 3, 5, 5), {"pads": [4, 2, 1, 2], "strides": [2, 2]}),
+    ((2, 3, 23), (4, 3, 3), {"pads": [2, 0], "strides": [2]}),
+]
+
+
+@pytest.mark.parametrize("budget_rows", [1, 2, 3])
+@pytest.mark.parametrize("x_shape, w_shape, attrs", BANDED_CASES)
+def test_conv_banded_matches_onnxruntime(monkeypatch, budget_rows, x_shape, w_shape, attrs):
+    """Bands of 1-3 output rows: every band boundary, a short last band, pad rows cleared on reuse."""
+    from frame.engine.ops import conv as conv_module
+    depth = w_shape[1] * int(np.prod(w_shape[2:]))
+    monkeypatch.setattr(conv_module, "COLUMN_BUDGET_BYTES", depth * x_shape[-1] * 4 * budget_rows)
+    run_node("Conv", [rand(*x_shape, seed=1), rand(*w_shape, seed=2), rand(w_shape[0], seed=3)], rtol=1e-4,
+             atol=1e-5, **attrs)
+
+
+@pytest.mark.parametrize("ho, wo, depth", [(64, 64, 2880), (512, 512, 2304), (512, 512, 1152), (8, 8, 11520),
+                                           (7, 3, 9), (1, 100000, 4), (37, 1000, 2000)])
+def test_band_rows_covers_the_image_within_budget(ho, wo, depth):
+    from frame.engine.ops.conv import BAND_COLUMNS, COLUMN_BUDGET_BYTES, band_rows
+    rows = band_rows((ho, wo), depth)
+    assert 1 <= rows <= ho
+    assert rows == 1 or rows * wo * depth * 4 <= COLUMN_BUDGET_BYTES  # memory bound
+    bands = -(-ho // rows)
+    assert ho - (bands - 1) * rows >= rows - bands  # balanced: the last band is not a sliver
+    if bands > 1 and (rows + 1) * wo * depth * 4 <= COLUMN_BUDGET_BYTES:
+        assert rows * wo * bands >= BAND_COLUMNS  # as long as the budget allows, bands are wide GEMMs
+
+
+def test_conv_odd_sizes_single_band_with_bias_and_fp16_weights():
+    x, w, b = rand(1, 5, 13, 11, seed=1), rand(7, 5, 3, 3, seed=2), rand(7, seed=3)
+    run_node("Conv", [x, w, b], rtol=1e-4, atol=1e-5, pads=[0, 1, 2, 1])
+    out = resolve("Conv", 11).fn(x, w.astype(np.float16), b, pads=[0, 1, 2, 1])
+    want = resolve("Conv", 11).fn(x, w.astype(np.float16).astype(np.float32), b, pads=[0, 1, 2, 1])
+    assert out.dtype == np.float32 and out.shape == (1, 7, 13, 11)
+    np.testing.assert_array_equal(out, want)
