@@ -150,3 +150,20 @@ def test_sigkill_at_random_moments_then_resume_gives_identical_png(tmp_path):
     b = np.asarray(Image.open(tmp_path / "out.png"))
     assert np.array_equal(a, b)
     assert not state.exists()
+
+
+def test_crash_while_decoding_resumes_straight_to_the_decoder(tmp_path):
+    pipe = load_pipeline(demo_model_path())
+    args = dict(steps=3, seed=5, **SIZE)
+    straight = np.asarray(pipe.generate("a quiet harbour", **args))
+
+    def crash_in_vae(progress):
+        if progress.phase == "vae":
+            raise Crash()
+
+    with pytest.raises(Crash):
+        pipe.generate("a quiet harbour", callback=crash_in_vae, resume_dir=tmp_path, **args)
+    phases = []
+    resumed = pipe.generate("a quiet harbour", resume_dir=tmp_path, callback=lambda p: phases.append(p.phase), **args)
+    assert set(phases) == {"vae"}  # no text encoding, no UNet step
+    assert np.array_equal(np.asarray(resumed), straight)
