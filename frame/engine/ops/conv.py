@@ -1,15 +1,17 @@
 """Conv and ConvTranspose (1-D and 2-D, any groups, strides, dilations, pads, auto_pad) on BLAS.
 
-Why not plain im2col: for a 3x3 conv it materialises 9 copies of the input (47 MB for 320x64x64),
-too much for a Pi Zero's 512 MB. Here im2col runs in bands of output rows: each band's column matrix
-(C*kh*kw, rows*Wo) is at most ``COLUMN_BUDGET_BYTES`` and feeds one GEMM whose result lands directly
-in the output rows. Measured against one GEMM per kernel tap (no copies at all), the banded form is
-as fast for large images and two to four times as fast for small ones (8x8 latents at 1280
-channels), because BLAS gets one long reduction (K = 9*C) instead of nine short ones and nine
-output-sized additions.
+Why not plain im2col: for a 3x3 conv it materialises 9 copies of the input (47 MB for 320x64x64,
+2.4 GB for the VAE's 256x512x512), too much for a Pi Zero's 512 MB. Here im2col runs in bands of output
+rows: each band's column matrix (C*kh*kw, rows*Wo) feeds one GEMM whose result lands directly in the
+output rows. Bands aim at ``BAND_COLUMNS`` output pixels, because OpenBLAS's efficiency (above all with
+two threads) depends on the GEMM's column count far more than on the copies, and are capped at
+``COLUMN_BUDGET_BYTES``. Measured against one GEMM per kernel tap on a zero-copy shifted view of the
+padded rows (no column copies at all), the banded form is as fast with one BLAS thread and faster with
+two, because BLAS gets one long reduction (K = 9*C) instead of nine short ones (K = C) plus eight
+output-sized additions; for 8x8 latents at 1280 channels it is two to four times as fast.
 
-Memory beyond input and output: one column band and the padded input rows it reads (the image is
-never padded as a whole). 1x1 convs without
+Memory beyond input and output: one column band (at most ``COLUMN_BUDGET_BYTES``) and a reused
+buffer of the padded input rows it reads (the image is never padded as a whole). 1x1 convs without
 stride or padding are a single GEMM on the input itself. Dtypes: fp16 input or weights are widened to
 float32 per call; the result is fp16 only if all float operands were fp16.
 """
@@ -221,9 +223,9 @@ def conv_transpose(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, /,
         full = np.pad(full, [(0, 0), (0, 0), *extend])
         full_h, full_w = full.shape[2:]
         pads = [max(p, 0) for p in pads]
-    out = full[:, :, pads[0]:full_h - pads[2], pads[1]:full_w - pads[3]]
+    out = np.ascontiguousarray(full[:, :, pads[0]:full_h - pads[2], pads[1]:full_w - pads[3]])  # copies only a crop
     if b32 is not None:
-        out = out + b32.reshape(1, -1, 1, 1)
+        out += b32.reshape(1, -1, 1, 1)
     if x.ndim == 3:
         out = out[:, :, 0, :]
-    return np.ascontiguousarray(out).astype(dtype, copy=False)
+    return out.astype(dtype, copy=False)
