@@ -143,3 +143,47 @@ def test_bad_provider_names_and_objects(tmp_path):
         load_model(path, weights="http")
     with pytest.raises(UsageError, match="release"):
         load_model(path, weights=type("Half", (), {"prepare": lambda s, r: None, "get": lambda s, r: None})())
+
+
+def test_prefetch_reads_a_big_weight_ahead_only_when_asked_and_nothing_big_is_held(tmp_path):
+    """With big_weights_ahead, weights over the budget load during small ops, never next to another
+    big one; by default they wait for the engine's request."""
+    from onnx import helper, numpy_helper
+
+    big = [np.full((50, 20), i, np.float32) for i in range(2)]  # 4000 bytes each
+    small = np.ones((20,), np.float32)                            # 80 bytes
+    nodes = [helper.make_node("Add", ["x", "s"], ["a"]), helper.make_node("MatMul", ["b0", "a"], ["m0"]),
+             helper.make_node("MatMul", ["b1", "a"], ["m1"]), helper.make_node("Add", ["m0", "m1"], ["y"])]
+    inits = [numpy_helper.from_array(small, "s"), numpy_helper.from_array(big[0], "b0"),
+             numpy_helper.from_array(big[1], "b1")]
+    proto = builders.model(nodes, [builders.value("x", [20])], [builders.value("y", [50])], inits)
+    path = builders.save(proto, tmp_path / "m.onnx", external=True)
+    strict = DiskPrefetch(budget_bytes=100)
+    with load_model(path, weights=strict) as model:
+        refs = {r.name: r for r in model.streamed_weights}
+        strict.get(refs["s"])
+        strict.release(refs["s"])
+        with strict._cond:  # default: a weight over the budget waits for the engine's request
+            assert not strict._cond.wait_for(lambda: refs["b0"].index in strict._ready, timeout=0.3)
+    provider = DiskPrefetch(budget_bytes=100, big_weights_ahead=True)
+    with load_model(path, weights=provider) as model:
+        refs = {r.name: r for r in model.streamed_weights}
+        assert [r.name for r in model.streamed_weights] == ["s", "b0", "b1"]
+
+        def ready_within(index, seconds=5.0):
+            with provider._cond:
+                return provider._cond.wait_for(lambda: index in provider._ready, timeout=seconds)
+
+        provider.get(refs["s"])
+        provider.release(refs["s"])
+        assert ready_within(refs["b0"].index)  # read ahead although larger than the budget
+        provider.get(refs["b0"])
+        assert not ready_within(refs["b1"].index, seconds=0.3)  # b0 is held: no second big buffer
+        provider.release(refs["b0"])
+        assert ready_within(refs["b1"].index)
+        provider.get(refs["b1"])
+        provider.release(refs["b1"])
+        feeds = {"x": np.arange(20, dtype=np.float32)}
+        expected = builders.ort_run(path, feeds)["y"]
+        for _ in range(2):
+            assert builders.rel_l2(model.run(feeds)["y"], expected) < 1e-6

@@ -13,5 +13,6 @@ class Http(DiskPrefetch):
     """
 
     def __init__(self, budget_bytes: int = 64 << 20, retries: int = 5, backoff: float = 0.5,
-                 timeout: float = 60.0) -> None:
-        super().__init__(budget_bytes, http_options={"retries": retries, "backoff": backoff, "timeout": timeout})
+                 timeout: float = 60.0, big_weights_ahead: bool = False) -> None:
+        super().__init__(budget_bytes, http_options={"retries": retries, "backoff": backoff, "timeout": timeout},
+                         big_weights_ahead=big_weights_ahead)
