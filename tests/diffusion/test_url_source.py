@@ -41,7 +41,6 @@ def test_small_files_are_fetched_once(server, tmp_path):
         again.json("nothing/here.json")
 
 
-@pytest.mark.slow  # ~15 s: each of ~250 Range requests costs ~50 ms with the test server
 def test_render_from_url_matches_local_folder(server, tmp_path):
     args = dict(steps=1, guidance=0, seed=3, width=32, height=32)
     remote = load_pipeline(server.url(""), cache_dir=tmp_path).generate("a cat", **args)
