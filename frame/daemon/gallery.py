@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from frame.daemon.statefile import write_bytes_atomic
+from frame.atomicfile import write_bytes_atomic
 from frame.daemon.store import Store
 from frame.errors import FrameError
 

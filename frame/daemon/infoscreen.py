@@ -29,8 +29,9 @@ from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import Any
 
+from frame.atomicfile import write_bytes_atomic
 from frame.daemon import gallery, worker
-from frame.daemon.statefile import read_json, write_bytes_atomic, write_json
+from frame.daemon.statefile import read_json, write_json
 from frame.daemon.store import Store
 from frame.errors import FrameError
 

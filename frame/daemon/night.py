@@ -20,9 +20,10 @@ from typing import Any
 
 import yaml
 
+from frame.atomicfile import write_bytes_atomic
 from frame.daemon import gallery
 from frame.daemon.recovery import backup_path
-from frame.daemon.statefile import read_json, write_bytes_atomic, write_json
+from frame.daemon.statefile import read_json, write_json
 from frame.daemon.status import LiveStatus
 from frame.daemon.store import Store
 from frame.daemon.supervisor import Outcome, Supervisor

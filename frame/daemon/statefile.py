@@ -1,4 +1,4 @@
-"""Crash-safe state files: write to a temp name, fsync, rename, fsync the folder; read back with a
+"""Crash-safe state files: written atomically (``frame.atomicfile``); read back with a
 checksum so a truncated or corrupt file is *detected* (and set aside) instead of half-parsed.
 
 Used for pictures in the gallery, the night's job description, the feed cache and the token. A power
@@ -10,46 +10,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from frame.atomicfile import write_bytes_atomic
+
 log = logging.getLogger(__name__)
-
-
-def fsync_dir(folder: Path) -> None:
-    """Make a rename in ``folder`` durable (no-op where directories cannot be opened)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_bytes_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
-    """Write ``data`` to ``path`` atomically. On any error (ENOSPC included) the temp file is removed,
-    the old ``path`` is untouched and the OSError propagates."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    try:
-        try:
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    fsync_dir(path.parent)
 
 
 def write_json(path: Path, data: Any, mode: int = 0o644) -> None:

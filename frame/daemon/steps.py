@@ -15,7 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from frame.daemon.statefile import read_json, write_bytes_atomic, write_json
+from frame.atomicfile import write_bytes_atomic
+from frame.daemon.statefile import read_json, write_json
 from frame.errors import FrameError
 
 log = logging.getLogger(__name__)

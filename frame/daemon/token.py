@@ -14,7 +14,7 @@ import secrets
 import stat
 from pathlib import Path
 
-from frame.daemon.statefile import write_bytes_atomic
+from frame.atomicfile import write_bytes_atomic
 from frame.errors import FrameError
 
 log = logging.getLogger(__name__)

@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from frame.atomicfile import fsync_dir, stale_temporaries, write_bytes_atomic
+
 log = logging.getLogger(__name__)
 
 MAGIC = b"FRAMESTATE1\n"
@@ -87,23 +89,17 @@ class ResumeStore:
         arrays = {"latents": checkpoint.latents, **{f"history/{k}": v for k, v in checkpoint.history.items()}}
         blob = _encode(meta, arrays)
         self.folder.mkdir(parents=True, exist_ok=True)
-        temporary = self.folder / (FILENAME + ".tmp")
-        with open(temporary, "wb") as handle:
-            handle.write(blob)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, self.path)
-        _fsync_dir(self.folder)
+        write_bytes_atomic(self.path, blob, mode=0o666)  # 0o666 less the umask, as open() gives
 
     def clear(self) -> None:
         """Forget the checkpoint (after the picture is finished)."""
-        for path in (self.path, self.folder / (FILENAME + ".tmp")):
+        for path in (self.path, *stale_temporaries(self.path)):
             try:
                 path.unlink()
             except FileNotFoundError:
                 pass
         if self.folder.exists():
-            _fsync_dir(self.folder)
+            fsync_dir(self.folder)
 
 
 def _encode(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> bytes:
@@ -132,17 +128,3 @@ def _decode(blob: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     if "latents" not in arrays or "step" not in meta:
         raise ValueError("latents or step missing")
     return meta, arrays
-
-
-def _fsync_dir(folder: Path) -> None:
-    """Make a rename durable: fsync the directory entry (POSIX; a no-op where unsupported)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

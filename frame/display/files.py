@@ -1,40 +1,23 @@
-"""Atomic file writes: a power cut mid-write must leave the old file, never a truncated one."""
+"""Atomic file writes for the display: a power cut mid-write must leave the old file, never a truncated one."""
 
 from __future__ import annotations
 
-import os
-import tempfile
+import io
 from pathlib import Path
 
 from PIL import Image
 
+from frame.atomicfile import write_bytes_atomic
+
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """Write to a temp file in the same directory, fsync, then rename over ``path``."""
+    """Replace ``path`` with ``data`` atomically, creating its folder; owner-only (0600) like the
+    panel-care record and virtual-panel PNGs have always been."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
-    try:  # make the rename itself durable
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-    except OSError:
-        pass
+    write_bytes_atomic(path, data, mode=0o600)
 
 
 def save_png_atomic(image: Image.Image, path: Path) -> Path:
-    import io
-
     buffer = io.BytesIO()
     image.save(buffer, format="PNG")
     write_atomic(path, buffer.getvalue())

@@ -47,7 +47,7 @@ def load_or_create_secret(state_dir: Path) -> bytes:
         log.warning("%s is too short; generating a new session key (everyone is logged out)", path)
     except FileNotFoundError:
         pass
-    from frame.daemon.statefile import write_bytes_atomic
+    from frame.atomicfile import write_bytes_atomic
 
     state_dir.mkdir(parents=True, exist_ok=True)
     key = secrets.token_bytes(32)

@@ -1,4 +1,3 @@
-import errno
 import json
 import logging
 import os
@@ -28,20 +27,3 @@ def test_damaged_file_is_detected_and_set_aside(tmp_path, caplog, damage):
     assert "damaged" in caplog.text
     assert not path.exists()
     assert len(list(tmp_path.glob("job.json.corrupt-*"))) == 1
-
-
-def test_failed_write_keeps_old_file_and_leaves_no_temp(tmp_path, monkeypatch):
-    path = tmp_path / "picture.png"
-    statefile.write_bytes_atomic(path, b"old")
-    real_write = os.write
-
-    def full_disk(fd, data):
-        real_write(fd, bytes(data[:3]))
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(statefile.os, "write", full_disk)
-    with pytest.raises(OSError) as info:
-        statefile.write_bytes_atomic(path, b"new picture bytes")
-    assert info.value.errno == errno.ENOSPC
-    assert path.read_bytes() == b"old"
-    assert [p.name for p in tmp_path.iterdir()] == ["picture.png"]

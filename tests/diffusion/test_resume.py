@@ -38,9 +38,17 @@ def test_checkpoint_round_trip(tmp_path):
     assert np.array_equal(loaded.latents, _checkpoint().latents)
     assert np.array_equal(loaded.history["previous_x0"], np.ones((1, 4, 2, 2)))
     assert loaded.rng_state == _checkpoint().rng_state
-    assert not (tmp_path / (FILENAME + ".tmp")).exists()
+    assert [p.name for p in tmp_path.iterdir()] == [FILENAME]  # no temporary file left behind
     store.clear()
     assert ResumeStore(tmp_path, "abc").load() is None
+
+
+def test_clear_removes_a_temporary_left_by_a_killed_writer(tmp_path):
+    store = ResumeStore(tmp_path, "abc")
+    store.save(_checkpoint())
+    (tmp_path / f".{FILENAME}.tmp-12345-67890").write_bytes(b"torn")
+    store.clear()
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_other_parameters_start_fresh(tmp_path):

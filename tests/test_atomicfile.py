@@ -1,0 +1,61 @@
+import errno
+import os
+import stat
+import threading
+
+import pytest
+
+from frame import atomicfile
+
+
+def test_failed_write_keeps_old_file_and_leaves_no_temp(tmp_path, monkeypatch):
+    path = tmp_path / "picture.png"
+    atomicfile.write_bytes_atomic(path, b"old")
+    real_write = os.write
+
+    def full_disk(fd, data):
+        real_write(fd, bytes(data[:3]))
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(atomicfile.os, "write", full_disk)
+    with pytest.raises(OSError) as info:
+        atomicfile.write_bytes_atomic(path, b"new picture bytes")
+    assert info.value.errno == errno.ENOSPC
+    assert path.read_bytes() == b"old"
+    assert [p.name for p in tmp_path.iterdir()] == ["picture.png"]
+
+
+def test_mode_is_applied_less_the_umask(tmp_path):
+    old = os.umask(0o022)
+    try:
+        atomicfile.write_bytes_atomic(tmp_path / "token", b"secret", mode=0o600)
+        atomicfile.write_bytes_atomic(tmp_path / "state", b"{}", mode=0o666)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "token").stat().st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / "state").stat().st_mode) == 0o644
+
+
+def test_concurrent_writers_of_one_path_each_leave_a_whole_file(tmp_path):
+    path = tmp_path / "care.json"
+    payloads = [bytes([65 + i]) * (1000 * (i + 1)) for i in range(8)]
+    threads = [threading.Thread(target=atomicfile.write_bytes_atomic, args=(path, p)) for p in payloads]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert path.read_bytes() in payloads
+    assert [p.name for p in tmp_path.iterdir()] == ["care.json"]
+
+
+def test_stale_temporaries_finds_only_this_files_leftovers(tmp_path):
+    path = tmp_path / "render-state.bin"
+    mine = tmp_path / f".render-state.bin.tmp-{os.getpid()}-1"
+    other = tmp_path / ".other.bin.tmp-1-1"
+    for leftover in (mine, other):
+        leftover.write_bytes(b"torn")
+    assert atomicfile.stale_temporaries(path) == [mine]
+
+
+def test_fsync_dir_of_a_missing_folder_is_a_no_op(tmp_path):
+    atomicfile.fsync_dir(tmp_path / "gone")
