@@ -47,13 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="debug logging and full tracebacks")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name != name:
-                raise
-            continue  # a part that has not landed yet registers nothing
-        module.register(subparsers)
+        importlib.import_module(name).register(subparsers)
     return parser
 
 

@@ -13,12 +13,11 @@ UNIT_PATH = Path("/etc/systemd/system/frame.service")
 UNIT_TEMPLATE = """\
 # frame: the set-and-forget generative e-paper frame daemon.
 # Install: sudo useradd --system --user-group --groups spi,gpio --home-dir /var/lib/frame {user}
-#          sudo cp frame.service /etc/systemd/system/ && sudo systemctl daemon-reload
-#          sudo systemctl enable --now frame
-# (or simply: sudo frame install-service). Configuration: /etc/frame/config.yaml. State: /var/lib/frame.
+#          sudo /opt/frame/bin/frame install-service   (writes this unit, ExecStart set to that venv's Python)
+#          sudo systemctl daemon-reload && sudo systemctl enable --now frame
+# Configuration: /etc/frame/config.yaml. State: /var/lib/frame. Docs: docs/daemon.md in the repository.
 [Unit]
 Description=frame generative e-paper picture frame
-Documentation=file:///usr/share/doc/frame/daemon.md
 Wants=network-online.target time-sync.target
 After=network-online.target time-sync.target
 

@@ -61,6 +61,18 @@ def test_environment_overrides_file(tmp_path):
     assert config.taste.themes == ("boats", "trees")
 
 
+def test_system_file_is_the_default_layer_and_env_still_wins(tmp_path, monkeypatch):
+    import frame.config.loader as loader
+
+    system = write(tmp_path, "model:\n  steps: 9\n  sampler: ddim\n")
+    monkeypatch.setattr(loader, "SYSTEM_CONFIG", system)
+    config = load_config(None, environ={"FRAME_MODEL__STEPS": "4"})
+    assert (config.model.steps, config.model.sampler) == (4, "ddim")
+    other = tmp_path / "other.yaml"
+    other.write_text("model:\n  sampler: euler\n")
+    assert load_config(other, environ={}).model.steps is None  # --config replaces the system file
+
+
 def test_frame_config_variable_names_the_file(tmp_path):
     path = write(tmp_path, "model:\n  steps: 5\n")
     assert load_config(None, environ={"FRAME_CONFIG": str(path)}).model.steps == 5
