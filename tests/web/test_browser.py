@@ -7,6 +7,7 @@ checks the store. Screenshots at a phone viewport go to ``test-artifacts/web/`` 
 
 from __future__ import annotations
 
+import os
 import shutil
 import threading
 from pathlib import Path
@@ -21,9 +22,14 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-f
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "web"
 INSTALL = "apt-get install -y chromium && pip install playwright (never 'playwright install')"
 
-sync_api = pytest.importorskip("playwright.sync_api", reason=f"playwright is not installed: {INSTALL}")
-if not CHROMIUM.exists():
-    pytest.skip(f"{CHROMIUM} is missing: {INSTALL}", allow_module_level=True)
+# CI sets FRAME_REQUIRE_BROWSER=1 so a missing browser fails the run instead of silently skipping it.
+if os.environ.get("FRAME_REQUIRE_BROWSER") == "1":
+    from playwright import sync_api
+    assert CHROMIUM.exists(), f"{CHROMIUM} is missing: {INSTALL}"
+else:
+    sync_api = pytest.importorskip("playwright.sync_api", reason=f"playwright is not installed: {INSTALL}")
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} is missing: {INSTALL}", allow_module_level=True)
 
 
 @pytest.fixture
