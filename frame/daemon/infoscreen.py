@@ -31,7 +31,7 @@ from typing import Any
 
 from frame.atomicfile import write_bytes_atomic
 from frame.daemon import gallery, worker
-from frame.daemon.statefile import read_json, write_json
+from frame.daemon.statefile import read_json
 from frame.daemon.store import Store
 from frame.errors import FrameError
 
@@ -114,13 +114,12 @@ def show_info(ctx: Any, facts: dict[str, Any]) -> dict[str, Any]:
     Returns the display's answer (``status`` shown / unchanged / too-soon, ``shown`` the virtual
     panel's PNG); raises FrameError when drawing or showing fails.
     """
-    from frame.daemon.night import _config_yaml
+    from frame.daemon.night import write_job_files
 
     folder = Path(ctx.state_dir) / "checkpoints" / f"info-{secrets.token_hex(4)}"
     folder.mkdir(parents=True, exist_ok=True)
-    write_bytes_atomic(folder / "config.yaml", _config_yaml(ctx.config))
-    write_json(folder / "job.json", {"kind": "show", "state_dir": str(ctx.state_dir),
-                                     "image": str(folder / INFO_FILE), "panel": None, "info": facts})
+    write_job_files(folder, ctx.config, {"kind": "show", "state_dir": str(ctx.state_dir),
+                                         "image": str(folder / INFO_FILE), "panel": None, "info": facts})
     supervisor = ctx.supervisor_factory(ctx.config.worker.memory_limit_mb, 1,
                                         command=[sys.executable, "-m", "frame.daemon.infoscreen"])
     started = time.monotonic()

@@ -73,12 +73,15 @@ def discard_job(state_dir: Path, render_id: int) -> None:
     shutil.rmtree(job_dir(state_dir, render_id), ignore_errors=True)
 
 
-def _config_yaml(config: Any) -> bytes:
+def write_job_files(folder: Path, config: Any, job: dict[str, Any]) -> None:
+    """A worker's input: ``config.yaml`` (without the owner token, which the worker never needs) and
+    then ``job.json``, whose presence marks the folder complete."""
     from frame.config import to_plain
 
     plain = to_plain(config, reveal_secrets=True)
-    plain["web"]["token"] = ""  # the worker never needs the owner token
-    return yaml.safe_dump(plain, sort_keys=False, allow_unicode=True).encode()
+    plain["web"]["token"] = ""
+    write_bytes_atomic(folder / "config.yaml", yaml.safe_dump(plain, sort_keys=False, allow_unicode=True).encode())
+    write_json(folder / "job.json", job)
 
 
 def candidates(config: Any, store: Store) -> list[dict[str, Any]]:
@@ -127,8 +130,7 @@ def ensure_job(ctx: RenderContext, render_id: int, kind: str) -> Path:
     folder = job_dir(ctx.state_dir, render_id)
     folder.mkdir(parents=True, exist_ok=True)
     if read_json(folder / "job.json") is None:
-        write_bytes_atomic(folder / "config.yaml", _config_yaml(ctx.config))
-        write_json(folder / "job.json", build_job(ctx, render_id, kind))
+        write_job_files(folder, ctx.config, build_job(ctx, render_id, kind))
     return folder
 
 
@@ -226,10 +228,9 @@ def show_picture(ctx: RenderContext, picture_id: int, reason: str) -> dict[str, 
     folder = Path(ctx.state_dir) / "checkpoints" / f"show-{picture_id}-{secrets.token_hex(4)}"
     folder.mkdir(parents=True, exist_ok=True)
     panel = gallery.picture_path(ctx.state_dir, picture["panel_file"])
-    write_bytes_atomic(folder / "config.yaml", _config_yaml(ctx.config))
-    write_json(folder / "job.json", {"kind": "show", "state_dir": str(ctx.state_dir),
-                                     "image": str(gallery.picture_path(ctx.state_dir, picture["file"])),
-                                     "panel": str(panel) if panel else None})
+    write_job_files(folder, ctx.config, {"kind": "show", "state_dir": str(ctx.state_dir),
+                                         "image": str(gallery.picture_path(ctx.state_dir, picture["file"])),
+                                         "panel": str(panel) if panel else None})
     started = time.monotonic()
     try:
         outcome = _supervise(ctx, folder, None, 1, None)

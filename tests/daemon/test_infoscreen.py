@@ -12,7 +12,6 @@ from PIL import Image
 
 from frame.daemon import infoscreen
 from frame.daemon.infoscreen import draw_job, info_facts, lan_address, page_url, render_info, wrap
-from frame.daemon.statefile import write_json
 from frame.daemon.supervisor import Outcome
 from frame.errors import FrameError
 from tests.daemon.conftest import add_picture, make_config
@@ -116,14 +115,13 @@ def test_render_info_without_a_picture(tmp_path):
 
 
 def _job(tmp_path, rotate=0, facts=None):
-    from frame.daemon.night import _config_yaml
+    from frame.daemon.night import write_job_files
 
     config = make_config(tmp_path, display={"size": "160x96", "rotate": rotate},
                          web={"listen": "127.0.0.1:8080", "token": "test-token-123456"})
     job_dir = tmp_path / "job"
     job_dir.mkdir()
-    (job_dir / "config.yaml").write_bytes(_config_yaml(config))
-    write_json(job_dir / "job.json", {"kind": "show", "state_dir": str(tmp_path), "panel": None,
+    write_job_files(job_dir, config, {"kind": "show", "state_dir": str(tmp_path), "panel": None,
                                       "image": str(job_dir / "info.png"), "info": facts or _facts(tmp_path)})
     return job_dir
 

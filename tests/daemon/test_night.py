@@ -32,6 +32,16 @@ def test_render_publishes_and_cleans_up(ctx, store):
     assert prompt_id
 
 
+def test_job_files_hold_the_job_and_the_config_without_the_owner_token(tmp_path):
+    import yaml
+
+    config = make_config(tmp_path, web={"listen": "127.0.0.1:0", "token": "test-token-123456"})
+    night.write_job_files(tmp_path, config, {"kind": "show", "panel": None})
+    written = yaml.safe_load((tmp_path / "config.yaml").read_text())
+    assert written["web"]["token"] == "" and written["web"]["listen"] == "127.0.0.1:0"
+    assert statefile.read_json(tmp_path / "job.json") == {"kind": "show", "panel": None}
+
+
 def test_job_is_written_once_so_restarts_render_the_same_picture(ctx, store):
     render_id = store.start_render("night", "2026-11-29")
     folder = night.ensure_job(ctx, render_id, "night")
