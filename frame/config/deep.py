@@ -5,17 +5,16 @@ Kept out of ``load_config`` so the daemon's start-up stays cheap; ``frame config
 
 from __future__ import annotations
 
-import difflib
 import importlib
 from pathlib import Path
 
 from frame.config.schema import Config
+from frame.config.validate import did_you_mean
 from frame.models import resolve_model_source
 
 
-def _did_you_mean(value: str, known: list[str]) -> str:
-    close = difflib.get_close_matches(value, known, n=1)
-    return f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(known)})"
+def _suggestion(value: str, known: list[str]) -> str:
+    return did_you_mean(value, known) or f" (known: {', '.join(known)})"
 
 
 def _names(module: str, function: str) -> list[str] | None:
@@ -34,9 +33,9 @@ def deep_problems(config: Config) -> list[str]:
     panels = _names("frame.display", "panel_names")
     if panels is not None and config.display.panel not in panels:
         problems.append(f"display.panel: unknown panel {config.display.panel!r}"
-                        + _did_you_mean(config.display.panel, panels))
+                        + _suggestion(config.display.panel, panels))
     palettes = _names("frame.display", "palette_names")
     if palettes is not None and config.display.palette not in palettes:
         problems.append(f"display.palette: unknown palette {config.display.palette!r}"
-                        + _did_you_mean(config.display.palette, palettes))
+                        + _suggestion(config.display.palette, palettes))
     return problems

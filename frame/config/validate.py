@@ -37,6 +37,13 @@ class Problems:
         self.lines.append(f"{format_path(path)}: {message}" + (f" ({where})" if where else ""))
 
 
+def did_you_mean(value: str, known: list[str]) -> str:
+    """``"; did you mean 'x'?"`` for the closest known name, or ``""``: every config problem about an
+    unknown name ends the same way."""
+    close = difflib.get_close_matches(value, known, n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
 def _type_name(tp: Any) -> str:
     names = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
     if tp in names:
@@ -96,8 +103,7 @@ def _convert_literal(value: Any, options: tuple, path: Path, problems: Problems,
     choices = ", ".join(str(o) for o in options)
     hint = ""
     if isinstance(value, str):
-        close = difflib.get_close_matches(value, [str(o) for o in options], n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
+        hint = did_you_mean(value, [str(o) for o in options])
     shown = "a secret value" if secret else repr(value)
     problems.add(path, f"must be one of {choices}, got {shown}{hint}")
     return _MISSING
@@ -116,9 +122,7 @@ def build(cls: type, data: Any, path: Path, problems: Problems) -> Any:
     for key in data:  # in file order, so problems read top to bottom
         spec = fields.get(key)
         if spec is None:
-            close = difflib.get_close_matches(str(key), list(fields), n=1, cutoff=0.6)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            problems.add((*path, str(key)), f"unknown key{hint}")
+            problems.add((*path, str(key)), f"unknown key{did_you_mean(str(key), list(fields))}")
             continue
         secret = bool(spec.metadata.get("secret"))
         value = _convert(data[key], hints[key], (*path, key), problems, secret)
