@@ -32,14 +32,6 @@ class StepUnavailable(FrameError):
         self.step = step
 
 
-def parse_size(text: str) -> tuple[int, int] | None:
-    """``"512x320"`` → (512, 320); ``"auto"`` → None (the pipeline's native size)."""
-    if text == "auto":
-        return None
-    width, height = text.split("x")
-    return int(width), int(height)
-
-
 # choose ---------------------------------------------------------------------------------------------
 
 def choose(job: dict[str, Any], config: Any, job_dir: Path, emit: Emit, pipeline: PipelineHolder) -> dict[str, Any]:
@@ -138,6 +130,8 @@ def _png_with_parameters(image: Any) -> bytes:
 
 def _size(config: Any, pipe: Any) -> tuple[int, int]:
     """``model.size``, or for "auto" the model's native area at the panel's aspect ratio."""
+    from frame.diffusion.sizes import parse_size  # the pipeline is loaded by now
+
     size = parse_size(config.model.size)
     if size:
         return size
