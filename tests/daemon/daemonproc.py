@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def free_port() -> int:
+    """A port for web.listen (port 0 would not pass the worker's re-validation of the configuration)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import socket
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -14,6 +13,7 @@ from frame.daemon.buttons_bridge import neighbour
 from frame.daemon.infoscreen import INFO_REASON
 from frame.daemon.service import Daemon
 from tests.daemon.conftest import add_picture, make_config
+from tests.daemon.daemonproc import free_port
 
 PANEL = (160, 96)
 LIKE, DISLIKE, NEXT, PREVIOUS = 5, 6, 16, 24
@@ -42,16 +42,9 @@ def factory():
     pins.reset()
 
 
-def _free_port() -> int:
-    """A port for web.listen (port 0 would not pass the worker's re-validation of the configuration)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _config(tmp_path, **buttons):
     return make_config(
-        tmp_path, web={"listen": f"127.0.0.1:{_free_port()}", "token": "test-token-123456"},
+        tmp_path, web={"listen": f"127.0.0.1:{free_port()}", "token": "test-token-123456"},
         schedule={"timezone": "UTC", "render_at": _clock(180), "deadline": _clock(240), "show_at": _clock(240)},
         display={"size": f"{PANEL[0]}x{PANEL[1]}"},
         buttons={"enabled": True, "bounce_ms": 10, "hold_seconds": 0.5, **buttons})
