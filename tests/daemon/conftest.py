@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -36,3 +37,8 @@ def add_picture(store: Store, prompt: str = "a lighthouse", **fields) -> int:
     values = {"file": "x.png", "prompt": prompt, "seed": 1, "bytes": 10}
     values.update(fields)
     return store.add_picture(**values)
+
+
+def clock(offset_minutes: float) -> str:
+    """``HH:MM`` in UTC, ``offset_minutes`` from now: schedule times relative to the test's start."""
+    return (datetime.now(UTC) + timedelta(minutes=offset_minutes)).strftime("%H:%M")

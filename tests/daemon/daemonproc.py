@@ -8,11 +8,12 @@ import socket
 import subprocess
 import sys
 import time
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import requests
 import yaml
+
+from tests.daemon.conftest import clock
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -22,10 +23,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def clock(offset_minutes: float) -> str:
-    return (datetime.now(UTC) + timedelta(minutes=offset_minutes)).strftime("%H:%M")
 
 
 def write_config(tmp_path: Path, **sections) -> tuple[Path, str]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import UTC, datetime, timedelta
 
 import pytest
 from PIL import Image
@@ -12,16 +11,12 @@ from PIL import Image
 from frame.daemon.buttons_bridge import neighbour
 from frame.daemon.infoscreen import INFO_REASON
 from frame.daemon.service import Daemon
-from tests.daemon.conftest import add_picture, make_config
+from tests.daemon.conftest import add_picture, clock, make_config
 from tests.daemon.daemonproc import free_port
 
 PANEL = (160, 96)
 LIKE, DISLIKE, NEXT, PREVIOUS = 5, 6, 16, 24
 HOLD = 0.9  # seconds a held press lasts; buttons.hold_seconds is 0.5
-
-
-def _clock(minutes: int) -> str:
-    return (datetime.now(UTC) + timedelta(minutes=minutes)).strftime("%H:%M")
 
 
 def _wait(predicate, timeout: float = 30.0):
@@ -45,7 +40,7 @@ def factory():
 def _config(tmp_path, **buttons):
     return make_config(
         tmp_path, web={"listen": f"127.0.0.1:{free_port()}", "token": "test-token-123456"},
-        schedule={"timezone": "UTC", "render_at": _clock(180), "deadline": _clock(240), "show_at": _clock(240)},
+        schedule={"timezone": "UTC", "render_at": clock(180), "deadline": clock(240), "show_at": clock(240)},
         display={"size": f"{PANEL[0]}x{PANEL[1]}"},
         buttons={"enabled": True, "bounce_ms": 10, "hold_seconds": 0.5, **buttons})
 

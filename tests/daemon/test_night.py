@@ -9,7 +9,7 @@ import pytest
 from frame.daemon import gallery, night, statefile
 from frame.daemon.app import Busy
 from frame.daemon.service import Daemon
-from tests.daemon.conftest import add_picture, make_config
+from tests.daemon.conftest import add_picture, clock, make_config
 from tests.daemon.fakesupervisor import FakeSupervisor
 
 
@@ -74,18 +74,12 @@ def daemon(tmp_path):
     FakeSupervisor.render_status = "done"
     FakeSupervisor.runs = []
     config = make_config(tmp_path, web={"listen": "127.0.0.1:0", "token": "test-token-123456"},
-                         schedule={"timezone": "UTC", "render_at": _clock(180), "deadline": _clock(240),
-                                   "show_at": _clock(240)})
+                         schedule={"timezone": "UTC", "render_at": clock(180), "deadline": clock(240),
+                                   "show_at": clock(240)})
     running = Daemon(config, supervisor_factory=FakeSupervisor)
     running.start()
     yield running
     running.stop()
-
-
-def _clock(minutes):
-    from datetime import UTC, datetime, timedelta
-
-    return (datetime.now(UTC) + timedelta(minutes=minutes)).strftime("%H:%M")
 
 
 def _wait(predicate, timeout=5.0):
@@ -127,7 +121,7 @@ def test_no_favourite_says_so(daemon):
 
 def test_quiet_hours_defer_the_panel_refresh(daemon):
     picture = add_picture(daemon.store)
-    daemon.config = make_config(daemon.state_dir, schedule={"quiet_hours": f"{_clock(-60)}-{_clock(60)}"})
+    daemon.config = make_config(daemon.state_dir, schedule={"quiet_hours": f"{clock(-60)}-{clock(60)}"})
     assert daemon.request_show(picture, "owner")["deferred"] == "quiet hours"
     assert daemon.status()["pending_show"] == picture and FakeSupervisor.runs == []
     daemon.config = make_config(daemon.state_dir)
@@ -158,7 +152,7 @@ def _daemon(tmp_path, **schedule_fields):
 
 
 def test_missed_night_is_caught_up_at_start_and_shown_after_show_time(tmp_path):
-    daemon = _daemon(tmp_path, render_at=_clock(-30), deadline=_clock(60), show_at=_clock(-10))
+    daemon = _daemon(tmp_path, render_at=clock(-30), deadline=clock(60), show_at=clock(-10))
     try:
         daemon.start()
         _wait(lambda: daemon.store.last_shown() is not None)
@@ -172,7 +166,7 @@ def test_missed_night_is_caught_up_at_start_and_shown_after_show_time(tmp_path):
 
 
 def test_picture_waits_for_show_time(tmp_path):
-    daemon = _daemon(tmp_path, render_at=_clock(-30), deadline=_clock(120), show_at=_clock(60))
+    daemon = _daemon(tmp_path, render_at=clock(-30), deadline=clock(120), show_at=clock(60))
     try:
         daemon.start()
         _wait(lambda: daemon.store.renders(1) and daemon.store.renders(1)[0]["status"] == "done")
@@ -186,7 +180,7 @@ def test_picture_waits_for_show_time(tmp_path):
 
 
 def test_unfinished_render_of_a_past_night_is_marked_missed(tmp_path):
-    daemon = _daemon(tmp_path, render_at=_clock(180), deadline=_clock(240), show_at=_clock(240))
+    daemon = _daemon(tmp_path, render_at=clock(180), deadline=clock(240), show_at=clock(240))
     stale = daemon.store.start_render("night", "2020-01-01")
     night.job_dir(daemon.state_dir, stale).mkdir(parents=True)
     try:
@@ -199,7 +193,7 @@ def test_unfinished_render_of_a_past_night_is_marked_missed(tmp_path):
 
 
 def test_deadline_without_any_render_falls_back(tmp_path):
-    daemon = _daemon(tmp_path, render_at=_clock(180), deadline=_clock(240), show_at=_clock(240))
+    daemon = _daemon(tmp_path, render_at=clock(180), deadline=clock(240), show_at=clock(240))
     favourite = add_picture(daemon.store)
     daemon.store.rate(favourite, "thumb", 1)
     try:
