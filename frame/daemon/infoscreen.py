@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import io
 import logging
-import os
 import secrets
 import shutil
 import socket
@@ -305,8 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m frame.daemon.infoscreen JOB_DIR``: draw the info screen, then show it as a worker."""
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) == 1:
-        logging.basicConfig(stream=sys.stderr, level=os.environ.get("FRAME_WORKER_LOG", "INFO"),
-                            format="worker %(levelname)s %(name)s: %(message)s")
+        worker.configure_logging()
         code = draw_job(Path(argv[0]))
         if code:
             return code

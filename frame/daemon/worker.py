@@ -110,13 +110,19 @@ def run_job(job_dir: Path) -> int:
     return 0
 
 
+def configure_logging() -> None:
+    """Worker log lines go to stderr, inherited from the daemon (the journal under systemd); stdout
+    carries the JSON events to the supervisor."""
+    logging.basicConfig(stream=sys.stderr, level=os.environ.get("FRAME_WORKER_LOG", "INFO"),
+                        format="worker %(levelname)s %(name)s: %(message)s")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
         sys.stderr.write("usage: python -m frame.daemon.worker JOB_DIR\n")
         return 2
-    logging.basicConfig(stream=sys.stderr, level=os.environ.get("FRAME_WORKER_LOG", "INFO"),
-                        format="worker %(levelname)s %(name)s: %(message)s")
+    configure_logging()
     _die_with_parent(int(os.environ.get("FRAME_PARENT_PID", "0") or 0))
     signal.signal(signal.SIGTERM, _on_sigterm)
     try:
