@@ -58,6 +58,16 @@ def write_bytes_atomic(path: str | os.PathLike, data: bytes, mode: int = 0o644) 
     fsync_dir(path.parent)
 
 
+def write_private_atomic(path: str | os.PathLike, data: bytes) -> None:
+    """Replace a secret (owner token, session key) atomically; the file ends up exactly 0600.
+
+    The temporary file is created 0600 (less the umask) so the secret is never readable by others,
+    and the final chmod restores owner read/write even under an unusual umask.
+    """
+    write_bytes_atomic(path, data, mode=0o600)
+    os.chmod(path, 0o600)
+
+
 def stale_temporaries(path: str | os.PathLike) -> list[Path]:
     """Temporary files of ``write_bytes_atomic(path, ...)`` left behind by a killed process."""
     path = Path(path)

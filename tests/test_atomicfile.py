@@ -59,3 +59,16 @@ def test_stale_temporaries_finds_only_this_files_leftovers(tmp_path):
 
 def test_fsync_dir_of_a_missing_folder_is_a_no_op(tmp_path):
     atomicfile.fsync_dir(tmp_path / "gone")
+
+
+def test_private_file_is_exactly_0600_whatever_the_umask_and_the_old_mode(tmp_path):
+    path = tmp_path / "web-secret"
+    path.write_bytes(b"old")
+    path.chmod(0o644)
+    old = os.umask(0o277)  # would leave the owner without write permission
+    try:
+        atomicfile.write_private_atomic(path, b"key")
+    finally:
+        os.umask(old)
+    assert path.read_bytes() == b"key"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import hmac
 import logging
-import os
 import secrets
 import stat
 from pathlib import Path
 
-from frame.atomicfile import write_bytes_atomic
+from frame.atomicfile import write_private_atomic
 from frame.errors import FrameError
 
 log = logging.getLogger(__name__)
@@ -54,12 +53,7 @@ def ensure_token(configured: str, state_dir: str | Path) -> str:
     path = token_path(state_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
     token = secrets.token_urlsafe(24)
-    old_umask = os.umask(0o077)
-    try:
-        write_bytes_atomic(path, (token + "\n").encode(), mode=0o600)
-    finally:
-        os.umask(old_umask)
-    os.chmod(path, 0o600)
+    write_private_atomic(path, (token + "\n").encode())
     log.info("generated a new owner token in %s (show it with: frame token)", path)
     return token
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
-import os
 import secrets
 import threading
 import time
@@ -47,12 +46,11 @@ def load_or_create_secret(state_dir: Path) -> bytes:
         log.warning("%s is too short; generating a new session key (everyone is logged out)", path)
     except FileNotFoundError:
         pass
-    from frame.atomicfile import write_bytes_atomic
+    from frame.atomicfile import write_private_atomic
 
     state_dir.mkdir(parents=True, exist_ok=True)
     key = secrets.token_bytes(32)
-    write_bytes_atomic(path, key, mode=0o600)
-    os.chmod(path, 0o600)
+    write_private_atomic(path, key)
     log.info("generated the web session key %s", path)
     return key
 
