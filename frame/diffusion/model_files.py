@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin
 
+from frame.atomicfile import write_bytes_atomic
 from frame.errors import FrameError
 
 log = logging.getLogger(__name__)
@@ -136,8 +137,6 @@ class ModelFiles:
         if response.status_code != 200:
             raise FrameError(f"cannot fetch {url}: HTTP {response.status_code}")
         target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_name(target.name + ".part")
-        partial.write_bytes(response.content)
-        os.replace(partial, target)
+        write_bytes_atomic(target, response.content)  # fsynced: a power cut never leaves an empty cached file
         log.info("cached %s (%d bytes)", url, len(response.content))
         return target
