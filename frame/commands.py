@@ -34,15 +34,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _config_check(args: argparse.Namespace) -> int:
-    from frame.config import load_config
-    from frame.config.deep import deep_problems
-    from frame.errors import ConfigError
+    from frame.config import check_config
 
     path = args.file or args.config
-    config = load_config(path)
-    problems = deep_problems(config)
-    if problems:
-        raise ConfigError(problems, path or "configuration")
+    check_config(path)
     print(f"{path or 'configuration'}: ok")
     return 0
 

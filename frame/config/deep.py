@@ -1,14 +1,15 @@
 """Checks that need more than the schema: names known to other parts, files that must exist.
 
-Kept out of ``load_config`` so the daemon's start-up stays cheap; ``frame config check`` runs them.
+Kept out of ``load_config`` so the daemon's start-up stays cheap; ``frame config check`` runs them
+together with the schema checks (``check_config``), so one run reports every problem with its line.
 """
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 
 from frame.config.schema import Config
+from frame.config.validate import Path as KeyPath
 from frame.config.validate import did_you_mean
 from frame.models import resolve_model_source
 
@@ -17,25 +18,21 @@ def _suggestion(value: str, known: list[str]) -> str:
     return did_you_mean(value, known) or f" (known: {', '.join(known)})"
 
 
-def _names(module: str, function: str) -> list[str] | None:
-    try:
-        return list(getattr(importlib.import_module(module), function)())
-    except (ImportError, AttributeError):
-        return None  # that part has not landed: nothing to check against
+def deep_problems(config: Config) -> list[tuple[KeyPath, str]]:
+    """``(key path, message)`` for each value the schema accepts but the rest of frame cannot use."""
+    from frame.display import palette_names, panel_names
 
-
-def deep_problems(config: Config) -> list[str]:
-    problems = []
+    problems: list[tuple[KeyPath, str]] = []
     source = resolve_model_source(config.model.source)
     if "://" not in source and not (Path(source).expanduser() / "model_index.json").is_file():
-        problems.append(f"model.source: {source} is not a diffusers ONNX export folder "
-                        "(no model_index.json there)")
-    panels = _names("frame.display", "panel_names")
-    if panels is not None and config.display.panel not in panels:
-        problems.append(f"display.panel: unknown panel {config.display.panel!r}"
-                        + _suggestion(config.display.panel, panels))
-    palettes = _names("frame.display", "palette_names")
-    if palettes is not None and config.display.palette not in palettes:
-        problems.append(f"display.palette: unknown palette {config.display.palette!r}"
-                        + _suggestion(config.display.palette, palettes))
+        problems.append((("model", "source"),
+                         f"{source} is not a diffusers ONNX export folder (no model_index.json there)"))
+    panels = list(panel_names())
+    if config.display.panel not in panels:
+        problems.append((("display", "panel"), f"unknown panel {config.display.panel!r}"
+                         + _suggestion(config.display.panel, panels)))
+    palettes = list(palette_names())
+    if config.display.palette not in palettes:
+        problems.append((("display", "palette"), f"unknown palette {config.display.palette!r}"
+                         + _suggestion(config.display.palette, palettes)))
     return problems

@@ -117,8 +117,9 @@ def config_file_path(path: str | os.PathLike | None, environ: Mapping[str, str])
     return SYSTEM_CONFIG if SYSTEM_CONFIG.is_file() else None
 
 
-def load_config(path: str | os.PathLike | None = None, environ: Mapping[str, str] | None = None) -> Config:
-    """Load, layer and validate the configuration; raise ConfigError listing every problem."""
+def _validate(path: str | os.PathLike | None, environ: Mapping[str, str] | None) -> tuple[Config, Problems, str]:
+    """Layer and validate; return the configuration (invalid values left at their defaults), the
+    problems found and where the file layer came from."""
     environ = os.environ if environ is None else environ
     file_path = config_file_path(path, environ)
     data: Any = {}
@@ -148,6 +149,27 @@ def load_config(path: str | os.PathLike | None = None, environ: Mapping[str, str
         problems.add((), f"the file must be a mapping of sections, got {type(data).__name__}")
         data = {}
     config = build(Config, _merge(data, overrides), (), problems)
+    return config, problems, source
+
+
+def load_config(path: str | os.PathLike | None = None, environ: Mapping[str, str] | None = None) -> Config:
+    """Load, layer and validate the configuration; raise ConfigError listing every problem."""
+    config, problems, source = _validate(path, environ)
+    if problems.lines:
+        raise ConfigError(problems.lines, source)
+    return config
+
+
+def check_config(path: str | os.PathLike | None = None, environ: Mapping[str, str] | None = None) -> Config:
+    """``load_config`` plus the checks that need other parts (panel names, the model folder), all
+    reported together, each with its line; what ``frame config check`` runs."""
+    from frame.config.deep import deep_problems
+
+    config, problems, source = _validate(path, environ)
+    reported = {line.split(":", 1)[0] for line in problems.lines}
+    for key_path, message in deep_problems(config):
+        if format_path(key_path) not in reported:  # a value the schema rejected was replaced by its default
+            problems.add(key_path, message)
     if problems.lines:
         raise ConfigError(problems.lines, source)
     return config
@@ -173,4 +195,4 @@ def _tuples_to_lists(value: Any) -> Any:
     return value
 
 
-__all__ = ["load_config", "to_plain", "read_yaml", "env_overrides", "format_path", "SYSTEM_CONFIG"]
+__all__ = ["load_config", "check_config", "to_plain", "read_yaml", "env_overrides", "format_path", "SYSTEM_CONFIG"]

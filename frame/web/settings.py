@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from frame.config import Config, load_config, to_plain
+from frame.config import Config, check_config, to_plain
 from frame.config.loader import config_file_path
 from frame.errors import ConfigError
 
@@ -77,7 +77,7 @@ def settings_report(config: Config, config_path: Path | None) -> dict[str, Any]:
     problems: list[str] = []
     if path is not None:
         try:
-            load_config(path)
+            check_config(path)
         except ConfigError as exc:
             problems = exc.problems
     return {"sections": grouped(flatten(to_plain(config))), "file": str(path) if path else "", "problems": problems,
