@@ -25,7 +25,7 @@ import onnxruntime as ort
 from onnx import helper, numpy_helper
 
 from frame.engine.ops import bind_node
-from frame.engine.ops.conv import spatial_params
+from frame.engine.ops.conv import spatial_params, upsample2x_conv3x3
 
 OLD_COLUMN_BUDGET_BYTES = 16 << 20
 
@@ -109,6 +109,39 @@ def _case(name: str, cin: int, cout: int, hw: int, kernel: int, stride: int, arg
     spec, kernel_attrs = bind_node(node, 17)
     sides = [lambda: session.run(None, {"x": x})[0], lambda: old_conv(x, w, b, **attrs),
              lambda: spec.fn(x, w, b, **kernel_attrs)]
+    _print_row(name, sides, args)
+
+
+def _upsample_case(name: str, cin: int, cout: int, hw: int, args: argparse.Namespace) -> None:
+    """Resize(nearest x2) -> Conv 3x3: onnxruntime's two nodes, frame's two kernels, the fused kernel."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, cin, hw, hw), dtype=np.float32)
+    w = rng.standard_normal((cout, cin, 3, 3), dtype=np.float32) * float((cin * 9) ** -0.5)
+    b = rng.standard_normal(cout, dtype=np.float32)
+    resize = helper.make_node("Resize", ["x", "", "scales"], ["up"], mode="nearest",
+                              coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+    conv = helper.make_node("Conv", ["up", "w", "b"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    scales = np.array([1, 1, 2, 2], np.float32)
+    graph = helper.make_graph(
+        [resize, conv], "up", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, x.shape)],
+        [onnx.ValueInfoProto(name="y")], initializer=[numpy_helper.from_array(a, n) for a, n in
+                                                      zip([scales, w, b], ["scales", "w", "b"])])
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = args.threads
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    session = ort.InferenceSession(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+                                   .SerializeToString(), options, providers=["CPUExecutionProvider"])
+    (resize_spec, resize_attrs), (conv_spec, conv_attrs) = bind_node(resize, 17), bind_node(conv, 17)
+
+    def two_kernels() -> np.ndarray:
+        return conv_spec.fn(resize_spec.fn(x, None, scales, **resize_attrs), w, b, **conv_attrs)
+
+    sides = [lambda: session.run(None, {"x": x})[0], two_kernels, lambda: upsample2x_conv3x3(x, w, b)]
+    _print_row(name, sides, args)
+
+
+def _print_row(name: str, sides: list[Callable[[], np.ndarray]], args: argparse.Namespace) -> None:
+    """Time the three sides alternately, then print best wall/CPU, ratios, extra memory, difference."""
     wall, cpu, results = [float("inf")] * 3, [float("inf")] * 3, [None] * 3
     for _ in range(args.repeat):
         for i, fn in enumerate(sides):
@@ -147,6 +180,14 @@ CASES = [
     ("VAE 3x3 128->3 @512 (conv_out)", 128, 3, 512, 3, 1, True),
 ]
 
+UPSAMPLE_CASES = [
+    ("VAE up x2+3x3 512->512 64->128", 512, 512, 64, False),
+    ("VAE up x2+3x3 512->512 128->256", 512, 512, 128, False),
+    ("VAE up x2+3x3 256->256 256->512", 256, 256, 256, True),
+    ("UNet up x2+3x3 1280->1280 16->32", 1280, 1280, 16, False),
+    ("UNet up x2+3x3 640->640 32->64", 640, 640, 32, False),
+]
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -161,6 +202,10 @@ def main() -> None:
     for name, cin, cout, hw, kernel, stride, large in CASES:
         if args.only in name and not (large and args.skip_large):
             _case(name, cin, cout, hw, kernel, stride, args)
+    # old = frame's Resize kernel then Conv kernel (what the runtime runs today), new = fused kernel
+    for name, cin, cout, hw, large in UPSAMPLE_CASES:
+        if args.only in name and not (large and args.skip_large):
+            _upsample_case(name, cin, cout, hw, args)
 
 
 if __name__ == "__main__":

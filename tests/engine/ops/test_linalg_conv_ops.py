@@ -165,3 +165,50 @@ def test_conv_odd_sizes_single_band_with_bias_and_fp16_weights():
     want = resolve("Conv", 11).fn(x, w.astype(np.float16).astype(np.float32), b, pads=[0, 1, 2, 1])
     assert out.dtype == np.float32 and out.shape == (1, 7, 13, 11)
     np.testing.assert_array_equal(out, want)
+
+
+def _resize_conv_reference(x, w, b, group, mode):
+    """onnxruntime on the two-node graph the exporters emit: Resize(nearest, x2) -> Conv(3x3, pads 1)."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+    resize_attrs = {"asymmetric": {"coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"},
+                    "half_pixel": {"coordinate_transformation_mode": "half_pixel",
+                                   "nearest_mode": "round_prefer_floor"}}[mode]
+    nodes = [helper.make_node("Resize", ["x", "", "scales"], ["up"], mode="nearest", **resize_attrs),
+             helper.make_node("Conv", ["up", "w", "b"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], group=group)]
+    inits = [numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales"),
+             numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")]
+    graph = helper.make_graph(nodes, "up_conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, {"x": x})[0]
+
+
+@pytest.mark.parametrize("fused", [True, False])
+@pytest.mark.parametrize("x_shape, w_shape, group, mode, budget_rows", [
+    ((1, 4, 5, 7), (6, 4, 3, 3), 1, "asymmetric", None),
+    ((2, 3, 6, 4), (5, 3, 3, 3), 1, "half_pixel", None),
+    ((1, 4, 9, 6), (4, 2, 3, 3), 2, "asymmetric", 2),   # groups, several bands per phase
+    ((1, 3, 1, 1), (2, 3, 3, 3), 1, "asymmetric", 1),   # 1x1 image: every tap but the centre reads padding
+])
+def test_upsample2x_conv3x3_matches_resize_then_conv(monkeypatch, fused, x_shape, w_shape, group, mode, budget_rows):
+    """Both the phase-decomposed path and the small-image fallback (upsample, then the plain conv)."""
+    from frame.engine.ops import conv as conv_module
+    monkeypatch.setattr(conv_module, "FUSED_MIN_INPUT_PIXELS", 0 if fused else 10**9)
+    if budget_rows:
+        monkeypatch.setattr(conv_module, "COLUMN_BUDGET_BYTES", w_shape[1] * 4 * x_shape[-1] * 4 * budget_rows)
+    x, w, b = rand(*x_shape, seed=1), rand(*w_shape, seed=2), rand(w_shape[0], seed=3)
+    got = conv_module.upsample2x_conv3x3(x, w, b, group=group)
+    want = _resize_conv_reference(x, w, b, group, mode)
+    assert got.shape == want.shape and got.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_upsample2x_conv3x3_rejects_other_kernels():
+    from frame.engine.ops.conv import upsample2x_conv3x3
+    with pytest.raises(ValueError, match="3x3 weight"):
+        upsample2x_conv3x3(rand(1, 3, 4, 4), rand(2, 3, 1, 1))
+    with pytest.raises(ValueError, match="group=2"):
+        upsample2x_conv3x3(rand(1, 3, 4, 4), rand(2, 3, 3, 3), group=2)
