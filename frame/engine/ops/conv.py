@@ -64,12 +64,13 @@ def _as_2d(x: np.ndarray, w: np.ndarray, strides, dilations, pads):
     return x, w, strides, dilations, pads
 
 
-# Band size, by measurement on 2 cores with 2 OpenBLAS threads (benchmarks/conv_kernel.py,
-# docs/benchmarks-conv.md): the GEMM's efficiency depends on its column count N far more than on the
-# copies. 3x3 640->320 at 64x64: N~730 (16 MB bands) costs 2.5x the CPU of N~2900; 256->256 at 256x256:
-# N~1800 costs 2x N~15000. So a band aims at BAND_COLUMNS output pixels (or the whole image) and is
-# capped at COLUMN_BUDGET_BYTES, which bounds the extra memory of any conv: the largest SD column
-# matrix would be 94 MB (UNet) or 2.4 GB (VAE).
+# Band size, by measurement on 2 shared cores with 2 OpenBLAS threads (benchmarks/conv_kernel.py,
+# docs/benchmarks-conv.md): under load the GEMM's efficiency depends on its column count N far more
+# than on the copies (on a quiet machine band size barely matters). 3x3 640->320 at 64x64: N~730
+# (16 MB bands) costs 2.5x the CPU of N~2900; 256->256 at 256x256: N~1800 costs 2x N~15000. So a
+# band aims at BAND_COLUMNS output pixels (or the whole image) and is capped at COLUMN_BUDGET_BYTES,
+# which bounds the extra memory of any conv: the largest SD column matrix would be 94 MB (UNet) or
+# 2.4 GB (VAE).
 BAND_COLUMNS = 16384
 COLUMN_BUDGET_BYTES = 64 << 20
 
@@ -191,7 +192,8 @@ def upsample2x_conv3x3(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None
     output phases (even/odd row, even/odd column) is a 2x2 conv of the *small* image with summed taps,
     so the 4x larger upsampled tensor never exists and the conv does 4/9 of the multiply-adds.
     Small images (< ``FUSED_MIN_INPUT_PIXELS``) are upsampled and convolved plainly, which is faster there.
-    Extra memory: one phase of the output (a quarter of it) plus one conv's band. For a runtime that
+    Extra memory: one phase of the output (a quarter of it), one conv's band and the summed taps of one
+    phase (4/9 of the weight). For a runtime that
     fuses ``Resize(nearest, x2)`` -> ``Conv(3x3, pads 1)`` when the Resize output has no other consumer
     (Resize modes whose x2 mapping is source index = output index // 2: asymmetric/floor, half_pixel).
     """
