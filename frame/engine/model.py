@@ -2,8 +2,9 @@
 
 Loading reads only the graph structure (the protobuf scanner skips embedded weights), binds and
 validates every node (all problems reported in one ``UnsupportedModelError`` before any compute),
-rewrites fp16 to float32 compute, fuses attention, and plans fetch/free per step. ``run`` checks the
-feeds against the declared inputs and executes the plan, streaming weights through the provider.
+rewrites fp16 to float32 compute, fuses attention, SiLU and Resize→Conv, and plans fetch/free per
+step. ``run`` checks the feeds against the declared inputs and executes the plan, streaming weights
+through the provider.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from frame.engine.protobuf_index import scan_model
 from frame.engine.providers import WeightsProvider, make_provider
 from frame.engine.silu import fuse_silu
 from frame.engine.sources import SourcePool, is_url
+from frame.engine.upsample_conv import fuse_upsample_conv
 from frame.engine.weights import collect_weights, numpy_dtype
 from frame.errors import UsageError
 
@@ -104,6 +106,7 @@ class Model:
         opset = g.opset_table(structure.proto)[""]
         nodes, self.fused_attention_count = fuse_attention(nodes, output_names, attention, opset)
         nodes, self.fused_silu_count = fuse_silu(nodes, output_names)
+        nodes, self.fused_upsample_conv_count = fuse_upsample_conv(nodes, output_names, self._weights)
         nodes = g.remove_dead_nodes(nodes, output_names)
         self._check_outputs_produced(nodes, input_names)
         self.steps = g.make_plan(nodes, self._weights, input_names, output_names)
