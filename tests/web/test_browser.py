@@ -22,8 +22,8 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-f
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "web"
 INSTALL = "apt-get install -y chromium && pip install playwright (never 'playwright install')"
 
-# CI sets FRAME_REQUIRE_BROWSER=1 so a missing browser fails the run instead of silently skipping it.
-if os.environ.get("FRAME_REQUIRE_BROWSER") == "1":
+# CI sets REQUIRE_BROWSER_TEST=1 so a missing browser fails the run instead of silently skipping it.
+if os.environ.get("REQUIRE_BROWSER_TEST") == "1":
     from playwright import sync_api
     assert CHROMIUM.exists(), f"{CHROMIUM} is missing: {INSTALL}"
 else:
