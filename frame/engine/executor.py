@@ -48,12 +48,22 @@ def detach_small_view(array: np.ndarray) -> np.ndarray:
 
 
 def _may_overwrite(array: np.ndarray) -> bool:
-    """True if only the run loop's environment references ``array`` and it owns its buffer.
+    """True if only the run loop's environment references ``array`` and no one else sees its buffer.
 
     Expected references: the environment dict, the caller's local, getrefcount's argument, this
     function's parameter (CPython). A live view holds one more through its ``.base``.
+    A view qualifies when it spans its whole base and the base is otherwise unreferenced: the
+    output of a Reshape (exported GroupNorm is Reshape → InstanceNormalization → Reshape → Mul →
+    Add), which would otherwise make the Mul allocate a second activation-sized array.
     """
-    return array.flags.owndata and array.flags.writeable and sys.getrefcount(array) <= 4
+    if not array.flags.writeable or sys.getrefcount(array) > 4:
+        return False
+    if array.flags.owndata:
+        return True
+    base = array.base
+    # references to base: array.base, the local ``base``, getrefcount's argument
+    return (isinstance(base, np.ndarray) and base.flags.owndata and array.flags.c_contiguous
+            and base.nbytes == array.nbytes and sys.getrefcount(base) <= 3)
 
 
 class Executor:

@@ -11,28 +11,35 @@ from __future__ import annotations
 import numpy as np
 
 from frame.engine.graph import Node
+from frame.engine.ops.blocks import map_row_blocks
 from frame.engine.ops.registry import OpSpec
 
 DOMAIN = "frame.engine"
-CHUNK = 1 << 16  # elements per pass: a 256 KB temporary stays in cache
+CHUNK = 1 << 16  # elements per block: its 256 KB temporary stays in cache
+
+
+def _silu_block(x: np.ndarray, out: np.ndarray) -> None:
+    """One cache-sized block; ``out`` may be ``x``. exp overflow gives inf, whose quotient is the limit 0."""
+    t = np.negative(x)
+    np.exp(t, out=t)
+    t += 1
+    np.divide(x, t, out=out)
 
 
 def silu(x: np.ndarray, _reuse: bool = False) -> np.ndarray:
-    """``x * sigmoid(x)`` computed as ``x / (1 + exp(-x))`` (exp overflow → inf → the limit 0)."""
+    """``x * sigmoid(x)`` computed as ``x / (1 + exp(-x))``, in ``CHUNK``-element blocks spread over the
+    cores (``ops.blocks``: numpy releases the GIL in its loops), so no full-size temporary exists."""
     if x.dtype.kind != "f":
         raise TypeError(f"SiLU needs a float input, got {x.dtype}")
     src = np.ascontiguousarray(x)
     out = src if _reuse and src is x and x.flags.writeable else np.empty_like(src)
     flat_in, flat_out = src.reshape(-1), out.reshape(-1)
-    tmp = np.empty(min(CHUNK, flat_in.size), dtype=src.dtype)
+    whole = flat_in.size - flat_in.size % CHUNK
     with np.errstate(over="ignore"):
-        for start in range(0, flat_in.size, CHUNK):
-            chunk = flat_in[start:start + CHUNK]
-            t = tmp[:chunk.size]
-            np.negative(chunk, out=t)
-            np.exp(t, out=t)
-            t += 1
-            np.divide(chunk, t, out=flat_out[start:start + CHUNK])
+        if whole:
+            map_row_blocks(_silu_block, flat_in[:whole].reshape(-1, CHUNK), flat_out[:whole].reshape(-1, CHUNK))
+        if whole < flat_in.size:
+            _silu_block(flat_in[whole:], flat_out[whole:])
     return out
 
 
