@@ -73,3 +73,17 @@ def test_instance_norm_long_rows_are_exact():
     ref = ref * scale[:, None] + bias[:, None]
     got = instance_normalization(x, scale, bias)
     assert np.abs(got - ref).max() < 1e-4
+
+
+def test_view_of_a_feed_is_never_overwritten(tmp_path):
+    """Reshape of a graph input → Mul: the caller's array must come back unchanged."""
+    inits = [numpy_helper.from_array(np.array([2, 8], np.int64), "shape2"),
+             numpy_helper.from_array(np.full((1, 8), 3, np.float32), "k")]
+    nodes = [helper.make_node("Reshape", ["x", "shape2"], ["v"]), helper.make_node("Mul", ["v", "k"], ["y"])]
+    proto = builders.model(nodes, [builders.value("x", [4, 4])], [builders.value("y", [2, 8])], inits)
+    path = builders.save(proto, tmp_path / "m.onnx")
+    x = np.arange(16, dtype=np.float32).reshape(4, 4)
+    with load_model(path) as model:
+        got = model.run({"x": x})["y"]
+    assert np.array_equal(x, np.arange(16, dtype=np.float32).reshape(4, 4))
+    assert np.array_equal(got, x.reshape(2, 8) * 3)
