@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -71,9 +73,13 @@ def test_bad_overlap_is_rejected():
         decode(lambda source: UpsampleModel(), "x", np.zeros((1, 4, 8, 8), np.float32), 0.18, tile=8, overlap=8)
 
 
-def test_tiled_decode_is_seamless_on_the_demo_model():
-    """A 40×40 latent sampled by the demo pipeline, decoded whole and in 32×32 tiles (overlap 8)."""
-    pipe = load_pipeline(demo_model_path())
+SDXL_FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "pipelines" / "sdxl" / "model"
+
+
+@pytest.mark.parametrize("model", [demo_model_path(), SDXL_FIXTURE], ids=["sd15-demo", "sdxl-fixture"])
+def test_tiled_decode_is_seamless_on_the_demo_model(model):
+    """A 40×40 latent sampled by the pipeline, decoded whole and in 32×32 tiles (overlap 8)."""
+    pipe = load_pipeline(model)
     latents = pipe.denoise_settings(pipe.settings("a harbour", steps=2, guidance=0, sampler="euler", seed=3, width=320,
                                                   height=320))
     whole = np.asarray(pipe.decode(latents, tiled=False))
