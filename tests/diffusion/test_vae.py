@@ -77,7 +77,7 @@ SDXL_FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "pipelines" / 
 
 
 @pytest.mark.parametrize("model", [demo_model_path(), SDXL_FIXTURE], ids=["sd15-demo", "sdxl-fixture"])
-def test_tiled_decode_is_seamless_on_the_demo_model(model):
+def test_tiled_decode_is_seamless(model):
     """A 40×40 latent sampled by the pipeline, decoded whole and in 32×32 tiles (overlap 8)."""
     pipe = load_pipeline(model)
     latents = pipe.denoise_settings(pipe.settings("a harbour", steps=2, guidance=0, sampler="euler", seed=3, width=320,
