@@ -70,9 +70,10 @@ def _as_2d(x: np.ndarray, w: np.ndarray, strides, dilations, pads):
 # (16 MB bands) costs 2.5x the CPU of N~2900; 256->256 at 256x256: N~1800 costs 2x N~15000. So a
 # band aims at BAND_COLUMNS output pixels (or the whole image) and is capped at COLUMN_BUDGET_BYTES,
 # which bounds the extra memory of any conv: the largest SD column matrix would be 94 MB (UNet) or
-# 2.4 GB (VAE).
+# 2.4 GB (VAE). 32 MB (not 64) keeps a full 512x512 SD 1.5 render under 300 MB peak (289 vs 321 MB,
+# benchmarks/sd_memory.py); the wider bands gained little outside heavy load.
 BAND_COLUMNS = 16384
-COLUMN_BUDGET_BYTES = 64 << 20
+COLUMN_BUDGET_BYTES = 32 << 20
 
 
 def band_rows(out_hw: tuple[int, int], depth: int) -> int:

@@ -154,8 +154,8 @@ def test_band_rows_covers_the_image_within_budget(ho, wo, depth):
     assert rows == 1 or rows * wo * depth * 4 <= COLUMN_BUDGET_BYTES  # memory bound
     bands = -(-ho // rows)
     assert ho - (bands - 1) * rows >= rows - bands  # balanced: the last band is not a sliver
-    if bands > 1 and (rows + 1) * wo * depth * 4 <= COLUMN_BUDGET_BYTES:
-        assert rows * wo * bands >= BAND_COLUMNS  # as long as the budget allows, bands are wide GEMMs
+    widest = max(1, min(ho, -(-BAND_COLUMNS // wo), COLUMN_BUDGET_BYTES // (depth * wo * 4)))
+    assert bands == -(-ho // widest)  # as few bands as the width target and the budget allow: wide GEMMs
 
 
 def test_conv_odd_sizes_single_band_with_bias_and_fp16_weights():
