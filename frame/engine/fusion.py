@@ -14,7 +14,7 @@ import logging
 from functools import partial
 
 from frame.engine.attention import AttentionConfig, sliced_attention
-from frame.engine.graph import Node
+from frame.engine.graph import Node, consumer_index, producer_index, rewrite_nodes
 from frame.engine.ops.registry import OpSpec
 
 log = logging.getLogger(__name__)
@@ -83,11 +83,7 @@ def _match(end: int, nodes: list[Node], producer: dict[str, int], consumers: dic
 def fuse_attention(nodes: list[Node], graph_outputs: set[str], config: AttentionConfig,
                    softmax_opset: int) -> tuple[list[Node], int]:
     """``nodes`` with every attention pattern fused, and how many were."""
-    producer = {o: i for i, n in enumerate(nodes) for o in n.outputs if o}
-    consumers: dict[str, list[int]] = {}
-    for i, node in enumerate(nodes):
-        for name in filter(None, node.inputs):
-            consumers.setdefault(name, []).append(i)
+    producer, consumers = producer_index(nodes), consumer_index(nodes)
     spec = OpSpec("SlicedAttention", 1, partial(sliced_attention, _config=config), DOMAIN)
     removed: set[int] = set()
     replacement: dict[int, Node] = {}
@@ -104,7 +100,7 @@ def fuse_attention(nodes: list[Node], graph_outputs: set[str], config: Attention
                      {"score_ops": tuple(ops)}, spec)
         removed.update(matched)
         replacement[end] = fused
-    fused_nodes = [replacement.get(i, n) for i, n in enumerate(nodes) if i not in removed or i in replacement]
+    fused_nodes = rewrite_nodes(nodes, replacement, removed)
     if replacement:
         log.debug("fused %d attention block(s)", len(replacement))
     return fused_nodes, len(replacement)

@@ -74,6 +74,26 @@ def build_nodes(graph: onnx.GraphProto, opsets: dict[str, int]) -> tuple[list[No
     return nodes, problems
 
 
+def producer_index(nodes: list[Node]) -> dict[str, int]:
+    """Which node (by position) produces each value: what the load-time rewrites walk backwards on."""
+    return {o: i for i, n in enumerate(nodes) for o in n.outputs if o}
+
+
+def consumer_index(nodes: list[Node]) -> dict[str, list[int]]:
+    """The nodes (by position, once per use) that read each value; a rewrite may only swallow a
+    value that exactly one node reads."""
+    consumers: dict[str, list[int]] = {}
+    for i, node in enumerate(nodes):
+        for name in filter(None, node.inputs):
+            consumers.setdefault(name, []).append(i)
+    return consumers
+
+
+def rewrite_nodes(nodes: list[Node], replacement: dict[int, Node], removed: set[int]) -> list[Node]:
+    """``nodes`` with each replaced position swapped for its fused node and the removed ones dropped."""
+    return [replacement.get(i, n) for i, n in enumerate(nodes) if i in replacement or i not in removed]
+
+
 def topological_order(nodes: list[Node], available: set[str]) -> list[Node]:
     """``nodes`` ordered so producers come first; Kahn's algorithm always taking the lowest ready
     index, so an already sorted graph (the usual case) keeps the file's order exactly."""

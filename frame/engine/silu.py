@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from frame.engine.graph import Node
+from frame.engine.graph import Node, consumer_index, producer_index, rewrite_nodes
 from frame.engine.ops.blocks import map_row_blocks
 from frame.engine.ops.registry import OpSpec
 
@@ -48,11 +48,8 @@ SILU_SPEC = OpSpec("SiLU", 1, silu, DOMAIN, inplace=True)
 
 def fuse_silu(nodes: list[Node], graph_outputs: set[str]) -> tuple[list[Node], int]:
     """``nodes`` with each Sigmoid → Mul(x, ·) pair replaced by one SiLU node, and the count."""
-    producer = {o: i for i, n in enumerate(nodes) for o in n.outputs if o}
-    uses: dict[str, int] = {}
-    for node in nodes:
-        for name in filter(None, node.inputs):
-            uses[name] = uses.get(name, 0) + 1
+    producer = producer_index(nodes)
+    uses = {name: len(readers) for name, readers in consumer_index(nodes).items()}
     removed: set[int] = set()
     replaced: dict[int, Node] = {}
     for i, node in enumerate(nodes):
@@ -65,5 +62,5 @@ def fuse_silu(nodes: list[Node], graph_outputs: set[str]) -> tuple[list[Node], i
                 replaced[i] = Node(f"{node.name}/silu", "SiLU", DOMAIN, [x], list(node.outputs), {}, SILU_SPEC)
                 removed.add(j)
                 break
-    fused = [replaced.get(i, n) for i, n in enumerate(nodes) if i not in removed]
+    fused = rewrite_nodes(nodes, replaced, removed)
     return fused, len(replaced)

@@ -25,7 +25,7 @@ from functools import partial
 
 import numpy as np
 
-from frame.engine.graph import Node
+from frame.engine.graph import Node, consumer_index, producer_index, rewrite_nodes
 from frame.engine.ops.conv import upsample2x_conv3x3
 from frame.engine.ops.registry import OpSpec
 from frame.engine.weights import WeightRef
@@ -129,11 +129,8 @@ def _fused_node(resize: Node, conv: Node) -> Node:
 def fuse_upsample_conv(nodes: list[Node], graph_outputs: set[str], weights: dict[str, WeightRef]
                        ) -> tuple[list[Node], int]:
     """``nodes`` with every qualifying Resize → Conv pair replaced by one UpsampleConv node, and the count."""
-    producer = {o: i for i, n in enumerate(nodes) for o in n.outputs if o}
-    uses: dict[str, int] = {}
-    for node in nodes:
-        for name in filter(None, node.inputs):
-            uses[name] = uses.get(name, 0) + 1
+    producer = producer_index(nodes)
+    uses = {name: len(readers) for name, readers in consumer_index(nodes).items()}
     removed: set[int] = set()
     replaced: dict[int, Node] = {}
     for i, conv in enumerate(nodes):
@@ -149,7 +146,7 @@ def fuse_upsample_conv(nodes: list[Node], graph_outputs: set[str], weights: dict
             continue
         replaced[i] = _fused_node(resize, conv)
         removed.add(j)
-    fused = [replaced.get(i, n) for i, n in enumerate(nodes) if i not in removed]
+    fused = rewrite_nodes(nodes, replaced, removed)
     if replaced:
         log.debug("fused %d Resize -> Conv pair(s)", len(replaced))
     return fused, len(replaced)
