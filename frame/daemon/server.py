@@ -11,6 +11,11 @@ from frame.errors import FrameError
 
 log = logging.getLogger(__name__)
 
+# How long waitress's socket loop sleeps in select() when nothing happens. waitress reads this setting
+# as an int: 0.5 became 0, a zero-timeout poll that kept one core busy forever. 1 s also bounds how
+# long close() waits for the loop to notice.
+LOOP_TIMEOUT_SECONDS = 1
+
 
 def split_listen(listen: str) -> tuple[str, int]:
     host, _, port = listen.rpartition(":")
@@ -26,7 +31,7 @@ class HttpServer:
         host, port = split_listen(listen)
         try:
             self._server = create_server(app, host=host, port=port, threads=threads, ident="frame",
-                                         asyncore_loop_timeout=0.5, clear_untrusted_proxy_headers=True)
+                                         asyncore_loop_timeout=LOOP_TIMEOUT_SECONDS, clear_untrusted_proxy_headers=True)
         except OSError as exc:
             raise FrameError(f"cannot listen on {listen} (web.listen): {exc.strerror or exc}") from exc
         self._closing = False

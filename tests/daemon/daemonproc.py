@@ -25,6 +25,19 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time the process has used so far (from /proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def idle_cpu_share(pid: int, seconds: float) -> float:
+    """The share of one core the process used over ``seconds`` of wall time."""
+    used, started = cpu_seconds(pid), time.monotonic()
+    time.sleep(seconds)
+    return (cpu_seconds(pid) - used) / (time.monotonic() - started)
+
+
 def write_config(tmp_path: Path, **sections) -> tuple[Path, str]:
     """A config file whose night is well away from now (no catch-up render) unless overridden."""
     port = free_port()
