@@ -15,6 +15,9 @@ log = logging.getLogger(__name__)
 # as an int: 0.5 became 0, a zero-timeout poll that kept one core busy forever. 1 s also bounds how
 # long close() waits for the loop to notice.
 LOOP_TIMEOUT_SECONDS = 1
+# Request headers are kept in memory while they arrive; browsers and the CLI send well under this.
+MAX_HEADER_BYTES = 32 * 1024
+RECV_SLACK = 64 * 1024
 
 
 def split_listen(listen: str) -> tuple[str, int]:
@@ -23,15 +26,30 @@ def split_listen(listen: str) -> tuple[str, int]:
 
 
 class HttpServer:
-    """A waitress server running in a daemon thread; ``close()`` stops it."""
+    """A waitress server running in a daemon thread; ``close()`` stops it.
 
-    def __init__(self, app: Any, listen: str, threads: int = 4) -> None:
+    Request bodies are capped at the server, before any application code, authentication included,
+    sees them: ``max_body`` defaults to the Flask app's ``MAX_CONTENT_LENGTH``. A larger declared
+    ``Content-Length`` is answered 413 from the headers alone, a chunked body is cut off when it passes
+    the cap, and every accepted body fits waitress's in-memory buffer, so no client can make the frame
+    write request bodies to its SD card (waitress otherwise spools up to 1 GiB per request to /tmp).
+    """
+
+    def __init__(self, app: Any, listen: str, threads: int = 4, max_body: int | None = None) -> None:
         from waitress.server import create_server
 
+        if max_body is None:
+            max_body = int(getattr(app, "config", {}).get("MAX_CONTENT_LENGTH") or 64 * 1024)
         host, port = split_listen(listen)
         try:
+            # waitress refuses bodies of max_request_body_size bytes or more, so +1 admits max_body.
+            # A chunked body is checked after each socket read (recv_bytes, 8 KiB), so it can overshoot
+            # the cap by one read: the in-memory limit (inbuf_overflow) leaves room for that.
             self._server = create_server(app, host=host, port=port, threads=threads, ident="frame",
-                                         asyncore_loop_timeout=LOOP_TIMEOUT_SECONDS, clear_untrusted_proxy_headers=True)
+                                         asyncore_loop_timeout=LOOP_TIMEOUT_SECONDS,
+                                         max_request_body_size=max_body + 1, inbuf_overflow=max_body + RECV_SLACK,
+                                         max_request_header_size=MAX_HEADER_BYTES,
+                                         clear_untrusted_proxy_headers=True)
         except OSError as exc:
             raise FrameError(f"cannot listen on {listen} (web.listen): {exc.strerror or exc}") from exc
         self._closing = False
