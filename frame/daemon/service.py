@@ -26,6 +26,7 @@ from frame.daemon import buttons_bridge, infoscreen, schedule
 from frame.daemon import night as nights
 from frame.daemon.app import Busy, create_app
 from frame.daemon.feeds import FeedFetcher, refresh_feeds
+from frame.daemon.lock import StateDirLock
 from frame.daemon.sdnotify import Notifier, watchdog_interval
 from frame.daemon.server import HttpServer
 from frame.daemon.status import LiveStatus
@@ -54,8 +55,14 @@ class Daemon:
         self._pin_factory = pin_factory
         self.state_dir = state_dir(config)
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        self.store = Store.open(self.state_dir)
-        self.token = ensure_token(config.web.token, self.state_dir)
+        # first, before the store is opened (and maybe recovered): one daemon per state directory
+        self.lock = StateDirLock.acquire(self.state_dir)
+        try:
+            self.store = Store.open(self.state_dir)
+            self.token = ensure_token(config.web.token, self.state_dir)
+        except BaseException:
+            self.lock.release()
+            raise
         self.tz = schedule.resolve_timezone(config.schedule.timezone)
         self.live = LiveStatus()
         self.stop_event = threading.Event()
@@ -123,7 +130,10 @@ class Daemon:
             thread.join(timeout=max(0.1, STOP_TIMEOUT_SECONDS - (time.monotonic() - started)))
         if self.server is not None:
             self.server.close()
-        self.store.close()
+        try:
+            self.store.close()
+        finally:
+            self.lock.release()
         log.info("frame daemon stopped in %.1f s", time.monotonic() - started)
 
     def _job(self, name: str, func: Callable[[], Any]) -> Callable[[], None]:
