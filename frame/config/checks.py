@@ -86,6 +86,8 @@ def token(value: str) -> str | None:
         return "must be empty (generated at first start) or at least 12 characters"
     if any(c.isspace() for c in value):
         return "must not contain whitespace"
+    if not all("!" <= c <= "~" for c in value):  # HTTP carries it as latin-1: anything else never matches
+        return "must be printable ASCII (letters, digits, punctuation; no accents or other scripts)"
     return None
 
 
