@@ -8,22 +8,30 @@ find the shared objects in ``app.extensions["frame"]`` (config, store, token, co
 
 from __future__ import annotations
 
+import errno
+import json
 import logging
+import sqlite3
 from pathlib import Path
 from typing import Any, Protocol
 
 from flask import Blueprint, Flask, jsonify, request, send_file
-from werkzeug.exceptions import HTTPException
+from werkzeug.exceptions import HTTPException, InternalServerError
+from werkzeug.routing import IntegerConverter
 
 from frame.daemon import gallery
 from frame.daemon.feedparse import Sanitiser
 from frame.daemon.night import job_dir
+from frame.daemon.ratelimit import FailureLimiter
 from frame.daemon.store import Store
 from frame.daemon.token import token_matches
 
 log = logging.getLogger(__name__)
 
 MAX_BODY = 64 * 1024
+SQLITE_MAX_INT = 2 ** 63 - 1
+STORAGE_FULL = ("the frame's storage is full, so nothing was saved; free space on the SD card "
+                "(lower gallery.max_pictures or gallery.max_disk_mb)")
 PUBLIC_FIELDS = ("id", "created_at", "night", "prompt", "negative_prompt", "theme", "style", "origin", "seed",
                  "sampler", "steps", "guidance", "width", "height", "model", "rating_kind", "rating_value",
                  "favourite")
@@ -43,15 +51,45 @@ class Controller(Protocol):
     def show(self, picture_id: int) -> dict[str, Any]: ...
 
 
+class InsufficientStorage(HTTPException):
+    """507: werkzeug has no class for it."""
+
+    code = 507
+    description = STORAGE_FULL
+
+
+class IdConverter(IntegerConverter):
+    """``<id:name>``: a row id in a URL. Digits beyond SQLite's INTEGER range match no route (404)
+    instead of overflowing inside SQLite (an unhandled 500)."""
+
+    def __init__(self, url_map: Any) -> None:
+        super().__init__(url_map, max=SQLITE_MAX_INT)
+
+
+def storage_full(exc: BaseException) -> bool:
+    """True when ``exc`` means the disk (or the database's allowed size) is full."""
+    if isinstance(exc, sqlite3.OperationalError):
+        return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "is full" in str(exc)
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
 class ApiError(Exception):
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, retry_after: int | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.retry_after = retry_after
 
 
 def _body() -> dict[str, Any]:
-    data = request.get_json(silent=True, force=True)
+    """The request's JSON object. Parsed here rather than with ``get_json(silent=True)``, which lets a
+    deeply nested document's RecursionError through as a 500."""
+    try:
+        data = json.loads(request.get_data(cache=True))
+    except RecursionError:
+        raise ApiError(400, "the request body is not usable JSON: nested too deeply") from None
+    except ValueError:
+        data = None
     if not isinstance(data, dict):
         raise ApiError(400, "the request body must be a JSON object")
     return data
@@ -132,17 +170,17 @@ def _read_routes(api: Blueprint, deps: _Deps) -> None:
     def pictures():
         limit = request.args.get("limit", 50, type=int)
         offset = request.args.get("offset", 0, type=int)
-        if not 1 <= limit <= 500 or offset < 0:
-            raise ApiError(400, "limit must be 1..500 and offset 0 or more")
+        if not 1 <= limit <= 500 or not 0 <= offset <= SQLITE_MAX_INT:
+            raise ApiError(400, f"limit must be 1..500 and offset from 0 to {SQLITE_MAX_INT}")
         favourites = request.args.get("favourites", "") in ("1", "true")
         rows = store.pictures(limit, offset, favourites_only=favourites)
         return jsonify({"pictures": [_picture_json(p) for p in rows], "total": store.count_pictures()})
 
-    @api.get("/pictures/<int:picture_id>")
+    @api.get("/pictures/<id:picture_id>")
     def picture(picture_id: int):
         return jsonify(_picture_json(deps.need_picture(picture_id), detail=True))
 
-    @api.get("/pictures/<int:picture_id>/image")
+    @api.get("/pictures/<id:picture_id>/image")
     def image(picture_id: int):
         picture = deps.need_picture(picture_id)
         variant = request.args.get("variant", "original")
@@ -171,7 +209,7 @@ def _read_routes(api: Blueprint, deps: _Deps) -> None:
 def _change_routes(api: Blueprint, deps: _Deps) -> None:
     store = deps.store
 
-    @api.post("/pictures/<int:picture_id>/rating")
+    @api.post("/pictures/<id:picture_id>/rating")
     def rate(picture_id: int):
         kind, value = _parse_rating(_body())
         deps.need_picture(picture_id)
@@ -198,22 +236,32 @@ def _change_routes(api: Blueprint, deps: _Deps) -> None:
         except Busy as exc:
             raise ApiError(409, str(exc)) from None
 
-    @api.post("/show/<int:picture_id>")
+    @api.post("/show/<id:picture_id>")
     def show(picture_id: int):
         deps.need_picture(picture_id)
         return jsonify(deps.need_controller().show(picture_id)), 202
 
 
 def create_api(config: Any, store: Store, token: str, controller: Controller | None,
-               state_dir: Path) -> Blueprint:
-    """The /api blueprint: open reads, token-protected changes."""
+               state_dir: Path, limiter: FailureLimiter | None = None) -> Blueprint:
+    """The /api blueprint: open reads, token-protected changes. Wrong tokens count per address in
+    ``limiter`` (shared with the login form): too many and that address gets 429 for a while."""
     api = Blueprint("api", __name__, url_prefix="/api")
+    limiter = limiter or FailureLimiter()
 
     @api.before_request
     def require_token():
-        if request.method not in ("GET", "HEAD", "OPTIONS") and not token_matches(
-                request.headers.get("Authorization"), token):
+        if request.method in ("GET", "HEAD", "OPTIONS"):
+            return
+        address = request.remote_addr or "?"
+        if limiter.blocked(address):
+            log.warning("api: %s %s from %s refused: too many wrong tokens", request.method, request.path, address)
+            raise ApiError(429, "too many wrong owner tokens from this address; try again in a few minutes",
+                           retry_after=limiter.retry_after(address))
+        if not token_matches(request.headers.get("Authorization"), token):
+            limiter.failed(address)
             raise ApiError(401, "this change needs the owner token: Authorization: Bearer TOKEN")
+        limiter.succeeded(address)
 
     deps = _Deps(config, store, controller, state_dir)
     _read_routes(api, deps)
@@ -239,7 +287,8 @@ def _register_web(app: Flask, config: Any, store: Store, config_path: Path | Non
 
 
 def create_app(config: Any, store: Store, *, token: str, controller: Controller | None = None,
-               state_dir: Path | None = None, web: bool = True, config_path: str | Path | None = None) -> Flask:
+               state_dir: Path | None = None, web: bool = True, config_path: str | Path | None = None,
+               limiter: FailureLimiter | None = None) -> Flask:
     """The daemon's WSGI app: the JSON API under /api plus (optionally) the web pages.
 
     ``config_path``: the file the daemon loaded its configuration from (the settings page checks it
@@ -250,19 +299,33 @@ def create_app(config: Any, store: Store, *, token: str, controller: Controller 
     app = Flask("frame")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
     app.config["JSON_SORT_KEYS"] = False
+    app.url_map.converters["id"] = IdConverter
+    limiter = limiter or FailureLimiter()  # one for the API and the login form: same token, same count
     app.extensions["frame"] = {"config": config, "store": store, "token": token, "controller": controller,
-                               "state_dir": state}
-    app.register_blueprint(create_api(config, store, token, controller, state))
+                               "state_dir": state, "limiter": limiter}
+    app.register_blueprint(create_api(config, store, token, controller, state, limiter))
 
     @app.errorhandler(ApiError)
     def api_error(exc: ApiError):
-        return jsonify({"error": exc.message}), exc.status
+        headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after else {}
+        return jsonify({"error": exc.message}), exc.status, headers
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException):
         if request.path.startswith("/api/"):
             return jsonify({"error": exc.description or exc.name}), exc.code
         return exc
+
+    @app.errorhandler(Exception)
+    def unexpected(exc: Exception):
+        """A full disk is 507 with nothing stored; anything else a logged 500, JSON under /api."""
+        if storage_full(exc):
+            log.error("%s %s refused: %s", request.method, request.path, exc)
+            failure: HTTPException = InsufficientStorage()
+        else:
+            log.exception("%s %s failed", request.method, request.path)
+            failure = InternalServerError("internal error; the daemon's log has the details")
+        return http_error(failure)
 
     if web:
         _register_web(app, config, store, Path(config_path) if config_path else None)

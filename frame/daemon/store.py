@@ -87,7 +87,8 @@ class Store:
             try:
                 yield self._conn
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                if self._conn.in_transaction:  # SQLite already rolled back after e.g. SQLITE_FULL
+                    self._conn.execute("ROLLBACK")
                 raise
             self._conn.execute("COMMIT")
 

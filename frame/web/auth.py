@@ -11,7 +11,8 @@ Rules (each has a test in ``tests/web/test_security.py``):
   Flask's signed session) instead of adding Flask-WTF and WTForms for four forms. A missing token is
   400, a wrong one 403; a cross-site ``Origin`` header is 403 too.
 * Ten failed logins from one address within five minutes lock that address out for the rest of the
-  window (429), which makes guessing even a short token impractical.
+  window (429), which makes guessing even a short token impractical. Wrong ``Authorization: Bearer``
+  tokens on the JSON API count into the same limiter (``frame.daemon.ratelimit``).
 """
 
 from __future__ import annotations
@@ -20,20 +21,16 @@ import hashlib
 import hmac
 import logging
 import secrets
-import threading
-import time
-from collections import deque
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from frame.daemon.ratelimit import FailureLimiter
 
 log = logging.getLogger(__name__)
 
 SECRET_FILE = "web-secret"
 CSRF_FIELD = "csrf_token"
 SESSION_DAYS = 90
-MAX_FAILURES = 10
-FAILURE_WINDOW_SECONDS = 300.0
 
 
 def load_or_create_secret(state_dir: Path) -> bytes:
@@ -89,35 +86,5 @@ def same_origin(origin: str | None, host_url: str) -> bool:
     return origin.rstrip("/") == host_url.rstrip("/")
 
 
-class LoginLimiter:
-    """Counts failed logins per client address in a sliding window (thread-safe, in memory)."""
-
-    def __init__(self, max_failures: int = MAX_FAILURES, window: float = FAILURE_WINDOW_SECONDS,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self._max = max_failures
-        self._window = window
-        self._clock = clock
-        self._failures: dict[str, deque[float]] = {}
-        self._lock = threading.Lock()
-
-    def _recent(self, address: str) -> deque[float]:
-        now = self._clock()
-        times = self._failures.setdefault(address, deque())
-        while times and now - times[0] > self._window:
-            times.popleft()
-        return times
-
-    def blocked(self, address: str) -> bool:
-        with self._lock:
-            return len(self._recent(address)) >= self._max
-
-    def failed(self, address: str) -> None:
-        with self._lock:
-            self._recent(address).append(self._clock())
-            if len(self._failures) > 1000:  # forget idle addresses so the table cannot grow unbounded
-                for key in [k for k, v in self._failures.items() if not v]:
-                    del self._failures[key]
-
-    def succeeded(self, address: str) -> None:
-        with self._lock:
-            self._failures.pop(address, None)
+# The login form and the API's bearer header share one limiter (``frame.daemon.ratelimit``).
+LoginLimiter = FailureLimiter

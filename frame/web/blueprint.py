@@ -42,9 +42,11 @@ class WebContext:
     limiter: auth.LoginLimiter = field(default_factory=auth.LoginLimiter)
 
     def adopt(self, shared: dict[str, Any]) -> None:
-        """Take the daemon's shared objects (``app.extensions["frame"]``): token, controller, state dir."""
+        """Take the daemon's shared objects (``app.extensions["frame"]``): token, controller, state dir
+        and the failed-token limiter the API counts into too."""
         self.token = shared.get("token") or self.token
         self.controller = shared.get("controller") or self.controller
+        self.limiter = shared.get("limiter") or self.limiter
         if shared.get("state_dir"):
             self.state_dir = Path(shared["state_dir"])
         if self.status is None and self.controller is not None:
@@ -77,7 +79,10 @@ class _SessionInterface(SecureCookieSessionInterface):
 
 
 def _configure_app(app: Flask, ctx: WebContext) -> None:
+    from frame.daemon.app import IdConverter
+
     ctx.adopt(app.extensions.get("frame") or {})
+    app.url_map.converters.setdefault("id", IdConverter)  # picture ids within SQLite's range, else 404
     if not app.secret_key:
         app.secret_key = auth.load_or_create_secret(ctx.state_dir)
     app.session_interface = _SessionInterface()

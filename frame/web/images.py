@@ -88,17 +88,17 @@ def register(bp: Blueprint, ctx: WebContext) -> None:
     """Add the image routes to ``bp``."""
     thumbs = ThumbCache()
 
-    @bp.get("/pictures/<int:picture_id>/image")
+    @bp.get("/pictures/<id:picture_id>/image")
     def image(picture_id: int) -> Any:
         path = gallery_file(ctx, _stored(ctx, picture_id).get("file"))
         return send_file(path, conditional=True, max_age=MAX_AGE_SECONDS)
 
-    @bp.get("/pictures/<int:picture_id>/panel")
+    @bp.get("/pictures/<id:picture_id>/panel")
     def panel(picture_id: int) -> Any:
         path = gallery_file(ctx, _stored(ctx, picture_id).get("panel_file"))
         return send_file(path, conditional=True, max_age=MAX_AGE_SECONDS)
 
-    @bp.get("/pictures/<int:picture_id>/thumb")
+    @bp.get("/pictures/<id:picture_id>/thumb")
     def thumb(picture_id: int) -> Any:
         path = gallery_file(ctx, _stored(ctx, picture_id).get("file"))
         try:
@@ -108,7 +108,7 @@ def register(bp: Blueprint, ctx: WebContext) -> None:
             abort(404)
         return send_file(io.BytesIO(data), mimetype="image/jpeg", max_age=MAX_AGE_SECONDS)
 
-    @bp.get("/pictures/<int:picture_id>/why.png")
+    @bp.get("/pictures/<id:picture_id>/why.png")
     def why_plot(picture_id: int) -> Any:
         path = gallery_file(ctx, why_plot_name(_stored(ctx, picture_id).get("why")))
         return send_file(path, mimetype="image/png", conditional=True, max_age=MAX_AGE_SECONDS)

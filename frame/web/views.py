@@ -79,7 +79,7 @@ def register_pictures(bp: Blueprint, ctx: WebContext) -> None:
         return render_template("picture.html", picture=present.picture_view(picture) if picture else None,
                                now_showing=True, progress=present.progress_view(status))
 
-    @bp.get("/pictures/<int:picture_id>")
+    @bp.get("/pictures/<id:picture_id>")
     def picture(picture_id: int) -> Any:
         row = ctx.store.picture(picture_id)
         if row is None:
@@ -87,7 +87,7 @@ def register_pictures(bp: Blueprint, ctx: WebContext) -> None:
         return render_template("picture.html", picture=present.picture_view(row), now_showing=False,
                                progress=None)
 
-    @bp.post("/pictures/<int:picture_id>/rate")
+    @bp.post("/pictures/<id:picture_id>/rate")
     def rate(picture_id: int) -> Any:
         kind, value = parse_rating(request.form.get("rating"))
         try:
@@ -98,7 +98,7 @@ def register_pictures(bp: Blueprint, ctx: WebContext) -> None:
         flash("Rating saved: the frame learns from it tonight.")
         return redirect(safe_next(request.form.get("next"), url_for("web.picture", picture_id=picture_id)), 303)
 
-    @bp.post("/pictures/<int:picture_id>/show")
+    @bp.post("/pictures/<id:picture_id>/show")
     def show(picture_id: int) -> Any:
         if ctx.store.picture(picture_id) is None:
             abort(404)
@@ -192,7 +192,7 @@ def register_login(bp: Blueprint, ctx: WebContext) -> None:
         if ctx.limiter.blocked(address):
             log.warning("web: login from %s refused: too many failures", address)
             return render_template("login.html", error="Too many wrong tokens. Try again in a few minutes.",
-                                   next=back), 429
+                                   next=back), 429, {"Retry-After": str(ctx.limiter.retry_after(address))}
         given = str(request.form.get("token", ""))[:TOKEN_MAX].strip()
         try:
             expected = ctx.owner_token()
@@ -218,11 +218,29 @@ def register_login(bp: Blueprint, ctx: WebContext) -> None:
 
 
 def register_errors(bp: Blueprint) -> None:
-    """Friendly error pages for the blueprint's own 4xx answers."""
+    """Friendly error pages for the blueprint's own 4xx answers, a full disk (507) and bugs (500)."""
 
     @bp.errorhandler(FormError)
     def bad_form(exc: FormError) -> Any:
         return render_template("error.html", code=400, message=str(exc)), 400
+
+    @bp.errorhandler(Exception)
+    def failed(exc: Exception) -> Any:
+        from werkzeug.exceptions import HTTPException
+
+        from frame.daemon.app import storage_full
+
+        if isinstance(exc, HTTPException):
+            return exc
+        if storage_full(exc):
+            log.error("web: %s %s refused: %s", request.method, request.path, exc)
+            return render_template("error.html", code=507, message=(
+                "The frame's storage is full, so nothing was saved. Free space on its SD card "
+                "(fewer pictures kept: gallery.max_pictures or gallery.max_disk_mb).")), 507
+        log.exception("web: %s %s failed", request.method, request.path)
+        return render_template("error.html", code=500, message=(
+            "Something went wrong on the frame; nothing was changed. Its log has the details "
+            "(journalctl -u frame).")), 500
 
     for code, message in ((400, "The request was incomplete (missing form token?). Reload the page."),
                           (403, "Refused: the form was stale or came from another site. Reload the page."),

@@ -243,10 +243,10 @@ def test_only_the_reviewed_routes_exist(app):
                     for rule in app.url_map.iter_rules() if rule.endpoint.startswith("web."))
     assert routes == [
         ("/", "GET"), ("/config", "GET"), ("/gallery", "GET"), ("/login", "GET,POST"), ("/logout", "POST"),
-        ("/pictures/<int:picture_id>", "GET"), ("/pictures/<int:picture_id>/image", "GET"),
-        ("/pictures/<int:picture_id>/panel", "GET"), ("/pictures/<int:picture_id>/rate", "POST"),
-        ("/pictures/<int:picture_id>/show", "POST"), ("/pictures/<int:picture_id>/thumb", "GET"),
-        ("/pictures/<int:picture_id>/why.png", "GET"), ("/queue", "GET,POST"), ("/render", "POST"),
+        ("/pictures/<id:picture_id>", "GET"), ("/pictures/<id:picture_id>/image", "GET"),
+        ("/pictures/<id:picture_id>/panel", "GET"), ("/pictures/<id:picture_id>/rate", "POST"),
+        ("/pictures/<id:picture_id>/show", "POST"), ("/pictures/<id:picture_id>/thumb", "GET"),
+        ("/pictures/<id:picture_id>/why.png", "GET"), ("/queue", "GET,POST"), ("/render", "POST"),
         ("/render/preview", "GET"), ("/status", "GET"), ("/web-static/<path:filename>", "GET"),
     ]
 
