@@ -1,10 +1,12 @@
 """Who may change things: the owner's token, a login session, CSRF tokens and a login rate limit.
 
-Rules (each has a test in ``tests/web/test_security.py``):
+Rules (each has a test in ``tests/web/test_security.py`` or ``tests/web/test_sessions.py``):
 
 * Reading pages is open on the LAN like the JSON API's GET routes; every POST needs a logged-in
   session. Logging in means typing the owner token (``frame token`` prints it). The session remembers
-  a fingerprint of the token, so changing the token logs every phone out.
+  a fingerprint of the token, so changing the token logs every phone out, and a random session id
+  that must be listed server-side (``sessions.py``): logging out ends the session for every copy of
+  its cookie, and "log out everywhere" on the settings page ends all of them.
 * The session cookie is signed with a key generated once and kept in ``<state_dir>/web-secret``
   (mode 0600); it is HttpOnly, SameSite=Strict, and Secure whenever the request came over https.
 * Every form carries a per-session CSRF token. We check it ourselves (about twenty lines on top of

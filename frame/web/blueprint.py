@@ -21,6 +21,7 @@ from frame.config import Config, state_dir
 from frame.errors import FrameError
 from frame.web import auth
 from frame.web.forms import safe_next
+from frame.web.sessions import SESSIONS_FILE, SessionRegistry
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,7 @@ class WebContext:
     token: str | None = None
     controller: Any = None
     limiter: auth.LoginLimiter = field(default_factory=auth.LoginLimiter)
+    sessions: SessionRegistry | None = None  # created with the app (it needs the final state dir)
 
     def adopt(self, shared: dict[str, Any]) -> None:
         """Take the daemon's shared objects (``app.extensions["frame"]``): token, controller, state dir
@@ -59,9 +61,16 @@ class WebContext:
 
         return ensure_token(self.config.web.token, self.state_dir)
 
+    def session_registry(self) -> SessionRegistry:
+        if self.sessions is None:
+            self.sessions = SessionRegistry(self.state_dir / SESSIONS_FILE)
+        return self.sessions
+
     def logged_in(self) -> bool:
+        """The session was opened by a login that has not been logged out (here or everywhere) and
+        was made with the current owner token."""
         remembered = session.get("owner")
-        if not remembered:
+        if not remembered or not self.session_registry().valid(session.get("sid")):
             return False
         try:
             expected = auth.fingerprint(self.owner_token())
@@ -83,6 +92,7 @@ def _configure_app(app: Flask, ctx: WebContext) -> None:
 
     ctx.adopt(app.extensions.get("frame") or {})
     app.url_map.converters.setdefault("id", IdConverter)  # picture ids within SQLite's range, else 404
+    ctx.session_registry()
     if not app.secret_key:
         app.secret_key = auth.load_or_create_secret(ctx.state_dir)
     app.session_interface = _SessionInterface()

@@ -181,7 +181,7 @@ def register_queue_and_status(bp: Blueprint, ctx: WebContext) -> None:
 
 
 def register_login(bp: Blueprint, ctx: WebContext) -> None:
-    """Login (token form → session) and logout."""
+    """Login (token form → session), logout, and logout of every session."""
 
     @bp.route("/login", methods=["GET", "POST"])
     def login() -> Any:
@@ -205,15 +205,28 @@ def register_login(bp: Blueprint, ctx: WebContext) -> None:
             return render_template("login.html", error="That is not the owner token (see: frame token).",
                                    next=back), 401
         ctx.limiter.succeeded(address)
+        ctx.session_registry().revoke(session.get("sid"))  # a login over a live session replaces it
         session.clear()  # a fresh session (and CSRF token) after login: no session fixation
         session.permanent = True
         session["owner"] = auth.fingerprint(expected)
+        session["sid"] = ctx.session_registry().create()
         log.info("web: owner logged in from %s", address)
         return redirect(back, 303)
 
     @bp.post("/logout")
     def logout() -> Any:
+        """Ends this session on the server too: a copy of its cookie stops working."""
+        ctx.session_registry().revoke(session.get("sid"))
         session.clear()
+        return redirect(url_for("web.now"), 303)
+
+    @bp.post("/logout-everywhere")
+    def logout_everywhere() -> Any:
+        """Ends every session: every phone and browser (and any copied cookie) must log in again."""
+        count = ctx.session_registry().revoke_all()
+        session.clear()
+        log.info("web: logged out everywhere (%d sessions ended) from %s", count, request.remote_addr)
+        flash(f"Logged out everywhere: {count} session{'s' if count != 1 else ''} ended.")
         return redirect(url_for("web.now"), 303)
 
 

@@ -243,6 +243,7 @@ def test_only_the_reviewed_routes_exist(app):
                     for rule in app.url_map.iter_rules() if rule.endpoint.startswith("web."))
     assert routes == [
         ("/", "GET"), ("/config", "GET"), ("/gallery", "GET"), ("/login", "GET,POST"), ("/logout", "POST"),
+        ("/logout-everywhere", "POST"),
         ("/pictures/<id:picture_id>", "GET"), ("/pictures/<id:picture_id>/image", "GET"),
         ("/pictures/<id:picture_id>/panel", "GET"), ("/pictures/<id:picture_id>/rate", "POST"),
         ("/pictures/<id:picture_id>/show", "POST"), ("/pictures/<id:picture_id>/thumb", "GET"),

@@ -1,0 +1,86 @@
+"""Logging out ends the session on the server: copied cookies stop working; "log out everywhere"."""
+
+from __future__ import annotations
+
+import stat
+
+from frame.web.blueprint import SESSION_COOKIE
+from frame.web.sessions import MAX_SESSIONS, SESSIONS_FILE, SessionRegistry
+from tests.web.conftest import csrf_from, login, make_app
+
+
+def _copy_cookie(source, target) -> None:
+    target.set_cookie(SESSION_COOKIE, source.get_cookie(SESSION_COOKIE).value)
+
+
+def _csrf(client) -> str:
+    return csrf_from(client.get("/").get_data(as_text=True))
+
+
+def _can_queue(client, prompt: str, csrf: str | None = None) -> bool:
+    """Queue a prompt like the form does; ``csrf``: a form token kept from when the session worked
+    (the cookie still carries it after a logout)."""
+    response = client.post("/queue", data={"prompt": prompt, "csrf_token": csrf or _csrf(client)})
+    return response.status_code == 303
+
+
+def test_logout_revokes_every_copy_of_the_cookie(app, store):
+    phone, thief = app.test_client(), app.test_client()
+    assert login(phone).status_code == 303
+    _copy_cookie(phone, thief)
+    csrf = _csrf(thief)
+    assert _can_queue(thief, "copied cookie works while the owner is logged in", csrf)
+    assert phone.post("/logout", data={"csrf_token": _csrf(phone)}).status_code == 303
+    assert not _can_queue(thief, "must not be stored", csrf)
+    assert "Log in" in thief.get("/").get_data(as_text=True)
+    assert [p["prompt"] for p in store.queued_prompts()] == ["copied cookie works while the owner is logged in"]
+
+
+def test_log_out_everywhere_from_the_settings_page(app, store):
+    phone, laptop = app.test_client(), app.test_client()
+    login(phone)
+    login(laptop)
+    csrf = _csrf(phone)
+    settings = laptop.get("/config").get_data(as_text=True)
+    assert "Log out everywhere" in settings
+    response = laptop.post("/logout-everywhere", data={"csrf_token": csrf_from(settings)}, follow_redirects=True)
+    assert "Logged out everywhere: 2 sessions ended." in response.get_data(as_text=True)
+    assert not _can_queue(phone, "x", csrf)
+    assert "Log in" in laptop.get("/").get_data(as_text=True)
+    assert store.queued_prompts() == []
+    login(phone)
+    assert _can_queue(phone, "after logging in again")
+
+
+def test_sessions_survive_a_restart_but_not_a_logout(store, state_dir, pictures, controller):
+    first = make_app(store, state_dir, controller)
+    phone = first.test_client()
+    login(phone)
+    restarted = make_app(store, state_dir, controller).test_client()
+    _copy_cookie(phone, restarted)
+    assert _can_queue(restarted, "after a restart")
+    path = state_dir / SESSIONS_FILE
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert phone.get_cookie(SESSION_COOKIE).value not in path.read_text()  # digests only
+
+
+def test_registry_expires_idle_sessions_and_stays_bounded(tmp_path):
+    now = [1_000_000.0]
+    registry = SessionRegistry(tmp_path / SESSIONS_FILE, clock=lambda: now[0])
+    kept = registry.create()
+    now[0] += 89 * 86400
+    assert registry.valid(kept)  # used: the 90 days start again
+    idle = registry.create()
+    now[0] += 91 * 86400
+    assert not registry.valid(kept) and not registry.valid(idle)
+    ids = [registry.create() for _ in range(MAX_SESSIONS + 5)]
+    assert len(registry) == MAX_SESSIONS and not registry.valid(ids[0]) and registry.valid(ids[-1])
+    assert not registry.valid(None) and not registry.valid("") and not registry.valid(12)
+
+
+def test_damaged_registry_file_logs_everyone_out_and_keeps_working(tmp_path):
+    path = tmp_path / SESSIONS_FILE
+    path.write_bytes(b"\x00garbage")
+    registry = SessionRegistry(path)
+    assert len(registry) == 0
+    assert registry.valid(registry.create())
