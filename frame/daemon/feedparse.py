@@ -8,7 +8,8 @@ Three formats (schema in ``docs/daemon.md``):
 * ``rss``: RSS or Atom via ``feedparser``; each entry's title (and summary) fill the source's template.
 
 Feed text is untrusted: it is only ever used as a prompt string (never a shell argument or file name),
-control characters are removed, whitespace collapsed, length capped, and blocklisted items dropped.
+entities decoded and markup removed (plain text only), control characters and unpaired surrogates
+removed, whitespace collapsed, length capped, and blocklisted items dropped.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ log = logging.getLogger(__name__)
 
 TEMPLATE_FIELDS = frozenset({"title", "summary", "style", "theme"})
 _TAG = re.compile(r"<[^>]{0,2000}>")
+_ANGLE = re.compile(r"[<>]")
+_UNESCAPE_ROUNDS = 4
 _SPACE = re.compile(r"\s+")
 _SPACE_BEFORE_PUNCT = re.compile(r"\s+([,.;:!?])")
 
@@ -41,11 +44,23 @@ class Sanitiser:
     blocklist: tuple[str, ...] = ()
 
     def clean(self, text: Any) -> str:
-        """Printable single-line text of at most ``max_chars`` (cut at a word boundary), or ''."""
+        """Plain printable single-line text of at most ``max_chars`` (cut at a word boundary), or ''.
+
+        Entities are decoded *before* tags are removed (``&lt;img onerror=...&gt;`` is markup too,
+        once decoded), repeatedly for double-encoded text; any ``<``/``>`` left after that goes, so
+        no tag can come out. Unpaired surrogates (``"\ud800"`` from a JSON escape) are dropped:
+        SQLite cannot store them, and they are not text.
+        """
         if not isinstance(text, str):
             return ""
-        text = html.unescape(_TAG.sub(" ", text))
-        text = "".join(" " if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") else c for c in text)
+        for _ in range(_UNESCAPE_ROUNDS):
+            decoded = html.unescape(text)
+            if decoded == text:
+                break
+            text = decoded
+        text = _ANGLE.sub(" ", _TAG.sub(" ", text))
+        text = "".join("" if unicodedata.category(c) == "Cs" else
+                       " " if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") else c for c in text)
         text = _SPACE_BEFORE_PUNCT.sub(r"\1", _SPACE.sub(" ", text)).strip()
         if len(text) > self.max_chars:
             cut = text[: self.max_chars]

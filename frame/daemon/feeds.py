@@ -16,7 +16,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import requests
+import urllib3
 
+from frame.config.redact import redact_text, redact_url
+from frame.daemon.feedhttp import Deadline, DeadlinePassed, FeedSession, RedirectRefused, next_location
 from frame.daemon.feedparse import FeedFormatError, Sanitiser, parse_feed
 from frame.daemon.statefile import read_json, write_json
 from frame.daemon.store import Store, now_iso
@@ -45,7 +48,8 @@ class FetchResult:
 
 
 def feed_name(source: Any) -> str:
-    return source.name or urlsplit(source.url).netloc
+    """The feed's ``name``, else its host[:port] (never the userinfo of its URL)."""
+    return source.name or urlsplit(source.url).netloc.rpartition("@")[2]
 
 
 def _type_ok(fmt: str, content_type: str) -> bool:
@@ -56,7 +60,8 @@ def _type_ok(fmt: str, content_type: str) -> bool:
 
 
 class FeedFetcher:
-    """Downloads one feed at a time with the limits from ``config.feeds``."""
+    """Downloads one feed at a time with the limits from ``config.feeds``: the whole fetch — every
+    attempt, redirect, header and body byte — ends within ``feeds.timeout_seconds`` (``Deadline``)."""
 
     def __init__(self, feeds_config: Any, cache_dir: Path, *, attempts: int = 3, backoff: float = 2.0,
                  sleep: Callable[[float], None] = time.sleep, session: requests.Session | None = None) -> None:
@@ -65,64 +70,84 @@ class FeedFetcher:
         self.attempts = attempts
         self.backoff = backoff
         self.sleep = sleep
-        self.session = session or requests.Session()
+        self.session = session or FeedSession()
 
     def cache_file(self, url: str) -> Path:
         """Cache name from a hash of the URL: feed text or URLs never form a path."""
         return self.cache_dir / (hashlib.sha256(url.encode()).hexdigest()[:24] + ".json")
 
     def download(self, url: str, fmt: str, cached: dict | None) -> FetchResult:
-        """One GET with retries on connection problems, timeouts, 429 and 5xx."""
+        """One fetch: retries on connection problems, timeouts, 429 and 5xx while the deadline allows."""
         last_error = "no attempt made"
-        for attempt in range(self.attempts):
-            if attempt:
-                self.sleep(self.backoff * 2 ** (attempt - 1))
-            try:
-                return self._get(url, fmt, cached)
-            except (requests.ConnectionError, requests.Timeout) as exc:
-                last_error = f"{type(exc).__name__}: {exc}"
-            except _Retryable as exc:
-                last_error = str(exc)
-            log.info("feed %s: attempt %d/%d failed: %s", url, attempt + 1, self.attempts, last_error)
+        with Deadline(self.config.timeout_seconds) as deadline:
+            for attempt in range(self.attempts):
+                if attempt:
+                    pause = self.backoff * 2 ** (attempt - 1)
+                    if pause >= deadline.remaining():
+                        break  # no time left for another attempt: report the last failure
+                    self.sleep(pause)
+                try:
+                    return self._get(url, fmt, cached, deadline)
+                except DeadlinePassed as exc:
+                    raise FeedFetchError(str(exc)) from None
+                except (requests.ConnectionError, requests.Timeout, urllib3.exceptions.HTTPError) as exc:
+                    if deadline.expired:  # our own timer cut the socket
+                        raise FeedFetchError(deadline.message) from None
+                    last_error = f"{type(exc).__name__}: {exc}"
+                except _Retryable as exc:
+                    last_error = str(exc)
+                log.info("feed %s: attempt %d/%d failed: %s", redact_url(url), attempt + 1, self.attempts,
+                         redact_text(last_error))
         raise FeedFetchError(last_error)
 
-    def _get(self, url: str, fmt: str, cached: dict | None) -> FetchResult:
+    def _get(self, url: str, fmt: str, cached: dict | None, deadline: Deadline) -> FetchResult:
         headers = {"User-Agent": USER_AGENT, "Accept": ", ".join(t for t in ACCEPTED_TYPES[fmt] if "/" in t)}
         if cached and cached.get("etag"):
             headers["If-None-Match"] = cached["etag"]
         if cached and cached.get("last_modified"):
             headers["If-Modified-Since"] = cached["last_modified"]
-        timeout = self.config.timeout_seconds
-        started = time.monotonic()
-        with self.session.get(url, headers=headers, timeout=(timeout, timeout), stream=True,
-                              allow_redirects=True) as response:
-            if response.status_code == 304 and cached:
-                return FetchResult(b"", cached.get("etag"), cached.get("last_modified"), not_modified=True)
-            if response.status_code in RETRY_STATUS:
-                raise _Retryable(f"HTTP {response.status_code}")
-            if response.status_code != 200:
-                raise FeedFetchError(f"HTTP {response.status_code}")
-            content_type = response.headers.get("Content-Type", "")
-            if not _type_ok(fmt, content_type):
-                raise FeedFetchError(f"unexpected content type {content_type[:80]!r} for a {fmt} feed")
-            body = self._read_capped(response, started, timeout)
-            return FetchResult(body, response.headers.get("ETag"), response.headers.get("Last-Modified"))
+        hops = 0
+        while True:
+            deadline.check()
+            timeout = max(0.05, min(self.config.timeout_seconds, deadline.remaining()))
+            with self.session.get(url, headers=headers, timeout=(timeout, timeout), stream=True,
+                                  allow_redirects=False) as response:
+                try:
+                    target = next_location(response, hops)
+                except RedirectRefused as exc:
+                    raise FeedFetchError(str(exc)) from None
+                if target is None:
+                    return self._answer(response, fmt, cached, deadline)
+            url, hops = target, hops + 1
 
-    def _read_capped(self, response: requests.Response, started: float, timeout: float) -> bytes:
+    def _answer(self, response: requests.Response, fmt: str, cached: dict | None, deadline: Deadline) -> FetchResult:
+        if response.status_code == 304 and cached:
+            return FetchResult(b"", cached.get("etag"), cached.get("last_modified"), not_modified=True)
+        if response.status_code in RETRY_STATUS:
+            raise _Retryable(f"HTTP {response.status_code}")
+        if response.status_code != 200:
+            raise FeedFetchError(f"HTTP {response.status_code}")
+        content_type = response.headers.get("Content-Type", "")
+        if not _type_ok(fmt, content_type):
+            raise FeedFetchError(f"unexpected content type {content_type[:80]!r} for a {fmt} feed")
+        body = self._read_capped(response, deadline)
+        return FetchResult(body, response.headers.get("ETag"), response.headers.get("Last-Modified"))
+
+    def _read_capped(self, response: requests.Response, deadline: Deadline) -> bytes:
         limit = self.config.max_bytes
         declared = response.headers.get("Content-Length", "")
         if declared.isdigit() and int(declared) > limit:
             raise FeedFetchError(f"body of {int(declared)} bytes exceeds feeds.max_bytes={limit}")
         chunks, size = [], 0
-        # read1 returns whatever one socket read delivered, so a server dripping bytes slower than the
-        # read timeout cannot keep us inside one call: the total-time check below runs per chunk.
+        # read1 returns whatever one socket read delivered; a server dripping bytes is stopped by the
+        # deadline's timer (it shuts the socket, ending the read) and by the check per chunk
         while chunk := response.raw.read1(16384, decode_content=True):
             size += len(chunk)
             if size > limit:
                 raise FeedFetchError(f"body exceeds feeds.max_bytes={limit}")
-            if time.monotonic() - started > 2 * timeout:
-                raise FeedFetchError(f"download took longer than {2 * timeout:.0f} s (slow server)")
+            deadline.check()
             chunks.append(chunk)
+        deadline.check()  # a body cut short by the timer is not a feed
         return b"".join(chunks)
 
 
@@ -146,16 +171,18 @@ def fetch_feed(fetcher: FeedFetcher, source: Any, styles: tuple[str, ...]) -> tu
             return parse(base64.b64decode(cached["body"])), None, True
         items = parse(result.body)
         cache_path.parent.mkdir(parents=True, exist_ok=True)
-        write_json(cache_path, {"url": source.url, "etag": result.etag, "last_modified": result.last_modified,
-                                "fetched_at": now_iso(), "body": base64.b64encode(result.body).decode()})
+        write_json(cache_path, {"url": redact_url(source.url), "etag": result.etag,
+                                "last_modified": result.last_modified, "fetched_at": now_iso(),
+                                "body": base64.b64encode(result.body).decode()})
         return items, None, False
-    except (FeedFetchError, FeedFormatError, requests.RequestException, OSError) as exc:
-        error = f"{type(exc).__name__}: {exc}"[:300]
+    except (FeedFetchError, FeedFormatError, requests.RequestException, urllib3.exceptions.HTTPError,
+            OSError) as exc:
+        error = redact_text(f"{type(exc).__name__}: {exc}")[:300]
     if cached:
         try:
             return parse(base64.b64decode(cached["body"])), error, True
         except (FeedFormatError, ValueError, KeyError) as exc:
-            log.error("feed %s: the cached copy is unusable too: %s", source.url, exc)
+            log.error("feed %s: the cached copy is unusable too: %s", redact_url(source.url), exc)
     return [], error, False
 
 
@@ -168,17 +195,21 @@ def refresh_feeds(store: Store, config: Any, fetcher: FeedFetcher) -> dict[str, 
         started = time.monotonic()
         try:
             items, error, from_cache = fetch_feed(fetcher, source, tuple(config.taste.styles))
-        except Exception as exc:  # a bug in parsing must not stop the other feeds or the daemon
+            for item in items:
+                item["weight"] = item.get("weight", 1.0) * source.weight
+            if items or error is None:
+                store.replace_feed_items(name, items)
+        except Exception as exc:  # a bug (or a store failure) must not stop the other feeds or the daemon
             log.exception("feed %s: unexpected failure", name)
             items, error, from_cache = [], f"{type(exc).__name__}: {exc}", False
-        for item in items:
-            item["weight"] = item.get("weight", 1.0) * source.weight
-        if items or error is None:
-            store.replace_feed_items(name, items)
-        store.set_feed_health(name, source.url, error is None, len(items), error, from_cache)
+        try:
+            store.set_feed_health(name, redact_url(source.url), error is None, len(items),
+                                  redact_text(error) if error else None, from_cache)
+        except Exception:
+            log.exception("feed %s: could not record its health", name)
         counts[name] = len(items)
         if error:
-            log.warning("feed %s failed (%s); using %d cached prompts", name, error, len(items))
+            log.warning("feed %s failed (%s); using %d cached prompts", name, redact_text(error), len(items))
         log.info("feed %s: %d prompts in %.2f s%s", name, len(items), time.monotonic() - started,
                  " (cached copy)" if from_cache else "")
     return counts

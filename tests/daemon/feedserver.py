@@ -59,6 +59,28 @@ def drip(interval: float, count: int) -> Route:
     return route
 
 
+def redirect(location: str, status: int = 302) -> Route:
+    return reply(b"", "text/plain", status, headers={"Location": location})
+
+
+def drip_headers(interval: float, body: bytes = b"", content_type: str = "text/plain") -> Route:
+    """Status line and headers one byte per ``interval`` (each socket read gets a byte long before any
+    read timeout), then ``body`` at once."""
+    def route(handler: BaseHTTPRequestHandler) -> None:
+        head = (f"HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
+                "X-Padding: slow-slow-slow-slow-slow\r\n\r\n").encode()
+        try:
+            for byte in head:
+                handler.wfile.write(bytes([byte]))
+                handler.wfile.flush()
+                time.sleep(interval)
+            handler.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        handler.close_connection = True
+    return route
+
+
 class FeedServer:
     """``server.routes[path] = route``; ``server.url(path)``; ``server.hits[path]`` counts requests and
     ``server.last_headers[path]`` keeps the last request headers."""
