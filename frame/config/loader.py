@@ -17,8 +17,9 @@ from typing import Any
 
 import yaml
 
+from frame.config.redact import redact_text
 from frame.config.schema import Config
-from frame.config.validate import Path, Problems, build, format_path, secret_paths
+from frame.config.validate import Path, Problems, build, format_path, hide_secrets
 from frame.errors import ConfigError
 
 SYSTEM_CONFIG = FsPath("/etc/frame/config.yaml")
@@ -169,21 +170,18 @@ def check_config(path: str | os.PathLike | None = None, environ: Mapping[str, st
     reported = {line.split(":", 1)[0] for line in problems.lines}
     for key_path, message in deep_problems(config):
         if format_path(key_path) not in reported:  # a value the schema rejected was replaced by its default
-            problems.add(key_path, message)
+            problems.add(key_path, redact_text(message))  # they may quote a URL with its credentials
     if problems.lines:
         raise ConfigError(problems.lines, source)
     return config
 
 
 def to_plain(config: Any, reveal_secrets: bool = False) -> dict:
-    """The configuration as plain data for printing, secrets replaced by ``'***'`` (or ``''``)."""
+    """The configuration as plain data for printing: secrets replaced by ``'***'`` (or ``''``), URLs
+    that may carry credentials with their userinfo and query values hidden (as the schema marks)."""
     plain = dataclasses.asdict(config)
     if not reveal_secrets:
-        for path in secret_paths(type(config)):
-            target = plain
-            for part in path[:-1]:
-                target = target[part]
-            target[path[-1]] = "***" if target[path[-1]] else ""
+        plain = hide_secrets(type(config), plain)
     return _tuples_to_lists(plain)
 
 

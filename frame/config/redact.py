@@ -5,12 +5,14 @@ A feed or model URL may carry a secret in its userinfo (``https://user:password@
 query (``?key=...``, ``?token=...``). Whatever the parameter is called, its value may be the secret, so
 every query value is replaced, not just the ones whose names look secret; the names stay, so the owner
 still recognises the URL. ``redact_url`` handles one URL, ``redact_text`` every URL-like fragment in a
-message (requests puts the path and query of the failing URL into its exceptions).
+message (requests puts the path and query of the failing URL into its exceptions), ``redact_deep``
+every string of a status document.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 HIDDEN = "***"
@@ -51,3 +53,15 @@ def redact_text(text: str) -> str:
         return text
     text = _USERINFO.sub(f"{HIDDEN}@", text)
     return _QUERY_VALUE.sub(lambda m: f"{m.group(1)}={HIDDEN}", text)
+
+
+def redact_deep(data: Any) -> Any:
+    """``data`` (JSON-like: dicts, lists, strings) with ``redact_text`` applied to every string, for
+    status documents that quote URLs and errors from many places."""
+    if isinstance(data, str):
+        return redact_text(data)
+    if isinstance(data, dict):
+        return {key: redact_deep(value) for key, value in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [redact_deep(value) for value in data]
+    return data

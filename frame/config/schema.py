@@ -2,8 +2,10 @@
 
 The defaults here are the built-in layer; ``config.yaml`` at the repo root documents every key with the
 same defaults (a test keeps the two in step). Field metadata carries what the generic validator in
-``validate.py`` needs: ``check`` (a function returning an error message or ``None``) and ``secret``
-(never printed).
+``validate.py`` needs: ``check`` (a function returning an error message or ``None``) and ``secret``:
+``True`` for a value never printed (shown as ``***``), ``URL_SECRET`` for a URL whose userinfo and
+query values are hidden wherever it is shown (``frame.config.redact``); printers go by this marking,
+never by a key's name.
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ from typing import Literal
 
 from frame.config import checks
 
+URL_SECRET = "url"  # the value may be a URL carrying credentials (user:password@, ?key=...)
 
-def _opt(default, check=None, secret: bool = False):
-    """A field default with optional value check and secrecy flag."""
+
+def _opt(default, check=None, secret: bool | str = False):
+    """A field default with optional value check and secrecy marking (False, True or URL_SECRET)."""
     metadata = {"check": check, "secret": secret}
     if isinstance(default, (list, dict, tuple)):
         return field(default_factory=lambda: default, metadata=metadata)
@@ -24,7 +28,7 @@ def _opt(default, check=None, secret: bool = False):
 
 @dataclass(frozen=True)
 class ModelConfig:
-    source: str = _opt("demo", checks.model_source)
+    source: str = _opt("demo", checks.model_source, secret=URL_SECRET)
     weights: Literal["auto", "nocache", "prefetch", "ram"] = "auto"
     attention_slices: int | None = _opt(None, checks.positive)
     sampler: Literal["euler_a", "euler", "ddim", "dpm++2m", "dpm++2m_karras", "lcm"] = "euler_a"
@@ -73,7 +77,7 @@ class TasteConfig:
 
 @dataclass(frozen=True)
 class FeedSource:
-    url: str = _opt("", checks.http_url)
+    url: str = _opt("", checks.http_url, secret=URL_SECRET)
     format: Literal["json", "text", "rss"] = "json"
     name: str = ""
     template: str = "{title}, {style}"

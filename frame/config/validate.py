@@ -14,6 +14,8 @@ import typing
 from collections.abc import Callable
 from typing import Any, Literal
 
+from frame.config.redact import redact_url
+
 Path = tuple[str | int, ...]
 _MISSING = object()
 
@@ -131,19 +133,32 @@ def build(cls: type, data: Any, path: Path, problems: Problems) -> Any:
         check = spec.metadata.get("check")
         message = check(value) if check else None
         if message:
+            if spec.metadata.get("secret") == "url" and isinstance(value, str):
+                message = message.replace(value, redact_url(value))  # checks echo the value they refuse
             problems.add((*path, key), message)
             continue
         values[key] = value
     return cls(**values)
 
 
-def secret_paths(cls: type, path: Path = ()) -> list[Path]:
-    """Every field path marked secret, so printers can hide them."""
-    found = []
+def hide_secrets(cls: type, plain: Any) -> Any:
+    """``plain`` (``dataclasses.asdict`` of a ``cls``) with every field the schema marks secret hidden:
+    ``***`` for a whole secret (``""`` stays ``""``), the credential parts of a URL-secret. Walks nested
+    sections and lists of them (``feeds.sources``)."""
+    if not isinstance(plain, dict):
+        return plain
     hints = typing.get_type_hints(cls)
+    hidden = dict(plain)
     for spec in dataclasses.fields(cls):
-        if spec.metadata.get("secret"):
-            found.append((*path, spec.name))
-        elif dataclasses.is_dataclass(hints[spec.name]):
-            found.extend(secret_paths(hints[spec.name], (*path, spec.name)))
-    return found
+        if spec.name not in hidden:
+            continue
+        value, marking, tp = hidden[spec.name], spec.metadata.get("secret"), hints[spec.name]
+        if marking == "url":
+            hidden[spec.name] = redact_url(value) if isinstance(value, str) else value
+        elif marking:
+            hidden[spec.name] = "***" if value else ""
+        elif dataclasses.is_dataclass(tp):
+            hidden[spec.name] = hide_secrets(tp, value)
+        elif typing.get_origin(tp) is tuple and dataclasses.is_dataclass(typing.get_args(tp)[0]):
+            hidden[spec.name] = [hide_secrets(typing.get_args(tp)[0], item) for item in value]
+    return hidden

@@ -19,6 +19,7 @@ from flask import Blueprint, Flask, jsonify, request, send_file
 from werkzeug.exceptions import HTTPException, InternalServerError
 from werkzeug.routing import IntegerConverter
 
+from frame.config.redact import redact_deep, redact_url
 from frame.daemon import gallery
 from frame.daemon.feedparse import Sanitiser
 from frame.daemon.night import job_dir
@@ -97,6 +98,7 @@ def _body() -> dict[str, Any]:
 
 def _picture_json(picture: dict[str, Any], detail: bool = False) -> dict[str, Any]:
     data = {key: picture.get(key) for key in PUBLIC_FIELDS}
+    data["model"] = redact_url(data["model"])  # pictures painted before redaction may hold a model URL
     data["image_url"] = f"/api/pictures/{picture['id']}/image"
     data["panel_url"] = f"/api/pictures/{picture['id']}/image?variant=panel" if picture.get("panel_file") else None
     if detail:
@@ -164,7 +166,7 @@ def _read_routes(api: Blueprint, deps: _Deps) -> None:
         data = deps.controller.status() if deps.controller else {"state": "not running"}
         data["feeds"] = store.feed_health()
         data["queued_prompts"] = len(store.queued_prompts())
-        return jsonify(data)
+        return jsonify(redact_deep(data))  # open to the LAN: feed URLs and errors lose their credentials
 
     @api.get("/pictures")
     def pictures():

@@ -77,12 +77,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _status_offline(config: Any) -> dict[str, Any]:
     from frame.config import state_dir
+    from frame.config.redact import redact_deep
     from frame.daemon.store import Store
 
     store = Store.open(state_dir(config))
     try:
-        return {"state": "daemon not running", "shown": store.last_shown(), "renders": store.renders(3),
-                "feeds": store.feed_health(), "queued_prompts": len(store.queued_prompts())}
+        return redact_deep({"state": "daemon not running", "shown": store.last_shown(), "renders": store.renders(3),
+                            "feeds": store.feed_health(), "queued_prompts": len(store.queued_prompts())})
     finally:
         store.close()
 

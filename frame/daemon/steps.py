@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from frame.atomicfile import write_bytes_atomic
+from frame.config.redact import redact_url
 from frame.daemon.statefile import read_json, write_json
 from frame.errors import FrameError
 
@@ -242,7 +243,8 @@ def run_steps(job: dict[str, Any], config: Any, job_dir: Path, emit: Emit) -> di
         "theme": choice.get("theme", ""), "style": choice.get("style", ""), "origin": choice.get("origin", ""),
         "seed": job["seed"], "sampler": generation.get("sampler"), "steps": generation.get("steps"),
         "guidance": generation.get("guidance"), "width": generation.get("width"),
-        "height": generation.get("height"), "model": generation.get("model") or config.model.source,
+        "height": generation.get("height"),
+        "model": redact_url(generation.get("model") or config.model.source),  # stored and shown: no credentials
         "why": choice.get("why"), "features": choice.get("features"), "timings": timings,
     }
     plot = (choice.get("why") or {}).get("plot")

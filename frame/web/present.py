@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from frame.config.redact import redact_url
+
 STARS = 5
 
 
@@ -85,7 +87,7 @@ def _facts(picture: Mapping[str, Any]) -> list[tuple[str, str]]:
     facts = []
     for key, label in (("seed", "seed"), ("sampler", "sampler"), ("steps", "steps"), ("model", "model")):
         if picture.get(key) not in (None, ""):
-            facts.append((label, str(picture[key])))
+            facts.append((label, redact_url(str(picture[key]))))  # a model URL may carry credentials
     if picture.get("width") and picture.get("height"):
         facts.append(("size", f"{picture['width']}×{picture['height']}"))
     return facts

@@ -13,6 +13,7 @@ from typing import Any
 
 from frame.config import Config, check_config, to_plain
 from frame.config.loader import config_file_path
+from frame.config.redact import redact_text
 from frame.errors import ConfigError
 
 
@@ -79,6 +80,6 @@ def settings_report(config: Config, config_path: Path | None) -> dict[str, Any]:
         try:
             check_config(path)
         except ConfigError as exc:
-            problems = exc.problems
+            problems = [redact_text(problem) for problem in exc.problems]  # the page is open to the LAN
     return {"sections": grouped(flatten(to_plain(config))), "file": str(path) if path else "", "problems": problems,
             "notes": notes(config)}

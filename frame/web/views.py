@@ -12,6 +12,7 @@ from typing import Any
 
 from flask import Blueprint, abort, flash, redirect, render_template, request, session, url_for
 
+from frame.config.redact import redact_deep
 from frame.errors import FrameError
 from frame.web import auth, present
 from frame.web.blueprint import WebContext
@@ -164,11 +165,12 @@ def register_queue_and_status(bp: Blueprint, ctx: WebContext) -> None:
 
     @bp.get("/status")
     def status() -> Any:
-        live = live_status(ctx)
+        live = redact_deep(live_status(ctx))
         renders = [dict(r, started=present.short_time(r.get("started_at")),
-                        finished=present.short_time(r.get("finished_at"))) for r in ctx.store.renders(10)]
+                        finished=present.short_time(r.get("finished_at"))) for r in redact_deep(ctx.store.renders(10))]
         feeds = [dict(f, last_ok=present.short_time(f.get("last_ok_at")),
-                      last_attempt=present.short_time(f.get("last_attempt_at"))) for f in ctx.store.feed_health()]
+                      last_attempt=present.short_time(f.get("last_attempt_at")))
+                 for f in redact_deep(ctx.store.feed_health())]
         next_runs = sorted((name, present.short_time(when) or str(when))
                            for name, when in (live.get("next_runs") or {}).items() if when)
         return render_template("status.html", progress=present.progress_view(live), renders=renders,

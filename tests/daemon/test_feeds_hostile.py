@@ -192,3 +192,25 @@ def test_api_returns_queued_prompts_without_markup(config, store, tmp_path):
     client.post("/api/prompts", json={"prompt": "&lt;img src=x onerror=alert(1)&gt;a moth"},
                 headers={"Authorization": "Bearer owner-token-for-tests"})
     assert client.get("/api/prompts").get_json()["prompts"][0]["prompt"] == "a moth"
+
+
+# 14: credentials in feed URLs are used, never shown -------------------------------------------------
+
+def test_feed_credentials_are_sent_to_the_feed_but_never_shown(tmp_path, server, store):
+    from frame.daemon.app import create_app
+
+    server.routes["/f?key=K3Y-VALUE"] = reply(GOOD)
+    url = server.url("/f?key=K3Y-VALUE").replace("http://", "http://bob:hunter2@")
+    broken = server.url("/missing?key=K3Y-VALUE").replace("http://", "http://bob:hunter2@")
+    config = _config(tmp_path, FeedSource(url=url, format="json"), FeedSource(url=broken, format="json", name="b"))
+    refresh_feeds(store, config, FeedFetcher(config.feeds, tmp_path / "feeds", attempts=1))
+    assert server.last_headers["/f?key=K3Y-VALUE"]["Authorization"].startswith("Basic ")  # still used
+    store.set_feed_health("old", url, False, 0, f"ConnectionError: ... with url: /f?key=K3Y-VALUE ({url})", False)
+
+    client = create_app(config, store, token="owner-token-for-tests", state_dir=tmp_path).test_client()
+    for page in ("/api/status", "/status"):
+        text = client.get(page).get_data(as_text=True)
+        assert "127.0.0.1" in text and "key=***" in text
+        assert "hunter2" not in text and "K3Y-VALUE" not in text and "bob" not in text
+    cached = "".join(p.read_text() for p in (tmp_path / "feeds").glob("*.json"))
+    assert "hunter2" not in cached and "K3Y-VALUE" not in cached
