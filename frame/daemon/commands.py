@@ -99,6 +99,8 @@ def _describe(status: dict[str, Any]) -> str:
     lines.append(f"showing: picture {shown['picture_id']} ({shown.get('reason')})" if shown else "showing: nothing")
     if status.get("notice"):
         lines.append(f"notice: {status['notice']}")
+        if status.get("notice_details"):
+            lines.append(f"  details: {status['notice_details']}")
     for job, when in (status.get("next_runs") or {}).items():
         lines.append(f"next {job}: {when}")
     for feed in status.get("feeds") or []:

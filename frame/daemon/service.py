@@ -22,7 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from frame.daemon import buttons_bridge, infoscreen, schedule
+from frame.daemon import buttons_bridge, infoscreen, notices, schedule
 from frame.daemon import night as nights
 from frame.daemon.app import Busy, create_app
 from frame.daemon.feeds import FeedFetcher, refresh_feeds
@@ -203,13 +203,15 @@ class Daemon:
         if self.stop_event.is_set():
             return
         if picture_id is not None:
-            self.live.update(notice=None)
+            self.live.update(notice=None, notice_details=None)
             if night is None or datetime.now(self.tz) >= night.show_at:
                 self.request_show(picture_id, "new picture")
         elif outcome is not None and outcome.status == "deadline":
-            self.fallback("tonight's render missed its deadline")
+            self.fallback(notices.render_advice("missed", None), "the render missed its deadline")
         else:
-            self.fallback(f"the render failed ({outcome.error if outcome else 'internal error'})")
+            step = f" at step {outcome.step!r}" if outcome is not None and outcome.step else ""
+            error = f"the render failed{step}: {outcome.error if outcome else 'internal error (see the log)'}"
+            self.fallback(notices.render_advice("failed", error), error)
 
     def _resume_or_catch_up(self) -> None:
         """Resume a render cut short by a stop/crash/power cut, or start tonight's if it was missed."""
@@ -250,7 +252,7 @@ class Daemon:
         night = schedule.night_at(datetime.now(self.tz), self.config.schedule, self.tz)
         rows = self.store.query("SELECT status FROM renders WHERE night = ? AND kind = 'night'", (night.key,))
         if not rows and not self._render_lock.locked():
-            self.fallback(f"no render ran for night {night.key}")
+            self.fallback(notices.NO_RENDER, f"no render ran for night {night.key}")
 
     def show_time(self) -> None:
         night = schedule.night_at(datetime.now(self.tz), self.config.schedule, self.tz)
@@ -322,7 +324,7 @@ class Daemon:
                 result = nights.show_picture(self.ctx, picture_id, reason)
             except FrameError as exc:
                 log.error("%s; the previous picture stays shown", exc)
-                self.live.update(notice=f"could not show picture {picture_id}: {exc}")
+                self.live.update(notice=notices.show_failure_notice(picture_id), notice_details=str(exc))
                 if self._requested == picture_id:
                     self._requested = None
                 return
@@ -367,18 +369,20 @@ class Daemon:
             self._pending_show = None
             self.request_show(picture_id, reason)
 
-    def fallback(self, reason: str) -> None:
-        """Show the least recently shown favourite instead of tonight's picture, and say why."""
+    def fallback(self, reason: str, details: str | None = None) -> None:
+        """Show the least recently shown favourite instead of tonight's picture, and say why: ``reason``
+        is the owner's clause (``notices.render_advice``), ``details`` the raw error for the log and
+        the page's "details"."""
         favourites = self.store.favourite_ids()
         marks = ",".join("?" * len(favourites)) or "NULL"
         rows = self.store.query(
             f"SELECT p.id FROM pictures p LEFT JOIN shown s ON s.picture_id = p.id WHERE p.id IN ({marks}) "
             "GROUP BY p.id ORDER BY MAX(s.id) IS NOT NULL, MAX(s.id) LIMIT 1", tuple(favourites))
         if not rows:
-            self.live.update(notice=f"{reason}; no favourite to show instead")
-            log.warning("%s; no favourite to fall back on", reason)
+            self.live.update(notice=notices.fallback_notice(reason, None), notice_details=details)
+            log.warning("%s; no favourite to fall back on", details or reason)
             return
-        self.live.update(notice=f"{reason}; showing favourite {rows[0][0]} instead")
-        log.warning("%s; showing favourite %d instead", reason, rows[0][0])
+        self.live.update(notice=notices.fallback_notice(reason, rows[0][0]), notice_details=details)
+        log.warning("%s; showing favourite %d instead", details or reason, rows[0][0])
         self.request_show(rows[0][0], "fallback")
 

@@ -1,5 +1,6 @@
 """The daemon's live status: what is shown, the render in progress (stage, step, ETA), the fallback
-notice, next scheduled runs. Shared by the supervisor, scheduler and HTTP threads; listeners (the
+notice (one owner-facing sentence, ``frame.daemon.notices``) and its raw ``notice_details``, next
+scheduled runs. Shared by the supervisor, scheduler and HTTP threads; listeners (the
 systemd STATUS line) are told about every change.
 """
 
@@ -19,7 +20,8 @@ class LiveStatus:
         self._lock = threading.Lock()
         self._listeners: list[Callable[[str], None]] = []
         self._data: dict[str, Any] = {
-            "state": "idle", "shown": None, "render": None, "notice": None, "next_runs": {},
+            "state": "idle", "shown": None, "render": None, "notice": None, "notice_details": None,
+            "next_runs": {},
             "quiet": False, "started_at": time.time(),
         }
 

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from frame.config.redact import redact_url
+from frame.daemon import notices
 
 STARS = 5
 
@@ -138,4 +139,21 @@ def progress_view(status: Mapping[str, Any] | None) -> dict[str, Any]:
         "restarts": render.get("restarts") or 0,
         "has_preview": bool(render.get("preview")),
         "notice": str((status or {}).get("notice") or ""),
+        "notice_details": str((status or {}).get("notice_details") or ""),
     }
+
+
+def render_row_view(render: Mapping[str, Any]) -> dict[str, Any]:
+    """One row of the render history: times, and for a render that gave no picture the owner's
+    sentence (``failure``) with the raw error kept as ``details``."""
+    failed = render.get("status") in ("failed", "missed")
+    return dict(render, started=short_time(render.get("started_at")), finished=short_time(render.get("finished_at")),
+                failure=notices.render_failure(str(render.get("status")), render.get("error")) if failed else "",
+                details=str(render.get("error") or ""))
+
+
+def feed_view(feed: Mapping[str, Any]) -> dict[str, Any]:
+    """One feed's health: times, and when its last fetch failed a sentence plus the error as details."""
+    return dict(feed, last_ok=short_time(feed.get("last_ok_at")), last_attempt=short_time(feed.get("last_attempt_at")),
+                failure=notices.feed_failure(bool(feed.get("from_cache"))) if feed.get("last_error") else "",
+                details=str(feed.get("last_error") or ""))

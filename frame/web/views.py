@@ -13,6 +13,7 @@ from typing import Any
 from flask import Blueprint, abort, flash, redirect, render_template, request, session, url_for
 
 from frame.config.redact import redact_deep
+from frame.daemon.infoscreen import INFO_REASON
 from frame.errors import FrameError
 from frame.web import auth, present
 from frame.web.blueprint import WebContext
@@ -46,16 +47,20 @@ def live_status(ctx: WebContext) -> dict[str, Any]:
         return {}
 
 
-def shown_picture_id(ctx: WebContext, status: dict[str, Any]) -> int | None:
-    """What is on the panel: live status first, then the store's display history, then the newest."""
+def on_panel(ctx: WebContext, status: dict[str, Any]) -> tuple[int | None, bool]:
+    """What the panel shows: (picture id or None, whether the info screen covers it). The daemon's live
+    status first, then the store's display history. None means the panel has shown nothing yet — a
+    finished picture may still wait for its show time, and must not be called "now showing"."""
     shown = status.get("shown")
-    if isinstance(shown, dict) and isinstance(shown.get("picture_id"), int):
-        return shown["picture_id"]
+    if isinstance(shown, dict):
+        picture_id = shown.get("picture_id")
+        info = shown.get("reason") == INFO_REASON
+        if isinstance(picture_id, int) and not isinstance(picture_id, bool):
+            return picture_id, info
+        if info:
+            return None, True
     last = ctx.store.last_shown()
-    if last:
-        return last["picture_id"]
-    newest = ctx.store.pictures(limit=1)
-    return newest[0]["id"] if newest else None
+    return (last["picture_id"], last.get("reason") == INFO_REASON) if last else (None, False)
 
 
 def register(bp: Blueprint, ctx: WebContext) -> None:
@@ -71,14 +76,18 @@ def register_pictures(bp: Blueprint, ctx: WebContext) -> None:
 
     @bp.get("/")
     def now() -> Any:
+        """What the panel shows; when it has shown nothing yet (or that picture is gone), the newest
+        picture, labelled as waiting — never as "now showing"."""
         status = live_status(ctx)
-        picture_id = shown_picture_id(ctx, status)
+        picture_id, info_screen = on_panel(ctx, status)
         picture = ctx.store.picture(picture_id) if picture_id is not None else None
-        if picture is None:  # the shown picture was deleted meanwhile: show the newest instead
+        now_showing = picture is not None
+        if picture is None:
             newest = ctx.store.pictures(limit=1)
             picture = newest[0] if newest else None
         return render_template("picture.html", picture=present.picture_view(picture) if picture else None,
-                               now_showing=True, progress=present.progress_view(status))
+                               now_showing=now_showing, home=True, info_screen=info_screen,
+                               progress=present.progress_view(status))
 
     @bp.get("/pictures/<id:picture_id>")
     def picture(picture_id: int) -> Any:
@@ -86,7 +95,7 @@ def register_pictures(bp: Blueprint, ctx: WebContext) -> None:
         if row is None:
             abort(404)
         return render_template("picture.html", picture=present.picture_view(row), now_showing=False,
-                               progress=None)
+                               home=False, info_screen=False, progress=None)
 
     @bp.post("/pictures/<id:picture_id>/rate")
     def rate(picture_id: int) -> Any:
@@ -166,11 +175,8 @@ def register_queue_and_status(bp: Blueprint, ctx: WebContext) -> None:
     @bp.get("/status")
     def status() -> Any:
         live = redact_deep(live_status(ctx))
-        renders = [dict(r, started=present.short_time(r.get("started_at")),
-                        finished=present.short_time(r.get("finished_at"))) for r in redact_deep(ctx.store.renders(10))]
-        feeds = [dict(f, last_ok=present.short_time(f.get("last_ok_at")),
-                      last_attempt=present.short_time(f.get("last_attempt_at")))
-                 for f in redact_deep(ctx.store.feed_health())]
+        renders = [present.render_row_view(r) for r in redact_deep(ctx.store.renders(10))]
+        feeds = [present.feed_view(f) for f in redact_deep(ctx.store.feed_health())]
         next_runs = sorted((name, present.short_time(when) or str(when))
                            for name, when in (live.get("next_runs") or {}).items() if when)
         return render_template("status.html", progress=present.progress_view(live), renders=renders,

@@ -110,13 +110,17 @@ def test_failed_render_falls_back_to_a_favourite(daemon):
     _wait(lambda: daemon.store.last_shown() is not None)
     shown = daemon.store.last_shown()
     assert (shown["picture_id"], shown["reason"]) == (favourite, "fallback")
-    assert "missed its deadline" in daemon.status()["notice"]
+    status = daemon.status()
+    assert status["notice"].startswith("No new picture — it was not finished by the deadline")
+    assert f"favourite {favourite} is shown" in status["notice"]
+    assert status["notice_details"] == "the render missed its deadline"
 
 
 def test_no_favourite_says_so(daemon):
     FakeSupervisor.render_status = "failed"
     daemon.render_now()
-    _wait(lambda: (daemon.status()["notice"] or "").endswith("no favourite to show instead"))
+    _wait(lambda: (daemon.status()["notice"] or "").endswith("like a picture to have a favourite shown next time."))
+    assert "failed" in daemon.status()["notice_details"]
 
 
 def test_quiet_hours_defer_the_panel_refresh(daemon):
@@ -175,6 +179,26 @@ def test_picture_waits_for_show_time(tmp_path):
         daemon.show_time()
         _wait(lambda: daemon.store.last_shown() is not None)
         assert daemon.store.last_shown()["reason"] == "tonight's picture"
+    finally:
+        daemon.stop()
+
+
+def test_phone_page_says_nothing_is_shown_until_show_time(tmp_path):
+    """The real daemon's page agrees with the panel (and 'frame status'): a finished picture waiting for
+    its show time is not "now showing"."""
+    import requests
+
+    daemon = _daemon(tmp_path, render_at=clock(-30), deadline=clock(120), show_at=clock(60))
+    try:
+        daemon.start()
+        _wait(lambda: daemon.store.renders(1) and daemon.store.renders(1)[0]["status"] == "done")
+        page = requests.get(f"http://127.0.0.1:{daemon.server.port}/", timeout=5).text
+        assert daemon.status()["shown"] is None
+        assert "Nothing on the frame yet" in page and "Now showing" not in page
+        daemon.show_time()
+        _wait(lambda: daemon.store.last_shown() is not None)
+        page = requests.get(f"http://127.0.0.1:{daemon.server.port}/", timeout=5).text
+        assert "Now showing" in page and "Nothing on the frame yet" not in page
     finally:
         daemon.stop()
 

@@ -89,10 +89,13 @@ class FakeController:
         self.render: dict | None = None
         self.shown: list[int] = []
         self.renders = 0
+        self.notice: str | None = None
+        self.notice_details: str | None = None
 
     def status(self) -> dict:
         return {"state": "rendering" if self.render else "idle", "shown": None, "render": self.render,
-                "notice": None, "next_runs": {"nightly_render": "2026-11-30T01:00:00+00:00"}}
+                "notice": self.notice, "notice_details": self.notice_details,
+                "next_runs": {"nightly_render": "2026-11-30T01:00:00+00:00"}}
 
     def render_now(self) -> dict:
         self.renders += 1

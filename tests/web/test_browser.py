@@ -137,3 +137,39 @@ def test_progress_is_polled_without_reload(server, page, controller, store, stat
     preview = page.get_by_alt_text("Low-resolution preview of the picture being painted")
     assert preview.evaluate("img => img.decode().then(() => img.naturalWidth)") == 100
     shot(page, "7-status-rendering")
+
+
+LONG_PATH = "/var/lib/frame/checkpoints/render-12/diffusion/" + "unet-weights-shard-" * 20 + ".bin"
+LONG_ERROR = f"failed at step 'load model': FileNotFoundError: [Errno 2] No such file or directory: '{LONG_PATH}'"
+
+
+def _no_horizontal_overflow(page) -> None:
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 390, f"the page is {width} px wide in a 390 px viewport"
+
+
+def test_long_failures_fit_a_phone_screen(server, page, controller, store):
+    """Raw exception text once made the page 486 px wide in a 390 px viewport and clipped the renders
+    table: failures now read as one sentence, the raw error waits behind "details" and wraps."""
+    from frame.daemon import notices
+
+    controller.notice = notices.fallback_notice(notices.render_advice("failed", LONG_ERROR), 3)
+    controller.notice_details = "the render failed at step 'load model': " + LONG_ERROR
+    render = store.start_render("night", "2026-11-29")
+    store.finish_render(render, "failed", error=LONG_ERROR)
+    store.set_feed_health("museum-rss", "https://example.org/rss", ok=False, items=0, error=LONG_ERROR * 2,
+                          from_cache=False)
+    for path in ("/", "/status"):
+        page.goto(server + path)
+        notice = page.locator(".notice")
+        sync_api.expect(notice).to_contain_text("No new picture — the model could not be loaded")
+        sync_api.expect(notice.get_by_text(LONG_PATH, exact=False)).to_be_hidden()
+        _no_horizontal_overflow(page)
+        for summary in page.get_by_text("details", exact=True).all():
+            summary.click()
+        sync_api.expect(notice.get_by_text(LONG_PATH, exact=False)).to_be_visible()
+        _no_horizontal_overflow(page)
+        shot(page, f"8-failure{path.replace('/', '-')}")
+    table = page.locator(".table-wrap")
+    assert table.evaluate("el => el.scrollWidth <= el.clientWidth"), "the renders table is clipped"
+    sync_api.expect(page.locator("table")).to_contain_text("The model could not be loaded: check model.source")

@@ -25,13 +25,27 @@ def test_now_showing_has_picture_prompt_theme_and_why(client, pictures):
     assert 'id="progress"' in html and "hidden" in html.split('id="progress"')[1].split(">")[0]
 
 
-def test_now_showing_falls_back_to_newest_without_display_history(store, state_dir):
+def test_a_picture_never_shown_is_not_called_now_showing(store, state_dir):
+    """After the first render, before its show time, the panel shows nothing: the page says so and
+    offers the newest picture as waiting (it once said "Now showing" while frame status said nothing)."""
     from tests.web.conftest import write_png
 
     write_png(state_dir / "gallery" / "a.png", (1, 2, 3))
     picture_id = store.add_picture(file="a.png", prompt="only picture")
     html = text(make_app(store, state_dir).test_client().get("/"))
     assert f'data-picture-id="{picture_id}"' in html and "No explanation was stored" in html
+    assert "Nothing on the frame yet" in html and "Newest picture, not on the frame yet" in html
+    assert "Now showing" not in html
+
+
+def test_now_showing_is_the_panel_picture_not_the_newest(store, state_dir, pictures, controller):
+    newer = store.add_picture(file="new.png", prompt="painted tonight, shown at 07:00")
+    html = text(make_app(store, state_dir, controller).test_client().get("/"))
+    assert f'data-picture-id="{pictures["new"]}"' in html and f'data-picture-id="{newer}"' not in html
+    assert "Now showing" in html
+    store.record_shown(pictures["new"], "info screen")
+    html = text(make_app(store, state_dir, controller).test_client().get("/"))
+    assert "info screen is on the panel" in html and "Under the info screen" in html
 
 
 def test_empty_store_says_nothing_painted(store, state_dir):

@@ -1,0 +1,78 @@
+"""What the owner reads when something failed: one sentence that says what to do, with the raw error
+kept apart as details (the phone page puts them behind a "details" disclosure).
+
+Raw exception text is for the log and for whoever debugs; on a phone it is noise, and a long path or
+URL without spaces once made the page wider than the screen. Every failure the owner sees — the
+fallback notice, a failed render in the history, a failing feed — goes through here.
+"""
+
+from __future__ import annotations
+
+import re
+
+_STEP = re.compile(r"at step '([^']+)'")
+
+# What a failure in each worker step means for the owner, and what to check.
+STEP_ADVICE = {
+    "load model": "the model could not be loaded: check model.source on the settings page",
+    "choose": "no prompt could be chosen: check taste.themes and the prompt feeds",
+    "generate": "painting the picture failed: if it happens again, the details and the log "
+                "(journalctl -u frame) say why",
+    "prepare": "the picture could not be prepared for the panel: check display.panel and display.palette",
+    "show": "the panel could not be updated: check its cable and display.panel",
+    "store": "the picture could not be saved: the SD card may be full (keep fewer pictures with "
+             "gallery.max_pictures)",
+    "job": "the render's job files were unreadable: the next render starts afresh",
+}
+NO_RENDER = "no render ran last night (was the frame switched off?); it paints again tonight"
+UNEXPECTED = "something unexpected failed: if it happens again, the details and the log (journalctl -u frame) say why"
+
+
+def render_advice(status: str, error: str | None) -> str:
+    """Lower-case clause for a render that ended with ``status`` (failed / missed / ...) and ``error``."""
+    text = error or ""
+    lowered = text.lower()
+    if status == "missed" or "deadline" in lowered:
+        if "daemon was down" in lowered:
+            return "the frame was off or restarting until after the deadline; nothing to do"
+        return "it was not finished by the deadline: fewer steps (model.steps) or a smaller model.size finish sooner"
+    if "superseded" in lowered:
+        return "a newer render replaced it; nothing to do"
+    if "memory" in lowered:
+        return ("it ran out of memory: use a smaller model.size, or raise worker.memory_limit_mb if the "
+                "frame has room")
+    if "no space left" in lowered or "disk is full" in lowered or "storage is full" in lowered:
+        return "the SD card is full: keep fewer pictures (gallery.max_pictures, gallery.max_disk_mb)"
+    step = _STEP.search(text)
+    if step and step.group(1) in STEP_ADVICE:
+        return STEP_ADVICE[step.group(1)]
+    return UNEXPECTED
+
+
+def sentence(clause: str) -> str:
+    """A clause as a sentence: capital first letter, full stop."""
+    clause = clause.strip().rstrip(".")
+    return clause[:1].upper() + clause[1:] + "." if clause else ""
+
+
+def render_failure(status: str, error: str | None) -> str:
+    """The sentence the history shows for a render that did not produce a picture."""
+    return sentence(render_advice(status, error))
+
+
+def fallback_notice(cause: str, favourite: int | None) -> str:
+    """The notice when tonight's picture did not come: ``cause`` is a ``render_advice`` clause."""
+    instead = (f"favourite {favourite} is shown meanwhile" if favourite is not None
+               else "like a picture to have a favourite shown next time")
+    return sentence(f"No new picture — {cause}; {instead}")
+
+
+def show_failure_notice(picture_id: int) -> str:
+    return sentence(f"Picture {picture_id} could not be shown, so the previous one stays: {STEP_ADVICE['show']}")
+
+
+def feed_failure(from_cache: bool) -> str:
+    """The sentence for a feed whose last fetch failed (the error itself goes to the details)."""
+    if from_cache:
+        return "The last fetch failed; its last good prompts are used meanwhile."
+    return "The last fetch failed and there is no earlier copy: check the feed's URL on the settings page."
