@@ -56,10 +56,23 @@ def test_only_one_render_at_a_time_across_processes(ctx):
     fd = os.open(ctx.state_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
     fcntl.flock(fd, fcntl.LOCK_EX)
     stages = []
-    ctx.status.add_listener(lambda line: stages.append(line))
+    released = threading.Lock()
+
+    def release() -> None:  # once: when the worker says it waits (or after 30 s, so a failure cannot hang)
+        if released.acquire(blocking=False):
+            os.close(fd)
+
+    def listen(line: str) -> None:
+        stages.append(line)
+        if "waiting for another render" in line:
+            release()
+
+    ctx.status.add_listener(listen)
     render_id = ctx.store.start_render("now", None)
-    threading.Timer(1.0, lambda: os.close(fd)).start()
+    fallback = threading.Timer(30.0, release)
+    fallback.start()
     outcome, _ = night.render(ctx, render_id, "now")
+    fallback.cancel()
     assert any("waiting for another render" in line for line in stages)
     assert outcome.step == "load model"  # ran after the lock was released
 
