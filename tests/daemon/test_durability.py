@@ -135,10 +135,20 @@ def test_leftover_job_folders_are_removed_at_start(tmp_path):
     daemon = _daemon(tmp_path)
     done = daemon.store.start_render("now", None)
     daemon.store.finish_render(done, "done")
-    for name in (f"render-{done}", "render-77", "show-3-abcd1234"):
+    for name in (f"render-{done}", "render-77", "show-3-abcd1234", "info-abcd1234"):
         (tmp_path / "checkpoints" / name).mkdir(parents=True)
     try:
         daemon.start()
         assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == []
     finally:
         daemon.stop()
+
+
+def test_the_virtual_panel_folder_is_created_durably(tmp_path, monkeypatch):
+    """The panel-care record (refresh times that protect the panel) lives in it."""
+    from frame.display.drivers.virtual import VirtualDriver
+    from frame.display.panels import get_panel
+
+    synced = record_fsyncs(monkeypatch)
+    VirtualDriver(get_panel("virtual", "96x64", "spectra6"), tmp_path / "display").init()
+    assert synced == [str(tmp_path)]
