@@ -3,8 +3,8 @@ items, render history, what was shown and feed health.
 
 Every commit is durable when it returns (``synchronous = FULL``: the WAL is fdatasynced at each
 commit). A rating answered with 200 survives a power cut, and the night's picture record is on the card
-before its job folder is removed. Measured with the crash harness's recorder (``docs/durability.md``):
-5 more fdatasyncs per night than ``NORMAL``, milliseconds of a render that takes minutes to hours.
+before its job folder is removed. Measured by ``benchmarks/durability.py`` (``docs/durability.md``):
+6 more fdatasyncs per night than ``NORMAL`` (+19 ms on the test machine), against a render of minutes.
 
 One ``Store`` is shared by the daemon's threads (scheduler, HTTP server, supervisor), so every call
 takes a lock and runs in autocommit mode or one explicit transaction. Pictures' *files* live in the
