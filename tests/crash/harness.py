@@ -8,8 +8,10 @@
    images of each model (``kill``, ``lost``, ``meta``; ``torn`` in the middle of every write) and checks
    the file rules on each. Each distinct image is then put on disk where the state folder was and the
    daemon's start path runs on it (``checks.run_start``); its results are checked against what had been
-   committed before the cut (``checks.Expectations``). Identical images (same inodes, same versions)
-   are started once; their results are checked against every cut point that produced them.
+   committed before the cut (``checks.Expectations``). The start runs once per image the start path
+   cannot tell apart (``checks.crash_view``: the same logical store content after SQLite's own
+   recovery, the same bytes in every other file it reads, the same folders); its result is checked
+   against every cut point that produced such an image.
 
 Findings are grouped by message, each with the first cut that showed it and how many cuts did.
 """
