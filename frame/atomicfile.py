@@ -4,12 +4,18 @@ A frame on a wall loses power without warning, so every file that must survive (
 state files, the token, the render checkpoint, the panel-care record) is written the same way:
 complete into a temporary file beside the target, fsynced, renamed over the target, then the folder
 is fsynced so the rename itself reaches the card. One implementation keeps that order in one place.
+
+Folders follow the same rule: a new folder exists after a power cut only if its parent was fsynced
+after the ``mkdir`` (``make_dirs``), and a removed one stays removed only if its parent was fsynced
+after the removal (``remove_tree``). Without that, a job folder whose files were all fsynced can vanish
+whole. ``docs/durability.md`` lists what each file of the state folder promises.
 """
 
 from __future__ import annotations
 
 import glob
 import os
+import shutil
 import threading
 from pathlib import Path
 
@@ -30,6 +36,44 @@ def fsync_dir(folder: str | os.PathLike) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def make_dirs(folder: str | os.PathLike) -> None:
+    """``mkdir -p`` that survives a power cut: each folder it creates has its parent fsynced after
+    the ``mkdir``. Folders that already exist are left alone (whoever created them made them durable)."""
+    folder = Path(folder)
+    missing = []
+    while not folder.is_dir():
+        missing.append(folder)
+        if folder.parent == folder:
+            break
+        folder = folder.parent
+    for created in reversed(missing):
+        try:
+            created.mkdir()
+        except FileExistsError:
+            if not created.is_dir():
+                raise
+            continue
+        fsync_dir(created.parent)
+
+
+def remove_tree(folder: str | os.PathLike) -> None:
+    """Remove a folder and everything in it, durably: the parent is fsynced after the removal, so a
+    power cut cannot bring the folder back. A folder that is already gone is not an error."""
+    folder = Path(folder)
+    shutil.rmtree(folder, ignore_errors=True)
+    fsync_dir(folder.parent)
+
+
+def replace_durably(source: str | os.PathLike, target: str | os.PathLike) -> None:
+    """``os.replace`` whose result survives a power cut (the folder of each name is fsynced). The
+    caller has already fsynced ``source``'s data."""
+    source, target = Path(source), Path(target)
+    os.replace(source, target)
+    fsync_dir(target.parent)
+    if source.parent != target.parent:
+        fsync_dir(source.parent)
 
 
 def write_bytes_atomic(path: str | os.PathLike, data: bytes, mode: int = 0o644) -> None:

@@ -72,3 +72,40 @@ def test_private_file_is_exactly_0600_whatever_the_umask_and_the_old_mode(tmp_pa
         os.umask(old)
     assert path.read_bytes() == b"key"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_make_dirs_fsyncs_the_parent_of_every_folder_it_creates(tmp_path, monkeypatch):
+    from tests.fsyncspy import record_fsyncs
+
+    (tmp_path / "state").mkdir()
+    synced = record_fsyncs(monkeypatch)
+    atomicfile.make_dirs(tmp_path / "state" / "checkpoints" / "render-1")
+    assert (tmp_path / "state" / "checkpoints" / "render-1").is_dir()
+    assert synced == [str(tmp_path / "state"), str(tmp_path / "state" / "checkpoints")]
+    synced.clear()
+    atomicfile.make_dirs(tmp_path / "state" / "checkpoints" / "render-1")  # exists: nothing to sync
+    assert synced == []
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(OSError):
+        atomicfile.make_dirs(tmp_path / "file" / "sub")
+
+
+def test_remove_tree_fsyncs_the_parent_after_removing(tmp_path, monkeypatch):
+    from tests.fsyncspy import record_fsyncs
+
+    folder = tmp_path / "checkpoints" / "render-1"
+    (folder / "diffusion").mkdir(parents=True)
+    (folder / "job.json").write_text("{}")
+    synced = record_fsyncs(monkeypatch)
+    atomicfile.remove_tree(folder)
+    assert not folder.exists() and synced == [str(tmp_path / "checkpoints")]
+    atomicfile.remove_tree(folder)  # already gone: not an error
+
+
+def test_replace_durably_fsyncs_the_folder_after_the_rename(tmp_path, monkeypatch):
+    from tests.fsyncspy import record_fsyncs
+
+    (tmp_path / "a.tmp").write_text("new")
+    synced = record_fsyncs(monkeypatch)
+    atomicfile.replace_durably(tmp_path / "a.tmp", tmp_path / "a")
+    assert (tmp_path / "a").read_text() == "new" and synced == [str(tmp_path)]

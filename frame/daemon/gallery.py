@@ -4,17 +4,22 @@ A picture is first written complete into the gallery under a temp name, fsynced 
 then recorded in the store — so the database never points at a half-written file, and a full disk
 fails the save cleanly while the previous picture stays on the panel. File names are made from the
 time and the render id only: prompt or feed text never becomes part of a path.
+
+Retention runs the other way round: the record is deleted (a durable commit) before the files, so a
+power cut in between leaves unreferenced files, never a record pointing at a missing one; those files
+are removed by the next retention run (``_leftover_files``).
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from frame.atomicfile import write_bytes_atomic
+from frame.atomicfile import fsync_dir, make_dirs, write_bytes_atomic
 from frame.daemon.store import Store
 from frame.errors import FrameError
 
@@ -39,7 +44,7 @@ def publish(store: Store, state_dir: Path, render_id: int, image: Path, panel: P
     Raises FrameError when the files cannot be written (e.g. disk full); nothing is recorded then.
     """
     folder = gallery_dir(state_dir)
-    folder.mkdir(parents=True, exist_ok=True)
+    make_dirs(folder)
     stem = f"{datetime.now(UTC):%Y%m%d-%H%M%S}-r{render_id}"
     sources = {f"{stem}.png": image, f"{stem}-panel.png": panel, f"{stem}-why.png": why_plot}
     written: list[Path] = []
@@ -81,19 +86,43 @@ def apply_retention(store: Store, state_dir: Path, policy: Retention, keep: set[
     total = sum(r["bytes"] or 0 for r in rows)
     limit_bytes = policy.max_disk_mb * 1024 * 1024
     deleted: list[int] = []
+    files: list[Path] = []
     for row in rows:
         if count <= policy.max_pictures and total <= limit_bytes:
             break
         if row["id"] in protected:
             continue
-        for name in (row["file"], row["panel_file"], row["plot"]):
-            path = picture_path(state_dir, name)
-            if path is not None:
-                path.unlink(missing_ok=True)
-        store.delete_picture(row["id"])
+        store.delete_picture(row["id"])  # the record first: it never points at a deleted file
+        files += [p for p in (picture_path(state_dir, n) for n in (row["file"], row["panel_file"], row["plot"])) if p]
         deleted.append(row["id"])
         count -= 1
         total -= row["bytes"] or 0
+    files += _leftover_files(store, state_dir)
+    for path in files:
+        path.unlink(missing_ok=True)
+    if files:
+        fsync_dir(gallery_dir(state_dir))
     if deleted:
         log.info("gallery retention removed %d pictures (now %d, %.1f MB)", len(deleted), count, total / 2**20)
     return deleted
+
+
+_RENDER_OF_FILE = re.compile(r"-r(\d+)(?:-panel|-why)?\.png$")
+
+
+def _leftover_files(store: Store, state_dir: Path) -> list[Path]:
+    """Gallery files of pictures retention already deleted from the store (a power cut came between
+    the record and the files). Only files of a render that finished with a picture that no longer
+    exists qualify: after a restore from an older backup, newer pictures' files stay untouched."""
+    folder = gallery_dir(state_dir)
+    try:
+        names = [p.name for p in folder.iterdir() if _RENDER_OF_FILE.search(p.name)]
+    except FileNotFoundError:
+        return []
+    referenced = {name for row in store.query(
+        "SELECT file, panel_file, json_extract(why, '$.plot') FROM pictures") for name in row if name}
+    gone = {row[0] for row in store.query(
+        "SELECT r.id FROM renders r WHERE r.status = 'done' AND r.picture_id IS NOT NULL AND "
+        "NOT EXISTS (SELECT 1 FROM pictures p WHERE p.id = r.picture_id)")}
+    return [folder / name for name in names
+            if name not in referenced and int(_RENDER_OF_FILE.search(name).group(1)) in gone]

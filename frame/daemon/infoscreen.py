@@ -28,7 +28,7 @@ from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import Any
 
-from frame.atomicfile import write_bytes_atomic
+from frame.atomicfile import make_dirs, write_bytes_atomic
 from frame.daemon import gallery, worker
 from frame.daemon.statefile import read_json
 from frame.daemon.store import Store
@@ -116,7 +116,7 @@ def show_info(ctx: Any, facts: dict[str, Any]) -> dict[str, Any]:
     from frame.daemon.night import write_job_files
 
     folder = Path(ctx.state_dir) / "checkpoints" / f"info-{secrets.token_hex(4)}"
-    folder.mkdir(parents=True, exist_ok=True)
+    make_dirs(folder)  # transient (swept at start), but it may be what creates checkpoints/
     write_job_files(folder, ctx.config, {"kind": "show", "state_dir": str(ctx.state_dir),
                                          "image": str(folder / INFO_FILE), "panel": None, "info": facts})
     supervisor = ctx.supervisor_factory(ctx.config.worker.memory_limit_mb, 1,

@@ -4,13 +4,20 @@ the picture, show it; and ``run_night`` — the same thing synchronously for ``f
 The job description (seed, chosen prompt or candidates, rating history) is written once into
 ``<state_dir>/checkpoints/render-<id>/`` before the first worker starts, so every restart — after a
 crash, an OOM kill or a daemon restart — renders exactly the same picture from its checkpoint.
+
+The folder is created and removed durably (its parent fsynced), and only after the render's record is
+committed (created) or finished (removed). A render whose job file never reached the card is not
+resumed under its id with a new seed: the daemon closes it and starts a new render
+(``job_resumable``); folders of renders that are not running are removed at start (``sweep_jobs``).
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import secrets
 import shutil
+import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -20,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from frame.atomicfile import write_bytes_atomic
+from frame.atomicfile import make_dirs, remove_tree, write_bytes_atomic
 from frame.daemon import gallery
 from frame.daemon.recovery import backup_path
 from frame.daemon.statefile import read_json, write_json
@@ -69,8 +76,29 @@ def job_dir(state_dir: Path, render_id: int) -> Path:
 
 
 def discard_job(state_dir: Path, render_id: int) -> None:
-    """Remove a render's checkpoint folder once it can no longer be resumed."""
-    shutil.rmtree(job_dir(state_dir, render_id), ignore_errors=True)
+    """Remove a render's checkpoint folder once it can no longer be resumed (durably)."""
+    folder = job_dir(state_dir, render_id)
+    if folder.exists():
+        remove_tree(folder)
+
+
+def job_resumable(state_dir: Path, render_id: int) -> bool:
+    """Whether the render's job file is on disk and intact (else resuming would need a new seed)."""
+    return isinstance(read_json(job_dir(state_dir, render_id) / "job.json"), dict)
+
+
+def sweep_jobs(state_dir: Path, running: set[int]) -> None:
+    """At start: remove job folders of renders that are not running (their removal was cut short, or
+    the store was restored from an older backup and the ids will be used again) and leftover
+    show and info-screen folders (no show runs yet)."""
+    folder = Path(state_dir) / "checkpoints"
+    if not folder.is_dir():
+        return
+    for entry in folder.iterdir():
+        match = re.fullmatch(r"render-(\d+)", entry.name)
+        if (match and int(match.group(1)) not in running) or entry.name.startswith(("show-", "info-")):
+            log.info("removing the leftover job folder %s", entry)
+            remove_tree(entry)
 
 
 def write_job_files(folder: Path, config: Any, job: dict[str, Any]) -> None:
@@ -125,12 +153,22 @@ def build_job(ctx: RenderContext, render_id: int, kind: str) -> dict[str, Any]:
             "recent_themes": _recent_themes(ctx.store, ctx.config.taste.avoid_recent)}
 
 
-def ensure_job(ctx: RenderContext, render_id: int, kind: str) -> Path:
-    """The job folder for ``render_id``, written on first use and reused (never rewritten) after."""
+def ensure_job(ctx: RenderContext, render_id: int, kind: str, resume: bool = False) -> Path:
+    """The job folder for ``render_id``: written on first use, reused (never rewritten) after.
+
+    ``resume``: the render was started before (a restart); its job file must be there — a new one
+    would render a different picture under the same id. A new render never reuses a folder it finds
+    (left by a render of the same id in a store later restored from an older backup)."""
     folder = job_dir(ctx.state_dir, render_id)
-    folder.mkdir(parents=True, exist_ok=True)
-    if read_json(folder / "job.json") is None:
-        write_job_files(folder, ctx.config, build_job(ctx, render_id, kind))
+    if resume:
+        if not job_resumable(ctx.state_dir, render_id):
+            raise FrameError(f"render {render_id} cannot be resumed: its job file {folder / 'job.json'} is gone")
+        return folder
+    if folder.exists():
+        log.warning("removing the stale job folder %s before render %d starts", folder, render_id)
+        remove_tree(folder)
+    make_dirs(folder)
+    write_job_files(folder, ctx.config, build_job(ctx, render_id, kind))
     return folder
 
 
@@ -153,11 +191,12 @@ def _supervise(ctx: RenderContext, folder: Path, deadline: float | None, max_res
         ctx.supervisor = None
 
 
-def render(ctx: RenderContext, render_id: int, kind: str, deadline: float | None = None) -> tuple[Outcome, int | None]:
-    """Run (or resume) render ``render_id`` to the end; publish on success. Returns the outcome and the
-    new picture id. ``stopped`` leaves the render open so the next start resumes it."""
+def render(ctx: RenderContext, render_id: int, kind: str, deadline: float | None = None,
+           resume: bool = False) -> tuple[Outcome, int | None]:
+    """Run (or with ``resume``, continue) render ``render_id`` to the end; publish on success. Returns
+    the outcome and the new picture id. ``stopped`` leaves the render open so the next start resumes it."""
     started = time.monotonic()
-    folder = ensure_job(ctx, render_id, kind)
+    folder = ensure_job(ctx, render_id, kind, resume=resume)
     ctx.status.render_started(render_id, kind)
     log.info("render %d (%s) started in %s", render_id, kind, folder)
     try:
@@ -211,7 +250,7 @@ def _housekeeping(ctx: RenderContext, render_id: int) -> None:
     try:
         gallery.apply_retention(ctx.store, ctx.state_dir, policy, keep={shown["picture_id"]} if shown else set())
         ctx.store.backup(backup_path(ctx.store.path))
-    except (OSError, FrameError) as exc:
+    except (OSError, sqlite3.Error, FrameError) as exc:
         log.error("housekeeping after render %d failed: %s", render_id, exc)
     discard_job(ctx.state_dir, render_id)
 
@@ -226,7 +265,7 @@ def show_picture(ctx: RenderContext, picture_id: int, reason: str) -> dict[str, 
     if picture is None:
         raise FrameError(f"no picture with id {picture_id}")
     folder = Path(ctx.state_dir) / "checkpoints" / f"show-{picture_id}-{secrets.token_hex(4)}"
-    folder.mkdir(parents=True, exist_ok=True)
+    make_dirs(folder)  # transient (swept at start), but it may be what creates checkpoints/
     panel = gallery.picture_path(ctx.state_dir, picture["panel_file"])
     write_job_files(folder, ctx.config, {"kind": "show", "state_dir": str(ctx.state_dir),
                                          "image": str(gallery.picture_path(ctx.state_dir, picture["file"])),

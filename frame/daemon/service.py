@@ -22,6 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from frame.atomicfile import make_dirs
 from frame.daemon import buttons_bridge, infoscreen, notices, schedule
 from frame.daemon import night as nights
 from frame.daemon.app import Busy, create_app
@@ -54,7 +55,7 @@ class Daemon:
         self.config_path = config_path
         self._pin_factory = pin_factory
         self.state_dir = state_dir(config)
-        self.state_dir.mkdir(parents=True, exist_ok=True)
+        make_dirs(self.state_dir)
         # first, before the store is opened (and maybe recovered): one daemon per state directory
         self.lock = StateDirLock.acquire(self.state_dir)
         try:
@@ -181,19 +182,20 @@ class Daemon:
         """Start (or resume ``render_id``) in the render thread; Busy if one is running."""
         if not self._render_lock.acquire(blocking=False):
             raise Busy("a render is already running; only one at a time")
+        resume = render_id is not None
         try:
             if render_id is None:
                 render_id = self.store.start_render(kind, night.key if night else None)
         except BaseException:
             self._render_lock.release()
             raise
-        self._spawn("render", lambda: self._render_thread(render_id, kind, night))
+        self._spawn("render", lambda: self._render_thread(render_id, kind, night, resume))
         return render_id
 
-    def _render_thread(self, render_id: int, kind: str, night: schedule.Night | None) -> None:
+    def _render_thread(self, render_id: int, kind: str, night: schedule.Night | None, resume: bool = False) -> None:
         try:
             deadline = night.deadline.timestamp() if night else None
-            outcome, picture_id = nights.render(self.ctx, render_id, kind, deadline)
+            outcome, picture_id = nights.render(self.ctx, render_id, kind, deadline, resume=resume)
         except Exception:
             log.exception("render %d crashed in the daemon", render_id)
             self.store.finish_render(render_id, "failed", error="internal error (see the log)")
@@ -220,12 +222,20 @@ class Daemon:
         for stale in unfinished[:-1]:
             self.store.finish_render(stale["id"], "failed", error="superseded by a newer render")
             nights.discard_job(self.state_dir, stale["id"])
+        nights.sweep_jobs(self.state_dir, {r["id"] for r in unfinished[-1:]})
         if unfinished:
             last = unfinished[-1]
             night = schedule.night_at(now, self.config.schedule, self.tz) if last["kind"] == "night" else None
             if night is not None and (night.key != last["night"] or not night.contains(now)):
                 self.store.finish_render(last["id"], "missed", error="the daemon was down until after the deadline")
                 nights.discard_job(self.state_dir, last["id"])
+            elif not nights.job_resumable(self.state_dir, last["id"]):
+                log.warning("render %d cannot be resumed: its job file never reached the card (power cut?); "
+                            "starting it again as a new render", last["id"])
+                self.store.finish_render(last["id"], "failed", error="its job file was lost (power cut); restarted")
+                nights.discard_job(self.state_dir, last["id"])
+                self.start_render(last["kind"], night, None)
+                return
             else:
                 log.info("resuming render %d from its checkpoint", last["id"])
                 self.start_render(last["kind"], night, last["id"])

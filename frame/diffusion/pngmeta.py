@@ -10,13 +10,16 @@ re-created elsewhere::
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from PIL import Image, PngImagePlugin
 
 import frame
+from frame.atomicfile import write_bytes_atomic
 
 A1111_SAMPLER_NAMES = {
     "euler_a": "Euler a",
@@ -65,10 +68,27 @@ def _quote(value: str) -> str:
     return json.dumps(value, ensure_ascii=False) if any(c in value for c in ',:"\n') else value
 
 
-def save_png(image: Image.Image, path: str | os.PathLike, parameters: str | None = None) -> None:
-    """Save ``image`` as PNG with a ``parameters`` text chunk (from the argument or ``image.info``)."""
+def png_bytes(image: Image.Image, parameters: str | None = None) -> bytes:
+    """``image`` as PNG bytes with a ``parameters`` text chunk (from the argument or ``image.info``)."""
     text = parameters if parameters is not None else image.info.get("parameters")
     info = PngImagePlugin.PngInfo()
     if text:
         info.add_text("parameters", text)
-    image.save(path, format="PNG", pnginfo=info)
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG", pnginfo=info)
+    return buffer.getvalue()
+
+
+def save_png(image: Image.Image, path: str | os.PathLike, parameters: str | None = None) -> None:
+    """Save ``image`` as PNG (see ``png_bytes``) with the atomic writer: a power cut or a full disk
+    leaves the previous file, never a torn one (owners script ``frame render --out``). A symlink is
+    followed; an existing non-regular file (``/dev/stdout``, a pipe) is written directly."""
+    data = png_bytes(image, parameters)
+    target = Path(path)
+    if target.is_symlink():
+        target = target.resolve()
+    if target.exists() and not target.is_file():
+        with open(target, "wb") as handle:
+            handle.write(data)
+        return
+    write_bytes_atomic(target, data, mode=0o666)  # 0o666 less the umask, as open() gives

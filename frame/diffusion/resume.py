@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from frame.atomicfile import fsync_dir, stale_temporaries, write_bytes_atomic
+from frame.atomicfile import fsync_dir, make_dirs, stale_temporaries, write_bytes_atomic
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ class ResumeStore:
         meta = {"params": self.params_hash, "step": checkpoint.step, "rng": checkpoint.rng_state}
         arrays = {"latents": checkpoint.latents, **{f"history/{k}": v for k, v in checkpoint.history.items()}}
         blob = _encode(meta, arrays)
-        self.folder.mkdir(parents=True, exist_ok=True)
+        make_dirs(self.folder)  # a new folder's parent is fsynced: the checkpoint cannot vanish with it
         write_bytes_atomic(self.path, blob, mode=0o666)  # 0o666 less the umask, as open() gives
 
     def clear(self) -> None:

@@ -7,13 +7,13 @@ from pathlib import Path
 
 from PIL import Image
 
-from frame.atomicfile import write_bytes_atomic
+from frame.atomicfile import make_dirs, write_bytes_atomic
 
 
 def write_atomic(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data`` atomically, creating its folder; owner-only (0600) like the
     panel-care record and virtual-panel PNGs have always been."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(path.parent)  # a new folder's parent is fsynced too, so the file cannot vanish with it
     write_bytes_atomic(path, data, mode=0o600)
 
 

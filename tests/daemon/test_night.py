@@ -47,7 +47,7 @@ def test_job_is_written_once_so_restarts_render_the_same_picture(ctx, store):
     folder = night.ensure_job(ctx, render_id, "night")
     first = statefile.read_json(folder / "job.json")
     store.queue_prompt("added later")
-    assert statefile.read_json(night.ensure_job(ctx, render_id, "night") / "job.json") == first
+    assert statefile.read_json(night.ensure_job(ctx, render_id, "night", resume=True) / "job.json") == first
     assert len(first["candidates"]) == len(ctx.config.taste.themes) * len(ctx.config.taste.styles)
 
 

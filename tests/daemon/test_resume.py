@@ -76,7 +76,7 @@ def test_sigkilled_worker_still_produces_the_identical_picture(tmp_path):
         assert chaos.store.start_render("now", None) == render_id
         _same_job(calm, chaos, render_id)
 
-        outcome, calm_picture = night.render(calm, render_id, "now")
+        outcome, calm_picture = night.render(calm, render_id, "now", resume=True)
         assert outcome.status == "done" and outcome.restarts == 0
 
         rng = random.Random(7)
@@ -85,7 +85,7 @@ def test_sigkilled_worker_still_produces_the_identical_picture(tmp_path):
                 ("time", 0.05)]
         killer = Killer(chaos, plan)
         chaos.status.add_listener(killer.on_status)
-        outcome, chaos_picture = night.render(chaos, render_id, "now")
+        outcome, chaos_picture = night.render(chaos, render_id, "now", resume=True)
         assert outcome.status == "done", outcome.error
         assert killer.kills >= 5 and outcome.restarts >= 5
         assert any(step > 1 for step in killer.first_steps[1:]), killer.first_steps  # resumed mid-way

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from PIL import Image
 
+from frame.atomicfile import make_dirs
 from frame.display.drivers.base import Driver
 from frame.display.files import save_png_atomic
 from frame.display.panels import Panel
@@ -25,7 +26,7 @@ class VirtualDriver(Driver):
         self.out_file = Path(out_file) if out_file else None
 
     def init(self) -> None:
-        self.out_dir.mkdir(parents=True, exist_ok=True)
+        make_dirs(self.out_dir)  # durably: the panel-care record lives beside the pictures
 
     def show(self, prepared: Image.Image, original: Image.Image | None = None) -> list[str]:
         self.init()
