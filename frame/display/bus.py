@@ -1,8 +1,10 @@
 """The tiny hardware seam: a Bus moves bytes over SPI and reads/writes GPIO pins.
 
-Drivers speak only to this protocol, so tests swap in a recording fake (``tests/display/fakes.py``)
-and the real implementation imports ``spidev`` and ``gpiod``/``lgpio`` inside ``open()`` only:
-importing ``frame.display`` never touches hardware libraries.
+Drivers speak only to this protocol, so tests swap in a recording fake (``tests/display/fakes.py``).
+The real implementation talks SPI through ``/dev/spidevB.C`` with ioctls (``frame.display.spi``: no
+compiled extension to install), or through the ``spidev`` package when that happens to be installed,
+and drives pins with ``gpiod`` v2 (wheels for the Pi), falling back to ``lgpio``. Hardware modules
+load inside ``open()`` only: importing ``frame.display`` never touches hardware libraries.
 """
 
 from __future__ import annotations
@@ -12,13 +14,13 @@ import logging
 import time
 from collections.abc import Callable
 from types import ModuleType
-from typing import Protocol
+from typing import Any, Protocol
 
+from frame.display.spi import SpiDevice, read_bufsiz
 from frame.errors import FrameError
 
 log = logging.getLogger(__name__)
 
-SPI_CHUNK = 4096  # spidev's default buffer size; larger writes are split
 SPI_HINT = ("enable SPI (sudo raspi-config > Interface Options > SPI, or dtparam=spi=on in "
             "/boot/firmware/config.txt) and reboot")
 
@@ -56,21 +58,48 @@ class SystemClock:
 
 
 Importer = Callable[[str], ModuleType]
+SpiFactory = Callable[[int, int], SpiDevice]
+
+
+class _SpidevPort:
+    """The ``spidev`` package behind the same ``write``/``close`` as :class:`SpiDevice`."""
+
+    def __init__(self, spi: Any, bufsiz: int) -> None:
+        self._spi, self.bufsiz = spi, bufsiz
+
+    def configure(self, bus: int, device: int, speed_hz: int) -> _SpidevPort:
+        self._spi.open(bus, device)
+        self._spi.max_speed_hz = speed_hz
+        self._spi.mode = 0
+        return self
+
+    def write(self, data: bytes) -> None:
+        for start in range(0, len(data), self.bufsiz):
+            self._spi.writebytes2(data[start:start + self.bufsiz])
+
+    def close(self) -> None:
+        self._spi.close()
 
 
 class SpiGpioBus:
-    """spidev for SPI (hardware chip select CE0) plus gpiod v2, falling back to lgpio, for pins.
+    """SPI (hardware chip select CE0, mode 0) plus gpiod v2, falling back to lgpio, for pins.
 
-    ``importer`` resolves module names (tests pass fakes; the default is ``importlib.import_module``).
+    SPI goes through the ``spidev`` package if it is importable, otherwise through ioctls on the
+    device file (:class:`frame.display.spi.SpiDevice`); both split writes at the kernel's
+    ``spidev.bufsiz``. ``importer`` resolves module names and ``spi_factory`` builds the ioctl device
+    (tests pass fakes); ``bufsiz`` defaults to the running kernel's.
     """
 
     def __init__(self, outputs: tuple[int, ...], inputs: tuple[int, ...], spi_bus: int = 0,
                  spi_device: int = 0, speed_hz: int = 4_000_000, chip: str = "/dev/gpiochip0",
-                 importer: Importer = importlib.import_module) -> None:
+                 importer: Importer = importlib.import_module, spi_factory: SpiFactory | None = None,
+                 bufsiz: int | None = None) -> None:
         self.outputs, self.inputs = outputs, inputs
         self.spi_bus, self.spi_device, self.speed_hz, self.chip = spi_bus, spi_device, speed_hz, chip
         self._importer = importer
-        self._spi = None
+        self.bufsiz = bufsiz if bufsiz is not None else read_bufsiz()
+        self._spi_factory = spi_factory or (lambda bus, device: SpiDevice(bus, device, bufsiz=self.bufsiz))
+        self._spi: SpiDevice | _SpidevPort | None = None
         self._lines = None  # gpiod request or lgpio handle
         self._lgpio = None
         self._value = None  # gpiod.line.Value
@@ -82,23 +111,39 @@ class SpiGpioBus:
             raise BusError(f"the Python module {name!r} is missing: {hint}") from None
 
     def open(self) -> SpiGpioBus:
-        spidev = self._import("spidev", "install it with 'sudo apt install python3-spidev' or "
-                                        "'pip install spidev', then " + SPI_HINT)
         try:
-            self._spi = spidev.SpiDev()
-            self._spi.open(self.spi_bus, self.spi_device)
-        except (FileNotFoundError, OSError) as exc:
+            self._spi = self._open_spi()
+        except OSError as exc:
             self.close()
             raise BusError(f"cannot open /dev/spidev{self.spi_bus}.{self.spi_device} ({exc}): {SPI_HINT}; "
                            "the user also needs to be in the 'spi' group") from None
-        self._spi.max_speed_hz = self.speed_hz
-        self._spi.mode = 0
         try:
             self._open_gpio()
         except Exception:
             self.close()
             raise
         return self
+
+    def _open_spi(self) -> SpiDevice | _SpidevPort:
+        try:
+            spidev = self._importer("spidev")
+        except ImportError:
+            spidev = None
+        if spidev is not None:
+            log.debug("SPI through the spidev package")
+            port = _SpidevPort(spidev.SpiDev(), self.bufsiz)
+            try:
+                return port.configure(self.spi_bus, self.spi_device, self.speed_hz)
+            except OSError:
+                port.close()
+                raise
+        log.debug("SPI through ioctls on /dev/spidev%d.%d", self.spi_bus, self.spi_device)
+        device = self._spi_factory(self.spi_bus, self.spi_device).open()
+        try:
+            return device.configure(mode=0, bits_per_word=8, speed_hz=self.speed_hz)
+        except OSError:
+            device.close()
+            raise
 
     def _open_gpio(self) -> None:
         try:
@@ -140,8 +185,7 @@ class SpiGpioBus:
         return int(self._lines.get_value(pin) == self._value.ACTIVE)
 
     def spi_write(self, data: bytes) -> None:
-        for start in range(0, len(data), SPI_CHUNK):
-            self._spi.writebytes2(data[start:start + SPI_CHUNK])
+        self._spi.write(data)
 
     def close(self) -> None:
         """Release SPI and GPIO; safe to call twice and after a failed open."""

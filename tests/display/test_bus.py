@@ -1,4 +1,5 @@
-"""The real SPI/GPIO bus, driven through fake spidev/gpiod/lgpio modules handed in by an importer."""
+"""The real SPI/GPIO bus, driven through fake spidev/gpiod/lgpio modules handed in by an importer,
+and through the ioctl SPI device on a fake file descriptor when spidev is not installed."""
 
 from __future__ import annotations
 
@@ -7,7 +8,12 @@ import types
 
 import pytest
 
-from frame.display.bus import SPI_CHUNK, BusError, SpiGpioBus
+from frame.display import spi as spi_module
+from frame.display.bus import BusError, SpiGpioBus
+from frame.display.spi import SpiDevice
+from tests.display.test_spi import FakeSpiFd
+
+SPI_CHUNK = 4096
 
 
 class FakeSpiDev:
@@ -53,7 +59,7 @@ class FakeRequest:
         self.released = True
 
 
-def _modules(spi: FakeSpiDev, gpio_error: Exception | None = None, with_gpiod: bool = True):
+def _modules(spi: FakeSpiDev | None, gpio_error: Exception | None = None, with_gpiod: bool = True):
     state = {}
 
     def request_lines(chip, consumer, config):
@@ -63,7 +69,7 @@ def _modules(spi: FakeSpiDev, gpio_error: Exception | None = None, with_gpiod: b
         return state["request"]
 
     gpiod = types.SimpleNamespace(LineSettings=lambda **kw: kw, request_lines=request_lines)
-    modules = {"spidev": types.SimpleNamespace(SpiDev=lambda: spi)}
+    modules = {"spidev": types.SimpleNamespace(SpiDev=lambda: spi)} if spi is not None else {}
     if with_gpiod:
         modules.update({"gpiod": gpiod, "gpiod.line": types.SimpleNamespace(Direction=Direction, Value=Value)})
 
@@ -77,7 +83,7 @@ def _modules(spi: FakeSpiDev, gpio_error: Exception | None = None, with_gpiod: b
 def test_open_write_read_and_close_with_gpiod() -> None:
     spi = FakeSpiDev()
     importer, state = _modules(spi)
-    bus = SpiGpioBus(outputs=(17, 25, 18), inputs=(24,), importer=importer).open()
+    bus = SpiGpioBus(outputs=(17, 25, 18), inputs=(24,), importer=importer, bufsiz=SPI_CHUNK).open()
     assert spi.opened == (0, 0) and spi.max_speed_hz == 4_000_000 and spi.mode == 0
     bus.spi_write(bytes(10_000))
     assert [len(c) for c in spi.chunks] == [SPI_CHUNK, SPI_CHUNK, 10_000 - 2 * SPI_CHUNK]
@@ -135,3 +141,58 @@ def test_lgpio_fallback_when_gpiod_is_too_old() -> None:
     bus.close()
     assert calls == [("open", 0), ("out", 17, 0), ("out", 25, 0), ("in", 24), ("write", 25, 1), ("close", 7)]
     assert spi.closed
+
+
+def _ioctl_factory(fake: FakeSpiFd):
+    return lambda bus, device: SpiDevice(bus, device, bufsiz=fake.bufsiz, opener=fake.open, ioctl=fake.ioctl,
+                                         closer=fake.close)
+
+
+def test_without_spidev_spi_goes_through_ioctls_on_the_device_file() -> None:
+    fake = FakeSpiFd(bufsiz=4096)
+    importer, state = _modules(None)
+    bus = SpiGpioBus(outputs=(17, 25, 18), inputs=(24,), importer=importer, spi_factory=_ioctl_factory(fake),
+                     speed_hz=4_000_000).open()
+    assert fake.path == "/dev/spidev0.0"
+    assert [request for request, _ in fake.settings] == [
+        spi_module.SPI_IOC_WR_MODE, spi_module.SPI_IOC_WR_BITS_PER_WORD, spi_module.SPI_IOC_WR_MAX_SPEED_HZ]
+    data = bytes(range(256)) * 40
+    bus.spi_write(data)
+    assert [m[0]["len"] for m in fake.messages] == [4096, 4096, 2048]
+    assert b"".join(m[0]["data"] for m in fake.messages) == data
+    bus.write_pin(17, 1)
+    assert state["request"].values[17] is Value.ACTIVE
+    bus.close()
+    bus.close()
+    assert fake.closed and state["request"].released
+
+
+def test_bufsiz_defaults_to_the_running_kernel_s(monkeypatch) -> None:
+    monkeypatch.setattr("frame.display.bus.read_bufsiz", lambda: 1234)
+    assert SpiGpioBus(outputs=(), inputs=()).bufsiz == 1234
+
+
+def test_ioctl_spi_without_permission_names_the_spi_group() -> None:
+    def refuse(path: str, flags: int) -> int:
+        raise PermissionError(13, "Permission denied", path)
+
+    importer, state = _modules(None)
+    factory = lambda bus, device: SpiDevice(bus, device, opener=refuse)  # noqa: E731
+    with pytest.raises(BusError, match=r"spidev0\.0.*Permission denied.*'spi' group"):
+        SpiGpioBus(outputs=(17,), inputs=(24,), importer=importer, spi_factory=factory).open()
+    assert "request" not in state
+
+
+def test_ioctl_spi_refusing_the_speed_closes_the_device() -> None:
+    fake = FakeSpiFd()
+
+    def ioctl(fd: int, request: int, arg: bytes) -> int:
+        if request == spi_module.SPI_IOC_WR_MAX_SPEED_HZ:
+            raise OSError(22, "Invalid argument")
+        return fake.ioctl(fd, request, arg)
+
+    importer, state = _modules(None)
+    factory = lambda bus, device: SpiDevice(bus, device, opener=fake.open, ioctl=ioctl, closer=fake.close)  # noqa: E731
+    with pytest.raises(BusError, match="Invalid argument"):
+        SpiGpioBus(outputs=(17,), inputs=(24,), importer=importer, spi_factory=factory).open()
+    assert fake.closed and "request" not in state

@@ -3,12 +3,18 @@
 The HAT's EEPROM says which model is fitted; ``inky.auto.auto()`` reads it and returns the right
 driver object, whose class tells us our panel entry (size and measured palette). ``inky`` is imported
 only when the display is opened; tests inject a fake module through ``inky_module``.
+
+inky declares ``spidev``, which is a source distribution only (C to compile on the Pi), so frame's Pi
+install leaves it out (``requirements-pi.txt`` installs inky with ``--no-deps``). Every inky board
+class takes an SPI object as ``spi_bus=`` (kept as ``_spi_bus``) and creates ``spidev.SpiDev()`` only
+when that is None; without spidev we hand it :class:`~frame.display.spidev_compat.SpiDevCompat`.
 """
 
 from __future__ import annotations
 
 import importlib
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -16,6 +22,7 @@ from PIL import Image
 
 from frame.display.drivers.base import Driver, PanelError
 from frame.display.panels import Panel, get_panel
+from frame.display.spidev_compat import SpiDevCompat
 from frame.errors import FrameError
 
 log = logging.getLogger(__name__)
@@ -37,8 +44,25 @@ def load_inky() -> Any:
     try:
         return importlib.import_module("inky.auto")
     except ImportError:
-        raise FrameError("panel 'inky' needs Pimoroni's inky library: pip install 'frame[inky]' "
-                         "(or pip install inky)") from None
+        raise FrameError("panel 'inky' needs Pimoroni's inky library: pip install 'frame[inky]' and "
+                         "pip install --no-deps inky (tools/install-pi.sh installs both)") from None
+
+
+def spidev_installed() -> bool:
+    try:
+        importlib.import_module("spidev")
+    except ImportError:
+        return False
+    return True
+
+
+def give_spi_without_spidev(board: Any, has_spidev: Callable[[], bool] = spidev_installed) -> bool:
+    """Give ``board`` frame's ioctl SPI when it would otherwise import spidev and spidev is missing."""
+    if getattr(board, "_spi_bus", False) is not None or has_spidev():
+        return False
+    board._spi_bus = SpiDevCompat()
+    log.debug("inky talks SPI through frame's ioctl device (spidev is not installed)")
+    return True
 
 
 def detect(inky_module: Any) -> tuple[Any, Panel]:
@@ -59,9 +83,11 @@ def detect(inky_module: Any) -> tuple[Any, Panel]:
 class InkyDriver(Driver):
     """Shows prepared pictures through an inky board object (detected in ``init``)."""
 
-    def __init__(self, panel: Panel | None = None, inky_module: Any = None) -> None:
+    def __init__(self, panel: Panel | None = None, inky_module: Any = None,
+                 has_spidev: Callable[[], bool] = spidev_installed) -> None:
         super().__init__(panel)  # None until detected
         self._module = inky_module
+        self._has_spidev = has_spidev
         self._board = None
 
     def init(self) -> None:
@@ -73,6 +99,7 @@ class InkyDriver(Driver):
             raise FrameError(f"configured panel {self.panel.name!r} but the EEPROM says {detected.name!r}; "
                              "set display.panel to 'inky' or the detected model")
         self.panel = detected
+        give_spi_without_spidev(self._board, self._has_spidev)
         log.info("inky detected %s", detected.name)
 
     def show(self, prepared: Image.Image, original: Image.Image | None = None) -> list[str]:
