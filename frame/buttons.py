@@ -211,7 +211,8 @@ class ActionDispatcher:
 class Buttons:
     """gpiozero ``Button`` devices (pull-up, active low) wired to :class:`ButtonLogic`.
 
-    Use :func:`start_buttons`; ``pin_factory`` is for tests (gpiozero's ``MockFactory``).
+    Use :func:`start_buttons`; ``pin_factory`` is for tests (gpiozero's ``MockFactory``). Without one,
+    :func:`frame.gpiod_pins.default_pin_factory` picks the pin library (gpiod when lgpio is missing).
     """
 
     def __init__(self, config: ButtonsConfig, callbacks: ButtonCallbacks, pin_factory: Any = None) -> None:
@@ -231,13 +232,16 @@ class Buttons:
         try:
             from gpiozero import Button
             from gpiozero.exc import GPIOZeroError
+
+            from frame.gpiod_pins import default_pin_factory
         except ImportError:
             self.close()
             raise FrameError("buttons.enabled is true but gpiozero is not installed "
                              "(pip install 'frame[buttons]')") from None
+        factory = self._pin_factory if self._pin_factory is not None else default_pin_factory()
         for pin, action in sorted(self.pins.items()):
             try:
-                device = Button(pin, pull_up=True, bounce_time=None, pin_factory=self._pin_factory)
+                device = Button(pin, pull_up=True, bounce_time=None, pin_factory=factory)
             except (GPIOZeroError, OSError) as exc:
                 self.close()
                 raise FrameError(f"buttons.pins: cannot use GPIO{pin} for {action}: {exc}") from None
