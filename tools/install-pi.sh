@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Install frame on a Raspberry Pi (64-bit Raspberry Pi OS, bookworm or trixie) as a systemd service.
 #
-#   sudo tools/install-pi.sh [--dry-run] [--panel NAME]
+#   sudo tools/install-pi.sh [--dry-run] [--panel NAME] [--no-plots]
 #
 # From a clone of the repository. Idempotent: every step first looks at what is there and changes
 # only what differs, so a second run changes nothing (and says so). --dry-run prints every step and
-# what it would do, changing nothing. Steps, in order:
+# what it would do, changing nothing. --panel sets display.panel in a new /etc/frame/config.yaml
+# (inky also enables I2C and spi0-0cs). --no-plots leaves out matplotlib and what only it needs
+# (see README, "Footprint on the Pi"): the taste model's explanation plot is then skipped. Steps:
 #   checks   root, 64-bit, the repository's files
 #   spi      SPI (and for Inky: I2C and spi0-0cs) enabled in config.txt; reboot needed if just enabled
 #   wifi     Wi-Fi power saving off for good (NetworkManager conf, or a systemd unit without NM)
@@ -27,17 +29,19 @@ CONFIG=/etc/frame/config.yaml
 UNIT=/etc/systemd/system/frame.service
 DRY_RUN=0
 PANEL=""
+NO_PLOTS=0
 CHANGES=0
 REBOOT=0
 RESTART=0
 
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; }
 
 while [ $# -gt 0 ]; do
     case "$1" in
         --dry-run) DRY_RUN=1 ;;
         --panel) PANEL="${2:?--panel needs a panel name}"; shift ;;
         --panel=*) PANEL="${1#--panel=}" ;;
+        --no-plots) NO_PLOTS=1 ;;
         -h|--help) usage; exit 0 ;;
         *) echo "install-pi: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
@@ -152,11 +156,23 @@ done
 
 step venv
 if [ -x "$ROOT$VENV/bin/python" ]; then ok "$VENV"; else change python3 -m venv "$ROOT$VENV"; fi
-stamp="$(source_stamp)"
+stamp="$(source_stamp) no-plots=$NO_PLOTS"
+requirements="$REPO/requirements-pi.txt"
+read -r -a plots_only <<< "$(sed -n 's/^# plots-only: //p' "$requirements")"
+if [ "$NO_PLOTS" = 1 ]; then  # the lock without the plot's packages (entries span their --hash lines)
+    requirements="$(mktemp)"
+    trap 'rm -f "$requirements"' EXIT
+    awk -v skip=" ${plots_only[*]} " '/^#/ { print; next }
+        /^[^ ]/ { name = $1; sub(/==.*/, "", name); drop = index(skip, " " name " ") > 0 }
+        !drop' "$REPO/requirements-pi.txt" > "$requirements"
+fi
 if [ -f "$ROOT$VENV/.frame-installed" ] && [ "$(cat "$ROOT$VENV/.frame-installed")" = "$stamp" ]; then
     ok "frame and its dependencies are this checkout's"
 else
-    change "$ROOT$VENV/bin/pip" install --quiet --no-deps --require-hashes -r "$REPO/requirements-pi.txt"
+    if [ "$NO_PLOTS" = 1 ] && compgen -G "$ROOT$VENV/lib/python3*/site-packages/matplotlib" >/dev/null; then
+        change "$ROOT$VENV/bin/pip" uninstall --quiet --yes "${plots_only[@]}"
+    fi
+    change "$ROOT$VENV/bin/pip" install --quiet --no-deps --require-hashes -r "$requirements"
     change "$ROOT$VENV/bin/pip" install --quiet --no-deps "$REPO"
     if [ "$DRY_RUN" = 0 ]; then echo "$stamp" > "$ROOT$VENV/.frame-installed"; fi
     RESTART=1

@@ -40,6 +40,9 @@ ROOT = Path(__file__).resolve().parents[1]
 LOCK = ROOT / "requirements-pi.txt"
 PI_EXTRAS = ("pi", "inky", "buttons")
 NO_DEPS = {"inky>=2.0": "spidev: a source distribution only; frame gives inky ioctl SPI"}
+# The lighter path: what the explanation plot alone costs (tools/install-pi.sh --no-plots leaves it out;
+# the night runs on without the plot, see frame/daemon/tastechoice.py).
+PLOTS = "matplotlib"
 # Raspberry Pi OS bookworm ships CPython 3.11.2, trixie 3.13.5 (both 64-bit, aarch64).
 PYTHONS = {"3.11": "3.11.2", "3.13": "3.13.5"}
 PLATFORMS = ("manylinux_2_28_aarch64", *(f"manylinux_2_{minor}_aarch64" for minor in range(27, 16, -1)),
@@ -179,8 +182,12 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def lock_text(resolutions: list[Resolution]) -> str:
-    """requirements-pi.txt: one pin per project, with the hash of every Pi wheel of that pin."""
+def lock_text(resolutions: list[Resolution], plots_only: set[str] | frozenset[str] = frozenset()) -> str:
+    """requirements-pi.txt: one pin per project, with the hash of every Pi wheel of that pin.
+
+    ``plots_only``: the projects there only for the explanation plot, listed in a comment the
+    install script reads for ``--no-plots``.
+    """
     pins: dict[tuple[str, str], dict[str, set[str]]] = {}
     for resolution in resolutions:
         for wheel in resolution.wheels:
@@ -195,6 +202,9 @@ def lock_text(resolutions: list[Resolution]) -> str:
         "# Every pin is a wheel: nothing compiles. Install with",
         "#   pip install --no-deps --require-hashes -r requirements-pi.txt && pip install --no-deps .",
     ]
+    if plots_only:
+        lines += ["# Needed only for the taste model's explanation plot (tools/install-pi.sh --no-plots skips them):",
+                  "# plots-only: " + " ".join(sorted(plots_only))]
     for (name, version), pythons in sorted(pins.items()):
         marker = "" if set(pythons) == every else " ; " + " or ".join(
             f'python_version == "{python}"' for python in sorted(pythons))
@@ -205,6 +215,20 @@ def lock_text(resolutions: list[Resolution]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def locked(python: str, lock: Path = LOCK) -> tuple[list[str], list[str]]:
+    """(["name==version", ...] pinned for CPython ``python``, the plots-only project names) from the lock."""
+    text = lock.read_text()
+    pins = []
+    for line in text.splitlines():
+        if not line[:1].isalnum():
+            continue
+        pin, _, marker = line.rstrip(" \\").partition(" ; ")
+        if not marker or f'"{python}"' in marker:
+            pins.append(pin.strip())
+    plots = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("# plots-only:")), [])
+    return pins, plots
+
+
 def _resolve_all(workdir: Path) -> list[Resolution]:
     resolutions = []
     for python in PYTHONS:
@@ -212,6 +236,21 @@ def _resolve_all(workdir: Path) -> list[Resolution]:
         dest.mkdir(parents=True, exist_ok=True)
         resolutions.append(resolve(python, dest))
     return resolutions
+
+
+def plots_only(workdir: Path, full: list[Resolution]) -> set[str]:
+    """Projects that leave the resolution when ``PLOTS`` is left out, for any Python."""
+    without = [r for r in pi_requirements() if _name(r) != PLOTS]
+    names: set[str] = set()
+    for resolution in full:
+        dest = workdir / f"{resolution.python}-no-plots"
+        dest.mkdir(parents=True, exist_ok=True)
+        lighter = resolve(resolution.python, dest, requirements=without)
+        if lighter.would_compile:
+            raise SystemExit("\n".join(lighter.would_compile))
+        names |= ({wheel_name_version(w)[0] for w in resolution.wheels}
+                  - {wheel_name_version(w)[0] for w in lighter.wheels})
+    return names
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -237,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
             print("these would compile on a Raspberry Pi:\n  " + "\n  ".join(problems), file=sys.stderr)
             return 1
         if args.command == "lock":
-            args.out.write_text(lock_text(resolutions))
+            args.out.write_text(lock_text(resolutions, plots_only(Path(tmp), resolutions)))
             print(f"wrote {args.out} ({sum(len(r.wheels) for r in resolutions)} wheels)")
         else:
             for r in resolutions:

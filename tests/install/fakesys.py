@@ -149,7 +149,10 @@ def _python3(args, state, state_dir):
     return 0
 
 
-def _pip(args, *_):
+def _pip(args, state, state_dir):
+    """Records the requirements file it was handed (the install script may pass a filtered temporary)."""
+    if "-r" in args:
+        (state_dir / "requirements-seen.txt").write_text(Path(args[args.index("-r") + 1]).read_text())
     return 0
 
 

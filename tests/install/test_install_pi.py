@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -197,3 +198,28 @@ def test_refuses_without_root_or_on_32_bit(pi: Pi, env: dict, message: str) -> N
     done = pi.run(**env)
     assert done.returncode == 1 and message in done.stderr
     assert pi.changes() == []
+
+
+def test_no_plots_installs_the_lock_without_matplotlib_s_packages_and_removes_them(pi: Pi) -> None:
+    lock = (REPO / "requirements-pi.txt").read_text()
+    plots_only = next(line for line in lock.splitlines() if line.startswith("# plots-only: ")).split()[2:]
+    assert "matplotlib" in plots_only and "numpy" not in plots_only
+    assert pi.run().returncode == 0
+    assert (pi.sys_dir / "requirements-seen.txt").read_text() == lock
+    site = pi.root / "opt/frame/lib/python3.11/site-packages"
+    (site / "matplotlib").mkdir(parents=True)  # as the first run installed it
+
+    done = pi.run("--no-plots")
+    assert done.returncode == 0, done.stdout + done.stderr
+    changes = pi.changes()
+    assert changes[0] == "pip uninstall --quiet --yes " + " ".join(plots_only)
+    assert changes[1].startswith("pip install --quiet --no-deps --require-hashes -r /")
+    assert changes[2:] == [f"pip install --quiet --no-deps {REPO}", "systemctl restart frame"]
+    lighter = (pi.sys_dir / "requirements-seen.txt").read_text()
+    names = {line.split("==")[0] for line in lighter.splitlines() if line[:1].isalpha()}
+    assert names == {line.split("==")[0] for line in lock.splitlines() if line[:1].isalpha()} - set(plots_only)
+    # each entry ends its name line and all but its last hash line with a backslash: nothing orphaned
+    assert "--hash=sha256:" in lighter and lighter.count(" \\\n") == lighter.count("--hash=")
+
+    shutil.rmtree(site / "matplotlib")
+    assert pi.run("--no-plots").returncode == 0 and pi.changes() == []
