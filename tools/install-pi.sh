@@ -226,4 +226,4 @@ if [ "$CHANGES" = 0 ]; then echo "nothing to change: frame is installed and runn
 elif [ "$DRY_RUN" = 1 ]; then echo "$CHANGES changes to make (dry run: nothing was changed)"
 else echo "$CHANGES changes made"; fi
 if [ "$REBOOT" = 1 ]; then echo "SPI is enabled from the next boot: sudo reboot"; fi
-echo "logs: journalctl -u frame -f    phone page: http://$(hostname).local:8080/ (token: sudo -u $USER_NAME $VENV/bin/frame token)"
+echo "logs: journalctl -u frame -f    phone page: http://$(uname -n).local:8080/ (token: sudo -u $USER_NAME $VENV/bin/frame token)"

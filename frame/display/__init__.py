@@ -9,7 +9,7 @@ Public API (stable; the daemon, web UI and config checker use it)::
         result = display.show(image)
 
 Importing this package is cheap and never touches hardware libraries: numpy/Pillow load on the first
-``prepare``; spidev/gpiod/lgpio/inky load only when a hardware panel is opened.
+``prepare``; SPI, gpiod/lgpio and inky load only when a hardware panel is opened.
 """
 
 from __future__ import annotations
