@@ -18,6 +18,7 @@ import numpy as np
 import onnx
 
 from frame.engine import graph as g
+from frame.engine import onnxstream
 from frame.engine import ops as _ops  # noqa: F401  (importing the package fills the kernel registry)
 from frame.engine.attention import AttentionConfig
 from frame.engine.errors import ModelFormatError, UnsupportedModelError
@@ -65,8 +66,14 @@ class _Structure:
     problems: list[str]
 
 
-def read_structure(source: str) -> _Structure:
-    """The model without weight bytes, with every node bound (or a problem line for it)."""
+def read_structure(source: str | onnxstream.OnnxStreamSource) -> _Structure:
+    """The model without weight bytes, with every node bound (or a problem line for it).
+
+    An OnnxStream model (a folder holding model.txt, that file, or a URL to either) is read by
+    ``frame.engine.onnxstream`` into the same structure.
+    """
+    if onnxstream.is_onnxstream_source(source):
+        return onnxstream.read_structure(source)  # type: ignore[return-value]
     pool = SourcePool()
     try:
         scanned = scan_model(pool.get(source), chunk=256 << 10 if is_url(source) else 1 << 20)
@@ -157,9 +164,9 @@ def _as_declared(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return array if array.dtype == dtype else array.astype(dtype)
 
 
-def load_model(source: str, weights: str | WeightsProvider = "prefetch",
+def load_model(source: str | onnxstream.OnnxStreamSource, weights: str | WeightsProvider = "prefetch",
                attention_slices: int | None = None, attention_budget_bytes: int = 16 << 20) -> Model:
-    """Load an ONNX model from a path or http(s) URL for streaming execution.
+    """Load an ONNX model, or an OnnxStream model folder, from a path or http(s) URL for streaming execution.
 
     ``weights``: "nocache", "prefetch" (default; "http" prefetching for URLs), "ram", "http", or a
     provider object (see ``frame.engine.providers.base``). ``attention_slices`` fixes the query-row
@@ -168,14 +175,15 @@ def load_model(source: str, weights: str | WeightsProvider = "prefetch",
     Side effect (glibc only, once per process): freed buffers over 1 MB go straight back to the OS
     (see ``frame.engine.memory``), which keeps peak RSS close to the live tensors.
     """
-    source = str(source)
+    if not isinstance(source, onnxstream.OnnxStreamSource):
+        source = str(source)
     if attention_slices is not None and attention_slices < 1:
         raise UsageError(f"attention_slices must be at least 1, got {attention_slices}")
     return_freed_buffers_to_os()
     structure = read_structure(source)
     if structure.problems:
         raise UnsupportedModelError(structure.problems)
-    provider = make_provider(weights, is_url(source))
+    provider = make_provider(weights, is_url(str(source)))
     attention = AttentionConfig(attention_slices, attention_budget_bytes)
     model = Model(source, provider, structure, attention)
     log.info("loaded %s: %d nodes, %d weights (%.1f MB), %d fused attention block(s)", source,
