@@ -37,9 +37,22 @@ def _config_check(args: argparse.Namespace) -> int:
     from frame.config import check_config
 
     path = args.file or args.config
-    check_config(path)
+    config = check_config(path)
     print(f"{path or 'configuration'}: ok")
+    _describe_onnxstream(config)
     return 0
+
+
+def _describe_onnxstream(config) -> None:
+    """Say what an OnnxStream model folder holds: model kind, and each component's weight precision."""
+    from frame.diffusion.onnxstream_layout import OnnxStreamFiles, is_onnxstream_folder
+    from frame.models import resolve_model_source
+
+    source = resolve_model_source(config.model.source)
+    if "://" in source or not is_onnxstream_folder(source):
+        return
+    for line in OnnxStreamFiles(source).summary_lines():
+        print(f"model.source: {line}")
 
 
 def _config_show(args: argparse.Namespace) -> int:

@@ -25,8 +25,7 @@ def deep_problems(config: Config) -> list[tuple[KeyPath, str]]:
     problems: list[tuple[KeyPath, str]] = []
     source = resolve_model_source(config.model.source)
     if "://" not in source and not (Path(source).expanduser() / "model_index.json").is_file():
-        problems.append((("model", "source"),
-                         f"{source} is not a diffusers ONNX export folder (no model_index.json there)"))
+        problems.extend((("model", "source"), message) for message in _onnxstream_problems(source))
     panels = list(panel_names())
     if config.display.panel not in panels:
         problems.append((("display", "panel"), f"unknown panel {config.display.panel!r}"
@@ -36,3 +35,18 @@ def deep_problems(config: Config) -> list[tuple[KeyPath, str]]:
         problems.append((("display", "palette"), f"unknown palette {config.display.palette!r}"
                          + _suggestion(config.display.palette, palettes)))
     return problems
+
+
+def _onnxstream_problems(source: str) -> list[str]:
+    """No model_index.json: fine if it is an OnnxStream folder frame can run, else say what is missing."""
+    from frame.diffusion.onnxstream_layout import OnnxStreamFiles, is_onnxstream_folder
+    from frame.errors import FrameError
+
+    if not is_onnxstream_folder(source):
+        return [f"{source} is neither a diffusers ONNX export folder (no model_index.json there) nor an "
+                "OnnxStream model folder (tokenizer/vocab.txt or sdxl_tokenizer/vocab.txt plus model.txt folders)"]
+    try:
+        OnnxStreamFiles(source).model_info()
+    except FrameError as exc:
+        return [str(exc)]
+    return []

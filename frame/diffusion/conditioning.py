@@ -47,10 +47,11 @@ class Encoder:
 
     name: str
     tokenizer_folder: Path
-    source: str
+    source: Any  # a path or URL, or an OnnxStreamSource
+    pad_token: str | None = None  # overrides the folder's (OnnxStream's shared SDXL tokenizer folder)
 
     def tokenizer(self) -> ClipTokenizer:
-        return ClipTokenizer.from_folder(self.tokenizer_folder)
+        return ClipTokenizer.from_folder(self.tokenizer_folder, self.pad_token)
 
 
 def _input_ids(model: Any, ids: list[int], name: str) -> dict[str, np.ndarray]:

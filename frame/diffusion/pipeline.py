@@ -21,11 +21,12 @@ from PIL import Image
 from frame.diffusion import conditioning, denoise, resume, sizes, vae
 from frame.diffusion.model_files import ModelFiles
 from frame.diffusion.model_info import SDXL, ModelInfo, read_model_info
+from frame.diffusion.onnxstream_layout import OnnxStreamFiles, is_onnxstream_folder
 from frame.diffusion.pngmeta import GenerationParameters
 from frame.diffusion.progress import EtaClock, Progress
 from frame.diffusion.samplers import NoiseSource, SamplerState, make_sampler, resolve_sampler_name
 from frame.diffusion.samplers.base import Noise
-from frame.errors import UsageError
+from frame.errors import FrameError, UsageError
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ class Pipeline:
     the Pi-friendly two passes.
     """
 
-    def __init__(self, files: ModelFiles, info: ModelInfo, loader: Loader | None = None,
+    def __init__(self, files: ModelFiles | OnnxStreamFiles, info: ModelInfo, loader: Loader | None = None,
                  vae_tile: int = 32, vae_tile_overlap: int = 8, cfg_batch: bool = False) -> None:
         self.files = files
         self.info = info
@@ -83,9 +84,12 @@ class Pipeline:
         self.vae_tile = vae_tile
         self.vae_tile_overlap = vae_tile_overlap
         self.cfg_batch = cfg_batch
-        names = [("text_encoder", "tokenizer")] + ([("text_encoder_2", "tokenizer_2")] if info.kind == SDXL else [])
-        self.encoders = [conditioning.Encoder(model, files.local_folder(tok), files.onnx(model))
-                         for model, tok in names]
+        if isinstance(files, OnnxStreamFiles):
+            self.encoders = files.encoders()
+        else:
+            names = [("text_encoder", "tokenizer")] + ([("text_encoder_2", "tokenizer_2")] if info.kind == SDXL else [])
+            self.encoders = [conditioning.Encoder(model, files.local_folder(tok), files.onnx(model))
+                             for model, tok in names]
         self.unet_source = files.onnx("unet")
         self.vae_source = files.onnx("vae_decoder")
         self._unet_signature: tuple[tuple[int, int] | None, frozenset[str]] | None = None
@@ -243,7 +247,10 @@ class Pipeline:
             if callback is not None:
                 callback(Progress("vae", 0, 0, fraction, 1.0, None, kind=self.kind))
 
-        pixels = vae.decode(self.load, self.vae_source, latents, self.info.scaling_factor, self.vae_tile,
+        source = self.vae_source
+        if isinstance(self.files, OnnxStreamFiles):  # its 32x32 tile decoder when the latent is larger
+            source = self.files.vae_for(latents.shape[2], latents.shape[3], tiled)
+        pixels = vae.decode(self.load, source, latents, self.info.scaling_factor, self.vae_tile,
                             self.vae_tile_overlap, tiled, report)
         return Image.fromarray(pixels, "RGB")
 
@@ -265,10 +272,27 @@ def _close(model: Any) -> None:
 def load_pipeline(source: str | os.PathLike, cache_dir: str | os.PathLike | None = None, weights: str = "auto",
                   attention_slices: int | None = None, vae_tile: int = 32, vae_tile_overlap: int = 8,
                   loader: Loader | None = None, cfg_batch: bool = False) -> Pipeline:
-    """Open a diffusers ONNX export (folder or http(s) base URL); the kind comes from model_index.json."""
-    files = ModelFiles(source, cache_dir)
-    info = read_model_info(files)
+    """Open a diffusers ONNX export or an OnnxStream model folder (folder or http(s) base URL); the kind
+    comes from model_index.json or from OnnxStream's folder names."""
+    files, info = open_model_files(source, cache_dir)
     if vae_tile < 1 or not 0 <= vae_tile_overlap < vae_tile:
         raise UsageError(f"VAE tiles: need tile ≥ 1 and 0 ≤ overlap < tile, got {vae_tile} / {vae_tile_overlap}")
     return Pipeline(files, info, loader or engine_loader(weights, attention_slices), vae_tile, vae_tile_overlap,
                     cfg_batch)
+
+
+def open_model_files(source: str | os.PathLike, cache_dir: str | os.PathLike | None = None
+                     ) -> tuple[ModelFiles | OnnxStreamFiles, ModelInfo]:
+    """The export's files and facts: a diffusers layout (model_index.json) or OnnxStream's published one."""
+    text = str(source)
+    if not text.startswith(("http://", "https://")) and is_onnxstream_folder(text):
+        files: ModelFiles | OnnxStreamFiles = OnnxStreamFiles(text, cache_dir)
+    else:
+        try:
+            files = ModelFiles(source, cache_dir)
+        except FrameError as exc:
+            if not text.startswith(("http://", "https://")) or "model_index.json is missing" not in str(exc):
+                raise
+            files = OnnxStreamFiles(text, cache_dir)
+    info = files.model_info() if isinstance(files, OnnxStreamFiles) else read_model_info(files)
+    return files, info

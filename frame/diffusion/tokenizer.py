@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -157,9 +157,12 @@ class ClipTokenizer:
         self._bpe = lru_cache(maxsize=4096)(self._bpe_uncached)
 
     @classmethod
-    def from_folder(cls, folder: str | Path) -> ClipTokenizer:
-        """Build from a diffusers ``tokenizer``/``tokenizer_2`` folder (vocab.json, merges.txt, configs)."""
+    def from_folder(cls, folder: str | Path, pad_token: str | None = None) -> ClipTokenizer:
+        """Build from a diffusers ``tokenizer``/``tokenizer_2`` folder (vocab.json, merges.txt, configs)
+        or an OnnxStream one (vocab.txt, merges.txt); ``pad_token`` overrides the folder's."""
         vocab, merges, special, max_length = read_tokenizer_folder(Path(folder))
+        if pad_token is not None:
+            special = replace(special, pad=pad_token)
         return cls(vocab, merges, special, max_length)
 
     def encode(self, text: str) -> list[int]:
@@ -238,6 +241,8 @@ def read_tokenizer_folder(folder: Path) -> tuple[dict[str, int], list[tuple[str,
     """
     if not folder.is_dir():
         raise FrameError(f"tokenizer folder not found: {folder}")
+    if not (folder / "vocab.json").exists() and (folder / "vocab.txt").exists():
+        return read_vocab_txt(folder / "vocab.txt"), read_merges(folder / "merges.txt"), SpecialTokens(), 77
     vocab = load_json(folder / "vocab.json")
     merges = read_merges(folder / "merges.txt")
     config: dict = {}
@@ -253,6 +258,28 @@ def read_tokenizer_folder(folder: Path) -> tuple[dict[str, int], list[tuple[str,
     if not isinstance(max_length, int) or not 2 < max_length <= 4096:
         max_length = 77
     return vocab, merges, SpecialTokens(**values), max_length
+
+
+def read_vocab_txt(path: Path) -> dict[str, int]:
+    """OnnxStream's vocabulary: one token per line, the line number (from 0) is the id.
+
+    Its merges.txt ranks continue after the vocabulary (OnnxStream numbers them from the vocab size),
+    which leaves their order, all that BPE uses, the same as in a diffusers merges.txt.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise FrameError(f"missing tokenizer file: {path}") from exc
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    vocab: dict[str, int] = {}
+    for number, token in enumerate(lines):
+        token = token.removesuffix("\r")
+        if not token or token in vocab:
+            raise FrameError(f"{path}:{number + 1}: {'empty' if not token else 'repeated'} token {token!r}")
+        vocab[token] = number
+    return vocab
 
 
 def read_merges(path: Path) -> list[tuple[str, str]]:

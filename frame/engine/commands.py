@@ -22,7 +22,7 @@ def register(subparsers) -> None:
     commands.required = True
 
     run = commands.add_parser("run", help="run a model on .npy feeds and save its outputs as .npz")
-    run.add_argument("source", help=".onnx path or http(s) URL")
+    run.add_argument("source", help=".onnx path, OnnxStream model folder (model.txt) or http(s) URL to either")
     run.add_argument("--feed", action="append", default=[], metavar="NAME=FILE.npy",
                      help="one model input (repeat for each)")
     run.add_argument("--out", required=True, help="output .npz file (one array per model output)")
@@ -34,7 +34,7 @@ def register(subparsers) -> None:
     run.set_defaults(func=run_command)
 
     info = commands.add_parser("info", help="inputs, outputs, op counts, weight bytes, unsupported ops")
-    info.add_argument("source", help=".onnx path or http(s) URL")
+    info.add_argument("source", help=".onnx path, OnnxStream model folder (model.txt) or http(s) URL to either")
     info.set_defaults(func=info_command)
 
 

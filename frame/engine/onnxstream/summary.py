@@ -24,14 +24,14 @@ class ModelSummary:
     inputs: tuple[tuple[str, tuple[int, ...]], ...]
     outputs: tuple[tuple[str, tuple[int, ...]], ...]
     values: frozenset[str]
-    weight_types: dict[str, int]  # "float16" → number of weight files
+    weight_types: dict[str, int]  # "float16" → bytes of weights stored as float16
     weight_bytes: int
     op_types: dict[str, int]
     downsamplings: int  # Conv ops with stride 2: a UNet's levels - 1
 
     @property
     def precision(self) -> str:
-        """The main weight type: uint8 (W8), float16 or float32 by stored bytes' majority of files."""
+        """The weight type holding most bytes (int64 shape constants aside): uint8, float16 or float32."""
         floats = {k: v for k, v in self.weight_types.items() if k != "int64"}
         return max(floats, key=floats.get) if floats else "none"
 
@@ -50,7 +50,7 @@ def summarize(ops: list[OpLine]) -> ModelSummary:
             if decl.is_weight:
                 if decl.name not in files:
                     files.add(decl.name)
-                    types[decl.dtype or "float32"] += 1
+                    types[decl.dtype or "float32"] += weight_bytes(decl)
                     total += weight_bytes(decl)
                 continue
             name = unescape(decl.name)
