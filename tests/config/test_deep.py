@@ -33,7 +33,8 @@ def test_schema_and_deep_problems_are_reported_in_one_run(tmp_path):
     problems = _problems(tmp_path, f"model:\n  source: {tmp_path / 'nothing'}\n"
                                    "display:\n  panel: inkyy\nweb:\n  listen: nowhere\n")
     assert [p.split(":", 1)[0] for p in problems] == ["web.listen", "model.source", "display.panel"]
-    assert problems[1].endswith("(no model_index.json there) (line 2)")
+    assert "(no model_index.json there) nor an OnnxStream model folder" in problems[1]
+    assert problems[1].endswith("(line 2)")
     assert "did you mean 'inky'?" in problems[2] and problems[2].endswith("(line 4)")
 
 
