@@ -83,25 +83,43 @@ class Executor:
 
     def run(self, feeds: dict[str, np.ndarray], progress: Progress | None = None) -> dict[str, np.ndarray]:
         env: dict[str, np.ndarray] = dict(feeds)
-        total = len(self.steps)
         try:
-            for i, step in enumerate(self.steps):
-                for ref in step.fetch:
-                    env[ref.name] = self.fetch(ref)
-                self._run_step(step, env)
-                for name in step.free:
-                    env.pop(name, None)
-                for ref in step.release:
-                    if ref.value is None:
-                        self.provider.release(ref)
-                if self.after_step is not None:
-                    self.after_step(i, env)
-                if progress is not None:
-                    progress((i + 1) / total)
+            self.execute(self.steps, env, progress, top=True)
         except BaseException:
             env.clear()  # a failed run must not keep its activations alive through the traceback
             raise
         return {name: env[name] for name in self.outputs}
+
+    def execute(self, steps: list[Step], env: dict[str, np.ndarray], progress: Progress | None = None,
+                held: dict[WeightRef, np.ndarray] | None = None, top: bool = False) -> None:
+        """Run ``steps`` in ``env``: the main plan, or a body's (``subgraphs.Scope``). With ``held``
+        (a loop body), weights are fetched once into it and released by ``release_all`` at the end."""
+        total = len(steps)
+        for i, step in enumerate(steps):
+            for ref in step.fetch:
+                if held is None:
+                    env[ref.name] = self.fetch(ref)
+                else:
+                    if ref not in held:
+                        held[ref] = self.fetch(ref)
+                    env[ref.name] = held[ref]
+            self._run_step(step, env, held)
+            for name in step.free:
+                env.pop(name, None)
+            if held is None:
+                for ref in step.release:
+                    if ref.value is None:
+                        self.provider.release(ref)
+            if top and self.after_step is not None:
+                self.after_step(i, env)
+            if progress is not None:
+                progress((i + 1) / total)
+
+    def release_all(self, held: dict[WeightRef, np.ndarray]) -> None:
+        for ref in held:
+            if ref.value is None:
+                self.provider.release(ref)
+        held.clear()
 
     def gather_rows(self, step: Step, env: dict[str, np.ndarray]) -> np.ndarray:
         """Gather(axis 0) from a streamed weight reading only the rows the indices name.
@@ -126,7 +144,7 @@ class Executor:
         result = table[inverse].reshape(indices.shape + tuple(ref.shape[1:]))
         return result.astype(np.float32) if result.dtype == np.float16 else result
 
-    def _run_step(self, step: Step, env: dict[str, np.ndarray]) -> None:
+    def _run_step(self, step: Step, env: dict[str, np.ndarray], held: dict | None = None) -> None:
         node = step.node
         if step.gather_rows is not None:
             env[node.outputs[0]] = self.gather_rows(step, env)
@@ -138,6 +156,10 @@ class Executor:
         kwargs = node.attrs
         if step.reuse and _may_overwrite(args[0]):
             kwargs = {**node.attrs, "_reuse": True}
+        if "_scope" in node.spec.hints:  # control flow: the kernel runs bodies in this environment
+            from frame.engine.subgraphs import Scope
+
+            kwargs = {**kwargs, "_scope": Scope(self, env, held)}
         try:
             result = node.spec.fn(*args, **kwargs)
         except FrameError:

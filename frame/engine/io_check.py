@@ -32,7 +32,7 @@ def check_feeds(feeds: Mapping[str, object], inputs: Sequence) -> dict[str, np.n
         value = feeds[name]
         if not isinstance(value, np.ndarray):
             raise InputError(f"input {name!r}: expected a numpy array, got {type(value).__name__}")
-        if value.dtype != info.dtype:
+        if info.dtype is not None and value.dtype != info.dtype:
             raise InputError(f"input {name!r}: dtype {value.dtype}, expected {info.dtype}")
         if info.shape is not None:
             _check_shape(name, value.shape, info.shape, bound)

@@ -30,6 +30,7 @@ from frame.engine.protobuf_index import scan_model
 from frame.engine.providers import WeightsProvider, make_provider
 from frame.engine.silu import fuse_silu
 from frame.engine.sources import SourcePool, is_url
+from frame.engine.subgraphs import BodyBinder, compile_bodies, fetch_order
 from frame.engine.upsample_conv import fuse_upsample_conv
 from frame.engine.weights import collect_weights, numpy_dtype
 from frame.errors import UsageError
@@ -39,15 +40,18 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class TensorInfo:
-    """A graph input or output: dims are ints, symbolic names (str) or None (unknown)."""
+    """A graph input or output: dims are ints, symbolic names (str) or None (unknown); dtype None when
+    the model declares no type at all (allowed for outputs, as onnxruntime does)."""
 
     name: str
-    dtype: np.dtype
+    dtype: np.dtype | None
     shape: tuple[int | str | None, ...] | None
 
 
 def tensor_info(value: onnx.ValueInfoProto) -> TensorInfo:
     tensor_type = value.type.tensor_type
+    if value.type.WhichOneof("value") is None:
+        return TensorInfo(value.name, None, None)
     if not value.type.HasField("tensor_type"):
         raise ModelFormatError(f"graph input/output {value.name!r} is not a tensor")
     dtype = numpy_dtype(tensor_type.elem_type, f"graph input/output {value.name!r}")
@@ -86,7 +90,9 @@ def read_structure(source: str | onnxstream.OnnxStreamSource) -> _Structure:
     if not proto.HasField("graph"):
         raise ModelFormatError(f"{source}: the file has no graph (is it an ONNX model?)")
     weights = collect_weights(proto.graph, source, scanned.embedded)
-    nodes, problems = g.build_nodes(proto.graph, g.opset_table(proto))
+    opsets = g.opset_table(proto)
+    nodes, problems = g.build_nodes(proto.graph, opsets)
+    BodyBinder(source, scanned, opsets).bind(proto.graph, nodes, problems)  # If/Loop/Scan bodies
     return _Structure(proto, weights, nodes, problems)
 
 
@@ -109,6 +115,7 @@ class Model:
         input_names = {i.name for i in self.inputs}
         output_names = {o.name for o in self.outputs}
         nodes = g.topological_order(structure.nodes, input_names | set(self._weights))
+        compile_bodies(nodes)
         g.compute_in_float32(nodes)
         opset = g.opset_table(structure.proto)[""]
         nodes, self.fused_attention_count = fuse_attention(nodes, output_names, attention, opset)
@@ -117,7 +124,7 @@ class Model:
         nodes = g.remove_dead_nodes(nodes, output_names)
         self._check_outputs_produced(nodes, input_names)
         self.steps = g.make_plan(nodes, self._weights, input_names, output_names)
-        self.streamed_weights = g.streamed_order(self.steps)
+        self.streamed_weights = fetch_order(self.steps)  # bodies' weights at their node's step
         provider.prepare(self.streamed_weights)
         self._executor = Executor(self.steps, provider, [o.name for o in self.outputs])
 
@@ -161,7 +168,7 @@ class Model:
 
 def _as_declared(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
     array = np.asarray(array)
-    return array if array.dtype == dtype else array.astype(dtype)
+    return array if dtype is None or array.dtype == dtype else array.astype(dtype)
 
 
 def load_model(source: str | onnxstream.OnnxStreamSource, weights: str | WeightsProvider = "prefetch",

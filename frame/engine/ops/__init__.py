@@ -3,10 +3,12 @@
 Families: ``elementwise`` (binary arithmetic, comparisons, logic), ``unary`` (maths, activations),
 ``shape`` (layout), ``indexing`` (gather/scatter), ``convert`` (Cast, Constant, Range), ``reduce``,
 ``linalg`` (MatMul, Gemm), ``conv`` (Conv, ConvTranspose), ``pool``, ``norm`` (Softmax and the
-normalisations), ``resize`` (Resize, Upsample), ``quant`` (QDQ and dynamic quantisation).
+normalisations), ``resize`` (Resize, Upsample), ``quant`` (QDQ and dynamic quantisation),
+``control_flow`` (If, Loop, Scan), ``recurrent`` (LSTM, GRU, RNN).
 """
 
 from frame.engine.ops import (  # noqa: F401  (imported to register their kernels)
+    control_flow,
     conv,
     convert,
     elementwise,
@@ -15,6 +17,7 @@ from frame.engine.ops import (  # noqa: F401  (imported to register their kernel
     norm,
     pool,
     quant,
+    recurrent,
     reduce,
     resize,
     shape,

@@ -14,7 +14,11 @@ Contract shared by every kernel (the runtime relies on it):
   attrs by ``bind_node`` for kernels that declare it: Split, LayerNormalization, Dropout, MaxPool) is
   the node's output count;
   Split needs it when neither split sizes nor ``num_outputs`` say how many pieces to make, and the
-  others skip computing optional outputs nobody asked for.
+  others skip computing optional outputs nobody asked for. ``_num_inputs`` likewise is the node's
+  own input count (If/Loop/Scan get the outer-scope values their bodies read as extra inputs).
+  ``_scope`` (control flow only) is given by the executor at run time: it runs a body graph.
+* Graph attributes (If branches, Loop/Scan bodies) decode to ``onnx.GraphProto``; the loader
+  (``frame.engine.subgraphs``) then replaces them with bound, planned ``Body`` objects.
 * Optional *inputs* are positional-only parameters (before ``/``) so they never count as attributes.
 * ``validate(attrs)`` (optional) rejects attribute *values* the kernel cannot honour, at load time,
   by raising ``UnsupportedOp`` with a message naming the attribute.
@@ -118,8 +122,9 @@ def supported_op_types(domain: str = "") -> list[str]:
 def decode_attributes(node: onnx.NodeProto) -> dict:
     """The node's attributes as the Python values kernels take (see the module docstring).
 
-    Graph-valued attributes (If/Loop/Scan bodies), sparse tensors, type protos and references to
-    function attributes have no kernel here, so they raise ``UnsupportedOp`` naming the attribute.
+    Graph-valued attributes (If/Loop/Scan bodies) stay ``onnx.GraphProto`` (a list for GRAPHS);
+    sparse tensors, type protos and references to function attributes have no kernel here, so they
+    raise ``UnsupportedOp`` naming the attribute.
     """
     import onnx  # lazy: importing the registry must stay cheap
     from onnx import numpy_helper
@@ -145,6 +150,10 @@ def decode_attributes(node: onnx.NodeProto) -> dict:
             attrs[attr.name] = [s.decode("utf-8") for s in attr.strings]
         elif attr.type == kinds.TENSORS:
             attrs[attr.name] = [numpy_helper.to_array(t) for t in attr.tensors]
+        elif attr.type == kinds.GRAPH:
+            attrs[attr.name] = attr.g
+        elif attr.type == kinds.GRAPHS:
+            attrs[attr.name] = list(attr.graphs)
         else:
             kind = kinds.AttributeType.Name(attr.type)
             raise UnsupportedOp(f"{node.op_type} attribute {attr.name!r} has type {kind}, which is not supported")
@@ -156,18 +165,21 @@ def bind_node(node: onnx.NodeProto, opset: int) -> tuple[OpSpec, dict]:
 
     This is the whole load-time check for one node: unknown op type or opset, attributes the kernel
     does not know, and attribute values its ``validate`` rejects all raise ``UnsupportedOp``.
-    For kernels that declare ``_num_outputs`` the returned attrs already carry it.
+    For kernels that declare ``_num_outputs`` / ``_num_inputs`` the returned attrs already carry them
+    (before ``validate``, which may check them).
     """
     spec = resolve(node.op_type, opset, node.domain)
     attrs = decode_attributes(node)
     unknown = sorted(set(attrs) - spec.attribute_names)
     if unknown:
         raise UnsupportedOp(f"{node.op_type} (opset {opset}) does not support attribute(s) {', '.join(unknown)}")
-    if spec.validate is not None:
-        spec.validate(attrs)
     if "_num_outputs" in spec.hints:
         outputs = list(node.output)
         while outputs and not outputs[-1]:
             outputs.pop()
         attrs["_num_outputs"] = len(outputs)
+    if "_num_inputs" in spec.hints:
+        attrs["_num_inputs"] = len(node.input)
+    if spec.validate is not None:
+        spec.validate(attrs)
     return spec, attrs

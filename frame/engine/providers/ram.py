@@ -13,14 +13,15 @@ class Ram(ReadingProvider):
 
     def __init__(self, http_options: dict | None = None) -> None:
         super().__init__(http_options)
-        self._cache: dict[str, np.ndarray] = {}
+        self._cache: dict[tuple, np.ndarray] = {}
 
     def get(self, ref: WeightRef) -> np.ndarray:
-        array = self._cache.get(ref.name)
+        key = (ref.name, ref.location, ref.offset)  # names repeat across If/Loop bodies
+        array = self._cache.get(key)
         if array is None:
             array = self.read(ref)
             array.flags.writeable = False
-            self._cache[ref.name] = array
+            self._cache[key] = array
         return array
 
     def get_rows(self, ref: WeightRef, rows: np.ndarray) -> np.ndarray:

@@ -73,10 +73,20 @@ def test_decode_attributes_every_supported_type():
     assert attrs["ts"][0].dtype == np.int64
 
 
-def test_decode_attributes_rejects_graph_attributes():
+def test_decode_attributes_keeps_graph_attributes_for_the_loader():
     body = helper.make_graph([], "body", [], [])
     node = helper.make_node("If", ["c"], ["y"], then_branch=body, else_branch=body)
-    with pytest.raises(UnsupportedOp, match="_branch' has type GRAPH"):
+    attrs = decode_attributes(node)
+    assert attrs["then_branch"] == body and attrs["else_branch"] == body
+    node = helper.make_node("Custom", ["c"], ["y"], bodies=[body, body])
+    assert decode_attributes(node)["bodies"] == [body, body]
+
+
+def test_decode_attributes_rejects_sparse_tensor_attributes():
+    values, indices = helper.make_tensor("v", 1, [1], [1.0]), helper.make_tensor("i", 7, [1], [0])
+    sparse = helper.make_sparse_tensor(values, indices, [3])
+    node = helper.make_node("Constant", [], ["y"], sparse_value=sparse)
+    with pytest.raises(UnsupportedOp, match="sparse_value' has type SPARSE_TENSOR"):
         decode_attributes(node)
 
 
