@@ -22,9 +22,9 @@ from frame.engine import onnxstream
 from frame.engine import ops as _ops  # noqa: F401  (importing the package fills the kernel registry)
 from frame.engine.attention import AttentionConfig
 from frame.engine.errors import ModelFormatError, UnsupportedModelError
-from frame.engine.executor import Executor
+from frame.engine.executor import Executor, NodeError
 from frame.engine.fusion import fuse_attention
-from frame.engine.io_check import check_feeds
+from frame.engine.io_check import check_feeds, symbolic_conflicts
 from frame.engine.memory import return_freed_buffers_to_os
 from frame.engine.protobuf_index import scan_model
 from frame.engine.providers import WeightsProvider, make_provider
@@ -151,7 +151,14 @@ class Model:
         """Outputs by name for ``feeds``; ``progress(fraction)`` is called after every node."""
         arrays = check_feeds(feeds, self.inputs)
         arrays = {k: (v.astype(np.float32) if v.dtype == np.float16 else v) for k, v in arrays.items()}
-        results = self._executor.run(arrays, progress)
+        try:
+            results = self._executor.run(arrays, progress)
+        except NodeError as exc:
+            conflicts = symbolic_conflicts(feeds, self.inputs)
+            if not conflicts:
+                raise
+            hint = "; ".join(conflicts)
+            raise NodeError(f"{exc}\n  (the inputs disagree on a dimension the model names: {hint})") from exc
         return {o.name: _as_declared(results[o.name], o.dtype) for o in self.outputs}
 
     def close(self) -> None:
