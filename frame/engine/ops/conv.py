@@ -18,8 +18,11 @@ float32 per call; the result is fp16 only if all float operands were fp16.
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
+from frame.engine.ops.conv_grouped import depthwise_conv2d, grouped_conv2d
 from frame.engine.ops.linalg import float32_operands
 from frame.engine.ops.registry import UnsupportedOp, register
 
@@ -156,6 +159,9 @@ def conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, /, *, auto_p
     out = np.empty((n, m, ho, wo), dtype=np.float32)
     if kh == kw == 1 and group == 1 and strides == [1, 1] and not any(pads):
         np.matmul(w32.reshape(m, c), x32.reshape(n, c, h * wd), out=out.reshape(n, m, h * wd))
+    elif group > 1:  # depthwise and grouped convs: ops.conv_grouped (no per-group GEMM loop)
+        kernel = depthwise_conv2d if cg == 1 else partial(grouped_conv2d, group=group)
+        kernel(x32, w32, stride=strides, dilation=dilations, pads=pads, out=out)
     else:
         w32 = np.ascontiguousarray(w32)
         for i in range(n):
