@@ -1,4 +1,7 @@
-"""Conv and ConvTranspose (1-D and 2-D, any groups, strides, dilations, pads, auto_pad) on BLAS.
+"""Conv and ConvTranspose (1-D and 2-D, any strides, dilations, pads, auto_pad) on BLAS.
+
+Depthwise and grouped convs run in ``conv_grouped``, 3-D ones in ``conv_nd``; this module keeps the
+dense 1-D/2-D kernel that the Stable Diffusion UNet and VAE spend their time in.
 
 Why not plain im2col: for a 3x3 conv it materialises 9 copies of the input (47 MB for 320x64x64,
 2.4 GB for the VAE's 256x512x512), too much for a Pi Zero's 512 MB. Here im2col runs in bands of output
@@ -23,6 +26,7 @@ from functools import partial
 import numpy as np
 
 from frame.engine.ops.conv_grouped import depthwise_conv2d, grouped_conv2d
+from frame.engine.ops.conv_nd import conv_nd, conv_transpose_nd
 from frame.engine.ops.linalg import float32_operands
 from frame.engine.ops.registry import UnsupportedOp, register
 
@@ -30,12 +34,13 @@ _AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 
 
 def validate_conv(attrs: dict) -> None:
-    """Load-time check shared by Conv, ConvTranspose and pooling: 1-D/2-D only, known auto_pad."""
+    """Load-time check shared by Conv, ConvTranspose and pooling: 1-D to 3-D, known auto_pad (3-D runs
+    in ``conv_nd``)."""
     if attrs.get("auto_pad", "NOTSET") not in _AUTO_PADS:
         raise UnsupportedOp(f"attribute 'auto_pad' = {attrs['auto_pad']!r} (expected one of {_AUTO_PADS})")
     for name in ("kernel_shape", "strides", "dilations"):
-        if name in attrs and len(attrs[name]) not in (1, 2):
-            raise UnsupportedOp(f"attribute {name!r} = {attrs[name]}: only 1-D and 2-D are supported")
+        if name in attrs and len(attrs[name]) not in (1, 2, 3):
+            raise UnsupportedOp(f"attribute {name!r} = {attrs[name]}: only 1-D, 2-D and 3-D are supported")
 
 
 def spatial_params(kernel: tuple[int, ...], in_shape: tuple[int, ...], strides, dilations, pads,
@@ -146,6 +151,11 @@ def conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, /, *, auto_p
          pads: list[int] | None = None, strides: list[int] | None = None) -> np.ndarray:
     (x32, w32, b32), dtype = float32_operands(x, w, b)
     strides, dilations, pads = spatial_params(w.shape[2:], x.shape[2:], strides, dilations, pads, auto_pad)
+    if x.ndim == 5:  # 3-D: plain im2col (ops.conv_nd)
+        out = conv_nd(x32, w32, group, strides, dilations, pads)
+        if b32 is not None:
+            out += b32.reshape(1, -1, 1, 1, 1)
+        return out.astype(dtype, copy=False)
     x32, w32, strides, dilations, pads = _as_2d(x32, w32, strides, dilations, pads)
     n, c, h, wd = x32.shape
     m, cg, kh, kw = w32.shape
@@ -253,11 +263,16 @@ def conv_transpose(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, /,
                    pads: list[int] | None = None, strides: list[int] | None = None) -> np.ndarray:
     """Scatter form: each tap's GEMM result is added into a strided view of the full output."""
     (x32, w32, b32), dtype = float32_operands(x, w, b)
-    if x.ndim not in (3, 4) or w.ndim != x.ndim:
-        raise ValueError(f"ConvTranspose supports 1-D and 2-D inputs, got input {x.shape} and weight {w.shape}")
+    if x.ndim not in (3, 4, 5) or w.ndim != x.ndim:
+        raise ValueError(f"ConvTranspose supports 1-D to 3-D inputs, got input {x.shape} and weight {w.shape}")
     rank = w.ndim - 2
     strides, dilations = list(strides or [1] * rank), list(dilations or [1] * rank)
     output_padding = list(output_padding or [0] * rank)
+    if x.ndim == 5:
+        out = conv_transpose_nd(x32, w32, group, strides, dilations, pads, output_padding, output_shape, auto_pad)
+        if b32 is not None:
+            out += b32.reshape(1, -1, 1, 1, 1)
+        return out.astype(dtype, copy=False)
     if x.ndim == 3:
         x32, w32 = x32[:, :, None, :], w32[:, :, None, :]
         strides, dilations, output_padding = [1, *strides], [1, *dilations], [0, *output_padding]

@@ -76,9 +76,9 @@ def test_conv_float16_and_fp16_weight():
     np.testing.assert_array_equal(out, want)
 
 
-def test_conv_rejects_3d_and_bad_auto_pad():
+def test_conv_rejects_4d_and_bad_auto_pad():
     with pytest.raises(UnsupportedOp, match="kernel_shape"):
-        bind_node(make_node("Conv", [True, True], 1, kernel_shape=[3, 3, 3]), 11)
+        bind_node(make_node("Conv", [True, True], 1, kernel_shape=[3, 3, 3, 3]), 11)
     with pytest.raises(UnsupportedOp, match="auto_pad"):
         bind_node(make_node("Conv", [True, True], 1, auto_pad="SAME"), 11)
 

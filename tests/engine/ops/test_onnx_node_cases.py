@@ -22,7 +22,6 @@ EXCLUDED = {
         "element type numpy cannot represent; refused at load time",
     r"training_dropout|training_mode": "training mode; frame is an inference engine",
     r"_blocked": "blocked quantisation (opset 21 block_size) is refused at load time",
-    r"convtranspose_3d": "3-D convolutions are not supported",
     r"^test_(if_seq|if_opt|loop13_seq|loop16_seq_none)$":
         "sequence and optional values: the engine runs tensors only (refused at load time)",
     r"resize_downsample_scales_(linear|cubic)_align_corners":
