@@ -21,6 +21,7 @@ from frame.engine import graph as g
 from frame.engine import onnxstream
 from frame.engine import ops as _ops  # noqa: F401  (importing the package fills the kernel registry)
 from frame.engine.attention import AttentionConfig
+from frame.engine.const_fold import fold_constants
 from frame.engine.errors import ModelFormatError, UnsupportedModelError
 from frame.engine.executor import Executor, NodeError
 from frame.engine.fusion import fuse_attention
@@ -117,6 +118,7 @@ class Model:
         nodes = g.topological_order(structure.nodes, input_names | set(self._weights))
         compile_bodies(nodes)
         g.compute_in_float32(nodes)
+        nodes = fold_constants(nodes, self._weights, output_names)
         opset = g.opset_table(structure.proto)[""]
         nodes, self.fused_attention_count = fuse_attention(nodes, output_names, attention, opset)
         nodes, self.fused_silu_count = fuse_silu(nodes, output_names)

@@ -52,11 +52,14 @@ class Body:
     steps: list[g.Step] = field(default_factory=list)
 
     def compile(self) -> None:
-        """Order, float32-rewrite and plan the body (and the bodies nested in it) like the main graph."""
+        """Order, float32-rewrite, fold and plan the body (and the bodies nested in it) like the main graph."""
+        from frame.engine.const_fold import fold_constants
+
         compile_bodies(self.nodes)
         available = set(self.inputs) | set(self.weights) | set(self.outer)
         nodes = g.topological_order(self.nodes, available)
         g.compute_in_float32(nodes)
+        nodes = fold_constants(nodes, self.weights, set(self.outputs))
         nodes = g.remove_dead_nodes(nodes, set(self.outputs))
         self.steps = g.make_plan(nodes, self.weights, set(self.inputs) | set(self.outer), set(self.outputs))
 
