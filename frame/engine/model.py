@@ -2,9 +2,9 @@
 
 Loading reads only the graph structure (the protobuf scanner skips embedded weights), binds and
 validates every node (all problems reported in one ``UnsupportedModelError`` before any compute),
-rewrites fp16 to float32 compute, fuses attention, SiLU and Resize→Conv, and plans fetch/free per
-step. ``run`` checks the feeds against the declared inputs and executes the plan, streaming weights
-through the provider.
+rewrites fp16 to float32 compute, folds constants, fuses attention, SiLU, Resize→Conv and
+Conv→BatchNormalization/affine chains, and plans fetch/free per step. ``run`` checks the feeds
+against the declared inputs and executes the plan, streaming weights through the provider.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from frame.engine import onnxstream
 from frame.engine import ops as _ops  # noqa: F401  (importing the package fills the kernel registry)
 from frame.engine.attention import AttentionConfig
 from frame.engine.const_fold import fold_constants
+from frame.engine.conv_fold import fuse_conv_affine
 from frame.engine.errors import ModelFormatError, UnsupportedModelError
 from frame.engine.executor import Executor, NodeError
 from frame.engine.fusion import fuse_attention
@@ -123,6 +124,7 @@ class Model:
         nodes, self.fused_attention_count = fuse_attention(nodes, output_names, attention, opset)
         nodes, self.fused_silu_count = fuse_silu(nodes, output_names)
         nodes, self.fused_upsample_conv_count = fuse_upsample_conv(nodes, output_names, self._weights)
+        nodes, self.fused_conv_affine_count = fuse_conv_affine(nodes, output_names, self._weights)
         nodes = g.remove_dead_nodes(nodes, output_names)
         self._check_outputs_produced(nodes, input_names)
         self.steps = g.make_plan(nodes, self._weights, input_names, output_names)
