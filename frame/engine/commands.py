@@ -21,11 +21,18 @@ def register(subparsers) -> None:
     commands = parser.add_subparsers(dest="engine_command", metavar="COMMAND")
     commands.required = True
 
-    run = commands.add_parser("run", help="run a model on .npy feeds and save its outputs as .npz")
+    run = commands.add_parser("run", help="run a model on .npy, image or WAV inputs; print (and save) its outputs")
     run.add_argument("source", help=".onnx path, OnnxStream model folder (model.txt) or http(s) URL to either")
-    run.add_argument("--feed", action="append", default=[], metavar="NAME=FILE.npy",
-                     help="one model input (repeat for each)")
-    run.add_argument("--out", required=True, help="output .npz file (one array per model output)")
+    run.add_argument("--input", "--feed", dest="feed", action="append", default=[], metavar="NAME=FILE",
+                     help="one model input from FILE.npy, an image (.png, .jpg, ...) or .wav (repeat for each)")
+    run.add_argument("--save", "--out", dest="out", metavar="OUT.npz", help="save the outputs (one array each)")
+    run.add_argument("--size", metavar="HxW", help="resize images to this size (default: the model's fixed dims)")
+    run.add_argument("--mean", default="0", metavar="M[,M,M]", help="subtract per channel after scaling to [0, 1]")
+    run.add_argument("--std", default="1", metavar="S[,S,S]", help="then divide per channel")
+    run.add_argument("--bgr", action="store_true", help="feed images as BGR (OpenCV/PaddlePaddle models)")
+    run.add_argument("--layout", choices=("nchw", "nhwc"), help="image layout (default: from the declared shape)")
+    run.add_argument("--sample-rate", type=int, metavar="HZ", help="resample WAV audio to this rate")
+    run.add_argument("--top", type=int, default=5, metavar="K", help="print the K largest values of each output")
     run.add_argument("--weights", default="prefetch", choices=WEIGHTS_CHOICES, help="weights provider")
     run.add_argument("--attention-slices", type=int, default=None, metavar="N",
                      help="query-row slices per attention head (default: from the memory budget)")
@@ -38,21 +45,29 @@ def register(subparsers) -> None:
     info.set_defaults(func=info_command)
 
 
-def _parse_feeds(specs: list[str]) -> dict:
-    import numpy as np
+def _parse_feeds(specs: list[str], model, options) -> dict:
+    from frame.engine.run_inputs import load_input
 
+    declared = {info.name: info for info in model.inputs}
     feeds = {}
     for spec in specs:
         name, sep, path = spec.partition("=")
         if not sep or not name or not path:
-            raise UsageError(f"--feed expects NAME=FILE.npy, got {spec!r}")
+            raise UsageError(f"--input expects NAME=FILE, got {spec!r}")
         if name in feeds:
-            raise UsageError(f"--feed {name} given twice")
-        try:
-            feeds[name] = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise UsageError(f"--feed {name}: cannot read {path}: {exc}") from exc
+            raise UsageError(f"--input {name} given twice")
+        if name not in declared:
+            raise UsageError(f"--input {name}: the model has no input {name!r} (inputs: {', '.join(declared)})")
+        feeds[name] = load_input(path, declared[name], options)
     return feeds
+
+
+def _input_options(args: argparse.Namespace):
+    from frame.engine.run_inputs import InputOptions, parse_floats, parse_size
+
+    return InputOptions(size=parse_size(args.size) if args.size else None, mean=parse_floats(args.mean, "--mean"),
+                        std=parse_floats(args.std, "--std"), bgr=args.bgr, layout=args.layout,
+                        sample_rate=args.sample_rate)
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -61,19 +76,24 @@ def run_command(args: argparse.Namespace) -> int:
     import numpy as np
 
     from frame.engine import load_model
+    from frame.engine.run_inputs import describe_output
 
     if args.attention_slices is not None and args.attention_slices < 1:
         raise UsageError("--attention-slices must be at least 1")
-    feeds = _parse_feeds(args.feed)
+    options = _input_options(args)
     start = time.perf_counter()
     with load_model(args.source, weights=args.weights, attention_slices=args.attention_slices,
                     attention_budget_bytes=int(args.attention_budget_mb * (1 << 20))) as model:
+        feeds = _parse_feeds(args.feed, model, options)
         outputs = model.run(feeds)
-    np.savez(args.out, **outputs)
     elapsed = time.perf_counter() - start
     for name, array in outputs.items():
-        print(f"{name}: {array.dtype}{list(array.shape)}")
-    print(f"saved {args.out} in {elapsed:.2f} s")
+        print(describe_output(name, array, args.top))
+    if args.out:
+        np.savez(args.out, **outputs)
+        print(f"saved {args.out} in {elapsed:.2f} s")
+    else:
+        print(f"ran in {elapsed:.2f} s")
     return 0
 
 
@@ -88,6 +108,7 @@ def info_command(args: argparse.Namespace) -> int:
 
     from frame.engine import ops  # noqa: F401  (fills the kernel registry)
     from frame.engine.model import read_structure, tensor_info
+    from frame.engine.subgraphs import node_bodies
 
     structure = read_structure(args.source)
     graph = structure.proto.graph
@@ -105,7 +126,15 @@ def info_command(args: argparse.Namespace) -> int:
     dtypes = Counter(str(ref.dtype) for ref in weights.values())
     out.write(f"weights: {len(weights)} tensors, {total:,} bytes ({total / 2**20:.1f} MiB; "
               + ", ".join(f"{n} {d}" for d, n in sorted(dtypes.items())) + ")\n")
-    counts = Counter(node.op_type for node in structure.nodes)
+    counts: Counter = Counter()
+
+    def count(nodes) -> None:  # If/Loop/Scan bodies included
+        for node in nodes:
+            counts[node.op_type] += 1
+            for body in node_bodies(node):
+                count(body.nodes)
+
+    count(structure.nodes)
     out.write(f"nodes: {sum(counts.values())}\n")
     for op_type, count in sorted(counts.items(), key=lambda item: (-item[1], item[0])):
         out.write(f"  {op_type}: {count}\n")

@@ -32,7 +32,8 @@ def test_run_writes_outputs(tmp_path, capsys):
     assert "y: float32[3, 16]" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("feed,pattern", [("x", "NAME=FILE.npy"), ("x=/nonexistent.npy", "cannot read")])
+@pytest.mark.parametrize("feed,pattern", [("x", "NAME=FILE"), ("x=/nonexistent.npy", "cannot read"),
+                                          ("z=/tmp/a.npy", "no input 'z'"), ("x=/tmp/a.txt", "not .npy")])
 def test_run_bad_feed_is_usage_error(tmp_path, feed, pattern):
     proto, _ = builders.mlp()
     path = builders.save(proto, tmp_path / "m.onnx")
@@ -55,3 +56,75 @@ def test_info_lists_io_ops_weights_and_every_unsupported_op(tmp_path, capsys):
     assert "weights: 1 tensors, 64 bytes" in text
     assert "MatMul: 1" in text and "FancyOp: 1" in text
     assert "unsupported: 2 node(s)" in text and "'f1'" in text and "'f2'" in text
+
+
+def _image_model(tmp_path, shape, layout="nchw"):
+    """Per-channel means of the input, so the test can check what the image became."""
+    axes = [0, 2, 3] if layout == "nchw" else [0, 1, 2]
+    nodes = [helper.make_node("ReduceMean", ["x"], ["y"], axes=axes, keepdims=0)]
+    proto = builders.model(nodes, [builders.value("x", shape)], [builders.value("y", None)], opset=13)
+    return builders.save(proto, tmp_path / "image.onnx")
+
+
+def _png(tmp_path, size=(30, 20), colour=(255, 0, 51)):
+    from PIL import Image
+
+    path = tmp_path / "in.png"
+    Image.new("RGB", size, colour).save(path)
+    return str(path)
+
+
+def test_run_image_input_resized_normalised_and_top_values(tmp_path, capsys):
+    path = _image_model(tmp_path, [1, 3, 8, 8])
+    out = tmp_path / "o.npz"
+    args = _parse(["engine", "run", path, "--input", f"x={_png(tmp_path)}", "--mean", "0.5,0.5,0.5", "--std",
+                   "0.5,0.5,0.5", "--save", str(out), "--top", "2"])
+    assert args.func(args) == 0
+    with np.load(out) as data:
+        np.testing.assert_allclose(data["y"], [1.0, -1.0, 51 / 255 * 2 - 1], rtol=1e-6)
+    text = capsys.readouterr().out
+    assert "y: float32[3]  top 2: 1 @ [0], -0.6" in text and "saved" in text
+
+
+@pytest.mark.parametrize("argv, want", [
+    (["--bgr"], [0.2, 0.0, 1.0]),
+    (["--size", "4x6", "--layout", "nhwc"], [1.0, 0.0, 0.2]),
+])
+def test_run_image_bgr_and_nhwc(tmp_path, capsys, argv, want):
+    layout = "nhwc" if "nhwc" in argv else "nchw"
+    shape = [1, "h", "w", 3] if layout == "nhwc" else [1, 3, "h", "w"]
+    path = _image_model(tmp_path, shape, layout)
+    args = _parse(["engine", "run", path, "--input", f"x={_png(tmp_path)}", *argv])
+    assert args.func(args) == 0
+    assert "y: float32[3]" in capsys.readouterr().out
+
+
+def test_run_grey_image_for_one_channel_models(tmp_path, capsys):
+    path = _image_model(tmp_path, [1, 1, 5, 5])
+    args = _parse(["engine", "run", path, "--input", f"x={_png(tmp_path, colour=(255, 255, 255))}", "--top", "1"])
+    assert args.func(args) == 0
+    assert "y: float32[1]  top 1: 1 @ [0]" in capsys.readouterr().out
+
+
+def test_run_wav_input_mono_resampled(tmp_path, capsys):
+    import wave
+
+    samples = (np.sin(np.arange(800) / 5) * 16000).astype(np.int16)
+    stereo = np.stack([samples, samples], axis=1)
+    wav = tmp_path / "a.wav"
+    with wave.open(str(wav), "wb") as writer:
+        writer.setnchannels(2)
+        writer.setsampwidth(2)
+        writer.setframerate(8000)
+        writer.writeframes(stereo.tobytes())
+    nodes = [helper.make_node("Shape", ["x"], ["y"]), helper.make_node("ReduceMax", ["x"], ["m"], keepdims=0)]
+    proto = builders.model(nodes, [builders.value("x", [1, "n"])],
+                           [builders.value("y", None), builders.value("m", None)], opset=13)
+    path = builders.save(proto, tmp_path / "audio.onnx")
+    args = _parse(["engine", "run", path, "--input", f"x={wav}", "--sample-rate", "16000", "--save",
+                   str(tmp_path / "o.npz")])
+    assert args.func(args) == 0
+    with np.load(tmp_path / "o.npz") as data:
+        assert data["y"].tolist() == [1, 1600]
+        assert 0.48 < float(data["m"]) <= 16000 / 32768 + 1e-6
+    assert "y: float32[2]  top 2: 1600 @ [1], 1 @ [0]" in capsys.readouterr().out
