@@ -25,7 +25,7 @@ from functools import partial
 
 import numpy as np
 
-from frame.engine.ops.conv_grouped import depthwise_conv2d, grouped_conv2d
+from frame.engine.ops.conv_grouped import NARROW_RATIO, depthwise_conv2d, grouped_conv2d, narrow_conv2d
 from frame.engine.ops.conv_nd import conv_nd, conv_transpose_nd
 from frame.engine.ops.linalg import float32_operands
 from frame.engine.ops.registry import UnsupportedOp, register
@@ -172,6 +172,8 @@ def conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, /, *, auto_p
     elif group > 1:  # depthwise and grouped convs: ops.conv_grouped (no per-group GEMM loop)
         kernel = depthwise_conv2d if cg == 1 else partial(grouped_conv2d, group=group)
         kernel(x32, w32, stride=strides, dilation=dilations, pads=pads, out=out)
+    elif strides == [1, 1] and kh * kw > 1 and c >= NARROW_RATIO * m:  # e.g. 96 -> 24 channels
+        narrow_conv2d(x32, w32, dilation=dilations, pads=pads, out=out)
     else:
         w32 = np.ascontiguousarray(w32)
         for i in range(n):

@@ -57,3 +57,19 @@ def test_blocks_split_channels_and_rows_and_run_on_two_cores(monkeypatch):
              pads=[1, 1, 1, 1])
     run_node("Conv", [rand(1, 8, 9, 10, seed=1), rand(8, 2, 3, 3, seed=2)], rtol=1e-4, atol=1e-5, group=4,
              pads=[1, 1, 1, 1])
+
+
+@pytest.mark.parametrize("x_shape, w_shape, attrs", [
+    ((1, 16, 9, 11), (4, 16, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((2, 12, 10, 9), (3, 12, 3, 2), {"pads": [2, 0, 1, 1], "dilations": [2, 3]}),
+    ((1, 8, 7, 7), (2, 8, 3, 3), {}),
+    ((1, 8, 6, 6), (2, 8, 3, 3), {"auto_pad": "SAME_LOWER"}),
+    ((1, 16, 13), (4, 16, 5), {"pads": [2, 1]}),
+])
+@pytest.mark.parametrize("band_bytes", [None, 1])
+def test_narrow_conv(monkeypatch, x_shape, w_shape, attrs, band_bytes):
+    """Many more input than output channels, stride 1: the band GEMM + shifted tap sums path."""
+    if band_bytes is not None:
+        monkeypatch.setattr(conv_grouped, "NARROW_BAND_BYTES", band_bytes)  # one output row per band
+    run_node("Conv", [rand(*x_shape, seed=1), rand(*w_shape, seed=2), rand(w_shape[0], seed=3)], rtol=1e-4,
+             atol=1e-4, **attrs)
