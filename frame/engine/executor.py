@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from frame.engine import blas_threads
 from frame.engine.errors import EngineError, FrameError
 from frame.engine.graph import Step
 from frame.engine.providers.base import WeightsProvider
@@ -89,6 +90,8 @@ class Executor:
         except BaseException:
             env.clear()  # a failed run must not keep its activations alive through the traceback
             raise
+        finally:
+            blas_threads.shared().restore()
         return {name: env[name] for name in self.outputs}
 
     def execute(self, steps: list[Step], env: dict[str, np.ndarray], progress: Progress | None = None,
@@ -165,6 +168,8 @@ class Executor:
         # whole run, so the unwrapped kernel saves an errstate switch per step (~3 us, which is a
         # fifth of a small model's per-step cost).
         fn = getattr(node.spec.fn, "__wrapped__", node.spec.fn)
+        if node.op_type in blas_threads.GEMM_OPS:  # one BLAS thread for small products
+            blas_threads.shared().fit(blas_threads.gemm_work(node.op_type, args))
         try:
             result = fn(*args, **kwargs)
         except FrameError:
