@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 SINGLE_THREAD_WORK = 1 << 28  # multiply-adds: ~270M, ~10 ms on one core; SD convs are billions
-GEMM_OPS = ("Conv", "ConvAffine", "ConvTranspose", "MatMul", "Gemm", "UpsampleConv")
+GEMM_OPS = ("Conv", "ConvAffine", "ConvTranspose", "MatMul", "Gemm", "UpsampleConv", "SlicedAttention")
 
 
 def gemm_work(op_type: str, args: list) -> int:
@@ -27,13 +27,15 @@ def gemm_work(op_type: str, args: list) -> int:
     if len(args) < 2 or not all(isinstance(a, np.ndarray) for a in args[:2]):
         return 0
     x, w = args[0], args[1]
+    if op_type == "SlicedAttention":  # Q (…, N, d) times Kᵀ (…, d, M): the score GEMMs
+        return int(x.size * w.shape[-1])
     if op_type in ("MatMul", "Gemm"):
         return int(x.size * (w.shape[-1] if w.ndim > 1 else 1))
     if w.ndim < 3:
         return 0
-    per_output = math.prod(w.shape[1:])  # C/group × kernel taps
-    channels = w.shape[0] if op_type != "ConvTranspose" else w.shape[1]
-    return int(x.shape[0] * channels * math.prod(x.shape[2:]) * per_output)
+    # every input position meets every weight: exact for ConvTranspose and stride-1 Conv (a stride-s
+    # Conv does 1/s² of it, which only matters near the threshold)
+    return int(x.shape[0] * math.prod(x.shape[2:]) * w.size)
 
 
 class BlasThreads:
