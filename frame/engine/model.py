@@ -2,7 +2,8 @@
 
 Loading reads only the graph structure (the protobuf scanner skips embedded weights), binds and
 validates every node (all problems reported in one ``UnsupportedModelError`` before any compute),
-rewrites fp16 to float32 compute, fuses attention, SiLU and Resize→Conv, and plans fetch/free per
+rewrites fp16 to float32 compute, fuses attention, SiLU, Resize→Conv and 8-bit/fp16 weight
+decoding into the ops that use them, and plans fetch/free per
 step. ``run`` checks the feeds against the declared inputs and executes the plan, streaming weights
 through the provider.
 """
@@ -31,6 +32,7 @@ from frame.engine.providers import WeightsProvider, make_provider
 from frame.engine.silu import fuse_silu
 from frame.engine.sources import SourcePool, is_url
 from frame.engine.upsample_conv import fuse_upsample_conv
+from frame.engine.weight_decoding import fuse_weight_decoding
 from frame.engine.weights import collect_weights, numpy_dtype
 from frame.errors import UsageError
 
@@ -114,6 +116,7 @@ class Model:
         nodes, self.fused_attention_count = fuse_attention(nodes, output_names, attention, opset)
         nodes, self.fused_silu_count = fuse_silu(nodes, output_names)
         nodes, self.fused_upsample_conv_count = fuse_upsample_conv(nodes, output_names, self._weights)
+        nodes, self.decoded_weight_count = fuse_weight_decoding(nodes, output_names, self._weights)
         nodes = g.remove_dead_nodes(nodes, output_names)
         self._check_outputs_produced(nodes, input_names)
         self.steps = g.make_plan(nodes, self._weights, input_names, output_names)
