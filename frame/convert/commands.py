@@ -28,6 +28,9 @@ def register(subparsers) -> None:
     convert.add_argument("--weights", required=True, choices=("fp16", "uint8"), help="weight precision to write")
     convert.add_argument("--keep", metavar="REGEX",
                          help="leave initializers whose name matches REGEX unchanged")
+    convert.add_argument("--dynamic-shapes", action="store_true",
+                         help="make models exported at a fixed image size (e.g. a VAE decoder with a static "
+                              "1x4x64x64 input) run at any size, so the VAE can be decoded in tiles")
     convert.set_defaults(func=convert_command)
 
 
@@ -39,7 +42,10 @@ def convert_command(args: argparse.Namespace) -> int:
         keep = re.compile(args.keep) if args.keep else None
     except re.error as exc:
         raise UsageError(f"--keep: not a regular expression: {exc}") from exc
-    options = Options(args.weights, policy=Policy(keep=keep))
+    transform = None
+    if args.dynamic_shapes:
+        from frame.convert.shapes import make_dynamic as transform
+    options = Options(args.weights, policy=Policy(keep=keep), transform=transform)
     reports = convert(args.src, args.dst, options)
     before = sum(r.bytes_before for r in reports.values())
     after = sum(r.bytes_after for r in reports.values())

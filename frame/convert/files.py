@@ -35,6 +35,7 @@ from frame.convert.storage import ExternalData, TensorReader
 from frame.engine.errors import ModelFormatError
 from frame.engine.protobuf_index import scan_model
 from frame.engine.sources import LocalSource
+from frame.engine.static_shapes import fill_small_values
 from frame.engine.weights import WeightRef, collect_weights
 from frame.errors import UsageError
 
@@ -100,6 +101,11 @@ def _check_target(dst: Path) -> None:
 def _convert_into(source: Source, onnx_path: Path, data_path: Path, data_name: str, options: Options,
                   progress: ByteProgress | None) -> Report:
     """Write the converted model to ``onnx_path`` / ``data_path`` (plain files, fsynced)."""
+    if options.transform is not None:  # before any weight is written: a model it cannot handle fails fast
+        structure = onnx.ModelProto()
+        structure.CopyFrom(source.proto)
+        source = Source(source.path, options.transform(fill_small_values(structure, source.weights),
+                                                       str(source.path)), source.weights)
     actions = plan(source.proto.graph, source.weights, options.weights, options.policy)
     opset = next((o.version for o in source.proto.opset_import if o.domain in ("", "ai.onnx")), 1)
     if opset < MIN_QUANT_OPSET and any(a.kind == "quantize" for a in actions.values()):
@@ -116,8 +122,6 @@ def _convert_into(source: Source, onnx_path: Path, data_path: Path, data_name: s
             sink.finish()
     finally:
         reader.close()
-    if options.transform is not None:
-        proto = options.transform(proto, str(source.path))
     with open(onnx_path, "wb") as file:
         file.write(proto.SerializeToString())
         file.flush()

@@ -11,7 +11,8 @@ The ``Scheme`` holds the choices ``benchmarks/quant_schemes.py`` compares:
 * ``percentile``: clip each channel's range to this percentile of its values (100 = no clipping);
 * ``mse_search``: shrink each channel's range by the factor in ``MSE_RATIOS`` that gives the smallest
   squared error (clipping chosen per channel by measurement instead of a fixed percentile);
-* ``rounding``: "nearest" (half to even, as QuantizeLinear) or "truncate" (toward zero, OnnxStream's).
+* ``rounding``: "nearest" (half to even, as QuantizeLinear) or "truncate" (toward zero, OnnxStream's);
+* ``per_tensor``: one range for the whole tensor (OnnxStream's choice), still written per channel.
 
 Channels are processed in blocks of at most ``BLOCK_BYTES`` of float32, so quantizing a 118 MB conv
 weight needs a few MB beyond the weight and its 8-bit result.
@@ -36,13 +37,15 @@ class Scheme:
     percentile: float = 100.0
     mse_search: bool = False
     rounding: str = "nearest"
+    per_tensor: bool = False
 
     @property
     def label(self) -> str:
         kind = "int8 symmetric" if self.symmetric else "uint8 asymmetric"
         clip = "MSE-searched range" if self.mse_search else (
             "min/max" if self.percentile >= 100 else f"{self.percentile:g}th percentile")
-        return f"{kind}, {clip}, {'round to nearest' if self.rounding == 'nearest' else 'truncate'}"
+        granularity = ", per tensor" if self.per_tensor else ""
+        return f"{kind}, {clip}, {'round to nearest' if self.rounding == 'nearest' else 'truncate'}{granularity}"
 
     @property
     def dtype(self) -> np.dtype:
@@ -125,6 +128,8 @@ def _quantize_rows(rows: np.ndarray, scheme: Scheme) -> tuple[np.ndarray, np.nda
 def quantize(weight: np.ndarray, axis: int, scheme: Scheme) -> Quantized:
     """``weight`` (float) quantized per channel along ``axis`` with ``scheme``."""
     axis = axis % weight.ndim
+    if scheme.per_tensor:
+        return _quantize_per_tensor(weight, axis, scheme)
     channels = weight.shape[axis]
     per_channel = max(1, weight.size // max(channels, 1))
     block = max(1, BLOCK_BYTES // (4 * per_channel))
@@ -139,6 +144,14 @@ def quantize(weight: np.ndarray, axis: int, scheme: Scheme) -> Quantized:
         codes, scale[start:stop], zero[start:stop] = _quantize_rows(rows, scheme)
         moved_q[start:stop] = codes.reshape(moved_q[start:stop].shape)
     return Quantized(q, scale, zero.astype(scheme.dtype), axis)
+
+
+def _quantize_per_tensor(weight: np.ndarray, axis: int, scheme: Scheme) -> Quantized:
+    rows = np.asarray(weight, dtype=np.float32).reshape(1, -1)
+    codes, scale, zero = _quantize_rows(rows, scheme)
+    channels = weight.shape[axis]
+    return Quantized(codes.reshape(weight.shape), np.repeat(scale, channels),
+                     np.repeat(zero, channels).astype(scheme.dtype), axis)
 
 
 def dequantize(quantized: Quantized) -> np.ndarray:

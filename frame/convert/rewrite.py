@@ -76,7 +76,8 @@ def _fp16_chunks(reader: TensorReader, ref: WeightRef) -> Iterator[np.ndarray]:
 def _quantize_chunks(reader: TensorReader, ref: WeightRef, axis: int, scheme: Scheme,
                      scales: list[np.ndarray], zeros: list[np.ndarray]) -> Iterator[np.ndarray]:
     """8-bit codes in row blocks (axis 0: channels are rows, read a block at a time) or whole."""
-    parts = reader.chunks(ref, storage.CHUNK_BYTES // 2) if axis == 0 else [reader.whole(ref)]
+    chunked = axis == 0 and not scheme.per_tensor
+    parts = reader.chunks(ref, storage.CHUNK_BYTES // 2) if chunked else [reader.whole(ref)]
     for part in parts:
         result = quantize(part, axis, scheme)
         scales.append(result.scale)
@@ -106,7 +107,10 @@ def rewrite(proto: onnx.ModelProto, weights: dict[str, WeightRef], actions: dict
     nodes: list[onnx.NodeProto] = []
     replaced: set[str] = set()
     for original in proto.graph.initializer:
-        ref = weights[original.name]
+        ref = weights.get(original.name)
+        if ref is None:  # a small constant added by a graph transform (its data is inline)
+            tensors.append(original)
+            continue
         action = actions.get(original.name)
         kind = action.kind if action else "keep"
         report.bytes_before += ref.nbytes

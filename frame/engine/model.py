@@ -134,6 +134,15 @@ class Model:
     def weight_bytes(self) -> int:
         return sum(ref.nbytes for ref in self._weights.values())
 
+    def override_input_shape(self, name: str, shape: tuple[int | str | None, ...]) -> None:
+        """Accept feeds of ``shape`` (ints, symbolic names or None) for input ``name`` instead of the
+        declared shape: for static exports known to run at other sizes (``static_shapes.probe``)."""
+        for i, info in enumerate(self.inputs):
+            if info.name == name:
+                self.inputs[i] = TensorInfo(name, info.dtype, tuple(shape))
+                return
+        raise UsageError(f"the model has no input {name!r}")
+
     def set_attention(self, slices: int | None = None, budget_bytes: int | None = None) -> None:
         """Query-row slices per head (None = automatic) and/or the score-block memory budget."""
         if slices is not None and slices < 1:
