@@ -42,12 +42,12 @@ from frame.convert.policy import Policy  # noqa: E402
 from frame.convert.quantize import Scheme, dequantize, quantize  # noqa: E402
 
 SCHEMES = {
-    "int8 sym, min/max": Scheme(),
-    "uint8 asym, min/max": Scheme(symmetric=False),
-    "int8 sym, p99.99": Scheme(percentile=99.99),
+    "int8 sym, min/max": Scheme(symmetric=True),
+    "uint8 asym, min/max (default)": Scheme(symmetric=False),
+    "int8 sym, p99.99": Scheme(symmetric=True, percentile=99.99),
     "uint8 asym, p99.99": Scheme(symmetric=False, percentile=99.99),
-    "int8 sym, p99.9": Scheme(percentile=99.9),
-    "int8 sym, MSE range": Scheme(mse_search=True),
+    "int8 sym, p99.9": Scheme(symmetric=True, percentile=99.9),
+    "int8 sym, MSE range": Scheme(symmetric=True, mse_search=True),
     "uint8 asym, MSE range": Scheme(symmetric=False, mse_search=True),
     "uint8 asym, min/max, truncate": Scheme(symmetric=False, rounding="truncate"),
     "OnnxStream: per tensor, p99.9, truncate": Scheme(symmetric=False, percentile=99.9, rounding="truncate",
@@ -197,7 +197,7 @@ def run_unet(path: Path, with_ort: bool, work_root: Path, only: list[str] | None
             output, info = evaluate("frame", target, feeds_path, work)
             print(f"| {label} | frame | {rel_l2(output, reference):.2e} | {report.bytes_after / 1e6:.0f} MB | "
                   f"{info['peak_rss_mb']:.0f} | {info['cpu_s']:.0f} |", flush=True)
-            if with_ort and label == "uint8: int8 sym, min/max":
+            if with_ort and label == "uint8: uint8 asym, min/max (default)":
                 for runtime in ("ort", "ort-noopt"):
                     output, info = evaluate(runtime, target, feeds_path, work)
                     print(f"| {label} | onnxruntime{' (no graph optimizations)' if runtime == 'ort-noopt' else ''}"

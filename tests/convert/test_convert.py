@@ -116,7 +116,7 @@ def test_uint8_quantizes_weight_operands_per_output_channel(tmp_path):
     axes = {name: next(a.i for a in node.attribute if a.name == "axis") for name, node in dq.items()}
     assert axes == {"w_mm": 1, "w_gemm": 0, "w_conv": 0, "w_convt": 1}
     inits = _inits(dst)
-    assert inits["w_mm_quantized"].data_type == TensorProto.INT8 and list(inits["w_mm_scale"].dims) == [40]
+    assert inits["w_mm_quantized"].data_type == TensorProto.UINT8 and list(inits["w_mm_scale"].dims) == [40]
     assert list(inits["w_convt_scale"].dims) == [8] and list(inits["w_gemm_scale"].dims) == [64]
     assert inits["table_fp16"].data_type == TensorProto.FLOAT16  # lookup tables: float16
     assert inits["b_conv"].data_type == TensorProto.FLOAT and inits["w_out"].data_type == TensorProto.FLOAT
