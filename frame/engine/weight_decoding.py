@@ -73,9 +73,8 @@ def decode_block(q: np.ndarray, scale: np.ndarray | None, zero_point: np.ndarray
     the float16 ``q`` widened when ``scale`` is None."""
     index = [slice(None)] * q.ndim
     index[block_axis] = slice(start, stop)
-    block = q[tuple(index)].astype(np.float32)
     if scale is None:
-        return block
+        return q[tuple(index)].astype(np.float32)
     rank, axis = q.ndim, quant_axis % q.ndim
 
     def per_channel(values: np.ndarray) -> np.ndarray:
@@ -86,9 +85,10 @@ def decode_block(q: np.ndarray, scale: np.ndarray | None, zero_point: np.ndarray
         shaped = values.astype(np.float32).reshape(shape)
         return shaped[tuple(index)] if axis == block_axis % rank else shaped
 
+    step = per_channel(scale)
+    block = np.multiply(q[tuple(index)], step, dtype=np.float32)  # q * scale in one pass, then the offset
     if zero_point is not None and np.any(zero_point):
-        block -= per_channel(zero_point)
-    block *= per_channel(scale)
+        block -= per_channel(zero_point) * step
     return block
 
 
