@@ -97,6 +97,7 @@ def _feeds():
 @pytest.mark.parametrize("block_bytes", [8 << 20, 64])
 def test_decoded_ops_match_the_onnx_reference_in_one_block_or_many(tmp_path, monkeypatch, block_bytes):
     monkeypatch.setattr(weight_decoding, "BLOCK_BYTES", block_bytes)
+    monkeypatch.setattr(weight_decoding, "MIN_BLOCK_CHANNELS", 1)
     proto = _every_op_model()
     path = save(proto, tmp_path / "m.onnx", external=True)
     expected = ReferenceEvaluator(proto).run(None, _feeds())
@@ -112,6 +113,7 @@ def test_a_big_weight_never_exists_in_float32_whole(tmp_path, monkeypatch):
     """A 1.3 MB float32 (330 kB int8) MatMul weight with 64 kB blocks: the largest float32 piece of it
     ever made is one block, and no value the executor holds has the weight's shape."""
     monkeypatch.setattr(weight_decoding, "BLOCK_BYTES", 64 << 10)
+    monkeypatch.setattr(weight_decoding, "MIN_BLOCK_CHANNELS", 1)
     w = _weight(256, 1280)
     inits, dq = _quantized("w", w, 1)
     proto = model([dq, helper.make_node("MatMul", ["x", "w"], ["y"])], [value("x", [4, 256])],
