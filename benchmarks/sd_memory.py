@@ -91,13 +91,13 @@ class PhasePeaks:
         self.phase = phase
 
 
-def child(kind: str, folder: str) -> None:
+def child(kind: str, folder: str, vae_tile: int = 32) -> None:
     """Run one measurement in this process and print a JSON line with its results."""
     import numpy as np
 
     from frame.diffusion import load_pipeline
 
-    pipe = load_pipeline(folder)
+    pipe = load_pipeline(folder, vae_tile=vae_tile)
     started = time.perf_counter()
     if kind.startswith("render"):
         pipe.cfg_batch = kind == "render-batched"
@@ -124,10 +124,10 @@ def child(kind: str, folder: str) -> None:
     print(json.dumps({"kind": kind, "peak_rss_mb": round(peak_mb, 1), "seconds": round(seconds, 1), **detail}))
 
 
-def measure(kind: str, folder: Path) -> dict:
+def measure(kind: str, folder: Path, vae_tile: int = 32) -> dict:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, __file__, "--child", kind, "--folder", str(folder)], env=env,
-                          capture_output=True, text=True)
+    done = subprocess.run([sys.executable, __file__, "--child", kind, "--folder", str(folder),
+                           "--vae-tile", str(vae_tile)], env=env, capture_output=True, text=True)
     if done.returncode != 0:
         return {"kind": kind, "error": done.stderr.strip().splitlines()[-1:]}
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -150,11 +150,12 @@ def main() -> None:
     parser.add_argument("--only", default="render,render-batched,decode-tiled,decode-whole")
     parser.add_argument("--weights", choices=("fp32", "fp16", "uint8"), default="fp32")
     parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--vae-tile", type=int, default=32, help="VAE tile side in latent pixels (default 32)")
     parser.add_argument("--child")
     parser.add_argument("--folder")
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.folder)
+        child(args.child, args.folder, args.vae_tile)
         return
     folder = assemble(args.cache)
     if args.weights != "fp32":
@@ -162,7 +163,7 @@ def main() -> None:
     target = TARGET_MB[args.weights]
     print(f"pipeline folder: {folder}  (target: peak RSS ≤ {target} MB)")
     for kind in args.only.split(","):
-        results = [measure(kind, folder) for _ in range(args.runs)]
+        results = [measure(kind, folder, args.vae_tile) for _ in range(args.runs)]
         peaks = [r["peak_rss_mb"] for r in results if "peak_rss_mb" in r]
         result = dict(results[-1])
         if peaks:
