@@ -5,8 +5,8 @@ Uses the full-size random-weight SD 1.5 components the engine benchmark exports 
 them as a diffusers ONNX export (model_index.json, scheduler, tokenizer and configs from the bundled
 demo model, component configs with SD 1.5's sizes) in ``<cache>-pipeline`` via symlinks.
 
-Each measurement runs in its own process and reports its peak RSS (``ru_maxrss``, includes Python and
-numpy):
+Each measurement runs in its own process and reports its own peak RSS (``VmHWM`` from
+/proc/self/status, includes Python and numpy):
 
 * ``render``: 512×512, 2 steps, guidance 7.5 (the two guidance passes one after the other, the
   default), tiled VAE decode;
@@ -14,9 +14,15 @@ numpy):
 * ``decode-tiled`` vs ``decode-whole``: the VAE decoder on a 64×64 latent, 32×32 tiles (overlap 8) vs
   in one piece.
 
+``--weights uint8`` (or ``fp16``) renders from the folder converted with ``frame model convert``
+(``<cache>-pipeline-<weights>``, made by ``benchmarks/convert_memory.py --what folder`` or here when
+missing); the target for a uint8 render is 250 MB. ``--runs N`` repeats each measurement and prints
+the median.
+
 Usage::
 
-    /work/venv/bin/python benchmarks/sd_memory.py [--cache /work/cache/sd15-full] [--only render,decode-tiled]
+    .venv/bin/python benchmarks/sd_memory.py [--cache /work/cache/sd15-full] [--only render,decode-tiled]
+    .venv/bin/python benchmarks/sd_memory.py --weights uint8 --only render --runs 3
 """
 
 from __future__ import annotations
@@ -24,15 +30,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TARGET_MB = 300
+TARGET_MB = {"fp32": 300, "fp16": 300, "uint8": 250}
 UNET_CONFIG = {"_class_name": "UNet2DConditionModel", "sample_size": 64, "in_channels": 4,
                "block_out_channels": [320, 640, 1280, 1280], "cross_attention_dim": 768}
 VAE_CONFIG = {"_class_name": "AutoencoderKL", "block_out_channels": [128, 256, 512, 512], "latent_channels": 4,
@@ -85,13 +91,13 @@ class PhasePeaks:
         self.phase = phase
 
 
-def child(kind: str, folder: str) -> None:
+def child(kind: str, folder: str, vae_tile: int = 32) -> None:
     """Run one measurement in this process and print a JSON line with its results."""
     import numpy as np
 
     from frame.diffusion import load_pipeline
 
-    pipe = load_pipeline(folder)
+    pipe = load_pipeline(folder, vae_tile=vae_tile)
     started = time.perf_counter()
     if kind.startswith("render"):
         pipe.cfg_batch = kind == "render-batched"
@@ -112,37 +118,58 @@ def child(kind: str, folder: str) -> None:
         image = pipe.decode(latents, tiled=kind == "decode-tiled")
         detail = {"size": list(image.size)}
     seconds = time.perf_counter() - started
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    # clear_refs resets the kernel's high-water mark (and ru_maxrss with it): take the phase maximum too
+    peak_mb = PhasePeaks.high_water_mb()
+    # clear_refs resets the kernel's high-water mark: take the phase maximum too
     peak_mb = max([peak_mb, *detail.get("phase_peak_rss_mb", {}).values()])
     print(json.dumps({"kind": kind, "peak_rss_mb": round(peak_mb, 1), "seconds": round(seconds, 1), **detail}))
 
 
-def measure(kind: str, folder: Path) -> dict:
+def measure(kind: str, folder: Path, vae_tile: int = 32) -> dict:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, __file__, "--child", kind, "--folder", str(folder)], env=env,
-                          capture_output=True, text=True)
+    done = subprocess.run([sys.executable, __file__, "--child", kind, "--folder", str(folder),
+                           "--vae-tile", str(vae_tile)], env=env, capture_output=True, text=True)
     if done.returncode != 0:
         return {"kind": kind, "error": done.stderr.strip().splitlines()[-1:]}
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def converted(folder: Path, weights: str) -> Path:
+    """``folder`` converted with ``frame model convert`` (once; kept for later runs)."""
+    target = Path(f"{folder}-{weights}")
+    if not target.is_dir():
+        from frame.cli import main as frame_main
+
+        if frame_main(["model", "convert", str(folder), str(target), "--weights", weights]):
+            raise SystemExit(f"conversion of {folder} failed")
+    return target
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cache", type=Path, default=Path("/work/cache/sd15-full"))
     parser.add_argument("--only", default="render,render-batched,decode-tiled,decode-whole")
+    parser.add_argument("--weights", choices=("fp32", "fp16", "uint8"), default="fp32")
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--vae-tile", type=int, default=32, help="VAE tile side in latent pixels (default 32)")
     parser.add_argument("--child")
     parser.add_argument("--folder")
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.folder)
+        child(args.child, args.folder, args.vae_tile)
         return
     folder = assemble(args.cache)
-    print(f"pipeline folder: {folder}  (target: peak RSS ≤ {TARGET_MB} MB)")
+    if args.weights != "fp32":
+        folder = converted(folder, args.weights)
+    target = TARGET_MB[args.weights]
+    print(f"pipeline folder: {folder}  (target: peak RSS ≤ {target} MB)")
     for kind in args.only.split(","):
-        result = measure(kind, folder)
-        verdict = "" if "peak_rss_mb" not in result else (
-            "  OK" if result["peak_rss_mb"] <= TARGET_MB else "  over target" if kind in ("render", "decode-tiled")
+        results = [measure(kind, folder, args.vae_tile) for _ in range(args.runs)]
+        peaks = [r["peak_rss_mb"] for r in results if "peak_rss_mb" in r]
+        result = dict(results[-1])
+        if peaks:
+            result.update(peak_rss_mb=statistics.median(peaks), runs_peak_rss_mb=peaks)
+        verdict = "" if not peaks else (
+            "  OK" if result["peak_rss_mb"] <= target else "  over target" if kind in ("render", "decode-tiled")
             else "  (comparison)")
         print(json.dumps(result) + verdict, flush=True)
 

@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "frame.diffusion.commands",
     "frame.display.commands",
     "frame.daemon.commands",
+    "frame.convert.commands",
 )
 
 log = logging.getLogger(__name__)

@@ -40,6 +40,7 @@ def _config_check(args: argparse.Namespace) -> int:
     config = check_config(path)
     print(f"{path or 'configuration'}: ok")
     _describe_onnxstream(config)
+    _describe_model(config)
     return 0
 
 
@@ -53,6 +54,21 @@ def _describe_onnxstream(config) -> None:
         return
     for line in OnnxStreamFiles(source).summary_lines():
         print(f"model.source: {line}")
+
+
+def _describe_model(config) -> None:
+    """The model folder's weight precision per component, and a VAE that cannot be tiled (issue 11)."""
+    from pathlib import Path
+
+    from frame.diffusion.model_check import describe_folder
+    from frame.diffusion.onnxstream_layout import is_onnxstream_folder
+    from frame.models import resolve_model_source
+
+    source = resolve_model_source(config.model.source)
+    if "://" in source or not Path(source).expanduser().is_dir() or is_onnxstream_folder(source):
+        return
+    for level, line in describe_folder(Path(source).expanduser(), config.model.vae_tile):
+        print(f"model.source: {'warning: ' if level == 'warning' else ''}{line}")
 
 
 def _config_show(args: argparse.Namespace) -> int:

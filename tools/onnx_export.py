@@ -15,7 +15,6 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-import convert_fp16
 import numpy as np
 import onnx
 import torch
@@ -115,8 +114,11 @@ def _rename_symbolic_dims(model: onnx.ModelProto, dynamic_axes: dict[str, dict[i
 
 
 def to_fp16_weights(model: onnx.ModelProto, min_elements: int = 2) -> onnx.ModelProto:
-    """Optimum-style fp16 weights (float16 initializers + Cast to float); see tools/convert_fp16.py."""
-    return convert_fp16.to_fp16_weights(model, min_elements)
+    """Optimum-style fp16 weights (float16 initializers + Cast to float), by ``frame model convert``'s code."""
+    from frame.convert.files import Options, convert_proto
+    from frame.convert.policy import Policy
+
+    return convert_proto(model, Options("fp16", policy=Policy(min_elements=min_elements)))
 
 
 def round_weights_to_fp16(module: torch.nn.Module) -> None:

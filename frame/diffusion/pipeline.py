@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from frame.diffusion import conditioning, denoise, resume, sizes, vae
+from frame.diffusion import conditioning, denoise, resume, sizes, vae, vae_shapes
 from frame.diffusion.model_files import ModelFiles
 from frame.diffusion.model_info import SDXL, ModelInfo, read_model_info
 from frame.diffusion.onnxstream_layout import OnnxStreamFiles, is_onnxstream_folder
@@ -93,6 +93,7 @@ class Pipeline:
         self.unet_source = files.onnx("unet")
         self.vae_source = files.onnx("vae_decoder")
         self._unet_signature: tuple[tuple[int, int] | None, frozenset[str]] | None = None
+        self._vae_shapes: vae_shapes.VaeShapes | None = None
 
     @property
     def kind(self) -> str:
@@ -107,6 +108,15 @@ class Pipeline:
             finally:
                 _close(model)
         return self._unet_signature
+
+    def vae_shapes(self) -> vae_shapes.VaeShapes:
+        """Whether the VAE decoder's input size is fixed and whether it still runs in tiles (read once)."""
+        if self._vae_shapes is None:
+            if isinstance(self.files, OnnxStreamFiles):  # its own folder format: tiles by its own decoder
+                self._vae_shapes = vae_shapes.VaeShapes(None, True)
+            else:
+                self._vae_shapes = vae_shapes.check_vae(self.vae_source, self.vae_tile)
+        return self._vae_shapes
 
     def unet_static_latent(self) -> tuple[int, int] | None:
         """Fixed latent size of the UNet export, or None when its spatial axes are dynamic."""
@@ -250,8 +260,9 @@ class Pipeline:
         source = self.vae_source
         if isinstance(self.files, OnnxStreamFiles):  # its 32x32 tile decoder when the latent is larger
             source = self.files.vae_for(latents.shape[2], latents.shape[3], tiled)
+        relax = source == self.vae_source and self.vae_shapes().tileable
         pixels = vae.decode(self.load, source, latents, self.info.scaling_factor, self.vae_tile,
-                            self.vae_tile_overlap, tiled, report)
+                            self.vae_tile_overlap, tiled, report, relax_static=relax)
         return Image.fromarray(pixels, "RGB")
 
     def embed_text(self, texts: list[str]) -> np.ndarray:
@@ -277,8 +288,14 @@ def load_pipeline(source: str | os.PathLike, cache_dir: str | os.PathLike | None
     files, info = open_model_files(source, cache_dir)
     if vae_tile < 1 or not 0 <= vae_tile_overlap < vae_tile:
         raise UsageError(f"VAE tiles: need tile ≥ 1 and 0 ≤ overlap < tile, got {vae_tile} / {vae_tile_overlap}")
-    return Pipeline(files, info, loader or engine_loader(weights, attention_slices), vae_tile, vae_tile_overlap,
+    pipe = Pipeline(files, info, loader or engine_loader(weights, attention_slices), vae_tile, vae_tile_overlap,
                     cfg_batch)
+    shapes = pipe.vae_shapes()  # said at load, so a night's log names a decoder that cannot be tiled at once
+    if shapes.warning(pipe.vae_source):
+        log.warning("%s", shapes.warning(pipe.vae_source))
+    elif shapes.note():
+        log.info("%s", shapes.note())
+    return pipe
 
 
 def open_model_files(source: str | os.PathLike, cache_dir: str | os.PathLike | None = None

@@ -111,11 +111,12 @@ def to_pixels(image: np.ndarray) -> np.ndarray:
 
 def decode(load: Callable[[str], Any], source: str, latents: np.ndarray, scaling_factor: float,
            tile: int = 32, overlap: int = 8, tiled: bool | None = None,
-           progress: Callable[[float], None] | None = None) -> np.ndarray:
+           progress: Callable[[float], None] | None = None, relax_static: bool = False) -> np.ndarray:
     """Latents from the sampler → (H, W, 3) uint8 pixels.
 
     ``tiled=None`` tiles automatically when the latent is larger than one tile (or than a static
-    decoder input); ``True``/``False`` force it.
+    decoder input); ``True``/``False`` force it. ``relax_static``: the decoder declares a fixed input
+    size that none of its ops depends on (``vae_shapes.check_vae``), so it is run like a dynamic one.
     """
     if not 0 <= overlap < tile:
         raise UsageError(f"VAE tile overlap must be at least 0 and smaller than the tile ({tile}), got {overlap}")
@@ -123,6 +124,9 @@ def decode(load: Callable[[str], Any], source: str, latents: np.ndarray, scaling
     model = load(source)
     try:
         static = static_latent_size(model)
+        if static and relax_static and hasattr(model, "override_input_shape"):
+            model.override_input_shape("latent_sample", (*_latent_spec(model).shape[:2], None, None))
+            static = None
         _, _, height, width = scaled.shape
         tile_hw = static or (tile, tile)
         if static and (height < static[0] or width < static[1]):

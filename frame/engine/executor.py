@@ -78,7 +78,7 @@ class Executor:
 
     def fetch(self, ref: WeightRef) -> np.ndarray:
         array = ref.value if ref.value is not None else self.provider.get(ref)
-        if array.dtype == np.float16:
+        if array.dtype == np.float16 and not ref.keep_float16:
             array = array.astype(np.float32)
         return array
 

@@ -2,9 +2,10 @@
 
 Loading reads only the graph structure (the protobuf scanner skips embedded weights), binds and
 validates every node (all problems reported in one ``UnsupportedModelError`` before any compute),
-rewrites fp16 to float32 compute, folds constants, fuses attention, SiLU, Resize→Conv and
-Conv→BatchNormalization/affine chains, and plans fetch/free per step. ``run`` checks the feeds
-against the declared inputs and executes the plan, streaming weights through the provider.
+rewrites fp16 to float32 compute, folds constants, fuses attention, SiLU, Resize→Conv,
+Conv→BatchNormalization/affine chains and 8-bit/fp16 weight decoding into the ops that use them, and
+plans fetch/free per step. ``run`` checks the feeds against the declared inputs and executes the plan,
+streaming weights through the provider.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from frame.engine.silu import fuse_silu
 from frame.engine.sources import SourcePool, is_url
 from frame.engine.subgraphs import BodyBinder, compile_bodies, fetch_order
 from frame.engine.upsample_conv import fuse_upsample_conv
+from frame.engine.weight_decoding import fuse_weight_decoding
 from frame.engine.weights import collect_weights, numpy_dtype
 from frame.errors import UsageError
 
@@ -125,6 +127,9 @@ class Model:
         nodes, self.fused_silu_count = fuse_silu(nodes, output_names)
         nodes, self.fused_upsample_conv_count = fuse_upsample_conv(nodes, output_names, self._weights)
         nodes, self.fused_conv_affine_count = fuse_conv_affine(nodes, output_names, self._weights)
+        # after the affine fold, which only takes float32 initializer weights: quantized/fp16 convs
+        # keep their BatchNormalization and get their weights decoded per block instead
+        nodes, self.decoded_weight_count = fuse_weight_decoding(nodes, output_names, self._weights)
         nodes = g.remove_dead_nodes(nodes, output_names)
         self._check_outputs_produced(nodes, input_names)
         self.steps = g.make_plan(nodes, self._weights, input_names, output_names)
@@ -141,6 +146,15 @@ class Model:
     @property
     def weight_bytes(self) -> int:
         return sum(ref.nbytes for ref in self._weights.values())
+
+    def override_input_shape(self, name: str, shape: tuple[int | str | None, ...]) -> None:
+        """Accept feeds of ``shape`` (ints, symbolic names or None) for input ``name`` instead of the
+        declared shape: for static exports known to run at other sizes (``static_shapes.probe``)."""
+        for i, info in enumerate(self.inputs):
+            if info.name == name:
+                self.inputs[i] = TensorInfo(name, info.dtype, tuple(shape))
+                return
+        raise UsageError(f"the model has no input {name!r}")
 
     def set_attention(self, slices: int | None = None, budget_bytes: int | None = None) -> None:
         """Query-row slices per head (None = automatic) and/or the score-block memory budget."""

@@ -34,6 +34,7 @@ class WeightRef:
     length: int = 0
     value: np.ndarray | None = field(default=None, repr=False)
     index: int = -1  # position in the order the engine fetches weights (set by the plan)
+    keep_float16: bool = False  # hand over as stored: every op using it widens it itself (weight_decoding)
 
     @property
     def nbytes(self) -> int:

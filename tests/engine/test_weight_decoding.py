@@ -1,0 +1,215 @@
+"""8-bit and fp16 weights decoded inside their ops, block by block (frame/engine/weight_decoding.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+from frame.engine import load_model, weight_decoding
+from tests.engine.builders import model, value
+from tests.engine.builders import save as _save
+
+RNG = np.random.default_rng(7)
+
+
+def save(proto: onnx.ModelProto, path, external: bool = False) -> str:
+    """Save a copy (external-data saving rewrites the proto it is given)."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(proto)
+    return _save(copy, path, external)
+
+
+def _quantized(name: str, w: np.ndarray, axis: int | None, dtype=np.int8):
+    """Initializers + DequantizeLinear for ``w`` (per channel along ``axis``, per tensor when None)."""
+    reduce = tuple(i for i in range(w.ndim) if i != axis) if axis is not None else None
+    low, high = w.min(axis=reduce), w.max(axis=reduce)
+    if dtype == np.int8:
+        scale = (np.maximum(-low, high) / 127).astype(np.float32)
+        zero = np.zeros_like(scale, dtype=np.int8)
+    else:
+        low, high = np.minimum(low, 0), np.maximum(high, 0)
+        scale = ((high - low) / 255).astype(np.float32)
+        zero = np.rint(-low / scale).astype(np.uint8)
+    shape = [1] * w.ndim
+    if axis is not None:
+        shape[axis] = -1
+    lo, hi = (-127, 127) if dtype == np.int8 else (0, 255)
+    q = np.clip(np.rint(w / scale.reshape(shape)) + zero.reshape(shape).astype(np.float32), lo, hi).astype(dtype)
+    inits = [numpy_helper.from_array(q, f"{name}_q"), numpy_helper.from_array(np.asarray(scale), f"{name}_s"),
+             numpy_helper.from_array(np.asarray(zero), f"{name}_z")]
+    attrs = {"axis": axis} if axis is not None else {}
+    node = helper.make_node("DequantizeLinear", [f"{name}_q", f"{name}_s", f"{name}_z"], [name], **attrs)
+    return inits, node
+
+
+def _weight(*shape) -> np.ndarray:
+    return (RNG.standard_normal(shape) * 0.3).astype(np.float32)
+
+
+def _every_op_model():
+    """MatMul, Gemm (both transB, bias shapes), Conv (bias, groups), ConvTranspose and Resize→Conv,
+    every weight through DequantizeLinear (int8 and uint8, per channel and per tensor)."""
+    inits, nodes = [], []
+
+    def dq(name, w, axis, dtype=np.int8):
+        more, node = _quantized(name, w, axis, dtype)
+        inits.extend(more)
+        nodes.append(node)
+
+    dq("w_mm", _weight(16, 24), 1, np.uint8)
+    dq("w_g1", _weight(20, 24), 0)               # Gemm transB=1, per output row
+    dq("w_g2", _weight(20, 12), None, np.uint8)  # Gemm transB=0, per tensor
+    dq("w_c1", _weight(12, 3, 3, 3), 0)
+    dq("w_c2", _weight(12, 6, 3, 3), 0, np.uint8)  # group 2
+    dq("w_ct", _weight(12, 5, 2, 2), 1)
+    dq("w_up", _weight(6, 5, 3, 3), 0)
+    inits += [numpy_helper.from_array(_weight(20), "b_g1"), numpy_helper.from_array(_weight(1, 12), "b_g2"),
+              numpy_helper.from_array(_weight(12), "b_c1"), numpy_helper.from_array(_weight(5), "b_ct"),
+              numpy_helper.from_array(_weight(6), "b_up"),
+              numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")]
+    nodes += [
+        helper.make_node("MatMul", ["x", "w_mm"], ["mm"]),
+        helper.make_node("Gemm", ["mm2d", "w_g1", "b_g1"], ["g1"], transB=1),
+        helper.make_node("Gemm", ["g1", "w_g2", "b_g2"], ["g2"], alpha=0.5, beta=2.0),
+        helper.make_node("Conv", ["img", "w_c1", "b_c1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["c1", "w_c2"], ["c2"], pads=[1, 1, 1, 1], group=2),
+        helper.make_node("ConvTranspose", ["c2", "w_ct", "b_ct"], ["ct"], strides=[2, 2]),
+        helper.make_node("Resize", ["ct", "", "scales"], ["r"], mode="nearest"),
+        helper.make_node("Conv", ["r", "w_up", "b_up"], ["up"], pads=[1, 1, 1, 1]),
+        helper.make_node("Reshape", ["mm", "shape2d"], ["mm2d"]),
+    ]
+    inits.append(numpy_helper.from_array(np.array([-1, 24], np.int64), "shape2d"))
+    nodes.insert(len(nodes) - 8, nodes.pop())  # Reshape before the first Gemm
+    graph_inputs = [value("x", [2, 3, 16]), value("img", [1, 3, 6, 6])]
+    outputs = [value("g2", [6, 12]), value("up", [1, 6, 24, 24])]
+    return model(nodes, graph_inputs, outputs, inits, opset=19)
+
+
+def _feeds():
+    rng = np.random.default_rng(3)
+    return {"x": rng.standard_normal((2, 3, 16)).astype(np.float32),
+            "img": rng.standard_normal((1, 3, 6, 6)).astype(np.float32)}
+
+
+@pytest.mark.parametrize("block_bytes", [8 << 20, 64])
+def test_decoded_ops_match_the_onnx_reference_in_one_block_or_many(tmp_path, monkeypatch, block_bytes):
+    monkeypatch.setattr(weight_decoding, "BLOCK_BYTES", block_bytes)
+    monkeypatch.setattr(weight_decoding, "MIN_BLOCK_CHANNELS", 1)
+    proto = _every_op_model()
+    path = save(proto, tmp_path / "m.onnx", external=True)
+    expected = ReferenceEvaluator(proto).run(None, _feeds())
+    with load_model(path) as m:
+        assert m.decoded_weight_count == 7
+        assert "DequantizeLinear" not in {s.node.op_type for s in m.steps}
+        got = m.run(_feeds())
+    for name, want in zip(("g2", "up"), expected):
+        np.testing.assert_allclose(got[name], want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_big_weight_never_exists_in_float32_whole(tmp_path, monkeypatch):
+    """A 1.3 MB float32 (330 kB int8) MatMul weight with 64 kB blocks: the largest float32 piece of it
+    ever made is one block, and no value the executor holds has the weight's shape."""
+    monkeypatch.setattr(weight_decoding, "BLOCK_BYTES", 64 << 10)
+    monkeypatch.setattr(weight_decoding, "MIN_BLOCK_CHANNELS", 1)
+    w = _weight(256, 1280)
+    inits, dq = _quantized("w", w, 1)
+    proto = model([dq, helper.make_node("MatMul", ["x", "w"], ["y"])], [value("x", [4, 256])],
+                  [value("y", [4, 1280])], inits, opset=19)
+    path = save(proto, tmp_path / "m.onnx", external=True)
+    blocks = []
+    original = weight_decoding.decode_block
+
+    def recording(*args):
+        block = original(*args)
+        blocks.append(block.nbytes)
+        return block
+
+    monkeypatch.setattr(weight_decoding, "decode_block", recording)
+    x = {"x": np.random.default_rng(0).standard_normal((4, 256)).astype(np.float32)}
+    with load_model(path) as m:
+        shapes = []
+        m._executor.after_step = lambda i, env: shapes.extend(a.shape for a in env.values() if a.dtype == np.float32)
+        got = m.run(x)["y"]
+    assert len(blocks) == 20 and max(blocks) <= 64 << 10
+    assert (256, 1280) not in shapes
+    np.testing.assert_allclose(got, ReferenceEvaluator(proto).run(None, x)[0], rtol=1e-4, atol=1e-4)
+
+
+def _fp16_model(extra_use: bool = False):
+    """fp16 weights behind Cast(to=FLOAT) (frame model convert --weights fp16): an embedding Gather, a
+    MatMul; with ``extra_use`` the MatMul weight is also added to something (so it must be widened)."""
+    table = (RNG.standard_normal((100, 8))).astype(np.float16)
+    w = _weight(8, 8).astype(np.float16)
+    inits = [numpy_helper.from_array(table, "table_fp16"), numpy_helper.from_array(w, "w_fp16")]
+    nodes = [helper.make_node("Cast", ["table_fp16"], ["table"], to=TensorProto.FLOAT),
+             helper.make_node("Cast", ["w_fp16"], ["w"], to=TensorProto.FLOAT),
+             helper.make_node("Gather", ["table", "ids"], ["e"]),
+             helper.make_node("MatMul", ["e", "w"], ["y"])]
+    outputs = [value("y", [1, 3, 8])]
+    if extra_use:
+        nodes.append(helper.make_node("Add", ["w", "w"], ["w2"]))
+        outputs.append(value("w2", [8, 8]))
+    return model(nodes, [value("ids", [1, 3], TensorProto.INT64)], outputs, inits)
+
+
+@pytest.mark.parametrize("extra_use", [False, True])
+def test_fp16_weights_are_handed_over_as_float16_only_when_every_use_widens_them(tmp_path, extra_use):
+    proto = _fp16_model(extra_use)
+    path = save(proto, tmp_path / "m.onnx", external=True)
+    feeds = {"ids": np.array([[5, 99, 5]], np.int64)}
+    with load_model(path) as m:
+        fetched = {}
+        get = m.provider.get
+        m.provider.get = lambda ref: fetched.setdefault(ref.name, get(ref))
+        got = m.run(feeds)
+        gather = next(s for s in m.steps if s.node.op_type == "Gather")
+        assert gather.gather_rows is not None and gather.gather_rows.name == "table_fp16"  # only 2 rows read
+        assert m.decoded_weight_count == (1 if extra_use else 2)
+    assert "table_fp16" not in fetched
+    if not extra_use:
+        assert fetched["w_fp16"].dtype == np.float16
+    want = ReferenceEvaluator(proto).run(None, feeds)
+    for name, expected in zip([o.name for o in proto.graph.output], want):
+        assert got[name].dtype == np.float32
+        np.testing.assert_allclose(got[name], expected, rtol=1e-5, atol=1e-5)
+
+
+def test_a_weight_that_is_not_an_initializer_is_left_alone(tmp_path):
+    """DequantizeLinear of a graph input (activation QDQ) is not a stored weight: no fusion."""
+    nodes = [helper.make_node("DequantizeLinear", ["q", "s"], ["w"]), helper.make_node("MatMul", ["x", "w"], ["y"])]
+    proto = model(nodes, [value("x", [2, 4]), value("q", [4, 3], TensorProto.INT8)], [value("y", [2, 3])],
+                  [numpy_helper.from_array(np.array(0.5, np.float32), "s")], opset=19)
+    feeds = {"x": np.ones((2, 4), np.float32), "q": np.arange(12, dtype=np.int8).reshape(4, 3)}
+    with load_model(save(proto, tmp_path / "m.onnx")) as m:
+        assert m.decoded_weight_count == 0
+        np.testing.assert_allclose(m.run(feeds)["y"], ReferenceEvaluator(proto).run(None, feeds)[0])
+
+
+def test_onnx_reference_agrees_with_the_converted_fixture_pipeline_unet(tmp_path):
+    """The real exported graph (tiny SD 1.5 UNet) converted to uint8 runs fused and matches onnxruntime
+    without graph optimizations (which would quantize activations too)."""
+    ort = pytest.importorskip("onnxruntime")
+    from pathlib import Path
+
+    from frame.convert.files import Options, convert
+
+    src = Path(__file__).resolve().parents[1] / "fixtures" / "pipelines" / "sdxl" / "model" / "unet" / "model.onnx"
+    dst = tmp_path / "unet.onnx"
+    convert(src, dst, Options("uint8"))
+    rng = np.random.default_rng(0)
+    inputs = {i.name: i for i in onnx.load(str(dst), load_external_data=False).graph.input}
+    feeds = {"sample": rng.standard_normal((1, 4, 8, 8)).astype(np.float32), "timestep": np.array([10.0], np.float32),
+             "encoder_hidden_states": rng.standard_normal((1, 77, inputs["encoder_hidden_states"].type.tensor_type
+                                                           .shape.dim[2].dim_value)).astype(np.float32),
+             "text_embeds": rng.standard_normal((1, inputs["text_embeds"].type.tensor_type.shape.dim[1].dim_value))
+             .astype(np.float32),
+             "time_ids": np.array([[64, 64, 0, 0, 64, 64]], np.float32)}
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    want = ort.InferenceSession(str(dst), options, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    with load_model(str(dst)) as m:
+        assert m.decoded_weight_count > 50
+        np.testing.assert_allclose(m.run(feeds)["out_sample"], want, rtol=1e-3, atol=1e-4)
