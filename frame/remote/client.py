@@ -89,8 +89,8 @@ class A1111Client:
                 status, data = response.status_code, _read_capped(response, deadline)
             finally:
                 response.close()
-        except RemoteUnavailable:
-            raise
+        except RemoteUnavailable as exc:
+            raise RemoteUnavailable(exc.reason, exc.detail, self.server) from None
         except (requests.RequestException, DeadlinePassed, OSError) as exc:
             raise self._failure(exc, path, deadline, started) from None
         return self._decode(status, data, path)

@@ -33,7 +33,7 @@ from frame.diffusion.progress import Progress
 from frame.remote import a1111
 from frame.remote.a1111 import RemoteJob
 from frame.remote.client import A1111Client, CancellableDeadline
-from frame.remote.errors import DIED, NOT_CONFIGURED, RemoteUnavailable
+from frame.remote.errors import DIED, NOT_CONFIGURED, TIMEOUT, RemoteUnavailable
 from frame.remote.picture import check_picture, decode_base64_image
 
 log = logging.getLogger(__name__)
@@ -113,10 +113,18 @@ class RemoteRenderer:
         post = _Post(self.client, job, max(0.1, budget - (time.monotonic() - started)))
         post.thread.start()
         self._watch(post, job, progress)
+        if isinstance(post.error, RemoteUnavailable) and post.error.reason == TIMEOUT:
+            limit = ("render.remote.job_timeout_minutes" if budget == self.settings.job_timeout_minutes * 60.0
+                     else "the render window")
+            raise RemoteUnavailable(TIMEOUT, f"the picture was not done within {budget:g} s ({limit})",
+                                    self.client.server) from None
         if post.error is not None:
             raise post.error
-        encoded, info = a1111.answer_image_and_info(post.answer)
-        image = check_picture(decode_base64_image(encoded), job.width, job.height)
+        try:
+            encoded, info = a1111.answer_image_and_info(post.answer)
+            image = check_picture(decode_base64_image(encoded), job.width, job.height)
+        except RemoteUnavailable as exc:  # raised without knowing the server: name it
+            raise RemoteUnavailable(exc.reason, exc.detail, self.client.server) from None
         fallback_model = titles[0] if len(titles) == 1 else "remote"
         parameters = a1111.parameters_from_info(info, job, fallback_model)
         infotexts = info.get("infotexts")
