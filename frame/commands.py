@@ -41,7 +41,33 @@ def _config_check(args: argparse.Namespace) -> int:
     print(f"{path or 'configuration'}: ok")
     _describe_onnxstream(config)
     _describe_model(config)
+    _describe_remote(config)
     return 0
+
+
+def _describe_remote(config) -> None:
+    """Reach the render server once (GET /sdapi/v1/sd-models, 5 s): unreachable is a warning, not an
+    error, because the frame falls back to painting on the device."""
+    remote = config.render.remote
+    if not remote.url:
+        return
+    from frame.remote import RemoteUnavailable, check_reachable
+
+    try:
+        titles = check_reachable(remote, seconds=5.0)
+    except RemoteUnavailable as exc:
+        fallback = " (nights fall back to painting on the frame)" if config.render.backend == "remote" else ""
+        print(f"render.remote.url: warning: {exc}{fallback}")
+        return
+    models = f": {', '.join(titles[:3])}{', ...' if len(titles) > 3 else ''}" if titles else ""
+    print(f"render.remote.url: {remote.url and _redacted(remote.url)} answers, {len(titles)} model"
+          f"{'s' if len(titles) != 1 else ''}{models}")
+
+
+def _redacted(url: str) -> str:
+    from frame.config.redact import redact_url
+
+    return redact_url(url)
 
 
 def _describe_onnxstream(config) -> None:

@@ -68,6 +68,10 @@ def http_url(value: str) -> str | None:
     return None
 
 
+def http_url_or_empty(value: str) -> str | None:
+    return None if value == "" else http_url(value)
+
+
 def model_source(value: str) -> str | None:
     if value == "demo" or "://" not in value:
         return None  # "demo" or a folder; the folder's existence is checked when the model loads

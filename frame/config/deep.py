@@ -26,6 +26,9 @@ def deep_problems(config: Config) -> list[tuple[KeyPath, str]]:
     source = resolve_model_source(config.model.source)
     if "://" not in source and not (Path(source).expanduser() / "model_index.json").is_file():
         problems.extend((("model", "source"), message) for message in _onnxstream_problems(source))
+    if config.render.backend == "remote" and not config.render.remote.url:
+        problems.append((("render", "remote", "url"), "is empty, but render.backend is remote: set the render "
+                         "server's URL (e.g. http://192.168.1.20:7860) or set render.backend: local"))
     panels = list(panel_names())
     if config.display.panel not in panels:
         problems.append((("display", "panel"), f"unknown panel {config.display.panel!r}"

@@ -16,6 +16,7 @@ from typing import Literal
 from frame.config import checks
 
 URL_SECRET = "url"  # the value may be a URL carrying credentials (user:password@, ?key=...)
+SamplerName = Literal["euler_a", "euler", "ddim", "dpm++2m", "dpm++2m_karras", "lcm"]
 
 
 def _opt(default, check=None, secret: bool | str = False):
@@ -31,7 +32,7 @@ class ModelConfig:
     source: str = _opt("demo", checks.model_source, secret=URL_SECRET)
     weights: Literal["auto", "nocache", "prefetch", "ram"] = "auto"
     attention_slices: int | None = _opt(None, checks.positive)
-    sampler: Literal["euler_a", "euler", "ddim", "dpm++2m", "dpm++2m_karras", "lcm"] = "euler_a"
+    sampler: SamplerName = "euler_a"
     steps: int | None = _opt(None, checks.positive)
     guidance: float | None = _opt(None, checks.non_negative)
     negative_prompt: str = "blurry, low quality, text, watermark, signature, frame, border"
@@ -39,6 +40,30 @@ class ModelConfig:
     vae_tile: int = _opt(32, checks.positive)
     vae_tile_overlap: int = _opt(8, checks.non_negative)
     cache_dir: str = ""
+
+
+@dataclass(frozen=True)
+class RemoteRenderConfig:
+    """An AUTOMATIC1111-compatible server on the LAN (A1111, Forge, SD.Next, ``frame serve-render``)."""
+
+    url: str = _opt("", checks.http_url_or_empty, secret=URL_SECRET)
+    user: str = ""
+    password: str = _opt("", secret=True)
+    token: str = _opt("", secret=True)
+    steps: int = _opt(25, checks.positive)
+    guidance: float = _opt(7.0, checks.non_negative)
+    sampler: SamplerName = "dpm++2m_karras"
+    size: str = _opt("auto", checks.size_or_auto)
+    connect_timeout_seconds: float = _opt(5.0, checks.positive)
+    job_timeout_minutes: float = _opt(30.0, checks.positive)
+    poll_seconds: float = _opt(2.0, checks.positive)
+    lost_after_seconds: float = _opt(60.0, checks.positive)
+
+
+@dataclass(frozen=True)
+class RenderConfig:
+    backend: Literal["local", "remote"] = "local"
+    remote: RemoteRenderConfig = field(default_factory=RemoteRenderConfig)
 
 
 @dataclass(frozen=True)
@@ -143,6 +168,7 @@ class LoggingConfig:
 class Config:
     state_dir: str = "~/.local/state/frame"
     model: ModelConfig = field(default_factory=ModelConfig)
+    render: RenderConfig = field(default_factory=RenderConfig)
     display: DisplayConfig = field(default_factory=DisplayConfig)
     taste: TasteConfig = field(default_factory=TasteConfig)
     feeds: FeedsConfig = field(default_factory=FeedsConfig)

@@ -61,9 +61,12 @@ def test_url_fields_are_marked_in_the_schema_not_found_by_name():
                 yield f"{cls.__name__}.{spec.name}", spec.metadata.get("check"), spec.metadata.get("secret")
 
     fields = list(walk(Config))
-    url_fields = {name: secret for name, check, secret in fields if check in (checks.http_url, checks.model_source)}
-    assert url_fields == {"ModelConfig.source": URL_SECRET, "FeedSource.url": URL_SECRET}
-    assert [name for name, _, secret in fields if secret is True] == ["WebConfig.token"]
+    url_checks = (checks.http_url, checks.http_url_or_empty, checks.model_source)
+    url_fields = {name: secret for name, check, secret in fields if check in url_checks}
+    assert url_fields == {"ModelConfig.source": URL_SECRET, "RemoteRenderConfig.url": URL_SECRET,
+                          "FeedSource.url": URL_SECRET}
+    assert [name for name, _, secret in fields if secret is True] == [
+        "RemoteRenderConfig.password", "RemoteRenderConfig.token", "WebConfig.token"]
 
 
 def test_to_plain_hides_url_credentials_and_tokens(tmp_path):

@@ -1,0 +1,43 @@
+"""frame.remote: paint the night's picture on a LAN render server, and be one (``frame serve-render``).
+
+The client speaks the AUTOMATIC1111 web API subset that AUTOMATIC1111, Forge and SD.Next serve (and
+``frame serve-render``); any failure ends in ``RemoteUnavailable``, the signal to paint on the device
+instead. The render worker's whole use of it::
+
+    from frame.remote import RemoteUnavailable, night_job, render_remote
+
+    job = night_job(config, choice["prompt"], choice["negative_prompt"], seed)
+    try:
+        result = render_remote(config.render.remote, job, progress=relay, deadline_seconds=left)
+    except RemoteUnavailable as exc:   # exc.reason: "refused", "timeout", ...; str(exc) for the owner
+        ...paint locally...
+    result.image            # PIL RGB image, image.info["parameters"] = A1111 parameters text
+    result.parameters       # frame.diffusion.pngmeta.GenerationParameters
+
+Modules: ``a1111`` (request/answer JSON), ``client`` (HTTP, deadlines, failure reasons), ``picture``
+(checking the returned image), ``render`` (one job with progress), ``night`` (the job from the config),
+``serve`` (the server side). Importing this package is cheap.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from frame.remote.a1111 import RemoteJob
+    from frame.remote.errors import RemoteUnavailable
+    from frame.remote.night import night_job
+    from frame.remote.render import RemoteResult, check_reachable, render_remote
+
+__all__ = ["RemoteJob", "RemoteResult", "RemoteUnavailable", "check_reachable", "night_job", "render_remote"]
+
+_HOMES = {"RemoteJob": "a1111", "RemoteUnavailable": "errors", "night_job": "night", "RemoteResult": "render",
+          "check_reachable": "render", "render_remote": "render"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HOMES:
+        import importlib
+
+        return getattr(importlib.import_module(f"frame.remote.{_HOMES[name]}"), name)
+    raise AttributeError(f"module 'frame.remote' has no attribute {name!r}")

@@ -1,0 +1,50 @@
+"""Checking the picture a render server returns before frame stores it as tonight's.
+
+A1111's API answers with base64 image data (PNG by default; JPEG or WebP when the server's
+``samples_format`` says so, sometimes with a ``data:image/...;base64,`` prefix). A picture is accepted
+only when it decodes completely — a PNG must end with its IEND chunk and pass its CRCs, so a body cut
+short by a dying server or a proxy is caught even where Pillow would paint the missing rows grey — and
+has exactly the size that was asked for.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+
+from PIL import Image, UnidentifiedImageError
+
+from frame.remote.errors import BAD_IMAGE, WRONG_SIZE, RemoteUnavailable
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+PNG_END = b"IEND\xaeB`\x82"  # the IEND chunk type and its CRC: the last 8 bytes of every whole PNG
+
+
+def decode_base64_image(text: object) -> bytes:
+    """The bytes of one base64 image string (an optional ``data:`` prefix is dropped)."""
+    if not isinstance(text, str) or not text:
+        raise RemoteUnavailable(BAD_IMAGE, "the answer holds no image data")
+    if text.startswith("data:"):
+        text = text.partition(",")[2]
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise RemoteUnavailable(BAD_IMAGE, f"the image is not valid base64 ({exc})") from None
+
+
+def check_picture(data: bytes, width: int, height: int) -> Image.Image:
+    """The decoded RGB picture, or RemoteUnavailable (bad-image / wrong-size) saying what is wrong."""
+    if data.startswith(PNG_SIGNATURE) and not data.rstrip(b"\0").endswith(PNG_END):
+        raise RemoteUnavailable(BAD_IMAGE, f"the PNG is truncated ({len(data)} bytes, no end chunk)")
+    try:
+        with Image.open(io.BytesIO(data)) as probe:
+            probe.verify()  # chunk CRCs (PNG); verify() leaves the image unusable, so open it again
+        image = Image.open(io.BytesIO(data))
+        image.load()
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+        raise RemoteUnavailable(BAD_IMAGE, f"the picture does not decode ({exc})") from None
+    if image.size != (width, height):
+        raise RemoteUnavailable(WRONG_SIZE, f"the picture is {image.width}x{image.height}, "
+                                            f"{width}x{height} was asked for")
+    return image.convert("RGB")

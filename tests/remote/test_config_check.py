@@ -1,0 +1,53 @@
+"""``render.*`` in the configuration and ``frame config check`` reaching the render server."""
+
+from __future__ import annotations
+
+import pytest
+
+from frame.cli import main
+from frame.config import check_config
+from frame.errors import ConfigError
+from tests.remote.fake_a1111 import FakeA1111, free_port
+
+
+def _write(tmp_path, text: str):
+    path = tmp_path / "config.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_remote_backend_needs_a_url(tmp_path):
+    with pytest.raises(ConfigError) as info:
+        check_config(_write(tmp_path, "render:\n  backend: remote\n"), environ={})
+    assert info.value.problems[0].startswith("render.remote.url: is empty, but render.backend is remote")
+
+
+def test_bad_remote_values_are_named(tmp_path):
+    with pytest.raises(ConfigError) as info:
+        check_config(_write(tmp_path, "render:\n  backend: gpu\n  remote:\n    url: ftp://x\n"
+                                      "    sampler: heun\n    size: 500x500\n"), environ={})
+    keys = [p.split(":")[0] for p in info.value.problems]
+    assert keys == ["render.backend", "render.remote.url", "render.remote.sampler", "render.remote.size"]
+
+
+def test_config_check_reports_a_reachable_server(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("FRAME_CONFIG", raising=False)
+    with FakeA1111(user="anna", password="pw-secret-1") as fake:
+        url = fake.url.replace("http://", "http://anna:pw-secret-1@")
+        path = _write(tmp_path, f"render:\n  backend: remote\n  remote:\n    url: \"{url}\"\n")
+        assert main(["config", "check", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "render.remote.url: http://***@127.0.0.1:" in out
+    assert "answers, 1 model: dreamshaper_8.safetensors [879db523c3]" in out
+    assert "pw-secret-1" not in out and fake.requests[0][1] == "/sdapi/v1/sd-models"
+
+
+def test_config_check_warns_when_the_server_is_unreachable(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("FRAME_CONFIG", raising=False)
+    path = _write(tmp_path, f"render:\n  backend: remote\n  remote:\n    url: http://127.0.0.1:{free_port()}\n"
+                            "    password: pw-secret-2\n")
+    assert main(["config", "check", str(path)]) == 0  # a warning: nights fall back to the device
+    out = capsys.readouterr().out
+    assert "render.remote.url: warning: render server http://127.0.0.1:" in out
+    assert "not reachable (Connection refused) (nights fall back to painting on the frame)" in out
+    assert "pw-secret-2" not in out
