@@ -10,7 +10,7 @@ into the diffusers ONNX folder layout with optimum's I/O names, under --cache (r
     vae_decoder/model.onnx    latent_sample → sample
 
 Step 2 runs each model with each runtime in its own subprocess (so peak RSS is that runtime's
-alone) and prints peak RSS (ru_maxrss), seconds per run (wall and CPU: the CPU time is the fairer
+alone) and prints peak RSS (its own VmHWM), seconds per run (wall and CPU: the CPU time is the fairer
 number on a shared machine), the ratios, and the relative L2 difference of the outputs. Usage:
 
     /work/venv/bin/python benchmarks/engine_vs_onnxruntime.py [--cache DIR] [--models unet,vae_decoder,text_encoder]
@@ -163,10 +163,15 @@ def feeds_for(name: str) -> dict[str, np.ndarray]:
     return {"latent_sample": rng.standard_normal((1, 4, 64, 64)).astype(np.float32)}
 
 
+def own_peak_mb() -> float:
+    """This process's own peak RSS (VmHWM). ``ru_maxrss`` is not: it survives exec, so a child started
+    by a parent that once held more (e.g. after an export in the same run) would report the parent's."""
+    status = Path("/proc/self/status").read_text().splitlines()
+    return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:")) / 1024
+
+
 def worker(runtime: str, name: str, cache: Path, runs: int, out_path: str, weights: str, threads: int) -> None:
     """Runs in the subprocess: load, run ``runs`` times, report JSON on stdout."""
-    import resource
-
     feeds = feeds_for(name)
     path = str(cache / name / "model.onnx")
     start = time.perf_counter()
@@ -195,7 +200,7 @@ def worker(runtime: str, name: str, cache: Path, runs: int, out_path: str, weigh
         times.append(time.perf_counter() - start)
         cpu.append(time.process_time() - start_cpu)
     np.savez(out_path, **outputs)
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak_mb = own_peak_mb()
     print(json.dumps({"load_s": load_seconds, "run_s": times, "cpu_s": cpu, "peak_rss_mb": peak_mb}))
 
 

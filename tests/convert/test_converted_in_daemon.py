@@ -19,7 +19,7 @@ def store(tmp_path):
     opened.close()
 
 
-@pytest.mark.parametrize("weights", ["uint8"])
+@pytest.mark.parametrize("weights", ["uint8", "fp16"])
 def test_a_night_renders_from_a_converted_folder(tmp_path, store, weights):
     folder = tmp_path / f"demo-{weights}"
     convert(demo_model_path(), folder, Options(weights))

@@ -229,3 +229,28 @@ def test_config_check_says_what_the_folder_is(downloaded, tmp_path):
     out = subprocess.run([sys.executable, "-m", "frame", "config", "check", str(config)], capture_output=True,
                          text=True, check=True).stdout
     assert "OnnxStream SDXL Turbo folder" in out and "sdxl_unet_anyshape_fp16: float16 weights" in out
+
+
+
+def test_sd15_folder_with_only_the_uint8_vae_decoder_renders(downloaded, tmp_path):
+    """The published SD 1.5 folder may hold vae_decoder_qu8/ instead of vae_decoder_fp16/: the pipeline
+    decodes with it (W8A8: uint8 weights, activations on range_data.txt's grids). The fixture's ranges
+    come from random latents; here they are calibrated on this render's own latents, as OnnxStream's
+    were on real ones, so the picture is a fair W8A8 decode (17 dB with the random-latent ranges)."""
+    import onnx
+
+    folder = Path(shutil.copytree(downloaded[SD15], tmp_path / "sd15"))
+    shutil.rmtree(folder / "vae_decoder_fp16")
+    assert OnnxStreamFiles(folder).vae == "vae_decoder_qu8"
+    case = _case("sd15", "euler")
+    pipe = load_pipeline(folder)
+    settings = pipe.settings(case["prompt"], case["negative_prompt"], case["steps"], case["guidance"], case["sampler"],
+                             0, case["width"], case["height"])
+    latents = pipe.denoise_settings(settings, np.load(PIPELINES / "sd15" / "noise" / case["noise"]))
+    tool, vae = _tool(), onnx.load(str(PIPELINES / "sd15" / "model" / "vae_decoder" / "model.onnx"))
+    ranges = tool.calibrate(vae, [{"latent_sample": (latents / np.float32(0.18215)).astype(np.float32)}])
+    tool.write_range_data(ranges, folder / "vae_decoder_qu8" / "range_data.txt")
+    ours = np.asarray(load_pipeline(folder).decode(latents))  # a new pipeline reads the new ranges
+    reference = (np.load(PIPELINES / "sd15" / case["reference"])["image"][0] * 255).round()
+    print(f"sd15 OnnxStream layout, W8A8 VAE: {_psnr(ours, reference):.1f} dB vs the diffusers layout's render")
+    assert 28 < _psnr(ours, reference) < 60  # 64 dB with the fp16 decoder: the uint8 one really ran

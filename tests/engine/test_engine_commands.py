@@ -87,16 +87,19 @@ def test_run_image_input_resized_normalised_and_top_values(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, want", [
-    (["--bgr"], [0.2, 0.0, 1.0]),
-    (["--size", "4x6", "--layout", "nhwc"], [1.0, 0.0, 0.2]),
+    (["--bgr"], [51 / 255, 0.0, 1.0]),
+    (["--size", "4x6", "--layout", "nhwc"], [1.0, 0.0, 51 / 255]),
 ])
 def test_run_image_bgr_and_nhwc(tmp_path, capsys, argv, want):
     layout = "nhwc" if "nhwc" in argv else "nchw"
     shape = [1, "h", "w", 3] if layout == "nhwc" else [1, 3, "h", "w"]
     path = _image_model(tmp_path, shape, layout)
-    args = _parse(["engine", "run", path, "--input", f"x={_png(tmp_path)}", *argv])
+    out = tmp_path / "o.npz"
+    args = _parse(["engine", "run", path, "--input", f"x={_png(tmp_path)}", *argv, "--save", str(out)])
     assert args.func(args) == 0
     assert "y: float32[3]" in capsys.readouterr().out
+    with np.load(out) as data:  # the PNG is (255, 0, 51): [0, 1] values, channels in the order asked for
+        np.testing.assert_allclose(data["y"], want, rtol=1e-6)
 
 
 def test_run_grey_image_for_one_channel_models(tmp_path, capsys):
