@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "frame.display.commands",
     "frame.daemon.commands",
     "frame.convert.commands",
+    "frame.modelserver.commands",
 )
 
 log = logging.getLogger(__name__)
