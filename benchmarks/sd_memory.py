@@ -46,15 +46,16 @@ VAE_CONFIG = {"_class_name": "AutoencoderKL", "block_out_channels": [128, 256, 5
 TEXT_CONFIG = {"_class_name": "CLIPTextModel", "hidden_size": 768, "num_hidden_layers": 12}
 
 
-def assemble(cache: Path) -> Path:
-    """A pipeline folder of symlinks to the exported components plus small JSON/tokenizer files."""
+def assemble(cache: Path, folder: Path | None = None) -> Path:
+    """A pipeline folder (default ``<cache>-pipeline``) of symlinks to the exported components plus
+    small JSON/tokenizer files."""
     sys.path.insert(0, str(ROOT))
     from frame.models import demo_model_path
 
     missing = [c for c in ("text_encoder", "unet", "vae_decoder") if not (cache / c / "model.onnx").is_file()]
     if missing:
         raise SystemExit(f"{cache} lacks {', '.join(missing)}: run benchmarks/engine_vs_onnxruntime.py first")
-    folder = Path(str(cache) + "-pipeline")
+    folder = folder or Path(str(cache) + "-pipeline")
     demo = demo_model_path()
     for sub in ("scheduler", "tokenizer"):
         shutil.copytree(demo / sub, folder / sub, dirs_exist_ok=True)
