@@ -63,7 +63,7 @@ def test_url_fields_are_marked_in_the_schema_not_found_by_name():
     fields = list(walk(Config))
     url_fields = {name: secret for name, check, secret in fields if check in (checks.http_url, checks.model_source)}
     assert url_fields == {"ModelConfig.source": URL_SECRET, "FeedSource.url": URL_SECRET}
-    assert [name for name, _, secret in fields if secret is True] == ["WebConfig.token"]
+    assert [name for name, _, secret in fields if secret is True] == ["ModelConfig.token", "WebConfig.token"]
 
 
 def test_to_plain_hides_url_credentials_and_tokens(tmp_path):

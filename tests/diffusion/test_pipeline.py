@@ -134,6 +134,19 @@ def test_progress_reports_phases_steps_and_previews(pipe):
     assert isinstance(preview, Image.Image) and preview.size == (16, 16)
 
 
+def test_progress_counts_one_unets_weights_per_guided_step():
+    events = []
+    loader = CountingLoader()
+    pipe = load_pipeline(demo_model_path(), loader=loader)
+    pipe.generate("a cat", steps=3, guidance=7.5, callback=events.append, **SIZE)
+    unet = loader.load(pipe.unet_source)
+    weights = sum(ref.nbytes for ref in unet.streamed_weights)
+    unet.close()
+    steps = [e for e in events if e.step_done]
+    assert [e.bytes_per_step for e in steps] == [weights] * 3  # both guidance passes, one read of each weight
+    assert all(e.link_rate is None for e in steps)  # from disk: no link
+
+
 def test_png_carries_a1111_parameters(pipe, tmp_path):
     image = pipe.generate("a (red:1.2) barn", negative_prompt="fog", steps=2, seed=3, sampler="dpm++2m", **SIZE)
     path = tmp_path / "out.png"
