@@ -41,7 +41,21 @@ def _config_check(args: argparse.Namespace) -> int:
     print(f"{path or 'configuration'}: ok")
     _describe_onnxstream(config)
     _describe_model(config)
+    _describe_model_url(config)
     return 0
+
+
+def _describe_model_url(config) -> None:
+    """A URL model: is its server reachable, does it serve ranges (issue 12); warnings, never a failure."""
+    from frame.diffusion.url_check import check_model_url
+    from frame.engine.http_settings import from_model_config
+    from frame.models import resolve_model_source
+
+    source = resolve_model_source(config.model.source)
+    if not source.startswith(("http://", "https://")):
+        return
+    for level, line in check_model_url(source, from_model_config(config.model, source, config.state_dir)):
+        print(f"model.source: {'warning: ' if level == 'warning' else ''}{line}")
 
 
 def _describe_onnxstream(config) -> None:

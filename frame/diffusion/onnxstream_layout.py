@@ -30,6 +30,7 @@ from pathlib import Path
 from urllib.parse import urljoin
 
 from frame.atomicfile import write_bytes_atomic
+from frame.config.redact import redact_url
 from frame.diffusion.conditioning import Encoder
 from frame.diffusion.model_files import default_cache_dir
 from frame.diffusion.model_info import DEFAULT_SAMPLE_SIZE, DEFAULT_SCALING, SD15, SDXL, ModelInfo
@@ -269,7 +270,7 @@ class OnnxStreamFiles:
         info = ModelInfo(kind=kind, turbo=turbo, name=name, scheduler_config=scheduler, native_latent=native,
                          vae_factor=8, latent_multiple=2 ** unet.downsamplings,
                          scaling_factor=DEFAULT_SCALING[kind], force_zeros_for_empty_prompt=kind == SDXL)
-        log.info("OnnxStream folder %s: %s (UNet %s, VAE %s)", self.source, info.label, self.unet,
+        log.info("OnnxStream folder %s: %s (UNet %s, VAE %s)", redact_url(self.source), info.label, self.unet,
                  self.vae_tiles or self.vae)
         return info
 

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from frame.config.redact import redact_text
 from frame.diffusion import conditioning, denoise, guidance_plan, resume, sizes, vae, vae_shapes
 from frame.diffusion.model_files import ModelFiles
 from frame.diffusion.model_info import SDXL, ModelInfo, read_model_info
@@ -334,7 +335,7 @@ def load_pipeline(source: str | os.PathLike, cache_dir: str | os.PathLike | None
                     guidance_mode, memory_limit_mb, http)
     shapes = pipe.vae_shapes()  # said at load, so a night's log names a decoder that cannot be tiled at once
     if shapes.warning(pipe.vae_source):
-        log.warning("%s", shapes.warning(pipe.vae_source))
+        log.warning("%s", redact_text(shapes.warning(pipe.vae_source)))
     elif shapes.note():
         log.info("%s", shapes.note())
     return pipe

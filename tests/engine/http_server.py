@@ -30,16 +30,37 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, *args) -> None:  # keep test output quiet
         pass
 
+    def _outage(self) -> bool:
+        """Apply the server's gate; True when this request was turned away."""
+        server: RangeServer = self.server.owner
+        outage = server.gate(self.path) if server.gate is not None else None
+        if outage is None:
+            return False
+        server.note_refused()
+        if outage == "hang":
+            time.sleep(server.hang_seconds)
+        self.close_connection = True
+        self.connection.shutdown(2)
+        return True
+
+    def do_HEAD(self) -> None:  # noqa: N802 (http.server naming)
+        server: RangeServer = self.server.owner
+        server.record(self.path, None)
+        if self._outage():
+            return
+        path = os.path.join(server.root, self.path.lstrip("/").split("?")[0])
+        if not os.path.isfile(path):
+            self.send_error(404)
+            return
+        self.send_response(200)
+        self.send_header("Content-Length", str(os.path.getsize(path)))
+        self.send_header("Accept-Ranges", "bytes")
+        self.end_headers()
+
     def do_GET(self) -> None:  # noqa: N802 (http.server naming)
         server: RangeServer = self.server.owner
         server.record(self.path, self.headers.get("Range"))
-        outage = server.gate(self.path) if server.gate is not None else None
-        if outage is not None:
-            server.note_refused()
-            if outage == "hang":
-                time.sleep(server.hang_seconds)
-            self.close_connection = True
-            self.connection.shutdown(2)
+        if self._outage():
             return
         path = os.path.join(server.root, self.path.lstrip("/").split("?")[0])
         if not os.path.isfile(path):
