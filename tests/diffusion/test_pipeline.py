@@ -142,9 +142,11 @@ def test_progress_counts_one_unets_weights_per_guided_step():
     unet = loader.load(pipe.unet_source)
     weights = sum(ref.nbytes for ref in unet.streamed_weights)
     unet.close()
-    steps = [e for e in events if e.step_done]
-    assert [e.bytes_per_step for e in steps] == [weights] * 3  # both guidance passes, one read of each weight
-    assert all(e.link_rate is None for e in steps)  # from disk: no link
+    per_step = [e.bytes_per_step for e in events if e.step_done]
+    # both guidance passes, one read of each weight (plus the few bytes of protobuf framing between the
+    # demo's embedded weights, read along with them); twice the weights if the passes each read them
+    assert len(set(per_step)) == 1 and weights <= per_step[0] < 1.01 * weights
+    assert all(e.link_rate is None for e in events if e.step_done)  # from disk: no link
 
 
 def test_png_carries_a1111_parameters(pipe, tmp_path):

@@ -46,6 +46,15 @@ def test_small_contiguous_weights_are_fetched_with_one_request(http_root):
     assert data_requests == ["bytes=0-12607"]  # w1, b1, w2, b2 lie back to back: one read
 
 
+def test_embedded_weights_separated_by_framing_are_fetched_together(http_root):
+    server, url, feeds, expected, _ = _serve(http_root, external=False)
+    with load_model(url) as model:
+        start = len(server.requests)
+        assert builders.rel_l2(model.run(feeds)["y"], expected) < 1e-6
+        spans = {(ref.offset, ref.length) for ref in model.streamed_weights}
+    assert len(spans) == 8 and len(server.requests) - start == 1  # 8 tensors, a few bytes apart: one read
+
+
 def test_http_ram_provider_reads_once(http_root):
     server, url, feeds, expected, _ = _serve(http_root, external=True)
     with load_model(url, weights="ram") as model:

@@ -59,7 +59,7 @@ class ReadingProvider:
         return ref.decode(buf)
 
     def read_group(self, refs: Sequence[WeightRef]) -> list[np.ndarray]:
-        """Several weights stored back to back in one file, fetched with a single read."""
+        """Several weights stored back to back in one file (small gaps are read along), one read."""
         if len(refs) == 1:
             return [self.read(refs[0])]
         if self.cache is not None and is_url(refs[0].location):
