@@ -35,16 +35,19 @@ def high_water_mb() -> float:
     return float("nan")
 
 
-def child(source: str, size: tuple[int, int]) -> None:
+def child(source: str, size: tuple[int, int], budget_mb: int | None) -> None:
     import numpy as np
 
     from frame.diffusion.conditioning import Conditioning
     from frame.diffusion.denoise import GuidedUNet
     from frame.engine import load_model
+    from frame.engine.providers import DiskPrefetch, Http
 
     rng = np.random.default_rng(0)
     width, height = size
-    with load_model(source) as model:
+    provider = "prefetch" if budget_mb is None else (Http if source.startswith("http") else DiskPrefetch)(
+        budget_bytes=budget_mb << 20)
+    with load_model(source, weights=provider) as model:
         hidden = next(i for i in model.inputs if i.name == "encoder_hidden_states").shape[-1]
         unet = GuidedUNet(model, Conditioning(rng.standard_normal((1, 77, hidden)).astype(np.float32)), None,
                           0.0, size)
@@ -71,8 +74,10 @@ def start_server(folder: str, port: int) -> subprocess.Popen:
     return server
 
 
-def measure(source: str, size: str) -> dict:
+def measure(source: str, size: str, budget_mb: int | None) -> dict:
     command = [sys.executable, __file__, "--child", source, "--size", size]
+    if budget_mb is not None:
+        command += ["--budget-mb", str(budget_mb)]
     done = subprocess.run(command, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True)
     if done.returncode != 0:
         return {"error": done.stderr.strip().splitlines()[-3:]}
@@ -85,10 +90,12 @@ def main() -> None:
     parser.add_argument("--model", default="unet/model.onnx", help="model file inside the folder")
     parser.add_argument("--size", default="512x512")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--budget-mb", type=int, default=None,
+                        help="read-ahead budget of both providers (default: each one's own, 32 MB disk / 64 MB HTTP)")
     parser.add_argument("--child")
     args = parser.parse_args()
     if args.child:
-        child(args.child, tuple(int(v) for v in args.size.split("x")))
+        child(args.child, tuple(int(v) for v in args.size.split("x")), args.budget_mb)
         return
     port = free_port()
     server = start_server(args.folder, port)
@@ -97,7 +104,7 @@ def main() -> None:
     try:
         for _ in range(args.runs):
             for kind, source in sources.items():
-                results[kind].append(measure(source, args.size))
+                results[kind].append(measure(source, args.size, args.budget_mb))
                 print(f"  {kind}: {json.dumps(results[kind][-1])}", flush=True)
     finally:
         server.terminate()

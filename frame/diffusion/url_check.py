@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from urllib.parse import urljoin
 
 from frame.config.redact import redact_url
+from frame.engine.fetch_stats import format_bytes
 from frame.engine.http import SERVERS_THAT_WORK
 from frame.engine.http_settings import HttpSettings
 
@@ -85,7 +86,7 @@ def _range_probe(base: str, relative: str, settings: HttpSettings) -> Iterator[t
     answer = _request("GET", url, settings, {"Range": "bytes=0-0", "Accept-Encoding": "identity"})
     if answer.status_code == 206:
         total = answer.headers.get("Content-Range", "").rpartition("/")[2]
-        size = f", {int(total) / 1e9:.2f} GB" if total.isdigit() else ""
+        size = f", {format_bytes(int(total))}" if total.isdigit() else ""
         yield "info", f"the model server answers and serves range requests ({relative}{size})"
     elif answer.status_code == 200:
         yield "warning", (f"{redact_url(url)}: the server ignores range requests (answered 200 with the whole file "
