@@ -40,7 +40,7 @@ def register(subparsers) -> None:
 
 def read_token(args: argparse.Namespace) -> str:
     """The token from --token, --token-file or $FRAME_SERVE_MODEL_TOKEN ("" = none)."""
-    from frame.config.checks import token as token_problem
+    from frame.config.checks import bearer_token
 
     if args.token_file:
         try:
@@ -49,19 +49,19 @@ def read_token(args: argparse.Namespace) -> str:
             raise UsageError(f"serve-model: cannot read --token-file {args.token_file}: {exc.strerror}") from exc
     else:
         value = args.token if args.token is not None else os.environ.get("FRAME_SERVE_MODEL_TOKEN", "")
-    problem = token_problem(value) if value else None
+    problem = bearer_token(value) or ("must be at least 12 characters" if 0 < len(value) < 12 else None)
     if problem:
         raise UsageError(f"serve-model: the token {problem}")
     return value
 
 
 def serve_model_command(args: argparse.Namespace) -> int:
-    from frame.config.checks import host_port
     from frame.daemon.server import HttpServer
     from frame.modelserver.app import ModelServerApp
 
-    if host_port(args.listen):
-        raise UsageError(f"serve-model: --listen {host_port(args.listen)}")
+    host, _, port = args.listen.rpartition(":")
+    if not host or not port.isdigit() or int(port) > 65535:  # port 0: any free port (printed below)
+        raise UsageError(f"serve-model: --listen must be HOST:PORT like {DEFAULT_LISTEN}, got {args.listen!r}")
     if not os.path.isdir(args.folder):
         raise UsageError(f"serve-model: {args.folder} is not a folder")
     token = read_token(args)
@@ -71,7 +71,6 @@ def serve_model_command(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     server.start()
-    host = args.listen.rpartition(":")[0]
     shown = "<this machine's address>" if host in ("0.0.0.0", "::", "[::]") else host
     print(f"serving {os.path.abspath(args.folder)} read-only on http://{shown}:{server.port}/", flush=True)
     print(f"on the frame: model.source: http://{shown}:{server.port}/"
