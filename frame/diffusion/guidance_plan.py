@@ -5,30 +5,33 @@ after the other ("sequential") the weights are read twice per step: on a Pi stre
 UNet over Wi-Fi that is 6.9 GB per step instead of 3.4 GB. "shared" (each op runs both passes while its
 weights are held, ``Model.run_shared``) reads them once at the cost of a second set of live
 activations; "batched" (one batch of two) also reads them once but doubles every kernel's temporaries
-too. Measured on the full-size SD 1.5 UNet, fp32, 512x512, one guided step per process
-(``benchmarks/guidance_passes.py``, docs/benchmarks-diffusion.md, "Guidance passes"):
+too. Measured on the full-size SD 1.5 UNet, fp32, 512x512 (docs/benchmarks-diffusion.md, "Guidance
+passes"; medians of 3 processes, CPU seconds because wall time on the shared machine was noise):
 
-=========== ================ ============= ====================
-mode         bytes per step   peak (UNet)   CPU per step
-=========== ================ ============= ====================
-sequential   2 x weights       246 MB       ~48 s
-shared       1 x weights       290 MB       ~42 s
-batched      1 x weights       316 MB       ~41 s
-=========== ================ ============= ====================
+=========== ================ ================== ============= ===================
+mode         bytes per step   UNet-only peak     render peak   CPU per UNet step
+=========== ================ ================== ============= ===================
+sequential   6.87 GB (2x)     246 MB             300 MB        48.9 s
+shared       3.44 GB (1x)     290 MB             314 MB        47.7 s
+batched      3.44 GB (1x)     316 MB             (337 MB [1])  43.0 s
+=========== ================ ================== ============= ===================
 
-so "shared" is the weights-once mode to use: about the batch's speed for 26 MB less. The rule:
+([1] measured in November, before the engine changes since.) "shared" is the weights-once mode to
+use: it reads what "batched" reads for 26 MB less, at the CPU cost of "sequential" (the batch's 10 %
+CPU gain is not worth its extra memory on a 512 MB Pi; ``guidance_mode="batched"`` remains available).
+The rule:
 
 * no guidance (one pass): nothing to choose, "sequential";
 * otherwise "shared" when the estimated peak of the whole render in that mode plus
   ``WORKER_EXTRA_MB`` (what the render worker holds besides the pipeline: the taste model with
-  scikit-learn and scipy, measured by ``benchmarks/pi_footprint.py``) fits ``memory_limit_mb`` (the
-  worker's limit, ``worker.memory_limit_mb``; None = no limit known); "sequential" when it does not,
-  or when there is no measured figure for the model (SDXL: not measured yet, so it keeps the smallest
-  peak).
+  scikit-learn and scipy, 79 MiB in README's footprint table) fits ``memory_limit_mb`` (the worker's
+  limit, ``worker.memory_limit_mb``; None = no limit known); "sequential" when it does not, or when
+  there is no measured figure for the model (SDXL: not measured yet, so it keeps the smallest peak).
 
-``estimate_render_peak_mb`` is the one place the figures live: measured render peaks at the native
-size (``benchmarks/sd_memory.py``), with the activations of one pass scaled by latent area. The graph-
-based estimate of ``frame estimate`` can replace it without changing ``choose``'s inputs.
+``estimate_render_peak_mb`` is the one place the figures live: the measured one-pass render peak at the
+native size (``benchmarks/sd_memory.py``) plus, per extra pass, one pass's activations measured on the
+UNet alone (43 MB, more than the 14 MB the whole render grew: the estimate errs high), scaled by latent
+area. The graph-based estimate of ``frame estimate`` can replace it without changing ``choose``'s inputs.
 """
 
 from __future__ import annotations
@@ -41,10 +44,11 @@ import numpy as np
 WORKER_EXTRA_MB = 80.0  # the taste model's scikit-learn + scipy resident in the worker (README, footprint)
 
 # kind -> (native latent pixels, {precision: render peak in MB with one pass alive}, one pass's activations
-# in MB at the native size). SD 1.5: benchmarks/sd_memory.py render peaks (fp32 288.7 MB, uint8 285.8 MB;
-# fp16 not measured, taken as fp32's), activations = shared - sequential UNet peak (289.6 - 246.4 MB).
+# in MB at the native size). SD 1.5: benchmarks/sd_memory.py "render" peaks (fp32 299.7 MB on 2026-12-01,
+# the highest of its runs; uint8 285.8 MB; fp16 not measured, taken as fp32's); activations = shared -
+# sequential peak of the UNet alone (289.6 - 246.4 MB, benchmarks/guidance_passes.py).
 MEASURED = {
-    "sd15": (64 * 64, {"fp32": 288.7, "fp16": 288.7, "uint8": 285.8}, 43.2),
+    "sd15": (64 * 64, {"fp32": 299.7, "fp16": 299.7, "uint8": 285.8}, 43.2),
 }
 
 
@@ -63,7 +67,7 @@ def estimate_render_peak_mb(kind: str, width: int, height: int, precision: str, 
     native_area, peaks, activations_mb = MEASURED[kind]
     base = peaks.get(precision, peaks["fp32"])
     scale = (width // vae_factor) * (height // vae_factor) / native_area
-    return base + activations_mb * (scale * passes_alive - 1)
+    return round(base + activations_mb * (scale * passes_alive - 1), 1)
 
 
 def choose(kind: str, width: int, height: int, precision: str, memory_limit_mb: float | None,
