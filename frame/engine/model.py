@@ -137,6 +137,7 @@ class Model:
         self.streamed_weights = fetch_order(self.steps)  # bodies' weights at their node's step
         provider.prepare(self.streamed_weights)
         self._executor = Executor(self.steps, provider, [o.name for o in self.outputs])
+        self.last_run_fetched = None  # FetchSnapshot: bytes the last run fetched per source kind
 
     def _check_outputs_produced(self, nodes: list[g.Node], input_names: set[str]) -> None:
         produced = {o for n in nodes for o in n.outputs} | input_names
@@ -170,6 +171,7 @@ class Model:
         """Outputs by name for ``feeds``; ``progress(fraction)`` is called after every node."""
         arrays = check_feeds(feeds, self.inputs)
         arrays = {k: (v.astype(np.float32) if v.dtype == np.float16 else v) for k, v in arrays.items()}
+        before = self.fetch_stats
         try:
             results = self._executor.run(arrays, progress)
         except NodeError as exc:
@@ -178,7 +180,12 @@ class Model:
                 raise
             hint = "; ".join(conflicts)
             raise NodeError(f"{exc}\n  (the inputs disagree on a dimension the model names: {hint})") from exc
+        self._note_fetched(before)
         return {o.name: _as_declared(results[o.name], o.dtype) for o in self.outputs}
+
+    def _note_fetched(self, before) -> None:
+        now = self.fetch_stats
+        self.last_run_fetched = None if now is None or before is None else now - before
 
     def run_shared(self, feeds: list[Mapping[str, np.ndarray]], progress: Callable[[float], None] | None = None
                    ) -> list[dict[str, np.ndarray]]:
@@ -188,7 +195,9 @@ class Model:
         for item in feeds:
             arrays = check_feeds(item, self.inputs)
             checked.append({k: (v.astype(np.float32) if v.dtype == np.float16 else v) for k, v in arrays.items()})
+        before = self.fetch_stats
         results = self._executor.run_shared(checked, progress)
+        self._note_fetched(before)
         return [{o.name: _as_declared(r[o.name], o.dtype) for o in self.outputs} for r in results]
 
     @property
