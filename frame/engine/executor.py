@@ -117,7 +117,7 @@ class Executor:
             weights = {ref.name: self.fetch(ref) for ref in step.fetch}
             for env in envs:
                 env.update(weights)
-            weights.clear()  # the envs hold them now: a kernel may overwrite one only in the last item
+            weights.clear()  # the envs hold them now; sharing is safe: no step may overwrite a weight (Step.reuse)
             for env in envs:
                 self._run_step(step, env)
                 for name in step.free:
