@@ -16,7 +16,8 @@ shared       3.44 GB (1x)     290 MB             314 MB        47.7 s
 batched      3.44 GB (1x)     316 MB             (337 MB [1])  43.0 s
 =========== ================ ================== ============= ===================
 
-([1] measured in November, before the engine changes since.) "shared" is the weights-once mode to
+([1] measured in November, before the engine changes since.) With uint8 weights (0.86 GB per step
+shared, 1.72 GB sequential) the render peaks at 292 MB sequential and 320 MB shared. "shared" is the weights-once mode to
 use: it reads what "batched" reads for 26 MB less, at the CPU cost of "sequential" (the batch's 10 %
 CPU gain is not worth its extra memory on a 512 MB Pi; ``guidance_mode="batched"`` remains available).
 The rule:
@@ -44,11 +45,12 @@ import numpy as np
 WORKER_EXTRA_MB = 80.0  # the taste model's scikit-learn + scipy resident in the worker (README, footprint)
 
 # kind -> (native latent pixels, {precision: render peak in MB with one pass alive}, one pass's activations
-# in MB at the native size). SD 1.5: benchmarks/sd_memory.py "render" peaks (fp32 299.7 MB on 2026-12-01,
-# the highest of its runs; uint8 285.8 MB; fp16 not measured, taken as fp32's); activations = shared -
-# sequential peak of the UNet alone (289.6 - 246.4 MB, benchmarks/guidance_passes.py).
+# in MB at the native size). SD 1.5: benchmarks/sd_memory.py "render" peaks on 2026-12-01 (fp32 299.7 MB,
+# uint8 292.3 MB; fp16 not measured, taken as fp32's); activations = shared - sequential peak of the UNet
+# alone (289.6 - 246.4 MB, benchmarks/guidance_passes.py). Measured "render-shared" peaks: fp32 314.0 MB,
+# uint8 320.0 MB, both below the estimates (342.9 and 335.5 MB).
 MEASURED = {
-    "sd15": (64 * 64, {"fp32": 299.7, "fp16": 299.7, "uint8": 285.8}, 43.2),
+    "sd15": (64 * 64, {"fp32": 299.7, "fp16": 299.7, "uint8": 292.3}, 43.2),
 }
 
 
