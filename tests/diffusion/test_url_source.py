@@ -72,7 +72,8 @@ def test_configured_weight_cache_serves_later_nights(server, tmp_path):
     args = dict(steps=1, guidance=0, seed=3, width=32, height=32)
     first, unet = _night(config, args)
     weights = sum(ref.nbytes for ref in unet.streamed_weights)
-    assert unet.fetch_stats.bytes["http"] == weights + 1  # streamed, plus the one-byte version probe
+    # streamed (with the few bytes of protobuf framing between embedded weights), plus the version probe
+    assert weights + 1 <= unet.fetch_stats.bytes["http"] < 1.01 * weights
     assert list((tmp_path / "state" / "weight-cache").rglob("*.w"))
     second, unet = _night(config, args)
     assert unet.fetch_stats.bytes["cache"] == weights and unet.fetch_stats.bytes["http"] == 1
