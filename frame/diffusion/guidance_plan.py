@@ -17,10 +17,11 @@ batched      3.44 GB (1x)     316 MB             (337 MB [1])  43.0 s
 =========== ================ ================== ============= ===================
 
 ([1] measured in November, before the engine changes since.) With uint8 weights (0.86 GB per step
-shared, 1.72 GB sequential) the render peaks at 292 MB sequential and 320 MB shared. "shared" is the weights-once mode to
-use: it reads what "batched" reads for 26 MB less, at the CPU cost of "sequential" (the batch's 10 %
-CPU gain is not worth its extra memory on a 512 MB Pi; ``guidance_mode="batched"`` remains available).
-The rule:
+shared, 1.72 GB sequential) the render peaks at 292 MB sequential and 320 MB shared.
+
+"shared" is the weights-once mode to use: it reads what "batched" reads for 26 MB less, at the CPU
+cost of "sequential" (the batch's 10 % CPU gain is not worth its extra memory on a 512 MB Pi;
+``guidance_mode="batched"`` remains available). The rule:
 
 * no guidance (one pass): nothing to choose, "sequential";
 * otherwise "shared" when the estimated peak of the whole render in that mode plus

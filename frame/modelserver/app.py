@@ -31,6 +31,7 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
+BLOCK_BYTES = 1 << 20  # file wrapper block size (waitress reads the file in its own, larger, sends)
 Environ = dict[str, Any]
 StartResponse = Callable[..., Any]
 
@@ -45,30 +46,47 @@ class ModelServerApp:
         self.token = token
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
-        response = self._respond(environ)
+        response, path = self._respond(environ)
         log.debug("%s %s -> %s", environ.get("REQUEST_METHOD"), environ.get("PATH_INFO", ""), response.status_code)
-        return response(environ, start_response)
+        wrapper = environ.get("wsgi.file_wrapper")
+        if path is None or wrapper is None or environ.get("REQUEST_METHOD") != "GET" \
+                or response.status_code not in (200, 206):
+            return response(environ, start_response)
+        return self._file_body(response, path, wrapper, start_response)
+
+    @staticmethod
+    def _file_body(response, path: Path, wrapper, start_response: StartResponse) -> Iterable[bytes]:
+        """werkzeug's status and headers, but the body as the server's own file wrapper positioned at the
+        range's start: waitress then sends Content-Length bytes straight from the file in large blocks,
+        instead of werkzeug's range iterator handing it 8 kB at a time (server CPU per GB 1.8-2.3 s)."""
+        start = response.content_range.start if response.status_code == 206 else 0
+        response.close()  # the file send_file opened
+        body = open(path, "rb")
+        body.seek(start)
+        start_response(response.status, list(response.headers.items()))
+        return wrapper(body, BLOCK_BYTES)
 
     def _respond(self, environ: Environ):
+        """The werkzeug response for this request, and the file it serves (None for errors)."""
         from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound, Unauthorized
         from werkzeug.utils import send_file
 
         if environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
-            return MethodNotAllowed(valid_methods=["GET", "HEAD"]).get_response(environ)
+            return MethodNotAllowed(valid_methods=["GET", "HEAD"]).get_response(environ), None
         if self.token and not self.authorized(environ.get("HTTP_AUTHORIZATION", "")):
             response = Unauthorized("this model server needs its token").get_response(environ)
             response.headers["WWW-Authenticate"] = 'Bearer realm="frame model", Basic realm="frame model"'
-            return response
+            return response, None
         path = self.resolve(environ.get("PATH_INFO", ""))
         if path is None:
-            return NotFound().get_response(environ)
+            return NotFound().get_response(environ), None
         try:
             return send_file(str(path), environ, mimetype="application/octet-stream", conditional=True,
-                             etag=True, max_age=None)
+                             etag=True, max_age=None), path
         except HTTPException as exc:  # 416 for a range outside the file
-            return exc.get_response(environ)
+            return exc.get_response(environ), None
         except OSError:  # vanished or unreadable between the check and the open
-            return NotFound().get_response(environ)
+            return NotFound().get_response(environ), None
 
     def authorized(self, header: str) -> bool:
         """``Bearer TOKEN``, or ``Basic`` with any user name and TOKEN as the password."""
