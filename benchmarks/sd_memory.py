@@ -8,9 +8,11 @@ demo model, component configs with SD 1.5's sizes) in ``<cache>-pipeline`` via s
 Each measurement runs in its own process and reports its own peak RSS (``VmHWM`` from
 /proc/self/status, includes Python and numpy):
 
-* ``render``: 512×512, 2 steps, guidance 7.5 (the two guidance passes one after the other, the
-  default), tiled VAE decode;
-* ``render-batched``: the same with both passes as one UNet batch of two (``cfg_batch=True``);
+* ``render``: 512×512, 2 steps, guidance 7.5, the two guidance passes one after the other
+  (``guidance_mode="sequential"``: every weight read twice per step), tiled VAE decode;
+* ``render-shared``: the same with both passes sharing each weight fetch (``guidance_mode="shared"``,
+  what ``guidance_plan`` chooses when it fits the worker's memory limit);
+* ``render-batched``: the same with both passes as one UNet batch of two (``guidance_mode="batched"``);
 * ``decode-tiled`` vs ``decode-whole``: the VAE decoder on a 64×64 latent, 32×32 tiles (overlap 8) vs
   in one piece.
 
@@ -46,15 +48,16 @@ VAE_CONFIG = {"_class_name": "AutoencoderKL", "block_out_channels": [128, 256, 5
 TEXT_CONFIG = {"_class_name": "CLIPTextModel", "hidden_size": 768, "num_hidden_layers": 12}
 
 
-def assemble(cache: Path) -> Path:
-    """A pipeline folder of symlinks to the exported components plus small JSON/tokenizer files."""
+def assemble(cache: Path, folder: Path | None = None) -> Path:
+    """A pipeline folder (default ``<cache>-pipeline``) of symlinks to the exported components plus
+    small JSON/tokenizer files."""
     sys.path.insert(0, str(ROOT))
     from frame.models import demo_model_path
 
     missing = [c for c in ("text_encoder", "unet", "vae_decoder") if not (cache / c / "model.onnx").is_file()]
     if missing:
         raise SystemExit(f"{cache} lacks {', '.join(missing)}: run benchmarks/engine_vs_onnxruntime.py first")
-    folder = Path(str(cache) + "-pipeline")
+    folder = folder or Path(str(cache) + "-pipeline")
     demo = demo_model_path()
     for sub in ("scheduler", "tokenizer"):
         shutil.copytree(demo / sub, folder / sub, dirs_exist_ok=True)
@@ -100,19 +103,20 @@ def child(kind: str, folder: str, vae_tile: int = 32) -> None:
     pipe = load_pipeline(folder, vae_tile=vae_tile)
     started = time.perf_counter()
     if kind.startswith("render"):
-        pipe.cfg_batch = kind == "render-batched"
-        steps, phases = [], PhasePeaks()
+        pipe.guidance_mode = {"render-batched": "batched", "render-shared": "shared"}.get(kind, "sequential")
+        steps, phases, fetched = [], PhasePeaks(), []
 
         def callback(progress) -> None:
             phases.switch(progress.phase)
             if progress.step_done:
                 steps.append(time.perf_counter() - started)
+                fetched.append(progress.bytes_per_step)
 
         image = pipe.generate("a lighthouse in a storm, oil painting", steps=2, guidance=7.5, sampler="euler",
                               seed=1, width=512, height=512, callback=callback)
         phases.switch("done")
         detail = {"size": list(image.size), "step_seconds": [round(s, 1) for s in steps],
-                  "phase_peak_rss_mb": phases.peaks}
+                  "bytes_per_step": fetched, "phase_peak_rss_mb": phases.peaks}
     else:
         latents = np.random.default_rng(0).standard_normal((1, 4, 64, 64)).astype(np.float32)
         image = pipe.decode(latents, tiled=kind == "decode-tiled")
@@ -147,7 +151,9 @@ def converted(folder: Path, weights: str) -> Path:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cache", type=Path, default=Path("/work/cache/sd15-full"))
-    parser.add_argument("--only", default="render,render-batched,decode-tiled,decode-whole")
+    parser.add_argument("--pipeline-dir", type=Path, default=None,
+                        help="where to assemble the pipeline folder (default: <cache>-pipeline)")
+    parser.add_argument("--only", default="render,render-shared,render-batched,decode-tiled,decode-whole")
     parser.add_argument("--weights", choices=("fp32", "fp16", "uint8"), default="fp32")
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--vae-tile", type=int, default=32, help="VAE tile side in latent pixels (default 32)")
@@ -157,7 +163,7 @@ def main() -> None:
     if args.child:
         child(args.child, args.folder, args.vae_tile)
         return
-    folder = assemble(args.cache)
+    folder = assemble(args.cache, args.pipeline_dir)
     if args.weights != "fp32":
         folder = converted(folder, args.weights)
     target = TARGET_MB[args.weights]

@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "frame.daemon.commands",
     "frame.convert.commands",
     "frame.remote.commands",
+    "frame.modelserver.commands",
 )
 
 log = logging.getLogger(__name__)

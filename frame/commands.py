@@ -42,6 +42,7 @@ def _config_check(args: argparse.Namespace) -> int:
     _describe_onnxstream(config)
     _describe_model(config)
     _describe_remote(config)
+    _describe_model_url(config)
     return 0
 
 
@@ -68,6 +69,19 @@ def _redacted(url: str) -> str:
     from frame.config.redact import redact_url
 
     return redact_url(url)
+
+
+def _describe_model_url(config) -> None:
+    """A URL model: is its server reachable, does it serve ranges (issue 12); warnings, never a failure."""
+    from frame.diffusion.url_check import check_model_url
+    from frame.engine.http_settings import from_model_config
+    from frame.models import resolve_model_source
+
+    source = resolve_model_source(config.model.source)
+    if not source.startswith(("http://", "https://")):
+        return
+    for level, line in check_model_url(source, from_model_config(config.model, source, config.state_dir)):
+        print(f"model.source: {'warning: ' if level == 'warning' else ''}{line}")
 
 
 def _describe_onnxstream(config) -> None:

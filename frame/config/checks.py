@@ -95,6 +95,13 @@ def token(value: str) -> str | None:
     return None
 
 
+def bearer_token(value: str) -> str | None:
+    """A token sent in an HTTP header: printable ASCII without spaces (any length; empty = none)."""
+    if not all("!" <= c <= "~" for c in value):
+        return "must be printable ASCII without spaces (it is sent in an HTTP header)"
+    return None
+
+
 def timezone(value: str) -> str | None:
     if value == "local":
         return None

@@ -28,6 +28,13 @@ def _opt(default, check=None, secret: bool | str = False):
 
 
 @dataclass(frozen=True)
+class WeightCacheConfig:
+    enabled: bool = False
+    dir: str = ""
+    max_mb: int = _opt(4096, checks.positive)
+
+
+@dataclass(frozen=True)
 class ModelConfig:
     source: str = _opt("demo", checks.model_source, secret=URL_SECRET)
     weights: Literal["auto", "nocache", "prefetch", "ram"] = "auto"
@@ -40,6 +47,10 @@ class ModelConfig:
     vae_tile: int = _opt(32, checks.positive)
     vae_tile_overlap: int = _opt(8, checks.non_negative)
     cache_dir: str = ""
+    token: str = _opt("", checks.bearer_token, secret=True)
+    http_timeout_seconds: float = _opt(30.0, checks.positive)
+    http_give_up_seconds: float = _opt(600.0, checks.positive)
+    cache: WeightCacheConfig = field(default_factory=WeightCacheConfig)
 
 
 @dataclass(frozen=True)

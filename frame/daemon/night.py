@@ -38,7 +38,7 @@ from frame.errors import FrameError
 
 log = logging.getLogger(__name__)
 
-PROGRESS_FIELDS = ("stage", "step", "steps", "eta_seconds", "fraction", "preview")
+PROGRESS_FIELDS = ("stage", "step", "steps", "eta_seconds", "fraction", "preview", "bytes_per_step", "link_rate")
 
 
 @dataclass

@@ -24,6 +24,14 @@ STEP_ADVICE = {
              "gallery.max_pictures)",
     "job": "the render's job files were unreadable: the next render starts afresh",
 }
+# A model served over HTTP (frame.engine.http's messages), whatever step met the problem.
+MODEL_SERVER_ADVICE = {
+    "is the model server on and reachable": "the model server did not answer for model.http_give_up_seconds: "
+                                            "check that the NAS or computer serving model.source is on",
+    "ignored the range header": "the model server does not support range requests: serve the model with "
+                                "nginx, Caddy, Apache or frame serve-model (docs/serving-models.md)",
+    "refused access": "the model server refused access: check model.token or the password in model.source",
+}
 NO_RENDER = "no render ran last night (was the frame switched off?); it paints again tonight"
 UNEXPECTED = "something unexpected failed: if it happens again, the details and the log (journalctl -u frame) say why"
 
@@ -41,6 +49,9 @@ def render_advice(status: str, error: str | None) -> str:
     if "memory" in lowered:
         return ("it ran out of memory: use a smaller model.size, or raise worker.memory_limit_mb if the "
                 "frame has room")
+    for marker, advice in MODEL_SERVER_ADVICE.items():
+        if marker in lowered:
+            return advice
     if "no space left" in lowered or "disk is full" in lowered or "storage is full" in lowered:
         return "the SD card is full: keep fewer pictures (gallery.max_pictures, gallery.max_disk_mb)"
     step = _STEP.search(text)

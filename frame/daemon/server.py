@@ -35,7 +35,8 @@ class HttpServer:
     write request bodies to its SD card (waitress otherwise spools up to 1 GiB per request to /tmp).
     """
 
-    def __init__(self, app: Any, listen: str, threads: int = 4, max_body: int | None = None) -> None:
+    def __init__(self, app: Any, listen: str, threads: int = 4, max_body: int | None = None,
+                 announce: str = "API listening on http://%s:%d/api/status") -> None:
         from waitress.server import create_server
 
         if max_body is None:
@@ -53,6 +54,7 @@ class HttpServer:
         except OSError as exc:
             raise FrameError(f"cannot listen on {listen} (web.listen): {exc.strerror or exc}") from exc
         self._closing = False
+        self._announce = announce
         self._thread = threading.Thread(target=self._serve, name="http", daemon=True)
 
     def _serve(self) -> None:
@@ -68,7 +70,7 @@ class HttpServer:
 
     def start(self) -> None:
         self._thread.start()
-        log.info("API listening on http://%s:%d/api/status", self._server.effective_host, self.port)
+        log.info(self._announce, self._server.effective_host, self.port)
 
     def close(self, timeout: float = 2.0) -> None:
         self._closing = True

@@ -68,16 +68,12 @@ class PipelineHolder:
     def get(self, emit: Emit) -> Any:
         if self._pipe is None:
             try:
-                from frame.diffusion import load_pipeline
-                from frame.models import resolve_model_source
+                from frame.diffusion.configured import load_configured_pipeline
             except ImportError as exc:
                 raise StepUnavailable("generate", f"the diffusion pipeline is not available: {exc}") from exc
             emit("stage", stage="loading model")
-            model = self.config.model
             try:
-                self._pipe = load_pipeline(resolve_model_source(model.source), cache_dir=model.cache_dir or None,
-                                           weights=model.weights, attention_slices=model.attention_slices,
-                                           vae_tile=model.vae_tile, vae_tile_overlap=model.vae_tile_overlap)
+                self._pipe = load_configured_pipeline(self.config)
             except Exception as exc:
                 exc.step = "load model"  # type: ignore[attr-defined]
                 raise
@@ -110,6 +106,9 @@ class ProgressRelay:
                   "fraction": round(float(report.fraction), 4)}
         if report.eta_seconds is not None:
             fields["eta_seconds"] = round(float(report.eta_seconds), 1)
+        for name in ("bytes_per_step", "link_rate"):  # weight bytes per step, HTTP bytes per second
+            if getattr(report, name, None) is not None:
+                fields[name] = round(float(getattr(report, name)))
         if report.step_done:
             preview = report.preview(scale=2)
             if preview is not None:

@@ -3,10 +3,16 @@
 :class:`GuidedUNet` turns (latent, timestep) into the guided model output: it builds the UNet feeds
 from the export's declared inputs (timestep dtype and rank differ between exporters; SDXL adds
 ``text_embeds`` and ``time_ids``), runs the conditional and, when guidance is on, the unconditional
-pass, and mixes them as ``uncond + g * (cond - uncond)``. With ``batch`` set (and an export whose
-batch axis allows it; a fixed batch of 2 forces it) the two passes go through the UNet as one batch:
-weights are streamed once per step instead of twice, but activations double. Otherwise they run one
-after the other.
+pass, and mixes them as ``uncond + g * (cond - uncond)``. How the two passes run (``GUIDANCE_MODES``):
+
+* "shared": one pass over the graph, each op running both passes while its weights are held
+  (``Model.run_shared``): weights are read once per step, two sets of activations are alive;
+* "batched": one batch of two through the UNet (needs an export whose batch axis allows it; a fixed
+  batch of 2 forces it): weights read once, activations and each kernel's temporaries double;
+* "sequential": one pass after the other: the least memory, every weight read twice per step.
+
+A model object without ``run_shared`` (a stand-in, another engine) falls back from "shared" to
+"sequential". ``frame.diffusion.guidance_plan`` chooses the mode for a night.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from frame.errors import FrameError
 
 log = logging.getLogger(__name__)
 
+GUIDANCE_MODES = ("shared", "batched", "sequential")
 StepCallback = Callable[[int, np.ndarray, np.ndarray], None]
 OpCallback = Callable[[int, float], None]
 
@@ -31,7 +38,9 @@ class GuidedUNet:
     """Callable ``(latent_input, timestep, progress) -> guided output`` around a loaded UNet."""
 
     def __init__(self, model: Any, cond: Conditioning, uncond: Conditioning | None, guidance: float,
-                 size: tuple[int, int], batch: bool = True) -> None:
+                 size: tuple[int, int], mode: str = "shared") -> None:
+        if mode not in GUIDANCE_MODES:
+            raise FrameError(f"unknown guidance mode {mode!r} (choose from {', '.join(GUIDANCE_MODES)})")
         self.model = model
         self.specs = {i.name: i for i in model.inputs}
         for name in ("sample", "timestep", "encoder_hidden_states"):
@@ -41,9 +50,12 @@ class GuidedUNet:
         self.passes = [cond] if uncond is None else [uncond, cond]
         batch_dim = (self.specs["sample"].shape or [None])[0]
         can_batch = not isinstance(batch_dim, int) or batch_dim == len(self.passes)
-        self.batch = len(self.passes) > 1 and can_batch and (batch or batch_dim == len(self.passes))
+        self.batch = len(self.passes) > 1 and can_batch and (mode == "batched" or batch_dim == len(self.passes))
         if len(self.passes) > 1 and not self.batch and batch_dim not in (1, None) and isinstance(batch_dim, int):
             raise FrameError(f"unet: fixed batch size {batch_dim} fits neither one nor two passes")
+        self.shared = (len(self.passes) > 1 and not self.batch and mode == "shared"
+                       and callable(getattr(model, "run_shared", None)))
+        self.mode = "batched" if self.batch else "shared" if self.shared else "sequential"
         self.extra = self._sdxl_inputs(size) if "text_embeds" in self.specs else {}
         if "timestep_cond" in self.specs:
             self.extra["timestep_cond"] = [self._guidance_embedding() for _ in self.passes]
@@ -102,16 +114,26 @@ class GuidedUNet:
 
     def __call__(self, latent: np.ndarray, t: float, progress: Callable[[float], None] | None = None
                  ) -> np.ndarray:
+        if self.shared:
+            results = self.model.run_shared([self._feeds(latent, t, [i]) for i in range(len(self.passes))],
+                                            progress=progress)
+            return self._mix([self._out_sample(r) for r in results])
         groups = [list(range(len(self.passes)))] if self.batch else [[i] for i in range(len(self.passes))]
         outputs = []
         for number, which in enumerate(groups):
             def report(fraction: float, number: int = number) -> None:
                 if progress is not None:
                     progress((number + fraction) / len(groups))
-            result = self.model.run(self._feeds(latent, t, which), progress=report)
-            if "out_sample" not in result:
-                raise FrameError(f"unet: the ONNX model has no 'out_sample' output (outputs: {', '.join(result)})")
-            outputs.append(result["out_sample"].astype(np.float32))
+            outputs.append(self._out_sample(self.model.run(self._feeds(latent, t, which), progress=report)))
+        return self._mix(outputs)
+
+    @staticmethod
+    def _out_sample(result: dict[str, np.ndarray]) -> np.ndarray:
+        if "out_sample" not in result:
+            raise FrameError(f"unet: the ONNX model has no 'out_sample' output (outputs: {', '.join(result)})")
+        return result["out_sample"].astype(np.float32)
+
+    def _mix(self, outputs: list[np.ndarray]) -> np.ndarray:
         out = np.concatenate(outputs)
         if len(self.passes) == 1:
             return out

@@ -4,7 +4,9 @@ The layout is the one ``optimum-cli export onnx`` writes (model_index.json, sche
 text_encoder[_2]/model.onnx, unet/model.onnx (+ external data), vae_decoder/model.onnx, and a
 config.json per component). Small JSON and tokenizer files are fetched once with ``requests`` and kept
 in a cache folder, so a frame that reads its model over Wi-Fi only streams the big weights (through the
-engine) after the first night.
+engine) after the first night. Fetches use the same ``HttpSettings`` as the engine (bearer token,
+retries until the time budget runs out, so a NAS still waking up is waited for) and show URLs only
+redacted.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from typing import Any
 from urllib.parse import urljoin
 
 from frame.atomicfile import write_bytes_atomic
+from frame.config.redact import redact_url
+from frame.engine.http_settings import HttpSettings
 from frame.errors import FrameError
 
 log = logging.getLogger(__name__)
@@ -38,9 +42,11 @@ def default_cache_dir() -> Path:
 class ModelFiles:
     """Access to one export: ``json(rel)``, ``local_folder(rel)`` for tokenizers, ``onnx(rel)`` for the engine."""
 
-    def __init__(self, source: str | os.PathLike, cache_dir: str | os.PathLike | None = None) -> None:
+    def __init__(self, source: str | os.PathLike, cache_dir: str | os.PathLike | None = None,
+                 http: HttpSettings | None = None) -> None:
         self.source = str(source)
         self.is_url = self.source.startswith(("http://", "https://"))
+        self.http = http or HttpSettings()
         self._missing: set[str] = set()
         if self.is_url:
             self.base = self.source if self.source.endswith("/") else self.source + "/"
@@ -52,7 +58,7 @@ class ModelFiles:
                 raise FrameError(f"model folder not found: {self.root}")
         if not self.exists("model_index.json"):
             raise FrameError(
-                f"{self.source} is not a diffusers ONNX export: model_index.json is missing "
+                f"{redact_url(self.source)} is not a diffusers ONNX export: model_index.json is missing "
                 "(expected the layout written by 'optimum-cli export onnx')")
 
     def exists(self, relative: str) -> bool:
@@ -107,7 +113,7 @@ class ModelFiles:
         return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
     def describe(self, relative: str) -> str:
-        return urljoin(self.base, relative) if self.is_url else str(self.root / relative)
+        return redact_url(urljoin(self.base, relative)) if self.is_url else str(self.root / relative)
 
     def _local(self, relative: str) -> Path:
         if not self.is_url:
@@ -123,20 +129,33 @@ class ModelFiles:
         if target.is_file():
             return target
         if relative in self._missing:
-            raise MissingFile(f"missing model file: {urljoin(self.base, relative)} (HTTP 404)")
+            raise MissingFile(f"missing model file: {self.describe(relative)} (HTTP 404)")
+        from frame.engine.http import with_retries
+
+        content = with_retries(self.http, self.describe(relative), lambda: self._get(relative))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_bytes_atomic(target, content)  # fsynced: a power cut never leaves an empty cached file
+        log.info("cached %s (%d bytes)", self.describe(relative), len(content))
+        return target
+
+    def _get(self, relative: str) -> bytes:
+        """One GET of a small file; 404 is ``MissingFile``, 5xx and connection problems are retried."""
         import requests
+
+        from frame.engine.http import Transient, connection_problem, refusal
 
         url = urljoin(self.base, relative)
         try:
-            response = requests.get(url, timeout=30)
+            response = requests.get(url, timeout=self.http.timeout, headers=self.http.headers_for(url))
         except requests.RequestException as exc:
-            raise FrameError(f"cannot fetch {url}: {exc}") from exc
+            raise connection_problem(exc) from exc
         if response.status_code == 404:
             self._missing.add(relative)
-            raise MissingFile(f"missing model file: {url} (HTTP 404)")
+            raise MissingFile(f"missing model file: {self.describe(relative)} (HTTP 404)")
+        if response.status_code >= 500 or response.status_code == 429:
+            raise Transient(f"HTTP {response.status_code}")
+        if response.status_code in (401, 403):
+            raise refusal(response.status_code, self.describe(relative))
         if response.status_code != 200:
-            raise FrameError(f"cannot fetch {url}: HTTP {response.status_code}")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        write_bytes_atomic(target, response.content)  # fsynced: a power cut never leaves an empty cached file
-        log.info("cached %s (%d bytes)", url, len(response.content))
-        return target
+            raise FrameError(f"cannot fetch {self.describe(relative)}: HTTP {response.status_code}")
+        return response.content

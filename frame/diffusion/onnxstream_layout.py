@@ -30,6 +30,7 @@ from pathlib import Path
 from urllib.parse import urljoin
 
 from frame.atomicfile import write_bytes_atomic
+from frame.config.redact import redact_url
 from frame.diffusion.conditioning import Encoder
 from frame.diffusion.model_files import default_cache_dir
 from frame.diffusion.model_info import DEFAULT_SAMPLE_SIZE, DEFAULT_SCALING, SD15, SDXL, ModelInfo
@@ -103,8 +104,8 @@ class OnnxStreamFiles:
         self._present: dict[str, bool] = {}
         self.layout = next((lay for lay in LAYOUTS if self.exists(f"{lay.tokenizer}/vocab.txt")), None)
         if self.layout is None:
-            raise FrameError(f"{self.source} is neither a diffusers ONNX export (no model_index.json) nor an "
-                             "OnnxStream model folder (no tokenizer/vocab.txt or sdxl_tokenizer/vocab.txt)")
+            raise FrameError(f"{redact_url(self.source)} is neither a diffusers ONNX export (no model_index.json) "
+                             "nor an OnnxStream model folder (no tokenizer/vocab.txt or sdxl_tokenizer/vocab.txt)")
         self.encoder_folders = [self._required(name, (name,)) for name in self.layout.encoders]
         self.unet = self._required("UNet", self.layout.unets)
         self.vae_tiles = self._first(self.layout.vae_tiles)
@@ -140,27 +141,42 @@ class OnnxStreamFiles:
         return self.root / relative if not self.is_url else self._fetch(relative)
 
     def _fetch(self, relative: str) -> Path:
-        """Download a small file (tokenizer, model.txt, range_data.txt) into the cache once."""
+        """Download a small file (tokenizer, model.txt, range_data.txt) into the cache once, with the
+        current ``HttpSettings`` (token, retries while the server is unreachable)."""
         target = self.cache / relative
         if target.is_file():
             return target
+        from frame.engine import http_settings
+        from frame.engine.http import with_retries
+
+        settings = http_settings.current()
+        content = with_retries(settings, self.describe(relative), lambda: self._get(relative, settings))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_bytes_atomic(target, content)
+        return target
+
+    def _get(self, relative: str, settings) -> bytes:
         import requests
+
+        from frame.engine.http import Transient, connection_problem, refusal
 
         url = urljoin(self.base, relative)
         try:
-            response = requests.get(url, timeout=60)
+            response = requests.get(url, timeout=settings.timeout, headers=settings.headers_for(url))
         except requests.RequestException as exc:
-            raise FrameError(f"cannot fetch {url}: {exc}") from exc
+            raise connection_problem(exc) from exc
         if response.status_code == 404:
-            raise FileNotFoundError(url)
+            raise FileNotFoundError(redact_url(url))
+        if response.status_code >= 500 or response.status_code == 429:
+            raise Transient(f"HTTP {response.status_code}")
+        if response.status_code in (401, 403):
+            raise refusal(response.status_code, redact_url(url))
         if response.status_code != 200:
-            raise FrameError(f"cannot fetch {url}: HTTP {response.status_code}")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        write_bytes_atomic(target, response.content)
-        return target
+            raise FrameError(f"cannot fetch {redact_url(url)}: HTTP {response.status_code}")
+        return response.content
 
     def describe(self, relative: str) -> str:
-        return urljoin(self.base, relative) if self.is_url else str(self.root / relative)
+        return redact_url(urljoin(self.base, relative)) if self.is_url else str(self.root / relative)
 
     def local_folder(self, folder: str, names: tuple[str, ...] = TOKENIZER_FILES) -> Path:
         for name in TOKENIZER_FILES:
@@ -269,7 +285,7 @@ class OnnxStreamFiles:
         info = ModelInfo(kind=kind, turbo=turbo, name=name, scheduler_config=scheduler, native_latent=native,
                          vae_factor=8, latent_multiple=2 ** unet.downsamplings,
                          scaling_factor=DEFAULT_SCALING[kind], force_zeros_for_empty_prompt=kind == SDXL)
-        log.info("OnnxStream folder %s: %s (UNet %s, VAE %s)", self.source, info.label, self.unet,
+        log.info("OnnxStream folder %s: %s (UNet %s, VAE %s)", redact_url(self.source), info.label, self.unet,
                  self.vae_tiles or self.vae)
         return info
 

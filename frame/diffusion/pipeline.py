@@ -18,14 +18,17 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from frame.diffusion import conditioning, denoise, resume, sizes, vae, vae_shapes
+from frame.config.redact import redact_text
+from frame.diffusion import conditioning, denoise, guidance_plan, resume, sizes, vae, vae_shapes
 from frame.diffusion.model_files import ModelFiles
 from frame.diffusion.model_info import SDXL, ModelInfo, read_model_info
 from frame.diffusion.onnxstream_layout import OnnxStreamFiles, is_onnxstream_folder
 from frame.diffusion.pngmeta import GenerationParameters
-from frame.diffusion.progress import EtaClock, Progress
+from frame.diffusion.progress import EtaClock, FetchMeter, Progress
 from frame.diffusion.samplers import NoiseSource, SamplerState, make_sampler, resolve_sampler_name
 from frame.diffusion.samplers.base import Noise
+from frame.engine import http_settings
+from frame.engine.http_settings import HttpSettings
 from frame.errors import FrameError, UsageError
 
 log = logging.getLogger(__name__)
@@ -35,14 +38,17 @@ ProgressCallback = Callable[[Progress], None]
 LATENT_CHANNELS = 4
 
 
-def engine_loader(weights: str = "auto", attention_slices: int | None = None) -> Loader:
-    """Load components with frame's streaming engine; ``weights`` as in the config (auto = prefetch)."""
+def engine_loader(weights: str = "auto", attention_slices: int | None = None,
+                  http: HttpSettings | None = None) -> Loader:
+    """Load components with frame's streaming engine; ``weights`` as in the config (auto = prefetch);
+    URLs are read with ``http`` (token, retries, weight cache)."""
 
     def load(source: str) -> Any:
         from frame.engine import load_model
 
-        return load_model(source, weights="prefetch" if weights == "auto" else weights,
-                          attention_slices=attention_slices)
+        with http_settings.using(http):
+            return load_model(source, weights="prefetch" if weights == "auto" else weights,
+                              attention_slices=attention_slices)
 
     return load
 
@@ -70,20 +76,26 @@ class Settings:
 class Pipeline:
     """One model export, ready to generate; components are loaded on demand and released after use.
 
-    ``cfg_batch=True`` runs the unconditional and conditional UNet passes as one batch of two: the
-    weights are streamed once per step instead of twice, but activations double (full-size SD 1.5 at
-    512×512: 337 MB peak instead of 284 MB, see docs/benchmarks-diffusion.md), so the default keeps
-    the Pi-friendly two passes.
+    ``guidance_mode`` fixes how the unconditional and conditional UNet passes run (``denoise.
+    GUIDANCE_MODES``); None lets ``guidance_plan.choose`` pick per render from the model, size,
+    precision and ``memory_limit_mb`` (the worker's limit; None = no limit known), which reads the
+    weights once per step wherever the estimated peak fits.
     """
 
     def __init__(self, files: ModelFiles | OnnxStreamFiles, info: ModelInfo, loader: Loader | None = None,
-                 vae_tile: int = 32, vae_tile_overlap: int = 8, cfg_batch: bool = False) -> None:
+                 vae_tile: int = 32, vae_tile_overlap: int = 8, guidance_mode: str | None = None,
+                 memory_limit_mb: float | None = None, http: HttpSettings | None = None) -> None:
         self.files = files
         self.info = info
-        self.load = loader or engine_loader()
+        self.http = http
+        self.load = loader or engine_loader(http=http)
         self.vae_tile = vae_tile
         self.vae_tile_overlap = vae_tile_overlap
-        self.cfg_batch = cfg_batch
+        if guidance_mode is not None and guidance_mode not in denoise.GUIDANCE_MODES:
+            raise UsageError(f"unknown guidance mode {guidance_mode!r} "
+                             f"(choose from {', '.join(denoise.GUIDANCE_MODES)})")
+        self.guidance_mode = guidance_mode
+        self.memory_limit_mb = memory_limit_mb
         if isinstance(files, OnnxStreamFiles):
             self.encoders = files.encoders()
         else:
@@ -115,7 +127,8 @@ class Pipeline:
             if isinstance(self.files, OnnxStreamFiles):  # its own folder format: tiles by its own decoder
                 self._vae_shapes = vae_shapes.VaeShapes(None, True)
             else:
-                self._vae_shapes = vae_shapes.check_vae(self.vae_source, self.vae_tile)
+                with http_settings.using(self.http):
+                    self._vae_shapes = vae_shapes.check_vae(self.vae_source, self.vae_tile)
         return self._vae_shapes
 
     def unet_static_latent(self) -> tuple[int, int] | None:
@@ -217,27 +230,32 @@ class Pipeline:
             return latents
         log.info("denoising with %s from step %d", sampler.describe(), start)
         cond, uncond = self._encode(settings, callback)
-        clock = EtaClock(start, sampler.steps)
-
-        def on_op(index: int, fraction: float) -> None:
-            if callback is not None:
-                callback(Progress("unet", index, sampler.steps, fraction, clock.fraction(index, fraction),
-                                  clock.eta(index, fraction), kind=self.kind))
-
-        def on_step(done: int, current: np.ndarray, denoised: np.ndarray) -> None:
-            if store is not None:
-                store.save(resume.Checkpoint(done, current, dict(state.history), noise.get_state()))
-            if callback is not None:
-                callback(Progress("unet", done, sampler.steps, 0.0, clock.fraction(done, 0.0),
-                                  clock.eta(done, 0.0), True, current, denoised, self.kind))
-
         model = self.load(self.unet_source)
         try:
-            unet = denoise.GuidedUNet(model, cond, uncond, settings.guidance, (settings.width, settings.height),
-                                      self.cfg_batch)
-            return denoise.run_loop(sampler, unet, latents, state, start, on_step, on_op)
+            mode = self.guidance_mode_for(settings, model)
+            unet = denoise.GuidedUNet(model, cond, uncond, settings.guidance, (settings.width, settings.height), mode)
+            reports = _StepReports(callback, sampler.steps, start, self.kind, FetchMeter(model))
+
+            def on_step(done: int, current: np.ndarray, denoised: np.ndarray) -> None:
+                if store is not None:
+                    store.save(resume.Checkpoint(done, current, dict(state.history), noise.get_state()))
+                reports.step(done, current, denoised)
+
+            return denoise.run_loop(sampler, unet, latents, state, start, on_step, reports.op)
         finally:
             _close(model)
+
+    def guidance_mode_for(self, settings: Settings, model: Any) -> str:
+        """How the guidance passes run tonight: ``guidance_mode`` if set, else ``guidance_plan``'s choice
+        for this model, size, precision and memory limit (logged with its reason)."""
+        if self.guidance_mode is not None:
+            return self.guidance_mode
+        plan = guidance_plan.choose(self.kind, settings.width, settings.height,
+                                    guidance_plan.precision_of(getattr(model, "streamed_weights", [])),
+                                    self.memory_limit_mb, settings.guided)
+        if settings.guided:
+            log.info("guidance passes: %s (%s)", plan.mode, plan.reason)
+        return plan.mode
 
     def _encode(self, settings: Settings, callback: ProgressCallback | None
                 ) -> tuple[conditioning.Conditioning, conditioning.Conditioning | None]:
@@ -273,6 +291,28 @@ class Pipeline:
         return conditioning.pooled_embeddings(encoder, self.load, list(texts), projected=self.kind == SDXL)
 
 
+class _StepReports:
+    """The denoising loop's progress callbacks: per op (throttled by the receiver) and per finished
+    step, with the ETA and the bytes fetched per step."""
+
+    def __init__(self, callback: ProgressCallback | None, steps: int, start: int, kind: str, meter: FetchMeter) -> None:
+        self.callback, self.steps, self.kind, self.meter = callback, steps, kind, meter
+        self.clock = EtaClock(start, steps)
+
+    def _report(self, step: int, fraction: float, done: bool, latents=None, denoised=None) -> None:
+        if self.callback is not None:
+            self.callback(Progress("unet", step, self.steps, fraction, self.clock.fraction(step, fraction),
+                                   self.clock.eta(step, fraction), done, latents, denoised, self.kind,
+                                   self.meter.last_step_bytes, self.meter.link_rate()))
+
+    def op(self, index: int, fraction: float) -> None:
+        self._report(index, fraction, False)
+
+    def step(self, done: int, latents: np.ndarray, denoised: np.ndarray) -> None:
+        self.meter.step_done()
+        self._report(done, 0.0, True, latents, denoised)
+
+
 def _close(model: Any) -> None:
     close = getattr(model, "close", None)
     if close is not None:
@@ -282,31 +322,34 @@ def _close(model: Any) -> None:
 
 def load_pipeline(source: str | os.PathLike, cache_dir: str | os.PathLike | None = None, weights: str = "auto",
                   attention_slices: int | None = None, vae_tile: int = 32, vae_tile_overlap: int = 8,
-                  loader: Loader | None = None, cfg_batch: bool = False) -> Pipeline:
+                  loader: Loader | None = None, guidance_mode: str | None = None,
+                  memory_limit_mb: float | None = None, http: HttpSettings | None = None) -> Pipeline:
     """Open a diffusers ONNX export or an OnnxStream model folder (folder or http(s) base URL); the kind
-    comes from model_index.json or from OnnxStream's folder names."""
-    files, info = open_model_files(source, cache_dir)
+    comes from model_index.json or from OnnxStream's folder names. ``http``: how URLs are read (see
+    ``frame.engine.http_settings``; ``http_settings.from_model_config`` builds it from the config)."""
+    with http_settings.using(http):
+        files, info = open_model_files(source, cache_dir, http)
     if vae_tile < 1 or not 0 <= vae_tile_overlap < vae_tile:
         raise UsageError(f"VAE tiles: need tile ≥ 1 and 0 ≤ overlap < tile, got {vae_tile} / {vae_tile_overlap}")
-    pipe = Pipeline(files, info, loader or engine_loader(weights, attention_slices), vae_tile, vae_tile_overlap,
-                    cfg_batch)
+    pipe = Pipeline(files, info, loader or engine_loader(weights, attention_slices, http), vae_tile, vae_tile_overlap,
+                    guidance_mode, memory_limit_mb, http)
     shapes = pipe.vae_shapes()  # said at load, so a night's log names a decoder that cannot be tiled at once
     if shapes.warning(pipe.vae_source):
-        log.warning("%s", shapes.warning(pipe.vae_source))
+        log.warning("%s", redact_text(shapes.warning(pipe.vae_source)))
     elif shapes.note():
         log.info("%s", shapes.note())
     return pipe
 
 
-def open_model_files(source: str | os.PathLike, cache_dir: str | os.PathLike | None = None
-                     ) -> tuple[ModelFiles | OnnxStreamFiles, ModelInfo]:
+def open_model_files(source: str | os.PathLike, cache_dir: str | os.PathLike | None = None,
+                     http: HttpSettings | None = None) -> tuple[ModelFiles | OnnxStreamFiles, ModelInfo]:
     """The export's files and facts: a diffusers layout (model_index.json) or OnnxStream's published one."""
     text = str(source)
     if not text.startswith(("http://", "https://")) and is_onnxstream_folder(text):
         files: ModelFiles | OnnxStreamFiles = OnnxStreamFiles(text, cache_dir)
     else:
         try:
-            files = ModelFiles(source, cache_dir)
+            files = ModelFiles(source, cache_dir, http)
         except FrameError as exc:
             if not text.startswith(("http://", "https://")) or "model_index.json is missing" not in str(exc):
                 raise

@@ -46,6 +46,8 @@ class Progress:
 
     ``phase`` is "text", "unet" or "vae"; ``step`` counts finished steps (0-based index of the step in
     progress while ``step_done`` is False); ``op_fraction`` is the share of the current model run done.
+    ``bytes_per_step`` is what the UNet's weights provider fetched during the last finished step (all
+    sources), ``link_rate`` the bytes per second HTTP delivered so far (None without HTTP reads).
     """
 
     phase: str
@@ -58,6 +60,8 @@ class Progress:
     latents: np.ndarray | None = None
     denoised: np.ndarray | None = None
     kind: str = "sd15"
+    bytes_per_step: int | None = None
+    link_rate: float | None = None
 
     def preview(self, scale: int = 1) -> Image.Image | None:
         """Low-resolution RGB guess of the final picture (None outside finished steps)."""
@@ -83,3 +87,29 @@ class EtaClock:
             return None
         elapsed = time.monotonic() - self.started
         return elapsed / done * (1.0 - done)
+
+
+class FetchMeter:
+    """Bytes a model's provider fetched per denoising step, and the HTTP link's rate, for progress.
+
+    Works from ``Model.fetch_stats`` snapshots; a model without them (a stand-in) reports None.
+    """
+
+    def __init__(self, model: object) -> None:
+        self.model = model
+        self.started = getattr(model, "fetch_stats", None)
+        self.step_start = self.started
+        self.last_step_bytes: int | None = None
+
+    def step_done(self) -> None:
+        now = getattr(self.model, "fetch_stats", None)
+        if now is None or self.step_start is None:
+            return
+        self.last_step_bytes = (now - self.step_start).total_bytes
+        self.step_start = now
+
+    def link_rate(self) -> float | None:
+        now = getattr(self.model, "fetch_stats", None)
+        if now is None or self.started is None:
+            return None
+        return (now - self.started).rate("http")

@@ -94,6 +94,40 @@ class Executor:
             blas_threads.shared().restore()
         return {name: env[name] for name in self.outputs}
 
+    def run_shared(self, feeds: list[dict[str, np.ndarray]], progress: Progress | None = None
+                   ) -> list[dict[str, np.ndarray]]:
+        """Run the plan for several inputs at once, node by node: each node's weights are fetched once
+        and every item runs that node while they are held (classifier-free guidance's two passes read
+        the UNet's weights once per step, without a batch-of-two's larger kernel temporaries)."""
+        envs = [dict(f) for f in feeds]
+        try:
+            with np.errstate(all="ignore"):
+                self._execute_shared(envs, progress)
+        except BaseException:
+            for env in envs:
+                env.clear()
+            raise
+        finally:
+            blas_threads.shared().restore()
+        return [{name: env[name] for name in self.outputs} for env in envs]
+
+    def _execute_shared(self, envs: list[dict[str, np.ndarray]], progress: Progress | None) -> None:
+        total = len(self.steps)
+        for i, step in enumerate(self.steps):
+            weights = {ref.name: self.fetch(ref) for ref in step.fetch}
+            for env in envs:
+                env.update(weights)
+            weights.clear()  # the envs hold them now; sharing is safe: no step may overwrite a weight (Step.reuse)
+            for env in envs:
+                self._run_step(step, env)
+                for name in step.free:
+                    env.pop(name, None)
+            for ref in step.release:
+                if ref.value is None:
+                    self.provider.release(ref)
+            if progress is not None:
+                progress((i + 1) / total)
+
     def execute(self, steps: list[Step], env: dict[str, np.ndarray], progress: Progress | None = None,
                 held: dict[WeightRef, np.ndarray] | None = None, top: bool = False) -> None:
         """Run ``steps`` in ``env``: the main plan, or a body's (``subgraphs.Scope``). With ``held``

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
+from frame.config.redact import redact_url
 from frame.engine import graph as g
 from frame.engine import onnxstream
 from frame.engine import ops as _ops  # noqa: F401  (importing the package fills the kernel registry)
@@ -136,6 +137,7 @@ class Model:
         self.streamed_weights = fetch_order(self.steps)  # bodies' weights at their node's step
         provider.prepare(self.streamed_weights)
         self._executor = Executor(self.steps, provider, [o.name for o in self.outputs])
+        self.last_run_fetched = None  # FetchSnapshot: bytes the last run fetched per source kind
 
     def _check_outputs_produced(self, nodes: list[g.Node], input_names: set[str]) -> None:
         produced = {o for n in nodes for o in n.outputs} | input_names
@@ -169,6 +171,7 @@ class Model:
         """Outputs by name for ``feeds``; ``progress(fraction)`` is called after every node."""
         arrays = check_feeds(feeds, self.inputs)
         arrays = {k: (v.astype(np.float32) if v.dtype == np.float16 else v) for k, v in arrays.items()}
+        before = self.fetch_stats
         try:
             results = self._executor.run(arrays, progress)
         except NodeError as exc:
@@ -177,7 +180,32 @@ class Model:
                 raise
             hint = "; ".join(conflicts)
             raise NodeError(f"{exc}\n  (the inputs disagree on a dimension the model names: {hint})") from exc
+        self._note_fetched(before)
         return {o.name: _as_declared(results[o.name], o.dtype) for o in self.outputs}
+
+    def _note_fetched(self, before) -> None:
+        now = self.fetch_stats
+        self.last_run_fetched = None if now is None or before is None else now - before
+
+    def run_shared(self, feeds: list[Mapping[str, np.ndarray]], progress: Callable[[float], None] | None = None
+                   ) -> list[dict[str, np.ndarray]]:
+        """``run`` for several feeds in one pass over the plan: every weight is fetched once and used by
+        every item while it is held (``Executor.run_shared``). Same outputs as separate runs."""
+        checked = []
+        for item in feeds:
+            arrays = check_feeds(item, self.inputs)
+            checked.append({k: (v.astype(np.float32) if v.dtype == np.float16 else v) for k, v in arrays.items()})
+        before = self.fetch_stats
+        results = self._executor.run_shared(checked, progress)
+        self._note_fetched(before)
+        return [{o.name: _as_declared(r[o.name], o.dtype) for o in self.outputs} for r in results]
+
+    @property
+    def fetch_stats(self):
+        """Bytes this model's weights provider has read so far, per kind of source (``FetchSnapshot``);
+        None for a provider that does not count (a custom one without ``sources``)."""
+        sources = getattr(self.provider, "sources", None)
+        return sources.stats.snapshot() if sources is not None else None
 
     def close(self) -> None:
         close = getattr(self.provider, "close", None)
@@ -218,7 +246,7 @@ def load_model(source: str | onnxstream.OnnxStreamSource, weights: str | Weights
     provider = make_provider(weights, is_url(str(source)))
     attention = AttentionConfig(attention_slices, attention_budget_bytes)
     model = Model(source, provider, structure, attention)
-    log.info("loaded %s: %d nodes, %d weights (%.1f MB), %d fused attention block(s)", source,
+    log.info("loaded %s: %d nodes, %d weights (%.1f MB), %d fused attention block(s)", redact_url(str(source)),
              len(model.steps), len(model.streamed_weights), model.weight_bytes / 1e6,
              model.fused_attention_count)
     return model

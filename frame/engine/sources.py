@@ -10,12 +10,15 @@ from __future__ import annotations
 import os
 import posixpath
 import threading
+import time
 from typing import Protocol
 from urllib.parse import urljoin, urlsplit
 
 import numpy as np
 
+from frame.engine import http_settings
 from frame.engine.errors import ModelFormatError
+from frame.engine.fetch_stats import FetchStats
 
 
 class SourceTruncated(Exception):
@@ -51,8 +54,9 @@ def sibling(location: str, relative: str) -> str:
 class LocalSource:
     """A file read with ``os.preadv`` straight into numpy buffers (thread-safe, no seek state)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, stats: FetchStats | None = None) -> None:
         self.location = path
+        self.stats = stats
         try:
             self._fd = os.open(path, os.O_RDONLY)
         except OSError as exc:
@@ -66,6 +70,7 @@ class LocalSource:
         if offset + length > self._size:
             raise SourceTruncated(
                 f"{self.location} has {self._size} bytes, but bytes {offset}..{offset + length} are needed")
+        started = time.perf_counter()
         buf = np.empty(length, dtype=np.uint8)
         view = memoryview(buf)
         done = 0
@@ -74,6 +79,8 @@ class LocalSource:
             if got == 0:
                 raise SourceTruncated(f"{self.location} ended at byte {offset + done} while reading")
             done += got
+        if self.stats is not None:
+            self.stats.add("disk", length, time.perf_counter() - started)
         return buf
 
     def close(self) -> None:
@@ -83,12 +90,19 @@ class LocalSource:
 
 
 class SourcePool:
-    """Opens each location once and shares it (many tensors live in one external-data file)."""
+    """Opens each location once and shares it (many tensors live in one external-data file).
+
+    Every source it opens counts the bytes it reads in ``stats`` (see ``frame.engine.fetch_stats``).
+    URLs are read with the ``HttpSettings`` current when the pool was made, with ``http_options``
+    (``timeout=``, ``retries=``, ...) overriding single fields.
+    """
 
     def __init__(self, http_options: dict | None = None) -> None:
+        self.http_settings = http_settings.current()
         self._http_options = dict(http_options or {})
         self._sources: dict[str, ByteSource] = {}
         self._lock = threading.Lock()
+        self.stats = FetchStats()
 
     def get(self, location: str) -> ByteSource:
         with self._lock:
@@ -102,8 +116,8 @@ class SourcePool:
         if is_url(location):
             from frame.engine.http import HttpSource
 
-            return HttpSource(location, **self._http_options)
-        return LocalSource(location)
+            return HttpSource(location, self.http_settings, self.stats, **self._http_options)
+        return LocalSource(location, self.stats)
 
     def close(self) -> None:
         with self._lock:

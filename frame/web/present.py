@@ -120,6 +120,26 @@ def duration(seconds: Any) -> str:
     return f"{minutes // 60} h {minutes % 60:02d} min"
 
 
+def byte_amount(n: Any) -> str:
+    """Bytes as "3.44 GB", "12 MB" (decimal units); empty for unknown. Mirrored in static/frame.js."""
+    if not isinstance(n, (int, float)) or isinstance(n, bool) or not math.isfinite(n) or n < 0:
+        return ""
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}" if n < 100 * size else f"{n / size:.0f} {unit}"
+    return f"{int(n)} B"
+
+
+def fetch_line(render: Mapping[str, Any]) -> str:
+    """"3.44 GB of weights per step · link 4.1 MB/s" (either part when only it is known)."""
+    parts = []
+    if byte_amount(render.get("bytes_per_step")):
+        parts.append(f"{byte_amount(render.get('bytes_per_step'))} of weights per step")
+    if byte_amount(render.get("link_rate")) and render.get("link_rate"):
+        parts.append(f"link {byte_amount(render.get('link_rate'))}/s")
+    return " · ".join(parts)
+
+
 def progress_view(status: Mapping[str, Any] | None) -> dict[str, Any]:
     """The render in progress from the daemon's live status (``LiveStatus.snapshot()`` shape).
 
@@ -136,6 +156,7 @@ def progress_view(status: Mapping[str, Any] | None) -> dict[str, Any]:
         "steps": steps,
         "percent": percent,
         "eta": duration(render.get("eta_seconds")),
+        "fetch": fetch_line(render),
         "restarts": render.get("restarts") or 0,
         "has_preview": bool(render.get("preview")),
         "notice": str((status or {}).get("notice") or ""),

@@ -66,7 +66,7 @@ def test_url_fields_are_marked_in_the_schema_not_found_by_name():
     assert url_fields == {"ModelConfig.source": URL_SECRET, "RemoteRenderConfig.url": URL_SECRET,
                           "FeedSource.url": URL_SECRET}
     assert [name for name, _, secret in fields if secret is True] == [
-        "RemoteRenderConfig.password", "RemoteRenderConfig.token", "WebConfig.token"]
+        "ModelConfig.token", "RemoteRenderConfig.password", "RemoteRenderConfig.token", "WebConfig.token"]
 
 
 def test_to_plain_hides_url_credentials_and_tokens(tmp_path):

@@ -21,6 +21,13 @@ RAW = "RuntimeError: onnx node /unet/down_blocks.0/attentions.0/Softmax: shape (
     ("failed", "superseded by a newer render", "A newer render replaced it; nothing to do."),
     ("failed", f"failed at step 'brand new step': {RAW}", "Something unexpected failed"),
     ("failed", None, "Something unexpected failed"),
+    ("failed", "failed at step 'generate': http://***@nas/unet/model.onnx_data: bytes 0..9 failed after 12 "
+               "retries over 601 s: connection problem (ConnectTimeout) (is the model server on and reachable?)",
+     "The model server did not answer for model.http_give_up_seconds"),
+    ("failed", "failed at step 'load model': http://nas/unet/model.onnx: the server ignored the Range header "
+               "(answered 200 ...)", "The model server does not support range requests: serve the model with"),
+    ("failed", "failed at step 'load model': http://nas/model_index.json: the model server refused access "
+               "(HTTP 401); give it the token", "The model server refused access: check model.token"),
 ])
 def test_render_failures_read_as_one_sentence_with_advice(status, error, expected):
     text = notices.render_failure(status, error)

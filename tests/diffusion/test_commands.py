@@ -84,6 +84,16 @@ def test_progress_bar_lines():
     assert len(lines) == 2
 
 
+def test_progress_bar_shows_bytes_per_step_and_the_link_rate():
+    stream = io.StringIO()
+    bar = commands.ProgressBar(stream)
+    bar(Progress("unet", 1, 4, 0.0, 0.25, 60.0, step_done=True, bytes_per_step=3_437_361_936, link_rate=4.1e6))
+    bar(Progress("unet", 2, 4, 0.0, 0.5, 40.0, step_done=True, bytes_per_step=860_000_000))
+    first, second = stream.getvalue().splitlines()
+    assert first.rstrip().endswith("ETA 1:00 · 3.44 GB/step, link 4.1 MB/s")
+    assert second.rstrip().endswith("ETA 0:40 · 860 MB/step")  # from disk: no link rate
+
+
 def test_size_auto_follows_the_panel_aspect():
     from frame.diffusion import load_pipeline
 

@@ -49,11 +49,45 @@ UNCOND = Conditioning(np.full((1, 77, 8), 0.5, np.float32), np.zeros((1, 4), np.
 LATENT = np.zeros((1, 4, 8, 12), np.float32)
 
 
+class FakeSharedUNet(FakeUNet):
+    """Also offers ``run_shared`` (several feeds in one pass), like the engine's Model."""
+
+    def __init__(self, specs: list[Spec]) -> None:
+        super().__init__(specs)
+        self.shared_calls: list[int] = []
+
+    def run_shared(self, feeds, progress=None):
+        self.shared_calls.append(len(feeds))
+        return [FakeUNet.run(self, f, progress) for f in feeds]
+
+
 def test_guidance_mixes_uncond_and_cond_in_one_batch():
     model = FakeUNet(specs())
-    out = GuidedUNet(model, COND, UNCOND, 7.5, (96, 64))(LATENT, np.float32(999.0))
-    assert len(model.feeds) == 1 and model.feeds[0]["sample"].shape[0] == 2
+    unet = GuidedUNet(model, COND, UNCOND, 7.5, (96, 64), mode="batched")
+    out = unet(LATENT, np.float32(999.0))
+    assert unet.mode == "batched" and len(model.feeds) == 1 and model.feeds[0]["sample"].shape[0] == 2
     np.testing.assert_allclose(out, 0.5 + 7.5 * (2.0 - 0.5))
+
+
+def test_shared_mode_runs_both_passes_in_one_shared_run():
+    model = FakeSharedUNet(specs())
+    unet = GuidedUNet(model, COND, UNCOND, 7.5, (96, 64))
+    out = unet(LATENT, np.float32(999.0))
+    assert unet.mode == "shared" and model.shared_calls == [2]
+    assert [f["encoder_hidden_states"][0, 0, 0] for f in model.feeds] == [0.5, 2.0]  # uncond first
+    np.testing.assert_allclose(out, 0.5 + 7.5 * (2.0 - 0.5))
+
+
+def test_shared_mode_falls_back_to_sequential_without_run_shared():
+    model = FakeUNet(specs())
+    unet = GuidedUNet(model, COND, UNCOND, 7.5, (96, 64), mode="shared")
+    unet(LATENT, np.float32(999.0))
+    assert unet.mode == "sequential" and [f["sample"].shape[0] for f in model.feeds] == [1, 1]
+
+
+def test_unknown_mode_is_refused():
+    with pytest.raises(FrameError, match="unknown guidance mode 'twice'"):
+        GuidedUNet(FakeUNet(specs()), COND, UNCOND, 7.5, (96, 64), mode="twice")
 
 
 def test_fixed_batch_of_one_runs_two_passes():
@@ -85,7 +119,7 @@ def test_timestep_follows_the_declared_input(shape, dtype, expected_shape, expec
 
 def test_sdxl_time_ids_use_the_real_size_and_pooled_embeddings():
     model = FakeUNet(specs(sdxl=True))
-    GuidedUNet(model, COND, UNCOND, 5.0, (96, 64))(LATENT, np.float32(999.0))
+    GuidedUNet(model, COND, UNCOND, 5.0, (96, 64), mode="batched")(LATENT, np.float32(999.0))
     feeds = model.feeds[0]
     np.testing.assert_array_equal(feeds["time_ids"], [[64, 96, 0, 0, 64, 96]] * 2)
     np.testing.assert_array_equal(feeds["text_embeds"], np.concatenate([UNCOND.pooled, COND.pooled]))

@@ -24,12 +24,14 @@ def pipe():
 
 
 class CountingLoader:
-    """Wraps the engine loader and records which components ran and with what batch sizes."""
+    """Wraps the engine loader and records which components ran and with what batch sizes
+    (``unet_batches``: one entry per ``run``; ``unet_shared``: item count per ``run_shared``)."""
 
     def __init__(self) -> None:
         self.load = engine_loader()
         self.loaded: list[str] = []
         self.unet_batches: list[int] = []
+        self.unet_shared: list[int] = []
 
     def __call__(self, source: str):
         model = self.load(source)
@@ -42,6 +44,13 @@ class CountingLoader:
                 return run(feeds, progress)
 
             model.run = counting_run
+            run_shared = model.run_shared
+
+            def counting_shared(feeds, progress=None):
+                self.unet_shared.append(len(feeds))
+                return run_shared(feeds, progress)
+
+            model.run_shared = counting_shared
         return model
 
 
@@ -75,7 +84,7 @@ def test_components_load_one_at_a_time_in_order():
     pipe = load_pipeline(demo_model_path(), loader=loader)
     pipe.generate("a cat", steps=2, guidance=7.0, **SIZE)
     assert loader.loaded == ["unet", "text_encoder", "unet", "vae_decoder"]  # first unet: signature only
-    assert loader.unet_batches == [1, 1, 1, 1]  # two guidance passes per step, one at a time by default
+    assert loader.unet_shared == [2, 2] and loader.unet_batches == []  # both passes share each weight fetch
 
 
 def test_no_guidance_skips_the_unconditional_pass():
@@ -85,14 +94,28 @@ def test_no_guidance_skips_the_unconditional_pass():
     assert loader.unet_batches == [1, 1, 1]
 
 
-def test_batched_and_sequential_guidance_agree():
+def test_guidance_modes_agree():
+    loaders = {mode: CountingLoader() for mode in ("batched", "sequential", "shared")}
+    images = {mode: np.asarray(load_pipeline(demo_model_path(), loader=loader, guidance_mode=mode).generate(
+        "a hill", steps=2, sampler="ddim", **SIZE), dtype=np.float64) for mode, loader in loaders.items()}
+    assert np.abs(images["batched"] - images["sequential"]).max() <= 1
+    assert np.array_equal(images["shared"], images["sequential"])  # the same kernels on the same inputs
+    assert loaders["batched"].unet_batches == [2, 2]
+    assert loaders["sequential"].unet_batches == [1, 1, 1, 1]
+    assert loaders["shared"].unet_shared == [2, 2]
+
+
+def test_a_tight_memory_limit_runs_the_passes_one_after_the_other(caplog):
     loader = CountingLoader()
-    batched = load_pipeline(demo_model_path(), loader=loader, cfg_batch=True)
-    sequential = load_pipeline(demo_model_path())
-    a = np.asarray(batched.generate("a hill", steps=2, sampler="ddim", **SIZE), dtype=np.float64)
-    b = np.asarray(sequential.generate("a hill", steps=2, sampler="ddim", **SIZE), dtype=np.float64)
-    assert np.abs(a - b).max() <= 1
-    assert loader.unet_batches == [2, 2]
+    caplog.set_level(logging.INFO, logger="frame.diffusion.pipeline")
+    load_pipeline(demo_model_path(), loader=loader, memory_limit_mb=100).generate("a hill", steps=1, **SIZE)
+    assert loader.unet_batches == [1, 1] and loader.unet_shared == []
+    assert "guidance passes: sequential (reading the weights once per step would need about" in caplog.text
+
+
+def test_unknown_guidance_mode_is_refused():
+    with pytest.raises(UsageError, match="unknown guidance mode 'double'"):
+        load_pipeline(demo_model_path(), guidance_mode="double")
 
 
 def test_progress_reports_phases_steps_and_previews(pipe):
@@ -109,6 +132,21 @@ def test_progress_reports_phases_steps_and_previews(pipe):
     assert fractions == sorted(fractions)
     preview = steps[0].preview(scale=2)
     assert isinstance(preview, Image.Image) and preview.size == (16, 16)
+
+
+def test_progress_counts_one_unets_weights_per_guided_step():
+    events = []
+    loader = CountingLoader()
+    pipe = load_pipeline(demo_model_path(), loader=loader)
+    pipe.generate("a cat", steps=3, guidance=7.5, callback=events.append, **SIZE)
+    unet = loader.load(pipe.unet_source)
+    weights = sum(ref.nbytes for ref in unet.streamed_weights)
+    unet.close()
+    per_step = [e.bytes_per_step for e in events if e.step_done]
+    # both guidance passes, one read of each weight (plus the few bytes of protobuf framing between the
+    # demo's embedded weights, read along with them); twice the weights if the passes each read them
+    assert len(set(per_step)) == 1 and weights <= per_step[0] < 1.01 * weights
+    assert all(e.link_rate is None for e in events if e.step_done)  # from disk: no link
 
 
 def test_png_carries_a1111_parameters(pipe, tmp_path):

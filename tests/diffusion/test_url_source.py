@@ -49,3 +49,32 @@ def test_render_from_url_matches_local_folder(server, tmp_path):
     ranged = [p for p, r in server.requests if r is not None]
     assert "/unet/model.onnx" in ranged  # weights came as Range requests, not cached files
     assert not (tmp_path / "unet").exists() and not any(tmp_path.rglob("model.onnx"))
+
+
+def _night(config, args):
+    """One render with the configured pipeline; returns the image and the UNet model that ran."""
+    from frame.diffusion.configured import load_configured_pipeline
+
+    pipe = load_configured_pipeline(config)
+    models, load = [], pipe.load
+    pipe.load = lambda source: models.append(load(source)) or models[-1]
+    image = np.asarray(pipe.generate("a cat", **args))
+    return image, [m for m in models if "unet" in m.source][-1]
+
+
+def test_configured_weight_cache_serves_later_nights(server, tmp_path):
+    from frame.config import load_config
+
+    path = tmp_path / "config.yaml"
+    path.write_text(f"state_dir: {tmp_path / 'state'}\nmodel:\n  source: {server.url('')}\n"
+                    "  cache:\n    enabled: true\n    max_mb: 64\n")
+    config = load_config(path, environ={})
+    args = dict(steps=1, guidance=0, seed=3, width=32, height=32)
+    first, unet = _night(config, args)
+    weights = sum(ref.nbytes for ref in unet.streamed_weights)
+    # streamed (with the few bytes of protobuf framing between embedded weights), plus the version probe
+    assert weights + 1 <= unet.fetch_stats.bytes["http"] < 1.01 * weights
+    assert list((tmp_path / "state" / "weight-cache").rglob("*.w"))
+    second, unet = _night(config, args)
+    assert unet.fetch_stats.bytes["cache"] == weights and unet.fetch_stats.bytes["http"] == 1
+    assert np.array_equal(first, second)

@@ -4,6 +4,11 @@
 fault), "500" (an HTTP 500), "429" (Too Many Requests, Retry-After: 0.2), "drop" (close the
 connection without answering), "truncate" (headers promise the full range, half the body is sent,
 connection closed), "ignore_range" (200 with the whole file).
+
+``gate`` (optional) is asked before every request, with the path, for an outage that lasts as long as
+it says: "hang" (accept, answer nothing for ``hang_seconds``, close: a NAS still spinning up, a request
+that times out) or "drop" (close at once: the network is gone); None serves normally. ``refused``
+counts the requests a gate turned away.
 """
 
 from __future__ import annotations
@@ -11,6 +16,8 @@ from __future__ import annotations
 import os
 import re
 import threading
+import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 _RANGE = re.compile(r"bytes=(\d+)-(\d*)$")
@@ -23,9 +30,38 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, *args) -> None:  # keep test output quiet
         pass
 
+    def _outage(self) -> bool:
+        """Apply the server's gate; True when this request was turned away."""
+        server: RangeServer = self.server.owner
+        outage = server.gate(self.path) if server.gate is not None else None
+        if outage is None:
+            return False
+        server.note_refused()
+        if outage == "hang":
+            time.sleep(server.hang_seconds)
+        self.close_connection = True
+        self.connection.shutdown(2)
+        return True
+
+    def do_HEAD(self) -> None:  # noqa: N802 (http.server naming)
+        server: RangeServer = self.server.owner
+        server.record(self.path, None)
+        if self._outage():
+            return
+        path = os.path.join(server.root, self.path.lstrip("/").split("?")[0])
+        if not os.path.isfile(path):
+            self.send_error(404)
+            return
+        self.send_response(200)
+        self.send_header("Content-Length", str(os.path.getsize(path)))
+        self.send_header("Accept-Ranges", "bytes")
+        self.end_headers()
+
     def do_GET(self) -> None:  # noqa: N802 (http.server naming)
         server: RangeServer = self.server.owner
         server.record(self.path, self.headers.get("Range"))
+        if self._outage():
+            return
         path = os.path.join(server.root, self.path.lstrip("/").split("?")[0])
         if not os.path.isfile(path):
             self.send_error(404)
@@ -95,6 +131,9 @@ class RangeServer:
         self.root = root
         self.faults: list[str] = []
         self.requests: list[tuple[str, str | None]] = []
+        self.gate: Callable[[str], str | None] | None = None
+        self.hang_seconds = 0.5
+        self.refused = 0
         self._lock = threading.Lock()
         self._httpd = _QuietServer(("127.0.0.1", 0), _Handler)
         self._httpd.owner = self
@@ -111,6 +150,10 @@ class RangeServer:
     def record(self, path: str, range_header: str | None) -> None:
         with self._lock:
             self.requests.append((path, range_header))
+
+    def note_refused(self) -> None:
+        with self._lock:
+            self.refused += 1
 
     def next_fault(self) -> str | None:
         with self._lock:

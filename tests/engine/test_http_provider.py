@@ -46,6 +46,15 @@ def test_small_contiguous_weights_are_fetched_with_one_request(http_root):
     assert data_requests == ["bytes=0-12607"]  # w1, b1, w2, b2 lie back to back: one read
 
 
+def test_embedded_weights_separated_by_framing_are_fetched_together(http_root):
+    server, url, feeds, expected, _ = _serve(http_root, external=False)
+    with load_model(url) as model:
+        start = len(server.requests)
+        assert builders.rel_l2(model.run(feeds)["y"], expected) < 1e-6
+        spans = {(ref.offset, ref.length) for ref in model.streamed_weights}
+    assert len(spans) == 8 and len(server.requests) - start == 1  # 8 tensors, a few bytes apart: one read
+
+
 def test_http_ram_provider_reads_once(http_root):
     server, url, feeds, expected, _ = _serve(http_root, external=True)
     with load_model(url, weights="ram") as model:
@@ -96,7 +105,7 @@ def test_persistent_failure_gives_up_after_retries(http_root):
     server, url, feeds, _, _ = _serve(http_root, external=True)
     with load_model(url, weights=Http(retries=2, backoff=0.01)) as model:
         server.faults.extend(["500"] * 3)
-        with pytest.raises(WeightFetchError, match=r"failed after 2 retries: HTTP 500"):
+        with pytest.raises(WeightFetchError, match=r"failed after 2 retries over \d+ s: HTTP 500"):
             model.run(feeds)
 
 

@@ -130,9 +130,11 @@ def test_progress_is_polled_without_reload(server, page, controller, store, stat
     page.goto(server + "/status")
     progress = page.locator("#progress")
     sync_api.expect(progress).to_contain_text("step 4 of 20")
-    controller.render = dict(controller.render, step=15, eta_seconds=500.0)
+    controller.render = dict(controller.render, step=15, eta_seconds=500.0, bytes_per_step=3437361936,
+                             link_rate=4100000)
     sync_api.expect(progress).to_contain_text("step 15 of 20", timeout=8_000)  # polled after ~2 s
     sync_api.expect(progress).to_contain_text("about 8 min left")
+    sync_api.expect(progress).to_contain_text("3.44 GB of weights per step · link 4.1 MB/s")
     assert page.locator("#progress-bar").evaluate("bar => bar.value") == 75
     preview = page.get_by_alt_text("Low-resolution preview of the picture being painted")
     assert preview.evaluate("img => img.decode().then(() => img.naturalWidth)") == 100

@@ -45,6 +45,14 @@ def test_progress_view():
     assert present.progress_view({"render": {"stage": "starting", "step": 0, "steps": None}})["percent"] is None
 
 
+def test_progress_view_shows_bytes_per_step_and_link_rate():
+    view = present.progress_view({"render": {"step": 3, "steps": 20, "bytes_per_step": 3437361936,
+                                             "link_rate": 4100000}})
+    assert view["fetch"] == "3.44 GB of weights per step · link 4.1 MB/s"
+    assert present.progress_view({"render": {"bytes_per_step": 860000000}})["fetch"] == "860 MB of weights per step"
+    assert present.progress_view({"render": {"step": 1}})["fetch"] == ""
+
+
 def test_short_time():
     assert present.short_time("2026-11-29T22:41:07+00:00") == "2026-11-29 22:41 UTC"
     assert present.short_time("2026-11-29T23:41:07+01:00") == "2026-11-29 22:41 UTC"

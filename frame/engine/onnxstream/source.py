@@ -16,6 +16,7 @@ import posixpath
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from frame.config.redact import redact_url
 from frame.engine.errors import EngineError, ModelFormatError, WeightDataError
 from frame.engine.onnxstream.activations import parse_range_data, quantise_activations
 from frame.engine.onnxstream.build import Structure, WeightFile, build_structure
@@ -130,7 +131,8 @@ class UrlResolver:
             return WeightFile(join(self.folder, file_name))
         if self.conv_nhwc is None:
             self.conv_nhwc = not _url_exists(join(self.folder, file_name))
-            log.info("%s: conv weights read from %s files", self.folder, "_nhwc.bin" if self.conv_nhwc else "_nchw.bin")
+            log.info("%s: conv weights read from %s files", redact_url(self.folder),
+                     "_nhwc.bin" if self.conv_nhwc else "_nchw.bin")
         if self.conv_nhwc:
             return WeightFile(join(self.folder, file_name.replace("_nchw.bin", "_nhwc.bin")), nhwc=True)
         return WeightFile(join(self.folder, file_name))
@@ -181,7 +183,7 @@ def _range_data(folder: str, pool: SourcePool) -> dict[str, tuple[float, float]]
     elif not os.path.isfile(location):
         return {}
     ranges = parse_range_data(read_text(location, pool), location)
-    log.info("%s: W8A8, %d calibrated activation ranges", location, len(ranges))
+    log.info("%s: W8A8, %d calibrated activation ranges", redact_url(location), len(ranges))
     return ranges
 
 

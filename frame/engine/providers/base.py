@@ -7,7 +7,8 @@ node that needs a weight and ``release(ref)`` right after its last use. A provid
 float32 from ``get``). ``close()`` is optional.
 
 Any object with these methods can be passed as ``load_model(..., weights=provider)``; subclassing
-``ReadingProvider`` gives it ``read(ref)``, which fetches and checks one tensor's bytes.
+``ReadingProvider`` gives it ``read(ref)``, which fetches and checks one tensor's bytes, and the
+weight cache for URLs when the current ``HttpSettings`` turn it on (``frame.engine.weight_cache``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from frame.engine.errors import WeightDataError
-from frame.engine.sources import SourcePool, SourceTruncated
+from frame.engine.sources import SourcePool, SourceTruncated, is_url
+from frame.engine.weight_cache import WeightCache
 from frame.engine.weights import WeightRef
 
 
@@ -37,6 +39,9 @@ class ReadingProvider:
     def __init__(self, http_options: dict | None = None) -> None:
         self.sources = SourcePool(http_options)
         self.refs: list[WeightRef] = []
+        settings = self.sources.http_settings
+        self.cache = (WeightCache(settings.cache_dir, settings.cache_max_bytes, self.sources.stats)
+                      if settings.cache_enabled else None)
 
     def prepare(self, refs: Sequence[WeightRef]) -> None:
         self.refs = list(refs)
@@ -45,6 +50,8 @@ class ReadingProvider:
         """The tensor's array, freshly read; WeightDataError naming the tensor if the data is short."""
         if ref.location is None:
             raise WeightDataError(f"weight {ref.name!r} has no stored location")
+        if self.cache is not None and is_url(ref.location):
+            return self._read_cached([ref])[0]
         try:
             buf = self.sources.get(ref.location).read_at(ref.offset, ref.length)
         except SourceTruncated as exc:
@@ -52,9 +59,11 @@ class ReadingProvider:
         return ref.decode(buf)
 
     def read_group(self, refs: Sequence[WeightRef]) -> list[np.ndarray]:
-        """Several weights stored back to back in one file, fetched with a single read."""
+        """Several weights stored back to back in one file (small gaps are read along), one read."""
         if len(refs) == 1:
             return [self.read(refs[0])]
+        if self.cache is not None and is_url(refs[0].location):
+            return self._read_cached(refs)
         first, last = refs[0], refs[-1]
         total = last.offset + last.length - first.offset
         try:
@@ -62,6 +71,34 @@ class ReadingProvider:
         except SourceTruncated as exc:
             raise WeightDataError(f"weights {first.name!r}..{last.name!r}: {exc}") from exc
         return [ref.decode(buf[ref.offset - first.offset:ref.offset - first.offset + ref.length]) for ref in refs]
+
+    def _read_cached(self, refs: Sequence[WeightRef]) -> list[np.ndarray]:
+        """Back-to-back weights of one URL: those in the weight cache from disk, each run of the others
+        with one request (then stored in the cache)."""
+        source = self.sources.get(refs[0].location)
+        if source.validator is None:
+            source.size()  # one small request tells the file's ETag (or size and date)
+        url, validator = source.url, source.validator
+        buffers = [self.cache.load(url, validator, r.offset, r.length) for r in refs]
+        i = 0
+        while i < len(refs):
+            if buffers[i] is not None:
+                i += 1
+                continue
+            j = i
+            while j + 1 < len(refs) and buffers[j + 1] is None:
+                j += 1
+            start = refs[i].offset
+            try:
+                run = source.read_at(start, refs[j].offset + refs[j].length - start)
+            except SourceTruncated as exc:
+                raise WeightDataError(f"weights {refs[i].name!r}..{refs[j].name!r}: {exc}") from exc
+            for k in range(i, j + 1):
+                part = run[refs[k].offset - start:refs[k].offset - start + refs[k].length]
+                self.cache.store(url, validator, refs[k].offset, refs[k].length, part)
+                buffers[k] = part
+            i = j + 1
+        return [ref.decode(buf) for ref, buf in zip(refs, buffers)]
 
     def get_rows(self, ref: WeightRef, rows: np.ndarray) -> np.ndarray:
         """Only ``rows`` (sorted, unique) of a weight's first axis, read as contiguous runs.

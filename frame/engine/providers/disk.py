@@ -8,10 +8,11 @@ within the largest single weight, so the 112 MB UNet conv weights load during th
 them (seconds of SD-card I/O hidden per step) but never while another big weight is in use. That
 costs peak memory (SD 1.5 UNet: 244 → 287 MB, as big weights now coexist with activations), hence
 off by default.
-Runs of small weights that lie back to back in one file are fetched
-with one read of up to ``COALESCE_BYTES`` (one HTTP request instead of dozens for a UNet's biases
-and norm scales). Both also work on http(s) locations through the
-shared ``SourcePool``, which is how ``Http`` is built.
+Runs of small weights that lie back to back in one file — or nearly: weights embedded in the
+``.onnx`` file are separated by a few bytes of protobuf framing, skipped gaps of up to ``GAP_BYTES``
+are read along — are fetched with one read of up to ``COALESCE_BYTES`` (one HTTP request instead of
+dozens for a UNet's biases and norm scales, or hundreds for a model with embedded weights). Both
+also work on http(s) locations through the shared ``SourcePool``, which is how ``Http`` is built.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from frame.engine.weights import WeightRef
 log = logging.getLogger(__name__)
 
 COALESCE_BYTES = 1 << 20
+GAP_BYTES = 4096
 
 
 class DiskNoCache(ReadingProvider):
@@ -123,11 +125,12 @@ class DiskPrefetch(ReadingProvider):
         total, end = first.nbytes, k + 1
         while end < len(self.refs):
             ref, prev = self.refs[end], self.refs[end - 1]
-            if (ref.location != first.location or ref.offset != prev.offset + prev.length
-                    or total + ref.nbytes > COALESCE_BYTES
+            gap = ref.offset - (prev.offset + prev.length)
+            if (ref.location != first.location or not 0 <= gap <= GAP_BYTES
+                    or total + gap + ref.nbytes > COALESCE_BYTES
                     or self._ready_bytes + total + ref.nbytes > self.budget_bytes):
                 break
-            total += ref.nbytes
+            total += gap + ref.nbytes
             end += 1
         return end - k
 

@@ -6,13 +6,15 @@ from frame.engine.providers.disk import DiskPrefetch
 
 
 class Http(DiskPrefetch):
-    """Prefetch over HTTP: keep-alive sessions, retries with backoff, nothing written to disk.
+    """Prefetch over HTTP: keep-alive sessions, retries with backoff, nothing written to disk (unless the
+    weight cache is on, see ``frame.engine.weight_cache``).
 
-    A larger default budget than on disk hides network latency; ``retries``, ``backoff`` (seconds,
-    doubled per attempt) and ``timeout`` tune the retry policy.
+    The read-ahead budget is the disk provider's 32 MB: unconsumed read-ahead is resident memory, and on
+    the full-size SD 1.5 UNet a 64 MB budget raised the peak from 245 to 312 MB over a fast link
+    (benchmarks/http_streaming.py) while a Pi's Wi-Fi, slower than its compute, never fills even 32 MB.
+    Keyword arguments (``retries``, ``backoff``, ``timeout``, ``give_up_seconds``, ``max_backoff``, ...)
+    override single fields of the current ``HttpSettings`` (``frame.engine.http_settings``).
     """
 
-    def __init__(self, budget_bytes: int = 64 << 20, retries: int = 5, backoff: float = 0.5,
-                 timeout: float = 60.0, big_weights_ahead: bool = False) -> None:
-        super().__init__(budget_bytes, http_options={"retries": retries, "backoff": backoff, "timeout": timeout},
-                         big_weights_ahead=big_weights_ahead)
+    def __init__(self, budget_bytes: int = 32 << 20, big_weights_ahead: bool = False, **http_options) -> None:
+        super().__init__(budget_bytes, http_options=http_options, big_weights_ahead=big_weights_ahead)

@@ -18,6 +18,25 @@
     return Math.floor(minutes / 60) + " h " + (rest < 10 ? "0" : "") + rest + " min";
   }
 
+  function bytes(n) {  // present.py:byte_amount
+    if (typeof n !== "number" || !isFinite(n) || n < 0) { return ""; }
+    var units = [["GB", 1e9], ["MB", 1e6], ["kB", 1e3]];
+    for (var i = 0; i < units.length; i++) {
+      if (n >= units[i][1]) {
+        var v = n / units[i][1];
+        return (v < 100 ? Number(v.toPrecision(3)).toString() : Math.round(v).toString()) + " " + units[i][0];
+      }
+    }
+    return Math.floor(n) + " B";
+  }
+
+  function fetchLine(render) {  // present.py:fetch_line
+    var parts = [];
+    if (bytes(render.bytes_per_step)) { parts.push(bytes(render.bytes_per_step) + " of weights per step"); }
+    if (render.link_rate && bytes(render.link_rate)) { parts.push("link " + bytes(render.link_rate) + "/s"); }
+    return parts.join(" · ");
+  }
+
   function field(name, text) {
     var el = box.querySelector('[data-field="' + name + '"]');
     if (el) { el.textContent = text; }
@@ -41,6 +60,7 @@
     field("steps", steps ? "step " + step + " of " + steps : "");
     var eta = duration(render.eta_seconds);
     field("eta", eta ? "· about " + eta + " left" : "");
+    field("fetch", fetchLine(render));
     var img = document.getElementById("progress-preview");
     if (render.preview) {
       img.src = "/render/preview?step=" + encodeURIComponent(step);
