@@ -110,7 +110,7 @@ def render_command(args: argparse.Namespace) -> int:
     model = config.model
     if args.prompt is None and args.decode_latents is None:
         raise UsageError("render: --prompt is required (or --decode-latents FILE.npy)")
-    pipe = load_pipeline(args.model or resolve_model_source(model.source), cache_dir=model.cache_dir or None,
+    pipe = load_pipeline(resolve_model_source(args.model or model.source), cache_dir=model.cache_dir or None,
                          weights=model.weights, attention_slices=model.attention_slices,
                          vae_tile=model.vae_tile, vae_tile_overlap=model.vae_tile_overlap)
     bar = ProgressBar(sys.stderr)

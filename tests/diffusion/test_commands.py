@@ -55,6 +55,17 @@ def test_model_defaults_to_the_configured_demo(tmp_path):
     assert "Model: demo" in Image.open(tmp_path / "c.png").info["parameters"]
 
 
+def test_model_demo_names_the_bundled_model(tmp_path, monkeypatch):
+    """``--model demo`` is documented in --help; it once failed with 'model folder not found: demo'."""
+    monkeypatch.chdir(tmp_path)  # no folder called demo here
+    noise = tmp_path / "noise.npy"
+    np.save(noise, np.random.default_rng(0).standard_normal((1, 4, 4, 4)).astype(np.float32))
+    args = parse(["render", "--model", "demo", "--prompt", "x", "--steps", "1", "--guidance", "0",
+                  "--size", "32x32", "--init-noise", str(noise), "--out", str(tmp_path / "d.png")])
+    assert args.func(args) == 0
+    assert "Model: demo" in Image.open(tmp_path / "d.png").info["parameters"]
+
+
 @pytest.mark.parametrize(
     ("argv", "error", "message"),
     [
