@@ -16,7 +16,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "panel (a PNG) and record it in the store. Prints where the files are.")
     demo.add_argument("--state-dir", metavar="DIR",
                       help="where pictures, database and checkpoints go (default: ./frame-demo)")
-    demo.add_argument("--steps", type=int, default=None, help="denoising steps (default: the demo's 8)")
+    demo.add_argument("--steps", type=int, default=None, help="denoising steps (default: model.steps, else the demo model's default, 8)")
     demo.set_defaults(func=_demo)
 
     config = subparsers.add_parser("config", help="check or print the configuration")

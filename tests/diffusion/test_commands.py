@@ -66,6 +66,15 @@ def test_model_demo_names_the_bundled_model(tmp_path, monkeypatch):
     assert "Model: demo" in Image.open(tmp_path / "d.png").info["parameters"]
 
 
+def test_render_without_steps_uses_the_models_default(tmp_path):
+    """config.yaml says ``steps: null`` is 8 for the demo; ``frame render`` once ran 20 (issue 13)."""
+    from frame.models import DEMO_DEFAULT_STEPS
+
+    args = parse(["render", "--prompt", "x", "--size", "32x32", "--out", str(tmp_path / "s.png")])
+    assert args.func(args) == 0
+    assert f"Steps: {DEMO_DEFAULT_STEPS}," in Image.open(tmp_path / "s.png").info["parameters"]
+
+
 @pytest.mark.parametrize(
     ("argv", "error", "message"),
     [
