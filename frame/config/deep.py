@@ -1,4 +1,5 @@
-"""Checks that need more than the schema: names known to other parts, files that must exist.
+"""Checks that need more than the schema: names known to other parts, files that must exist, and the
+rules the configured model imposes on the ``model`` section (``model_rules``).
 
 Kept out of ``load_config`` so the daemon's start-up stays cheap; ``frame config check`` runs them
 together with the schema checks (``check_config``), so one run reports every problem with its line.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from frame.config.model_rules import model_findings
 from frame.config.schema import Config
 from frame.config.validate import Path as KeyPath
 from frame.config.validate import did_you_mean
@@ -26,6 +28,7 @@ def deep_problems(config: Config) -> list[tuple[KeyPath, str]]:
     source = resolve_model_source(config.model.source)
     if "://" not in source and not (Path(source).expanduser() / "model_index.json").is_file():
         problems.extend((("model", "source"), message) for message in _onnxstream_problems(source))
+    problems.extend((("model", f.key), f.message) for f in model_findings(config) if not f.warning)
     panels = list(panel_names())
     if config.display.panel not in panels:
         problems.append((("display", "panel"), f"unknown panel {config.display.panel!r}"

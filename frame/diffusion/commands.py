@@ -21,8 +21,8 @@ def register(subparsers) -> None:
                         "(default: model.source from the configuration; 'demo' = the bundled demo model)")
     parser.add_argument("--prompt", help="what to paint (A1111 emphasis like (word:1.3) works)")
     parser.add_argument("--negative", metavar="TEXT", help="negative prompt (default: model.negative_prompt)")
-    parser.add_argument("--steps", type=int, metavar="N", help="denoising steps (default: model.steps, else the model's default: 20, "
-                        "1 for Turbo, 8 for the demo)")
+    parser.add_argument("--steps", type=int, metavar="N",
+                        help="denoising steps (default: model.steps, else the model's: 20, Turbo 1, the demo 8)")
     parser.add_argument("--guidance", type=float, metavar="G", help="classifier-free guidance scale")
     parser.add_argument("--sampler", metavar="NAME",
                         help="euler_a, euler, ddim, dpm++2m, dpm++2m_karras or lcm (default: model.sampler)")

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from frame.diffusion import conditioning, denoise, resume, sizes, vae, vae_shapes
+from frame.diffusion import conditioning, denoise, resume, rules, sizes, vae, vae_shapes
 from frame.diffusion.model_files import ModelFiles
 from frame.diffusion.model_info import SDXL, ModelInfo, read_model_info
 from frame.diffusion.onnxstream_layout import OnnxStreamFiles, is_onnxstream_folder
@@ -132,22 +132,20 @@ class Pipeline:
         """Fill in defaults and check every value (clear errors before any model is run)."""
         if not isinstance(prompt, str) or not isinstance(negative_prompt, (str, type(None))):
             raise UsageError("prompt and negative prompt must be strings")
-        sampler = resolve_sampler_name(sampler)
         if not isinstance(seed, (int, np.integer)) or seed < 0:
             raise UsageError(f"seed must be a non-negative integer, got {seed!r}")
         steps = self.info.default_steps if steps is None else steps
-        if not isinstance(steps, (int, np.integer)) or steps < 1:
-            raise UsageError(f"steps must be a positive integer, got {steps!r}")
+        steps = int(steps) if isinstance(steps, np.integer) else steps
         guidance = self.info.default_guidance if guidance is None else float(guidance)
-        if guidance < 0:
-            raise UsageError(f"guidance must be ≥ 0, got {guidance}")
-        if self.info.turbo and (steps > 4 or guidance > 1):
-            log.warning("%s models are distilled for 1-4 steps without guidance; got %d steps, guidance %g",
-                        self.info.label, steps, guidance)
         static = self.unet_static_latent()
         native_w, native_h = sizes.auto_size(self.info, 1.0, static) if static else self.info.native_size
         width, height = native_w if width is None else width, native_h if height is None else height
-        sizes.check_size(width, height, self.info, static)
+        findings = rules.generation_findings(self.info, static, sampler=sampler, steps=steps, guidance=guidance,
+                                             width=width, height=height)
+        rules.raise_first_error(findings)
+        for finding in findings:
+            log.warning("%s", finding.message)
+        sampler = resolve_sampler_name(sampler)
         embedded = "timestep_cond" in self.unet_signature()[1]
         return Settings(prompt, negative_prompt, int(steps), guidance, sampler, int(seed), width, height, embedded)
 
@@ -286,8 +284,7 @@ def load_pipeline(source: str | os.PathLike, cache_dir: str | os.PathLike | None
     """Open a diffusers ONNX export or an OnnxStream model folder (folder or http(s) base URL); the kind
     comes from model_index.json or from OnnxStream's folder names."""
     files, info = open_model_files(source, cache_dir)
-    if vae_tile < 1 or not 0 <= vae_tile_overlap < vae_tile:
-        raise UsageError(f"VAE tiles: need tile ≥ 1 and 0 ≤ overlap < tile, got {vae_tile} / {vae_tile_overlap}")
+    rules.raise_first_error(rules.tile_findings(vae_tile, vae_tile_overlap))
     pipe = Pipeline(files, info, loader or engine_loader(weights, attention_slices), vae_tile, vae_tile_overlap,
                     cfg_batch)
     shapes = pipe.vae_shapes()  # said at load, so a night's log names a decoder that cannot be tiled at once
