@@ -28,7 +28,8 @@ def register(subparsers) -> None:
                         help="euler_a, euler, ddim, dpm++2m, dpm++2m_karras or lcm (default: model.sampler)")
     parser.add_argument("--seed", type=int, default=0, metavar="N", help="random seed (default 0)")
     parser.add_argument("--size", metavar="WxH", help="image size like 512x320, or 'auto' (default: model.size)")
-    parser.add_argument("--out", required=True, metavar="FILE.png", help="where to write the PNG")
+    parser.add_argument("--out", required=True, metavar="FILE.png",
+                        help="where to write the picture: .png, .jpg/.jpeg or .webp (checked before the render)")
     parser.add_argument("--init-noise", metavar="FILE.npy", help="start from this standard-normal latent noise")
     parser.add_argument("--save-latents", metavar="FILE.npy", help="also save the final latents")
     parser.add_argument("--decode-latents", metavar="FILE.npy",
@@ -89,6 +90,42 @@ def _load_array(path: str, what: str):
         raise UsageError(f"{what}: cannot read {path}: {exc}") from exc
 
 
+def check_writable(path: str, option: str) -> None:
+    """Refuse a file the render could not write, before the render: its folder must exist and take a
+    new file (the atomic writer puts a temporary file beside the target), it must not be a folder."""
+    import os
+    from pathlib import Path
+
+    target = Path(path).expanduser()
+    if target.is_symlink():
+        target = target.resolve()
+    if target.is_dir():
+        raise UsageError(f"{option} {path}: is a folder; name a file in it")
+    if target.exists() and not target.is_file():  # /dev/stdout, a pipe: written directly
+        if not os.access(target, os.W_OK):
+            raise UsageError(f"{option} {path}: cannot be written")
+        return
+    folder = target.parent
+    if not folder.is_dir():
+        what = "is not a folder" if folder.exists() else "does not exist"
+        raise UsageError(f"{option} {path}: the folder {folder} {what}")
+    probe = folder / f".{target.name}.probe-{os.getpid()}"
+    try:
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        probe.unlink()
+    except OSError as exc:
+        raise UsageError(f"{option} {path}: cannot write into {folder} ({exc.strerror})") from None
+
+
+def _out_format(path: str) -> str:
+    from frame.diffusion.pngmeta import image_format
+
+    try:
+        return image_format(path)
+    except ValueError as exc:
+        raise UsageError(f"--out {exc}") from None
+
+
 def _size(pipe, text: str, display_size: str) -> tuple[int, int]:
     from frame.diffusion.sizes import parse_size
 
@@ -103,7 +140,7 @@ def _size(pipe, text: str, display_size: str) -> tuple[int, int]:
 def render_command(args: argparse.Namespace) -> int:
     from frame.config import load_config
     from frame.diffusion.pipeline import load_pipeline
-    from frame.diffusion.pngmeta import save_png
+    from frame.diffusion.pngmeta import save_image
     from frame.diffusion.resume import ResumeStore
     from frame.models import resolve_model_source
 
@@ -111,6 +148,10 @@ def render_command(args: argparse.Namespace) -> int:
     model = config.model
     if args.prompt is None and args.decode_latents is None:
         raise UsageError("render: --prompt is required (or --decode-latents FILE.npy)")
+    out_format = _out_format(args.out)
+    check_writable(args.out, "--out")
+    if args.save_latents:
+        check_writable(args.save_latents, "--save-latents")
     pipe = load_pipeline(resolve_model_source(args.model or model.source), cache_dir=model.cache_dir or None,
                          weights=model.weights, attention_slices=model.attention_slices,
                          vae_tile=model.vae_tile, vae_tile_overlap=model.vae_tile_overlap)
@@ -133,7 +174,7 @@ def render_command(args: argparse.Namespace) -> int:
         image = pipe.decode(latents, bar)
         parameters = pipe.parameters(settings).to_text()
     bar.finish()
-    save_png(image, args.out, parameters)
+    save_image(image, args.out, parameters, out_format)
     if args.resume:
         ResumeStore(args.resume, "").clear()
     print(f"wrote {args.out} ({image.width}x{image.height})")
