@@ -26,7 +26,9 @@ def register(subparsers) -> None:
     parser.add_argument("--guidance", type=float, metavar="G", help="classifier-free guidance scale")
     parser.add_argument("--sampler", metavar="NAME",
                         help="euler_a, euler, ddim, dpm++2m, dpm++2m_karras or lcm (default: model.sampler)")
-    parser.add_argument("--seed", type=int, default=0, metavar="N", help="random seed (default 0)")
+    parser.add_argument("--seed", type=int, default=-1, metavar="N",
+                        help="seed of the starting noise; -1 (the default) picks a random one, printed and "
+                             "stored in the picture")
     parser.add_argument("--size", metavar="WxH", help="image size like 512x320, or 'auto' (default: model.size)")
     parser.add_argument("--out", required=True, metavar="FILE.png",
                         help="where to write the picture: .png, .jpg/.jpeg or .webp (checked before the render)")
@@ -141,7 +143,7 @@ def render_command(args: argparse.Namespace) -> int:
     from frame.config import load_config
     from frame.diffusion.pipeline import load_pipeline
     from frame.diffusion.pngmeta import save_image
-    from frame.diffusion.resume import ResumeStore
+    from frame.diffusion.resume import ResumeStore, resumable_seed
     from frame.models import resolve_model_source
 
     config = load_config(args.config)
@@ -161,10 +163,12 @@ def render_command(args: argparse.Namespace) -> int:
         image = pipe.decode(_load_array(args.decode_latents, "--decode-latents"), bar)
     else:
         width, height = _size(pipe, args.size or model.size, config.display.size)
+        seed = resumable_seed(args.resume, args.seed) if args.resume else args.seed
         settings = pipe.settings(args.prompt, model.negative_prompt if args.negative is None else args.negative,
                                  model.steps if args.steps is None else args.steps,
                                  model.guidance if args.guidance is None else args.guidance,
-                                 args.sampler or model.sampler, args.seed, width, height)
+                                 args.sampler or model.sampler, seed, width, height)
+        print(f"seed {settings.seed}{' (random)' if args.seed == -1 else ''}", file=sys.stderr)
         noise = _load_array(args.init_noise, "--init-noise") if args.init_noise else None
         latents = pipe.denoise_settings(settings, noise, bar, args.resume)
         if args.save_latents:
@@ -177,5 +181,6 @@ def render_command(args: argparse.Namespace) -> int:
     save_image(image, args.out, parameters, out_format)
     if args.resume:
         ResumeStore(args.resume, "").clear()
-    print(f"wrote {args.out} ({image.width}x{image.height})")
+    seed = f", seed {settings.seed}" if parameters else ""
+    print(f"wrote {args.out} ({image.width}x{image.height}{seed})")
     return 0

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from frame.diffusion import conditioning, denoise, resume, rules, sizes, vae, vae_shapes
+from frame.diffusion import conditioning, denoise, resume, rules, seeds, sizes, vae, vae_shapes
 from frame.diffusion.model_files import ModelFiles
 from frame.diffusion.model_info import SDXL, ModelInfo, read_model_info
 from frame.diffusion.onnxstream_layout import OnnxStreamFiles, is_onnxstream_folder
@@ -127,13 +127,16 @@ class Pipeline:
         return sizes.auto_size(self.info, aspect, self.unet_static_latent())
 
     def settings(self, prompt: str, negative_prompt: str | None = "", steps: int | None = None,
-                 guidance: float | None = None, sampler: str | None = None, seed: int = 0,
+                 guidance: float | None = None, sampler: str | None = None, seed: int | None = 0,
                  width: int | None = None, height: int | None = None) -> Settings:
-        """Fill in defaults and check every value (clear errors before any model is run)."""
+        """Fill in defaults and check every value (clear errors before any model is run). ``seed`` -1
+        or None picks a random seed (A1111's convention); ``Settings.seed`` is the one used."""
         if not isinstance(prompt, str) or not isinstance(negative_prompt, (str, type(None))):
             raise UsageError("prompt and negative prompt must be strings")
-        if not isinstance(seed, (int, np.integer)) or seed < 0:
-            raise UsageError(f"seed must be a non-negative integer, got {seed!r}")
+        try:
+            seed = seeds.resolve_seed(int(seed) if isinstance(seed, np.integer) else seed)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
         steps = self.info.default_steps if steps is None else steps
         steps = int(steps) if isinstance(steps, np.integer) else steps
         guidance = self.info.default_guidance if guidance is None else float(guidance)
@@ -150,7 +153,7 @@ class Pipeline:
         return Settings(prompt, negative_prompt, int(steps), guidance, sampler, int(seed), width, height, embedded)
 
     def generate(self, prompt: str, negative_prompt: str | None = "", steps: int | None = None,
-                 guidance: float | None = None, sampler: str | None = None, seed: int = 0,
+                 guidance: float | None = None, sampler: str | None = None, seed: int | None = 0,
                  width: int | None = None, height: int | None = None, init_noise: np.ndarray | None = None,
                  callback: ProgressCallback | None = None, resume_dir: str | os.PathLike | None = None,
                  tiled_decode: bool | None = None) -> Image.Image:
@@ -162,6 +165,8 @@ class Pipeline:
         ``init_noise`` is standard-normal (1, 4, H/8, W/8) noise, scaled by the sampler's initial sigma
         (diffusers' ``latents=``). ``resume_dir`` enables per-step checkpoints (cleared when done).
         """
+        if resume_dir is not None:
+            seed = resume.resumable_seed(resume_dir, seed)  # a random seed survives the interruption
         settings = self.settings(prompt, negative_prompt, steps, guidance, sampler, seed, width, height)
         latents = self.denoise_settings(settings, init_noise, callback, resume_dir)
         image = self.decode(latents, callback, tiled_decode)

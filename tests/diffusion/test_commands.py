@@ -75,6 +75,62 @@ def test_render_without_steps_uses_the_models_default(tmp_path):
     assert f"Steps: {DEMO_DEFAULT_STEPS}," in Image.open(tmp_path / "s.png").info["parameters"]
 
 
+def _seed_of(path) -> int:
+    text = Image.open(path).info["parameters"]
+    return int(text.split("Seed: ")[1].split(",")[0])
+
+
+@pytest.mark.parametrize("seed_args", [[], ["--seed", "-1"]])
+def test_default_and_minus_one_seeds_are_random_printed_and_stored(tmp_path, capsys, seed_args):
+    """The seed once defaulted to 0 (a prompt always gave the same picture) and -1 was refused."""
+    seeds = []
+    for name in ("a.png", "b.png"):
+        args = parse(["render", "--prompt", "x", "--steps", "1", "--size", "32x32", *seed_args,
+                      "--out", str(tmp_path / name)])
+        assert args.func(args) == 0
+        captured = capsys.readouterr()
+        seed = _seed_of(tmp_path / name)
+        assert f"seed {seed} (random)" in captured.err and f"seed {seed})" in captured.out
+        seeds.append(seed)
+    assert seeds[0] != seeds[1]
+    assert not np.array_equal(np.asarray(Image.open(tmp_path / "a.png")), np.asarray(Image.open(tmp_path / "b.png")))
+
+
+def test_a_printed_seed_makes_the_same_picture_again(tmp_path, capsys):
+    args = parse(["render", "--prompt", "x", "--steps", "1", "--size", "32x32", "--out", str(tmp_path / "a.png")])
+    assert args.func(args) == 0
+    seed = _seed_of(tmp_path / "a.png")
+    capsys.readouterr()
+    args = parse(["render", "--prompt", "x", "--steps", "1", "--size", "32x32", "--seed", str(seed),
+                  "--out", str(tmp_path / "b.png")])
+    assert args.func(args) == 0
+    assert "(random)" not in capsys.readouterr().err
+    assert np.array_equal(np.asarray(Image.open(tmp_path / "a.png")), np.asarray(Image.open(tmp_path / "b.png")))
+
+
+def test_a_random_seed_survives_an_interrupted_resumable_render(tmp_path, monkeypatch):
+    """--resume with a random seed: the continued render must use the seed it started with."""
+    from frame.diffusion import pipeline
+
+    resume, calls = tmp_path / "resume", []
+    real = pipeline.Pipeline.denoise_settings
+
+    def interrupted_once(self, settings, *rest):
+        calls.append(settings.seed)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        return real(self, settings, *rest)
+
+    monkeypatch.setattr(pipeline.Pipeline, "denoise_settings", interrupted_once)
+    argv = ["render", "--prompt", "x", "--steps", "1", "--size", "32x32", "--resume", str(resume),
+            "--out", str(tmp_path / "a.png")]
+    with pytest.raises(KeyboardInterrupt):
+        parse(argv).func(parse(argv))
+    assert parse(argv).func(parse(argv)) == 0
+    assert calls[0] == calls[1] == _seed_of(tmp_path / "a.png")
+    assert list(resume.iterdir()) == []  # checkpoint and remembered seed are gone once the picture is written
+
+
 @pytest.mark.parametrize(
     ("argv", "error", "message"),
     [
@@ -82,6 +138,7 @@ def test_render_without_steps_uses_the_models_default(tmp_path):
         (["--prompt", "x", "--size", "50x50"], UsageError, "multiples of 16"),
         (["--steps", "2"], UsageError, "--prompt is required"),
         (["--prompt", "x", "--steps", "0"], UsageError, "steps must be a positive integer"),
+        (["--prompt", "x", "--seed", "-2"], UsageError, "seed must be -1 \\(random\\) or an integer from 0"),
         (["--prompt", "x", "--init-noise", "/nonexistent.npy"], UsageError, "--init-noise: cannot read"),
         (["--prompt", "x", "--model", "/nonexistent/model"], FrameError, "model folder not found"),
     ],
