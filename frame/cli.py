@@ -36,19 +36,38 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message} (see '{self.prog} --help')")
 
 
+CONFIG_HELP = ("configuration file (default: $FRAME_CONFIG, else /etc/frame/config.yaml if present, else "
+               "built-in defaults)")
+DEBUG_HELP = "debug logging and full tracebacks"
+
+
+def _add_global_options(parser: argparse.ArgumentParser, config: object = None, debug: object = False) -> None:
+    parser.add_argument("--config", metavar="FILE", default=config, help=CONFIG_HELP)
+    parser.add_argument("--debug", action="store_true", default=debug, help=DEBUG_HELP)
+
+
+def _accept_global_options_everywhere(parser: argparse.ArgumentParser) -> None:
+    """``frame status --config FILE`` works like ``frame --config FILE status``: every subcommand (and
+    sub-subcommand) takes ``--config`` and ``--debug`` too. Their default is SUPPRESS, so a value given
+    before the subcommand is not overwritten by the subcommand's unset one."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in set(action.choices.values()):
+                _add_global_options(sub, argparse.SUPPRESS, argparse.SUPPRESS)
+                _accept_global_options_everywhere(sub)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="frame",
         description="A set-and-forget generative e-paper frame. Run 'frame demo' to see a whole night.",
     )
     parser.add_argument("--version", action="version", version=f"frame {__version__}")
-    parser.add_argument("--config", metavar="FILE",
-                        help="configuration file (default: $FRAME_CONFIG, else /etc/frame/config.yaml if "
-                             "present, else built-in defaults)")
-    parser.add_argument("--debug", action="store_true", help="debug logging and full tracebacks")
+    _add_global_options(parser)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(subparsers)
+    _accept_global_options_everywhere(parser)
     return parser
 
 

@@ -80,6 +80,37 @@ def test_debug_shows_traceback(monkeypatch, capsys):
     assert "Traceback" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_config_and_debug_work_on_either_side_of_the_subcommand(tmp_path, monkeypatch, capsys, where):
+    """``frame status --config FILE`` was 'unrecognized arguments'; only ``frame --config FILE status`` worked."""
+    import frame.commands
+
+    monkeypatch.delenv("FRAME_CONFIG", raising=False)
+    path = tmp_path / "c.yaml"
+    path.write_text(f"state_dir: {tmp_path / 'state'}\nmodel:\n  size: 504x296\n")
+    options = ["--config", str(path)]
+    assert main([*options, "status"] if where == "before" else ["status", *options]) == 0
+    assert "daemon not running" in capsys.readouterr().out and (tmp_path / "state" / "frame.db").exists()
+    assert main([*options, "config", "check"] if where == "before" else ["config", "check", *options]) == 2
+    assert "model.size:" in capsys.readouterr().err
+
+    def explode(args):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(frame.commands, "_config_show", explode)
+    assert main(["--debug", "config", "show"] if where == "before" else ["config", "show", "--debug"]) == 1
+    assert "Traceback" in capsys.readouterr().err
+
+
+def test_a_global_option_after_the_subcommand_wins_over_one_before(tmp_path):
+    args = build_parser().parse_args(["--config", "a.yaml", "status", "--config", "b.yaml"])
+    assert args.config == "b.yaml" and args.debug is False
+    args = build_parser().parse_args(["--config", "a.yaml", "engine", "info", "m.onnx"])
+    assert args.config == "a.yaml"
+    args = build_parser().parse_args(["engine", "info", "m.onnx", "--debug", "--config", "c.yaml"])
+    assert args.config == "c.yaml" and args.debug is True
+
+
 def test_config_show_hides_token(tmp_path, capsys):
     path = tmp_path / "c.yaml"
     path.write_text("web:\n  token: very-secret-owner-token\n")
