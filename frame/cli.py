@@ -2,7 +2,8 @@
 
 Each part of the project registers its own subcommands from ``frame/<part>/commands.py`` (kept
 import-light: heavy imports happen inside the handlers). Exit codes: 0 success, 1 runtime failure,
-2 bad usage or bad configuration. Errors are one clear line on stderr; ``--debug`` adds the traceback.
+2 bad usage or bad configuration, 130 interrupted (Ctrl-C), 141 the reader of a pipe went away
+(``| head``). Errors are one clear line on stderr; ``--debug`` adds the traceback.
 """
 
 from __future__ import annotations
@@ -90,6 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.print_help(sys.stderr)
             return 2
         code = args.func(args)
+        sys.stdout.flush()  # a closed pipe (| head) shows up here, not in the interpreter's exit
         return 0 if code is None else int(code)
     except FrameError as exc:
         if debug:
@@ -99,12 +101,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("frame: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        return _reader_went_away()
     except Exception as exc:  # noqa: BLE001 - the one place that turns bugs into a clear exit 1
         if debug:
             traceback.print_exc()
         print(f"frame: error: {type(exc).__name__}: {exc} (run with --debug for the traceback)",
               file=sys.stderr)
         return 1
+
+
+def _reader_went_away() -> int:
+    """``frame engine info model.onnx | head``: the reader closed the pipe, which is not an error.
+    Quiet like the Unix tools (no traceback, no message); stdout now points at /dev/null so the
+    interpreter's final flush cannot complain again. 141 = 128 + SIGPIPE, the status a shell shows."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 141
 
 
 if __name__ == "__main__":
