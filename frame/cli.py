@@ -16,7 +16,7 @@ import traceback
 from collections.abc import Sequence
 
 from frame import __version__
-from frame.errors import FrameError, UsageError
+from frame.errors import FrameError, Interrupted, UsageError
 
 COMMAND_MODULES = (
     "frame.commands",
@@ -93,6 +93,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = args.func(args)
         sys.stdout.flush()  # a closed pipe (| head) shows up here, not in the interpreter's exit
         return 0 if code is None else int(code)
+    except Interrupted as exc:
+        print(f"frame: interrupted: {exc}", file=sys.stderr)
+        return exc.exit_code
     except FrameError as exc:
         if debug:
             traceback.print_exc()

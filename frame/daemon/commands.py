@@ -166,6 +166,8 @@ def cmd_rate(args: argparse.Namespace) -> int:
 
 
 def cmd_queue(args: argparse.Namespace) -> int:
+    if not args.prompt.strip():
+        raise UsageError("queue: the prompt is empty; say what to paint, e.g. frame queue 'a lighthouse at dusk'")
     body = {"prompt": args.prompt, "negative_prompt": args.negative, "theme": args.theme}
     result = _client(_config(args), with_token=True).request("POST", "/api/prompts", body)
     print(f"queued prompt {result['id']}: {result['prompt']}")

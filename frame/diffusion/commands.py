@@ -12,7 +12,7 @@ import sys
 import time
 from typing import TextIO
 
-from frame.errors import UsageError
+from frame.errors import Interrupted, UsageError
 
 
 def register(subparsers) -> None:
@@ -49,8 +49,16 @@ class ProgressBar:
         self.width = width
         self.tty = stream.isatty()
         self.last_draw = 0.0
+        self.steps_done = self.steps_total = 0  # for the Ctrl-C message
 
     def __call__(self, progress) -> None:
+        if progress.phase == "unet":
+            self.steps_total = progress.steps
+            if progress.step_done:
+                self.steps_done = progress.step
+        self._draw(progress)
+
+    def _draw(self, progress) -> None:
         now = time.monotonic()
         if progress.phase == "unet" and not progress.step_done and self.tty and now - self.last_draw < 0.2:
             return
@@ -93,30 +101,12 @@ def _load_array(path: str, what: str):
 
 
 def check_writable(path: str, option: str) -> None:
-    """Refuse a file the render could not write, before the render: its folder must exist and take a
-    new file (the atomic writer puts a temporary file beside the target), it must not be a folder."""
-    import os
-    from pathlib import Path
+    """Refuse a file the render could not write, before the render (``atomicfile.unwritable_reason``)."""
+    from frame.atomicfile import unwritable_reason
 
-    target = Path(path).expanduser()
-    if target.is_symlink():
-        target = target.resolve()
-    if target.is_dir():
-        raise UsageError(f"{option} {path}: is a folder; name a file in it")
-    if target.exists() and not target.is_file():  # /dev/stdout, a pipe: written directly
-        if not os.access(target, os.W_OK):
-            raise UsageError(f"{option} {path}: cannot be written")
-        return
-    folder = target.parent
-    if not folder.is_dir():
-        what = "is not a folder" if folder.exists() else "does not exist"
-        raise UsageError(f"{option} {path}: the folder {folder} {what}")
-    probe = folder / f".{target.name}.probe-{os.getpid()}"
-    try:
-        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-        probe.unlink()
-    except OSError as exc:
-        raise UsageError(f"{option} {path}: cannot write into {folder} ({exc.strerror})") from None
+    reason = unwritable_reason(path)
+    if reason:
+        raise UsageError(f"{option} {path}: {reason}")
 
 
 def _out_format(path: str) -> str:
@@ -139,11 +129,44 @@ def _size(pipe, text: str, display_size: str) -> tuple[int, int]:
     return pipe.auto_size(panel[0] / panel[1])
 
 
+def _generate(pipe, args: argparse.Namespace, config, bar: ProgressBar):
+    """Denoise and decode as the options say; returns the image and its A1111 parameters text."""
+    from frame.diffusion.resume import resumable_seed
+
+    model = config.model
+    width, height = _size(pipe, args.size or model.size, config.display.size)
+    seed = resumable_seed(args.resume, args.seed) if args.resume else args.seed
+    settings = pipe.settings(args.prompt, model.negative_prompt if args.negative is None else args.negative,
+                             model.steps if args.steps is None else args.steps,
+                             model.guidance if args.guidance is None else args.guidance,
+                             args.sampler or model.sampler, seed, width, height)
+    print(f"seed {settings.seed}{' (random)' if args.seed == -1 else ''}", file=sys.stderr)
+    noise = _load_array(args.init_noise, "--init-noise") if args.init_noise else None
+    latents = pipe.denoise_settings(settings, noise, bar, args.resume)
+    if args.save_latents:
+        import numpy as np
+
+        np.save(args.save_latents, latents)
+    return pipe.decode(latents, bar), pipe.parameters(settings)
+
+
+def _interrupted(args: argparse.Namespace, bar: ProgressBar) -> Interrupted:
+    """What Ctrl-C leaves: with --resume the last finished step is on disk and the same command goes
+    on from it; without, nothing is kept and --resume is how to make the next one resumable."""
+    bar.finish()
+    done = f" after step {bar.steps_done}/{bar.steps_total}" if bar.steps_total else ""
+    if args.resume:
+        return Interrupted(f"stopped{done}; run the same frame render command again (with --resume "
+                           f"{args.resume}) to continue from the last finished step")
+    return Interrupted(f"stopped{done}; nothing was kept. Add --resume DIR to frame render to checkpoint "
+                       "every step, so that running it again after Ctrl-C continues where it stopped")
+
+
 def render_command(args: argparse.Namespace) -> int:
     from frame.config import load_config
     from frame.diffusion.pipeline import load_pipeline
     from frame.diffusion.pngmeta import save_image
-    from frame.diffusion.resume import ResumeStore, resumable_seed
+    from frame.diffusion.resume import ResumeStore
     from frame.models import resolve_model_source
 
     config = load_config(args.config)
@@ -154,33 +177,21 @@ def render_command(args: argparse.Namespace) -> int:
     check_writable(args.out, "--out")
     if args.save_latents:
         check_writable(args.save_latents, "--save-latents")
-    pipe = load_pipeline(resolve_model_source(args.model or model.source), cache_dir=model.cache_dir or None,
-                         weights=model.weights, attention_slices=model.attention_slices,
-                         vae_tile=model.vae_tile, vae_tile_overlap=model.vae_tile_overlap)
     bar = ProgressBar(sys.stderr)
-    parameters = None
-    if args.decode_latents:
-        image = pipe.decode(_load_array(args.decode_latents, "--decode-latents"), bar)
-    else:
-        width, height = _size(pipe, args.size or model.size, config.display.size)
-        seed = resumable_seed(args.resume, args.seed) if args.resume else args.seed
-        settings = pipe.settings(args.prompt, model.negative_prompt if args.negative is None else args.negative,
-                                 model.steps if args.steps is None else args.steps,
-                                 model.guidance if args.guidance is None else args.guidance,
-                                 args.sampler or model.sampler, seed, width, height)
-        print(f"seed {settings.seed}{' (random)' if args.seed == -1 else ''}", file=sys.stderr)
-        noise = _load_array(args.init_noise, "--init-noise") if args.init_noise else None
-        latents = pipe.denoise_settings(settings, noise, bar, args.resume)
-        if args.save_latents:
-            import numpy as np
-
-            np.save(args.save_latents, latents)
-        image = pipe.decode(latents, bar)
-        parameters = pipe.parameters(settings).to_text()
+    try:
+        pipe = load_pipeline(resolve_model_source(args.model or model.source), cache_dir=model.cache_dir or None,
+                             weights=model.weights, attention_slices=model.attention_slices,
+                             vae_tile=model.vae_tile, vae_tile_overlap=model.vae_tile_overlap)
+        if args.decode_latents:
+            image, parameters = pipe.decode(_load_array(args.decode_latents, "--decode-latents"), bar), None
+        else:
+            image, parameters = _generate(pipe, args, config, bar)
+    except KeyboardInterrupt:
+        raise _interrupted(args, bar) from None
     bar.finish()
-    save_image(image, args.out, parameters, out_format)
+    save_image(image, args.out, parameters.to_text() if parameters else None, out_format)
     if args.resume:
         ResumeStore(args.resume, "").clear()
-    seed = f", seed {settings.seed}" if parameters else ""
+    seed = f", seed {parameters.seed}" if parameters else ""
     print(f"wrote {args.out} ({image.width}x{image.height}{seed})")
     return 0

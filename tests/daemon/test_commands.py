@@ -82,13 +82,41 @@ def test_clients_against_running_daemon(tmp_path, capsys):
         assert _run(config, "status") == 0
         out = capsys.readouterr().out
         assert "state: idle" in out and "queued prompts: 1" in out
-        with pytest.raises(FrameError, match="no picture with id 5"):
+        with pytest.raises(UsageError, match="no picture with id 5"):  # bad input: exit 2
             _run(config, "rate", "5", "+1")
         assert _run(config, "status", "--json") == 0
         assert json.loads(capsys.readouterr().out)["queued_prompts"] == 1
     finally:
         daemon.terminate()
         daemon.kill()
+
+
+@pytest.mark.parametrize("prompt", ["", "   "])
+def test_an_empty_prompt_is_bad_input_with_or_without_a_daemon(tmp_path, capsys, prompt):
+    """``frame queue ""`` exited 1 like a runtime failure; bad input exits 2."""
+    from frame.cli import main
+
+    config, _ = write_config(tmp_path)
+    assert main(["queue", prompt, "--config", str(config)]) == 2
+    assert "the prompt is empty" in capsys.readouterr().err
+
+
+def test_a_request_the_daemon_refuses_as_bad_is_a_usage_error(monkeypatch):
+    from frame.daemon import client
+
+    class Response:
+        def __init__(self, status):
+            self.status_code, self.text = status, ""
+
+        def json(self):
+            return {"error": f"status {self.status_code}"}
+
+    for status, error in ((400, UsageError), (404, UsageError), (413, UsageError), (409, FrameError),
+                          (429, FrameError), (507, FrameError)):
+        monkeypatch.setattr("requests.request", lambda *a, status=status, **k: Response(status))
+        with pytest.raises(error) as info:
+            client.Client(argparse.Namespace(web=argparse.Namespace(listen="127.0.0.1:1"))).request("GET", "/x")
+        assert (info.value.exit_code == 2) == (error is UsageError)
 
 
 def test_clients_without_daemon(tmp_path, capsys):

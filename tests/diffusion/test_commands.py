@@ -11,7 +11,7 @@ from PIL import Image
 
 from frame.diffusion import commands
 from frame.diffusion.progress import Progress
-from frame.errors import FrameError, UsageError
+from frame.errors import FrameError, Interrupted, UsageError
 from frame.models import demo_model_path
 
 
@@ -124,11 +124,42 @@ def test_a_random_seed_survives_an_interrupted_resumable_render(tmp_path, monkey
     monkeypatch.setattr(pipeline.Pipeline, "denoise_settings", interrupted_once)
     argv = ["render", "--prompt", "x", "--steps", "1", "--size", "32x32", "--resume", str(resume),
             "--out", str(tmp_path / "a.png")]
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(Interrupted):
         parse(argv).func(parse(argv))
     assert parse(argv).func(parse(argv)) == 0
     assert calls[0] == calls[1] == _seed_of(tmp_path / "a.png")
     assert list(resume.iterdir()) == []  # checkpoint and remembered seed are gone once the picture is written
+
+
+@pytest.mark.parametrize("resume", [True, False])
+def test_ctrl_c_says_how_to_continue(tmp_path, monkeypatch, capsys, resume):
+    """Ctrl-C once said only "interrupted": it now says that running the command again with --resume
+    continues (and it really does, from the last finished step), or how to make a render resumable."""
+    from frame.cli import main
+    from frame.diffusion import denoise
+
+    real, steps = denoise.run_loop, []
+
+    def stop_after_two(sampler, unet, latents, state, start, on_step, on_op=None):
+        def counting(done, current, denoised):
+            on_step(done, current, denoised)
+            steps.append(done)
+            if done == 2 and len(steps) == 2:
+                raise KeyboardInterrupt
+        return real(sampler, unet, latents, state, start, counting, on_op)
+
+    monkeypatch.setattr(denoise, "run_loop", stop_after_two)
+    argv = ["render", "--prompt", "x", "--steps", "4", "--size", "32x32", "--out", str(tmp_path / "a.png")]
+    argv += ["--resume", str(tmp_path / "r")] if resume else []
+    assert main(argv) == 130
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    if resume:
+        assert err == (f"frame: interrupted: stopped after step 2/4; run the same frame render command again "
+                       f"(with --resume {tmp_path / 'r'}) to continue from the last finished step")
+        assert main(argv) == 0 and steps == [1, 2, 3, 4]  # went on from step 2
+    else:
+        assert err.startswith("frame: interrupted: stopped after step 2/4; nothing was kept. Add --resume DIR")
+    assert not resume or (tmp_path / "a.png").exists()
 
 
 @pytest.mark.parametrize(
