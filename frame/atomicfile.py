@@ -102,6 +102,29 @@ def write_bytes_atomic(path: str | os.PathLike, data: bytes, mode: int = 0o644) 
     fsync_dir(path.parent)
 
 
+def unwritable_reason(path: str | os.PathLike) -> str | None:
+    """Why ``write_bytes_atomic(path, ...)`` would fail, or None: checked before long work (a render)
+    so a bad output path is found at once. The folder must exist and take a new file (a probe file is
+    created and removed); ``path`` must not be a folder; a pipe or device must be writable."""
+    target = Path(path).expanduser()
+    if target.is_symlink():
+        target = target.resolve()
+    if target.is_dir():
+        return "is a folder; name a file in it"
+    if target.exists() and not target.is_file():  # /dev/stdout, a pipe: written directly
+        return None if os.access(target, os.W_OK) else "cannot be written"
+    folder = target.parent
+    if not folder.is_dir():
+        return f"the folder {folder} {'is not a folder' if folder.exists() else 'does not exist'}"
+    probe = folder / f".{target.name}.probe-{os.getpid()}"
+    try:
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        probe.unlink()
+    except OSError as exc:
+        return f"cannot write into {folder} ({exc.strerror})"
+    return None
+
+
 def write_private_atomic(path: str | os.PathLike, data: bytes) -> None:
     """Replace a secret (owner token, session key) atomically; the file ends up exactly 0600.
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from frame.config.schema import ButtonsConfig
 from frame.errors import FrameError
+from frame.install_hints import extra_hint
 
 log = logging.getLogger(__name__)
 
@@ -236,8 +237,8 @@ class Buttons:
             from frame.gpiod_pins import default_pin_factory
         except ImportError:
             self.close()
-            raise FrameError("buttons.enabled is true but gpiozero is not installed "
-                             "(pip install 'frame[buttons]')") from None
+            raise FrameError("buttons.enabled is true but gpiozero is not installed: "
+                             + extra_hint("buttons")) from None
         factory = self._pin_factory if self._pin_factory is not None else default_pin_factory()
         for pin, action in sorted(self.pins.items()):
             try:

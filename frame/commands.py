@@ -16,7 +16,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "panel (a PNG) and record it in the store. Prints where the files are.")
     demo.add_argument("--state-dir", metavar="DIR",
                       help="where pictures, database and checkpoints go (default: ./frame-demo)")
-    demo.add_argument("--steps", type=int, default=None, help="denoising steps (default: the demo's 8)")
+    demo.add_argument("--steps", type=int, default=None,
+                      help="denoising steps (default: model.steps, else the demo model's default, 8)")
     demo.set_defaults(func=_demo)
 
     config = subparsers.add_parser("config", help="check or print the configuration")
@@ -39,6 +40,7 @@ def _config_check(args: argparse.Namespace) -> int:
     path = args.file or args.config
     config = check_config(path)
     print(f"{path or 'configuration'}: ok")
+    _describe_rule_warnings(config)
     _describe_onnxstream(config)
     _describe_model(config)
     _describe_remote(config)
@@ -82,6 +84,15 @@ def _describe_model_url(config) -> None:
         return
     for level, line in check_model_url(source, from_model_config(config.model, source, config.state_dir)):
         print(f"model.source: {'warning: ' if level == 'warning' else ''}{line}")
+
+
+def _describe_rule_warnings(config) -> None:
+    """Settings the night accepts but the model is not made for (Turbo with many steps or guidance)."""
+    from frame.config.model_rules import model_findings
+
+    for finding in model_findings(config):
+        if finding.warning:
+            print(f"model.{finding.key}: warning: {finding.message}")
 
 
 def _describe_onnxstream(config) -> None:

@@ -19,13 +19,14 @@ from frame.config import Config, load_config
 from frame.models import DEMO_SOURCE
 
 log = logging.getLogger(__name__)
-DEMO_STEPS = 8
 DEMO_SIZE = "256x160"
 
 
 def demo_config(base: Config, state_dir: Path, steps: int | None) -> Config:
-    """The owner's configuration with the demo model, the virtual panel and a local state folder."""
-    model = dataclasses.replace(base.model, source=DEMO_SOURCE, steps=steps or base.model.steps or DEMO_STEPS,
+    """The owner's configuration with the demo model, the virtual panel and a local state folder.
+    Steps: ``--steps``, else ``model.steps``, else the demo model's own default (``DEMO_DEFAULT_STEPS``),
+    which ``frame render`` and the daemon use too."""
+    model = dataclasses.replace(base.model, source=DEMO_SOURCE, steps=steps or base.model.steps,
                                 size=DEMO_SIZE if base.model.size == "auto" else base.model.size)
     display = dataclasses.replace(base.display, panel="virtual", out_dir="")
     return dataclasses.replace(base, state_dir=str(state_dir), model=model, display=display)

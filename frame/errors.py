@@ -28,3 +28,9 @@ class ConfigError(FrameError):
         count = len(self.problems)
         header = f"{source}: {count} problem{'s' if count != 1 else ''}"
         super().__init__(header + "".join(f"\n  {p}" for p in self.problems))
+
+
+class Interrupted(FrameError):
+    """The owner pressed Ctrl-C; the message says what was kept and how to continue."""
+
+    exit_code = 130

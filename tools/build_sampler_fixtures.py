@@ -44,8 +44,28 @@ VPRED = {**SD15, "prediction_type": "v_prediction", "timestep_spacing": "linspac
 ZERO_SNR = {**SD15, "prediction_type": "v_prediction", "rescale_betas_zero_snr": True, "timestep_spacing": "trailing"}
 LINEAR = {"_class_name": "DDPMScheduler", "beta_schedule": "linear", "num_train_timesteps": 1000}
 COSINE = {"_class_name": "DDPMScheduler", "beta_schedule": "squaredcos_cap_v2", "num_train_timesteps": 1000}
+
+
+def saved_euler_config() -> dict:
+    """scheduler_config.json as diffusers saves ``EulerDiscreteScheduler(SD 1.5 betas, steps_offset=1)``:
+    every Euler key written out, ``timestep_spacing: "linspace"`` (Euler's default) among them, and no
+    ``clip_sample`` / ``set_alpha_to_one`` (DDIM built from it takes its own defaults, True and True).
+
+    Issue 13 item 26: built in memory, that scheduler hands DDIM ``leading`` spacing (diffusers passes
+    on only values given explicitly, ``_use_default_values``); loaded from this file it hands on
+    ``linspace``. A folder only has the file, so the file's reading is the reference (see README)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        EulerDiscreteScheduler(beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear",
+                               steps_offset=1).save_config(folder)
+        data = json.loads((Path(folder) / "scheduler_config.json").read_text())
+    data.pop("_diffusers_version", None)
+    return data
+
+
 CONFIGS = {"sd15": SD15, "sdxl": SDXL, "turbo": TURBO, "vpred": VPRED, "zero_snr": ZERO_SNR,
-           "linear": LINEAR, "cosine": COSINE}
+           "linear": LINEAR, "cosine": COSINE, "euler_linspace": saved_euler_config()}
 
 
 def scheduler_for(sampler: str, config: dict):
@@ -80,6 +100,8 @@ def cases() -> list[tuple[str, str, int]]:
     out += [(s, c, 6) for s in ("euler", "ddim") for c in ("zero_snr", "linear")]
     out += [(s, "cosine", 6) for s in ("ddim", "dpm++2m")]  # karras+cosine repeats timesteps (diffusers fails)
     out += [("lcm", c, n) for c in ("sd15", "vpred") for n in (1, 2, 4, 8)]
+    # appended last so the keys of the cases above stay as they were
+    out += [(s, "euler_linspace", n) for s in ("ddim", "euler", "dpm++2m") for n in (4, 10)]
     return out
 
 

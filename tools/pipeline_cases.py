@@ -48,15 +48,20 @@ class Case:
     noise: str  # file in noise/ holding the (1, 4, height/8, width/8) standard-normal start
     scheduler_overrides: dict[str, Any] = field(default_factory=dict)
     notes: str = ""
+    # The scheduler_config.json of this case's folder when it is not the model folder's own (as diffusers
+    # saved it): the same weights with another scheduler file, as an owner's export might ship.
+    scheduler_config: dict[str, Any] | None = None
 
 
 def make_scheduler(case: Case, base_config: dict[str, Any]):
-    """The diffusers scheduler for a case: class.from_config(model's scheduler_config.json, **overrides)."""
+    """The diffusers scheduler for a case: class.from_config(scheduler_config.json, **overrides), the
+    file being the case's own (``scheduler_config``) or the model folder's (``base_config``), read as
+    a pipeline loaded from that folder reads it."""
     import diffusers
 
     cls_name, overrides = SAMPLERS[case.sampler]
     cls = getattr(diffusers, cls_name)
-    return cls.from_config(base_config, **{**overrides, **case.scheduler_overrides})
+    return cls.from_config(case.scheduler_config or base_config, **{**overrides, **case.scheduler_overrides})
 
 
 @contextlib.contextmanager
@@ -203,5 +208,8 @@ NEG_ALT = "ugly, grainy"
 
 
 def describe(case: Case) -> dict[str, Any]:
-    """The case as plain JSON data."""
-    return asdict(case)
+    """The case as plain JSON data (``scheduler_config`` only where the case has its own)."""
+    data = asdict(case)
+    if data["scheduler_config"] is None:
+        del data["scheduler_config"]
+    return data

@@ -1,4 +1,5 @@
-"""Checks that need more than the schema: names known to other parts, files that must exist.
+"""Checks that need more than the schema: names known to other parts, files that must exist, and the
+rules the configured model imposes on the ``model`` section (``model_rules``).
 
 Kept out of ``load_config`` so the daemon's start-up stays cheap; ``frame config check`` runs them
 together with the schema checks (``check_config``), so one run reports every problem with its line.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from frame.config.model_rules import model_findings
 from frame.config.schema import Config
 from frame.config.validate import Path as KeyPath
 from frame.config.validate import did_you_mean
@@ -29,6 +31,7 @@ def deep_problems(config: Config) -> list[tuple[KeyPath, str]]:
     if config.render.backend == "remote" and not config.render.remote.url:
         problems.append((("render", "remote", "url"), "is empty, but render.backend is remote: set the render "
                          "server's URL (e.g. http://192.168.1.20:7860) or set render.backend: local"))
+    problems.extend((("model", f.key), f.message) for f in model_findings(config) if not f.warning)
     panels = list(panel_names())
     if config.display.panel not in panels:
         problems.append((("display", "panel"), f"unknown panel {config.display.panel!r}"

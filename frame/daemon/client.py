@@ -6,9 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from frame.daemon.server import split_listen
-from frame.errors import FrameError
+from frame.errors import FrameError, UsageError
 
 TIMEOUT_SECONDS = 5.0
+# Answers that mean the request itself was wrong (bad prompt, no such picture, too large): exit 2.
+BAD_REQUEST_STATUSES = (400, 404, 413, 422)
 
 
 class DaemonNotRunning(FrameError):
@@ -52,5 +54,6 @@ class Client:
         if response.status_code == 401:
             raise FrameError("the daemon refused the token; check web.token or the token file ('frame token')")
         if response.status_code >= 400:
-            raise FrameError(f"the daemon said: {data.get('error', response.status_code)}")
+            error = UsageError if response.status_code in BAD_REQUEST_STATUSES else FrameError
+            raise error(f"the daemon said: {data.get('error', response.status_code)}")
         return data

@@ -126,24 +126,48 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+THUMBS = {"+1": 1, "like": 1, "liked": 1, "-1": -1, "dislike": -1, "disliked": -1}
+
+
 def parse_rating(text: str) -> dict[str, int]:
     """``+1``/``like`` and ``-1``/``dislike`` are thumbs; ``1``..``5`` are stars."""
-    thumbs = {"+1": 1, "like": 1, "-1": -1, "dislike": -1}
-    if text in thumbs:
-        return {"rating": thumbs[text]}
-    if text in ("1", "2", "3", "4", "5"):
-        return {"stars": int(text)}
-    raise UsageError(f"rating must be +1, -1, like, dislike or 1..5 stars, got {text!r}")
+    word = text.strip().lower()
+    if word in THUMBS:
+        return {"rating": THUMBS[word]}
+    if word in ("1", "2", "3", "4", "5"):
+        return {"stars": int(word)}
+    raise UsageError(f"rating must be like (+1), dislike (-1) or 1..5 stars, got {text!r}")
+
+
+def describe_rating(body: dict[str, int], stream: Any = None) -> str:
+    """What a rating says, so ``1`` (one star: disliked) is not taken for ``+1`` (liked): the stars
+    drawn out, or the thumb, and what the taste model learns from it (4-5 stars liked, 3 neutral)."""
+    if "rating" in body:
+        return "liked (+1): more pictures like it" if body["rating"] > 0 else "disliked (-1): fewer pictures like it"
+    stars = body["stars"]
+    meaning = {5: "liked", 4: "liked", 3: "neutral"}.get(stars, "disliked")
+    effect = {"liked": "more pictures like it", "neutral": "neither more nor fewer like it",
+              "disliked": "fewer pictures like it"}[meaning]
+    drawn = "★" * stars + "☆" * (5 - stars)
+    encoding = getattr(stream or sys.stdout, "encoding", None) or "ascii"
+    try:
+        drawn.encode(encoding)
+    except (UnicodeEncodeError, LookupError):
+        drawn = "*" * stars + "." * (5 - stars)
+    return f"{drawn} {stars} of 5 stars = {meaning}: {effect}"
 
 
 def cmd_rate(args: argparse.Namespace) -> int:
     body = parse_rating(args.rating)
     picture = _client(_config(args), with_token=True).request("POST", f"/api/pictures/{args.id}/rating", body)
-    print(f"picture {args.id}: rated {args.rating}{' (favourite)' if picture.get('favourite') else ''}")
+    favourite = "; a favourite, shown when a night has no new picture" if picture.get("favourite") else ""
+    print(f"picture {args.id}: {describe_rating(body)}{favourite}")
     return 0
 
 
 def cmd_queue(args: argparse.Namespace) -> int:
+    if not args.prompt.strip():
+        raise UsageError("queue: the prompt is empty; say what to paint, e.g. frame queue 'a lighthouse at dusk'")
     body = {"prompt": args.prompt, "negative_prompt": args.negative, "theme": args.theme}
     result = _client(_config(args), with_token=True).request("POST", "/api/prompts", body)
     print(f"queued prompt {result['id']}: {result['prompt']}")
@@ -193,9 +217,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     status = subparsers.add_parser("status", help="what is shown, render progress, next runs, feed health")
     status.add_argument("--json", action="store_true", help="print the raw status as JSON")
     status.set_defaults(func=cmd_status)
-    rate = subparsers.add_parser("rate", help="rate a picture: +1 / -1 (like/dislike) or 1..5 stars")
+    rate = subparsers.add_parser("rate", help="rate a picture: like / dislike (+1 / -1) or 1..5 stars")
     rate.add_argument("id", type=int, help="picture id (see 'frame status' or the web page)")
-    rate.add_argument("rating", help="+1, -1, like, dislike, or 1..5 stars")
+    rate.add_argument("rating", help="like or +1, dislike or -1, or 1..5 stars (4-5 = liked, 3 = neutral, "
+                                     "1-2 = disliked)")
     rate.set_defaults(func=cmd_rate)
     queue = subparsers.add_parser("queue", help="queue a prompt for the next render")
     queue.add_argument("prompt", help="the prompt text")

@@ -34,6 +34,7 @@ from frame.daemon.statefile import read_json, write_json
 from frame.daemon.status import LiveStatus
 from frame.daemon.store import Store
 from frame.daemon.supervisor import Outcome, Supervisor
+from frame.diffusion.seeds import random_seed
 from frame.errors import FrameError
 
 log = logging.getLogger(__name__)
@@ -147,7 +148,7 @@ def build_job(ctx: RenderContext, render_id: int, kind: str) -> dict[str, Any]:
                   "style": "", "origin": "queue", "prompt_id": q["id"],
                   "why": {"method": "queue", "sentence": "you queued this prompt"}}
     return {"kind": "render", "render_kind": kind, "render_id": render_id, "state_dir": str(ctx.state_dir),
-            "seed": secrets.randbelow(2**31), "choice": choice,
+            "seed": random_seed(), "choice": choice,
             "candidates": [] if choice else candidates(ctx.config, ctx.store),
             "history": [] if choice else _history(ctx.store),
             "recent_themes": _recent_themes(ctx.store, ctx.config.taste.avoid_recent)}

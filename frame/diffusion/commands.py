@@ -12,7 +12,7 @@ import sys
 import time
 from typing import TextIO
 
-from frame.errors import UsageError
+from frame.errors import Interrupted, UsageError
 
 
 def register(subparsers) -> None:
@@ -21,13 +21,17 @@ def register(subparsers) -> None:
                         "(default: model.source from the configuration; 'demo' = the bundled demo model)")
     parser.add_argument("--prompt", help="what to paint (A1111 emphasis like (word:1.3) works)")
     parser.add_argument("--negative", metavar="TEXT", help="negative prompt (default: model.negative_prompt)")
-    parser.add_argument("--steps", type=int, metavar="N", help="denoising steps (default: per model kind)")
+    parser.add_argument("--steps", type=int, metavar="N",
+                        help="denoising steps (default: model.steps, else the model's: 20, Turbo 1, the demo 8)")
     parser.add_argument("--guidance", type=float, metavar="G", help="classifier-free guidance scale")
     parser.add_argument("--sampler", metavar="NAME",
                         help="euler_a, euler, ddim, dpm++2m, dpm++2m_karras or lcm (default: model.sampler)")
-    parser.add_argument("--seed", type=int, default=0, metavar="N", help="random seed (default 0)")
+    parser.add_argument("--seed", type=int, default=-1, metavar="N",
+                        help="seed of the starting noise; -1 (the default) picks a random one, printed and "
+                             "stored in the picture")
     parser.add_argument("--size", metavar="WxH", help="image size like 512x320, or 'auto' (default: model.size)")
-    parser.add_argument("--out", required=True, metavar="FILE.png", help="where to write the PNG")
+    parser.add_argument("--out", required=True, metavar="FILE.png",
+                        help="where to write the picture: .png, .jpg/.jpeg or .webp (checked before the render)")
     parser.add_argument("--init-noise", metavar="FILE.npy", help="start from this standard-normal latent noise")
     parser.add_argument("--save-latents", metavar="FILE.npy", help="also save the final latents")
     parser.add_argument("--decode-latents", metavar="FILE.npy",
@@ -45,8 +49,16 @@ class ProgressBar:
         self.width = width
         self.tty = stream.isatty()
         self.last_draw = 0.0
+        self.steps_done = self.steps_total = 0  # for the Ctrl-C message
 
     def __call__(self, progress) -> None:
+        if progress.phase == "unet":
+            self.steps_total = progress.steps
+            if progress.step_done:
+                self.steps_done = progress.step
+        self._draw(progress)
+
+    def _draw(self, progress) -> None:
         now = time.monotonic()
         if progress.phase == "unet" and not progress.step_done and self.tty and now - self.last_draw < 0.2:
             return
@@ -100,6 +112,24 @@ def _load_array(path: str, what: str):
         raise UsageError(f"{what}: cannot read {path}: {exc}") from exc
 
 
+def check_writable(path: str, option: str) -> None:
+    """Refuse a file the render could not write, before the render (``atomicfile.unwritable_reason``)."""
+    from frame.atomicfile import unwritable_reason
+
+    reason = unwritable_reason(path)
+    if reason:
+        raise UsageError(f"{option} {path}: {reason}")
+
+
+def _out_format(path: str) -> str:
+    from frame.diffusion.pngmeta import image_format
+
+    try:
+        return image_format(path)
+    except ValueError as exc:
+        raise UsageError(f"--out {exc}") from None
+
+
 def _size(pipe, text: str, display_size: str) -> tuple[int, int]:
     from frame.diffusion.sizes import parse_size
 
@@ -111,39 +141,66 @@ def _size(pipe, text: str, display_size: str) -> tuple[int, int]:
     return pipe.auto_size(panel[0] / panel[1])
 
 
+def _generate(pipe, args: argparse.Namespace, config, bar: ProgressBar):
+    """Denoise and decode as the options say; returns the image and its A1111 parameters text."""
+    from frame.diffusion.resume import resumable_seed
+
+    model = config.model
+    width, height = _size(pipe, args.size or model.size, config.display.size)
+    seed = resumable_seed(args.resume, args.seed) if args.resume else args.seed
+    settings = pipe.settings(args.prompt, model.negative_prompt if args.negative is None else args.negative,
+                             model.steps if args.steps is None else args.steps,
+                             model.guidance if args.guidance is None else args.guidance,
+                             args.sampler or model.sampler, seed, width, height)
+    print(f"seed {settings.seed}{' (random)' if args.seed == -1 else ''}", file=sys.stderr)
+    noise = _load_array(args.init_noise, "--init-noise") if args.init_noise else None
+    latents = pipe.denoise_settings(settings, noise, bar, args.resume)
+    if args.save_latents:
+        import numpy as np
+
+        np.save(args.save_latents, latents)
+    return pipe.decode(latents, bar), pipe.parameters(settings)
+
+
+def _interrupted(args: argparse.Namespace, bar: ProgressBar) -> Interrupted:
+    """What Ctrl-C leaves: with --resume the last finished step is on disk and the same command goes
+    on from it; without, nothing is kept and --resume is how to make the next one resumable."""
+    bar.finish()
+    done = f" after step {bar.steps_done}/{bar.steps_total}" if bar.steps_total else ""
+    if args.resume:
+        return Interrupted(f"stopped{done}; run the same frame render command again (with --resume "
+                           f"{args.resume}) to continue from the last finished step")
+    return Interrupted(f"stopped{done}; nothing was kept. Add --resume DIR to frame render to checkpoint "
+                       "every step, so that running it again after Ctrl-C continues where it stopped")
+
+
 def render_command(args: argparse.Namespace) -> int:
     from frame.config import load_config
     from frame.diffusion.configured import load_configured_pipeline
-    from frame.diffusion.pngmeta import save_png
+    from frame.diffusion.pngmeta import save_image
     from frame.diffusion.resume import ResumeStore
     from frame.models import resolve_model_source
 
     config = load_config(args.config)
-    model = config.model
     if args.prompt is None and args.decode_latents is None:
         raise UsageError("render: --prompt is required (or --decode-latents FILE.npy)")
-    pipe = load_configured_pipeline(config, args.model and resolve_model_source(args.model))
+    out_format = _out_format(args.out)
+    check_writable(args.out, "--out")
+    if args.save_latents:
+        check_writable(args.save_latents, "--save-latents")
     bar = ProgressBar(sys.stderr)
-    parameters = None
-    if args.decode_latents:
-        image = pipe.decode(_load_array(args.decode_latents, "--decode-latents"), bar)
-    else:
-        width, height = _size(pipe, args.size or model.size, config.display.size)
-        settings = pipe.settings(args.prompt, model.negative_prompt if args.negative is None else args.negative,
-                                 model.steps if args.steps is None else args.steps,
-                                 model.guidance if args.guidance is None else args.guidance,
-                                 args.sampler or model.sampler, args.seed, width, height)
-        noise = _load_array(args.init_noise, "--init-noise") if args.init_noise else None
-        latents = pipe.denoise_settings(settings, noise, bar, args.resume)
-        if args.save_latents:
-            import numpy as np
-
-            np.save(args.save_latents, latents)
-        image = pipe.decode(latents, bar)
-        parameters = pipe.parameters(settings).to_text()
+    try:
+        pipe = load_configured_pipeline(config, args.model and resolve_model_source(args.model))
+        if args.decode_latents:
+            image, parameters = pipe.decode(_load_array(args.decode_latents, "--decode-latents"), bar), None
+        else:
+            image, parameters = _generate(pipe, args, config, bar)
+    except KeyboardInterrupt:
+        raise _interrupted(args, bar) from None
     bar.finish()
-    save_png(image, args.out, parameters)
+    save_image(image, args.out, parameters.to_text() if parameters else None, out_format)
     if args.resume:
         ResumeStore(args.resume, "").clear()
-    print(f"wrote {args.out} ({image.width}x{image.height})")
+    seed = f", seed {parameters.seed}" if parameters else ""
+    print(f"wrote {args.out} ({image.width}x{image.height}{seed})")
     return 0

@@ -15,12 +15,16 @@ from typing import Any
 
 from frame.diffusion.model_files import ModelFiles
 from frame.errors import FrameError
+from frame.models import DEMO_DEFAULT_STEPS, is_demo_model
 
 log = logging.getLogger(__name__)
 
 SD15, SDXL = "sd15", "sdxl"
 DEFAULT_SCALING = {SD15: 0.18215, SDXL: 0.13025}
 DEFAULT_SAMPLE_SIZE = {SD15: 64, SDXL: 128}
+# Defaults when model.steps / model.guidance are null (config.yaml's comments quote these numbers).
+REGULAR_STEPS, TURBO_STEPS = 20, 1
+DEFAULT_GUIDANCE = {SD15: 7.5, SDXL: 5.0}
 
 
 @dataclass(frozen=True)
@@ -36,16 +40,19 @@ class ModelInfo:
     latent_multiple: int  # latent sides must be multiples of this (UNet down-sampling)
     scaling_factor: float
     force_zeros_for_empty_prompt: bool
+    steps_override: int | None = None  # the model's own default, when it has one (the demo model)
 
     @property
     def default_steps(self) -> int:
-        return 1 if self.turbo else 20
+        """Steps when ``model.steps`` / ``--steps`` are not set: 1 for Turbo, 20 otherwise, or the
+        model's own (``frame.models.DEMO_DEFAULT_STEPS`` for the bundled demo)."""
+        if self.steps_override is not None:
+            return self.steps_override
+        return TURBO_STEPS if self.turbo else REGULAR_STEPS
 
     @property
     def default_guidance(self) -> float:
-        if self.turbo:
-            return 0.0
-        return 5.0 if self.kind == SDXL else 7.5
+        return 0.0 if self.turbo else DEFAULT_GUIDANCE[self.kind]
 
     @property
     def native_size(self) -> tuple[int, int]:
@@ -106,6 +113,7 @@ def read_model_info(files: ModelFiles) -> ModelInfo:
         latent_multiple=2 ** (unet_levels - 1),
         scaling_factor=float(vae.get("scaling_factor") or DEFAULT_SCALING[kind]),
         force_zeros_for_empty_prompt=bool(index.get("force_zeros_for_empty_prompt", kind == SDXL)),
+        steps_override=DEMO_DEFAULT_STEPS if not files.is_url and is_demo_model(files.source) else None,
     )
     log.info("model %s: %s, native %dx%d, %d-pixel size steps", info.name, info.label, *info.native_size,
              info.latent_multiple * info.vae_factor)

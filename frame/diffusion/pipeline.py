@@ -19,7 +19,7 @@ import numpy as np
 from PIL import Image
 
 from frame.config.redact import redact_text
-from frame.diffusion import conditioning, denoise, guidance_plan, resume, sizes, vae, vae_shapes
+from frame.diffusion import conditioning, denoise, guidance_plan, resume, rules, seeds, sizes, vae, vae_shapes
 from frame.diffusion.model_files import ModelFiles
 from frame.diffusion.model_info import SDXL, ModelInfo, read_model_info
 from frame.diffusion.onnxstream_layout import OnnxStreamFiles, is_onnxstream_folder
@@ -140,32 +140,33 @@ class Pipeline:
         return sizes.auto_size(self.info, aspect, self.unet_static_latent())
 
     def settings(self, prompt: str, negative_prompt: str | None = "", steps: int | None = None,
-                 guidance: float | None = None, sampler: str | None = None, seed: int = 0,
+                 guidance: float | None = None, sampler: str | None = None, seed: int | None = 0,
                  width: int | None = None, height: int | None = None) -> Settings:
-        """Fill in defaults and check every value (clear errors before any model is run)."""
+        """Fill in defaults and check every value (clear errors before any model is run). ``seed`` -1
+        or None picks a random seed (A1111's convention); ``Settings.seed`` is the one used."""
         if not isinstance(prompt, str) or not isinstance(negative_prompt, (str, type(None))):
             raise UsageError("prompt and negative prompt must be strings")
-        sampler = resolve_sampler_name(sampler)
-        if not isinstance(seed, (int, np.integer)) or seed < 0:
-            raise UsageError(f"seed must be a non-negative integer, got {seed!r}")
+        try:
+            seed = seeds.resolve_seed(int(seed) if isinstance(seed, np.integer) else seed)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
         steps = self.info.default_steps if steps is None else steps
-        if not isinstance(steps, (int, np.integer)) or steps < 1:
-            raise UsageError(f"steps must be a positive integer, got {steps!r}")
+        steps = int(steps) if isinstance(steps, np.integer) else steps
         guidance = self.info.default_guidance if guidance is None else float(guidance)
-        if guidance < 0:
-            raise UsageError(f"guidance must be ≥ 0, got {guidance}")
-        if self.info.turbo and (steps > 4 or guidance > 1):
-            log.warning("%s models are distilled for 1-4 steps without guidance; got %d steps, guidance %g",
-                        self.info.label, steps, guidance)
         static = self.unet_static_latent()
         native_w, native_h = sizes.auto_size(self.info, 1.0, static) if static else self.info.native_size
         width, height = native_w if width is None else width, native_h if height is None else height
-        sizes.check_size(width, height, self.info, static)
+        findings = rules.generation_findings(self.info, static, sampler=sampler, steps=steps, guidance=guidance,
+                                             width=width, height=height)
+        rules.raise_first_error(findings)
+        for finding in findings:
+            log.warning("%s", finding.message)
+        sampler = resolve_sampler_name(sampler)
         embedded = "timestep_cond" in self.unet_signature()[1]
         return Settings(prompt, negative_prompt, int(steps), guidance, sampler, int(seed), width, height, embedded)
 
     def generate(self, prompt: str, negative_prompt: str | None = "", steps: int | None = None,
-                 guidance: float | None = None, sampler: str | None = None, seed: int = 0,
+                 guidance: float | None = None, sampler: str | None = None, seed: int | None = 0,
                  width: int | None = None, height: int | None = None, init_noise: np.ndarray | None = None,
                  callback: ProgressCallback | None = None, resume_dir: str | os.PathLike | None = None,
                  tiled_decode: bool | None = None) -> Image.Image:
@@ -177,6 +178,8 @@ class Pipeline:
         ``init_noise`` is standard-normal (1, 4, H/8, W/8) noise, scaled by the sampler's initial sigma
         (diffusers' ``latents=``). ``resume_dir`` enables per-step checkpoints (cleared when done).
         """
+        if resume_dir is not None:
+            seed = resume.resumable_seed(resume_dir, seed)  # a random seed survives the interruption
         settings = self.settings(prompt, negative_prompt, steps, guidance, sampler, seed, width, height)
         latents = self.denoise_settings(settings, init_noise, callback, resume_dir)
         image = self.decode(latents, callback, tiled_decode)
@@ -329,8 +332,7 @@ def load_pipeline(source: str | os.PathLike, cache_dir: str | os.PathLike | None
     ``frame.engine.http_settings``; ``http_settings.from_model_config`` builds it from the config)."""
     with http_settings.using(http):
         files, info = open_model_files(source, cache_dir, http)
-    if vae_tile < 1 or not 0 <= vae_tile_overlap < vae_tile:
-        raise UsageError(f"VAE tiles: need tile ≥ 1 and 0 ≤ overlap < tile, got {vae_tile} / {vae_tile_overlap}")
+    rules.raise_first_error(rules.tile_findings(vae_tile, vae_tile_overlap))
     pipe = Pipeline(files, info, loader or engine_loader(weights, attention_slices, http), vae_tile, vae_tile_overlap,
                     guidance_mode, memory_limit_mb, http)
     shapes = pipe.vae_shapes()  # said at load, so a night's log names a decoder that cannot be tiled at once

@@ -1,4 +1,5 @@
-"""Generation parameters in the PNG, as AUTOMATIC1111's web UI writes them (``parameters`` tEXt chunk).
+"""Generation parameters in the picture, as AUTOMATIC1111's web UI writes them: a ``parameters`` tEXt
+chunk in a PNG, the EXIF UserComment in a JPEG or WebP (``save_image`` picks the format by extension).
 
 Image viewers, A1111's "PNG Info" tab and civitai read this format, so a picture from the frame can be
 re-created elsewhere::
@@ -79,11 +80,50 @@ def png_bytes(image: Image.Image, parameters: str | None = None) -> bytes:
     return buffer.getvalue()
 
 
+# File extensions frame writes and the format each names.
+IMAGE_FORMATS = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".webp": "WEBP"}
+_EXIF_IFD, _USER_COMMENT = 0x8769, 0x9286
+
+
+def image_format(path: str | os.PathLike) -> str:
+    """The format ``path``'s extension names (PNG for a pipe or device such as ``/dev/stdout``);
+    a ValueError naming the extensions frame writes for anything else."""
+    target = Path(path)
+    suffix = target.suffix.lower()
+    if suffix in IMAGE_FORMATS:
+        return IMAGE_FORMATS[suffix]
+    if not suffix and target.exists() and not target.is_file():
+        return "PNG"
+    named = f"extension {suffix!r}" if suffix else "no extension"
+    raise ValueError(f"{path} has {named}; frame writes .png, .jpg/.jpeg or .webp pictures")
+
+
+def image_bytes(image: Image.Image, fmt: str, parameters: str | None = None) -> bytes:
+    """``image`` in ``fmt`` with the parameters text: PNG tEXt chunk, else EXIF UserComment encoded as
+    A1111 (and piexif) do, ``UNICODE\0`` + UTF-16 big-endian."""
+    if fmt == "PNG":
+        return png_bytes(image, parameters)
+    text = parameters if parameters is not None else image.info.get("parameters")
+    exif = Image.Exif()
+    if text:
+        exif.get_ifd(_EXIF_IFD)[_USER_COMMENT] = b"UNICODE\0" + text.encode("utf-16-be")
+    buffer = io.BytesIO()
+    image.convert("RGB").save(buffer, format=fmt, quality=95, exif=exif.tobytes())
+    return buffer.getvalue()
+
+
 def save_png(image: Image.Image, path: str | os.PathLike, parameters: str | None = None) -> None:
-    """Save ``image`` as PNG (see ``png_bytes``) with the atomic writer: a power cut or a full disk
-    leaves the previous file, never a torn one (owners script ``frame render --out``). A symlink is
-    followed; an existing non-regular file (``/dev/stdout``, a pipe) is written directly."""
-    data = png_bytes(image, parameters)
+    """``save_image`` as PNG whatever the name."""
+    save_image(image, path, parameters, "PNG")
+
+
+def save_image(image: Image.Image, path: str | os.PathLike, parameters: str | None = None,
+               fmt: str | None = None) -> None:
+    """Save ``image`` in ``fmt`` (default: the format its extension names, see ``image_format``) with
+    the atomic writer: a power cut or a full disk leaves the previous file, never a torn one (owners
+    script ``frame render --out``). A symlink is followed; an existing non-regular file
+    (``/dev/stdout``, a pipe) is written directly."""
+    data = image_bytes(image, fmt or image_format(path), parameters)
     target = Path(path)
     if target.is_symlink():
         target = target.resolve()

@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 
 MAGIC = b"FRAMESTATE1\n"
 FILENAME = "render-state.bin"
+SEED_FILENAME = "seed.json"  # the random seed an interrupted render was started with
 
 
 def parameters_hash(parameters: dict[str, Any]) -> str:
@@ -92,14 +93,36 @@ class ResumeStore:
         write_bytes_atomic(self.path, blob, mode=0o666)  # 0o666 less the umask, as open() gives
 
     def clear(self) -> None:
-        """Forget the checkpoint (after the picture is finished)."""
-        for path in (self.path, *stale_temporaries(self.path)):
+        """Forget the checkpoint and the remembered seed (after the picture is finished)."""
+        seed_file = self.folder / SEED_FILENAME
+        for path in (self.path, *stale_temporaries(self.path), seed_file, *stale_temporaries(seed_file)):
             try:
                 path.unlink()
             except FileNotFoundError:
                 pass
         if self.folder.exists():
             fsync_dir(self.folder)
+
+
+def resumable_seed(folder: str | os.PathLike, seed: int | None) -> int:
+    """The seed for a render checkpointed in ``folder``: ``seed`` itself, or for a random one (None or
+    -1) the random seed this folder's interrupted render started with, else a new one, remembered in
+    ``folder`` so that ``--resume`` continues the same picture instead of starting another."""
+    from frame.diffusion import seeds
+
+    if not seeds.is_random(seed):
+        return seed  # type: ignore[return-value]  (checked by Pipeline.settings)
+    path = Path(folder) / SEED_FILENAME
+    try:
+        remembered = json.loads(path.read_text(encoding="utf-8"))["seed"]
+        if isinstance(remembered, int) and 0 <= remembered < seeds.SEED_LIMIT:
+            return remembered
+    except (OSError, ValueError, KeyError, TypeError):
+        pass  # none yet, or damaged: a new render
+    chosen = seeds.random_seed()
+    make_dirs(path.parent)
+    write_bytes_atomic(path, json.dumps({"seed": chosen}).encode("utf-8"), mode=0o666)
+    return chosen
 
 
 def _encode(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> bytes:

@@ -37,11 +37,12 @@ def check_size(width: int, height: int, info: ModelInfo, static_latent: tuple[in
     if static_latent is not None:
         allowed = (static_latent[1] * info.vae_factor, static_latent[0] * info.vae_factor)
         if (width, height) != allowed:
-            raise UsageError(f"size {width}x{height} is not allowed: this export has fixed axes and only "
-                             f"renders {allowed[0]}x{allowed[1]}")
+            raise UsageError(f"size {width}x{height} is not allowed: this {info.label} export has fixed axes "
+                             f"and only renders {allowed[0]}x{allowed[1]}")
     if width <= 0 or height <= 0 or width % step or height % step:
         raise UsageError(f"size {width}x{height} is not allowed: width and height must be positive multiples "
-                         f"of {step} pixels for this model (e.g. {_nearest(width, step)}x{_nearest(height, step)})")
+                         f"of {step} pixels for this {info.label} model "
+                         f"(e.g. {_nearest(width, step)}x{_nearest(height, step)})")
     return height // info.vae_factor, width // info.vae_factor
 
 

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from frame.display.spi import SpiDevice, read_bufsiz
 from frame.errors import FrameError
+from frame.install_hints import extra_hint
 
 log = logging.getLogger(__name__)
 
@@ -162,7 +163,8 @@ class SpiGpioBus:
                 raise BusError(f"cannot claim GPIO lines {self.outputs + self.inputs} on {self.chip} ({exc}): "
                                "is another program using the panel? is the user in the 'gpio' group?") from None
             return
-        lgpio = self._import("lgpio", "install python3-libgpiod (gpiod >= 2) or python3-lgpio")
+        lgpio = self._import("lgpio", "neither gpiod >= 2 nor lgpio can be imported, so the panel's pins cannot "
+                                      "be driven; " + extra_hint("pi"))
         try:
             self._lgpio = lgpio
             self._lines = lgpio.gpiochip_open(0)

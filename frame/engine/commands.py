@@ -59,6 +59,10 @@ def _parse_feeds(specs: list[str], model, options) -> dict:
         if name not in declared:
             raise UsageError(f"--input {name}: the model has no input {name!r} (inputs: {', '.join(declared)})")
         feeds[name] = load_input(path, declared[name], options)
+    missing = [name for name in declared if name not in feeds]
+    if missing:
+        raise UsageError(f"missing --input for {', '.join(missing)}: give each model input as --input NAME=FILE "
+                         f"(the model's inputs: {', '.join(declared)}; see frame engine info)")
     return feeds
 
 
@@ -80,6 +84,12 @@ def run_command(args: argparse.Namespace) -> int:
 
     if args.attention_slices is not None and args.attention_slices < 1:
         raise UsageError("--attention-slices must be at least 1")
+    if args.out:
+        from frame.atomicfile import unwritable_reason
+
+        reason = unwritable_reason(args.out)
+        if reason:
+            raise UsageError(f"--save {args.out}: {reason}")
     options = _input_options(args)
     start = time.perf_counter()
     with load_model(args.source, weights=args.weights, attention_slices=args.attention_slices,

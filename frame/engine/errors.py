@@ -27,7 +27,10 @@ class ModelFormatError(EngineError):
 
 
 class InputError(EngineError):
-    """A feed passed to ``Model.run`` is missing, unexpected, or has the wrong dtype or shape."""
+    """A feed passed to ``Model.run`` is missing, unexpected, or has the wrong dtype or shape: bad input
+    from whoever called, so the CLI exits 2 (``frame engine run`` with the wrong ``--input``)."""
+
+    exit_code = 2
 
 
 class WeightDataError(EngineError):

@@ -159,7 +159,16 @@ def _length_delimited(field: int, payload: bytes) -> bytes:
 
 
 def scan_model(source: ByteSource, chunk: int = 1 << 20) -> ScannedModel:
-    """Scan ``source`` (a serialized ModelProto); see the module docstring."""
+    """Scan ``source`` (a serialized ModelProto); see the module docstring. A file whose bytes are not
+    an ONNX protobuf (a text file, an image, a truncated download) is one ModelFormatError saying so."""
+    try:
+        return _scan(source, chunk)
+    except ModelFormatError as exc:
+        detail = str(exc).removeprefix(f"{source.location}: ")
+        raise ModelFormatError(f"{source.location} is not a valid ONNX model file ({detail})") from None
+
+
+def _scan(source: ByteSource, chunk: int) -> ScannedModel:
     cursor = _Cursor(source, chunk)
     parts: list[bytes] = []
     graphs = _Graphs()

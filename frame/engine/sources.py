@@ -11,6 +11,7 @@ import os
 import posixpath
 import threading
 import time
+from pathlib import Path
 from typing import Protocol
 from urllib.parse import urljoin, urlsplit
 
@@ -51,12 +52,21 @@ def sibling(location: str, relative: str) -> str:
     return os.path.join(os.path.dirname(os.path.abspath(location)), *norm.split("/"))
 
 
+def _folder_message(path: str) -> str:
+    """A folder given where a model file belongs: say so, and name the models inside it."""
+    found = sorted(str(p) for p in Path(path).glob("*.onnx")) + sorted(str(p) for p in Path(path).glob("*/*.onnx"))
+    hint = f"; name one model file, e.g. {', '.join(found[:3])}" if found else ""
+    return f"{path} is a folder, neither an ONNX model file nor an OnnxStream model folder (no model.txt){hint}"
+
+
 class LocalSource:
     """A file read with ``os.preadv`` straight into numpy buffers (thread-safe, no seek state)."""
 
     def __init__(self, path: str, stats: FetchStats | None = None) -> None:
         self.location = path
         self.stats = stats
+        if os.path.isdir(path):
+            raise ModelFormatError(_folder_message(path))
         try:
             self._fd = os.open(path, os.O_RDONLY)
         except OSError as exc:

@@ -15,6 +15,7 @@ from frame.config import Config, check_config, to_plain
 from frame.config.loader import config_file_path
 from frame.config.redact import redact_text
 from frame.errors import ConfigError
+from frame.install_hints import extra_hint
 
 
 def flatten(plain: Any, prefix: str = "") -> list[tuple[str, str]]:
@@ -68,7 +69,7 @@ def notes(config: Config) -> list[str]:
         try:
             import gpiozero  # noqa: F401
         except ImportError:
-            found.append("buttons.enabled: gpiozero is not installed (pip install 'frame[buttons]').")
+            found.append(f"buttons.enabled: gpiozero is not installed; {extra_hint('buttons')}.")
     return found
 
 

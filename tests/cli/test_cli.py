@@ -80,6 +80,37 @@ def test_debug_shows_traceback(monkeypatch, capsys):
     assert "Traceback" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_config_and_debug_work_on_either_side_of_the_subcommand(tmp_path, monkeypatch, capsys, where):
+    """``frame status --config FILE`` was 'unrecognized arguments'; only ``frame --config FILE status`` worked."""
+    import frame.commands
+
+    monkeypatch.delenv("FRAME_CONFIG", raising=False)
+    path = tmp_path / "c.yaml"
+    path.write_text(f"state_dir: {tmp_path / 'state'}\nmodel:\n  size: 504x296\n")
+    options = ["--config", str(path)]
+    assert main([*options, "status"] if where == "before" else ["status", *options]) == 0
+    assert "daemon not running" in capsys.readouterr().out and (tmp_path / "state" / "frame.db").exists()
+    assert main([*options, "config", "check"] if where == "before" else ["config", "check", *options]) == 2
+    assert "model.size:" in capsys.readouterr().err
+
+    def explode(args):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(frame.commands, "_config_show", explode)
+    assert main(["--debug", "config", "show"] if where == "before" else ["config", "show", "--debug"]) == 1
+    assert "Traceback" in capsys.readouterr().err
+
+
+def test_a_global_option_after_the_subcommand_wins_over_one_before(tmp_path):
+    args = build_parser().parse_args(["--config", "a.yaml", "status", "--config", "b.yaml"])
+    assert args.config == "b.yaml" and args.debug is False
+    args = build_parser().parse_args(["--config", "a.yaml", "engine", "info", "m.onnx"])
+    assert args.config == "a.yaml"
+    args = build_parser().parse_args(["engine", "info", "m.onnx", "--debug", "--config", "c.yaml"])
+    assert args.config == "c.yaml" and args.debug is True
+
+
 def test_config_show_hides_token(tmp_path, capsys):
     path = tmp_path / "c.yaml"
     path.write_text("web:\n  token: very-secret-owner-token\n")
@@ -101,3 +132,50 @@ def test_every_registered_subcommand_has_help_text():
     subparsers = next(a for a in parser._actions if a.dest == "command")
     helps = {choice.dest: choice.help for choice in subparsers._choices_actions}
     assert helps and all(helps.values()), helps
+
+
+# --- engine errors as one clear line (issue 13 item 23) -------------------------------------------
+
+def _one_error_line(result: subprocess.CompletedProcess) -> str:
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("frame: error: "), result.stderr
+    assert "Traceback" not in result.stderr and "Error:" not in lines[0].split("frame: error: ", 1)[1]
+    return lines[0]
+
+
+def test_engine_info_on_a_folder_says_it_is_a_folder_and_names_its_models(tmp_path):
+    from frame.models import demo_model_path
+
+    empty = tmp_path / "nothing"
+    empty.mkdir()
+    result = run("engine", "info", str(empty))
+    assert result.returncode == 1
+    assert "is a folder, neither an ONNX model file nor an OnnxStream model folder" in _one_error_line(result)
+    line = _one_error_line(run("engine", "info", str(demo_model_path())))
+    assert f"e.g. {demo_model_path() / 'text_encoder' / 'model.onnx'}" in line  # IsADirectoryError before
+
+
+@pytest.mark.parametrize("content", [b"hello, this is a text file\n", b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4])
+def test_engine_info_on_a_file_that_is_not_onnx_says_so(tmp_path, content):
+    path = tmp_path / "model.onnx"
+    path.write_bytes(content)
+    result = run("engine", "info", str(path))
+    assert result.returncode == 1
+    assert f"{path} is not a valid ONNX model file (" in _one_error_line(result)  # was "unsupported wire type"
+
+
+def test_output_into_a_closed_pipe_is_quiet():
+    """``frame engine info model.onnx | head -1`` once ended in a BrokenPipeError traceback."""
+    import os
+
+    from frame.models import demo_model_path
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before frame writes a byte
+    try:
+        result = subprocess.run([sys.executable, "-m", "frame", "engine", "info",
+                                 str(demo_model_path() / "unet" / "model.onnx")],
+                                stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write_end)
+    assert result.stderr == "" and result.returncode == 141

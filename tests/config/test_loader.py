@@ -39,6 +39,20 @@ def test_repo_config_yaml_comments_every_key():
             assert lines[number - 1].strip().startswith("#") or stripped.endswith(":"), line
 
 
+def test_repo_config_yaml_states_the_step_and_guidance_defaults_the_code_uses():
+    """One default per model kind, in ModelInfo; config.yaml quotes it (it once said 8 for the demo
+    while frame render ran 20)."""
+    from frame.diffusion.model_info import DEFAULT_GUIDANCE, REGULAR_STEPS, SD15, SDXL, TURBO_STEPS
+    from frame.models import DEMO_DEFAULT_STEPS
+
+    text = (REPO / "config.yaml").read_text()
+    steps = text.split("  steps: null")[0].rsplit("# Denoising steps", 1)[1]
+    assert (f"{REGULAR_STEPS} for SD 1.5/SDXL, {TURBO_STEPS} for Turbo, {DEMO_DEFAULT_STEPS} for the demo"
+            in " ".join(steps.split()))
+    guidance = text.split("  guidance: null")[0].rsplit("# Classifier-free guidance", 1)[1]
+    assert f"{DEFAULT_GUIDANCE[SD15]:g} for SD 1.5, {DEFAULT_GUIDANCE[SDXL]:g} for SDXL, 0 for Turbo" in guidance
+
+
 def test_file_overrides_defaults_and_keeps_other_keys(tmp_path):
     config = load_config(write(tmp_path, "model:\n  steps: 12\nschedule:\n  render_at: '02:30'\n"), environ={})
     assert config.model.steps == 12

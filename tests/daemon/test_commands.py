@@ -23,9 +23,48 @@ def _run(config_path, *argv):
 
 
 @pytest.mark.parametrize(("text", "body"), [("+1", {"rating": 1}), ("like", {"rating": 1}), ("-1", {"rating": -1}),
-                                            ("dislike", {"rating": -1}), ("1", {"stars": 1}), ("5", {"stars": 5})])
+                                            ("dislike", {"rating": -1}), ("1", {"stars": 1}), ("5", {"stars": 5}),
+                                            ("Like", {"rating": 1}), ("disliked", {"rating": -1})])
 def test_parse_rating(text, body):
     assert commands.parse_rating(text) == body
+
+
+class _Stdout:
+    def __init__(self, encoding):
+        self.encoding = encoding
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ("1", "★☆☆☆☆ 1 of 5 stars = disliked: fewer pictures like it"),
+    ("3", "★★★☆☆ 3 of 5 stars = neutral: neither more nor fewer like it"),
+    ("5", "★★★★★ 5 of 5 stars = liked: more pictures like it"),
+    ("+1", "liked (+1): more pictures like it"), ("like", "liked (+1): more pictures like it"),
+    ("-1", "disliked (-1): fewer pictures like it"),
+])
+def test_a_rating_is_said_with_its_stars_and_meaning(text, said):
+    """``frame rate 1 1`` once printed "rated 1", easily read as +1 (a like) for a one-star rating."""
+    assert commands.describe_rating(commands.parse_rating(text), _Stdout("utf-8")) == said
+    assert commands.describe_rating({"stars": 2}, _Stdout("ascii")).startswith("**... 2 of 5 stars = disliked")
+
+
+def test_frame_rate_prints_what_the_rating_means(monkeypatch, capsys, tmp_path):
+    sent = []
+
+    class FakeClient:
+        def request(self, method, path, body):
+            sent.append((method, path, body))
+            return {"id": 7, "favourite": body.get("stars", 0) >= 4}
+
+    monkeypatch.setattr(commands, "_client", lambda config, with_token: FakeClient())
+    config, _ = write_config(tmp_path)
+    assert _run(config, "rate", "7", "1") == 0
+    assert _run(config, "rate", "7", "like") == 0
+    assert _run(config, "rate", "7", "4") == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "picture 7: ★☆☆☆☆ 1 of 5 stars = disliked: fewer pictures like it"
+    assert out[1] == "picture 7: liked (+1): more pictures like it"
+    assert out[2].endswith("= liked: more pictures like it; a favourite, shown when a night has no new picture")
+    assert [body for *_, body in sent] == [{"stars": 1}, {"rating": 1}, {"stars": 4}]
 
 
 @pytest.mark.parametrize("text", ["0", "6", "+2", "love", ""])
@@ -43,13 +82,41 @@ def test_clients_against_running_daemon(tmp_path, capsys):
         assert _run(config, "status") == 0
         out = capsys.readouterr().out
         assert "state: idle" in out and "queued prompts: 1" in out
-        with pytest.raises(FrameError, match="no picture with id 5"):
+        with pytest.raises(UsageError, match="no picture with id 5"):  # bad input: exit 2
             _run(config, "rate", "5", "+1")
         assert _run(config, "status", "--json") == 0
         assert json.loads(capsys.readouterr().out)["queued_prompts"] == 1
     finally:
         daemon.terminate()
         daemon.kill()
+
+
+@pytest.mark.parametrize("prompt", ["", "   "])
+def test_an_empty_prompt_is_bad_input_with_or_without_a_daemon(tmp_path, capsys, prompt):
+    """``frame queue ""`` exited 1 like a runtime failure; bad input exits 2."""
+    from frame.cli import main
+
+    config, _ = write_config(tmp_path)
+    assert main(["queue", prompt, "--config", str(config)]) == 2
+    assert "the prompt is empty" in capsys.readouterr().err
+
+
+def test_a_request_the_daemon_refuses_as_bad_is_a_usage_error(monkeypatch):
+    from frame.daemon import client
+
+    class Response:
+        def __init__(self, status):
+            self.status_code, self.text = status, ""
+
+        def json(self):
+            return {"error": f"status {self.status_code}"}
+
+    for status, error in ((400, UsageError), (404, UsageError), (413, UsageError), (409, FrameError),
+                          (429, FrameError), (507, FrameError)):
+        monkeypatch.setattr("requests.request", lambda *a, status=status, **k: Response(status))
+        with pytest.raises(error) as info:
+            client.Client(argparse.Namespace(web=argparse.Namespace(listen="127.0.0.1:1"))).request("GET", "/x")
+        assert (info.value.exit_code == 2) == (error is UsageError)
 
 
 def test_clients_without_daemon(tmp_path, capsys):

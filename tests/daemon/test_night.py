@@ -32,6 +32,20 @@ def test_render_publishes_and_cleans_up(ctx, store):
     assert prompt_id
 
 
+def test_queued_prompts_get_a_random_seed_stored_with_the_picture(ctx, store):
+    """Like frame render's default: every job draws its own seed, and the picture records it."""
+    seeds = []
+    for prompt in ("a red fox", "a red fox"):
+        store.queue_prompt(prompt)
+        render_id = store.start_render("now", None)
+        folder = night.ensure_job(ctx, render_id, "now")
+        job_seed = statefile.read_json(folder / "job.json")["seed"]
+        _, picture_id = night.render(ctx, render_id, "now", resume=True)
+        assert store.picture(picture_id)["seed"] == job_seed
+        seeds.append(job_seed)
+    assert seeds[0] != seeds[1] and all(0 <= s < 2**32 for s in seeds)
+
+
 def test_job_files_hold_the_job_and_the_config_without_the_owner_token(tmp_path):
     import yaml
 

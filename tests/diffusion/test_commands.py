@@ -11,7 +11,7 @@ from PIL import Image
 
 from frame.diffusion import commands
 from frame.diffusion.progress import Progress
-from frame.errors import FrameError, UsageError
+from frame.errors import FrameError, Interrupted, UsageError
 from frame.models import demo_model_path
 
 
@@ -55,6 +55,113 @@ def test_model_defaults_to_the_configured_demo(tmp_path):
     assert "Model: demo" in Image.open(tmp_path / "c.png").info["parameters"]
 
 
+def test_model_demo_names_the_bundled_model(tmp_path, monkeypatch):
+    """``--model demo`` is documented in --help; it once failed with 'model folder not found: demo'."""
+    monkeypatch.chdir(tmp_path)  # no folder called demo here
+    noise = tmp_path / "noise.npy"
+    np.save(noise, np.random.default_rng(0).standard_normal((1, 4, 4, 4)).astype(np.float32))
+    args = parse(["render", "--model", "demo", "--prompt", "x", "--steps", "1", "--guidance", "0",
+                  "--size", "32x32", "--init-noise", str(noise), "--out", str(tmp_path / "d.png")])
+    assert args.func(args) == 0
+    assert "Model: demo" in Image.open(tmp_path / "d.png").info["parameters"]
+
+
+def test_render_without_steps_uses_the_models_default(tmp_path):
+    """config.yaml says ``steps: null`` is 8 for the demo; ``frame render`` once ran 20 (issue 13)."""
+    from frame.models import DEMO_DEFAULT_STEPS
+
+    args = parse(["render", "--prompt", "x", "--size", "32x32", "--out", str(tmp_path / "s.png")])
+    assert args.func(args) == 0
+    assert f"Steps: {DEMO_DEFAULT_STEPS}," in Image.open(tmp_path / "s.png").info["parameters"]
+
+
+def _seed_of(path) -> int:
+    text = Image.open(path).info["parameters"]
+    return int(text.split("Seed: ")[1].split(",")[0])
+
+
+@pytest.mark.parametrize("seed_args", [[], ["--seed", "-1"]])
+def test_default_and_minus_one_seeds_are_random_printed_and_stored(tmp_path, capsys, seed_args):
+    """The seed once defaulted to 0 (a prompt always gave the same picture) and -1 was refused."""
+    seeds = []
+    for name in ("a.png", "b.png"):
+        args = parse(["render", "--prompt", "x", "--steps", "1", "--size", "32x32", *seed_args,
+                      "--out", str(tmp_path / name)])
+        assert args.func(args) == 0
+        captured = capsys.readouterr()
+        seed = _seed_of(tmp_path / name)
+        assert f"seed {seed} (random)" in captured.err and f"seed {seed})" in captured.out
+        seeds.append(seed)
+    assert seeds[0] != seeds[1]
+    assert not np.array_equal(np.asarray(Image.open(tmp_path / "a.png")), np.asarray(Image.open(tmp_path / "b.png")))
+
+
+def test_a_printed_seed_makes_the_same_picture_again(tmp_path, capsys):
+    args = parse(["render", "--prompt", "x", "--steps", "1", "--size", "32x32", "--out", str(tmp_path / "a.png")])
+    assert args.func(args) == 0
+    seed = _seed_of(tmp_path / "a.png")
+    capsys.readouterr()
+    args = parse(["render", "--prompt", "x", "--steps", "1", "--size", "32x32", "--seed", str(seed),
+                  "--out", str(tmp_path / "b.png")])
+    assert args.func(args) == 0
+    assert "(random)" not in capsys.readouterr().err
+    assert np.array_equal(np.asarray(Image.open(tmp_path / "a.png")), np.asarray(Image.open(tmp_path / "b.png")))
+
+
+def test_a_random_seed_survives_an_interrupted_resumable_render(tmp_path, monkeypatch):
+    """--resume with a random seed: the continued render must use the seed it started with."""
+    from frame.diffusion import pipeline
+
+    resume, calls = tmp_path / "resume", []
+    real = pipeline.Pipeline.denoise_settings
+
+    def interrupted_once(self, settings, *rest):
+        calls.append(settings.seed)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        return real(self, settings, *rest)
+
+    monkeypatch.setattr(pipeline.Pipeline, "denoise_settings", interrupted_once)
+    argv = ["render", "--prompt", "x", "--steps", "1", "--size", "32x32", "--resume", str(resume),
+            "--out", str(tmp_path / "a.png")]
+    with pytest.raises(Interrupted):
+        parse(argv).func(parse(argv))
+    assert parse(argv).func(parse(argv)) == 0
+    assert calls[0] == calls[1] == _seed_of(tmp_path / "a.png")
+    assert list(resume.iterdir()) == []  # checkpoint and remembered seed are gone once the picture is written
+
+
+@pytest.mark.parametrize("resume", [True, False])
+def test_ctrl_c_says_how_to_continue(tmp_path, monkeypatch, capsys, resume):
+    """Ctrl-C once said only "interrupted": it now says that running the command again with --resume
+    continues (and it really does, from the last finished step), or how to make a render resumable."""
+    from frame.cli import main
+    from frame.diffusion import denoise
+
+    real, steps = denoise.run_loop, []
+
+    def stop_after_two(sampler, unet, latents, state, start, on_step, on_op=None):
+        def counting(done, current, denoised):
+            on_step(done, current, denoised)
+            steps.append(done)
+            if done == 2 and len(steps) == 2:
+                raise KeyboardInterrupt
+        return real(sampler, unet, latents, state, start, counting, on_op)
+
+    monkeypatch.setattr(denoise, "run_loop", stop_after_two)
+    argv = ["render", "--prompt", "x", "--steps", "4", "--size", "32x32", "--out", str(tmp_path / "a.png")]
+    argv += ["--resume", str(tmp_path / "r")] if resume else []
+    assert main(argv) == 130
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    if resume:
+        assert err == (f"frame: interrupted: stopped after step 2/4; run the same frame render command again "
+                       f"(with --resume {tmp_path / 'r'}) to continue from the last finished step")
+        assert main(argv) == 0 and steps == [1, 2, 3, 4]  # went on from step 2
+    else:
+        assert err.startswith("frame: interrupted: stopped after step 2/4; nothing was kept. Add --resume DIR")
+    assert not resume or (tmp_path / "a.png").exists()
+
+
 @pytest.mark.parametrize(
     ("argv", "error", "message"),
     [
@@ -62,6 +169,7 @@ def test_model_defaults_to_the_configured_demo(tmp_path):
         (["--prompt", "x", "--size", "50x50"], UsageError, "multiples of 16"),
         (["--steps", "2"], UsageError, "--prompt is required"),
         (["--prompt", "x", "--steps", "0"], UsageError, "steps must be a positive integer"),
+        (["--prompt", "x", "--seed", "-2"], UsageError, "seed must be -1 \\(random\\) or an integer from 0"),
         (["--prompt", "x", "--init-noise", "/nonexistent.npy"], UsageError, "--init-noise: cannot read"),
         (["--prompt", "x", "--model", "/nonexistent/model"], FrameError, "model folder not found"),
     ],

@@ -50,12 +50,14 @@ def pipelines():
 
 
 def _pipeline(pipelines, kind: str, case: dict):
+    """The fixture pipeline, with the case's own scheduler_config.json (the same weights shipped with
+    another scheduler file) and scheduler overrides where it has them."""
     pipe = pipelines[kind]
-    if not case["scheduler_overrides"]:
+    if not case["scheduler_overrides"] and not case.get("scheduler_config"):
         return pipe
     copy = load_pipeline(FIXTURES / kind / "model")
-    copy.info = dataclasses.replace(pipe.info, scheduler_config={**pipe.info.scheduler_config,
-                                                                 **case["scheduler_overrides"]})
+    scheduler_file = case.get("scheduler_config") or pipe.info.scheduler_config
+    copy.info = dataclasses.replace(pipe.info, scheduler_config={**scheduler_file, **case["scheduler_overrides"]})
     return copy
 
 

@@ -39,7 +39,15 @@ def test_sd15_demo_model_info():
     assert (info.kind, info.turbo, info.label) == ("sd15", False, "SD 1.5")
     assert info.scaling_factor == pytest.approx(0.18215)
     assert info.vae_factor == 8 and info.native_size == (512, 512)
-    assert (info.default_steps, info.default_guidance) == (20, 7.5)
+    assert (info.default_steps, info.default_guidance) == (8, 7.5)  # the demo's own step count
+
+
+def test_only_the_bundled_demo_has_its_own_step_default(tmp_path):
+    """A copy of the demo folder is an ordinary SD 1.5 export: 20 steps like any other."""
+    import shutil
+
+    copy = shutil.copytree(demo_model_path(), tmp_path / "sd15")
+    assert read_model_info(ModelFiles(copy)).default_steps == 20
 
 
 def test_sdxl_and_turbo_detection(tmp_path):

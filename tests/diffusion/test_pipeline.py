@@ -56,8 +56,8 @@ class CountingLoader:
 
 def test_defaults_follow_the_model_kind(pipe):
     assert pipe.kind == "sd15" and not pipe.info.turbo
-    settings = pipe.settings("a cat")
-    assert (settings.steps, settings.guidance, settings.sampler) == (20, 7.5, "euler_a")
+    settings = pipe.settings("a cat")  # the demo model: its own 8 steps (frame.models.DEMO_DEFAULT_STEPS)
+    assert (settings.steps, settings.guidance, settings.sampler) == (8, 7.5, "euler_a")
     assert (settings.width, settings.height) == (512, 512)
 
 

@@ -111,10 +111,18 @@ def test_busy_gpio_lines_release_the_spi_device() -> None:
     assert spi.closed
 
 
-def test_without_gpiod_or_lgpio_the_error_names_the_packages() -> None:
+def test_without_gpiod_or_lgpio_the_hint_installs_into_the_python_running_frame() -> None:
+    """The hint once said to apt-install python3-libgpiod or python3-lgpio, which the service's venv
+    cannot see. It names this interpreter's pip and the 'pi' extra's wheel; SPI itself needs nothing."""
+    import shlex
+    import sys
+
     importer, _ = _modules(FakeSpiDev(), with_gpiod=False)
-    with pytest.raises(BusError, match="python3-libgpiod.*python3-lgpio"):
+    with pytest.raises(BusError) as info:
         SpiGpioBus(outputs=(17,), inputs=(24,), importer=importer).open()
+    message = str(info.value)
+    assert f"{shlex.quote(sys.executable)} -m pip install 'gpiod>=2.0'" in message and "'pi' extra" in message
+    assert "apt" not in message and "python3-" not in message and "spidev" not in message
 
 
 def test_lgpio_fallback_when_gpiod_is_too_old() -> None:

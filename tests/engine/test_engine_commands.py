@@ -131,3 +131,31 @@ def test_run_wav_input_mono_resampled(tmp_path, capsys):
         assert data["y"].tolist() == [1, 1600]
         assert 0.48 < float(data["m"]) <= 16000 / 32768 + 1e-6
     assert "y: float32[2]  top 2: 1600 @ [1], 1 @ [0]" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("case, message", [
+    ("missing", "missing --input for x: give each model input as --input NAME=FILE"),
+    ("shape", "input 'x': shape"),
+    ("dtype", "input 'x': dtype int64, expected float32"),
+    ("save", "--save .*does not exist"),
+])
+def test_wrong_inputs_exit_2(tmp_path, capsys, case, message):
+    """Wrong engine run inputs (missing, wrong shape or dtype, unwritable --save) exited 1 like a
+    runtime failure; they are bad input: exit 2, one line."""
+    import re
+
+    from frame.cli import main
+
+    proto, feeds = builders.mlp()
+    path = builders.save(proto, tmp_path / "m.onnx")
+    x = feeds["x"]
+    arrays = {"shape": x[:, :-1], "dtype": x.astype(np.int64)}
+    argv = ["engine", "run", path]
+    if case != "missing":
+        np.save(tmp_path / "x.npy", arrays.get(case, x))
+        argv += ["--input", f"x={tmp_path / 'x.npy'}"]
+    if case == "save":
+        argv += ["--save", str(tmp_path / "no" / "out.npz")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and re.search(message, err[0]), err

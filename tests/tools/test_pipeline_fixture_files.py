@@ -94,7 +94,7 @@ def test_case_arrays_match_description(kind, name):
     np.testing.assert_array_equal(ref["latents"], ref["step_latents"][-1])
     assert ("step_noise" in ref.files) == (case["sampler"] in ("euler_a", "lcm"))
     assert ("negative_prompt_embeds" in ref.files) == (case["guidance"] > 1.0)
-    assert case["onnx_rebuild_psnr_db"] >= 100.0
+    assert case["onnx_rebuild_psnr_db"] >= 95.0  # 98 dB for DDIM with clipped x0, 120-139 dB otherwise
     ids = ref["input_ids"][0]
     assert ids[0] == 3512 and 3513 in ids
 
@@ -133,3 +133,20 @@ def test_prompt_embeds_are_the_onnx_text_encoders_output(kind, name):
 def test_total_size_under_budget():
     total = sum(f.stat().st_size for f in ROOT.rglob("*") if f.is_file())
     assert total < 6 * 1024 * 1024, total
+
+
+def test_ddim_from_an_euler_file_follows_the_file():
+    """Issue 13 item 26: DDIM switched from a folder whose scheduler_config.json is an Euler "linspace"
+    file. The reference reads the file (linspace timesteps, x0 clipped, final alpha 1); diffusers'
+    in-memory Euler -> DDIM switch takes "leading" instead and lands ~15 dB away, which was the report."""
+    cases = {c["name"]: c for c in _cases("sd15")}
+    for name in ("ddim_euler_linspace_g5", "ddim_euler_linspace_g7_5"):
+        case = cases[name]
+        own = case["scheduler_config"]
+        assert own["_class_name"] == "EulerDiscreteScheduler"
+        assert own["timestep_spacing"] == "linspace" and "clip_sample" not in own
+        config = case["scheduler"]["config"]
+        assert case["scheduler"]["class"] == "DDIMScheduler" and config["timestep_spacing"] == "linspace"
+        assert config["clip_sample"] is True and config["set_alpha_to_one"] is True
+        assert np.load(ROOT / "sd15" / case["reference"])["timesteps"].tolist() == [999, 666, 333, 0]
+        assert case["diffusers_in_memory_chain_psnr_db"] < 20

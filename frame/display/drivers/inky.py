@@ -24,6 +24,7 @@ from frame.display.drivers.base import Driver, PanelError
 from frame.display.panels import Panel, get_panel
 from frame.display.spidev_compat import SpiDevCompat
 from frame.errors import FrameError
+from frame.install_hints import extra_hint, pip_command
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +45,8 @@ def load_inky() -> Any:
     try:
         return importlib.import_module("inky.auto")
     except ImportError:
-        raise FrameError("panel 'inky' needs Pimoroni's inky library: pip install 'frame[inky]' and "
-                         "pip install --no-deps inky (tools/install-pi.sh installs both)") from None
+        raise FrameError("panel 'inky' needs Pimoroni's inky library: " + extra_hint("inky") + ", then "
+                         + pip_command("inky", no_deps=True) + " (inky's spidev is not needed)") from None
 
 
 def spidev_installed() -> bool:
