@@ -34,6 +34,10 @@ def register(subparsers) -> None:
                         help="skip denoising: decode these latents (from --save-latents)")
     parser.add_argument("--resume", metavar="DIR",
                         help="checkpoint every step in DIR and continue an interrupted render from it")
+    parser.add_argument("--init-image", metavar="FILE", help="image-to-image: start from this picture (any size: "
+                        "scaled to cover --size and centre-cropped; the model needs a vae_encoder)")
+    parser.add_argument("--strength", type=float, metavar="S", help="image-to-image: how much of the picture "
+                        "to repaint, 0 < S <= 1 (default 0.6; 0.3 stays close, 0.8 keeps only the layout)")
     parser.set_defaults(func=render_command)
 
 
@@ -61,6 +65,8 @@ class ProgressBar:
             return "encoding prompt…".ljust(self.width + 40)
         if progress.phase == "vae":
             return f"decoding image {progress.op_fraction:4.0%}".ljust(self.width + 40)
+        if progress.phase == "encode":
+            return f"encoding init image {progress.op_fraction:4.0%}".ljust(self.width + 40)
         filled = int(progress.fraction * self.width)
         eta = "" if progress.eta_seconds is None else f" ETA {_clock(progress.eta_seconds)}"
         shown = progress.step if progress.step_done else progress.step + 1
@@ -99,6 +105,14 @@ def _size(pipe, text: str, display_size: str) -> tuple[int, int]:
     return pipe.auto_size(panel[0] / panel[1])
 
 
+def _strength(args: argparse.Namespace) -> float | None:
+    if args.init_image is None:
+        return None
+    from frame.diffusion.img2img import DEFAULT_STRENGTH
+
+    return DEFAULT_STRENGTH if args.strength is None else args.strength
+
+
 def render_command(args: argparse.Namespace) -> int:
     from frame.config import load_config
     from frame.diffusion.pipeline import load_pipeline
@@ -110,6 +124,8 @@ def render_command(args: argparse.Namespace) -> int:
     model = config.model
     if args.prompt is None and args.decode_latents is None:
         raise UsageError("render: --prompt is required (or --decode-latents FILE.npy)")
+    if args.strength is not None and args.init_image is None:
+        raise UsageError("render: --strength is for image-to-image: give --init-image FILE too")
     pipe = load_pipeline(args.model or resolve_model_source(model.source), cache_dir=model.cache_dir or None,
                          weights=model.weights, attention_slices=model.attention_slices,
                          vae_tile=model.vae_tile, vae_tile_overlap=model.vae_tile_overlap)
@@ -119,18 +135,24 @@ def render_command(args: argparse.Namespace) -> int:
         image = pipe.decode(_load_array(args.decode_latents, "--decode-latents"), bar)
     else:
         width, height = _size(pipe, args.size or model.size, config.display.size)
+        strength = _strength(args)
         settings = pipe.settings(args.prompt, model.negative_prompt if args.negative is None else args.negative,
                                  model.steps if args.steps is None else args.steps,
                                  model.guidance if args.guidance is None else args.guidance,
-                                 args.sampler or model.sampler, args.seed, width, height)
+                                 args.sampler or model.sampler, args.seed, width, height, strength)
+        init = None
+        if args.init_image:
+            from frame.diffusion.img2img import prepare
+
+            init = prepare(args.init_image, settings.width, settings.height)
         noise = _load_array(args.init_noise, "--init-noise") if args.init_noise else None
-        latents = pipe.denoise_settings(settings, noise, bar, args.resume)
+        latents = pipe.denoise_settings(settings, noise, bar, args.resume, init_image=init)
         if args.save_latents:
             import numpy as np
 
             np.save(args.save_latents, latents)
         image = pipe.decode(latents, bar)
-        parameters = pipe.parameters(settings).to_text()
+        parameters = pipe.parameters(settings, init).to_text()
     bar.finish()
     save_png(image, args.out, parameters)
     if args.resume:

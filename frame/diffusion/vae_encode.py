@@ -170,6 +170,7 @@ def encode(load: Callable[[str], Any], source: str, pixels: np.ndarray, noise: n
         log.info("encoding the init image (%s) %s", style,
                  f"in {tile_hw[0]}x{tile_hw[1]} latent tiles" if use_tiles else "whole")
         if use_tiles:
+            overlap = min(overlap, min(tile_hw) // 2)  # a small fixed input size leaves room for less overlap
             result = encode_tiled(model, style, pixels, noise, factor, tile_hw, overlap, progress)
         else:
             result = _run(model, style, pixels, noise)
