@@ -36,6 +36,8 @@ class ModelInfo:
     latent_multiple: int  # latent sides must be multiples of this (UNet down-sampling)
     scaling_factor: float
     force_zeros_for_empty_prompt: bool
+    # SDXL refiner-type exports (StableDiffusionXLImg2ImgPipeline config): time_ids carry an aesthetic score
+    requires_aesthetics_score: bool = False
 
     @property
     def default_steps(self) -> int:
@@ -106,6 +108,7 @@ def read_model_info(files: ModelFiles) -> ModelInfo:
         latent_multiple=2 ** (unet_levels - 1),
         scaling_factor=float(vae.get("scaling_factor") or DEFAULT_SCALING[kind]),
         force_zeros_for_empty_prompt=bool(index.get("force_zeros_for_empty_prompt", kind == SDXL)),
+        requires_aesthetics_score=bool(index.get("requires_aesthetics_score", False)),
     )
     log.info("model %s: %s, native %dx%d, %d-pixel size steps", info.name, info.label, *info.native_size,
              info.latent_multiple * info.vae_factor)

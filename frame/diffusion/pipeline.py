@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 Loader = Callable[[str], Any]
 ProgressCallback = Callable[[Progress], None]
 LATENT_CHANNELS = 4
+AESTHETIC_SCORES = (2.5, 6.0)  # diffusers' SDXL img2img defaults (negative, positive), refiner-type exports only
 
 
 def engine_loader(weights: str = "auto", attention_slices: int | None = None) -> Loader:
@@ -267,7 +268,7 @@ class Pipeline:
         model = self.load(self.unet_source)
         try:
             unet = denoise.GuidedUNet(model, cond, uncond, settings.guidance, (settings.width, settings.height),
-                                      self.cfg_batch)
+                                      self.cfg_batch, AESTHETIC_SCORES if self.info.requires_aesthetics_score else None)
             return denoise.run_loop(sampler, unet, latents, state, start, on_step, on_op)
         finally:
             _close(model)
