@@ -14,7 +14,9 @@ Step 2 runs each measurement in its own process and prints its own peak RSS (``V
 * ``encode-ort``: onnxruntime encodes it in one piece (comparison; run under the big-memory lock);
 * ``render-img2img``: a whole 512×512 image-to-image render (20 steps at strength 0.1: 2 UNet steps,
   guidance 7.5, euler) on the full-size UNet, text encoder and VAE from ``/work/cache/sd15-full``
-  (``benchmarks/engine_vs_onnxruntime.py --export-only``) plus this encoder, with the per-phase peaks.
+  (``benchmarks/engine_vs_onnxruntime.py --export-only``) plus this encoder, with the per-phase peaks;
+* ``render-txt2img``: the same folder, prompt and 2 UNet steps as text-to-image (``sd_memory.py``'s
+  ``render``), for a like-for-like comparison in the same run.
 
 Usage::
 
@@ -37,7 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 ENCODER_CACHE = Path("/work/cache/i16-img2img/sd15-vae-encoder")
 PIPELINE = Path("/work/cache/i16-img2img/sd15-pipeline")
-KINDS = ("encode-tiled", "encode-whole", "encode-ort", "render-img2img")
+KINDS = ("encode-tiled", "encode-whole", "encode-ort", "render-img2img", "render-txt2img")
 
 
 def export(cache: Path) -> None:
@@ -115,9 +117,9 @@ def child(kind: str, cache: Path, save: str | None) -> None:
         pipe = load_pipeline(PIPELINE)
         phases = PhasePeaks()
         picture = Image.fromarray(((pixels[0].transpose(1, 2, 0) + 1) * 127.5).astype(np.uint8))
-        image = pipe.generate("a lighthouse in a storm, oil painting", steps=20, guidance=7.5, sampler="euler",
-                              seed=1, width=512, height=512, init_image=picture, strength=0.1,
-                              callback=lambda p: phases.switch(p.phase))
+        start_from = dict(steps=20, init_image=picture, strength=0.1) if kind == "render-img2img" else dict(steps=2)
+        image = pipe.generate("a lighthouse in a storm, oil painting", guidance=7.5, sampler="euler", seed=1,
+                              width=512, height=512, callback=lambda p: phases.switch(p.phase), **start_from)
         phases.switch("done")
         latent = np.asarray(image)
         detail = {"phase_peak_rss_mb": phases.peaks}
@@ -159,7 +161,7 @@ def main() -> None:
     if args.export:
         export(args.encoder_cache)
         return
-    if "render-img2img" in args.only:
+    if "render" in args.only:
         assemble(args.encoder_cache, args.full)
     import tempfile
 

@@ -16,6 +16,7 @@ import pytest
 from PIL import Image
 
 from frame.diffusion import img2img, load_pipeline
+from frame.diffusion.model_check import describe_folder
 from frame.diffusion.resume import FILENAME
 from frame.errors import UsageError
 from frame.models import demo_model_path
@@ -114,6 +115,10 @@ def test_model_without_vae_encoder_says_so(tmp_path, picture):
     pipe.generate("x", steps=1, **SIZE)  # text-to-image does not need it
     with pytest.raises(UsageError, match="has no vae_encoder/model.onnx, which image-to-image needs"):
         pipe.generate("x", steps=2, init_image=picture, strength=0.5, **SIZE)
+    lines = [line for _, line in describe_folder(folder)]  # what `frame config check` prints
+    assert "image-to-image (more like this): not available, the folder has no vae_encoder/model.onnx" in lines[-1]
+    lines = [line for _, line in describe_folder(demo_model_path())]
+    assert lines[-1] == "image-to-image (more like this): available" and "vae_encoder fp32" in lines[0]
 
 
 def _crash_after(step: int):
