@@ -288,7 +288,7 @@ class Pipeline:
 
     def vae_encoder_source(self) -> str:
         """Path or URL of ``vae_encoder/model.onnx``, or a UsageError saying image-to-image needs it."""
-        if isinstance(self.files, OnnxStreamFiles) or not self.files.exists("vae_encoder/model.onnx"):
+        if isinstance(self.files, OnnxStreamFiles) or not self.files.has_model("vae_encoder"):
             raise UsageError(f"{self.files.source} has no vae_encoder/model.onnx, which image-to-image needs "
                              "('optimum-cli export onnx' writes it; OnnxStream's folders have none)")
         return self.files.onnx("vae_encoder")

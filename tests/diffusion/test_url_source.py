@@ -11,7 +11,7 @@ import pytest
 from frame.diffusion import load_pipeline
 from frame.diffusion.model_files import ModelFiles
 from frame.diffusion.model_info import read_model_info
-from frame.errors import FrameError
+from frame.errors import FrameError, UsageError
 from frame.models import demo_model_path
 from tests.engine.http_server import RangeServer
 
@@ -49,3 +49,30 @@ def test_render_from_url_matches_local_folder(server, tmp_path):
     ranged = [p for p, r in server.requests if r is not None]
     assert "/unet/model.onnx" in ranged  # weights came as Range requests, not cached files
     assert not (tmp_path / "unet").exists() and not any(tmp_path.rglob("model.onnx"))
+
+
+def test_img2img_from_url_matches_local_folder_and_caches_no_weights(server, tmp_path):
+    picture = load_pipeline(demo_model_path()).generate("a cat", steps=1, guidance=0, width=32, height=32)
+    args = dict(steps=2, guidance=0, seed=3, width=32, height=32, init_image=picture, strength=0.5)
+    remote = load_pipeline(server.url(""), cache_dir=tmp_path).generate("a cat", **args)
+    local = load_pipeline(demo_model_path()).generate("a cat", **args)
+    assert np.array_equal(np.asarray(remote), np.asarray(local))
+    assert ("HEAD /vae_encoder/model.onnx", None) in server.requests  # asked, not downloaded
+    assert "/vae_encoder/model.onnx" in [p for p, r in server.requests if r is not None]
+    assert not any(tmp_path.rglob("model.onnx"))
+
+
+def test_img2img_from_url_without_encoder_says_so(tmp_path):
+    folder = tmp_path / "served"
+    folder.mkdir()
+    for item in demo_model_path().iterdir():
+        if item.name != "vae_encoder":
+            (folder / item.name).symlink_to(item)
+    served = RangeServer(str(folder)).start()
+    try:
+        pipe = load_pipeline(served.url(""), cache_dir=tmp_path / "cache")
+        picture = pipe.generate("a cat", steps=1, guidance=0, width=32, height=32)
+        with pytest.raises(UsageError, match="has no vae_encoder/model.onnx"):
+            pipe.generate("a cat", steps=2, width=32, height=32, init_image=picture, strength=0.5)
+    finally:
+        served.stop()

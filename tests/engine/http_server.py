@@ -23,6 +23,18 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, *args) -> None:  # keep test output quiet
         pass
 
+    def do_HEAD(self) -> None:  # noqa: N802 (http.server naming)
+        server: RangeServer = self.server.owner
+        server.record(f"HEAD {self.path}", None)
+        path = os.path.join(server.root, self.path.lstrip("/").split("?")[0])
+        if not os.path.isfile(path):
+            self.send_error(404)
+            return
+        self.send_response(200)
+        self.send_header("Content-Length", str(os.path.getsize(path)))
+        self.send_header("Accept-Ranges", "bytes")
+        self.end_headers()
+
     def do_GET(self) -> None:  # noqa: N802 (http.server naming)
         server: RangeServer = self.server.owner
         server.record(self.path, self.headers.get("Range"))
