@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from PIL import Image
 
 from frame.diffusion import load_pipeline
 from frame.diffusion.model_files import ModelFiles
@@ -52,7 +53,7 @@ def test_render_from_url_matches_local_folder(server, tmp_path):
 
 
 def test_img2img_from_url_matches_local_folder_and_caches_no_weights(server, tmp_path):
-    picture = load_pipeline(demo_model_path()).generate("a cat", steps=1, guidance=0, width=32, height=32)
+    picture = Image.linear_gradient("L").convert("RGB").resize((32, 32))
     args = dict(steps=2, guidance=0, seed=3, width=32, height=32, init_image=picture, strength=0.5)
     remote = load_pipeline(server.url(""), cache_dir=tmp_path).generate("a cat", **args)
     local = load_pipeline(demo_model_path()).generate("a cat", **args)
@@ -71,7 +72,7 @@ def test_img2img_from_url_without_encoder_says_so(tmp_path):
     served = RangeServer(str(folder)).start()
     try:
         pipe = load_pipeline(served.url(""), cache_dir=tmp_path / "cache")
-        picture = pipe.generate("a cat", steps=1, guidance=0, width=32, height=32)
+        picture = Image.linear_gradient("L").convert("RGB")
         with pytest.raises(UsageError, match="has no vae_encoder/model.onnx"):
             pipe.generate("a cat", steps=2, width=32, height=32, init_image=picture, strength=0.5)
     finally:
