@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(args.out)
     pipe = build_pipeline(vocab, merges)
     report = dx.export_pipeline(pipe, args.out, {"tokenizer": (vocab, merges, clip_vocab.EOS)},
-                                fp16_min=FP16_MIN_ELEMENTS, with_vae_encoder=False,
+                                fp16_min=FP16_MIN_ELEMENTS, vae_encoder="sampled",
                                 scheduler_extra=SCHEDULER_EXTRA)
     if kept is not None:
         readme.write_text(kept)

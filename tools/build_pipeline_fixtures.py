@@ -3,7 +3,8 @@
 Dev-only (torch, diffusers, transformers, onnxruntime). Output per pipeline in
 ``tests/fixtures/pipelines/<sd15|sdxl>/``: ``model/`` (the optimum ONNX folder layout), ``noise/*.npy``
 (starting latents passed as ``latents=``), ``references/<case>.npz`` (diffusers' outputs) and
-``cases.json`` (every parameter of every case). See tests/fixtures/pipelines/README.md.
+``cases.json`` (every parameter of every case); image-to-image: ``init/*.png`` (starting pictures),
+``references/img2img_<case>.npz`` and ``img2img.json``. See tests/fixtures/pipelines/README.md.
 
     /work/venv/bin/python tools/build_pipeline_fixtures.py [--out tests/fixtures/pipelines] [--only sd15]
 """
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -104,6 +106,36 @@ SD15_CASES = [
     pc.Case("ddim_euler_linspace_g7_5", "ddim", PROMPT, NEGATIVE, 4, 7.5, 96, 64, "n96x64.npy",
             notes=DDIM_FROM_EULER, scheduler_config=EULER_FILE),
 ]
+# Image-to-image: diffusers' StableDiffusion[XL]Img2ImgPipeline from the same components. The sd15 folder's
+# vae_encoder samples inside the graph (optimum < 1.23, output latent_sample), the sdxl folder's returns
+# the posterior's parameters (optimum >= 1.23, output latent_parameters).
+ENCODER_STYLE = {"sd15": "sampled", "sdxl": "parameters"}
+VAE_ENCODER_STATS = (5.0, 0.3)  # latent mean std and posterior std, see normalise_vae_encoder
+PICTURES = {"meadow96x64.png": (96, 64), "tower64x96.png": (64, 96), "photo150x101.png": (150, 101)}
+SD15_IMG2IMG = [
+    pc.Case("euler", "euler", PROMPT, NEGATIVE, 8, 7.5, 96, 64, "", strength=0.75, init_image="meadow96x64.png",
+            notes="8 steps x 0.75: the last 6 run"),
+    pc.Case("euler_a", "euler_a", PROMPT, NEGATIVE, 8, 7.5, 96, 64, "", strength=0.5,
+            init_image="meadow96x64.png", notes="ancestral: per-step noise recorded in step_noise"),
+    pc.Case("ddim", "ddim", PROMPT, "", 10, 5.0, 64, 96, "", strength=0.3, init_image="tower64x96.png",
+            notes="10 x 0.3 = 3.0000000000000004: 3 steps"),
+    pc.Case("dpmpp_2m_karras_photo", "dpm++2m_karras", PROMPT, NEGATIVE, 10, 7.0, 96, 64, "", strength=0.8,
+            init_image="photo150x101.png", notes="a 150x101 picture covered and centre-cropped to 96x64"),
+    pc.Case("lcm", "lcm", PROMPT, "", 4, 1.0, 96, 64, "", strength=0.5, init_image="meadow96x64.png",
+            notes="guidance 1: no unconditional pass; LCM's per-step noise recorded"),
+    pc.Case("dpmpp_2m_full", "dpm++2m", PROMPT, NEGATIVE, 6, 7.0, 96, 64, "", strength=1.0,
+            init_image="meadow96x64.png", notes="strength 1: every step runs, from the picture's latent + noise"),
+]
+SDXL_IMG2IMG = [
+    pc.Case("euler", "euler", PROMPT, NEGATIVE, 8, 5.0, 96, 64, "", strength=0.6, init_image="meadow96x64.png",
+            notes="time_ids (64, 96, 0, 0, 64, 96) as text-to-image (requires_aesthetics_score false)"),
+    pc.Case("dpmpp_2m_karras_photo", "dpm++2m_karras", PROMPT, NEGATIVE, 6, 5.0, 64, 96, "", strength=0.5,
+            init_image="photo150x101.png", notes="a 150x101 picture covered and centre-cropped to 64x96"),
+    pc.Case("ddim", "ddim", PROMPT, NEGATIVE, 10, 6.0, 96, 64, "", strength=0.3, init_image="meadow96x64.png"),
+    pc.Case("turbo_euler_a_2x0.5", "euler_a", PROMPT, "", 2, 0.0, 96, 64, "", strength=0.5,
+            init_image="meadow96x64.png", scheduler_overrides={"timestep_spacing": "trailing"},
+            notes="SDXL Turbo img2img as diffusers documents it: 2 steps at 0.5 = one step, no guidance"),
+]
 SDXL_CASES = [
     pc.Case("euler", "euler", PROMPT, NEGATIVE, 5, 5.0, 96, 64, "n96x64.npy",
             notes="size differs from native 128x128, so time_ids = (64, 96, 0, 0, 64, 96)"),
@@ -186,6 +218,70 @@ def normalise_unet_output(unet, target_std: float = 1.0) -> float:
     return factor
 
 
+def write_pictures(folder: Path) -> None:
+    """Smooth seeded test pictures (gradients, discs, a horizon), so the VAE sees structure, not noise."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, (width, height) in PICTURES.items():
+        rng = np.random.default_rng(zlib.crc32(name.encode()))
+        y, x = np.mgrid[0:height, 0:width].astype(np.float32)
+        sky = np.stack([0.3 + 0.4 * y / height, 0.5 + 0.3 * x / width, 0.9 - 0.3 * y / height], -1)
+        ground = np.stack([0.2 + 0.2 * x / width, 0.6 - 0.2 * y / height, 0.1 + 0.1 * x / width], -1)
+        horizon = height * rng.uniform(0.5, 0.7) + 4 * np.sin(x / width * 6.0 + rng.uniform(0, 6))
+        picture = np.where((y > horizon)[..., None], ground, sky)
+        for _ in range(4):
+            cy, cx, r = rng.uniform(0, height), rng.uniform(0, width), rng.uniform(4, min(width, height) / 3)
+            picture = np.where((((y - cy) ** 2 + (x - cx) ** 2) < r * r)[..., None], rng.uniform(0, 1, 3), picture)
+        pixels = (np.clip(picture, 0, 1) * 255).round().astype(np.uint8)
+        Image.fromarray(pixels, "RGB").save(folder / name)
+
+
+def record_img2img(pipe, kind: str, root: Path, base: dict) -> None:
+    """Run the image-to-image cases with diffusers; write references/img2img_*.npz and img2img.json."""
+    cases = SD15_IMG2IMG if kind == "sd15" else SDXL_IMG2IMG
+    described = []
+    for case in cases:
+        seed = zlib.crc32(f"img2img/{case.name}".encode())
+        picture = Image.open(root / "init" / case.init_image).convert("RGB")
+        arrays, scheduler = pc.run_case(pipe, case, base, None, kind == "sdxl", seed, picture)
+        name = f"references/img2img_{case.name}.npz"
+        sens = pc.sensitivity(pipe, case, base, None, kind == "sdxl", arrays["image"], seed, picture)
+        rebuilt = onnx_reference_pipeline.generate_img2img(root / "model", case, arrays)
+        onnx_psnr = round(pc.psnr(arrays["image"], rebuilt), 1)
+        # kept small (the fixtures' size budget): the image as the uint8 picture frame's test compares,
+        # no prompt embeddings (the text-to-image references check those)
+        arrays = {k: v for k, v in arrays.items() if "prompt_embeds" not in k}
+        arrays["image"] = (arrays["image"] * 255).round().astype(np.uint8)
+        np.savez(root / name, **arrays)
+        described.append({**pc.describe(case), "scheduler": scheduler, "reference": name,
+                          "arrays": {k: [str(v.dtype), list(v.shape)] for k, v in arrays.items()},
+                          "onnx_rebuild_psnr_db": onnx_psnr, "sensitivity_psnr_db": sens})
+        print(f"  {kind}/img2img_{case.name}: {len(arrays['step_latents'])} steps run; rebuilt from ONNX: "
+              f"{onnx_psnr} dB; one parameter changed: {sens}")
+    manifest = {"pipeline": kind, "model": "model", "output_type": "np", "vae_encoder": ENCODER_STYLE[kind],
+                "cases": described}
+    (root / "img2img.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
+
+
+def normalise_vae_encoder(vae, picture: np.ndarray, mean_std: float, posterior_std: float) -> None:
+    """Give the random VAE encoder a trained one's statistics: latent mean std ``mean_std``, posterior std
+    about ``posterior_std`` (both before scaling_factor).
+
+    At torch's default init the posterior std is ~1 and the mean ~0.1, so the picture barely reaches
+    the latent: a frame that mirrored or ignored it would still pass a 40 dB check. Only quant_conv
+    changes (the decoder uses post_quant_conv), so text-to-image references stay as they were.
+    """
+    x = torch.from_numpy(picture)
+    with torch.no_grad():
+        moments = vae.quant_conv(vae.encoder(x))
+        channels = moments.shape[1] // 2
+        conv = vae.quant_conv
+        factor = mean_std / float(moments[:, :channels].std())
+        conv.weight[:channels].mul_(factor)
+        conv.bias[:channels].mul_(factor)
+        conv.weight[channels:].mul_(0.1)
+        conv.bias[channels:] = 2.0 * float(np.log(posterior_std))
+
+
 def write_noise(folder: Path, cases: list[pc.Case]) -> None:
     """One seeded standard-normal start per size, named n<width>x<height>.npy, shape (1, 4, h/8, w/8)."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -219,8 +315,11 @@ def build_kind(kind: str, out: Path, vocab, merges) -> None:
         shutil.rmtree(root)
     pipe, tokenizers, extra = builder(vocab, merges)
     factor = normalise_unet_output(pipe.unet)
+    write_pictures(root / "init")
+    meadow = np.asarray(Image.open(root / "init" / "meadow96x64.png"), np.float32) / 127.5 - 1
+    normalise_vae_encoder(pipe.vae, meadow.transpose(2, 0, 1)[None].copy(), *VAE_ENCODER_STATS)
     report = dx.export_pipeline(pipe, root / "model", tokenizers, unet_external=kind == "sdxl",
-                                with_vae_encoder=False, scheduler_extra=extra)
+                                vae_encoder=ENCODER_STYLE[kind], scheduler_extra=extra)
     for sub in tokenizers:
         clip_vocab.verify_tokenizer(root / "model" / sub, len(vocab))
     print(f"{kind}: exported model/ ({dx.folder_size(root / 'model') / 1024:.0f} KiB); onnxruntime vs torch:\n"
@@ -248,6 +347,7 @@ def build_kind(kind: str, out: Path, vocab, merges) -> None:
     cases_json = {"pipeline": kind, "model": "model", "output_type": "np", "unet_conv_out_scale": factor,
                   "cases": described}
     (root / "cases.json").write_text(json.dumps(cases_json, indent=2, ensure_ascii=False) + "\n")
+    record_img2img(pipe, kind, root, base)
     print(f"{kind}: total {dx.folder_size(root) / 1024:.0f} KiB")
 
 

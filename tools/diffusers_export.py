@@ -16,6 +16,7 @@ from pathlib import Path
 
 import clip_vocab
 import numpy as np
+import onnx
 import onnx_export as ox
 import tiny_models as tm
 import torch
@@ -109,24 +110,55 @@ def export_unet(report, pipe, out, external):
     report.files.append(out / "unet" / "config.json")
 
 
-def export_vae(report, pipe, out, with_encoder):
-    """vae_decoder (latent_sample -> sample) and optionally vae_encoder (sample -> latent_sample)."""
+def export_vae(report, pipe, out, encoder_style):
+    """vae_decoder (latent_sample -> sample) and, unless ``encoder_style`` is None, vae_encoder."""
     vae = pipe.vae
     rng = np.random.default_rng(0)
     z = rng.standard_normal((1, vae.config.latent_channels, 6, 10)).astype(np.float32)
-    axes = {"latent_sample": {0: "batch_size", 2: "height_latent", 3: "width_latent"},
-            "sample": {0: "batch_size", 2: "height", 3: "width"}}
     _export_and_check(report, "vae_decoder", tm.VaeDecoderWrapper(vae), out, {"latent_sample": z},
-                      ["sample"], axes)
-    names = ["vae_decoder"]
-    if with_encoder:
-        x = rng.uniform(-1, 1, (1, 3, 48, 80)).astype(np.float32)
-        _export_and_check(report, "vae_encoder", tm.VaeEncoderWrapper(vae), out, {"sample": x},
-                          ["latent_sample"], axes)
-        names.append("vae_encoder")
-    for name in names:
-        vae.save_config(str(out / name))
-        report.files.append(out / name / "config.json")
+                      ["sample"], VAE_AXES)
+    vae.save_config(str(out / "vae_decoder"))
+    report.files.append(out / "vae_decoder" / "config.json")
+    if encoder_style is not None:
+        export_vae_encoder(report, vae, out, encoder_style)
+
+
+VAE_AXES = {"latent_sample": {0: "batch_size", 2: "height_latent", 3: "width_latent"},
+            "latent_parameters": {0: "batch_size", 2: "height_latent", 3: "width_latent"},
+            "sample": {0: "batch_size", 2: "height", 3: "width"}}
+
+
+def export_vae_encoder(report, vae, out, style: str, opset: int = OPSET, size: tuple[int, int] = (48, 80)):
+    """vae_encoder/model.onnx (+ config.json) in one of the exporters' styles (tm.VAE_ENCODER_STYLES).
+
+    A "sampled" graph draws its own noise, so onnxruntime cannot equal torch; it is checked with its
+    RandomNormalLike replaced by an input fed a known draw, against torch's ``mean + std * draw``.
+    """
+    output = tm.VAE_ENCODER_STYLES[style]
+    x = np.random.default_rng(1).uniform(-1, 1, (1, 3, *size)).astype(np.float32)
+    wrapper = tm.VaeEncoderWrapper(vae, style)
+    if style != "sampled":
+        _export_and_check(report, "vae_encoder", wrapper, out, {"sample": x}, [output], VAE_AXES)
+    else:
+        args = (torch.from_numpy(x),)
+        model = ox.export_torchscript(wrapper, args, ["sample"], [output], opset, VAE_AXES)
+        randoms = [n for n in model.graph.node if n.op_type == "RandomNormalLike"]
+        assert len(randoms) == 1, "a traced latent_dist.sample() has one RandomNormalLike"
+        report.files += ox.save(model, out / "vae_encoder", False)
+        fed, noise_name = ox.random_as_input(model)
+        eps = np.random.default_rng(2).standard_normal((1, vae.config.latent_channels, size[0] // 8,
+                                                        size[1] // 8)).astype(np.float32)
+        with torch.no_grad():
+            dist = vae.encode(torch.from_numpy(x), return_dict=False)[0]
+            ref = {output: (dist.mean + dist.std * torch.from_numpy(eps)).numpy()}
+        path = out / "vae_encoder" / "_fed_noise_check.onnx"
+        onnx.save(fed, str(path))
+        try:
+            report.errors["vae_encoder"] = ox.max_errors(ox.run_ort(path, {"sample": x, noise_name: eps}), ref)
+        finally:
+            path.unlink()
+    vae.save_config(str(out / "vae_encoder"))
+    report.files.append(out / "vae_encoder" / "config.json")
 
 
 def write_scheduler(pipe, out: Path, extra: dict | None) -> Path:
@@ -144,8 +176,9 @@ def write_scheduler(pipe, out: Path, extra: dict | None) -> Path:
 
 def export_pipeline(pipe, out: Path, tokenizers: dict[str, tuple[dict, list[str], str]],
                     fp16_min: int | None = None, unet_external: bool = False,
-                    with_vae_encoder: bool = True, scheduler_extra: dict | None = None) -> ExportReport:
-    """Write the whole folder. ``tokenizers`` maps subfolder -> (vocab, merges, pad_token)."""
+                    vae_encoder: str | None = "sampled", scheduler_extra: dict | None = None) -> ExportReport:
+    """Write the whole folder. ``tokenizers`` maps subfolder -> (vocab, merges, pad_token);
+    ``vae_encoder``: its export style (tiny_models.VAE_ENCODER_STYLES) or None for none."""
     out.mkdir(parents=True, exist_ok=True)
     report = ExportReport()
     pipe.save_config(str(out))
@@ -158,7 +191,7 @@ def export_pipeline(pipe, out: Path, tokenizers: dict[str, tuple[dict, list[str]
         if getattr(pipe, name, None) is not None:
             export_text_encoder(report, pipe, name, out, hidden_states=sdxl, fp16_min=fp16_min)
     export_unet(report, pipe, out, unet_external)
-    export_vae(report, pipe, out, with_vae_encoder)
+    export_vae(report, pipe, out, vae_encoder)
     return report
 
 

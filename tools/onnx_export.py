@@ -212,3 +212,21 @@ def max_errors(got: dict[str, np.ndarray], ref: dict[str, np.ndarray]) -> dict[s
 def op_types(model: onnx.ModelProto) -> list[str]:
     """Sorted distinct op types of the main graph."""
     return sorted({n.op_type for n in model.graph.node})
+
+
+def random_as_input(model: onnx.ModelProto) -> tuple[onnx.ModelProto, str]:
+    """A copy whose one RandomNormalLike node is replaced by a graph input of the same name.
+
+    onnxruntime draws its own noise (and refuses scale 0); with the draw as an input, a traced
+    ``latent_dist.sample()`` can be checked exactly against torch's ``mean + std * eps``.
+    """
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    nodes = [n for n in copy.graph.node if n.op_type == "RandomNormalLike"]
+    if len(nodes) != 1:
+        raise ValueError(f"expected one RandomNormalLike node, found {len(nodes)}")
+    node = nodes[0]
+    dtype = next((a.i for a in node.attribute if a.name == "dtype"), onnx.TensorProto.FLOAT)
+    copy.graph.node.remove(node)
+    copy.graph.input.append(onnx.helper.make_tensor_value_info(node.output[0], dtype, None))
+    return copy, node.output[0]

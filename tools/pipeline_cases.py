@@ -5,6 +5,13 @@ size, the scheduler (class + config), the starting noise (``latents=``) and, for
 that draw noise inside ``step`` (Euler ancestral, LCM), every per-step noise tensor. Recorded per
 case: the final image (output_type="np"), the latents after every step (the last one is what the
 VAE decodes), the prompt embeddings, the token ids and (SDXL) the add_time_ids.
+
+Image-to-image cases (``strength`` set) run StableDiffusionImg2ImgPipeline /
+StableDiffusionXLImg2ImgPipeline (``from_pipe`` of the same components) on a picture from ``init/``
+(fitted first with diffusers' own ``image_processor.resize(..., resize_mode="crop")`` when its size
+differs from the render size). Their two extra random draws are recorded too: the VAE posterior's
+``posterior_noise`` (``latent_dist.sample(generator)`` in ``retrieve_latents``) and the noise
+``prepare_latents`` adds (``noise``), plus the start latent (``init_latents``) after ``add_noise``.
 """
 
 from __future__ import annotations
@@ -51,6 +58,8 @@ class Case:
     # The scheduler_config.json of this case's folder when it is not the model folder's own (as diffusers
     # saved it): the same weights with another scheduler file, as an owner's export might ship.
     scheduler_config: dict[str, Any] | None = None
+    strength: float | None = None  # image-to-image: the share of the schedule that runs
+    init_image: str | None = None  # image-to-image: file in init/ (any size; fitted to width x height)
 
 
 def make_scheduler(case: Case, base_config: dict[str, Any]):
@@ -95,6 +104,56 @@ def recorded_step_noise(scheduler, seed: int, sink: list[np.ndarray], replay: np
         module.randn_tensor = original
 
 
+IMG2IMG_MODULES = {
+    "posterior_noise": "diffusers.models.autoencoders.vae",  # DiagonalGaussianDistribution.sample
+    "noise": None,  # the pipeline's own module (prepare_latents)
+}
+
+
+@contextlib.contextmanager
+def recorded_img2img_noise(pipe, seed: int, sink: dict[str, np.ndarray], posterior_mean: bool = False):
+    """Seeded numpy draws for the VAE posterior and for prepare_latents' noise, recorded by name.
+
+    ``posterior_mean``: the posterior draw is zeros, i.e. the latent is the posterior mean.
+    """
+    rng = np.random.default_rng(seed)
+    patched = []
+    for name, module_name in IMG2IMG_MODULES.items():
+        module = importlib.import_module(module_name or type(pipe).__module__)
+
+        def fake_randn(shape, generator=None, device=None, dtype=None, layout=None, name=name):
+            arr = rng.standard_normal(tuple(shape)).astype(np.float32)
+            if posterior_mean and name == "posterior_noise":
+                arr = np.zeros_like(arr)
+            assert name not in sink, f"{name} drawn twice"
+            sink[name] = arr
+            return torch.from_numpy(arr.copy()).to(dtype=dtype or torch.float32)
+
+        patched.append((module, module.randn_tensor))
+        module.randn_tensor = fake_randn
+    try:
+        yield
+    finally:
+        for module, original in patched:
+            module.randn_tensor = original
+
+
+def img2img_pipe(pipe, sdxl: bool):
+    """The image-to-image pipeline on the same components and config."""
+    import diffusers
+
+    if sdxl:
+        return diffusers.StableDiffusionXLImg2ImgPipeline.from_pipe(pipe, add_watermarker=False)
+    return diffusers.StableDiffusionImg2ImgPipeline.from_pipe(pipe, requires_safety_checker=False)
+
+
+def fitted_picture(pipe, picture, case: Case):
+    """diffusers' cover-and-centre-crop of the init picture to the render size (its ``resize_mode="crop"``)."""
+    if picture.size == (case.width, case.height):
+        return picture
+    return pipe.image_processor.resize(picture, case.height, case.width, resize_mode="crop")
+
+
 def _token_ids(tokenizer, text: str) -> np.ndarray:
     ids = tokenizer(text, padding="max_length", max_length=tokenizer.model_max_length, truncation=True,
                     return_tensors="np").input_ids
@@ -126,9 +185,18 @@ def encode(pipe, case: Case, sdxl: bool) -> dict[str, np.ndarray]:
     return out
 
 
-def run_case(pipe, case: Case, base_config: dict[str, Any], noise: np.ndarray, sdxl: bool,
-             seed: int, **pipe_kwargs: Any) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """Run diffusers' pipeline for one case; returns (arrays for the .npz, scheduler description)."""
+def run_case(pipe, case: Case, base_config: dict[str, Any], noise: np.ndarray | None, sdxl: bool,
+             seed: int, picture=None, img2img_seed: int | None = None, posterior_mean: bool = False,
+             **pipe_kwargs: Any
+             ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """Run diffusers' pipeline for one case; returns (arrays for the .npz, scheduler description).
+
+    Text-to-image cases start from ``noise``; image-to-image cases (``case.strength``) from
+    ``picture`` (a PIL image), with their two draws seeded by ``img2img_seed`` (default ``seed + 1``)
+    and recorded; ``seed`` seeds the schedulers' in-step noise.
+    """
+    if case.strength is not None:
+        pipe = img2img_pipe(pipe, sdxl)
     pipe.scheduler = make_scheduler(case, base_config)
     arrays = encode(pipe, case, sdxl)
     steps: list[np.ndarray] = []
@@ -143,13 +211,30 @@ def run_case(pipe, case: Case, base_config: dict[str, Any], noise: np.ndarray, s
         return {}
 
     tensor_inputs = ["latents", "add_time_ids", "add_text_embeds"] if sdxl else ["latents"]
-    with torch.no_grad(), recorded_step_noise(pipe.scheduler, seed, step_noise):
+    drawn: dict[str, np.ndarray] = {}
+    if case.strength is None:
+        start = {"latents": torch.from_numpy(noise.copy()), "width": case.width, "height": case.height}
+        recording = contextlib.nullcontext()
+    else:
+        fitted = fitted_picture(pipe, picture, case)
+        start = {"image": fitted, "strength": case.strength}
+        recording = recorded_img2img_noise(pipe, seed + 1 if img2img_seed is None else img2img_seed, drawn,
+                                           posterior_mean)
+        arrays["init_pixels"] = np.asarray(fitted, dtype=np.uint8)
+        prepare = pipe.prepare_latents
+
+        def recorded_prepare(*args, **kwargs):
+            latents = prepare(*args, **kwargs)
+            arrays["init_latents"] = latents.numpy().copy()
+            return latents
+
+        pipe.prepare_latents = recorded_prepare
+    with torch.no_grad(), recorded_step_noise(pipe.scheduler, seed, step_noise), recording:
         result = pipe(prompt=case.prompt, negative_prompt=case.negative_prompt, num_inference_steps=case.steps,
-                      guidance_scale=case.guidance, width=case.width, height=case.height,
-                      latents=torch.from_numpy(noise.copy()), output_type="np",
-                      callback_on_step_end=on_step_end, callback_on_step_end_tensor_inputs=tensor_inputs,
-                      **pipe_kwargs)
+                      guidance_scale=case.guidance, output_type="np", callback_on_step_end=on_step_end,
+                      callback_on_step_end_tensor_inputs=tensor_inputs, **start, **pipe_kwargs)
     arrays.update(extra)
+    arrays.update(drawn)
     arrays["image"] = np.asarray(result.images, dtype=np.float32)
     arrays["step_latents"] = np.stack(steps)
     arrays["latents"] = steps[-1]
@@ -176,12 +261,13 @@ def psnr(a: np.ndarray, b: np.ndarray) -> float:
     return float("inf") if mse == 0 else 10.0 * float(np.log10(1.0 / mse))
 
 
-def sensitivity(pipe, case: Case, base_config: dict[str, Any], noise: np.ndarray, sdxl: bool,
-                image: np.ndarray) -> dict[str, float]:
+def sensitivity(pipe, case: Case, base_config: dict[str, Any], noise: np.ndarray | None, sdxl: bool,
+                image: np.ndarray, seed: int = 0, picture=None) -> dict[str, float]:
     """PSNR of the case's image against images made with one parameter changed.
 
     Documents that a frame image within 40 dB of the reference really used the same prompt,
-    guidance, sampler, steps (and SDXL time_ids): each change lands well below 40 dB.
+    guidance, sampler, steps (and SDXL time_ids): each change lands well below 40 dB. Image-to-image
+    cases also change the strength, the picture (mirrored) and the VAE posterior / added noise draws.
     """
     other_sampler = "dpm++2m_karras" if case.sampler != "dpm++2m_karras" else "euler"
     variants: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
@@ -196,10 +282,17 @@ def sensitivity(pipe, case: Case, base_config: dict[str, Any], noise: np.ndarray
                                                {})
     if sdxl:
         variants["time_ids original_size 128x128"] = ({}, {"original_size": (128, 128)})
+    if case.strength is not None:
+        other = other_strength(case.steps, case.strength)
+        variants[f"strength {other:g}"] = ({"strength": other}, {})
+        variants["picture mirrored"] = ({}, {"picture": picture.transpose(0)})
+        variants["posterior and added noise redrawn"] = ({}, {"img2img_seed": seed + 100})
+        variants["posterior mean instead of a sample"] = ({}, {"posterior_mean": True})
     out = {}
     for label, (changes, kwargs) in variants.items():
         changed = Case(**{**asdict(case), **changes})
-        arrays, _ = run_case(pipe, changed, base_config, noise, sdxl, 0, **kwargs)
+        kwargs = {"picture": picture, **kwargs}
+        arrays, _ = run_case(pipe, changed, base_config, noise, sdxl, seed, **kwargs)
         out[label] = round(psnr(image, arrays["image"]), 1)
     return out
 
@@ -207,9 +300,23 @@ def sensitivity(pipe, case: Case, base_config: dict[str, Any], noise: np.ndarray
 NEG_ALT = "ugly, grainy"
 
 
+def other_strength(steps: int, strength: float) -> float:
+    """The nearest strength 0.2 or more away that runs a different number of steps."""
+    for delta in (0.2, 0.3, 0.4, 0.5):
+        for other in (strength - delta, strength + delta):
+            other = round(other, 2)
+            if 0 < other <= 1 and int(steps * other) != int(steps * strength) and int(steps * other) >= 1:
+                return other
+    raise ValueError(f"no other strength for {steps} steps at {strength}")
+
+
 def describe(case: Case) -> dict[str, Any]:
-    """The case as plain JSON data (``scheduler_config`` only where the case has its own)."""
+    """The case as plain JSON data (``scheduler_config`` only where the case has its own; text-to-image
+    cases without the image-to-image fields)."""
     data = asdict(case)
     if data["scheduler_config"] is None:
         del data["scheduler_config"]
+    if case.strength is None:
+        data.pop("strength")
+        data.pop("init_image")
     return data

@@ -140,15 +140,33 @@ class VaeDecoderWrapper(torch.nn.Module):
         return self.model.decode(latent_sample, return_dict=False)[0]
 
 
-class VaeEncoderWrapper(torch.nn.Module):
-    """``vae.encode(x).latent_dist.sample()`` as optimum exports vae_encoder (output latent_sample)."""
+# How exporters write vae_encoder/model.onnx (input ``sample``), by style: the output name and what it is.
+VAE_ENCODER_STYLES = {
+    # diffusers' convert_stable_diffusion_checkpoint_to_onnx.py and optimum < 1.23: latent_dist.sample()
+    # traced, so the graph draws its own noise (ConstantOfShape -> RandomNormalLike -> mean + std * noise)
+    "sampled": "latent_sample",
+    # optimum >= 1.23: latent_dist.parameters (mean and logvar stacked, 2 x 4 channels); the runtime samples
+    "parameters": "latent_parameters",
+    # some hand-written exports: latent_dist.mode(), the mean (deterministic)
+    "mean": "latent_sample",
+}
 
-    def __init__(self, model: torch.nn.Module) -> None:
+
+class VaeEncoderWrapper(torch.nn.Module):
+    """``vae.encode(x).latent_dist`` as one of the exporters' styles (:data:`VAE_ENCODER_STYLES`)."""
+
+    def __init__(self, model: torch.nn.Module, style: str = "sampled") -> None:
         super().__init__()
+        if style not in VAE_ENCODER_STYLES:
+            raise ValueError(f"unknown vae_encoder style {style!r}")
         self.model = model
+        self.style = style
 
     def forward(self, sample):
-        return self.model.encode(sample, return_dict=False)[0].mode()
+        dist = self.model.encode(sample, return_dict=False)[0]
+        if self.style == "sampled":
+            return dist.sample()
+        return dist.parameters if self.style == "parameters" else dist.mode()
 
 
 class ClipTextWrapper(torch.nn.Module):

@@ -1,9 +1,11 @@
-"""frame.diffusion: Stable Diffusion (SD 1.5, SDXL, Turbo) text-to-image on frame's streaming engine.
+"""frame.diffusion: Stable Diffusion (SD 1.5, SDXL, Turbo) text-to-image and image-to-image on frame's
+streaming engine.
 
 ``from frame.diffusion import load_pipeline`` is the entry point::
 
     pipe = load_pipeline("/models/sd15-onnx")           # folder or http(s) base URL
     image = pipe.generate("a lighthouse in a storm", seed=7, callback=print)
+    again = pipe.generate("a lighthouse at dawn", seed=7, init_image=image, strength=0.6)  # image-to-image
 
 Heavy modules are imported on first use so ``import frame.diffusion`` stays cheap.
 """

@@ -38,6 +38,10 @@ def register(subparsers) -> None:
                         help="skip denoising: decode these latents (from --save-latents)")
     parser.add_argument("--resume", metavar="DIR",
                         help="checkpoint every step in DIR and continue an interrupted render from it")
+    parser.add_argument("--init-image", metavar="FILE", help="image-to-image: start from this picture (any size: "
+                        "scaled to cover --size and centre-cropped; the model needs a vae_encoder)")
+    parser.add_argument("--strength", type=float, metavar="S", help="image-to-image: how much of the picture "
+                        "to repaint, 0 < S <= 1 (default 0.6; 0.3 stays close, 0.8 keeps only the layout)")
     parser.set_defaults(func=render_command)
 
 
@@ -73,6 +77,8 @@ class ProgressBar:
             return "encoding prompt…".ljust(self.width + 40)
         if progress.phase == "vae":
             return f"decoding image {progress.op_fraction:4.0%}".ljust(self.width + 40)
+        if progress.phase == "encode":
+            return f"encoding init image {progress.op_fraction:4.0%}".ljust(self.width + 40)
         filled = int(progress.fraction * self.width)
         eta = "" if progress.eta_seconds is None else f" ETA {_clock(progress.eta_seconds)}"
         shown = progress.step if progress.step_done else progress.step + 1
@@ -142,7 +148,8 @@ def _size(pipe, text: str, display_size: str) -> tuple[int, int]:
 
 
 def _generate(pipe, args: argparse.Namespace, config, bar: ProgressBar):
-    """Denoise and decode as the options say; returns the image and its A1111 parameters text."""
+    """Denoise and decode as the options say (from --init-image when given); returns the image and its
+    A1111 parameters."""
     from frame.diffusion.resume import resumable_seed
 
     model = config.model
@@ -151,15 +158,20 @@ def _generate(pipe, args: argparse.Namespace, config, bar: ProgressBar):
     settings = pipe.settings(args.prompt, model.negative_prompt if args.negative is None else args.negative,
                              model.steps if args.steps is None else args.steps,
                              model.guidance if args.guidance is None else args.guidance,
-                             args.sampler or model.sampler, seed, width, height)
+                             args.sampler or model.sampler, seed, width, height, _strength(args))
     print(f"seed {settings.seed}{' (random)' if args.seed == -1 else ''}", file=sys.stderr)
+    init = None
+    if args.init_image:
+        from frame.diffusion.img2img import prepare
+
+        init = prepare(args.init_image, settings.width, settings.height)
     noise = _load_array(args.init_noise, "--init-noise") if args.init_noise else None
-    latents = pipe.denoise_settings(settings, noise, bar, args.resume)
+    latents = pipe.denoise_settings(settings, noise, bar, args.resume, init_image=init)
     if args.save_latents:
         import numpy as np
 
         np.save(args.save_latents, latents)
-    return pipe.decode(latents, bar), pipe.parameters(settings)
+    return pipe.decode(latents, bar), pipe.parameters(settings, init)
 
 
 def _interrupted(args: argparse.Namespace, bar: ProgressBar) -> Interrupted:
@@ -174,6 +186,14 @@ def _interrupted(args: argparse.Namespace, bar: ProgressBar) -> Interrupted:
                        "every step, so that running it again after Ctrl-C continues where it stopped")
 
 
+def _strength(args: argparse.Namespace) -> float | None:
+    if args.init_image is None:
+        return None
+    from frame.diffusion.img2img import DEFAULT_STRENGTH
+
+    return DEFAULT_STRENGTH if args.strength is None else args.strength
+
+
 def render_command(args: argparse.Namespace) -> int:
     from frame.config import load_config
     from frame.diffusion.configured import load_configured_pipeline
@@ -184,6 +204,8 @@ def render_command(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     if args.prompt is None and args.decode_latents is None:
         raise UsageError("render: --prompt is required (or --decode-latents FILE.npy)")
+    if args.strength is not None and args.init_image is None:
+        raise UsageError("render: --strength is for image-to-image: give --init-image FILE too")
     out_format = _out_format(args.out)
     check_writable(args.out, "--out")
     if args.save_latents:

@@ -38,7 +38,8 @@ class GuidedUNet:
     """Callable ``(latent_input, timestep, progress) -> guided output`` around a loaded UNet."""
 
     def __init__(self, model: Any, cond: Conditioning, uncond: Conditioning | None, guidance: float,
-                 size: tuple[int, int], mode: str = "shared") -> None:
+                 size: tuple[int, int], mode: str = "shared",
+                 aesthetic_scores: tuple[float, float] | None = None) -> None:
         if mode not in GUIDANCE_MODES:
             raise FrameError(f"unknown guidance mode {mode!r} (choose from {', '.join(GUIDANCE_MODES)})")
         self.model = model
@@ -56,25 +57,39 @@ class GuidedUNet:
         self.shared = (len(self.passes) > 1 and not self.batch and mode == "shared"
                        and callable(getattr(model, "run_shared", None)))
         self.mode = "batched" if self.batch else "shared" if self.shared else "sequential"
-        self.extra = self._sdxl_inputs(size) if "text_embeds" in self.specs else {}
+        self.extra = self._sdxl_inputs(size, aesthetic_scores) if "text_embeds" in self.specs else {}
         if "timestep_cond" in self.specs:
             self.extra["timestep_cond"] = [self._guidance_embedding() for _ in self.passes]
 
-    def _sdxl_inputs(self, size: tuple[int, int]) -> dict[str, list[np.ndarray]]:
+    def _sdxl_inputs(self, size: tuple[int, int], aesthetic_scores: tuple[float, float] | None
+                     ) -> dict[str, list[np.ndarray]]:
         """SDXL micro-conditioning: pooled embeddings and time_ids from the real generation size.
 
         time_ids = (original height, width, crop top, left, target height, width), as diffusers'
-        ``_get_add_time_ids`` with original = target = the generated size and no crop.
+        ``_get_add_time_ids`` with original = target = the generated size and no crop (text-to-image and
+        image-to-image alike). Refiner-type exports (``requires_aesthetics_score``) take (original height,
+        width, crop top, left, aesthetic score) instead, with ``aesthetic_scores`` = (negative, positive),
+        diffusers' 2.5 and 6.0, as StableDiffusionXLImg2ImgPipeline does.
         """
         if "time_ids" not in self.specs:
             raise FrameError("unet: has 'text_embeds' but no 'time_ids' input")
         if any(p.pooled is None for p in self.passes):
             raise FrameError("unet: expects SDXL conditioning (text_embeds) but the model has one text encoder")
         width, height = size
-        time_ids = np.array([[height, width, 0, 0, height, width]], dtype=self.specs["time_ids"].dtype)
+        if aesthetic_scores is None:
+            rows = [[height, width, 0, 0, height, width]] * len(self.passes)
+        else:
+            negative, positive = aesthetic_scores
+            rows = [[height, width, 0, 0, score] for score in ([negative, positive][-len(self.passes):])]
+        spec = self.specs["time_ids"]
+        declared = spec.shape[-1] if spec.shape and isinstance(spec.shape[-1], int) else None
+        if declared is not None and declared != len(rows[0]):
+            raise FrameError(f"unet: takes {declared} time_ids but the model's config gives {len(rows[0])} "
+                             f"(requires_aesthetics_score in model_index.json is "
+                             f"{'true' if aesthetic_scores else 'false or missing'})")
         return {
             "text_embeds": [p.pooled.astype(self.specs["text_embeds"].dtype) for p in self.passes],
-            "time_ids": [time_ids for _ in self.passes],
+            "time_ids": [np.array([row], dtype=spec.dtype) for row in rows],
         }
 
     def _guidance_embedding(self) -> np.ndarray:

@@ -1,5 +1,5 @@
-"""What ``frame config check`` says about the model folder: each component's weight precision and
-whether its VAE decoder can be decoded in tiles.
+"""What ``frame config check`` says about the model folder: each component's weight precision,
+whether its VAE decoder can be decoded in tiles, and whether image-to-image can run (a vae_encoder).
 
 Precision is read from the graph (no weight bytes are read): 8-bit initializers that feed a
 ``DequantizeLinear`` (``frame model convert --weights uint8``, onnxruntime QDQ) or ``MatMulInteger``/
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-COMPONENTS = ("text_encoder", "text_encoder_2", "unet", "vae_decoder")
+COMPONENTS = ("text_encoder", "text_encoder_2", "unet", "vae_decoder", "vae_encoder")
 INTEGER_CONSUMERS = ("DequantizeLinear", "MatMulInteger", "ConvInteger", "DynamicQuantizeMatMul")
 
 
@@ -67,6 +67,10 @@ def describe_folder(folder: str | Path, vae_tile: int = 32) -> Iterator[tuple[st
                 parts.append(f"{component} unreadable ({exc})")
     if parts:
         yield "info", "weights: " + "; ".join(parts)
+    if (root / "unet" / "model.onnx").is_file():
+        yield "info", ("image-to-image (more like this): available" if (root / "vae_encoder" / "model.onnx").is_file()
+                       else "image-to-image (more like this): not available, the folder has no vae_encoder/model.onnx "
+                            "(optimum-cli export onnx writes one)")
     vae = root / "vae_decoder" / "model.onnx"
     if vae.is_file():
         try:

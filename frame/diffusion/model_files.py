@@ -70,6 +70,19 @@ class ModelFiles:
             return False
         return True
 
+    def has_model(self, component: str) -> bool:
+        """Whether ``component/model.onnx`` exists, without downloading it (a HEAD request for URLs)."""
+        if not self.is_url:
+            return (self.root / component / "model.onnx").is_file()
+        import requests
+
+        url = self.onnx(component)
+        try:
+            response = requests.head(url, allow_redirects=True, timeout=30)
+        except requests.RequestException as exc:
+            raise FrameError(f"cannot reach {url}: {exc}") from exc
+        return response.status_code != 404
+
     def json(self, relative: str, required: bool = True) -> dict[str, Any]:
         """Parsed JSON file; ``{}`` for a missing optional file."""
         if not required and not self.exists(relative):

@@ -41,6 +41,8 @@ class ModelInfo:
     scaling_factor: float
     force_zeros_for_empty_prompt: bool
     steps_override: int | None = None  # the model's own default, when it has one (the demo model)
+    # SDXL refiner-type exports (StableDiffusionXLImg2ImgPipeline config): time_ids carry an aesthetic score
+    requires_aesthetics_score: bool = False
 
     @property
     def default_steps(self) -> int:
@@ -114,6 +116,7 @@ def read_model_info(files: ModelFiles) -> ModelInfo:
         scaling_factor=float(vae.get("scaling_factor") or DEFAULT_SCALING[kind]),
         force_zeros_for_empty_prompt=bool(index.get("force_zeros_for_empty_prompt", kind == SDXL)),
         steps_override=DEMO_DEFAULT_STEPS if not files.is_url and is_demo_model(files.source) else None,
+        requires_aesthetics_score=bool(index.get("requires_aesthetics_score", False)),
     )
     log.info("model %s: %s, native %dx%d, %d-pixel size steps", info.name, info.label, *info.native_size,
              info.latent_multiple * info.vae_factor)

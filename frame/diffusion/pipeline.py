@@ -4,6 +4,8 @@
 time so that a Pi Zero's memory holds a single model: the text encoder(s) (closed right after), the
 UNet for every step (closed after the loop), then the VAE decoder. With ``resume_dir`` the loop
 checkpoints after every step and continues from the last one after a crash or power cut.
+``init_image`` turns a render into image-to-image (``frame.diffusion.img2img``): the VAE encoder
+runs first, then the loop runs the last ``int(steps * strength)`` steps.
 """
 
 from __future__ import annotations
@@ -19,7 +21,20 @@ import numpy as np
 from PIL import Image
 
 from frame.config.redact import redact_text
-from frame.diffusion import conditioning, denoise, guidance_plan, resume, rules, seeds, sizes, vae, vae_shapes
+from frame.diffusion import (
+    conditioning,
+    denoise,
+    guidance_plan,
+    img2img,
+    resume,
+    rules,
+    seeds,
+    sizes,
+    vae,
+    vae_encode,
+    vae_shapes,
+)
+from frame.diffusion import strength as img2img_strength
 from frame.diffusion.model_files import ModelFiles
 from frame.diffusion.model_info import SDXL, ModelInfo, read_model_info
 from frame.diffusion.onnxstream_layout import OnnxStreamFiles, is_onnxstream_folder
@@ -36,6 +51,7 @@ log = logging.getLogger(__name__)
 Loader = Callable[[str], Any]
 ProgressCallback = Callable[[Progress], None]
 LATENT_CHANNELS = 4
+AESTHETIC_SCORES = (2.5, 6.0)  # diffusers' SDXL img2img defaults (negative, positive), refiner-type exports only
 
 
 def engine_loader(weights: str = "auto", attention_slices: int | None = None,
@@ -66,6 +82,7 @@ class Settings:
     width: int
     height: int
     guidance_embedded: bool = False  # LCM-distilled UNet: guidance is an input, no unconditional pass
+    strength: float | None = None  # image-to-image: share of the schedule that runs; None: text-to-image
 
     @property
     def guided(self) -> bool:
@@ -141,15 +158,23 @@ class Pipeline:
 
     def settings(self, prompt: str, negative_prompt: str | None = "", steps: int | None = None,
                  guidance: float | None = None, sampler: str | None = None, seed: int | None = 0,
-                 width: int | None = None, height: int | None = None) -> Settings:
+                 width: int | None = None, height: int | None = None, strength: float | None = None) -> Settings:
         """Fill in defaults and check every value (clear errors before any model is run). ``seed`` -1
-        or None picks a random seed (A1111's convention); ``Settings.seed`` is the one used."""
+        or None picks a random seed (A1111's convention); ``Settings.seed`` is the one used.
+
+        ``strength`` (image-to-image) must be in (0, 1]; unset steps then default to the fewest that
+        run at least one step (a Turbo model's 1 step at strength 0.5 would run none: 2).
+        """
         if not isinstance(prompt, str) or not isinstance(negative_prompt, (str, type(None))):
             raise UsageError("prompt and negative prompt must be strings")
         try:
             seed = seeds.resolve_seed(int(seed) if isinstance(seed, np.integer) else seed)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
+        if strength is not None:
+            strength = img2img_strength.check_strength(strength)
+            if steps is None:
+                steps = img2img_strength.fewest_steps(strength, self.info.default_steps)
         steps = self.info.default_steps if steps is None else steps
         steps = int(steps) if isinstance(steps, np.integer) else steps
         guidance = self.info.default_guidance if guidance is None else float(guidance)
@@ -163,35 +188,44 @@ class Pipeline:
             log.warning("%s", finding.message)
         sampler = resolve_sampler_name(sampler)
         embedded = "timestep_cond" in self.unet_signature()[1]
-        return Settings(prompt, negative_prompt, int(steps), guidance, sampler, int(seed), width, height, embedded)
+        return Settings(prompt, negative_prompt, int(steps), guidance, sampler, int(seed), width, height, embedded,
+                        strength)
 
     def generate(self, prompt: str, negative_prompt: str | None = "", steps: int | None = None,
                  guidance: float | None = None, sampler: str | None = None, seed: int | None = 0,
                  width: int | None = None, height: int | None = None, init_noise: np.ndarray | None = None,
                  callback: ProgressCallback | None = None, resume_dir: str | os.PathLike | None = None,
-                 tiled_decode: bool | None = None) -> Image.Image:
+                 tiled_decode: bool | None = None, init_image: Image.Image | str | os.PathLike | None = None,
+                 strength: float | None = None) -> Image.Image:
         """Render ``prompt``; the image carries the A1111 ``parameters`` text in ``image.info``.
 
         ``negative_prompt=None`` follows diffusers: the empty prompt, or zeros for SDXL exports with
         ``force_zeros_for_empty_prompt``; ``""`` is encoded like any prompt.
 
         ``init_noise`` is standard-normal (1, 4, H/8, W/8) noise, scaled by the sampler's initial sigma
-        (diffusers' ``latents=``). ``resume_dir`` enables per-step checkpoints (cleared when done).
+        (diffusers' ``latents=``); with an ``init_image`` it is the noise added to the picture's latent.
+        ``resume_dir`` enables per-step checkpoints (cleared when done). ``init_image`` (picture or
+        file) with ``strength`` (default ``img2img.DEFAULT_STRENGTH``) makes it image-to-image; the
+        picture is fitted to the render size (``init_image.fit``).
         """
+        if init_image is not None and strength is None:
+            strength = img2img.DEFAULT_STRENGTH
         if resume_dir is not None:
             seed = resume.resumable_seed(resume_dir, seed)  # a random seed survives the interruption
-        settings = self.settings(prompt, negative_prompt, steps, guidance, sampler, seed, width, height)
-        latents = self.denoise_settings(settings, init_noise, callback, resume_dir)
+        settings = self.settings(prompt, negative_prompt, steps, guidance, sampler, seed, width, height, strength)
+        start = None if init_image is None else img2img.prepare(init_image, settings.width, settings.height)
+        latents = self.denoise_settings(settings, init_noise, callback, resume_dir, init_image=start)
         image = self.decode(latents, callback, tiled_decode)
-        image.info["parameters"] = self.parameters(settings).to_text()
+        image.info["parameters"] = self.parameters(settings, start).to_text()
         if resume_dir is not None:
             resume.ResumeStore(resume_dir, "").clear()
         return image
 
-    def parameters(self, settings: Settings) -> GenerationParameters:
+    def parameters(self, settings: Settings, init: img2img.InitImage | None = None) -> GenerationParameters:
         return GenerationParameters(settings.prompt, (settings.negative_prompt or "") if settings.guided else "",
                                     settings.steps, settings.sampler, settings.guidance, settings.seed,
-                                    settings.width, settings.height, os.path.basename(self.info.name.rstrip("/")))
+                                    settings.width, settings.height, os.path.basename(self.info.name.rstrip("/")),
+                                    settings.strength, None if init is None else init.digest)
 
     def initial_noise(self, settings: Settings, init_noise: np.ndarray | None, noise: NoiseSource) -> np.ndarray:
         shape = (1, LATENT_CHANNELS, settings.height // self.info.vae_factor, settings.width // self.info.vae_factor)
@@ -203,32 +237,40 @@ class Pipeline:
                              f"needs {shape}")
         return init_noise.astype(np.float32)
 
-    def _hash(self, settings: Settings, init_noise: np.ndarray) -> str:
-        return resume.parameters_hash({
-            "format": 1, "model": self.files.identity(), "settings": settings.__dict__,
-            "init_noise": resume.array_hash(init_noise),
-        })
+    def _hash(self, settings: Settings, init_noise: np.ndarray, init: img2img.InitImage | None) -> str:
+        values = {k: v for k, v in settings.__dict__.items() if not (k == "strength" and v is None)}
+        parameters = {"format": 1, "model": self.files.identity(), "settings": values,
+                      "init_noise": resume.array_hash(init_noise)}
+        if init is not None:  # text-to-image hashes stay as they were before image-to-image existed
+            parameters.update(init.hash_parts())
+        return resume.parameters_hash(parameters)
 
     def denoise_settings(self, settings: Settings, init_noise: np.ndarray | None = None,
                          callback: ProgressCallback | None = None,
-                         resume_dir: str | os.PathLike | None = None, step_noise: Noise | None = None
-                         ) -> np.ndarray:
+                         resume_dir: str | os.PathLike | None = None, step_noise: Noise | None = None,
+                         init_image: img2img.InitImage | None = None) -> np.ndarray:
         """Run the sampling loop for resolved settings; returns the final latents.
 
         ``step_noise`` replaces the seeded noise that ancestral samplers draw after the initial latent
-        (tests replay the noise diffusers drew); it is not checkpointed.
+        (tests replay the noise diffusers drew); it is not checkpointed. ``init_image``
+        (``img2img.prepare`` at the settings' size, with ``settings.strength``) starts from a picture;
+        progress then counts the steps that run (12 of 12 for 20 steps at strength 0.6).
         """
         sampler = make_sampler(settings.sampler, self.info.scheduler_config, settings.steps)
+        first = self._first_step(settings, init_image)
         noise = NoiseSource(settings.seed)
         start_noise = self.initial_noise(settings, init_noise, noise)
         state = SamplerState(noise=step_noise or noise)
-        latents, start = start_noise * np.float32(sampler.init_noise_sigma), 0
-        store = resume.ResumeStore(resume_dir, self._hash(settings, start_noise)) if resume_dir else None
+        store = resume.ResumeStore(resume_dir, self._hash(settings, start_noise, init_image)) if resume_dir else None
         checkpoint = store.load() if store else None
-        if checkpoint is not None and checkpoint.latents.shape == latents.shape:
+        if checkpoint is not None and checkpoint.latents.shape == start_noise.shape and checkpoint.step >= first:
             latents, start, state.history = checkpoint.latents, checkpoint.step, checkpoint.history
             if checkpoint.rng_state is not None:
                 noise.set_state(checkpoint.rng_state)
+        elif init_image is None:
+            latents, start = start_noise * np.float32(sampler.init_noise_sigma), 0
+        else:  # the VAE encoder runs only here: a resumed render goes straight on from its checkpoint
+            latents, start = self._noised_picture(settings, sampler, first, start_noise, init_image, callback), first
         if start >= sampler.steps:
             return latents
         log.info("denoising with %s from step %d", sampler.describe(), start)
@@ -236,8 +278,9 @@ class Pipeline:
         model = self.load(self.unet_source)
         try:
             mode = self.guidance_mode_for(settings, model)
-            unet = denoise.GuidedUNet(model, cond, uncond, settings.guidance, (settings.width, settings.height), mode)
-            reports = _StepReports(callback, sampler.steps, start, self.kind, FetchMeter(model))
+            unet = denoise.GuidedUNet(model, cond, uncond, settings.guidance, (settings.width, settings.height), mode,
+                                      AESTHETIC_SCORES if self.info.requires_aesthetics_score else None)
+            reports = _StepReports(callback, sampler.steps, start, first, self.kind, FetchMeter(model))
 
             def on_step(done: int, current: np.ndarray, denoised: np.ndarray) -> None:
                 if store is not None:
@@ -259,6 +302,45 @@ class Pipeline:
         if settings.guided:
             log.info("guidance passes: %s (%s)", plan.mode, plan.reason)
         return plan.mode
+
+    def _first_step(self, settings: Settings, init: img2img.InitImage | None) -> int:
+        """0 for text-to-image; the first step that runs for image-to-image (checked against the size)."""
+        if init is None:
+            if settings.strength is not None:
+                raise UsageError("strength is for image-to-image: give an init image too")
+            return 0
+        if settings.strength is None:
+            raise UsageError("an init image needs a strength (settings(..., strength=S), 0 < S <= 1)")
+        if init.size != (settings.width, settings.height):
+            raise UsageError(f"init image is {init.size[0]}x{init.size[1]} but the render is "
+                             f"{settings.width}x{settings.height} (img2img.prepare fits it)")
+        return img2img_strength.first_step(settings.steps, settings.strength)
+
+    def vae_encoder_source(self) -> str:
+        """Path or URL of ``vae_encoder/model.onnx``, or a UsageError saying image-to-image needs it."""
+        if isinstance(self.files, OnnxStreamFiles) or not self.files.has_model("vae_encoder"):
+            raise UsageError(f"{self.files.source} has no vae_encoder/model.onnx, which image-to-image needs "
+                             "('optimum-cli export onnx' writes it; OnnxStream's folders have none)")
+        return self.files.onnx("vae_encoder")
+
+    def _noised_picture(self, settings: Settings, sampler: Any, first: int, start_noise: np.ndarray,
+                        init: img2img.InitImage, callback: ProgressCallback | None) -> np.ndarray:
+        """The picture's latent (VAE encoder, seeded posterior draw) noised to step ``first``."""
+        source = self.vae_encoder_source()
+        eps = init.posterior_noise
+        if eps is None:
+            eps = img2img.posterior_noise(settings.seed, start_noise.shape)
+        elif eps.shape != start_noise.shape:
+            raise UsageError(f"posterior noise has shape {eps.shape}, the latent is {start_noise.shape}")
+
+        def report(fraction: float) -> None:
+            if callback is not None:
+                callback(Progress("encode", 0, 0, fraction, 0.0, None, kind=self.kind))
+
+        report(0.0)
+        latent = vae_encode.encode(self.load, source, init.pixels, eps, self.info.scaling_factor,
+                                   self.info.vae_factor, self.vae_tile, self.vae_tile_overlap, progress=report)
+        return sampler.add_noise(latent, start_noise, first)
 
     def _encode(self, settings: Settings, callback: ProgressCallback | None
                 ) -> tuple[conditioning.Conditioning, conditioning.Conditioning | None]:
@@ -298,14 +380,18 @@ class _StepReports:
     """The denoising loop's progress callbacks: per op (throttled by the receiver) and per finished
     step, with the ETA and the bytes fetched per step."""
 
-    def __init__(self, callback: ProgressCallback | None, steps: int, start: int, kind: str, meter: FetchMeter) -> None:
-        self.callback, self.steps, self.kind, self.meter = callback, steps, kind, meter
-        self.clock = EtaClock(start, steps)
+    def __init__(self, callback: ProgressCallback | None, steps: int, start: int, first: int, kind: str,
+                 meter: FetchMeter) -> None:
+        """``first``: the first step that runs at all (image-to-image skips the ones before it), so
+        progress counts the steps that run (12 of 12 for 20 steps at strength 0.6)."""
+        self.callback, self.total, self.first, self.kind, self.meter = callback, steps - first, first, kind, meter
+        self.clock = EtaClock(start - first, steps - first)
 
     def _report(self, step: int, fraction: float, done: bool, latents=None, denoised=None) -> None:
         if self.callback is not None:
-            self.callback(Progress("unet", step, self.steps, fraction, self.clock.fraction(step, fraction),
-                                   self.clock.eta(step, fraction), done, latents, denoised, self.kind,
+            shown = step - self.first
+            self.callback(Progress("unet", shown, self.total, fraction, self.clock.fraction(shown, fraction),
+                                   self.clock.eta(shown, fraction), done, latents, denoised, self.kind,
                                    self.meter.last_step_bytes, self.meter.link_rate()))
 
     def op(self, index: int, fraction: float) -> None:

@@ -7,6 +7,10 @@ re-created elsewhere::
     a lighthouse in a storm, oil painting
     Negative prompt: blurry, low quality
     Steps: 20, Sampler: Euler a, CFG scale: 7.5, Seed: 42, Size: 512x512, Model: demo, Version: frame 0.1.0
+
+Image-to-image adds A1111's ``Denoising strength`` after ``Model`` (``Steps`` stays the full schedule,
+as A1111 writes it: 20 steps at 0.6 run 12) and frame's own ``Init image hash`` (the first 16 hex
+digits of the SHA-256 of the fitted starting picture), which A1111 readers ignore.
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ class GenerationParameters:
     width: int
     height: int
     model: str
+    denoising_strength: float | None = None  # image-to-image only
+    init_image_hash: str | None = None
 
     def to_text(self) -> str:
         """The A1111 ``parameters`` text (prompt line, optional negative line, key: value line)."""
@@ -58,8 +64,12 @@ class GenerationParameters:
             ("Seed", self.seed),
             ("Size", f"{self.width}x{self.height}"),
             ("Model", _quote(self.model)),
-            ("Version", f"frame {frame.__version__}"),
         ]
+        if self.denoising_strength is not None:
+            fields.append(("Denoising strength", f"{self.denoising_strength:g}"))
+        if self.init_image_hash:
+            fields.append(("Init image hash", self.init_image_hash))
+        fields.append(("Version", f"frame {frame.__version__}"))
         lines.append(", ".join(f"{key}: {value}" for key, value in fields))
         return "\n".join(lines)
 

@@ -75,6 +75,7 @@ class Executor:
         self.provider = provider
         self.outputs = outputs
         self.after_step: Callable[[int, dict], None] | None = None  # test/diagnostic hook
+        self.rng: object | None = None  # the generator random ops draw from during the current run
 
     def fetch(self, ref: WeightRef) -> np.ndarray:
         array = ref.value if ref.value is not None else self.provider.get(ref)
@@ -82,8 +83,10 @@ class Executor:
             array = array.astype(np.float32)
         return array
 
-    def run(self, feeds: dict[str, np.ndarray], progress: Progress | None = None) -> dict[str, np.ndarray]:
+    def run(self, feeds: dict[str, np.ndarray], progress: Progress | None = None,
+            rng: object | None = None) -> dict[str, np.ndarray]:
         env: dict[str, np.ndarray] = dict(feeds)
+        self.rng = rng
         try:
             with np.errstate(all="ignore"):  # once per run, not per kernel (see ``_run_step``)
                 self.execute(self.steps, env, progress, top=True)
@@ -91,6 +94,7 @@ class Executor:
             env.clear()  # a failed run must not keep its activations alive through the traceback
             raise
         finally:
+            self.rng = None
             blas_threads.shared().restore()
         return {name: env[name] for name in self.outputs}
 
@@ -198,6 +202,8 @@ class Executor:
             from frame.engine.subgraphs import Scope
 
             kwargs = {**kwargs, "_scope": Scope(self, env, held)}
+        if "_rng" in node.spec.hints:  # random ops draw from the run's generator (None: their own)
+            kwargs = {**kwargs, "_rng": self.rng}
         # The registry wraps kernels in np.errstate(all="ignore"); ``run`` already set that for the
         # whole run, so the unwrapped kernel saves an errstate switch per step (~3 us, which is a
         # fifth of a small model's per-step cost).

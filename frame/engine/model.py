@@ -166,14 +166,18 @@ class Model:
         if budget_bytes is not None:
             self.attention.budget_bytes = int(budget_bytes)
 
-    def run(self, feeds: Mapping[str, np.ndarray], progress: Callable[[float], None] | None = None
-            ) -> dict[str, np.ndarray]:
-        """Outputs by name for ``feeds``; ``progress(fraction)`` is called after every node."""
+    def run(self, feeds: Mapping[str, np.ndarray], progress: Callable[[float], None] | None = None,
+            rng: object | None = None) -> dict[str, np.ndarray]:
+        """Outputs by name for ``feeds``; ``progress(fraction)`` is called after every node.
+
+        ``rng``: what random ops (RandomNormalLike in exported VAE encoders) draw from, any object with
+        numpy Generator's ``standard_normal``/``random``; None: each node's ``seed`` or fresh entropy.
+        """
         arrays = check_feeds(feeds, self.inputs)
         arrays = {k: (v.astype(np.float32) if v.dtype == np.float16 else v) for k, v in arrays.items()}
         before = self.fetch_stats
         try:
-            results = self._executor.run(arrays, progress)
+            results = self._executor.run(arrays, progress, rng)
         except NodeError as exc:
             conflicts = symbolic_conflicts(feeds, self.inputs)
             if not conflicts:

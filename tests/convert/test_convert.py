@@ -155,7 +155,8 @@ def test_folder_conversion_copies_small_files_and_both_runtimes_run_every_compon
     assert main(["model", "convert", str(src), str(dst), "--weights", "uint8"]) == 0
     copied = sorted(str(p.relative_to(dst)) for p in dst.rglob("*") if p.is_file())
     expected = sorted(str(p.relative_to(src)) for p in src.rglob("*") if p.is_file() and p.name != "model.onnx_data")
-    assert sorted(set(copied) - {f"{c}/model.onnx_data" for c in ("text_encoder", "unet", "vae_decoder")}) == expected
+    components = ("text_encoder", "unet", "vae_decoder", "vae_encoder")
+    assert sorted(set(copied) - {f"{c}/model.onnx_data" for c in components}) == expected
     assert (dst / "tokenizer" / "vocab.json").read_bytes() == (src / "tokenizer" / "vocab.json").read_bytes()
     assert not list(tmp_path.glob(".*"))  # no temporary left beside DST
     rng = np.random.default_rng(0)

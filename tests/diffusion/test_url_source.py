@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from PIL import Image
 
 from frame.diffusion import load_pipeline
 from frame.diffusion.model_files import ModelFiles
 from frame.diffusion.model_info import read_model_info
-from frame.errors import FrameError
+from frame.errors import FrameError, UsageError
 from frame.models import demo_model_path
 from tests.engine.http_server import RangeServer
 
@@ -78,3 +79,30 @@ def test_configured_weight_cache_serves_later_nights(server, tmp_path):
     second, unet = _night(config, args)
     assert unet.fetch_stats.bytes["cache"] == weights and unet.fetch_stats.bytes["http"] == 1
     assert np.array_equal(first, second)
+
+
+def test_img2img_from_url_matches_local_folder_and_caches_no_weights(server, tmp_path):
+    picture = Image.linear_gradient("L").convert("RGB").resize((32, 32))
+    args = dict(steps=2, guidance=0, seed=3, width=32, height=32, init_image=picture, strength=0.5)
+    remote = load_pipeline(server.url(""), cache_dir=tmp_path).generate("a cat", **args)
+    local = load_pipeline(demo_model_path()).generate("a cat", **args)
+    assert np.array_equal(np.asarray(remote), np.asarray(local))
+    assert ("HEAD /vae_encoder/model.onnx", None) in server.requests  # asked, not downloaded
+    assert "/vae_encoder/model.onnx" in [p for p, r in server.requests if r is not None]
+    assert not any(tmp_path.rglob("model.onnx"))
+
+
+def test_img2img_from_url_without_encoder_says_so(tmp_path):
+    folder = tmp_path / "served"
+    folder.mkdir()
+    for item in demo_model_path().iterdir():
+        if item.name != "vae_encoder":
+            (folder / item.name).symlink_to(item)
+    served = RangeServer(str(folder)).start()
+    try:
+        pipe = load_pipeline(served.url(""), cache_dir=tmp_path / "cache")
+        picture = Image.linear_gradient("L").convert("RGB")
+        with pytest.raises(UsageError, match="has no vae_encoder/model.onnx"):
+            pipe.generate("a cat", steps=2, width=32, height=32, init_image=picture, strength=0.5)
+    finally:
+        served.stop()

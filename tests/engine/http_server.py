@@ -45,7 +45,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_HEAD(self) -> None:  # noqa: N802 (http.server naming)
         server: RangeServer = self.server.owner
-        server.record(self.path, None)
+        server.record(f"HEAD {self.path}", None)
         if self._outage():
             return
         path = os.path.join(server.root, self.path.lstrip("/").split("?")[0])

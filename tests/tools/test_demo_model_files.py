@@ -36,7 +36,8 @@ def test_layout_and_model_index():
     for rel in ("scheduler/scheduler_config.json", "tokenizer/vocab.json", "tokenizer/merges.txt",
                 "tokenizer/tokenizer_config.json", "tokenizer/special_tokens_map.json",
                 "text_encoder/model.onnx", "text_encoder/config.json", "unet/model.onnx", "unet/config.json",
-                "vae_decoder/model.onnx", "vae_decoder/config.json", "README.md"):
+                "vae_decoder/model.onnx", "vae_decoder/config.json", "vae_encoder/model.onnx",
+                "vae_encoder/config.json", "README.md"):
         assert (DEMO / rel).is_file(), rel
     total = sum(f.stat().st_size for f in DEMO.rglob("*") if f.is_file())
     assert total < 8 * 1024 * 1024
@@ -78,6 +79,11 @@ def test_component_signatures_follow_optimum():
     ins, outs = _signature("vae_decoder")
     assert ins == {"latent_sample": (TensorProto.FLOAT, ["batch_size", 4, "height_latent", "width_latent"])}
     assert list(outs) == ["sample"]
+    ins, outs = _signature("vae_encoder")
+    assert ins == {"sample": (TensorProto.FLOAT, ["batch_size", 3, "height", "width"])}
+    assert list(outs) == ["latent_sample"]
+    encoder = onnx.load(str(DEMO / "vae_encoder" / "model.onnx"))
+    assert [n.op_type for n in encoder.graph.node].count("RandomNormalLike") == 1  # optimum < 1.23's sample()
     assert _load_json("vae_decoder/config.json")["scaling_factor"] == 0.18215
     assert _load_json("unet/config.json")["cross_attention_dim"] == _load_json("text_encoder/config.json")[
         "hidden_size"]

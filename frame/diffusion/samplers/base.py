@@ -94,5 +94,11 @@ class Sampler(ABC):
     def step(self, index: int, output: np.ndarray, sample: np.ndarray, state: SamplerState) -> StepResult:
         """Advance ``sample`` from step ``index`` to ``index + 1`` given the (guided) model output."""
 
+    def add_noise(self, original: np.ndarray, noise: np.ndarray, index: int) -> np.ndarray:
+        """``original`` (a clean latent) noised to the level of step ``index``: image-to-image starts
+        there. Each family uses the noise convention of its own update rule, as the diffusers
+        scheduler's ``add_noise`` with ``set_begin_index(index)``."""
+        raise NotImplementedError(f"sampler {self.name} cannot start from an image")
+
     def describe(self) -> str:
         return f"{self.name} ({self.steps} steps, {self.config.prediction_type}, {self.config.timestep_spacing})"

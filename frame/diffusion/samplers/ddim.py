@@ -27,6 +27,11 @@ class DDIM(Sampler):
         self.stride = config.num_train_timesteps // steps
         self.init_noise_sigma = 1.0
 
+    def add_noise(self, original: np.ndarray, noise: np.ndarray, index: int) -> np.ndarray:
+        """DDPM forward process at the step's timestep: ``sqrt(a) * x0 + sqrt(1 - a) * noise``."""
+        a_t = self.alphas_cumprod[int(self.timesteps[index])]
+        return (a_t ** np.float32(0.5) * original + (np.float32(1) - a_t) ** np.float32(0.5) * noise).astype(np.float32)
+
     def step(self, index: int, output: np.ndarray, sample: np.ndarray, state: SamplerState) -> StepResult:
         t = int(self.timesteps[index])
         previous = t - self.stride

@@ -55,6 +55,11 @@ class DPMSolver2M(Sampler):
         self.sigmas = np.append(sigmas, 0.0).astype(np.float32)
         self.init_noise_sigma = 1.0
 
+    def add_noise(self, original: np.ndarray, noise: np.ndarray, index: int) -> np.ndarray:
+        """Variance preserving at the step's noise level: ``alpha * x0 + sigma * noise``."""
+        alpha, sigma, _ = _alpha_sigma_lambda(self.sigmas[index])
+        return (alpha * original + sigma * noise).astype(np.float32)
+
     def step(self, index: int, output: np.ndarray, sample: np.ndarray, state: SamplerState) -> StepResult:
         alpha_s, sigma_s, lambda_s = _alpha_sigma_lambda(self.sigmas[index])
         alpha_t, sigma_t, lambda_t = _alpha_sigma_lambda(self.sigmas[index + 1])

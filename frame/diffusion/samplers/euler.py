@@ -45,6 +45,10 @@ class Euler(Sampler):
         sigma = self.sigmas[index]
         return sample / ((sigma**2 + np.float32(1)) ** np.float32(0.5))
 
+    def add_noise(self, original: np.ndarray, noise: np.ndarray, index: int) -> np.ndarray:
+        """Variance exploding: ``x0 + sigma * noise`` (not divided by anything, unlike txt2img's start)."""
+        return (original + noise * self.sigmas[index]).astype(np.float32)
+
     def step(self, index: int, output: np.ndarray, sample: np.ndarray, state: SamplerState) -> StepResult:
         sigma, sigma_next = self.sigmas[index], self.sigmas[index + 1]
         # 1. predicted clean latent x0 from the model output

@@ -38,6 +38,11 @@ class LCM(Sampler):
         c_out = scaled / (scaled**2 + SIGMA_DATA**2) ** HALF
         return c_skip, c_out
 
+    def add_noise(self, original: np.ndarray, noise: np.ndarray, index: int) -> np.ndarray:
+        """DDPM forward process at the step's timestep: ``sqrt(a) * x0 + sqrt(1 - a) * noise``."""
+        a_t = self.alphas_cumprod[int(self.timesteps[index])]
+        return (a_t ** np.float32(0.5) * original + (np.float32(1) - a_t) ** np.float32(0.5) * noise).astype(np.float32)
+
     def step(self, index: int, output: np.ndarray, sample: np.ndarray, state: SamplerState) -> StepResult:
         t = int(self.timesteps[index])
         last = index == self.steps - 1

@@ -4,7 +4,8 @@ Families: ``elementwise`` (binary arithmetic, comparisons, logic), ``unary`` (ma
 ``shape`` (layout), ``indexing`` (gather/scatter), ``convert`` (Cast, Constant, Range), ``reduce``,
 ``linalg`` (MatMul, Gemm), ``conv`` (Conv, ConvTranspose), ``pool``, ``norm`` (Softmax and the
 normalisations), ``resize`` (Resize, Upsample), ``quant`` (QDQ and dynamic quantisation),
-``control_flow`` (If, Loop, Scan), ``recurrent`` (LSTM, GRU, RNN).
+``control_flow`` (If, Loop, Scan), ``recurrent`` (LSTM, GRU, RNN), ``random`` (RandomNormal[Like],
+RandomUniform[Like]).
 """
 
 from frame.engine.ops import (  # noqa: F401  (imported to register their kernels)
@@ -17,6 +18,7 @@ from frame.engine.ops import (  # noqa: F401  (imported to register their kernel
     norm,
     pool,
     quant,
+    random,
     recurrent,
     reduce,
     resize,

@@ -17,6 +17,8 @@ Contract shared by every kernel (the runtime relies on it):
   others skip computing optional outputs nobody asked for. ``_num_inputs`` likewise is the node's
   own input count (If/Loop/Scan get the outer-scope values their bodies read as extra inputs).
   ``_scope`` (control flow only) is given by the executor at run time: it runs a body graph.
+  ``_rng`` (random ops only) is likewise given at run time: the generator passed to ``Model.run``
+  (or None).
 * Graph attributes (If branches, Loop/Scan bodies) decode to ``onnx.GraphProto``; the loader
   (``frame.engine.subgraphs``) then replaces them with bound, planned ``Body`` objects.
 * Optional *inputs* are positional-only parameters (before ``/``) so they never count as attributes.
