@@ -29,7 +29,7 @@ def _aesthetic_specs():
 
 def test_refiner_type_time_ids_carry_the_aesthetic_scores():
     model = FakeUNet(_aesthetic_specs())
-    GuidedUNet(model, COND, UNCOND, 5.0, (96, 64), aesthetic_scores=(2.5, 6.0))(LATENT, np.float32(500.0))
+    GuidedUNet(model, COND, UNCOND, 5.0, (96, 64), "batched", aesthetic_scores=(2.5, 6.0))(LATENT, np.float32(500.0))
     np.testing.assert_array_equal(model.feeds[0]["time_ids"], [[64, 96, 0, 0, 2.5], [64, 96, 0, 0, 6.0]])
     model = FakeUNet(_aesthetic_specs())
     GuidedUNet(model, COND, None, 1.0, (96, 64), aesthetic_scores=(2.5, 6.0))(LATENT, np.float32(500.0))

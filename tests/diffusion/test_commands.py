@@ -115,11 +115,11 @@ def test_a_random_seed_survives_an_interrupted_resumable_render(tmp_path, monkey
     resume, calls = tmp_path / "resume", []
     real = pipeline.Pipeline.denoise_settings
 
-    def interrupted_once(self, settings, *rest):
+    def interrupted_once(self, settings, *rest, **options):
         calls.append(settings.seed)
         if len(calls) == 1:
             raise KeyboardInterrupt
-        return real(self, settings, *rest)
+        return real(self, settings, *rest, **options)
 
     monkeypatch.setattr(pipeline.Pipeline, "denoise_settings", interrupted_once)
     argv = ["render", "--prompt", "x", "--steps", "1", "--size", "32x32", "--resume", str(resume),
