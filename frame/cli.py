@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "frame.display.commands",
     "frame.daemon.commands",
     "frame.convert.commands",
+    "frame.estimate.commands",
 )
 
 log = logging.getLogger(__name__)
