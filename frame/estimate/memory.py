@@ -1,6 +1,6 @@
 """The worker's memory peak, modelled from the count (the engine's streaming peak).
 
-peak of one component = BASE_BYTES                       Python, numpy, onnx and frame imported
+peak of one component = BASE_BYTES                       Python, numpy, onnx and frame's engine imported
                       + STRUCTURE_BYTES_PER_NODE × nodes  the loaded graph and its plan
                       + max over steps of
                           live activations                (``frame.estimate.buffers``)
@@ -15,9 +15,11 @@ the reader can only hold the weights that follow up to the next big one: the mod
 the sizes of the next weights in fetch order while they fit the budget and are each below it.
 ``ram`` holds every weight (as stored). ``nocache`` holds nothing ahead.
 
-The night's peak is the largest component's, plus TASTE_BYTES when the taste model (scikit-learn,
-scipy) was imported earlier in the same worker to choose the prompt. Checked against each
-component's VmHWM in ``benchmarks/estimate_memory.py`` (docs/estimate.md).
+The night's peak is the largest component's plus PIPELINE_BYTES (what the render worker holds
+beyond a fresh process: PIL, the pipeline, heap left by the text encoders), plus TASTE_BYTES when the
+taste model (scikit-learn, scipy) was imported earlier in the same worker to choose the prompt.
+Checked against VmHWM per component and for whole renders in ``benchmarks/estimate_vs_render.py``
+(docs/estimate.md).
 """
 
 from __future__ import annotations
@@ -25,10 +27,11 @@ from __future__ import annotations
 from frame.estimate.counting import GraphCount
 
 MB = 1 << 20
-BASE_BYTES = 54 * MB               # VmRSS of a worker with frame.diffusion imported (measured, x86-64)
-STRUCTURE_BYTES_PER_NODE = 2300    # +10 MB for the 4493-node SD 1.5 UNet, +2.6 MB for its text encoder
+BASE_BYTES = 46 * MB               # VmRSS with numpy, onnx and frame.engine imported (measured, x86-64)
+STRUCTURE_BYTES_PER_NODE = 2200    # +10 MB for the 4493-node SD 1.5 UNet, +2.3 MB for its text encoder
 ALLOCATOR_BYTES = 6 * MB           # median RSS above the live arrays with no read-ahead (SD 1.5 UNet)
 TASTE_BYTES = 79 * MB              # scikit-learn + scipy in the worker (README, "Footprint on the Pi")
+PIPELINE_BYTES = 28 * MB           # a render worker beyond a fresh process (calibrated: docs/estimate.md)
 BUDGETS = {"prefetch": 32 << 20, "auto": 32 << 20, "http": 64 << 20, "nocache": 0}
 
 

@@ -92,7 +92,7 @@ def peak(plan: NightPlan, provider: str, taste_model: bool) -> tuple[int, str]:
     """(bytes, phase) of the night's largest component peak (``memory.component_peak``)."""
     best, where = 0, ""
     for run in plan.runs:
-        value = memory.component_peak(run.count, provider)
+        value = memory.component_peak(run.count, provider) + memory.PIPELINE_BYTES
         if run.phase in ("text", "unet", "vae") and taste_model:
             value += memory.TASTE_BYTES
         if value > best:

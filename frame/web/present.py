@@ -138,6 +138,7 @@ def progress_view(status: Mapping[str, Any] | None) -> dict[str, Any]:
         "eta": duration(render.get("eta_seconds")),
         "restarts": render.get("restarts") or 0,
         "has_preview": bool(render.get("preview")),
+        "step_choice": str(render.get("step_choice") or ""),
         "notice": str((status or {}).get("notice") or ""),
         "notice_details": str((status or {}).get("notice_details") or ""),
     }

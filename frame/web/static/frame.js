@@ -41,6 +41,11 @@
     field("steps", steps ? "step " + step + " of " + steps : "");
     var eta = duration(render.eta_seconds);
     field("eta", eta ? "· about " + eta + " left" : "");
+    var choice = box.querySelector('[data-field="step_choice"]');
+    if (choice) {
+      choice.textContent = render.step_choice ? "Tonight: " + render.step_choice + "." : "";
+      choice.hidden = !render.step_choice;
+    }
     var img = document.getElementById("progress-preview");
     if (render.preview) {
       img.src = "/render/preview?step=" + encodeURIComponent(step);
