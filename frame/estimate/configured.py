@@ -95,10 +95,13 @@ def _plans(pipe: Any, config: Any, size: tuple[int, int], steps: int | None, tex
 
 def estimate_config(config: Any, pipe: Any = None, steps: int | None = None, size: tuple[int, int] | None = None,
                     measure_seconds: float = 4.0, link_bytes: float | None = None, ratings: int | None = None,
-                    rates: Throughput | None = None) -> ConfiguredEstimate:
+                    rates: Throughput | None = None, texts: int | None = None,
+                    cpu: bool = False) -> ConfiguredEstimate:
     """The whole estimate (see the module docstring). ``pipe``: an already loaded pipeline;
     ``ratings``: how many pictures are rated (None: unknown, assume a trained taste model);
-    ``rates``: measured throughput to reuse (skips the measurement)."""
+    ``rates``: measured throughput to reuse (skips the measurement); ``texts``: how many texts the
+    prompt choice embeds (default: from the taste settings; 0 for a queued prompt); ``cpu``: rates per
+    CPU second instead of wall second (projects CPU time on a shared machine)."""
     from frame.diffusion import load_pipeline
     from frame.models import resolve_model_source
 
@@ -108,14 +111,14 @@ def estimate_config(config: Any, pipe: Any = None, steps: int | None = None, siz
                              weights=model.weights, attention_slices=model.attention_slices,
                              vae_tile=model.vae_tile, vae_tile_overlap=model.vae_tile_overlap)
     size = size or night_size(config, pipe)
-    texts = choose_texts(config, ratings)
+    texts = choose_texts(config, ratings) if texts is None else texts
     sequential, batched = _plans(pipe, config, size, steps if steps is not None else model.steps, texts)
     probe_plan = batched or sequential
     measured = None
     if rates is None:
         signatures = heaviest_signatures([(r.count.steps, r.evaluations * (sequential.steps if r.per_step else 1))
                                           for r in probe_plan.runs])
-        rates = measure_throughput(signatures, budget_seconds=measure_seconds)
+        rates = measure_throughput(signatures, budget_seconds=measure_seconds, cpu=cpu)
         location = weight_location(pipe.unet_source)
         if location:
             rates = rates.with_read(read_rate(location))

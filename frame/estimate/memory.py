@@ -7,7 +7,9 @@ peak of one component = BASE_BYTES                       Python, numpy, onnx and
                         + weights held by the step        (fp16 widened unless decoded in the op)
                         + the kernel's scratch            (``frame.estimate.scratch``)
                         + provider read-ahead             (below)
-                      + ALLOCATOR_BYTES                   freed small blocks the allocator keeps
+                        + ALLOCATOR_SHARE × live           heap the allocator keeps from the ops'
+                                                           small temporaries (more with bigger tensors)
+                      + ALLOCATOR_BYTES
 
 Read-ahead: the prefetching providers hold weights read but not yet used, up to their budget
 (32 MB disk, 64 MB HTTP); a weight bigger than the budget is never read ahead, so after step *i*
@@ -30,6 +32,7 @@ MB = 1 << 20
 BASE_BYTES = 46 * MB               # VmRSS with numpy, onnx and frame.engine imported (measured, x86-64)
 STRUCTURE_BYTES_PER_NODE = 2200    # +10 MB for the 4493-node SD 1.5 UNet, +2.3 MB for its text encoder
 ALLOCATOR_BYTES = 6 * MB           # median RSS above the live arrays with no read-ahead (SD 1.5 UNet)
+ALLOCATOR_SHARE = 0.10             # RSS above live arrays grows with them: SD 1.5 UNet batch 2, VAE tile
 TASTE_BYTES = 79 * MB              # scikit-learn + scipy in the worker (README, "Footprint on the Pi")
 PIPELINE_BYTES = 28 * MB           # a render worker beyond a fresh process (calibrated: docs/estimate.md)
 BUDGETS = {"prefetch": 32 << 20, "auto": 32 << 20, "http": 64 << 20, "nocache": 0}
@@ -69,5 +72,6 @@ def readahead_bytes(count: GraphCount, provider: str) -> list[int]:
 def component_peak(count: GraphCount, provider: str = "prefetch") -> int:
     """Process peak (bytes) while ``count``'s model runs in a fresh worker."""
     ahead = readahead_bytes(count, provider)
-    steps = max((s.resident_bytes + a for s, a in zip(count.steps, ahead)), default=0)
+    steps = max((s.resident_bytes + a + round(ALLOCATOR_SHARE * s.live_bytes)
+                 for s, a in zip(count.steps, ahead)), default=0)
     return BASE_BYTES + STRUCTURE_BYTES_PER_NODE * count.node_count + steps + ALLOCATOR_BYTES

@@ -11,8 +11,9 @@ Each figure follows the kernel's code (the docstrings of ``frame.engine.ops.conv
 * DecodedWeight (fp16/8-bit weights decoded inside the op): one float32 block of output channels
   (about ``BLOCK_BYTES``, at least ``MIN_BLOCK_CHANNELS`` channels), that block's part of the output
   and the wrapped kernel's own scratch for the block;
-* SlicedAttention: one score block (heads × query rows × keys, within the attention budget) and, for
-  a scalar scale, the scaled copy of Q.
+* SlicedAttention: one score block (heads × query rows × keys, within the attention budget), for
+  a scalar scale the scaled copy of Q, and with a batch of two the copies of Q, Kᵀ and V that
+  flattening (batch, heads) out of their transposed views makes.
 
 Everything else allocates only its output (the norms and softmax normalise in place into it).
 """
@@ -108,7 +109,9 @@ def attention_scratch(node: g.Node, table: ShapeTable, config: AttentionConfig) 
     scalars = all(_known(s) and math.prod(s) == 1 for s in operands)  # type: ignore[arg-type]
     heads, rows = config.block(count if scalars else 1, n, m, FLOAT)  # type: ignore[arg-type]
     scaled_q = table.nbytes(node.inputs[0]) if scalars and operands else 0
-    return heads * rows * m * FLOAT + scaled_q  # type: ignore[operator]
+    # (batch, heads, ...) operands arrive as transposed views: flattening two leading dims > 1 copies them
+    copies = sum(table.nbytes(name) for name in node.inputs[:3]) if sum(d > 1 for d in q[:-2]) > 1 else 0  # type: ignore[index]
+    return heads * rows * m * FLOAT + scaled_q + copies  # type: ignore[operator]
 
 
 def step_scratch(step: g.Step, table: ShapeTable, weights: Mapping,
