@@ -151,13 +151,11 @@ def _steps_for_tonight(job: dict[str, Any], config: Any, pipe: Any, size: tuple[
         return config.model.steps
     emit("stage", stage="estimating tonight's steps")
     try:
-        from frame.estimate.nightly import night_steps
+        from frame.estimate import nightly
 
-        choice = night_steps(config, pipe, size, job.get("deadline"), job_dir, Path(job["state_dir"]))
+        choice = nightly.night_steps_in_child(job_dir, size)
     except Exception as exc:  # noqa: BLE001 - see the docstring
         log.warning("no step estimate (%s): rendering the configured steps", exc)
-        return config.model.steps
-    if choice is None:
         return config.model.steps
     log.info("steps: %s", choice.sentence())
     emit("stage", stage="generating", step_choice=choice.sentence())

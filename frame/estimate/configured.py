@@ -82,12 +82,12 @@ def weight_location(source: Any) -> str | None:
     return str(max(files, key=lambda p: p.stat().st_size)) if files else None
 
 
-def _plans(pipe: Any, config: Any, size: tuple[int, int], steps: int | None, texts: int
+def _plans(pipe: Any, config: Any, size: tuple[int, int], steps: int | None, texts: int, alternative: bool
            ) -> tuple[NightPlan, NightPlan | None]:
     model = config.model
     kwargs = dict(vae_tile=model.vae_tile, vae_tile_overlap=model.vae_tile_overlap, choose_texts=texts)
     sequential = build_plan(pipe, *size, steps, model.guidance, model.sampler, cfg_batch=False, **kwargs)
-    if not sequential.guided:
+    if not sequential.guided or not alternative:
         return sequential, None
     batched = build_plan(pipe, *size, steps, model.guidance, model.sampler, cfg_batch=True, **kwargs)
     return sequential, batched if batched.batched else None
@@ -96,12 +96,13 @@ def _plans(pipe: Any, config: Any, size: tuple[int, int], steps: int | None, tex
 def estimate_config(config: Any, pipe: Any = None, steps: int | None = None, size: tuple[int, int] | None = None,
                     measure_seconds: float = 4.0, link_bytes: float | None = None, ratings: int | None = None,
                     rates: Throughput | None = None, texts: int | None = None,
-                    cpu: bool = False) -> ConfiguredEstimate:
+                    cpu: bool = False, alternative: bool = True) -> ConfiguredEstimate:
     """The whole estimate (see the module docstring). ``pipe``: an already loaded pipeline;
     ``ratings``: how many pictures are rated (None: unknown, assume a trained taste model);
     ``rates``: measured throughput to reuse (skips the measurement); ``texts``: how many texts the
     prompt choice embeds (default: from the taste settings; 0 for a queued prompt); ``cpu``: rates per
-    CPU second instead of wall second (projects CPU time on a shared machine)."""
+    CPU second instead of wall second (projects CPU time on a shared machine); ``alternative``: also
+    count the other way to run the guidance passes (not needed to choose tonight's steps)."""
     from frame.diffusion import load_pipeline
     from frame.models import resolve_model_source
 
@@ -112,7 +113,8 @@ def estimate_config(config: Any, pipe: Any = None, steps: int | None = None, siz
                              vae_tile=model.vae_tile, vae_tile_overlap=model.vae_tile_overlap)
     size = size or night_size(config, pipe)
     texts = choose_texts(config, ratings) if texts is None else texts
-    sequential, batched = _plans(pipe, config, size, steps if steps is not None else model.steps, texts)
+    sequential, batched = _plans(pipe, config, size, steps if steps is not None else model.steps, texts,
+                                 alternative)
     probe_plan = batched or sequential
     measured = None
     if rates is None:

@@ -187,6 +187,7 @@ def measure_throughput(signatures: list[tuple[Signature, float]] = (), budget_se
     rng = np.random.default_rng(seed)
     pick = 1 if cpu else 0
     started = time.perf_counter()
+    min_seconds = min(min_seconds, budget_seconds / 10) if budget_seconds > 0 else min_seconds
     with tempfile.TemporaryDirectory(prefix="frame-estimate-") as tmp:
         bench = _Bench(Path(tmp), min_seconds)
         gemm = bench.time(*matmul_probe(GEMM_SIGNATURE, 1 << 40, rng))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 
 import pytest
 
@@ -15,7 +16,8 @@ from frame.estimate.choice import StepChoice
 
 
 def test_estimate_prints_counts_memory_and_both_projections(capsys, tmp_path):
-    assert main(["estimate", "--measure-seconds", "0.3", "--steps", "8", "--state-dir", str(tmp_path)]) == 0
+    assert main(["estimate", "--measure-seconds", "0.3", "--steps", "8", "--size", "256x256",
+                 "--state-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     for expected in ("model: SD 1.5", "8 steps euler_a", "guidance 7.5: two passes per step, one after the other",
                      "per step:", "multiply-adds", "(UNet", "x 2)", "per night:", "peak memory:", "worker limit",
@@ -27,7 +29,7 @@ def test_estimate_prints_counts_memory_and_both_projections(capsys, tmp_path):
 
 
 def test_estimate_json_and_bad_usage(capsys):
-    assert main(["estimate", "--measure-seconds", "0.3", "--guidance", "1", "--json"]) == 0
+    assert main(["estimate", "--measure-seconds", "0.3", "--guidance", "1", "--size", "256x256", "--json"]) == 0
     figures = json.loads(capsys.readouterr().out)
     assert figures["passes_per_step"] == 1 and figures["bytes_per_step"] > 0 and figures["seconds_pi"] > 0
     assert main(["estimate", "--steps", "0"]) == 2
@@ -36,7 +38,7 @@ def test_estimate_json_and_bad_usage(capsys):
 
 def test_config_check_adds_the_estimate_lines(capsys, tmp_path):
     config = tmp_path / "config.yaml"
-    config.write_text(f"state_dir: {tmp_path / 'state'}\nmodel:\n  steps: 4\n", encoding="utf-8")
+    config.write_text(f"state_dir: {tmp_path / 'state'}\nmodel:\n  steps: 4\n  size: 256x256\n", encoding="utf-8")
     assert main(["config", "check", str(config)]) == 0
     out = capsys.readouterr().out
     assert ": ok" in out
@@ -77,7 +79,7 @@ class FakeEstimate:
 
 
 @pytest.fixture
-def fake_estimate(monkeypatch):
+def fake_estimate(monkeypatch, in_process):
     import frame.estimate.configured as configured
     import frame.estimate.report as report
 
@@ -97,10 +99,29 @@ def fake_estimate(monkeypatch):
     return calls
 
 
+@pytest.fixture
+def in_process(monkeypatch):
+    """The worker runs the estimate in a child process; here in-process, so the fakes apply."""
+    from frame.estimate import nightly
+
+    def run(job_dir, size, timeout=0):
+        job = read_json(job_dir / "job.json")
+        choice = nightly.night_steps(load_config(None), object(), size, job["deadline"], job_dir,
+                                     Path(job["state_dir"]))
+        if choice is None:
+            raise AssertionError("the worker asked for an estimate without a deadline")
+        return choice
+
+    monkeypatch.setattr(nightly, "night_steps_in_child", run)
+
+
 def _tonight(tmp_path, deadline, emitted):
+    from frame.daemon.statefile import write_json
     from frame.daemon.steps import _steps_for_tonight
 
     job = {"deadline": deadline, "state_dir": str(tmp_path)}
+    (tmp_path / "job").mkdir(exist_ok=True)
+    write_json(tmp_path / "job" / "job.json", job)
     job_dir = tmp_path / "job"
     job_dir.mkdir(exist_ok=True)
     return _steps_for_tonight(job, load_config(None), object(), (512, 512), job_dir,
@@ -142,11 +163,13 @@ def test_the_worker_keeps_the_minimum_when_nothing_fits_and_reuses_the_choice(tm
     assert len(fake_estimate) == 1
 
 
-def test_without_a_deadline_or_with_a_failing_estimate_the_configured_steps_run(tmp_path, monkeypatch, caplog):
+def test_without_a_deadline_or_with_a_failing_estimate_the_configured_steps_run(tmp_path, monkeypatch, caplog,
+                                                                               in_process):
     import frame.estimate.configured as configured
 
     assert _tonight(tmp_path, None, []) is None  # model.steps: the model's default
     monkeypatch.setattr(configured, "estimate_config", lambda *a, **k: (_ for _ in ()).throw(OSError("disk")))
+    (tmp_path / "job" / "step_choice.json").unlink(missing_ok=True)
     with caplog.at_level(logging.WARNING):
         assert _tonight(tmp_path, 1e12, []) is None
     assert "no step estimate (disk)" in caplog.text
@@ -203,3 +226,20 @@ def test_config_page_renders_the_estimate_card(tmp_path):
     finally:
         store.close()
     assert "Night estimate" in html and "peak memory: 289 MB" in html and "frame estimate" in html
+
+
+def test_the_estimate_child_on_the_demo_model_saves_a_choice(tmp_path):
+    """The real child process (python -m frame.estimate.nightly) on the bundled model: a generous
+    deadline keeps every configured step; the figures land in estimate.json."""
+    import time
+
+    from frame.daemon.night import write_job_files
+    from frame.estimate.nightly import night_steps_in_child
+
+    config = Config(state_dir=str(tmp_path))
+    job_dir = tmp_path / "job"
+    job_dir.mkdir()
+    write_job_files(job_dir, config, {"deadline": time.time() + 6 * 3600, "state_dir": str(tmp_path)})
+    choice = night_steps_in_child(job_dir, (256, 256), timeout=300)
+    assert choice.fits and choice.steps == choice.configured == 20
+    assert read_json(tmp_path / "estimate.json")["step_choice"]["steps"] == 20
