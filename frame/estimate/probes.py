@@ -5,7 +5,10 @@ A probe is the signature's op with its real channel counts, kernel, attributes a
 decoding exactly as in the model), but with the parallel dimension cut down to stay within
 ``max_macs``: the output rows of a conv, the query rows of an attention, the token rows of a
 projection. Those dimensions only repeat the same inner work, so the rate per multiply-add barely
-changes while a probe takes a fraction of a second instead of several.
+changes while a probe takes a fraction of a second instead of several, as long as the probe keeps
+one whole unit of the kernel's own blocking: a conv at least one im2col band of output rows
+(``frame.engine.ops.conv.band_rows``: a thinner band is a narrower, slower GEMM), an attention at
+least one block of query rows (``AttentionConfig.block``), a projection at least 512 token rows.
 """
 
 from __future__ import annotations
@@ -16,10 +19,12 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from frame.engine.attention import AttentionConfig
 from frame.estimate.signature import Signature
 
 FLOAT, FLOAT16 = onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16
 Probe = tuple[onnx.ModelProto, dict[str, np.ndarray]]
+MIN_TOKENS = 512
 
 
 def _model(nodes: list, inputs: dict[str, tuple[int, ...]], output: str, weights: dict[str, np.ndarray]
@@ -50,13 +55,20 @@ def _rows(total: int, per_row: int, max_macs: int, minimum: int = 1) -> int:
 
 
 def conv_probe(sig: Signature, max_macs: int, rng: np.random.Generator) -> Probe:
+    from frame.engine.ops.conv import band_rows
+
     (n, c, h, w_in), w_shape = sig.shapes
     m, cg, kh, kw = w_shape
     attrs = {k: list(v) if isinstance(v, tuple) else v for k, v in sig.attrs}
     upsample = sig.op == "upsample_conv"
     out_w = w_in * (2 if upsample else 1) // int((attrs.get("strides") or [1, 1])[1])
     stride = int((attrs.get("strides") or [1, 1])[0])
-    rows_in = _rows(h, m * cg * kh * kw * out_w * (4 if upsample else 1) // stride, max_macs, kh)
+    if upsample:  # each output phase is a 2x2 conv of the small image
+        band = band_rows((h, w_in), cg * 4)
+    else:
+        band = band_rows((max(1, h // stride), out_w), cg * kh * kw) * stride
+    rows_in = max(_rows(h, m * cg * kh * kw * out_w * (4 if upsample else 1) // stride, max_macs, kh),
+                  min(h, band))
     x_shape = (1, c, rows_in, w_in)
     nodes, weights = stored_weight(w_shape, sig.storage, 0, rng)
     source = "x"
@@ -72,7 +84,8 @@ def conv_probe(sig: Signature, max_macs: int, rng: np.random.Generator) -> Probe
 
 def matmul_probe(sig: Signature, max_macs: int, rng: np.random.Generator) -> Probe:
     x, (k, n_out) = sig.shapes
-    tokens = _rows(math.prod(x[:-1]), k * n_out, max_macs)
+    total = math.prod(x[:-1])
+    tokens = max(_rows(total, k * n_out, max_macs), min(total, MIN_TOKENS))
     nodes, weights = stored_weight((k, n_out), sig.storage, 1, rng)
     nodes.append(helper.make_node("MatMul", ["x", "w"], ["y"]))
     feeds = {"x": rng.standard_normal((1, tokens, k)).astype(np.float32)}
@@ -86,7 +99,8 @@ def attention_probe(sig: Signature, max_macs: int, rng: np.random.Generator) -> 
     lead = q[:-2]
     heads = math.prod(lead) if lead else 1
     dim, keys, out_dim = q[-1], kt[-1], v[-1]
-    rows = _rows(q[-2], heads * keys * (dim + out_dim), max_macs)
+    _, block = AttentionConfig().block(heads, q[-2], keys, 4)
+    rows = max(_rows(q[-2], heads * keys * (dim + out_dim), max_macs), min(q[-2], block))
     shapes = {"q": (1, heads, rows, dim), "kt": (1, heads, dim, keys), "v": (1, heads, keys, out_dim)}
     nodes = [helper.make_node("MatMul", ["q", "kt"], ["s"]),
              helper.make_node("Mul", ["s", "scale"], ["t"]),

@@ -86,15 +86,17 @@ def test_every_probe_runs_on_the_engine_and_fuses_like_the_model(signature, tmp_
     assert {s.op for s in signatures} == {signature.op}
 
 
-def test_probes_are_cut_to_the_multiply_add_cap():
+def test_probes_are_cut_to_the_cap_but_keep_one_band_of_the_kernel():
+    from frame.engine.ops.conv import band_rows
     from frame.estimate.probes import conv_probe
 
-    sig = Signature("conv", ((1, 320, 64, 64), (320, 320, 3, 3)), (("pads", (1, 1, 1, 1)),))
-    per_row = 320 * 320 * 9 * 64  # multiply-adds of one output row
-    _, feeds = conv_probe(sig, 300_000_000, np.random.default_rng(0))
-    assert feeds["x"].shape == (1, 320, 300_000_000 // per_row, 64)
+    sig = Signature("conv", ((1, 128, 256, 256), (128, 128, 3, 3)), (("pads", (1, 1, 1, 1)),))
+    band = band_rows((256, 256), 128 * 9)  # the VAE's 128-channel conv at 256 x 256: 28 rows a band
     _, feeds = conv_probe(sig, 1, np.random.default_rng(0))
-    assert feeds["x"].shape[2] == 3  # never fewer rows than the kernel is tall
+    assert feeds["x"].shape == (1, 128, band, 256)
+    per_row = 128 * 128 * 9 * 256
+    _, feeds = conv_probe(sig, 100 * per_row, np.random.default_rng(0))
+    assert feeds["x"].shape == (1, 128, 100, 256)
 
 
 def test_measuring_takes_the_heaviest_signatures_first():
