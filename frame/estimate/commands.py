@@ -19,8 +19,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--steps", type=int, metavar="N", help="denoising steps (default: model.steps)")
     parser.add_argument("--guidance", type=float, metavar="G", help="guidance scale (default: model.guidance)")
     parser.add_argument("--sampler", help="sampler (default: model.sampler)")
-    parser.add_argument("--measure-seconds", type=float, default=4.0, metavar="S",
-                        help="time spent measuring this machine (default 4; more probes more step kinds)")
+    parser.add_argument("--queued", action="store_true",
+                        help="a night that renders a queued prompt: no taste choice (no prompt embeddings)")
+    parser.add_argument("--measure-seconds", type=float, default=5.0, metavar="S",
+                        help="time spent measuring this machine (default 5; longer probes more step kinds)")
     parser.add_argument("--link-mbit", type=float, metavar="MBIT",
                         help="the Pi's Wi-Fi throughput for a URL model, in Mbit/s (default 24)")
     parser.add_argument("--state-dir", metavar="DIR",
@@ -81,7 +83,7 @@ def _estimate(args: argparse.Namespace) -> int:
     config = _overrides(load_config(args.config), args)
     link = args.link_mbit * 1e6 / 8 if args.link_mbit else None
     result = estimate_config(config, measure_seconds=args.measure_seconds, link_bytes=link,
-                             ratings=_ratings(config))
+                             ratings=_ratings(config), texts=0 if args.queued else None)
     figures = to_dict(result, "frame estimate")
     if args.state_dir:
         from pathlib import Path

@@ -30,6 +30,9 @@ from frame.estimate.shapes import ShapeTable, infer_shapes
 from frame.estimate.signature import Signature, step_signature
 from frame.estimate.work import ATTENTION, CONV, KINDS, MATMUL, Work, node_work
 
+SMALL_INTEGER_BYTES = 4096  # shape targets, axes, indices
+SMALL_FLOAT_BYTES = 64      # scalars that shape arithmetic uses (mask fill values, eps)
+
 
 class _NoReads:
     """A weights provider for planning only: the count must never read a weight."""
@@ -202,6 +205,24 @@ def _step_costs(steps: list[g.Step], work: list[Work], owner: list[int | None], 
     return costs
 
 
+def _read_small_integer_weights(weights: Mapping, in_proto: set[str]) -> None:
+    """Give small weights stored outside the proto their values (OnnxStream keeps reshape targets,
+    axes and scalars as ``.bin`` files): shape inference needs them; a few bytes each."""
+    from frame.engine.sources import SourcePool
+
+    small = [ref for name, ref in weights.items() if ref.value is None and ref.location is not None
+             and name not in in_proto and ref.length <= (SMALL_INTEGER_BYTES if ref.dtype.kind in "iu"
+                                                         else SMALL_FLOAT_BYTES)]
+    if not small:
+        return
+    pool = SourcePool()
+    try:
+        for ref in small:
+            ref.value = ref.decode(pool.get(ref.location).read_at(ref.offset, ref.length)).copy()
+    finally:
+        pool.close()
+
+
 def count_graph(source, input_shapes: Mapping[str, Sequence[int]],  # noqa: ANN001 - path, URL or OnnxStream source
                 attention_budget: int = 16 << 20, structure=None) -> GraphCount:  # noqa: ANN001
     """Count one evaluation of ``source`` with its inputs at ``input_shapes`` (see the module docstring).
@@ -211,6 +232,7 @@ def count_graph(source, input_shapes: Mapping[str, Sequence[int]],  # noqa: ANN0
     structure = structure if structure is not None else read_structure(source)
     read_seconds = time.perf_counter() - started
     fill_small_values(structure.proto, structure.weights)
+    _read_small_integer_weights(structure.weights, {t.name for t in structure.proto.graph.initializer})
     table = infer_shapes(structure.proto, structure.weights, structure.nodes, input_shapes)
     weights = structure.weights
     weight_names = set(weights)

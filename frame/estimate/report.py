@@ -33,6 +33,10 @@ def macs_text(macs: float) -> str:
     return f"{macs:.0f}"
 
 
+def _steps(count: int) -> str:
+    return f"{count} step" if count == 1 else f"{count} steps"
+
+
 def _guidance(estimate: NightEstimate) -> str:
     plan = estimate.plan
     if not plan.guided:
@@ -44,7 +48,7 @@ def _guidance(estimate: NightEstimate) -> str:
 def _projection(p: Projection, plan_steps: int) -> str:
     phases = ", ".join(f"{name} {format_duration(s)}" for name, s in p.phases.items() if s >= 0.5)
     stall = f", {p.stall_share:.0%} of it waiting for weights" if p.stall_share >= 0.05 else ""
-    return (f"{format_duration(p.seconds)} ({plan_steps} steps of {format_duration(p.step_seconds)}{stall}; "
+    return (f"{format_duration(p.seconds)} ({_steps(plan_steps)} of {format_duration(p.step_seconds)}{stall}; "
             f"{phases})")
 
 
@@ -56,8 +60,9 @@ def _fits(p: Projection, window_seconds: float, estimate: NightEstimate, minimum
     if choice.fits and not choice.reduced:
         return "fits"
     if choice.fits:
-        return f"does not fit; {choice.steps} steps would ({format_duration(choice.projected_seconds)})"
-    return f"does not fit, not even at the minimum {choice.steps} steps ({format_duration(choice.projected_seconds)})"
+        return f"does not fit; {_steps(choice.steps)} would ({format_duration(choice.projected_seconds)})"
+    return (f"does not fit, not even at the minimum {_steps(choice.steps)} "
+            f"({format_duration(choice.projected_seconds)})")
 
 
 def lines(result: ConfiguredEstimate) -> list[str]:
@@ -68,7 +73,7 @@ def lines(result: ConfiguredEstimate) -> list[str]:
     per_step_macs = e.macs_per_step
     unet_bytes = plan.runs_of("unet")[0].count.weight_bytes
     where = "over the link" if e.url else "from storage"
-    out = [f"model: {plan.label} ({plan.source}), {plan.width}x{plan.height}, {plan.steps} steps {plan.sampler}; "
+    out = [f"model: {plan.label} ({plan.source}), {plan.width}x{plan.height}, {_steps(plan.steps)} {plan.sampler}; "
            f"{_guidance(e)}",
            f"per step: {macs_text(per_step_macs)} multiply-adds, {size_text(e.bytes_per_step)} of weights read "
            f"{where} (UNet {size_text(unet_bytes)} x {plan.passes})",

@@ -73,13 +73,18 @@ def _working_copy(proto: onnx.ModelProto, weights: Mapping[str, WeightRef],
     kept = [t for t in graph.initializer if t.name in inline]
     del graph.initializer[:]
     graph.initializer.extend(kept)
+    in_proto = {t.name for t in proto.graph.initializer}
     for name, ref in weights.items():
         if name in inline or name in known_inputs:
             continue
+        # weights kept outside the proto (OnnxStream's .bin files) are typed as the engine computes:
+        # float16 in float32, or ops such as Resize (float32 scales) would not infer
+        widen = name not in in_proto and ref.dtype == np.float16
         if ref.value is not None and ref.nbytes <= MAX_VALUE_BYTES:
-            graph.initializer.append(numpy_helper.from_array(np.asarray(ref.value), name))
+            value = np.asarray(ref.value)
+            graph.initializer.append(numpy_helper.from_array(value.astype(np.float32) if widen else value, name))
         else:
-            elem = helper.np_dtype_to_tensor_dtype(ref.dtype)
+            elem = onnx.TensorProto.FLOAT if widen else helper.np_dtype_to_tensor_dtype(ref.dtype)
             graph.input.append(helper.make_tensor_value_info(name, elem, list(ref.shape)))
     return copy
 

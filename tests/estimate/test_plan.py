@@ -109,3 +109,23 @@ def test_measuring_takes_the_heaviest_signatures_first():
     assert rates.gemm_macs > 0 and rates.stream_bytes > 0 and rates.step_seconds > 0
     rates = measure_throughput([(heavy, 1e9), (light, 1.0)], budget_seconds=30.0, min_seconds=0.01)
     assert set(rates.signature_macs) == {heavy, light} and rates.kind_macs["conv"] == rates.signature_macs[heavy]
+
+
+def test_an_onnxstream_folder_counts_like_the_onnx_export_it_was_written_from(tmp_path):
+    """tools/onnxstream_layout.py writes OnnxStream's published SD 1.5 layout from the fixture export:
+    the same graphs, so the same multiply-adds per step and per decode."""
+    import importlib.util
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("onnxstream_layout", root / "tools" / "onnxstream_layout.py")
+    tool = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = tool
+    spec.loader.exec_module(tool)
+    folder = tool.write_sd15(PIPELINES / "sd15" / "model", tmp_path / "sd15")
+    onnx_plan = build_plan(load_pipeline(PIPELINES / "sd15" / "model"), 256, 256, 4, 7.5, "euler")
+    stream_plan = build_plan(load_pipeline(folder), 256, 256, 4, 7.5, "euler")
+    for phase in ("unet", "text", "vae"):
+        stream, onnx_count = stream_plan.runs_of(phase)[0].count, onnx_plan.runs_of(phase)[0].count
+        assert (stream.macs, stream.unknown_shapes) == (onnx_count.macs, 0)
+    assert stream_plan.passes == onnx_plan.passes == 2
