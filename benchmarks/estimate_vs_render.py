@@ -10,8 +10,9 @@ folders (``frame model convert``) are used as they are. Each measurement is its 
 * ``render``: the same render through ``frame.diffusion`` (load, text encoder ×2, UNet 2×N, VAE 9
   tiles): wall time and CPU time from process start, VmHWM.
 
-Runs alternate (estimate, render, estimate, render, ...) so both see the same machine load; the
-medians are compared. ``--memory`` also runs each component alone in a fresh child and compares
+Each run is estimate, render, estimate: the render is compared with the mean of the estimates made
+just before and just after it (a shared machine's load changes while a render runs); the medians
+over the runs are compared. ``--memory`` also runs each component alone in a fresh child and compares
 VmHWM with ``frame.estimate.memory.component_peak``.
 
     .venv/bin/python benchmarks/estimate_vs_render.py --steps 2 --runs 3
@@ -151,6 +152,17 @@ def memory_check(pipeline: Path) -> list[tuple[str, float, float]]:
     return rows
 
 
+def _mean_estimate(first: dict, second: dict) -> dict:
+    """The mean of two estimate results (totals and phases), and both totals for the log."""
+    def mean(a: dict, b: dict) -> dict:
+        return {"total": (a["total"] + b["total"]) / 2, "step": (a["step"] + b["step"]) / 2,
+                "phases": {k: (a["phases"][k] + b["phases"][k]) / 2 for k in a["phases"]},
+                "both": (a["total"], b["total"])}
+
+    return {"wall": mean(first["wall"], second["wall"]), "cpu": mean(first["cpu"], second["cpu"]),
+            "peak_mb": second["peak_mb"], "pi_total": second["pi_total"]}
+
+
 def _child(kind: str, pipeline: str, steps: int, seconds: float) -> dict:
     out = subprocess.run([sys.executable, __file__, "--child", kind, "--pipeline", pipeline, "--steps", str(steps),
                           "--measure-seconds", str(seconds), "--started", str(time.time())],
@@ -186,11 +198,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.only_memory:
             return 0
     estimates, renders = [], []
+    before = _child("estimate", str(pipeline), args.steps, args.measure_seconds)
     for run in range(args.runs):
-        estimates.append(_child("estimate", str(pipeline), args.steps, args.measure_seconds))
         renders.append(_child("render", str(pipeline), args.steps, args.measure_seconds))
+        after = _child("estimate", str(pipeline), args.steps, args.measure_seconds)
+        estimates.append(_mean_estimate(before, after))
+        before = after
         e, r = estimates[-1], renders[-1]
-        print(f"run {run + 1}: estimate {e['wall']['total']:.0f} s wall / {e['cpu']['total']:.0f} s CPU, "
+        print(f"run {run + 1}: estimate {e['wall']['total']:.0f} s wall (before/after "
+              f"{e['wall']['both'][0]:.0f}/{e['wall']['both'][1]:.0f}) / {e['cpu']['total']:.0f} s CPU "
+              f"({e['cpu']['both'][0]:.0f}/{e['cpu']['both'][1]:.0f}), "
               f"render {r['wall']:.0f} s wall / {r['cpu']:.0f} s CPU; peak modelled {e['peak_mb']:.0f} MB, "
               f"VmHWM {r['peak_mb']:.0f} MB", flush=True)
         pairs = (("wall", e["wall"]["phases"], r["phases"]), ("CPU", e["cpu"]["phases"], r["cpu_phases"]))

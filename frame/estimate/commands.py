@@ -21,8 +21,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--sampler", help="sampler (default: model.sampler)")
     parser.add_argument("--queued", action="store_true",
                         help="a night that renders a queued prompt: no taste choice (no prompt embeddings)")
-    parser.add_argument("--measure-seconds", type=float, default=5.0, metavar="S",
-                        help="time spent measuring this machine (default 5; longer probes more step kinds)")
+    parser.add_argument("--measure-seconds", type=float, default=8.0, metavar="S",
+                        help="time spent measuring this machine (default 8; longer probes more step kinds)")
     parser.add_argument("--link-mbit", type=float, metavar="MBIT",
                         help="the Pi's Wi-Fi throughput for a URL model, in Mbit/s (default 24)")
     parser.add_argument("--state-dir", metavar="DIR",

@@ -94,7 +94,7 @@ def _plans(pipe: Any, config: Any, size: tuple[int, int], steps: int | None, tex
 
 
 def estimate_config(config: Any, pipe: Any = None, steps: int | None = None, size: tuple[int, int] | None = None,
-                    measure_seconds: float = 5.0, link_bytes: float | None = None, ratings: int | None = None,
+                    measure_seconds: float = 8.0, link_bytes: float | None = None, ratings: int | None = None,
                     rates: Throughput | None = None, texts: int | None = None,
                     cpu: bool = False, alternative: bool = True) -> ConfiguredEstimate:
     """The whole estimate (see the module docstring). ``pipe``: an already loaded pipeline;

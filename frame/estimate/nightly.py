@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 
 CHOICE_FILE = "step_choice.json"
 ESTIMATE_FILE = "estimate.json"
-MEASURE_SECONDS = 3.0
+MEASURE_SECONDS = 5.0
 CHILD_TIMEOUT = 30 * 60
 COUNT_BASE_BYTES = 60 << 20
 COUNT_BYTES_PER_NODE = 30 << 10  # SDXL UNet: 11,367 nodes counted in 390 MB; SD 1.5: 4,493 in 105 MB

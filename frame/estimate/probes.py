@@ -54,6 +54,21 @@ def _rows(total: int, per_row: int, max_macs: int, minimum: int = 1) -> int:
     return max(minimum, min(total, max_macs // max(per_row, 1)))
 
 
+def _threads(work: int) -> bool:
+    """Whether the engine runs a product of ``work`` multiply-adds on all BLAS threads
+    (``frame.engine.blas_threads``): a probe must land on the same side as its step."""
+    from frame.engine.blas_threads import SINGLE_THREAD_WORK
+
+    return work >= SINGLE_THREAD_WORK
+
+
+def _same_threads(rows: int, total: int, work_per_row: int) -> int:
+    """``rows`` grown until a probe of them is threaded like the whole step (at most ``total``)."""
+    while rows < total and _threads(rows * work_per_row) != _threads(total * work_per_row):
+        rows = min(total, rows * 2)
+    return rows
+
+
 def conv_probe(sig: Signature, max_macs: int, rng: np.random.Generator) -> Probe:
     from frame.engine.ops.conv import band_rows
 
@@ -69,6 +84,7 @@ def conv_probe(sig: Signature, max_macs: int, rng: np.random.Generator) -> Probe
         band = band_rows((max(1, h // stride), out_w), cg * kh * kw) * stride
     rows_in = max(_rows(h, m * cg * kh * kw * out_w * (4 if upsample else 1) // stride, max_macs, kh),
                   min(h, band))
+    rows_in = _same_threads(rows_in, h, w_in * m * cg * kh * kw)  # blas_threads.gemm_work: input positions
     x_shape = (1, c, rows_in, w_in)
     nodes, weights = stored_weight(w_shape, sig.storage, 0, rng)
     source = "x"
@@ -85,7 +101,7 @@ def conv_probe(sig: Signature, max_macs: int, rng: np.random.Generator) -> Probe
 def matmul_probe(sig: Signature, max_macs: int, rng: np.random.Generator) -> Probe:
     x, (k, n_out) = sig.shapes
     total = math.prod(x[:-1])
-    tokens = max(_rows(total, k * n_out, max_macs), min(total, MIN_TOKENS))
+    tokens = _same_threads(max(_rows(total, k * n_out, max_macs), min(total, MIN_TOKENS)), total, k * n_out)
     nodes, weights = stored_weight((k, n_out), sig.storage, 1, rng)
     nodes.append(helper.make_node("MatMul", ["x", "w"], ["y"]))
     feeds = {"x": rng.standard_normal((1, tokens, k)).astype(np.float32)}
@@ -99,9 +115,17 @@ def attention_probe(sig: Signature, max_macs: int, rng: np.random.Generator) -> 
     lead = q[:-2]
     heads = math.prod(lead) if lead else 1
     dim, keys, out_dim = q[-1], kt[-1], v[-1]
-    _, block = AttentionConfig().block(heads, q[-2], keys, 4)
+    block_heads, block = AttentionConfig().block(heads, q[-2], keys, 4)
     rows = max(_rows(q[-2], heads * keys * (dim + out_dim), max_macs), min(q[-2], block))
-    shapes = {"q": (1, heads, rows, dim), "kt": (1, heads, dim, keys), "v": (1, heads, keys, out_dim)}
+    if rows >= q[-2] or block_heads > 1:  # whole heads per block: keep them all
+        probe_heads = heads
+    else:  # blocks of one head's rows: a few heads repeat the same blocks
+        probe_heads = max(1, min(heads, max_macs // max(rows * keys * (dim + out_dim), 1)))
+        # as many as it takes for the engine to pick the same BLAS threads as for the real step
+        while probe_heads < heads and _threads(probe_heads * rows * dim * keys) != _threads(math.prod(q) * keys):
+            probe_heads += 1
+    shapes = {"q": (1, probe_heads, rows, dim), "kt": (1, probe_heads, dim, keys),
+              "v": (1, probe_heads, keys, out_dim)}
     nodes = [helper.make_node("MatMul", ["q", "kt"], ["s"]),
              helper.make_node("Mul", ["s", "scale"], ["t"]),
              helper.make_node("Softmax", ["t"], ["p"], axis=-1),
