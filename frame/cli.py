@@ -27,6 +27,7 @@ COMMAND_MODULES = (
     "frame.convert.commands",
     "frame.remote.commands",
     "frame.modelserver.commands",
+    "frame.estimate.commands",
 )
 
 log = logging.getLogger(__name__)

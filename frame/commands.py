@@ -45,6 +45,7 @@ def _config_check(args: argparse.Namespace) -> int:
     _describe_model(config)
     _describe_remote(config)
     _describe_model_url(config)
+    _describe_estimate(config)
     return 0
 
 
@@ -120,6 +121,14 @@ def _describe_model(config) -> None:
         return
     for level, line in describe_folder(Path(source).expanduser(), config.model.vae_tile):
         print(f"model.source: {'warning: ' if level == 'warning' else ''}{line}")
+
+
+def _describe_estimate(config) -> None:
+    """The night's estimate (``frame estimate`` has the details and a longer measurement)."""
+    from frame.estimate.commands import config_check_lines
+
+    for line in config_check_lines(config):
+        print(f"estimate: {line}")
 
 
 def _config_show(args: argparse.Namespace) -> int:

@@ -39,7 +39,8 @@ from frame.errors import FrameError
 
 log = logging.getLogger(__name__)
 
-PROGRESS_FIELDS = ("stage", "step", "steps", "eta_seconds", "fraction", "preview", "bytes_per_step", "link_rate")
+PROGRESS_FIELDS = ("stage", "step", "steps", "eta_seconds", "fraction", "preview", "bytes_per_step", "link_rate",
+                   "step_choice")
 
 
 @dataclass
@@ -138,8 +139,9 @@ def _recent_themes(store: Store, count: int) -> list[str]:
     return [p["theme"] for p in reversed(store.pictures(limit=max(count, 1))) if p["theme"]]
 
 
-def build_job(ctx: RenderContext, render_id: int, kind: str) -> dict[str, Any]:
-    """A new job: a queued prompt if any (oldest first), else candidates for the theme choice."""
+def build_job(ctx: RenderContext, render_id: int, kind: str, deadline: float | None = None) -> dict[str, Any]:
+    """A new job: a queued prompt if any (oldest first), else candidates for the theme choice.
+    ``deadline`` (epoch seconds) lets the worker choose the step count that fits (``frame.estimate``)."""
     queued = ctx.store.queued_prompts()
     choice = None
     if queued:
@@ -151,10 +153,11 @@ def build_job(ctx: RenderContext, render_id: int, kind: str) -> dict[str, Any]:
             "seed": random_seed(), "choice": choice,
             "candidates": [] if choice else candidates(ctx.config, ctx.store),
             "history": [] if choice else _history(ctx.store),
-            "recent_themes": _recent_themes(ctx.store, ctx.config.taste.avoid_recent)}
+            "recent_themes": _recent_themes(ctx.store, ctx.config.taste.avoid_recent), "deadline": deadline}
 
 
-def ensure_job(ctx: RenderContext, render_id: int, kind: str, resume: bool = False) -> Path:
+def ensure_job(ctx: RenderContext, render_id: int, kind: str, resume: bool = False,
+               deadline: float | None = None) -> Path:
     """The job folder for ``render_id``: written on first use, reused (never rewritten) after.
 
     ``resume``: the render was started before (a restart); its job file must be there — a new one
@@ -169,7 +172,7 @@ def ensure_job(ctx: RenderContext, render_id: int, kind: str, resume: bool = Fal
         log.warning("removing the stale job folder %s before render %d starts", folder, render_id)
         remove_tree(folder)
     make_dirs(folder)
-    write_job_files(folder, ctx.config, build_job(ctx, render_id, kind))
+    write_job_files(folder, ctx.config, build_job(ctx, render_id, kind, deadline))
     return folder
 
 
@@ -197,7 +200,7 @@ def render(ctx: RenderContext, render_id: int, kind: str, deadline: float | None
     """Run (or with ``resume``, continue) render ``render_id`` to the end; publish on success. Returns
     the outcome and the new picture id. ``stopped`` leaves the render open so the next start resumes it."""
     started = time.monotonic()
-    folder = ensure_job(ctx, render_id, kind, resume=resume)
+    folder = ensure_job(ctx, render_id, kind, resume=resume, deadline=deadline)
     ctx.status.render_started(render_id, kind)
     log.info("render %d (%s) started in %s", render_id, kind, folder)
     try:

@@ -141,6 +141,26 @@ def _size(config: Any, pipe: Any) -> tuple[int, int]:
     return pipe.auto_size(width / height)
 
 
+def _steps_for_tonight(job: dict[str, Any], config: Any, pipe: Any, size: tuple[int, int], job_dir: Path,
+                       emit: Emit) -> int | None:
+    """The largest step count whose estimated night fits before the job's deadline (never above the
+    configured steps, never below the model's minimum; ``frame.estimate.nightly``). Without a
+    deadline, or if the estimate fails, the configured steps: the estimate must never cost a night."""
+    if job.get("deadline") is None and not (job_dir / "step_choice.json").exists():
+        return config.model.steps
+    emit("stage", stage="estimating tonight's steps")
+    try:
+        from frame.estimate import nightly
+
+        choice = nightly.night_steps_in_child(job_dir, size)
+    except Exception as exc:  # noqa: BLE001 - see the docstring
+        log.warning("no step estimate (%s): rendering the configured steps", exc)
+        return config.model.steps
+    log.info("steps: %s", choice.sentence())
+    emit("stage", stage="generating", step_choice=choice.sentence())
+    return choice.steps
+
+
 def generate(job: dict[str, Any], config: Any, choice: dict[str, Any], job_dir: Path, emit: Emit,
              pipeline: PipelineHolder) -> Path:
     """Generate ``image.png`` (resuming from ``JOB_DIR/diffusion``) and record the resolved settings."""
@@ -150,7 +170,8 @@ def generate(job: dict[str, Any], config: Any, choice: dict[str, Any], job_dir: 
     pipe = pipeline.get(emit)
     model = config.model
     width, height = _size(config, pipe)
-    settings = pipe.settings(choice["prompt"], choice["negative_prompt"], model.steps, model.guidance,
+    steps = _steps_for_tonight(job, config, pipe, (width, height), job_dir, emit)
+    settings = pipe.settings(choice["prompt"], choice["negative_prompt"], steps, model.guidance,
                              model.sampler, job["seed"], width, height)
     write_json(job_dir / "generation.json", {
         "steps": settings.steps, "guidance": settings.guidance, "sampler": settings.sampler,

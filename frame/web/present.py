@@ -159,6 +159,7 @@ def progress_view(status: Mapping[str, Any] | None) -> dict[str, Any]:
         "fetch": fetch_line(render),
         "restarts": render.get("restarts") or 0,
         "has_preview": bool(render.get("preview")),
+        "step_choice": str(render.get("step_choice") or ""),
         "notice": str((status or {}).get("notice") or ""),
         "notice_details": str((status or {}).get("notice_details") or ""),
     }

@@ -83,4 +83,22 @@ def settings_report(config: Config, config_path: Path | None) -> dict[str, Any]:
         except ConfigError as exc:
             problems = [redact_text(problem) for problem in exc.problems]  # the page is open to the LAN
     return {"sections": grouped(flatten(to_plain(config))), "file": str(path) if path else "", "problems": problems,
-            "notes": notes(config)}
+            "notes": notes(config), "estimate": last_estimate(config)}
+
+
+def last_estimate(config: Config) -> dict[str, Any] | None:
+    """The last night estimate (``<state_dir>/estimate.json``, written by tonight's render or by
+    ``frame estimate --state-dir``): its lines, when and where it was made, tonight's step choice."""
+    from datetime import datetime
+
+    from frame.config import state_dir
+    from frame.daemon.statefile import read_json
+
+    data = read_json(state_dir(config) / "estimate.json")
+    if not isinstance(data, dict) or not isinstance(data.get("lines"), list):
+        return None
+    made = data.get("made_at")
+    when = datetime.fromtimestamp(made).strftime("%Y-%m-%d %H:%M") if isinstance(made, (int, float)) else ""
+    choice = data.get("step_choice") if isinstance(data.get("step_choice"), dict) else {}
+    return {"lines": [redact_text(str(line)) for line in data["lines"]], "when": when,
+            "origin": str(data.get("origin") or ""), "step_choice": str(choice.get("sentence") or "")}

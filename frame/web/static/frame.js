@@ -61,6 +61,11 @@
     var eta = duration(render.eta_seconds);
     field("eta", eta ? "· about " + eta + " left" : "");
     field("fetch", fetchLine(render));
+    var choice = box.querySelector('[data-field="step_choice"]');
+    if (choice) {
+      choice.textContent = render.step_choice ? "Tonight: " + render.step_choice + "." : "";
+      choice.hidden = !render.step_choice;
+    }
     var img = document.getElementById("progress-preview");
     if (render.preview) {
       img.src = "/render/preview?step=" + encodeURIComponent(step);

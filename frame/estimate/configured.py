@@ -1,0 +1,137 @@
+"""The estimate for a configuration: what ``frame estimate``, ``frame config check`` and the night use.
+
+``estimate_config(config)`` opens the configured model (small files only), counts every component
+at the night's size and settings (``frame.estimate.plan``), measures this machine
+(``frame.estimate.machine``; the model's heaviest step signatures, the model's storage or link),
+and projects the night here and on a Raspberry Pi Zero 2 W (``frame.estimate.pi``). With guidance
+it counts both ways of running the two passes (one after the other, or batched: weights read once
+per step, activations doubled) and reports which one the night uses (``batching_applies``).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from frame.estimate import pi
+from frame.estimate.machine import Throughput, heaviest_signatures, measure_throughput, read_rate
+from frame.estimate.night import NightEstimate, estimate_night
+from frame.estimate.plan import NightPlan, build_plan, choose_texts
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ConfiguredEstimate:
+    """The estimate of the night as configured (``estimate``) and of the other way to run guidance."""
+
+    estimate: NightEstimate
+    alternative: NightEstimate | None
+    rates: Throughput
+    window_seconds: float
+    window: str
+    memory_limit_bytes: int
+    measured_read: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def window_seconds(schedule: Any) -> float:
+    """Seconds from ``schedule.render_at`` to ``schedule.deadline`` (a full day when equal), as
+    ``frame.daemon.schedule`` opens the night."""
+    def minutes(text: str) -> int:
+        hour, minute = text.split(":")
+        return int(hour) * 60 + int(minute)
+
+    span = (minutes(schedule.deadline) - minutes(schedule.render_at)) % (24 * 60) or 24 * 60
+    return float(span * 60)
+
+
+def night_size(config: Any, pipe: Any) -> tuple[int, int]:
+    """``model.size``, or for "auto" the model's native area at the panel's aspect (as the worker does)."""
+    from frame.diffusion.sizes import parse_size
+
+    size = parse_size(config.model.size)
+    if size:
+        return size
+    width, height = parse_size(config.display.size) or (1, 1)
+    if config.display.rotate in (90, 270):
+        width, height = height, width
+    return pipe.auto_size(width / height)
+
+
+def batching_applies(config: Any, batched_peak: int) -> bool:
+    """Whether tonight's render batches the two guidance passes.
+
+    The pipeline on this branch runs them one after the other (``frame.daemon.steps`` passes no
+    ``cfg_batch``), so this answers False; the decision to batch when the worker's memory limit
+    allows (issue 12, item 1) plugs in here, fed with the batched plan's modelled peak.
+    """
+    return False
+
+
+def weight_location(source: Any) -> str | None:
+    """The biggest weight file of a component source (local path or URL), for the read-rate probe."""
+    text = str(getattr(source, "weights_folder", None) or source)
+    if text.startswith(("http://", "https://")):
+        return text[:-len("model.onnx")] + "model.onnx_data" if text.endswith("model.onnx") else None
+    path = Path(text)
+    folder = path if path.is_dir() else path.parent
+    files = [p for p in folder.iterdir() if p.is_file()] if folder.is_dir() else []
+    return str(max(files, key=lambda p: p.stat().st_size)) if files else None
+
+
+def _plans(pipe: Any, config: Any, size: tuple[int, int], steps: int | None, texts: int, alternative: bool
+           ) -> tuple[NightPlan, NightPlan | None]:
+    model = config.model
+    kwargs = dict(vae_tile=model.vae_tile, vae_tile_overlap=model.vae_tile_overlap, choose_texts=texts)
+    sequential = build_plan(pipe, *size, steps, model.guidance, model.sampler, cfg_batch=False, **kwargs)
+    if not sequential.guided or not alternative:
+        return sequential, None
+    batched = build_plan(pipe, *size, steps, model.guidance, model.sampler, cfg_batch=True, **kwargs)
+    return sequential, batched if batched.batched else None
+
+
+def estimate_config(config: Any, pipe: Any = None, steps: int | None = None, size: tuple[int, int] | None = None,
+                    measure_seconds: float = 8.0, link_bytes: float | None = None, ratings: int | None = None,
+                    rates: Throughput | None = None, texts: int | None = None,
+                    cpu: bool = False, alternative: bool = True) -> ConfiguredEstimate:
+    """The whole estimate (see the module docstring). ``pipe``: an already loaded pipeline;
+    ``ratings``: how many pictures are rated (None: unknown, assume a trained taste model);
+    ``rates``: measured throughput to reuse (skips the measurement); ``texts``: how many texts the
+    prompt choice embeds (default: from the taste settings; 0 for a queued prompt); ``cpu``: rates per
+    CPU second instead of wall second (projects CPU time on a shared machine); ``alternative``: also
+    count the other way to run the guidance passes (not needed to choose tonight's steps)."""
+    from frame.diffusion import load_pipeline
+    from frame.models import resolve_model_source
+
+    model = config.model
+    if pipe is None:
+        pipe = load_pipeline(resolve_model_source(model.source), cache_dir=model.cache_dir or None,
+                             weights=model.weights, attention_slices=model.attention_slices,
+                             vae_tile=model.vae_tile, vae_tile_overlap=model.vae_tile_overlap)
+    size = size or night_size(config, pipe)
+    texts = choose_texts(config, ratings) if texts is None else texts
+    sequential, batched = _plans(pipe, config, size, steps if steps is not None else model.steps, texts,
+                                 alternative)
+    probe_plan = batched or sequential
+    measured = None
+    if rates is None:
+        signatures = heaviest_signatures([(r.count.steps, r.evaluations * (sequential.steps if r.per_step else 1))
+                                          for r in probe_plan.runs])
+        rates = measure_throughput(signatures, budget_seconds=measure_seconds, cpu=cpu)
+        location = weight_location(pipe.unet_source)
+        if location:
+            rates = rates.with_read(read_rate(location))
+            measured = location
+    url = str(pipe.files.source).startswith(("http://", "https://"))
+    machines = [(rates, 1.0), (pi.pi_throughput(rates, link_bytes, url), pi.STEP_OVERHEAD_FACTOR)]
+    taste = ratings is None or ratings >= config.taste.min_ratings
+    first = estimate_night(sequential, machines, model.weights, taste_model=taste)
+    second = estimate_night(batched, machines, model.weights, taste_model=taste) if batched else None
+    if second is not None and batching_applies(config, second.peak_bytes):
+        first, second = second, first
+    window = f"{config.schedule.render_at}-{config.schedule.deadline}"
+    return ConfiguredEstimate(first, second, rates, window_seconds(config.schedule), window,
+                              config.worker.memory_limit_mb * 1024 * 1024, measured)

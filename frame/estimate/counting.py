@@ -1,0 +1,262 @@
+"""One evaluation of one model, counted from its graph: compute, weight bytes, memory per engine step.
+
+``count_graph(source, input_shapes)`` reads the structure (no weight bytes: the protobuf scanner
+skips them; only small shape constants are read), infers every tensor's shape
+(``frame.estimate.shapes``), costs every standard ONNX node (``frame.estimate.work``), then plans
+the model exactly as ``frame.engine.load_model`` does (same fusions, same fetch/free lists) with a
+provider that never reads, and attributes each node's cost to the engine step that runs it. Per
+step it records the weights fetched (what crosses the disk or the link), the activations alive, the
+weights held and the kernel's scratch memory (``frame.estimate.scratch``). Constant subgraphs the
+engine folds at load cost nothing per run and are left out.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from frame.engine import graph as g
+from frame.engine.attention import AttentionConfig
+from frame.engine.model import Model, read_structure
+from frame.engine.ops.conv import FUSED_MIN_INPUT_PIXELS
+from frame.engine.static_shapes import fill_small_values
+from frame.estimate.buffers import LiveBuffers
+from frame.estimate.scratch import step_scratch
+from frame.estimate.shapes import ShapeTable, infer_shapes
+from frame.estimate.signature import Signature, step_signature
+from frame.estimate.work import ATTENTION, CONV, KINDS, MATMUL, Work, node_work
+
+SMALL_INTEGER_BYTES = 4096  # shape targets, axes, indices
+SMALL_FLOAT_BYTES = 64      # scalars that shape arithmetic uses (mask fill values, eps)
+
+
+class _NoReads:
+    """A weights provider for planning only: the count must never read a weight."""
+
+    def prepare(self, refs) -> None:  # noqa: ANN001 - the provider protocol
+        pass
+
+    def get(self, ref):  # noqa: ANN001, ANN201
+        raise RuntimeError(f"counting tried to read weight {ref.name!r}")
+
+    def release(self, ref) -> None:  # noqa: ANN001
+        pass
+
+
+@dataclass(frozen=True)
+class StepCost:
+    """One engine step (one op, possibly fused from several ONNX nodes) of one evaluation."""
+
+    op_type: str
+    macs: tuple[int, int, int]  # conv, matmul, attention multiply-adds, as the ONNX ops define them
+    engine_macs: tuple[int, int, int]  # what the engine's kernels do (fused upsample convs: 4/9)
+    element_bytes: int          # activation bytes read and written by memory-bound work
+    decoded_elements: int       # fp16/8-bit weight values decoded to float32 inside the op
+    fetches: tuple[int, ...]    # bytes of each weight read from storage before the step
+    live_bytes: int             # activations alive while it runs (inputs, outputs, kept values)
+    weight_bytes: int           # weights held while it runs (as the engine holds them)
+    scratch_bytes: int          # the kernel's own temporary buffers
+    signature: Signature | None = None  # what a throughput probe must run to time this step
+
+    @property
+    def resident_bytes(self) -> int:
+        return self.live_bytes + self.weight_bytes + self.scratch_bytes
+
+
+@dataclass
+class GraphCount:
+    """The count of one evaluation of ``source`` at ``input_shapes``."""
+
+    source: str
+    input_shapes: dict[str, tuple[int, ...]]
+    steps: list[StepCost]
+    stored_weight_bytes: int     # every weight the file holds
+    node_count: int              # ONNX nodes (before the engine's fusions)
+    unknown_shapes: int = 0      # node outputs whose shape stayed unknown (their cost is missing)
+    load_seconds: float = 0.0    # reading the structure and planning it, as loading the model does
+    macs_by_op: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def macs(self) -> int:
+        return sum(sum(s.macs) for s in self.steps)
+
+    def macs_of(self, kind: str) -> int:
+        return sum(s.macs[KINDS.index(kind)] for s in self.steps)
+
+    @property
+    def weight_bytes(self) -> int:
+        """Bytes fetched from disk or link per evaluation (token tables: only the rows used)."""
+        return sum(sum(s.fetches) for s in self.steps)
+
+    @property
+    def element_bytes(self) -> int:
+        return sum(s.element_bytes for s in self.steps)
+
+    @property
+    def decoded_elements(self) -> int:
+        return sum(s.decoded_elements for s in self.steps)
+
+    def peak_step(self) -> int:
+        return max(range(len(self.steps)), key=lambda i: self.steps[i].resident_bytes) if self.steps else 0
+
+    @property
+    def peak_bytes(self) -> int:
+        """Largest activations + held weights + scratch of any step (without provider read-ahead)."""
+        return self.steps[self.peak_step()].resident_bytes if self.steps else 0
+
+
+def _plan(source, structure, attention: AttentionConfig) -> list[g.Step]:  # noqa: ANN001
+    model = Model(str(source), _NoReads(), structure, attention)
+    return model.steps
+
+
+def _step_of_nodes(nodes: list[g.Node], steps: list[g.Step], folded: set[str]) -> list[int | None]:
+    """For each ONNX node, the plan step that runs it: the step producing one of its outputs, or
+    (inside a fused pattern) the step its output flows into; None for nodes folded at load."""
+    produced = {o: i for i, s in enumerate(steps) for o in s.node.outputs if o}
+    consumers = g.consumer_index(nodes)
+    found: list[int | None] = [None] * len(nodes)
+    for i in reversed(range(len(nodes))):
+        outputs = [o for o in nodes[i].outputs if o]
+        if not outputs or all(o in folded for o in outputs):
+            continue
+        direct = next((produced[o] for o in outputs if o in produced), None)
+        if direct is None:
+            later = [found[j] for o in outputs for j in consumers.get(o, []) if found[j] is not None]
+            direct = min(later) if later else None
+        found[i] = direct
+    return found
+
+
+def _fetch_bytes(step: g.Step, table: ShapeTable) -> tuple[int, ...]:
+    sizes = [ref.nbytes for ref in step.fetch if ref.value is None]
+    ref = step.gather_rows
+    if ref is not None and ref.shape:
+        indices = table.shapes.get(step.node.inputs[1]) if len(step.node.inputs) > 1 else None
+        rows = math.prod(indices) if indices and all(d is not None for d in indices) else ref.shape[0]
+        sizes.append(min(rows, ref.shape[0]) * (ref.nbytes // ref.shape[0]))
+    return tuple(sizes)
+
+
+def _held_bytes(ref) -> int:  # noqa: ANN001
+    """A weight as the executor holds it: fp16 is widened to float32 unless its op decodes it."""
+    if ref.dtype == np.float16 and not ref.keep_float16:
+        return ref.nbytes * 2
+    return ref.nbytes
+
+
+def _decoded_elements(step: g.Step, weights: Mapping) -> int:
+    if step.node.op_type != "DecodedWeight" or len(step.node.inputs) < 2:
+        return 0
+    ref = weights.get(step.node.inputs[1])
+    return math.prod(ref.shape) if ref is not None else 0
+
+
+def _upsample_factor(step: g.Step, table: ShapeTable) -> float:
+    """Share of the ONNX conv's multiply-adds the engine's fused UpsampleConv does: each of the four
+    output phases is a 2×2 conv of the small image (4/9), unless the image is small."""
+    node = step.node
+    wrapped = node.op_type == "DecodedWeight" and "upsample" in _wrapped_name(node)
+    if node.op_type != "UpsampleConv" and not wrapped:
+        return 1.0
+    x = table.shapes.get(node.inputs[0])
+    if not x or len(x) != 4 or any(d is None for d in x):
+        return 1.0
+    return 4 / 9 if x[2] * x[3] >= FUSED_MIN_INPUT_PIXELS else 1.0
+
+
+def _wrapped_name(node: g.Node) -> str:
+    kernel = node.spec.fn.keywords.get("_kernel") if node.spec is not None else None
+    return getattr(getattr(kernel, "func", kernel), "__name__", "")
+
+
+def _step_costs(steps: list[g.Step], work: list[Work], owner: list[int | None], table: ShapeTable,
+                weights: Mapping, graph_inputs: Sequence[str], attention: AttentionConfig) -> list[StepCost]:
+    macs = [[0, 0, 0] for _ in steps]
+    element = [0] * len(steps)
+    for w, i in zip(work, owner):
+        if i is None:
+            continue
+        if w.kind is None:
+            element[i] += w.element_bytes
+        else:
+            macs[i][KINDS.index(w.kind)] += w.macs
+    live = LiveBuffers(table, set(weights))
+    for name in graph_inputs:
+        live.add_input(name)
+    held: dict[str, int] = {}
+    costs = []
+    for i, step in enumerate(steps):
+        for ref in step.fetch:
+            held[ref.name] = _held_bytes(ref) if ref.value is None else 0
+        during = live.run(step)
+        factor = _upsample_factor(step, table)
+        costs.append(StepCost(step.node.op_type, (macs[i][0], macs[i][1], macs[i][2]),
+                              (round(macs[i][0] * factor), macs[i][1], macs[i][2]), element[i],
+                              _decoded_elements(step, weights), _fetch_bytes(step, table), during,
+                              sum(held.values()), step_scratch(step, table, weights, attention),
+                              step_signature(step, table, weights) if any(macs[i]) else None))
+        for ref in step.release:
+            held.pop(ref.name, None)
+    return costs
+
+
+def _read_small_integer_weights(weights: Mapping, in_proto: set[str]) -> None:
+    """Give small weights stored outside the proto their values (OnnxStream keeps reshape targets,
+    axes and scalars as ``.bin`` files): shape inference needs them; a few bytes each."""
+    from frame.engine.sources import SourcePool
+
+    small = [ref for name, ref in weights.items() if ref.value is None and ref.location is not None
+             and name not in in_proto and ref.length <= (SMALL_INTEGER_BYTES if ref.dtype.kind in "iu"
+                                                         else SMALL_FLOAT_BYTES)]
+    if not small:
+        return
+    pool = SourcePool()
+    try:
+        for ref in small:
+            ref.value = ref.decode(pool.get(ref.location).read_at(ref.offset, ref.length)).copy()
+    finally:
+        pool.close()
+
+
+def count_graph(source, input_shapes: Mapping[str, Sequence[int]],  # noqa: ANN001 - path, URL or OnnxStream source
+                attention_budget: int = 16 << 20, structure=None) -> GraphCount:  # noqa: ANN001
+    """Count one evaluation of ``source`` with its inputs at ``input_shapes`` (see the module docstring).
+
+    ``structure``: ``read_structure(source)`` if the caller has it already (it is consumed)."""
+    started = time.perf_counter()
+    structure = structure if structure is not None else read_structure(source)
+    read_seconds = time.perf_counter() - started
+    fill_small_values(structure.proto, structure.weights)
+    _read_small_integer_weights(structure.weights, {t.name for t in structure.proto.graph.initializer})
+    table = infer_shapes(structure.proto, structure.weights, structure.nodes, input_shapes)
+    weights = structure.weights
+    weight_names = set(weights)
+    producers = {o: (n.op_type, n.inputs) for n in structure.nodes for o in n.outputs if o}
+    work = [node_work(n.op_type, n.attrs, n.inputs, n.outputs, table.shapes, table.itemsizes, weight_names,
+                      producers) for n in structure.nodes]
+    unknown = sum(1 for n in structure.nodes for o in n.outputs if o and table.nbytes(o) == 0
+                  and not any(d == 0 for d in (table.shapes.get(o) or (1,))))
+    nodes = list(structure.nodes)
+    stored = sum(ref.nbytes for ref in weights.values() if ref.value is None)
+    attention = AttentionConfig(None, attention_budget)
+    started = time.perf_counter()
+    steps = _plan(source, structure, attention)  # adds the folded constants to ``weights``
+    load_seconds = read_seconds + time.perf_counter() - started
+    folded = {name for name, ref in weights.items() if ref.value is not None}
+    owner = _step_of_nodes(nodes, steps, folded)
+    graph_inputs = [v.name for v in structure.proto.graph.input if v.name not in weights]
+    costs = _step_costs(steps, work, owner, table, weights, graph_inputs, attention)
+    by_op: dict[str, int] = {}
+    for node, w, i in zip(nodes, work, owner):
+        if i is not None and w.kind is not None:
+            by_op[node.op_type] = by_op.get(node.op_type, 0) + w.macs
+    return GraphCount(str(source), {k: tuple(int(d) for d in v) for k, v in input_shapes.items()}, costs,
+                      stored, len(nodes), unknown, load_seconds, by_op)
+
+
+__all__ = ["ATTENTION", "CONV", "MATMUL", "GraphCount", "StepCost", "count_graph"]

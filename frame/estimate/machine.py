@@ -1,0 +1,283 @@
+"""This machine's throughput, measured in a few seconds through the engine's own kernels.
+
+Every probe is a small ONNX graph run by ``frame.engine.load_model`` with its weights in RAM, so
+the measured path is the real one (planning, fusions, weight decoding, BLAS thread choice,
+executor). Three fixed probes:
+
+* ``gemm``: a 256 × 1280 → 1280 MatMul (fp32), the machine's large-GEMM rate: the reference the
+  Raspberry Pi projection scales by (``frame.estimate.pi``);
+* ``element``: the memory-bound ops of a UNet resnet block and of a transformer block (GroupNorm as
+  exported, SiLU, LayerNorm, GELU, residual Adds) at SD 1.5's sizes: memory traffic per second,
+  counted as a model's is (``frame.estimate.work``), so the rate transfers;
+* ``step``: 200 Adds of 4 × 4 tensors, the fixed cost of one engine step;
+
+then the model's own heaviest step signatures (``frame.estimate.signature``) with their real
+shapes and weight storage, cut down to about ``PROBE_MACS`` each (``frame.estimate.probes``),
+heaviest first, until ``budget_seconds`` are spent. Signatures not probed run at the average rate of
+their kind. Each probe runs once to warm up, then at least twice; the median run counts. Rates are
+per second of wall time (what a night takes) or, with ``cpu=True``, per second of this process's
+CPU time (steadier on a shared machine).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from frame.estimate.probes import build_probe, matmul_probe
+from frame.estimate.signature import Signature
+
+FLOAT = onnx.TensorProto.FLOAT
+PROBE_MACS = 300_000_000
+GEMM_SIGNATURE = Signature("matmul", ((1, 256, 1280), (1280, 1280)))
+
+
+@dataclass
+class Throughput:
+    """Rates of the engine on one machine: multiply-adds, bytes or steps per second."""
+
+    gemm_macs: float
+    stream_bytes: float
+    step_seconds: float
+    kind_macs: dict[str, float]                       # conv / matmul / attention averages
+    signature_macs: dict[Signature, float] = field(default_factory=dict)
+    read_bytes: float | None = None                   # model storage or link; None when not measured
+    cpu_share: float = 1.0                            # CPU seconds per wall second while measuring
+    seconds: float = 0.0                              # how long the measurement took
+    label: str = "this machine"
+
+    def with_read(self, rate: float | None) -> Throughput:
+        return replace(self, read_bytes=rate)
+
+    def macs_rate(self, signature: Signature | None, kind: str) -> float:
+        if signature is not None and signature in self.signature_macs:
+            return self.signature_macs[signature]
+        return self.kind_macs.get(kind) or self.gemm_macs
+
+
+def _model(nodes: list, inputs: dict[str, tuple[int, ...]], output: str, weights: dict[str, np.ndarray]
+           ) -> onnx.ModelProto:
+    graph = helper.make_graph(
+        nodes, "probe", [helper.make_tensor_value_info(n, FLOAT, list(s)) for n, s in inputs.items()],
+        [helper.make_tensor_value_info(output, FLOAT, None)],
+        [numpy_helper.from_array(np.ascontiguousarray(v), k) for k, v in weights.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def element_probe(rng: np.random.Generator) -> tuple[onnx.ModelProto, dict]:
+    """The memory-bound ops of a UNet resnet block (GroupNorm as exported, SiLU, residual Add) on
+    320 × 64 × 64 and of a transformer block (LayerNorm, GELU as exported, residual Adds) on
+    4096 × 1280: SD 1.5's sizes at 512 × 512, on four separate inputs so that, as in a model, the
+    ops read tensors written long before (more than the caches hold) rather than the last result."""
+    c, size, tokens, width = 320, 64, 4096, 1280
+    weights = {"g_shape": np.array([1, 32, -1], np.int64), "x_shape": np.array([1, c, size, size], np.int64),
+               "ones": np.ones(32, np.float32), "zeros": np.zeros(32, np.float32),
+               "gamma": np.ones((c, 1, 1), np.float32), "beta": np.zeros((c, 1, 1), np.float32),
+               "ln_scale": np.ones(width, np.float32), "ln_bias": np.zeros(width, np.float32),
+               "sqrt2": np.array(2 ** 0.5, np.float32), "one": np.array(1.0, np.float32),
+               "half": np.array(0.5, np.float32)}
+    nodes = [helper.make_node("Reshape", ["x", "g_shape"], ["g"]),
+             helper.make_node("InstanceNormalization", ["g", "ones", "zeros"], ["n"]),
+             helper.make_node("Reshape", ["n", "x_shape"], ["r"]),
+             helper.make_node("Mul", ["r", "gamma"], ["m"]),
+             helper.make_node("Add", ["m", "beta"], ["a"]),
+             helper.make_node("Sigmoid", ["a"], ["sg"]),
+             helper.make_node("Mul", ["a", "sg"], ["silu"]),
+             helper.make_node("Add", ["silu", "x"], ["res"]),
+             helper.make_node("LayerNormalization", ["t", "ln_scale", "ln_bias"], ["ln"], axis=-1),
+             helper.make_node("Div", ["ln", "sqrt2"], ["d"]),
+             helper.make_node("Erf", ["d"], ["e"]),
+             helper.make_node("Add", ["e", "one"], ["e1"]),
+             helper.make_node("Mul", ["ln", "e1"], ["gl"]),
+             helper.make_node("Mul", ["gl", "half"], ["gelu"]),
+             helper.make_node("Mul", ["gelu", "u"], ["gated"]),
+             helper.make_node("Add", ["gated", "v"], ["skip"]),
+             helper.make_node("Add", ["skip", "t"], ["t2"]),
+             helper.make_node("ReduceMean", ["t2"], ["tm"], keepdims=1),
+             helper.make_node("Add", ["res", "tm"], ["y"])]
+    shapes = {"x": (1, c, size, size), "t": (1, tokens, width), "u": (1, tokens, width), "v": (1, tokens, width)}
+    feeds = {k: rng.standard_normal(v).astype(np.float32) for k, v in shapes.items()}
+    return _model(nodes, shapes, "y", weights), feeds
+
+
+def step_probe(count: int, rng: np.random.Generator) -> tuple[onnx.ModelProto, dict, int]:
+    nodes = [helper.make_node("Add", ["x" if i == 0 else f"v{i - 1}", "one"], [f"v{i}" if i < count - 1 else "y"])
+             for i in range(count)]
+    feeds = {"x": rng.standard_normal((4, 4)).astype(np.float32)}
+    return _model(nodes, {"x": (4, 4)}, "y", {"one": np.ones((4, 4), np.float32)}), feeds, count
+
+
+def _time_runs(run: Callable[[], object], min_seconds: float, min_runs: int = 2) -> tuple[float, float]:
+    """Median (wall, cpu) seconds of one run, repeated until both limits are met (at most 20 runs)."""
+    walls, cpus = [], []
+    started = time.perf_counter()
+    while len(walls) < min_runs or (time.perf_counter() - started < min_seconds and len(walls) < 20):
+        w0, c0 = time.perf_counter(), time.process_time()
+        run()
+        walls.append(time.perf_counter() - w0)
+        cpus.append(time.process_time() - c0)
+    return statistics.median(walls), statistics.median(cpus)
+
+
+class _Bench:
+    """Saves, loads and times probe models in one temporary folder."""
+
+    def __init__(self, folder: Path, min_seconds: float) -> None:
+        self.folder, self.min_seconds = folder, min_seconds
+        self.count = 0
+        self.wall = self.cpu = 0.0
+
+    def time(self, proto: onnx.ModelProto, feeds: dict) -> tuple[float, float, str]:
+        from frame.engine import load_model
+
+        self.count += 1
+        path = self.folder / f"probe{self.count}.onnx"
+        onnx.save(proto, str(path))
+        with _quiet("frame.engine"):
+            model = load_model(str(path), weights="ram")
+        try:
+            model.run(feeds)  # warm-up: weights cached, BLAS threads started
+            wall, cpu = _time_runs(lambda: model.run(feeds), self.min_seconds)
+        finally:
+            model.close()
+        self.wall += wall
+        self.cpu += cpu
+        return wall, cpu, str(path)
+
+
+@contextmanager
+def _quiet(name: str) -> Iterator[None]:
+    """Probes are not the owner's models: keep the engine's "loaded ..." lines out of the log."""
+    logger = logging.getLogger(name)
+    level = logger.level
+    logger.setLevel(max(level, logging.WARNING))
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _probe_work(path: str, feeds: dict) -> tuple[int, int]:
+    """(engine multiply-adds, memory traffic) of a probe, counted exactly as a model's steps are."""
+    from frame.estimate.counting import count_graph
+
+    count = count_graph(path, {k: v.shape for k, v in feeds.items()})
+    return sum(sum(s.engine_macs) for s in count.steps), count.element_bytes
+
+
+def heaviest_signatures(weighted: Iterable[tuple[Iterable, float]]) -> list[tuple[Signature, float]]:
+    """(signature, multiply-adds per night) over ``(steps, evaluations)`` pairs in probing order: the
+    heaviest signature of each kind first (so every kind gets a rate of its own even when the budget
+    allows few probes), then the rest heaviest first."""
+    totals: dict[Signature, float] = {}
+    for steps, evaluations in weighted:
+        for step in steps:
+            if step.signature is not None:
+                totals[step.signature] = totals.get(step.signature, 0.0) + sum(step.engine_macs) * evaluations
+    ranked = sorted(totals.items(), key=lambda item: -item[1])
+    firsts: dict[str, tuple[Signature, float]] = {}
+    for item in ranked:
+        firsts.setdefault(item[0].kind, item)
+    leaders = sorted(firsts.values(), key=lambda item: -item[1])
+    return leaders + [item for item in ranked if item not in leaders]
+
+
+def measure_throughput(signatures: list[tuple[Signature, float]] = (), budget_seconds: float = 4.0,
+                       cpu: bool = False, min_seconds: float = 0.2, seed: int = 0) -> Throughput:
+    """Measure the fixed probes and the heaviest ``signatures`` (see the module docstring)."""
+    rng = np.random.default_rng(seed)
+    pick = 1 if cpu else 0
+    started = time.perf_counter()
+    min_seconds = min(min_seconds, budget_seconds / 10) if budget_seconds > 0 else min_seconds
+    with tempfile.TemporaryDirectory(prefix="frame-estimate-") as tmp:
+        bench = _Bench(Path(tmp), min_seconds)
+        gemm = bench.time(*matmul_probe(GEMM_SIGNATURE, 1 << 40, rng))
+        gemm_rate = _probe_work(gemm[2], {"x": np.zeros((1, 256, 1280), np.float32)})[0] / gemm[pick]
+        proto, feeds = element_probe(rng)
+        timing = bench.time(proto, feeds)
+        stream_rate = _probe_work(timing[2], feeds)[1] / timing[pick]
+        proto, feeds, count = step_probe(200, rng)
+        step_seconds = bench.time(proto, feeds)[pick] / count
+        rates: dict[Signature, float] = {}
+        for signature, _ in signatures:
+            if time.perf_counter() - started >= budget_seconds:
+                break
+            proto, feeds = build_probe(signature, PROBE_MACS, rng)
+            timing = bench.time(proto, feeds)
+            rates[signature] = _probe_work(timing[2], feeds)[0] / max(timing[pick], 1e-9)
+    kinds = _kind_averages(rates, dict(signatures), gemm_rate)
+    return Throughput(gemm_rate, stream_rate, step_seconds, kinds, rates, None,
+                      bench.cpu / max(bench.wall, 1e-9), time.perf_counter() - started,
+                      "this machine (per CPU second)" if cpu else "this machine")
+
+
+def _kind_averages(rates: dict[Signature, float], weights: dict[Signature, float], gemm: float) -> dict[str, float]:
+    """Per kind, the multiply-add-weighted rate of the probed signatures (total work / total time)."""
+    work: dict[str, float] = {}
+    seconds: dict[str, float] = {}
+    for signature, rate in rates.items():
+        macs = weights.get(signature, 1.0)
+        work[signature.kind] = work.get(signature.kind, 0.0) + macs
+        seconds[signature.kind] = seconds.get(signature.kind, 0.0) + macs / rate
+    averages = {kind: work[kind] / seconds[kind] for kind in work if seconds[kind] > 0}
+    for kind in ("conv", "matmul", "attention"):
+        averages.setdefault(kind, gemm)
+    return averages
+
+
+def read_rate(location: str, max_bytes: int = 64 << 20, max_seconds: float = 2.0) -> float | None:
+    """Bytes per second reading ``location`` (a local file or an http(s) URL) sequentially.
+
+    Local files are read with plain ``pread`` (a file already in the page cache reads at memory
+    speed, as it will during the night if it stays cached); URLs with one Range request.
+    """
+    if location.startswith(("http://", "https://")):
+        return _url_rate(location, max_bytes, max_seconds)
+    try:
+        size = os.path.getsize(location)
+        fd = os.open(location, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        chunk, done = 4 << 20, 0
+        offset = size // 3 if size > 3 * max_bytes else 0
+        started = time.perf_counter()
+        while done < min(max_bytes, size - offset) and time.perf_counter() - started < max_seconds:
+            data = os.pread(fd, chunk, offset + done)
+            if not data:
+                break
+            done += len(data)
+        seconds = time.perf_counter() - started
+    finally:
+        os.close(fd)
+    return done / seconds if done and seconds > 0 else None
+
+
+def _url_rate(url: str, max_bytes: int, max_seconds: float) -> float | None:
+    import requests
+
+    try:
+        started = time.perf_counter()
+        with requests.get(url, headers={"Range": f"bytes=0-{max_bytes - 1}"}, stream=True, timeout=5) as response:
+            if response.status_code not in (200, 206):
+                return None
+            done = 0
+            for block in response.iter_content(1 << 16):
+                done += len(block)
+                if done >= max_bytes or time.perf_counter() - started > max_seconds:
+                    break
+        seconds = time.perf_counter() - started
+    except requests.RequestException:
+        return None
+    return done / seconds if done and seconds > 0 else None

@@ -1,0 +1,113 @@
+"""The projected night: the plan's runs timed at a machine's rates, the peak, the bytes read.
+
+night = worker start + Σ component loads + choose + text + steps × (passes × UNet evaluation) + vae
+
+Each evaluation is ``frame.estimate.timing.evaluation_time`` (compute overlapped with weight reads
+at the storage's rate). Loads and the worker start are measured on this machine (loading is what
+counting does) and multiplied by ``pi.STEP_OVERHEAD_FACTOR`` for the Pi.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from frame.estimate import memory
+from frame.estimate.machine import Throughput
+from frame.estimate.plan import NightPlan, Run
+from frame.estimate.timing import evaluation_time
+
+WORKER_START_SECONDS = 2.0  # imports of a render worker here (README footprint table: 1.4-1.9 s wall)
+PHASES = ("start", "choose", "text", "unet", "vae")
+
+
+@dataclass
+class Projection:
+    """A night on one machine: seconds per phase and per denoising step."""
+
+    label: str
+    phases: dict[str, float]
+    step_seconds: float            # one denoising step (all its passes)
+    read_bytes: float | None       # storage or link rate used
+    stall_share: float = 0.0       # share of UNet time spent waiting for weights
+
+    @property
+    def seconds(self) -> float:
+        return sum(self.phases.values())
+
+    def seconds_with_steps(self, steps: int, planned: int) -> float:
+        return self.seconds + (steps - planned) * self.step_seconds
+
+
+@dataclass
+class NightEstimate:
+    plan: NightPlan
+    projections: list[Projection]
+    peak_bytes: int
+    peak_phase: str
+    provider: str
+    bytes_per_step: int
+    bytes_per_night: int
+    macs_per_step: int
+    url: bool
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def here(self) -> Projection:
+        return self.projections[0]
+
+
+def _run_seconds(run: Run, rates: Throughput, provider: str) -> tuple[float, float, float]:
+    """(seconds of all evaluations, stall seconds, compute seconds) of a run (per step for UNet runs)."""
+    first = evaluation_time(run.count, rates, rates.read_bytes, provider, first=True)
+    later = evaluation_time(run.count, rates, rates.read_bytes, provider, first=False)
+    total = first.seconds + later.seconds * (run.evaluations - 1)
+    stall = first.stall + later.stall * (run.evaluations - 1)
+    return total, stall, first.compute + later.compute * (run.evaluations - 1)
+
+
+def project(plan: NightPlan, rates: Throughput, provider: str, load_factor: float = 1.0) -> Projection:
+    phases = {phase: 0.0 for phase in PHASES}
+    phases["start"] = WORKER_START_SECONDS * load_factor
+    step = stall = 0.0
+    for run in plan.runs:
+        seconds, waited, _ = _run_seconds(run, rates, provider)
+        phases[run.phase] += run.count.load_seconds * load_factor
+        if run.per_step:
+            step += seconds
+            stall += waited
+            phases[run.phase] += seconds * plan.steps
+        else:
+            phases[run.phase] += seconds
+    return Projection(rates.label, phases, step, rates.read_bytes, stall / step if step else 0.0)
+
+
+def bytes_read(plan: NightPlan) -> tuple[int, int]:
+    """(weight bytes per denoising step, weight bytes per night) read from storage or the link."""
+    per_step = sum(r.count.weight_bytes * r.evaluations for r in plan.runs if r.per_step)
+    rest = sum(r.count.weight_bytes * r.evaluations for r in plan.runs if not r.per_step)
+    return per_step, per_step * plan.steps + rest
+
+
+def peak(plan: NightPlan, provider: str, taste_model: bool) -> tuple[int, str]:
+    """(bytes, phase) of the night's largest component peak (``memory.component_peak``)."""
+    best, where = 0, ""
+    for run in plan.runs:
+        value = memory.component_peak(run.count, provider) + memory.PIPELINE_BYTES
+        if run.phase in ("text", "unet", "vae") and taste_model:
+            value += memory.TASTE_BYTES
+        if value > best:
+            best, where = value, run.phase
+    return best, where
+
+
+def estimate_night(plan: NightPlan, machines: list[tuple[Throughput, float]], weights: str = "auto",
+                   taste_model: bool = True) -> NightEstimate:
+    """Project ``plan`` on each ``(rates, load factor)``; the first is this machine."""
+    url = plan.source.startswith(("http://", "https://"))
+    provider = memory.provider_for(weights, url)
+    projections = [project(plan, rates, provider, factor) for rates, factor in machines]
+    per_step, per_night = bytes_read(plan)
+    unet = plan.runs_of("unet")
+    macs = sum(r.count.macs * r.evaluations for r in unet)
+    top, phase = peak(plan, provider, taste_model and bool(plan.runs_of("choose")))
+    return NightEstimate(plan, projections, top, phase, provider, per_step, per_night, macs, url, list(plan.notes))

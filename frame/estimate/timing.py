@@ -1,0 +1,108 @@
+"""How long one evaluation takes: each engine step's compute, and reading its weights alongside.
+
+Compute of a step (seconds) =
+    Σ_kind engine_macs[kind] / rate(signature or kind)      (conv, matmul, attention)
+  + memory traffic / stream rate                             (skipped for attention: its probe
+                                                              includes the softmax it fuses)
+  + fixed cost per step.
+
+Weights are read by the provider the night uses (``frame.engine.providers``): ``prefetch`` (disk)
+and ``http`` read ahead in fetch order on a thread while the ops compute, up to a budget of bytes
+read but not yet asked for (32 MB on disk, 64 MB over HTTP); a weight bigger than the budget is read
+when its op asks for it. ``simulate`` replays that policy step by step: the reader reads weight k
+as soon as it is free and the read-ahead bytes allow, an op starts when its weights are in and the
+previous op is done. ``nocache`` reads on request (no overlap); ``ram`` reads every weight once
+(the first evaluation pays it all). The result is the finishing time of the last op.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from frame.estimate.counting import GraphCount, StepCost
+from frame.estimate.machine import Throughput
+from frame.estimate.work import KINDS
+
+PROVIDER_BUDGET = {"prefetch": 32 << 20, "http": 64 << 20, "nocache": 0}
+
+
+@dataclass(frozen=True)
+class EvaluationTime:
+    seconds: float        # wall time of one evaluation, reads included
+    compute: float        # the ops alone
+    read: float           # the weight reads alone (bytes / read rate)
+
+    @property
+    def stall(self) -> float:
+        """Time the ops waited for weights."""
+        return max(0.0, self.seconds - self.compute)
+
+
+def step_compute(step: StepCost, rates: Throughput) -> float:
+    seconds = rates.step_seconds
+    for kind, macs in zip(KINDS, step.engine_macs):
+        if macs:
+            seconds += macs / rates.macs_rate(step.signature if step.signature and step.signature.kind == kind
+                                              else None, kind)
+    attention = step.signature is not None and step.signature.kind == "attention"
+    if step.element_bytes and not attention:
+        seconds += step.element_bytes / rates.stream_bytes
+    return seconds
+
+
+def simulate(computes: Sequence[float], fetches: Sequence[Sequence[int]], read_rate: float | None,
+             budget: int | None) -> float:
+    """Finishing time of ops ``computes`` whose weights ``fetches`` are read at ``read_rate`` B/s by a
+    read-ahead reader with ``budget`` bytes (None: read on request, no overlap)."""
+    if not read_rate:
+        return sum(computes)
+    engine = reader = 0.0
+    requested: deque[tuple[float, int]] = deque()  # (time the op asked for it, bytes), in fetch order
+    for compute, sizes in zip(computes, fetches):
+        ready = engine
+        pending: list[int] = []
+        for size in sizes:
+            if budget is None or size > budget:
+                start = max(reader, engine)  # read when the op asks for it
+            else:
+                start = _budget_start(reader, size, budget, requested, pending)
+            reader = start + size / read_rate
+            ready = max(ready, reader)
+            pending.append(size)
+            while requested and requested[0][0] <= reader:  # asked for before the reader got here
+                requested.popleft()
+        engine = ready + compute
+        requested.extend((ready, size) for size in pending)
+    return engine
+
+
+def _budget_start(reader: float, size: int, budget: int, requested: deque[tuple[float, int]],
+                  pending: list[int]) -> float:
+    """Earliest time ≥ ``reader`` at which read-ahead bytes (read, not yet asked for) + ``size`` fit
+    the budget. Weights of the current op count as read ahead until it starts."""
+    ahead = sum(pending)
+    start = reader
+    # weights of earlier ops asked for after ``start`` are still read ahead at ``start``
+    later = [(t, s) for t, s in requested if t > start]
+    ahead += sum(s for _, s in later)
+    for asked, freed in later:
+        if ahead + size <= budget:
+            break
+        start, ahead = asked, ahead - freed
+    return start
+
+
+def evaluation_time(count: GraphCount, rates: Throughput, read_rate: float | None = None,
+                    provider: str = "prefetch", first: bool = True) -> EvaluationTime:
+    """One evaluation of ``count`` at ``rates``; weights read at ``read_rate`` through ``provider``
+    (``ram``: only the ``first`` evaluation reads)."""
+    computes = [step_compute(s, rates) for s in count.steps]
+    fetches = [s.fetches for s in count.steps]
+    total_read = sum(sum(f) for f in fetches)
+    if provider == "ram" and not first:
+        return EvaluationTime(sum(computes), sum(computes), 0.0)
+    budget = PROVIDER_BUDGET.get(provider, PROVIDER_BUDGET["prefetch"])
+    seconds = simulate(computes, fetches, read_rate, None if provider in ("nocache", "ram") or not budget else budget)
+    return EvaluationTime(seconds, sum(computes), total_read / read_rate if read_rate else 0.0)

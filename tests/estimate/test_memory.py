@@ -1,0 +1,110 @@
+"""The peak memory model: the liveness walk against the engine's real arrays, read-ahead by hand,
+and the whole model against a child process's VmHWM."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from frame.estimate import memory
+from frame.estimate.counting import GraphCount, StepCost, count_graph
+
+ENGINE = Path(__file__).resolve().parents[1] / "fixtures" / "engine"
+
+
+def _live_per_step(source: str, feeds: dict) -> tuple[list[int], list[int]]:
+    """(actual, modelled) activation bytes alive after every engine step."""
+    from frame.engine import load_model
+    from frame.engine.model import read_structure
+    from frame.engine.static_shapes import fill_small_values
+    from frame.estimate import counting
+    from frame.estimate.buffers import LiveBuffers
+    from frame.estimate.shapes import infer_shapes
+
+    def base(array: np.ndarray) -> np.ndarray:
+        while isinstance(array, np.ndarray) and array.base is not None:
+            array = array.base
+        return array
+
+    actual: list[int] = []
+    with load_model(source, weights="ram") as loaded:
+        weights = set(loaded._weights)
+
+        def after(_: int, env: dict) -> None:
+            arrays = {id(base(v)): base(v).nbytes for k, v in env.items()
+                      if isinstance(v, np.ndarray) and k not in weights}
+            actual.append(sum(arrays.values()))
+
+        loaded._executor.after_step = after
+        loaded.run(feeds)
+    structure = read_structure(source)
+    fill_small_values(structure.proto, structure.weights)
+    table = infer_shapes(structure.proto, structure.weights, structure.nodes, {k: v.shape for k, v in feeds.items()})
+    steps = counting._plan(source, structure, counting.AttentionConfig(None, 16 << 20))
+    live = LiveBuffers(table, set(structure.weights))
+    for name in feeds:
+        live.add_input(name)
+    modelled = []
+    for step in steps:
+        live.run(step)
+        modelled.append(live.live_bytes())
+    return actual, modelled
+
+
+@pytest.mark.parametrize("name", ["unet_sd15_ts14_dynamic", "vae_decoder_ts14_dynamic", "clip_text_ts14_dynamic"])
+def test_live_activations_follow_the_engine_step_by_step(name):
+    feeds = dict(np.load(ENGINE / name / "inputs.npz"))
+    actual, modelled = _live_per_step(str(ENGINE / name / "model.onnx"), feeds)
+    assert len(actual) == len(modelled)
+    assert max(abs(a - m) for a, m in zip(actual, modelled)) <= 8 << 10  # shape constants, not activations
+    assert abs(max(actual) - max(modelled)) <= 0.02 * max(actual)
+
+
+def _count(fetches: list[tuple[int, ...]], stored: int = 0) -> GraphCount:
+    steps = [StepCost("X", (0, 0, 0), (0, 0, 0), 0, 0, f, 100, 10, 1) for f in fetches]
+    return GraphCount("synthetic", {}, steps, stored, node_count=len(steps))
+
+
+def test_read_ahead_stops_at_the_budget_and_at_a_weight_bigger_than_it():
+    """Budget 32 MB: after step 0 the reader can hold 10 + 20 MB (the next 40 MB one is read on
+    request); after step 1 nothing (the 40 MB weight comes next); after step 2: 5 + 25 MB."""
+    mb = 1 << 20
+    count = _count([(4 * mb,), (10 * mb, 20 * mb), (40 * mb,), (5 * mb, 25 * mb), (3 * mb,)])
+    ahead = memory.readahead_bytes(count, "prefetch")
+    assert ahead == [30 * mb, 0, 30 * mb, 3 * mb, 0]
+    assert memory.readahead_bytes(count, "nocache") == [0] * 5
+    assert memory.readahead_bytes(_count([(1,), (2,)], stored=123), "ram") == [123, 123]
+    peak = memory.component_peak(count, "prefetch")
+    assert peak == (memory.BASE_BYTES + memory.STRUCTURE_BYTES_PER_NODE * 5 + 111 + 30 * mb + 10
+                    + memory.ALLOCATOR_BYTES)  # 10: the allocator's share of 100 live bytes
+
+
+CHILD = """
+import json, sys, numpy as np
+from frame.engine import load_model
+import frame.diffusion  # the worker's imports, as BASE_BYTES assumes
+feeds = dict(np.load(sys.argv[2]))
+with load_model(sys.argv[1]) as m:
+    m.run(feeds)
+status = open("/proc/self/status").read()
+print(json.dumps(int(status.split("VmHWM:")[1].split()[0]) * 1024))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="VmHWM is Linux's")
+def test_modelled_peak_is_close_to_a_childs_vmhwm():
+    """The tiny SDXL UNet in a fresh process: the model (base, structure, steps, read-ahead) within
+    12 MB of the measured high-water mark; full-size models: benchmarks/estimate_memory.py."""
+    name = "unet_sdxl_ts17_dynamic"
+    feeds = dict(np.load(ENGINE / name / "inputs.npz"))
+    source = str(ENGINE / name / "model.onnx")
+    out = subprocess.run([sys.executable, "-c", CHILD, source, str(ENGINE / name / "inputs.npz")],
+                         capture_output=True, text=True, check=True)
+    measured = json.loads(out.stdout.strip().splitlines()[-1])
+    modelled = memory.component_peak(count_graph(source, {k: v.shape for k, v in feeds.items()}), "prefetch")
+    assert abs(modelled - measured) <= 12 << 20, (modelled / 2**20, measured / 2**20)

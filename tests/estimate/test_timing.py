@@ -1,0 +1,87 @@
+"""The time model: the prefetch reader replayed by hand, step compute from rates, and the step choice."""
+
+from __future__ import annotations
+
+import pytest
+
+from frame.estimate.choice import choose_steps, format_duration, minimum_steps
+from frame.estimate.counting import StepCost
+from frame.estimate.machine import Throughput
+from frame.estimate.signature import Signature
+from frame.estimate.timing import simulate, step_compute
+
+
+def test_without_a_read_rate_time_is_the_compute():
+    assert simulate([1.0, 2.0], [(10,), (20,)], None, 32) == 3.0
+
+
+def test_reads_on_request_do_not_overlap_compute():
+    """nocache: each op waits for its own reads: 1 + (1 + 2) = 4 s at 10 B/s."""
+    assert simulate([1.0, 2.0], [(10,), (10,)], 10.0, None) == pytest.approx(1 + 1 + 1 + 2)
+
+
+def test_small_weights_are_read_while_the_previous_op_computes():
+    """Budget 100 B, 10 B/s: weight 2 (10 B) is read during op 1's 5 s of compute, so op 2 starts
+    when op 1 ends: 1 (first read) + 5 + 1 = 7 s."""
+    assert simulate([5.0, 1.0], [(10,), (10,)], 10.0, 100) == pytest.approx(7.0)
+
+
+def test_a_weight_bigger_than_the_budget_is_read_when_asked():
+    """Weight 2 (50 B) exceeds the 20 B budget: read after op 1 finishes: 1 + 5 + 5 + 1 = 12 s."""
+    assert simulate([5.0, 1.0], [(10,), (50,)], 10.0, 20) == pytest.approx(12.0)
+
+
+def test_the_budget_holds_the_reader_back():
+    """Budget 15 B: during op 1 (10 s) the reader fetches weight 2 (10 B) but not weight 3 (10 B more
+    than fits) until op 2 asks for weight 2 at t=11; op 3 then waits for its read: 11 + 1 (op 2)
+    = 12 vs weight 3 read 11..12, op 3 runs 12..13."""
+    assert simulate([10.0, 1.0, 1.0], [(10,), (10,), (10,)], 10.0, 15) == pytest.approx(13.0)
+
+
+def _rates(**kinds: float) -> Throughput:
+    return Throughput(gemm_macs=1e9, stream_bytes=1e9, step_seconds=0.001, kind_macs=kinds)
+
+
+def test_step_compute_uses_the_signature_rate_else_the_kind_average():
+    sig = Signature("conv", ((1, 4, 8, 8), (4, 4, 3, 3)))
+    rates = _rates(conv=2e9, matmul=1e9, attention=1e9)
+    rates.signature_macs[sig] = 4e9
+    step = StepCost("Conv", (8e9, 0, 0), (8e9, 0, 0), 1e9, 0, (), 0, 0, 0, sig)
+    assert step_compute(step, rates) == pytest.approx(0.001 + 2.0 + 1.0)
+    other = StepCost("Conv", (8e9, 0, 0), (8e9, 0, 0), 0, 0, (), 0, 0, 0, None)
+    assert step_compute(other, rates) == pytest.approx(0.001 + 4.0)
+
+
+def test_attention_steps_do_not_add_their_fused_softmax_traffic_twice():
+    sig = Signature("attention", ((1, 2, 8, 4), (1, 2, 4, 8), (1, 2, 8, 4)))
+    rates = _rates(conv=1e9, matmul=1e9, attention=1e9)
+    step = StepCost("SlicedAttention", (0, 0, 1e9), (0, 0, 1e9), 5e9, 0, (), 0, 0, 0, sig)
+    assert step_compute(step, rates) == pytest.approx(0.001 + 1.0)
+
+
+def test_step_choice_fits_reduces_and_keeps_the_minimum():
+    full = choose_steps(20, 10, fixed_seconds=600, step_seconds=100, available_seconds=3000)
+    assert (full.steps, full.fits, full.reduced) == (20, True, False)
+    assert "all 20 steps" in full.sentence()
+    reduced = choose_steps(20, 10, fixed_seconds=600, step_seconds=200, available_seconds=3500)
+    assert (reduced.steps, reduced.fits, reduced.reduced) == (14, True, True)
+    assert reduced.projected_seconds == 600 + 14 * 200
+    assert "14 of 20 steps" in reduced.sentence()
+    short = choose_steps(20, 10, fixed_seconds=600, step_seconds=200, available_seconds=1000)
+    assert (short.steps, short.fits) == (10, False)
+    assert "the minimum" in short.sentence() and "miss" in short.sentence()
+    few = choose_steps(3, 10, fixed_seconds=0, step_seconds=1, available_seconds=100)
+    assert few.steps == 3  # never more than configured, even when the minimum is higher
+
+
+def test_minimum_steps_by_model():
+    assert minimum_steps(turbo=True, sampler="euler_a", configured=4) == 1
+    assert minimum_steps(turbo=False, sampler="lcm", configured=8) == 4
+    assert minimum_steps(turbo=False, sampler="euler_a", configured=20) == 10
+    assert minimum_steps(turbo=False, sampler="euler_a", configured=6) == 6
+
+
+def test_durations_read_plainly():
+    assert format_duration(3.25) == "3.2 s"
+    assert format_duration(75) == "1 min 15 s"
+    assert format_duration(3 * 3600 + 5 * 60) == "3 h 05 min"
