@@ -44,8 +44,8 @@ def _config_check(args: argparse.Namespace) -> int:
     _describe_onnxstream(config)
     _describe_model(config)
     _describe_remote(config)
-    _describe_model_url(config)
-    _describe_estimate(config)
+    if _describe_model_url(config):  # the estimate would only repeat why the model cannot be read
+        _describe_estimate(config)
     return 0
 
 
@@ -74,17 +74,21 @@ def _redacted(url: str) -> str:
     return redact_url(url)
 
 
-def _describe_model_url(config) -> None:
-    """A URL model: is its server reachable, does it serve ranges (issue 12); warnings, never a failure."""
+def _describe_model_url(config) -> bool:
+    """A URL model: is its server reachable, does it serve ranges (issue 12); warnings, never a failure.
+    False when a warning said the model cannot be streamed from there."""
     from frame.diffusion.url_check import check_model_url
     from frame.engine.http_settings import from_model_config
     from frame.models import resolve_model_source
 
     source = resolve_model_source(config.model.source)
     if not source.startswith(("http://", "https://")):
-        return
+        return True
+    readable = True
     for level, line in check_model_url(source, from_model_config(config.model, source, config.state_dir)):
         print(f"model.source: {'warning: ' if level == 'warning' else ''}{line}")
+        readable = readable and level != "warning"
+    return readable
 
 
 def _describe_rule_warnings(config) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+from frame.config.redact import redact_url
 from frame.estimate.choice import format_duration
 from frame.estimate.configured import ConfiguredEstimate
 from frame.estimate.night import NightEstimate, Projection
@@ -73,7 +74,8 @@ def lines(result: ConfiguredEstimate) -> list[str]:
     per_step_macs = e.macs_per_step
     unet_bytes = plan.runs_of("unet")[0].count.weight_bytes
     where = "over the link" if e.url else "from storage"
-    out = [f"model: {plan.label} ({plan.source}), {plan.width}x{plan.height}, {_steps(plan.steps)} {plan.sampler}; "
+    source = redact_url(plan.source)  # a NAS URL's credentials are never printed
+    out = [f"model: {plan.label} ({source}), {plan.width}x{plan.height}, {_steps(plan.steps)} {plan.sampler}; "
            f"{_guidance(e)}",
            f"per step: {macs_text(per_step_macs)} multiply-adds, {size_text(e.bytes_per_step)} of weights read "
            f"{where} (UNet {size_text(unet_bytes)} x {plan.passes})",
