@@ -241,5 +241,5 @@ def test_the_estimate_child_on_the_demo_model_saves_a_choice(tmp_path):
     job_dir.mkdir()
     write_job_files(job_dir, config, {"deadline": time.time() + 6 * 3600, "state_dir": str(tmp_path)})
     choice = night_steps_in_child(job_dir, (256, 256), timeout=300)
-    assert choice.fits and choice.steps == choice.configured == 20
-    assert read_json(tmp_path / "estimate.json")["step_choice"]["steps"] == 20
+    assert choice.fits and choice.steps == choice.configured == 8  # the demo model's own default
+    assert read_json(tmp_path / "estimate.json")["step_choice"]["steps"] == 8
