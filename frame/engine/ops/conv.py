@@ -1,7 +1,10 @@
 """Conv and ConvTranspose (1-D and 2-D, any strides, dilations, pads, auto_pad) on BLAS.
 
 Depthwise and grouped convs run in ``conv_grouped``, 3-D ones in ``conv_nd``; this module keeps the
-dense 1-D/2-D kernel that the Stable Diffusion UNet and VAE spend their time in.
+dense 1-D/2-D kernel that the Stable Diffusion UNet and VAE spend their time in. Dense 3x3 stride-1
+convs over at least 64 output tiles run as Winograd F(2x2, 3x3) (``conv_winograd``: 2.25x fewer
+multiply-adds, within the same ``COLUMN_BUDGET_BYTES`` of temporaries) where its layouts fit the
+budget; everything else as the banded im2col below.
 
 Why not plain im2col: for a 3x3 conv it materialises 9 copies of the input (47 MB for 320x64x64,
 2.4 GB for the VAE's 256x512x512), too much for a Pi Zero's 512 MB. Here im2col runs in bands of output
@@ -25,6 +28,7 @@ from functools import partial
 
 import numpy as np
 
+from frame.engine.ops import conv_winograd
 from frame.engine.ops.blocks import gemm_pieces, matmul_into, run_tasks
 from frame.engine.ops.conv_grouped import NARROW_RATIO, depthwise_conv2d, grouped_conv2d, narrow_conv2d
 from frame.engine.ops.conv_nd import conv_nd, conv_transpose_nd
@@ -179,8 +183,14 @@ def conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, /, *, auto_p
         narrow_conv2d(x32, w32, dilation=dilations, pads=pads, out=out)
     else:
         w32 = np.ascontiguousarray(w32)
+        layout = None
+        if (kh, kw) == (3, 3) and strides == [1, 1] and dilations == [1, 1]:  # Winograd F(2x2, 3x3)
+            layout = conv_winograd.plan(c, m, (ho, wo), COLUMN_BUDGET_BYTES, gemm_pieces(m * c * 9 * ho * wo))
         for i in range(n):
-            _conv_image(x32[i], w32, group, strides, dilations, pads, (ho, wo), out[i])
+            if layout is not None:
+                conv_winograd.winograd_conv3x3(x32[i], w32, pads, out[i], layout)
+            else:
+                _conv_image(x32[i], w32, group, strides, dilations, pads, (ho, wo), out[i])
     if b32 is not None:
         out += b32.reshape(1, m, 1, 1)
     if x.ndim == 3:
