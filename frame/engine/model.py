@@ -2,7 +2,7 @@
 
 Loading reads only the graph structure (the protobuf scanner skips embedded weights), binds and
 validates every node (all problems reported in one ``UnsupportedModelError`` before any compute),
-rewrites fp16 to float32 compute, folds constants, fuses attention, SiLU, GELU, Resize→Conv,
+rewrites fp16 to float32 compute, folds constants, fuses attention, SiLU, GELU, LayerNorm, Resize→Conv,
 Conv→BatchNormalization/affine chains and 8-bit/fp16 weight decoding into the ops that use them, and
 plans fetch/free per step. ``run`` checks the feeds against the declared inputs and executes the plan,
 streaming weights through the provider.
@@ -29,6 +29,7 @@ from frame.engine.executor import Executor, NodeError
 from frame.engine.fusion import fuse_attention
 from frame.engine.gelu import commute_for_reuse, fuse_gelu
 from frame.engine.io_check import check_feeds, symbolic_conflicts
+from frame.engine.layer_norm import fuse_layer_norm
 from frame.engine.memory import return_freed_buffers_to_os
 from frame.engine.protobuf_index import scan_model
 from frame.engine.providers import WeightsProvider, make_provider
@@ -127,6 +128,7 @@ class Model:
         nodes, self.fused_attention_count = fuse_attention(nodes, output_names, attention, opset)
         nodes, self.fused_silu_count = fuse_silu(nodes, output_names)
         nodes, self.fused_gelu_count = fuse_gelu(nodes, output_names, self._weights)
+        nodes, self.fused_layer_norm_count = fuse_layer_norm(nodes, output_names, self._weights)
         nodes, self.fused_upsample_conv_count = fuse_upsample_conv(nodes, output_names, self._weights)
         nodes, self.fused_conv_affine_count = fuse_conv_affine(nodes, output_names, self._weights)
         # after the affine fold, which only takes float32 initializer weights: quantized/fp16 convs
