@@ -36,43 +36,60 @@ _WEIGHT_TRANSFORM_T = np.ascontiguousarray(np.einsum("ai,bj->abij", _G, _G).resh
 MIN_TILES = 64  # 2×2 output tiles: an 8×8 image (16 tiles) gains too little for the weight transform
 MIN_CHANNELS = 16  # the SD UNet's conv_in (4 input channels) gains nothing
 CHUNK_WEIGHT_BYTES = 4 << 20  # transformed weight per chunk: stays in cache until its GEMMs read it
-MIN_CHUNK = 64  # output channels per chunk: fewer make the GEMMs too flat
-MIN_BAND_TILES = 128  # tiles per band's GEMM (its N): fewer make the GEMMs too narrow
+MIN_CHUNK = 64  # output channels per chunk: fewer make the GEMMs too flat (32: 118 vs 95 ms at 640->320, 64x64)
+MIN_BAND_TILES = 64  # tiles per band's GEMM (its N): 2 tile rows of a 64-wide image still beat im2col by 1.5x
 CHANNEL_BLOCK = 64  # input channels transformed at a time in the chunk layout
 
 
 @dataclass(frozen=True)
 class Plan:
-    """``tile_rows`` per band and ``chunk`` output channels per transformed-weight chunk; chunk < M
-    means the chunk layout (one band of all tile rows)."""
+    """``tile_rows`` per band, ``chunk`` output channels per transformed-weight chunk (chunk < M: the
+    chunk layout, one band of all tile rows) and ``threads`` sharing the bands or chunks (1: the
+    threads split each GEMM instead)."""
 
     tile_rows: int
     chunk: int
+    threads: int = 1
+
+
+def _chunk_plan(channels: int, outputs: int, tiles: tuple[int, int], budget: int, pieces: int) -> Plan | None:
+    th, tw = tiles
+    whole_v = 4 * (16 * channels * th * tw + 5 * min(channels, CHANNEL_BLOCK) * (2 * th + 2) * (2 * tw + 2))
+    per_output = 4 * 16 * (channels + th * tw)  # one output channel's U row and GEMM result row
+    if outputs < 2 * MIN_CHUNK or whole_v >= budget:
+        return None
+    for threads in sorted({pieces, 1}, reverse=True):
+        chunk = min(max(MIN_CHUNK, CHUNK_WEIGHT_BYTES // (4 * 16 * channels)),
+                    (budget - whole_v) // (threads * per_output), -(-outputs // threads))
+        if chunk >= MIN_CHUNK:
+            return Plan(th, int(chunk), threads)
+    return None
+
+
+def _band_plan(channels: int, outputs: int, tiles: tuple[int, int], budget: int, pieces: int) -> Plan | None:
+    th, tw = tiles
+    u_bytes = 16 * outputs * channels * 4
+    per_row = 4 * tw * (16 * channels + 16 * outputs + 12 * channels)  # V, GEMM result, padded rows, scratch
+    for threads in sorted({pieces, 1}, reverse=True):
+        rows = min(th, (budget - u_bytes) // (threads * per_row)) if u_bytes < budget else 0
+        if rows * tw >= min(MIN_BAND_TILES, th * tw) and (threads == 1 or th >= 2 * threads):
+            bands = -(-th // rows)
+            bands = -(-bands // threads) * threads  # every thread gets as many bands
+            return Plan(-(-th // bands), outputs, threads)
+    return None
 
 
 def plan(channels: int, outputs: int, out_hw: tuple[int, int], budget: int, pieces: int) -> Plan | None:
-    """Layout within ``budget`` bytes of temporaries for ``pieces`` threads, or None (use im2col)."""
-    th, tw = -(-out_hw[0] // 2), -(-out_hw[1] // 2)
-    tiles = th * tw
-    if tiles < MIN_TILES or channels < MIN_CHANNELS:
+    """Layout within ``budget`` bytes of temporaries for ``pieces`` threads, or None (use im2col).
+
+    Chunks are preferred (each chunk's U is made while the cache holds it); then bands; each first with
+    a share per thread, else with all threads on every GEMM (less memory: one band or chunk at a time).
+    """
+    tiles = -(-out_hw[0] // 2), -(-out_hw[1] // 2)
+    if tiles[0] * tiles[1] < MIN_TILES or channels < MIN_CHANNELS:
         return None
-    width = 2 * tw + 2
-    whole_v = 4 * (16 * channels * tiles + 5 * min(channels, CHANNEL_BLOCK) * (2 * th + 2) * width)
-    per_output = 4 * 16 * (channels + tiles)  # one output channel's U row and GEMM result row
-    if whole_v <= budget // 2 and outputs >= MIN_CHUNK:
-        chunk = max(MIN_CHUNK, CHUNK_WEIGHT_BYTES // (4 * 16 * channels))
-        chunk = min(chunk, (budget - whole_v) // (pieces * per_output), -(-outputs // pieces))
-        if chunk >= min(MIN_CHUNK, outputs):
-            return Plan(th, int(chunk))
-    u_bytes = 16 * outputs * channels * 4
-    per_row = 4 * tw * (16 * channels + 16 * outputs + 10 * channels)  # V, GEMM result, padded rows
-    rows = (budget - u_bytes) // (pieces * per_row) if u_bytes < budget else 0
-    if rows * tw < min(MIN_BAND_TILES, tiles // max(1, pieces)) or rows < 1:
-        return None
-    bands = -(-th // min(rows, th))
-    if pieces > 1 and th >= pieces:
-        bands = -(-bands // pieces) * pieces
-    return Plan(-(-th // bands), outputs)
+    return _chunk_plan(channels, outputs, tiles, budget, pieces) or _band_plan(channels, outputs, tiles, budget,
+                                                                                pieces)
 
 
 def transform_weight(w: np.ndarray, step: int = 1 << 15) -> np.ndarray:
@@ -143,19 +160,19 @@ def winograd_conv3x3(x: np.ndarray, w: np.ndarray, pads, out: np.ndarray, layout
     tiles = -(-ho // 2), -(-wo // 2)
     # pad right (and, through PaddedRows, bottom) up to whole tiles: 2·tw + 2 padded input columns
     full = [pads[0], pads[1], 0, 2 * tiles[1] + 2 - (x.shape[2] + pads[1])]
-    pieces = gemm_pieces(m * x.shape[0] * 4 * ho * wo)
+    threads = min(layout.threads, gemm_pieces(m * x.shape[0] * 4 * ho * wo))
     if layout.chunk >= m:
-        _by_bands(x, w, full, tiles, out, layout.tile_rows, pieces)
+        _by_bands(x, w, full, tiles, out, layout.tile_rows, threads)
     else:
-        _by_chunks(x, w, full, tiles, out, layout.chunk, pieces)
+        _by_chunks(x, w, full, tiles, out, layout.chunk, threads)
 
 
-def _by_bands(x: np.ndarray, w: np.ndarray, pads, tiles, out: np.ndarray, tile_rows: int, pieces: int) -> None:
+def _by_bands(x: np.ndarray, w: np.ndarray, pads, tiles, out: np.ndarray, tile_rows: int, threads: int) -> None:
     c, m = x.shape[0], w.shape[0]
     th, tw = tiles
     u = transform_weight(w)
     bands = list(range(0, th, tile_rows))
-    shares = min(pieces, len(bands))
+    shares = min(threads, len(bands))
     size = -(-len(bands) // shares)
 
     def run(share: list[int]) -> None:
@@ -177,7 +194,7 @@ def _by_bands(x: np.ndarray, w: np.ndarray, pads, tiles, out: np.ndarray, tile_r
     run_tasks([lambda s=s: run(bands[s:s + size]) for s in range(0, len(bands), size)])
 
 
-def _by_chunks(x: np.ndarray, w: np.ndarray, pads, tiles, out: np.ndarray, chunk: int, pieces: int) -> None:
+def _by_chunks(x: np.ndarray, w: np.ndarray, pads, tiles, out: np.ndarray, chunk: int, threads: int) -> None:
     c, m = x.shape[0], w.shape[0]
     th, tw = tiles
     v = np.empty((16, c, th * tw), np.float32)
@@ -190,7 +207,7 @@ def _by_chunks(x: np.ndarray, w: np.ndarray, pads, tiles, out: np.ndarray, chunk
         _transform_input(source, tiles, v[:, c0:c1], rows[:, :c1 - c0])
     del padded, rows
     chunks = list(range(0, m, chunk))
-    shares = min(pieces, len(chunks))
+    shares = min(threads, len(chunks))
     size = -(-len(chunks) // shares)
 
     def run(share: list[int]) -> None:
@@ -198,7 +215,10 @@ def _by_chunks(x: np.ndarray, w: np.ndarray, pads, tiles, out: np.ndarray, chunk
         for m0 in share:
             m1 = min(m0 + chunk, m)
             mo = _view(scratch[:16 * (m1 - m0) * th * tw], (16, m1 - m0, th * tw))
-            np.matmul(transform_weight(w[m0:m1]), v, out=mo)
+            if shares > 1:  # the chunks are shared out already: one BLAS thread each
+                np.matmul(transform_weight(w[m0:m1]), v, out=mo)
+            else:
+                matmul_into(transform_weight(w[m0:m1]), v, mo)
             _transform_output(mo, tiles, out[m0:m1])
 
     run_tasks([lambda s=s: run(chunks[s:s + size]) for s in range(0, len(chunks), size)])

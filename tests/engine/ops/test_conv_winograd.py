@@ -44,14 +44,15 @@ def test_winograd_matches_direct_float64(request, split, c, m, h, w, pads, layou
 
 
 def test_both_layouts_are_planned_and_budgets_respected():
-    bands = cw.plan(320, 320, (64, 64), 32 << 20, 1)
-    assert bands.chunk == 320 and bands.tile_rows < 32  # whole U (6.5 MB), several bands
     chunks = cw.plan(1280, 1280, (16, 16), 32 << 20, 2)
-    assert chunks.tile_rows == 8 and chunks.chunk < 1280  # U would be 105 MB: chunks of output channels
-    assert 16 * chunks.chunk * 1280 * 4 <= 16 << 20
+    assert chunks == cw.Plan(8, 64, 2)  # U would be 105 MB: chunks of output channels, shared by 2 threads
+    bands = cw.plan(640, 320, (64, 64), 32 << 20, 2)  # whole V (42 MB) too big: whole U (13 MB), bands
+    assert bands.chunk == 320 and bands.threads == 2 and -(-32 // bands.tile_rows) >= 4
+    tight = cw.plan(960, 320, (64, 64), 32 << 20, 2)
+    assert tight.threads == 1 and tight.tile_rows >= 2  # one band at a time, its GEMMs split
+    assert cw.plan(1920, 640, (32, 32), 32 << 20, 1) is None  # neither layout fits the budget
     assert cw.plan(1280, 1280, (8, 8), 32 << 20, 1) is None  # 16 tiles: im2col
     assert cw.plan(4, 320, (64, 64), 32 << 20, 1) is None  # too few input channels
-    assert cw.plan(960, 320, (64, 64), 32 << 20, 1) is None  # neither layout fits the budget
 
 
 @pytest.mark.parametrize("split", [False, True])
