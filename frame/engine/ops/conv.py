@@ -185,7 +185,10 @@ def conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, /, *, auto_p
         w32 = np.ascontiguousarray(w32)
         layout = None
         if (kh, kw) == (3, 3) and strides == [1, 1] and dilations == [1, 1]:  # Winograd F(2x2, 3x3)
-            layout = conv_winograd.plan(c, m, (ho, wo), COLUMN_BUDGET_BYTES, gemm_pieces(m * c * 9 * ho * wo))
+            # never more temporary memory than im2col would take for this conv (its whole column
+            # matrix, or the budget): a small image's Winograd must not raise the step's peak
+            budget = min(COLUMN_BUDGET_BYTES, c * 9 * ho * wo * 4)
+            layout = conv_winograd.plan(c, m, (ho, wo), budget, gemm_pieces(m * c * 9 * ho * wo))
         for i in range(n):
             if layout is not None:
                 conv_winograd.winograd_conv3x3(x32[i], w32, pads, out[i], layout)
