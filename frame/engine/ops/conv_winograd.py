@@ -92,11 +92,14 @@ def plan(channels: int, outputs: int, out_hw: tuple[int, int], budget: int, piec
                                                                                 pieces)
 
 
-def transform_weight(w: np.ndarray, step: int = 1 << 15) -> np.ndarray:
-    """(M, C, 3, 3) float32 → U (16, M, C): U[4a + b] = (G g Gᵀ)[a, b], ``step`` filters per GEMM."""
+def transform_weight(w: np.ndarray, step: int = 1 << 15, out: np.ndarray | None = None) -> np.ndarray:
+    """(M, C, 3, 3) float32 → U (16, M, C): U[4a + b] = (G g Gᵀ)[a, b], ``step`` filters per GEMM.
+
+    ``out`` (at least 16·M·C floats) is used instead of a fresh array: the chunk layout makes one
+    U per chunk, and a fresh 5 MB array each time is 5 MB of new pages for the kernel to zero."""
     m, c = w.shape[:2]
     flat = np.ascontiguousarray(w).reshape(m * c, 9)
-    u = np.empty((16, m * c), np.float32)
+    u = np.empty((16, m * c), np.float32) if out is None else _view(out[:16 * m * c], (16, m * c))
     for r0 in range(0, m * c, step):
         np.matmul(_WEIGHT_TRANSFORM_T, flat[r0:r0 + step].T, out=u[:, r0:r0 + step])
     return u.reshape(16, m, c)
@@ -212,13 +215,15 @@ def _by_chunks(x: np.ndarray, w: np.ndarray, pads, tiles, out: np.ndarray, chunk
 
     def run(share: list[int]) -> None:
         scratch = np.empty(16 * chunk * th * tw, np.float32)
+        u_buffer = np.empty(16 * chunk * c, np.float32)
         for m0 in share:
             m1 = min(m0 + chunk, m)
             mo = _view(scratch[:16 * (m1 - m0) * th * tw], (16, m1 - m0, th * tw))
+            u = transform_weight(w[m0:m1], out=u_buffer)
             if shares > 1:  # the chunks are shared out already: one BLAS thread each
-                np.matmul(transform_weight(w[m0:m1]), v, out=mo)
+                np.matmul(u, v, out=mo)
             else:
-                matmul_into(transform_weight(w[m0:m1]), v, mo)
+                matmul_into(u, v, mo)
             _transform_output(mo, tiles, out[m0:m1])
 
     run_tasks([lambda s=s: run(chunks[s:s + size]) for s in range(0, len(chunks), size)])
