@@ -85,7 +85,8 @@ class LocalSource:
 
     def map_at(self, offset: int, length: int) -> np.ndarray:
         """Bytes ``offset .. offset+length`` as a read-only array over a private mapping of the file,
-        with every page already touched (so the I/O happens here, on the caller's thread).
+        with every page already mapped (so the I/O happens here, on the caller's thread: MAP_POPULATE,
+        a third of the CPU time of touching each page and a quarter of copying, per 118 MB weight).
 
         Copying 3.4 GB of SD 1.5 UNet weights out of the page cache on every run cost the kernel a
         fresh zeroed page for each 4 KB of every weight: about a fifth of a UNet evaluation's CPU
@@ -99,12 +100,12 @@ class LocalSource:
             raise SourceTruncated(
                 f"{self.location} has {self._size} bytes, but bytes {offset}..{offset + length} are needed")
         start = offset - offset % mmap.ALLOCATIONGRANULARITY
-        mapping = mmap.mmap(self._fd, offset + length - start, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ,
-                            offset=start)
-        if hasattr(mapping, "madvise") and hasattr(mmap, "MADV_WILLNEED"):
-            mapping.madvise(mmap.MADV_WILLNEED)
+        populate = getattr(mmap, "MAP_POPULATE", 0)  # Linux: read and map every page in this one call
+        mapping = mmap.mmap(self._fd, offset + length - start, flags=mmap.MAP_PRIVATE | populate,
+                            prot=mmap.PROT_READ, offset=start)
         array = np.frombuffer(mapping, dtype=np.uint8, count=length, offset=offset - start)
-        int(array[::_PAGE].max())  # touch every page: faults (and disk reads) happen now, not in the op
+        if not populate:
+            int(array[::_PAGE].max())  # touch every page: faults (and disk reads) happen now, not in the op
         return array
 
     def close(self) -> None:
