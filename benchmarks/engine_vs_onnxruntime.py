@@ -9,16 +9,25 @@ into the diffusers ONNX folder layout with optimum's I/O names, under --cache (r
     unet/model.onnx (+ model.onnx_data)   sample, timestep float32 [1], encoder_hidden_states → out_sample
     vae_decoder/model.onnx    latent_sample → sample
 
-Step 2 runs each model with each runtime in its own subprocess (so peak RSS is that runtime's
-alone) and prints peak RSS (its own VmHWM), seconds per run (wall and CPU: the CPU time is the fairer
-number on a shared machine), the ratios, and the relative L2 difference of the outputs. Usage:
+Step 2 runs each model with each runtime in its own subprocess (so the peak is that runtime's
+alone): load, one warm-up run, ``--runs`` timed runs; ``--rounds`` such process pairs alternate.
+It prints the medians over all timed runs of wall and CPU seconds (process user+sys, all threads:
+the fairer number on a shared machine), user and system time, the child's own peak (VmHWM), the
+ratios and the relative L2 difference of the outputs. ``--models unet_sdxl`` also measures the
+full-size SDXL base UNet exported by ``tools/sdxl_full_export.py`` (branch i11-sdxl; ``--sdxl`` folder, latent
+``--sdxl-latent``, 128 = 1024×1024). ``--lock`` holds a flock file around each onnxruntime process
+only (its peak is GBs; frame's is not). Usage:
 
-    /work/venv/bin/python benchmarks/engine_vs_onnxruntime.py [--cache DIR] [--models unet,vae_decoder,text_encoder]
+    .venv/bin/python benchmarks/engine_vs_onnxruntime.py [--cache DIR] [--models unet,vae_decoder,text_encoder]
+    .venv/bin/python benchmarks/engine_vs_onnxruntime.py --models unet,unet_sdxl --rounds 3 --runs 1 \
+        --lock /work/locks/bigmem.lock
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import json
 import os
 import subprocess
@@ -31,6 +40,7 @@ import numpy as np
 
 MODELS = ("text_encoder", "vae_decoder", "unet")
 DEFAULT_CACHE = "/work/cache/sd15-full"
+DEFAULT_SDXL = "/work/cache/sdxl-full/fp32"
 
 
 # ----------------------------------------------------------------------------------------- export
@@ -150,36 +160,62 @@ def ensure_exported(cache: Path, names) -> None:
 
 
 # ------------------------------------------------------------------------------------- measuring
-def feeds_for(name: str) -> dict[str, np.ndarray]:
+SDXL_MODEL = "unet_sdxl"  # the SDXL base UNet of --sdxl (tools/sdxl_full_export.py), not exported here
+
+
+def model_path(name: str, cache: Path, sdxl: Path) -> Path:
+    return sdxl / "unet" / "model.onnx" if name == SDXL_MODEL else cache / name / "model.onnx"
+
+
+def feeds_for(name: str, latent: int = 64) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(0)
     if name == "text_encoder":
         ids = rng.integers(1, 49406, (1, 77)).astype(np.int64)
         ids[0, 0], ids[0, 20:] = 49406, 49407
         return {"input_ids": ids}
-    if name == "unet":
-        return {"sample": rng.standard_normal((1, 4, 64, 64)).astype(np.float32),
-                "timestep": np.array([999.0], np.float32),
-                "encoder_hidden_states": rng.standard_normal((1, 77, 768)).astype(np.float32)}
-    return {"latent_sample": rng.standard_normal((1, 4, 64, 64)).astype(np.float32)}
+    if name in ("unet", SDXL_MODEL):
+        context = 2048 if name == SDXL_MODEL else 768
+        feeds = {"sample": rng.standard_normal((1, 4, latent, latent)).astype(np.float32),
+                 "timestep": np.array([999.0], np.float32),
+                 "encoder_hidden_states": rng.standard_normal((1, 77, context)).astype(np.float32)}
+        if name == SDXL_MODEL:  # pooled text embedding and the (original size, crop, target size) ids
+            feeds["text_embeds"] = rng.standard_normal((1, 1280)).astype(np.float32)
+            feeds["time_ids"] = np.array([[latent * 8, latent * 8, 0, 0, latent * 8, latent * 8]], np.float32)
+        return feeds
+    return {"latent_sample": rng.standard_normal((1, 4, latent, latent)).astype(np.float32)}
 
 
-def own_peak_mb() -> float:
-    """This process's own peak RSS (VmHWM). ``ru_maxrss`` is not: it survives exec, so a child started
-    by a parent that once held more (e.g. after an export in the same run) would report the parent's."""
-    status = Path("/proc/self/status").read_text().splitlines()
-    return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:")) / 1024
+def _vmhwm_mb() -> float:
+    """This process's own peak resident memory (VmHWM; ru_maxrss would include the parent's)."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
 
 
-def worker(runtime: str, name: str, cache: Path, runs: int, out_path: str, weights: str, threads: int) -> None:
-    """Runs in the subprocess: load, run ``runs`` times, report JSON on stdout."""
-    feeds = feeds_for(name)
-    path = str(cache / name / "model.onnx")
+def _blas_core() -> str:
+    try:
+        from threadpoolctl import threadpool_info
+
+        info = [i for i in threadpool_info() if i.get("internal_api") == "openblas"]
+        return f"{info[0].get('architecture')} x{info[0]['num_threads']}" if info else "no OpenBLAS"
+    except Exception:  # threadpoolctl missing: not worth failing the benchmark
+        return "?"
+
+
+def worker(runtime: str, name: str, path: Path, runs: int, out_path: str, weights: str, threads: int,
+           latent: int) -> None:
+    """Runs in the subprocess: load, one warm-up run, ``runs`` timed runs, report JSON on stdout."""
+    import resource
+
+    feeds = feeds_for(name, latent)
     start = time.perf_counter()
     if runtime == "frame":
         sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
         from frame.engine import load_model
 
-        model = load_model(path, weights=weights)
+        model = load_model(str(path), weights=weights)
         run = model.run
     else:
         import onnxruntime as ort
@@ -187,32 +223,53 @@ def worker(runtime: str, name: str, cache: Path, runs: int, out_path: str, weigh
         options = ort.SessionOptions()
         if threads:
             options.intra_op_num_threads = threads
-        session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         names = [o.name for o in session.get_outputs()]
 
         def run(f):
             return dict(zip(names, session.run(names, f)))
     load_seconds = time.perf_counter() - start
-    times, cpu = [], []
+    run(feeds)  # warm-up: page cache, allocator arenas, thread pools
+    times, cpu, user, system = [], [], [], []
     for _ in range(runs):
+        before = resource.getrusage(resource.RUSAGE_SELF)
         start, start_cpu = time.perf_counter(), time.process_time()
         outputs = run(feeds)
         times.append(time.perf_counter() - start)
         cpu.append(time.process_time() - start_cpu)
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        user.append(after.ru_utime - before.ru_utime)
+        system.append(after.ru_stime - before.ru_stime)
     np.savez(out_path, **outputs)
-    peak_mb = own_peak_mb()
-    print(json.dumps({"load_s": load_seconds, "run_s": times, "cpu_s": cpu, "peak_rss_mb": peak_mb}))
+    print(json.dumps({"load_s": load_seconds, "run_s": times, "cpu_s": cpu, "user_s": user, "sys_s": system,
+                      "peak_rss_mb": _vmhwm_mb(), "blas": _blas_core() if runtime == "frame" else "MLAS"}))
 
 
-def measure(runtime: str, name: str, cache: Path, runs: int, weights: str, threads: int) -> tuple[dict, dict]:
+@contextlib.contextmanager
+def _maybe_locked(lock: str | None):
+    """Hold the machine's big-memory lock (flock) around one onnxruntime child, if given."""
+    if not lock:
+        yield
+        return
+    with open(lock, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def measure(runtime: str, name: str, args: argparse.Namespace) -> tuple[dict, dict]:
     with tempfile.TemporaryDirectory() as tmp:
         out_path = os.path.join(tmp, "out.npz")
-        cmd = [sys.executable, __file__, "--worker", runtime, name, "--cache", str(cache), "--runs", str(runs),
-               "--out", out_path, "--weights", weights, "--threads", str(threads)]
+        cmd = [sys.executable, __file__, "--worker", runtime, name, "--cache", args.cache, "--sdxl", args.sdxl,
+               "--runs", str(args.runs), "--out", out_path, "--weights", args.weights, "--threads",
+               str(args.threads), "--latent", str(latent_of(name, args))]
         env = dict(os.environ)
-        if threads:  # BLAS reads these when numpy loads, so they must be set for the subprocess
-            env.update(OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        if args.threads:  # BLAS reads these when numpy loads, so they must be set for the subprocess
+            env.update(OPENBLAS_NUM_THREADS=str(args.threads), OMP_NUM_THREADS=str(args.threads))
+        with _maybe_locked(args.lock if runtime == "onnxruntime" else None):
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if proc.returncode != 0:
             raise RuntimeError(f"{runtime} {name} failed:\n{proc.stderr[-3000:]}")
         result = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -221,45 +278,75 @@ def measure(runtime: str, name: str, cache: Path, runs: int, weights: str, threa
     return result, outputs
 
 
+def latent_of(name: str, args: argparse.Namespace) -> int:
+    return args.sdxl_latent if name == SDXL_MODEL else 64
+
+
 def rel_l2(a: np.ndarray, b: np.ndarray) -> float:
     a, b = a.astype(np.float64), b.astype(np.float64)
     return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
 
 
+def _summary(results: list[dict]) -> dict:
+    """Medians over every timed run of every round; the largest peak."""
+    runs = {key: [v for r in results for v in r[key]] for key in ("run_s", "cpu_s", "user_s", "sys_s")}
+    return {**{key: float(np.median(v)) for key, v in runs.items()}, "n": len(runs["run_s"]),
+            "peak_rss_mb": max(r["peak_rss_mb"] for r in results), "blas": results[0]["blas"],
+            "all_cpu": runs["cpu_s"]}
+
+
+def compare(name: str, args: argparse.Namespace) -> None:
+    """``args.rounds`` rounds of one child per runtime (alternating), then medians and ratios."""
+    results: dict[str, list[dict]] = {"onnxruntime": [], "frame": []}
+    outputs: dict[str, dict] = {}
+    for _ in range(args.rounds):
+        for runtime in ("onnxruntime", "frame"):
+            result, out = measure(runtime, name, args)
+            results[runtime].append(result)
+            outputs[runtime] = out
+            print(f"  {name} {runtime}: wall {', '.join(f'{t:.2f}' for t in result['run_s'])} s, CPU "
+                  f"{', '.join(f'{t:.2f}' for t in result['cpu_s'])} s, VmHWM {result['peak_rss_mb']:.0f} MB",
+                  flush=True)
+    ort_s, fr_s = _summary(results["onnxruntime"]), _summary(results["frame"])
+    for runtime, s in (("onnxruntime", ort_s), ("frame", fr_s)):
+        print(f"{name:<10} {runtime:<12} {s['peak_rss_mb']:>9.0f} {s['run_s']:>8.2f} {s['cpu_s']:>8.2f} "
+              f"{s['user_s']:>7.2f} {s['sys_s']:>7.2f} {s['n']:>3}  {s['blas']}", flush=True)
+    diffs = ", ".join(f"{k} {rel_l2(outputs['frame'][k], want):.1e}" for k, want in outputs["onnxruntime"].items())
+    print(f"{name:<10} frame/ORT: peak ×{fr_s['peak_rss_mb'] / ort_s['peak_rss_mb']:.3f}, wall ×"
+          f"{fr_s['run_s'] / ort_s['run_s']:.2f}, CPU ×{fr_s['cpu_s'] / ort_s['cpu_s']:.2f}; "
+          f"output rel L2: {diffs}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cache", default=DEFAULT_CACHE)
+    parser.add_argument("--sdxl", default=DEFAULT_SDXL, help=f"SDXL diffusers ONNX folder (for --models {SDXL_MODEL})")
+    parser.add_argument("--sdxl-latent", type=int, default=128, help="SDXL latent size (128 = 1024x1024)")
     parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--runs", type=int, default=2, help="runs per process; the best is reported")
+    parser.add_argument("--runs", type=int, default=3, help="timed runs per process (after one warm-up)")
+    parser.add_argument("--rounds", type=int, default=1, help="processes per runtime, alternating; medians of all")
+    parser.add_argument("--lock", help="flock file held around each onnxruntime process (e.g. /work/locks/bigmem.lock)")
     parser.add_argument("--weights", default="prefetch", help="frame weights provider")
     parser.add_argument("--threads", type=int, default=0,
                         help="compute threads for both runtimes (0 = library defaults: all cores)")
     parser.add_argument("--export-only", action="store_true")
     parser.add_argument("--worker", nargs=2, metavar=("RUNTIME", "MODEL"), help=argparse.SUPPRESS)
+    parser.add_argument("--latent", type=int, default=64, help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    cache = Path(args.cache)
     if args.worker:
-        worker(args.worker[0], args.worker[1], cache, args.runs, args.out, args.weights, args.threads)
+        runtime, name = args.worker
+        worker(runtime, name, model_path(name, Path(args.cache), Path(args.sdxl)), args.runs, args.out,
+               args.weights, args.threads, args.latent)
         return
     names = [n for n in args.models.split(",") if n]
-    ensure_exported(cache, names)
+    ensure_exported(Path(args.cache), [n for n in names if n != SDXL_MODEL])
     if args.export_only:
         return
-    print(f"{'model':<13} {'runtime':<12} {'peak RSS MB':>11} {'s/run':>8} {'CPU s':>8} {'load s':>7}")
+    print(f"{'model':<10} {'runtime':<12} {'VmHWM MB':>9} {'s/run':>8} {'CPU s':>8} {'user':>7} {'sys':>7} "
+          f"{'n':>3}  BLAS   (medians)")
     for name in names:
-        results = {}
-        for runtime in ("onnxruntime", "frame"):
-            result, outputs = measure(runtime, name, cache, args.runs, args.weights, args.threads)
-            results[runtime] = (result, outputs)
-            runs = ", ".join(f"{t:.2f}" for t in result["run_s"])
-            print(f"{name:<13} {runtime:<12} {result['peak_rss_mb']:>11.0f} {min(result['run_s']):>8.2f} "
-                  f"{min(result['cpu_s']):>8.2f} {result['load_s']:>7.2f}   runs: {runs}", flush=True)
-        (ort_r, ort_out), (fr_r, fr_out) = results["onnxruntime"], results["frame"]
-        diffs = ", ".join(f"{k} {rel_l2(fr_out[k], ort_out[k]):.1e}" for k in ort_out)
-        print(f"{name:<13} frame/ORT: RSS ×{fr_r['peak_rss_mb'] / ort_r['peak_rss_mb']:.3f}, "
-              f"time ×{min(fr_r['run_s']) / min(ort_r['run_s']):.2f}, CPU time ×"
-              f"{min(fr_r['cpu_s']) / min(ort_r['cpu_s']):.2f}; output rel L2: {diffs}", flush=True)
+        compare(name, args)
 
 
 if __name__ == "__main__":

@@ -1,25 +1,34 @@
-"""BLAS threads per GEMM: one thread for small products, the library default for big ones.
+"""BLAS threads per step: the engine's own kernels split big products over the cores themselves.
 
 OpenBLAS hands a GEMM to its worker threads once it passes a small size, and the workers then spin
-for a while waiting for the next one. A small network makes hundreds of mid-sized GEMMs (a 3×3 conv
-over 64 channels at 40×40 is a 64 × 576 × 1600 product): with two threads it burnt 3× the CPU time
-of one thread for the same result (PaddleOCR's classifier: 110 vs 37 ms CPU per run), and on a
-busy machine the spinning steals the core the work needs. Big GEMMs (Stable Diffusion's convs, a
-512×512 VAE layer) still gain from every core. So before each Conv/MatMul/Gemm step the executor
-asks ``fit`` with the product's size (multiply-adds); products under ``SINGLE_THREAD_WORK`` (every
-GEMM of YOLOv8n at 320×320 or of a CLIP text encoder) run on one thread, bigger ones on the default
-count. The switch is one C call, made only when the count changes; without threadpoolctl or
-OpenBLAS this does nothing.
+for a while waiting for the next one. That spinning is CPU time spent on nothing, after every GEMM:
+on the SD 1.5 UNet with two threads frame used 30 % more CPU time than with one (onnxruntime 4 %),
+and a busy machine's other processes lose the core. Small networks suffered most: PaddleOCR's
+classifier burnt 3× the CPU of one thread for the same result.
+
+So the engine's GEMM kernels (Conv, MatMul, Gemm, attention, their fused forms) run with BLAS on one
+thread and split their work into one piece per core themselves (``ops.blocks.matmul_into`` and
+friends): the pieces run on the engine's thread pool, whose idle threads sleep instead of spinning,
+and the copies around the GEMMs (im2col bands, softmax passes) run in parallel too. Other GEMM
+steps (ConvTranspose, RNNs) keep BLAS's own threads for products over ``SINGLE_THREAD_WORK`` and one
+thread below. The thread count is BLAS's own default (so ``OPENBLAS_NUM_THREADS`` still sets it).
+Each switch is one C call, made only when the count changes; without threadpoolctl or OpenBLAS the
+engine leaves BLAS alone and does not split.
 """
 
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
 SINGLE_THREAD_WORK = 1 << 28  # multiply-adds: ~270M, ~10 ms on one core; SD convs are billions
-GEMM_OPS = ("Conv", "ConvAffine", "ConvTranspose", "MatMul", "Gemm", "UpsampleConv", "SlicedAttention")
+GEMM_OPS = ("Conv", "ConvAffine", "ConvTranspose", "MatMul", "Gemm", "UpsampleConv", "SlicedAttention",
+            "DecodedWeight")
+# Steps whose kernels split their own products (ops.blocks): BLAS stays on one thread for them.
+SELF_SPLITTING_OPS = frozenset({"Conv", "ConvAffine", "MatMul", "Gemm", "UpsampleConv", "SlicedAttention",
+                                "DecodedWeight"})
 
 
 def gemm_work(op_type: str, args: list) -> int:
@@ -58,20 +67,39 @@ class BlasThreads:
                 self.default = self.current = max(lib.num_threads for lib in self._libraries)
         return self._libraries
 
-    def fit(self, work: int) -> None:
-        if not self._load() or self.default == 1:
-            return
-        wanted = 1 if work < SINGLE_THREAD_WORK else self.default
+    def _set(self, wanted: int) -> None:
         if wanted != self.current:
             for lib in self._libraries:
                 lib.set_num_threads(wanted)
             self.current = wanted
 
+    def fit(self, work: int) -> None:
+        """BLAS's own threads for a product of ``work`` multiply-adds (one thread below the threshold)."""
+        if not self._load() or self.default == 1:
+            return
+        self._set(1 if work < SINGLE_THREAD_WORK else self.default)
+
+    def fit_step(self, op_type: str, args: list) -> None:
+        """Before a step: one BLAS thread for the self-splitting kernels, ``fit`` for other GEMMs."""
+        if op_type in SELF_SPLITTING_OPS:
+            if self._load() and self.default > 1:
+                self._set(1)
+        elif op_type in GEMM_OPS:
+            self.fit(gemm_work(op_type, args))
+
+    def split_count(self) -> int:
+        """Pieces a kernel should split a big product into now: the default thread count while BLAS is
+        held on one thread (inside a self-splitting step), else 1 (BLAS threads it, or nobody may)."""
+        return self.default if self._libraries and self.current == 1 and self.default > 1 else 1
+
+    def compute_threads(self) -> int:
+        """Threads for the engine's memory-bound row blocks: BLAS's default count, or every core when
+        the process has no OpenBLAS to ask."""
+        return self.default if self._load() else max(1, os.cpu_count() or 1)
+
     def restore(self) -> None:
-        if self._libraries and self.current != self.default:
-            for lib in self._libraries:
-                lib.set_num_threads(self.default)
-            self.current = self.default
+        if self._libraries:
+            self._set(self.default)
 
 
 _shared = BlasThreads()

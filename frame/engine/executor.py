@@ -208,8 +208,7 @@ class Executor:
         # whole run, so the unwrapped kernel saves an errstate switch per step (~3 us, which is a
         # fifth of a small model's per-step cost).
         fn = getattr(node.spec.fn, "__wrapped__", node.spec.fn)
-        if node.op_type in blas_threads.GEMM_OPS:  # one BLAS thread for small products
-            blas_threads.shared().fit(blas_threads.gemm_work(node.op_type, args))
+        blas_threads.shared().fit_step(node.op_type, args)  # BLAS on one thread where kernels split
         try:
             result = fn(*args, **kwargs)
         except FrameError:

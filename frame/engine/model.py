@@ -2,7 +2,7 @@
 
 Loading reads only the graph structure (the protobuf scanner skips embedded weights), binds and
 validates every node (all problems reported in one ``UnsupportedModelError`` before any compute),
-rewrites fp16 to float32 compute, folds constants, fuses attention, SiLU, Resize→Conv,
+rewrites fp16 to float32 compute, folds constants, fuses attention, SiLU, GELU, LayerNorm, Resize→Conv,
 Conv→BatchNormalization/affine chains and 8-bit/fp16 weight decoding into the ops that use them, and
 plans fetch/free per step. ``run`` checks the feeds against the declared inputs and executes the plan,
 streaming weights through the provider.
@@ -28,7 +28,9 @@ from frame.engine.conv_fold import fuse_conv_affine
 from frame.engine.errors import ModelFormatError, UnsupportedModelError
 from frame.engine.executor import Executor, NodeError
 from frame.engine.fusion import fuse_attention
+from frame.engine.gelu import commute_for_reuse, fuse_gelu
 from frame.engine.io_check import check_feeds, symbolic_conflicts
+from frame.engine.layer_norm import fuse_layer_norm
 from frame.engine.memory import return_freed_buffers_to_os
 from frame.engine.protobuf_index import scan_model
 from frame.engine.providers import WeightsProvider, make_provider
@@ -126,12 +128,15 @@ class Model:
         opset = g.opset_table(structure.proto)[""]
         nodes, self.fused_attention_count = fuse_attention(nodes, output_names, attention, opset)
         nodes, self.fused_silu_count = fuse_silu(nodes, output_names)
+        nodes, self.fused_gelu_count = fuse_gelu(nodes, output_names, self._weights)
+        nodes, self.fused_layer_norm_count = fuse_layer_norm(nodes, output_names, self._weights)
         nodes, self.fused_upsample_conv_count = fuse_upsample_conv(nodes, output_names, self._weights)
         nodes, self.fused_conv_affine_count = fuse_conv_affine(nodes, output_names, self._weights)
         # after the affine fold, which only takes float32 initializer weights: quantized/fp16 convs
         # keep their BatchNormalization and get their weights decoded per block instead
         nodes, self.decoded_weight_count = fuse_weight_decoding(nodes, output_names, self._weights)
         nodes = g.remove_dead_nodes(nodes, output_names)
+        commute_for_reuse(nodes, self._weights, input_names, output_names)
         self._check_outputs_produced(nodes, input_names)
         self.steps = g.make_plan(nodes, self._weights, input_names, output_names)
         self.streamed_weights = fetch_order(self.steps)  # bodies' weights at their node's step

@@ -7,6 +7,7 @@ whole and nothing is written to disk.
 
 from __future__ import annotations
 
+import mmap
 import os
 import posixpath
 import threading
@@ -59,8 +60,14 @@ def _folder_message(path: str) -> str:
     return f"{path} is a folder, neither an ONNX model file nor an OnnxStream model folder (no model.txt){hint}"
 
 
+# Weights at least this big are mapped from the page cache instead of copied (``LocalSource.map_at``).
+MAP_MIN_BYTES = 256 << 10
+_PAGE = mmap.PAGESIZE
+
+
 class LocalSource:
-    """A file read with ``os.preadv`` straight into numpy buffers (thread-safe, no seek state)."""
+    """A file read with ``os.preadv`` straight into numpy buffers (thread-safe, no seek state), or
+    mapped (``map_at``)."""
 
     def __init__(self, path: str, stats: FetchStats | None = None) -> None:
         self.location = path
@@ -92,6 +99,34 @@ class LocalSource:
         if self.stats is not None:
             self.stats.add("disk", length, time.perf_counter() - started)
         return buf
+
+    def map_at(self, offset: int, length: int) -> np.ndarray:
+        """Bytes ``offset .. offset+length`` as a read-only array over a private mapping of the file,
+        with every page already mapped (so the I/O happens here, on the caller's thread: MAP_POPULATE,
+        a third of the CPU time of touching each page and a quarter of copying, per 118 MB weight).
+
+        Copying 3.4 GB of SD 1.5 UNet weights out of the page cache on every run cost the kernel a
+        fresh zeroed page for each 4 KB of every weight: about a fifth of a UNet evaluation's CPU
+        time was system time. A mapping shares the page cache's pages; it is unmapped when the
+        last view of it is freed, so resident memory is the same as with a copy. Small ranges are
+        read as before (a mapping per tiny bias costs more than the copy).
+        """
+        if length < MAP_MIN_BYTES:
+            return self.read_at(offset, length)
+        started = time.perf_counter()
+        if offset + length > self._size:
+            raise SourceTruncated(
+                f"{self.location} has {self._size} bytes, but bytes {offset}..{offset + length} are needed")
+        start = offset - offset % mmap.ALLOCATIONGRANULARITY
+        populate = getattr(mmap, "MAP_POPULATE", 0)  # Linux: read and map every page in this one call
+        mapping = mmap.mmap(self._fd, offset + length - start, flags=mmap.MAP_PRIVATE | populate,
+                            prot=mmap.PROT_READ, offset=start)
+        array = np.frombuffer(mapping, dtype=np.uint8, count=length, offset=offset - start)
+        if not populate:
+            int(array[::_PAGE].max())  # touch every page: faults (and disk reads) happen now, not in the op
+        if self.stats is not None:  # mapped bytes are fetched bytes too (bytes per step, issue 12)
+            self.stats.add("disk", length, time.perf_counter() - started)
+        return array
 
     def close(self) -> None:
         if self._fd >= 0:

@@ -106,3 +106,25 @@ def test_set_attention_changes_slicing_of_a_loaded_model(tmp_path):
             model.set_attention(slices=0)
     with pytest.raises(UsageError, match="at least 1"):
         load_model(path, attention_slices=0)
+
+
+@pytest.mark.parametrize("split", [False, True])
+@pytest.mark.parametrize("keys", [7, 300])  # few keys: scores computed transposed; many: by query rows
+def test_blocks_transposed_and_split_over_threads_match_the_reference(request, split, keys):
+    if split:
+        request.getfixturevalue("two_way_splits")
+    rng = np.random.default_rng(4)
+    q, kt, v = (rng.standard_normal(s).astype(np.float32) for s in ((2, 3, 70, 8), (2, 3, 8, keys), (2, 3, keys, 8)))
+    scale = np.array(0.4, np.float32)
+    scores = np.matmul(q.astype(np.float64), kt) * 0.4
+    probs = np.exp(scores - scores.max(-1, keepdims=True))
+    reference = np.matmul(probs / probs.sum(-1, keepdims=True), v)
+    for budget in (16 << 20, 4 * keys * 9):  # one block; blocks of a few query rows
+        got = sliced_attention(q, kt, v, scale, score_ops=("Mul",), _config=AttentionConfig(budget_bytes=budget))
+        assert builders.rel_l2(got, reference) < 1e-6
+
+
+def test_threads_share_the_budget():
+    config = AttentionConfig(budget_bytes=8 << 20)
+    assert config.block(heads=8, n=4096, m=4096, itemsize=4, threads=1) == (1, 256)  # capped at BLOCK_BYTES
+    assert config.block(heads=8, n=4096, m=4096, itemsize=4, threads=4) == (1, 128)  # 4 × 2 MB

@@ -187,3 +187,28 @@ def test_prefetch_reads_a_big_weight_ahead_only_when_asked_and_nothing_big_is_he
         expected = builders.ort_run(path, feeds)["y"]
         for _ in range(2):
             assert builders.rel_l2(model.run(feeds)["y"], expected) < 1e-6
+
+
+def test_local_weights_over_the_threshold_are_mapped_read_only_and_equal_to_a_read(tmp_path):
+    import mmap
+
+    from frame.engine import sources
+
+    data = np.random.default_rng(0).integers(0, 255, sources.MAP_MIN_BYTES * 3, dtype=np.uint8)
+    path = tmp_path / "blob.bin"
+    data.tofile(path)
+    source = sources.LocalSource(str(path))
+    try:
+        offset, length = 12345, sources.MAP_MIN_BYTES + 999  # not page aligned
+        mapped = source.map_at(offset, length)
+        assert isinstance(mapped.base.obj, mmap.mmap)  # a view of the page cache, no copy
+        assert not mapped.flags.writeable and not mapped.flags.owndata
+        np.testing.assert_array_equal(mapped, data[offset:offset + length])
+        np.testing.assert_array_equal(mapped, source.read_at(offset, length))
+        small = source.map_at(7, 100)  # under the threshold: an ordinary read
+        assert small.flags.owndata and small.tobytes() == data[7:107].tobytes()
+        with pytest.raises(sources.SourceTruncated):
+            source.map_at(len(data) - 10, sources.MAP_MIN_BYTES)
+        del mapped
+    finally:
+        source.close()

@@ -1,7 +1,10 @@
 """Conv and ConvTranspose (1-D and 2-D, any strides, dilations, pads, auto_pad) on BLAS.
 
 Depthwise and grouped convs run in ``conv_grouped``, 3-D ones in ``conv_nd``; this module keeps the
-dense 1-D/2-D kernel that the Stable Diffusion UNet and VAE spend their time in.
+dense 1-D/2-D kernel that the Stable Diffusion UNet and VAE spend their time in. Dense 3x3 stride-1
+convs over at least 64 output tiles run as Winograd F(2x2, 3x3) (``conv_winograd``: 2.25x fewer
+multiply-adds, within the same ``COLUMN_BUDGET_BYTES`` of temporaries) where its layouts fit the
+budget; everything else as the banded im2col below.
 
 Why not plain im2col: for a 3x3 conv it materialises 9 copies of the input (47 MB for 320x64x64,
 2.4 GB for the VAE's 256x512x512), too much for a Pi Zero's 512 MB. Here im2col runs in bands of output
@@ -25,9 +28,12 @@ from functools import partial
 
 import numpy as np
 
+from frame.engine.ops import conv_winograd
+from frame.engine.ops.blocks import gemm_pieces, matmul_into, run_tasks
 from frame.engine.ops.conv_grouped import NARROW_RATIO, depthwise_conv2d, grouped_conv2d, narrow_conv2d
 from frame.engine.ops.conv_nd import conv_nd, conv_transpose_nd
 from frame.engine.ops.linalg import float32_operands
+from frame.engine.ops.padded_rows import PaddedRows
 from frame.engine.ops.registry import UnsupportedOp, register
 
 _AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
@@ -84,65 +90,65 @@ BAND_COLUMNS = 16384
 COLUMN_BUDGET_BYTES = 32 << 20
 
 
-def band_rows(out_hw: tuple[int, int], depth: int) -> int:
-    """Output rows per band: about BAND_COLUMNS pixels, within the byte budget, bands of equal height."""
+def band_rows(out_hw: tuple[int, int], depth: int, pieces: int = 1) -> int:
+    """Output rows per band: about BAND_COLUMNS pixels, the bands of all ``pieces`` (threads) together
+    within the byte budget, heights balanced, and a band count that ``pieces`` divides (when there are
+    enough rows) so every thread gets the same work."""
     ho, wo = out_hw
-    rows = min(ho, -(-BAND_COLUMNS // wo), COLUMN_BUDGET_BYTES // (depth * wo * 4))
+    rows = min(ho, -(-BAND_COLUMNS // wo), COLUMN_BUDGET_BYTES // (pieces * depth * wo * 4))
     rows = max(1, rows)
     bands = -(-ho // rows)
-    return -(-ho // bands)  # same band count, heights balanced so the last band is not a sliver
-
-
-class _PaddedRows:
-    """Reusable buffer holding rows of the zero-padded image, so the image is never padded whole.
-
-    Padding a 256x512x512 VAE activation at once would cost another 256 MB. The pad columns are
-    zeroed once at allocation and never written; only rows beyond the image are cleared per band.
-    """
-
-    def __init__(self, channels: int, rows: int, width: int, pads, dtype) -> None:
-        self.buffer = np.zeros((channels, rows, pads[1] + width + pads[3]), dtype=dtype)
-        self.pads = pads
-
-    def fill(self, x: np.ndarray, first: int, count: int) -> np.ndarray:
-        """Rows ``first .. first+count`` (padded coordinates) of the padded ``x`` (C, H, W)."""
-        _, h, w = x.shape
-        top_pad, left = self.pads[0], self.pads[1]
-        rows = self.buffer[:, :count]
-        top, bottom = max(first - top_pad, 0), min(first + count - top_pad, h)
-        begin, end = top + top_pad - first, bottom + top_pad - first
-        if bottom <= top:
-            rows[:] = 0
-            return rows
-        rows[:, :begin] = 0
-        rows[:, end:] = 0
-        rows[:, begin:end, left:left + w] = x[:, top:bottom]
-        return rows
+    if pieces > 1 and ho >= pieces:
+        bands = -(-bands // pieces) * pieces
+    return -(-ho // bands)  # heights balanced so the last band is not a sliver
 
 
 def _conv_image(x: np.ndarray, weight: np.ndarray, group: int, stride, dilation, pads, out_hw,
                 out: np.ndarray) -> None:
-    """One image: x (C, H, W) float32, weight (M, C/group, kh, kw) -> out (M, Ho, Wo), by row bands."""
+    """One image: x (C, H, W) float32, weight (M, C/group, kh, kw) -> out (M, Ho, Wo), by row bands.
+
+    With several cores (``blocks.gemm_pieces``) the bands are shared out: each thread copies its own
+    bands' columns and runs their GEMMs on one BLAS thread, so the copies run in parallel as well.
+    An image with fewer bands than threads splits each band's GEMM instead.
+    """
     m, cg, kh, kw = weight.shape
     ho, wo = out_hw
-    (sh, sw), (dh, dw) = stride, dilation
     mg, depth = m // group, cg * kh * kw
-    rows = band_rows(out_hw, depth)
-    band = np.empty(depth * rows * wo, dtype=np.float32)
-    padded = _PaddedRows(cg, (rows - 1) * sh + (kh - 1) * dh + 1, x.shape[2], pads, np.float32)
-    for g in range(group):
-        kernel = weight[g * mg:(g + 1) * mg].reshape(mg, depth)
-        for r0 in range(0, ho, rows):
+    pieces = gemm_pieces(m * depth * ho * wo)
+    rows = band_rows(out_hw, depth, pieces)
+    bands = [(g, r0) for g in range(group) for r0 in range(0, ho, rows)]
+    shares = pieces if len(bands) >= pieces else 1
+    size = -(-len(bands) // shares)
+
+    def run(share: list[tuple[int, int]]) -> None:
+        column_buffer = np.empty(depth * rows * wo, dtype=np.float32)
+        padded = PaddedRows(cg, (rows - 1) * stride[0] + (kh - 1) * dilation[0] + 1, x.shape[2], pads, np.float32)
+        for g, r0 in share:
             count = min(rows, ho - r0)
-            span = (count - 1) * sh + (kh - 1) * dh + 1  # padded input rows this band reads
-            source = padded.fill(x[g * cg:(g + 1) * cg], r0 * sh, span)
-            columns = band[:depth * count * wo].reshape(cg, kh, kw, count, wo)  # contiguous, even when short
-            for i in range(kh):
-                for j in range(kw):
-                    columns[:, i, j] = source[:, i * dh:i * dh + (count - 1) * sh + 1:sh,
-                                              j * dw:j * dw + (wo - 1) * sw + 1:sw]
+            columns = _band_columns(x[g * cg:(g + 1) * cg], padded, column_buffer, (kh, kw), stride, dilation,
+                                    r0, count, wo)
+            kernel = weight[g * mg:(g + 1) * mg].reshape(mg, depth)
             target = out[g * mg:(g + 1) * mg, r0:r0 + count].reshape(mg, count * wo)
-            np.matmul(kernel, columns.reshape(depth, count * wo), out=target)
+            if shares > 1:
+                np.matmul(kernel, columns, out=target)
+            else:
+                matmul_into(kernel, columns, target)
+
+    run_tasks([lambda s=s: run(bands[s:s + size]) for s in range(0, len(bands), size)])
+
+
+def _band_columns(x: np.ndarray, padded: PaddedRows, buffer: np.ndarray, kernel, stride, dilation, r0: int,
+                  count: int, wo: int) -> np.ndarray:
+    """The im2col matrix (C·kh·kw, count·wo) of output rows ``r0 .. r0+count``, in ``buffer``."""
+    (kh, kw), (sh, sw), (dh, dw) = kernel, stride, dilation
+    cg = x.shape[0]
+    span = (count - 1) * sh + (kh - 1) * dh + 1  # padded input rows this band reads
+    source = padded.fill(x, r0 * sh, span)
+    columns = buffer[:cg * kh * kw * count * wo].reshape(cg, kh, kw, count, wo)  # contiguous, even when short
+    for i in range(kh):
+        for j in range(kw):
+            columns[:, i, j] = source[:, i * dh:i * dh + (count - 1) * sh + 1:sh, j * dw:j * dw + (wo - 1) * sw + 1:sw]
+    return columns.reshape(cg * kh * kw, count * wo)
 
 
 @register("Conv", 1, validate=validate_conv)
@@ -168,7 +174,8 @@ def conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, /, *, auto_p
                          f"{x.shape[2:]} (pads {pads})")
     out = np.empty((n, m, ho, wo), dtype=np.float32)
     if kh == kw == 1 and group == 1 and strides == [1, 1] and not any(pads):
-        np.matmul(w32.reshape(m, c), x32.reshape(n, c, h * wd), out=out.reshape(n, m, h * wd))
+        for i in range(n):
+            matmul_into(w32.reshape(m, c), x32[i].reshape(c, h * wd), out[i].reshape(m, h * wd))
     elif group > 1:  # depthwise and grouped convs: ops.conv_grouped (no per-group GEMM loop)
         kernel = depthwise_conv2d if cg == 1 else partial(grouped_conv2d, group=group)
         kernel(x32, w32, stride=strides, dilation=dilations, pads=pads, out=out)
@@ -176,8 +183,17 @@ def conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, /, *, auto_p
         narrow_conv2d(x32, w32, dilation=dilations, pads=pads, out=out)
     else:
         w32 = np.ascontiguousarray(w32)
+        layout = None
+        if (kh, kw) == (3, 3) and strides == [1, 1] and dilations == [1, 1]:  # Winograd F(2x2, 3x3)
+            # never more temporary memory than im2col would take for this conv (its whole column
+            # matrix, or the budget): a small image's Winograd must not raise the step's peak
+            budget = min(COLUMN_BUDGET_BYTES, c * 9 * ho * wo * 4)
+            layout = conv_winograd.plan(c, m, (ho, wo), budget, gemm_pieces(m * c * 9 * ho * wo))
         for i in range(n):
-            _conv_image(x32[i], w32, group, strides, dilations, pads, (ho, wo), out[i])
+            if layout is not None:
+                conv_winograd.winograd_conv3x3(x32[i], w32, pads, out[i], layout)
+            else:
+                _conv_image(x32[i], w32, group, strides, dilations, pads, (ho, wo), out[i])
     if b32 is not None:
         out += b32.reshape(1, m, 1, 1)
     if x.ndim == 3:

@@ -23,11 +23,9 @@ SD UNet/VAE whose memory the banded kernel in ``conv`` protects.
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
-from frame.engine.ops.blocks import MIN_PARALLEL_BYTES, _executor
+from frame.engine.ops.blocks import MIN_PARALLEL_BYTES, matmul_into, run_tasks, workers
 
 # Floats per depthwise column block (channels x taps x positions): 2 MB. Smaller blocks stay in a
 # smaller cache but cost numpy calls per block and tap; measured on 2 x86 cores over MobileNet-style
@@ -120,14 +118,12 @@ def depthwise_conv2d(x: np.ndarray, w: np.ndarray, stride, dilation, pads, out: 
 
 def _in_parallel(run, blocks: list, nbytes: int) -> None:
     """``run(blocks)`` here, or shares of the blocks on the core pool when the layer is big enough."""
-    workers = min(os.cpu_count() or 1, len(blocks))
-    if nbytes < MIN_PARALLEL_BYTES or workers < 2:
+    count = min(workers(), len(blocks))
+    if nbytes < MIN_PARALLEL_BYTES or count < 2:
         run(blocks)
         return
-    share = -(-len(blocks) // workers)
-    jobs = [_executor().submit(run, blocks[k:k + share]) for k in range(0, len(blocks), share)]
-    for job in jobs:
-        job.result()
+    share = -(-len(blocks) // count)
+    run_tasks([lambda k=k: run(blocks[k:k + share]) for k in range(0, len(blocks), share)])
 
 
 def _depthwise_views(x: np.ndarray, taps: np.ndarray, stride, dilation, pads, out: np.ndarray) -> None:
@@ -171,7 +167,7 @@ def grouped_conv2d(x: np.ndarray, w: np.ndarray, group: int, stride, dilation, p
             stacked = band.reshape(group, depth, count * wo) if count == rows else \
                 np.ascontiguousarray(band).reshape(group, depth, count * wo)
             target = out[b, :, r0:r0 + count].reshape(group, m // group, count * wo)
-            np.matmul(kernels, stacked, out=target)
+            matmul_into(kernels, stacked, target)
 
 
 # A dense stride-1 conv whose input has at least this many times the output's channels runs as one
@@ -203,7 +199,9 @@ def narrow_conv2d(x: np.ndarray, w: np.ndarray, dilation, pads, out: np.ndarray)
         for r0 in range(0, ho, rows):
             count = min(rows, ho - r0)
             span = count + halo - 1
-            products = (taps @ flat[:, r0 * width:(r0 + span) * width + (kw - 1) * dw]).reshape(kh, kw, m, -1)
+            source = flat[:, r0 * width:(r0 + span) * width + (kw - 1) * dw]
+            products = matmul_into(taps, source, np.empty((taps.shape[0], source.shape[1]), np.float32))
+            products = products.reshape(kh, kw, m, -1)
             target = out[b, :, r0:r0 + count]
             first = True
             for i in range(kh):

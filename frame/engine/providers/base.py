@@ -53,10 +53,16 @@ class ReadingProvider:
         if self.cache is not None and is_url(ref.location):
             return self._read_cached([ref])[0]
         try:
-            buf = self.sources.get(ref.location).read_at(ref.offset, ref.length)
+            buf = self._fetch(ref.location, ref.offset, ref.length)
         except SourceTruncated as exc:
             raise WeightDataError(f"weight {ref.name!r}: {exc}") from exc
         return ref.decode(buf)
+
+    def _fetch(self, location: str, offset: int, length: int) -> np.ndarray:
+        """A byte range, mapped where the source can (local files), else read."""
+        source = self.sources.get(location)
+        map_at = getattr(source, "map_at", None)
+        return map_at(offset, length) if map_at is not None else source.read_at(offset, length)
 
     def read_group(self, refs: Sequence[WeightRef]) -> list[np.ndarray]:
         """Several weights stored back to back in one file (small gaps are read along), one read."""
@@ -67,7 +73,7 @@ class ReadingProvider:
         first, last = refs[0], refs[-1]
         total = last.offset + last.length - first.offset
         try:
-            buf = self.sources.get(first.location).read_at(first.offset, total)
+            buf = self._fetch(first.location, first.offset, total)
         except SourceTruncated as exc:
             raise WeightDataError(f"weights {first.name!r}..{last.name!r}: {exc}") from exc
         return [ref.decode(buf[ref.offset - first.offset:ref.offset - first.offset + ref.length]) for ref in refs]
