@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from frame.estimate import pi
-from frame.estimate.machine import Throughput, heaviest_signatures, measure_throughput, read_rate
+from frame.estimate.machine import Throughput, component_leaders, heaviest_signatures, measure_throughput, read_rate
 from frame.estimate.night import NightEstimate, estimate_night
 from frame.estimate.plan import NightPlan, build_plan, choose_texts
 
@@ -118,9 +118,9 @@ def estimate_config(config: Any, pipe: Any = None, steps: int | None = None, siz
     probe_plan = batched or sequential
     measured = None
     if rates is None:
-        signatures = heaviest_signatures([(r.count.steps, r.evaluations * (sequential.steps if r.per_step else 1))
-                                          for r in probe_plan.runs])
-        rates = measure_throughput(signatures, budget_seconds=measure_seconds, cpu=cpu)
+        weighted = [(r.count.steps, r.evaluations * (sequential.steps if r.per_step else 1)) for r in probe_plan.runs]
+        rates = measure_throughput(heaviest_signatures(weighted), budget_seconds=measure_seconds, cpu=cpu,
+                                   required=component_leaders(weighted))
         location = weight_location(pipe.unet_source)
         if location:
             rates = rates.with_read(read_rate(location))

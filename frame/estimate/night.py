@@ -58,6 +58,7 @@ class NightEstimate:
 
 def _run_seconds(run: Run, rates: Throughput, provider: str) -> tuple[float, float, float]:
     """(seconds of all evaluations, stall seconds, compute seconds) of a run (per step for UNet runs)."""
+    rates = rates.within(run.count.steps)  # unprobed signatures at this component's own averages
     first = evaluation_time(run.count, rates, rates.read_bytes, provider, first=True)
     later = evaluation_time(run.count, rates, rates.read_bytes, provider, first=False)
     total = first.seconds + later.seconds * (run.evaluations - 1)

@@ -106,6 +106,9 @@ def test_measuring_takes_the_heaviest_signatures_first():
     light = Signature("matmul", ((1, 8, 8), (8, 8)))
     rates = measure_throughput([(heavy, 1e9), (light, 1.0)], budget_seconds=0.0, min_seconds=0.01)
     assert not rates.signature_macs  # no budget: the fixed probes only
+    rates = measure_throughput([(heavy, 1e9), (light, 1.0)], budget_seconds=0.0, min_seconds=0.01,
+                               required={light})
+    assert set(rates.signature_macs) == {light}  # ... and the required ones (each component's leaders)
     assert rates.gemm_macs > 0 and rates.stream_bytes > 0 and rates.step_seconds > 0
     rates = measure_throughput([(heavy, 1e9), (light, 1.0)], budget_seconds=30.0, min_seconds=0.01)
     assert set(rates.signature_macs) == {heavy, light} and rates.kind_macs["conv"] == rates.signature_macs[heavy]

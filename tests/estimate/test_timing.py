@@ -85,3 +85,32 @@ def test_durations_read_plainly():
     assert format_duration(3.25) == "3.2 s"
     assert format_duration(75) == "1 min 15 s"
     assert format_duration(3 * 3600 + 5 * 60) == "3 h 05 min"
+
+
+def _matmul_step(rows: int, signature: Signature | None = None, macs: float = 1e9) -> StepCost:
+    sig = signature or Signature("matmul", ((1, rows, 64), (64, 64)))
+    return StepCost("MatMul", (0, macs, 0), (0, macs, 0), 0, 0, (), 0, 0, 0, sig)
+
+
+def test_unprobed_signatures_run_at_their_own_components_average():
+    """SDXL Turbo: the text encoders' thin GEMMs were probed, the UNet's not; at the overall matmul
+    average the UNet came out 10x too slow. Within a component, its own probed signatures count."""
+    text, unet, unet_unprobed = _matmul_step(77), _matmul_step(256), _matmul_step(1024)
+    rates = _rates(conv=1e9, matmul=2e9, attention=1e9)
+    rates.signature_macs.update({text.signature: 2e9, unet.signature: 16e9})
+    in_unet = rates.within([unet, unet_unprobed])
+    assert in_unet.kind_macs["matmul"] == 16e9 and in_unet.kind_macs["conv"] == 1e9
+    assert step_compute(unet_unprobed, in_unet) == pytest.approx(0.001 + 1 / 16)
+    assert step_compute(unet_unprobed, rates) == pytest.approx(0.001 + 1 / 2)  # without: the overall average
+    assert rates.within([_matmul_step(3)]) is rates  # nothing probed in it: the overall averages
+
+
+def test_probing_order_gives_every_component_its_own_kinds_first():
+    from frame.estimate.machine import component_leaders, heaviest_signatures
+
+    text = [_matmul_step(77), _matmul_step(78, macs=0.5e9)]
+    unet = [_matmul_step(256, macs=2e9), _matmul_step(257, macs=1.5e9)]
+    order = [sig for sig, _ in heaviest_signatures([(text, 93), (unet, 1)])]
+    # the text encoder's second GEMM outweighs the UNet's heaviest (93 runs), but the UNet's comes first
+    assert order == [text[0].signature, unet[0].signature, text[1].signature, unet[1].signature]
+    assert component_leaders([(text, 93), (unet, 1)]) == {text[0].signature, unet[0].signature}
