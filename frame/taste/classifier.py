@@ -136,6 +136,8 @@ class IKNNClassifier(ClassifierMixin, BaseEstimator):
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
         if not isinstance(self.diversity, numbers.Real) or self.diversity < 0:
             raise ValueError(f"diversity must be a number >= 0, got {self.diversity!r}")
+        if not isinstance(self.select_by_cv, (bool, np.bool_)):
+            raise ValueError(f"select_by_cv must be True or False, got {self.select_by_cv!r}")
 
     def fit(self, X, y, *, feature_names=None, sample_ids=None) -> IKNNClassifier:
         """Score the candidate subspaces and keep the best as voters. Returns ``self``.
