@@ -17,7 +17,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from frame.taste import combine, search
-from frame.taste.neighbours import class_fractions, kneighbors
+from frame.taste.neighbours import class_fractions, kneighbors, macro_f1
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +57,11 @@ class IKNNClassifier(ClassifierMixin, BaseEstimator):
     diversity : float, default=0.1
         Product mode only: score penalty per earlier use of a feature when choosing voters, so the
         vote is not five near-copies of one pair. 0 = plain top-N.
+    select_by_cv : bool, default=True
+        Product mode only: before fitting, compare frame's search with the original's (``faithful``)
+        by an inner StratifiedKFold on the training rows only, and fit whichever scores the higher
+        macro-F1 (ties → frame's). Neither wins everywhere: the original's raw-unit pairs win where
+        a column's large scale happens to be a useful weight. ``mode_`` says which was chosen.
 
     Attributes
     ----------
@@ -71,6 +76,10 @@ class IKNNClassifier(ClassifierMixin, BaseEstimator):
         Vote weight of each voting subspace.
     n_neighbors_ : int
         The k actually used.
+    mode_ : {"product", "faithful"}
+        The search and decision rule the model was fitted with (see ``select_by_cv``).
+    selection_scores_ : dict
+        Inner cross-validated macro-F1 of each mode when ``select_by_cv`` chose, else empty.
 
     Examples
     --------
@@ -96,6 +105,7 @@ class IKNNClassifier(ClassifierMixin, BaseEstimator):
         screening: str = "current",
         scaling: str = "robust",
         diversity: float = 0.1,
+        select_by_cv: bool = True,
     ) -> None:
         self.n_neighbors = n_neighbors
         self.method = method
@@ -106,6 +116,7 @@ class IKNNClassifier(ClassifierMixin, BaseEstimator):
         self.screening = screening
         self.scaling = scaling
         self.diversity = diversity
+        self.select_by_cv = select_by_cv
 
     # --- fitting ---------------------------------------------------------------------------------
 
@@ -125,6 +136,8 @@ class IKNNClassifier(ClassifierMixin, BaseEstimator):
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
         if not isinstance(self.diversity, numbers.Real) or self.diversity < 0:
             raise ValueError(f"diversity must be a number >= 0, got {self.diversity!r}")
+        if not isinstance(self.select_by_cv, (bool, np.bool_)):
+            raise ValueError(f"select_by_cv must be True or False, got {self.select_by_cv!r}")
 
     def fit(self, X, y, *, feature_names=None, sample_ids=None) -> IKNNClassifier:
         """Score the candidate subspaces and keep the best as voters. Returns ``self``.
@@ -151,10 +164,14 @@ class IKNNClassifier(ClassifierMixin, BaseEstimator):
                 f"for {n} rows × {d} features"
             )
         self.X_train_, self.y_train_ = X, y_enc
+        self.selection_scores_ = self._selection_scores(X, y_enc)
+        scores = self.selection_scores_
+        original_wins = bool(scores) and scores["faithful"] > scores["product"]
+        self.mode_ = "faithful" if self.faithful or original_wins else "product"
         self.center_, self.scale_ = self._scaling_params(X)
         # Product scoring is leave-one-out (n - 1 others); faithful predicts with up to n.
         self.n_neighbors_ = (
-            min(self.n_neighbors, n) if self.faithful else max(1, min(self.n_neighbors, n - 1))
+            min(self.n_neighbors, n) if self._faithful else max(1, min(self.n_neighbors, n - 1))
         )
         self.ranking_, self.subspaces_ = [], []
         if len(self.classes_) > 1:
@@ -163,9 +180,33 @@ class IKNNClassifier(ClassifierMixin, BaseEstimator):
         log.debug("ikNN voters: %s", [(s.features, round(s.score, 4)) for s in self.subspaces_])
         return self
 
+    @property
+    def _faithful(self) -> bool:
+        """Whether the fitted model uses the original's search and rules (asked for, or chosen)."""
+        return self.mode_ == "faithful"
+
+    def _selection_scores(self, X: np.ndarray, y: np.ndarray) -> dict[str, float]:
+        """Inner-CV macro-F1 of frame's mode and the original's on the training rows, or {} when
+        there is nothing to choose (faithful asked for, selection off, < 2 rows in some class)."""
+        counts = np.bincount(y)
+        if self.faithful or not self.select_by_cv or len(counts) < 2 or counts.min() < 2:
+            return {}
+        from sklearn.base import clone
+        from sklearn.model_selection import StratifiedKFold
+
+        scores = {}
+        for mode in ("product", "faithful"):
+            model = clone(self).set_params(select_by_cv=False, faithful=mode == "faithful")
+            folds = []
+            for train, test in StratifiedKFold(min(5, int(counts.min()))).split(X, y):
+                predicted = model.fit(X[train], y[train]).predict(X[test])
+                folds.append(macro_f1(y[test], predicted, len(counts)))
+            scores[mode] = float(np.mean(folds))
+        return scores
+
     def _fit_voters(self, X: np.ndarray, y: np.ndarray) -> None:
         """Rank the candidate subspaces and keep the voters (``ranking_``, ``subspaces_``)."""
-        if self.faithful:
+        if self._faithful:
             self.ranking_ = search.faithful_search(
                 X, y, self.n_neighbors, self.max_spaces_tested, self.screening
             )
@@ -173,7 +214,7 @@ class IKNNClassifier(ClassifierMixin, BaseEstimator):
             Xs = (X - self.center_) / self.scale_
             self.ranking_ = search.loo_search(Xs, y, self.n_neighbors_, self.max_spaces_tested)
         count = len(self.ranking_) if self.num_best_spaces == -1 else self.num_best_spaces
-        if self.faithful:
+        if self._faithful:
             self.subspaces_ = self.ranking_[:count]
             self.estimators_ = [self._faithful_knn(X[:, list(s.features)], y) for s in self.subspaces_]
         else:
@@ -188,7 +229,7 @@ class IKNNClassifier(ClassifierMixin, BaseEstimator):
 
     def _scaling_params(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         d = X.shape[1]
-        if self.faithful or self.scaling == "none":
+        if self._faithful or self.scaling == "none":
             return np.zeros(d), np.ones(d)
         std = X.std(axis=0)
         if self.scaling == "robust":
@@ -200,7 +241,7 @@ class IKNNClassifier(ClassifierMixin, BaseEstimator):
 
     def _weights(self) -> np.ndarray:
         scores = np.array([s.score for s in self.subspaces_])
-        if self.faithful:
+        if self._faithful:
             return scores  # the faithful rules weight by the raw score themselves
         if not self.weight_by_score:
             return np.ones_like(scores)
@@ -212,7 +253,7 @@ class IKNNClassifier(ClassifierMixin, BaseEstimator):
     def _space_neighbours(self, index: int, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Neighbours in voting subspace ``index`` of points given in original units, shape (q, m)."""
         features = list(self.subspaces_[index].features)
-        if self.faithful:
+        if self._faithful:
             dist, idx = self.estimators_[index].kneighbors(values)
             return idx, dist
         center, scale = self.center_[features], self.scale_[features]
@@ -229,7 +270,7 @@ class IKNNClassifier(ClassifierMixin, BaseEstimator):
         )
 
     def _class_scores(self, fractions: np.ndarray) -> np.ndarray:
-        if self.faithful:
+        if self._faithful:
             scores = np.array([s.score for s in self.subspaces_])
             return combine.faithful_scores(fractions, scores, self.method, bool(self.weight_by_score))
         return combine.product_scores(fractions, self.weights_, self.method)

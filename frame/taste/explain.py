@@ -143,7 +143,7 @@ def explain_row(clf, x, *, sentence: str = DEFAULT_SENTENCE, label_names: dict |
             fractions,
             scores,
             clf.weights_,
-            faithful=clf.faithful,
+            faithful=clf.mode_ == "faithful",
             method=clf.method,
             weight_by_score=bool(clf.weight_by_score),
         )

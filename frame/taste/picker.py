@@ -256,7 +256,7 @@ class ThemePicker:
                 )
         top = max(explanation["subspaces"], key=lambda s: s["contribution"].get("liked", 0.0), default=None)
         reason = f"expected liking {utility:.2f}" + (f": {top['summary']}" if top else "")
-        explanation.update({"reason": reason, "ratings": len(ratings), "features": names})
+        explanation.update({"reason": reason, "ratings": len(ratings), "features": names, "search": model.mode_})
         return Choice(pick, "model", float(utility), reason, explanation)
 
 

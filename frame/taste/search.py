@@ -62,6 +62,22 @@ def candidate_subspaces(
 # --- faithful -----------------------------------------------------------------------------------
 
 
+def sklearn_neighbours(train: np.ndarray, query: np.ndarray, k: int) -> np.ndarray:
+    """Exactly the neighbours ``KNeighborsClassifier(k).fit(train).kneighbors(query)`` returns.
+
+    Its "auto" rule picks a KD-tree (leaf size 30) for few columns and k < n/2; asking that tree
+    directly skips the estimator's per-call validation, which made fitting the original's search
+    ~10× slower on a few hundred rows. Other cases go through the estimator itself, so the
+    original's neighbour order on exact distance ties is kept either way.
+    """
+    from sklearn.neighbors import KDTree, KNeighborsClassifier
+
+    if train.shape[1] <= 15 and k < train.shape[0] // 2:
+        return KDTree(train, leaf_size=30).query(query, k, return_distance=False)
+    dummy = np.zeros(train.shape[0], dtype=int)
+    return KNeighborsClassifier(n_neighbors=k).fit(train, dummy).kneighbors(query, return_distance=False)
+
+
 def _faithful_cv(X: np.ndarray, y: np.ndarray, k: int) -> float:
     """Mean test macro-F1 of ``cross_validate(KNN(k), X, y, cv=5, scoring="f1_macro")``.
 
@@ -71,16 +87,14 @@ def _faithful_cv(X: np.ndarray, y: np.ndarray, k: int) -> float:
     data still fits — the original raised there.
     """
     from sklearn.model_selection import StratifiedKFold
-    from sklearn.neighbors import KNeighborsClassifier
 
     n_classes = int(y.max()) + 1
     n_splits = max(2, min(5, int(np.bincount(y).min())))
     scores = []
     for train, test in StratifiedKFold(n_splits).split(X, y):
-        model = KNeighborsClassifier(n_neighbors=max(1, min(k, len(train)))).fit(X[train], y[train])
-        # = model.predict (uniform weights: majority of the neighbours, ties → lowest class) without
-        # scipy's slow mode()
-        neighbours = model.kneighbors(X[test], return_distance=False)
+        # = KNeighborsClassifier(k).fit(...).predict(...) (uniform weights: majority of the
+        # neighbours, ties → lowest class) without scipy's slow mode()
+        neighbours = sklearn_neighbours(X[train], X[test], max(1, min(k, len(train))))
         predicted = np.argmax(class_fractions(y[train][neighbours], n_classes), axis=1)
         scores.append(macro_f1(y[test], predicted, n_classes))
     return float(np.mean(scores))

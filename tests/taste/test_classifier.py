@@ -34,6 +34,7 @@ def test_is_classifier_and_clone_round_trips_every_parameter():
         screening="2021",
         scaling="none",
         diversity=0.3,
+        select_by_cv=False,
     )
     clf = IKNNClassifier(**params)
     assert is_classifier(clf)

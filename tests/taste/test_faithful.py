@@ -9,7 +9,7 @@ from sklearn.neighbors import KNeighborsClassifier
 from frame.taste import IKNNClassifier
 from frame.taste.combine import faithful_scores, to_proba
 from frame.taste.neighbours import macro_f1
-from frame.taste.search import _faithful_cv, n_screened_features
+from frame.taste.search import _faithful_cv, n_screened_features, sklearn_neighbours
 
 MODES = [("use proba", True), ("use proba", False), ("simple majority", True), ("simple majority", False)]
 
@@ -95,3 +95,14 @@ def test_published_per_mode(load, published):
     got = _cv_per_mode(X, y)
     for mode, value in zip(MODES, published, strict=True):
         assert got[mode] == pytest.approx(value, abs=5e-4), mode
+
+
+@pytest.mark.parametrize("n_train", [12, 40, 120])
+def test_fast_neighbour_search_equals_kneighbors_classifier_with_ties(n_train):
+    rng = np.random.default_rng(n_train)
+    train = rng.integers(0, 4, size=(n_train, 2)).astype(float)  # many exact distance ties
+    query = rng.integers(0, 4, size=(30, 2)).astype(float)
+    for k in (1, 5, 8):
+        model = KNeighborsClassifier(n_neighbors=k).fit(train, np.zeros(n_train, dtype=int))
+        expected = model.kneighbors(query, return_distance=False)
+        np.testing.assert_array_equal(sklearn_neighbours(train, query, k), expected)

@@ -70,6 +70,7 @@ def test_model_choice_carries_a_json_explanation():
     assert space["neighbours"][0]["row_id"].startswith("night-")
     assert space["neighbours"][0]["theme"] in THEMES
     assert "of your 8 most similar rated pictures were" in data["reason"]
+    assert data["explanation"]["search"] in {"product", "faithful"}  # which search the model chose
     assert data["candidate"]["theme"] == choice.candidate.theme
     assert Candidate.from_dict(data["candidate"]).text == choice.candidate.text
 
