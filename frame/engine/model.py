@@ -28,7 +28,7 @@ from frame.engine.errors import ModelFormatError, UnsupportedModelError
 from frame.engine.executor import Executor, NodeError
 from frame.engine.fusion import fuse_attention
 from frame.engine.io_check import check_feeds, symbolic_conflicts
-from frame.engine.memory import return_freed_buffers_to_os
+from frame.engine.memory import return_freed_buffers_to_os, trim_free_memory
 from frame.engine.protobuf_index import scan_model
 from frame.engine.providers import WeightsProvider, make_provider
 from frame.engine.silu import fuse_silu
@@ -180,9 +180,11 @@ class Model:
         return {o.name: _as_declared(results[o.name], o.dtype) for o in self.outputs}
 
     def close(self) -> None:
+        """Stop the provider's reading and give freed memory back (the next model starts on less)."""
         close = getattr(self.provider, "close", None)
         if close is not None:
             close()
+        trim_free_memory()
 
     def __enter__(self) -> Model:
         return self
@@ -218,6 +220,8 @@ def load_model(source: str | onnxstream.OnnxStreamSource, weights: str | Weights
     provider = make_provider(weights, is_url(str(source)))
     attention = AttentionConfig(attention_slices, attention_budget_bytes)
     model = Model(source, provider, structure, attention)
+    del structure
+    trim_free_memory()  # parsing and the load-time rewrites leave ~16 MB of freed heap (SDXL UNet)
     log.info("loaded %s: %d nodes, %d weights (%.1f MB), %d fused attention block(s)", source,
              len(model.steps), len(model.streamed_weights), model.weight_bytes / 1e6,
              model.fused_attention_count)
