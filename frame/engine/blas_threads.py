@@ -19,7 +19,8 @@ import math
 import numpy as np
 
 SINGLE_THREAD_WORK = 1 << 28  # multiply-adds: ~270M, ~10 ms on one core; SD convs are billions
-GEMM_OPS = ("Conv", "ConvAffine", "ConvTranspose", "MatMul", "Gemm", "UpsampleConv", "SlicedAttention")
+GEMM_OPS = ("Conv", "ConvAffine", "ConvTranspose", "MatMul", "Gemm", "UpsampleConv", "NormConv",
+            "SlicedAttention")
 
 
 def gemm_work(op_type: str, args: list) -> int:

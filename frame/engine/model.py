@@ -3,7 +3,8 @@
 Loading reads only the graph structure (the protobuf scanner skips embedded weights), binds and
 validates every node (all problems reported in one ``UnsupportedModelError`` before any compute),
 rewrites fp16 to float32 compute, folds constants, fuses attention, SiLU, Resize→Conv,
-Conv→BatchNormalization/affine chains and 8-bit/fp16 weight decoding into the ops that use them, and
+Conv→BatchNormalization/affine chains, GroupNorm→SiLU→Conv and 8-bit/fp16 weight decoding into the ops
+that use them, and
 plans fetch/free per step. ``run`` checks the feeds against the declared inputs and executes the plan,
 streaming weights through the provider.
 """
@@ -29,6 +30,7 @@ from frame.engine.executor import Executor, NodeError
 from frame.engine.fusion import fuse_attention
 from frame.engine.io_check import check_feeds, symbolic_conflicts
 from frame.engine.memory import return_freed_buffers_to_os, trim_free_memory
+from frame.engine.norm_conv import fuse_norm_conv
 from frame.engine.protobuf_index import scan_model
 from frame.engine.providers import WeightsProvider, make_provider
 from frame.engine.silu import fuse_silu
@@ -127,6 +129,7 @@ class Model:
         nodes, self.fused_silu_count = fuse_silu(nodes, output_names)
         nodes, self.fused_upsample_conv_count = fuse_upsample_conv(nodes, output_names, self._weights)
         nodes, self.fused_conv_affine_count = fuse_conv_affine(nodes, output_names, self._weights)
+        nodes, self.fused_norm_conv_count = fuse_norm_conv(nodes, output_names, self._weights)
         # after the affine fold, which only takes float32 initializer weights: quantized/fp16 convs
         # keep their BatchNormalization and get their weights decoded per block instead
         nodes, self.decoded_weight_count = fuse_weight_decoding(nodes, output_names, self._weights)

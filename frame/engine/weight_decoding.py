@@ -4,7 +4,7 @@ A uint8 model feeds each weight through ``DequantizeLinear(q, scale, zero_point)
 convert --weights uint8``, onnxruntime's QDQ weights), an fp16 model through ``Cast(to=FLOAT)``.
 Run as written, either materialises the whole float32 weight before the op: 118 MB for SD 1.5's
 1280×2560×3×3 convs, beside the 30 MB of 8-bit data it came from. Here the op that reads the weight
-(MatMul, Gemm, Conv, ConvTranspose, or the fused UpsampleConv) becomes one ``DecodedWeight`` node
+(MatMul, Gemm, Conv, ConvTranspose, or the fused UpsampleConv and NormConv) becomes one ``DecodedWeight`` node
 that takes the stored weight, its scale and zero point, and runs the original kernel once per block of
 output channels, each block decoded to float32 just before (``BLOCK_BYTES``, or ``MIN_BLOCK_CHANNELS``
 channels if those are larger). Output channels
@@ -64,6 +64,8 @@ def layout_of(node: Node, weight_rank: int | None) -> Layout | None:
     group = node.attrs.get("group", 1)
     if node.domain == DOMAIN and op == "UpsampleConv" and node.spec is not None:
         group = node.spec.fn.keywords["_conv"].keywords.get("group", 1)
+    elif node.domain == DOMAIN and op == "NormConv" and node.spec is not None:
+        group = node.spec.fn.keywords["_attrs"].get("group", 1)
     elif node.domain != "" or op not in ("Conv", "ConvTranspose"):
         return None
     return Layout(1 if op == "ConvTranspose" else 0, 1, 2, blockable=group == 1)

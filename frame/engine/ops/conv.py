@@ -104,8 +104,12 @@ class _PaddedRows:
         self.buffer = np.zeros((channels, rows, pads[1] + width + pads[3]), dtype=dtype)
         self.pads = pads
 
-    def fill(self, x: np.ndarray, first: int, count: int) -> np.ndarray:
-        """Rows ``first .. first+count`` (padded coordinates) of the padded ``x`` (C, H, W)."""
+    def fill(self, x: np.ndarray, first: int, count: int, transform=None) -> np.ndarray:
+        """Rows ``first .. first+count`` (padded coordinates) of the padded ``x`` (C, H, W).
+
+        ``transform`` (``frame.engine.norm_conv``) maps the copied rows in place before the conv reads
+        them (normalisation + SiLU of the conv's input, so that input never exists whole); the pads
+        are zeroed after it, as the conv pads the transformed image."""
         _, h, w = x.shape
         top_pad, left = self.pads[0], self.pads[1]
         rows = self.buffer[:, :count]
@@ -117,12 +121,17 @@ class _PaddedRows:
         rows[:, :begin] = 0
         rows[:, end:] = 0
         rows[:, begin:end, left:left + w] = x[:, top:bottom]
+        if transform is not None:
+            transform(rows[:, begin:end])
+            rows[:, begin:end, :left] = 0
+            rows[:, begin:end, left + w:] = 0
         return rows
 
 
 def _conv_image(x: np.ndarray, weight: np.ndarray, group: int, stride, dilation, pads, out_hw,
-                out: np.ndarray) -> None:
-    """One image: x (C, H, W) float32, weight (M, C/group, kh, kw) -> out (M, Ho, Wo), by row bands."""
+                out: np.ndarray, transform=None) -> None:
+    """One image: x (C, H, W) float32, weight (M, C/group, kh, kw) -> out (M, Ho, Wo), by row bands
+    (``transform``: see ``_PaddedRows.fill``; group 1 only)."""
     m, cg, kh, kw = weight.shape
     ho, wo = out_hw
     (sh, sw), (dh, dw) = stride, dilation
@@ -135,7 +144,7 @@ def _conv_image(x: np.ndarray, weight: np.ndarray, group: int, stride, dilation,
         for r0 in range(0, ho, rows):
             count = min(rows, ho - r0)
             span = (count - 1) * sh + (kh - 1) * dh + 1  # padded input rows this band reads
-            source = padded.fill(x[g * cg:(g + 1) * cg], r0 * sh, span)
+            source = padded.fill(x[g * cg:(g + 1) * cg], r0 * sh, span, transform)
             columns = band[:depth * count * wo].reshape(cg, kh, kw, count, wo)  # contiguous, even when short
             for i in range(kh):
                 for j in range(kw):
