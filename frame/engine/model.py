@@ -3,8 +3,8 @@
 Loading reads only the graph structure (the protobuf scanner skips embedded weights), binds and
 validates every node (all problems reported in one ``UnsupportedModelError`` before any compute),
 rewrites fp16 to float32 compute, folds constants, fuses attention, SiLU, Resize→Conv,
-Conv→BatchNormalization/affine chains, GroupNorm→SiLU→Conv and 8-bit/fp16 weight decoding into the ops
-that use them, and
+Conv→BatchNormalization/affine chains, GroupNorm→SiLU→Conv, 8-bit/fp16 weight decoding into the ops
+that use them and GEGLU feed-forwards into channel blocks, and
 plans fetch/free per step. ``run`` checks the feeds against the declared inputs and executes the plan,
 streaming weights through the provider.
 """
@@ -28,6 +28,7 @@ from frame.engine.conv_fold import fuse_conv_affine
 from frame.engine.errors import ModelFormatError, UnsupportedModelError
 from frame.engine.executor import Executor, NodeError
 from frame.engine.fusion import fuse_attention
+from frame.engine.geglu import fuse_geglu
 from frame.engine.io_check import check_feeds, symbolic_conflicts
 from frame.engine.memory import return_freed_buffers_to_os, trim_free_memory
 from frame.engine.norm_conv import fuse_norm_conv
@@ -133,6 +134,7 @@ class Model:
         # after the affine fold, which only takes float32 initializer weights: quantized/fp16 convs
         # keep their BatchNormalization and get their weights decoded per block instead
         nodes, self.decoded_weight_count = fuse_weight_decoding(nodes, output_names, self._weights)
+        nodes, self.fused_geglu_count = fuse_geglu(nodes, output_names, self._weights)  # after: reads decoded
         nodes = g.remove_dead_nodes(nodes, output_names)
         self._check_outputs_produced(nodes, input_names)
         self.steps = g.make_plan(nodes, self._weights, input_names, output_names)
