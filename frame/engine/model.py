@@ -34,6 +34,7 @@ from frame.engine.memory import return_freed_buffers_to_os, trim_free_memory
 from frame.engine.norm_conv import fuse_norm_conv
 from frame.engine.protobuf_index import scan_model
 from frame.engine.providers import WeightsProvider, make_provider
+from frame.engine.schedule import hoist_narrowing_convs
 from frame.engine.silu import fuse_silu
 from frame.engine.sources import SourcePool, is_url
 from frame.engine.subgraphs import BodyBinder, compile_bodies, fetch_order
@@ -136,6 +137,7 @@ class Model:
         nodes, self.decoded_weight_count = fuse_weight_decoding(nodes, output_names, self._weights)
         nodes, self.fused_geglu_count = fuse_geglu(nodes, output_names, self._weights)  # after: reads decoded
         nodes = g.remove_dead_nodes(nodes, output_names)
+        nodes, self.hoisted_conv_count = hoist_narrowing_convs(nodes, self._weights, input_names)
         self._check_outputs_produced(nodes, input_names)
         self.steps = g.make_plan(nodes, self._weights, input_names, output_names)
         self.streamed_weights = fetch_order(self.steps)  # bodies' weights at their node's step
