@@ -21,10 +21,11 @@ float32 mean and centred-dot-product variance as ``ops.norm``; results agree wit
 to float32 rounding.
 
 Fused only when the pattern is exactly that: every intermediate has one consumer and is no graph
-output, the first Reshape's target is ``[0 or N, G, -1]`` (checked at load when it is a constant, else
-on every run), the second Reshape's target is ``Shape(x)``, and the conv is a plain Conv. At run time, operands that are not the
-expected per-channel shapes make ``GroupNormStats`` run the original kernels and hand over the
-normalised activation itself, which ``NormConv`` then convolves as is, so results never change.
+output, the first Reshape's target is ``[0 or N, G, -1]`` (checked at load when it is a constant,
+else on every run), the second Reshape's target is ``Shape(x)``, and the conv is a plain Conv. At
+run time, operands that are not the expected per-channel shapes make ``GroupNormStats`` run the
+original kernels and hand over the normalised activation itself, which ``NormConv`` then convolves
+as is, so results never change.
 """
 
 from __future__ import annotations
@@ -129,13 +130,13 @@ def _transform(table: np.ndarray, act: bool):
 
 
 def norm_conv(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, table: np.ndarray, /, *, _act: bool,
-              _conv, _attrs: dict) -> np.ndarray:
+              _conv, _attrs: dict, _full_channels: int | None = None) -> np.ndarray:
     """Conv of the normalised (and SiLU'd) ``x``, with the normalisation applied per band."""
     if table.ndim == 4:  # GroupNormStats fell back: ``table`` is the activation itself
-        return _conv(table, w, bias)
+        return _conv(table, w, bias, _full_channels=_full_channels)
     (x32, w32, b32), dtype = float32_operands(x, w, bias)
     if x32.ndim != 4 or w32.ndim != 4 or _attrs.get("group", 1) != 1 or table.shape[:2] != x32.shape[:2]:
-        return _conv(_materialise(x32, table, _act), w, bias)
+        return _conv(_materialise(x32, table, _act), w, bias, _full_channels=_full_channels)
     strides, dilations, pads = conv_ops.spatial_params(w32.shape[2:], x32.shape[2:], _attrs.get("strides"),
                                                        _attrs.get("dilations"), _attrs.get("pads"),
                                                        _attrs.get("auto_pad", "NOTSET"))
@@ -145,8 +146,8 @@ def norm_conv(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, table: np.n
     wo = (wd + pads[1] + pads[3] - (kw - 1) * dilations[1] - 1) // strides[1] + 1
     one_by_one = kh == kw == 1 and strides == [1, 1] and not any(pads)
     if not one_by_one and (ho <= 0 or wo <= 0 or (strides == [1, 1] and kh * kw > 1
-                                                  and c >= conv_ops.NARROW_RATIO * m)):
-        return _conv(_materialise(x32, table, _act), w, bias)
+                                                  and c >= conv_ops.NARROW_RATIO * (_full_channels or m))):
+        return _conv(_materialise(x32, table, _act), w, bias, _full_channels=_full_channels)
     out = np.empty((n, m, ho, wo), np.float32)
     w32 = np.ascontiguousarray(w32)
     for i in range(n):

@@ -176,8 +176,17 @@ def _trace(name: str, nodes: list[Node], producer: dict[str, int], weights: dict
     return _Source(name, float16=True) if ref.dtype == np.float16 else None
 
 
-def _fused(node: Node, source: _Source, layout: Layout) -> Node:
-    fn = partial(decoded_weight_op, _kernel=partial(node.spec.fn, **node.attrs), _layout=layout,
+# Kernels whose choice of algorithm depends on the output channel count: given the whole weight's count,
+# so a block of output channels runs the algorithm the whole conv would (a 1920 -> 640 conv decoded in
+# blocks of 214 channels looked "narrow" and padded its 31 MB input whole, see ops.conv).
+_CHANNEL_AWARE = {("", "Conv"), (DOMAIN, "NormConv")}
+
+
+def _fused(node: Node, source: _Source, layout: Layout, weights: dict[str, WeightRef]) -> Node:
+    attrs = dict(node.attrs)
+    if (node.domain, node.op_type) in _CHANNEL_AWARE and len(weights[source.stored].shape) > 1:
+        attrs["_full_channels"] = weights[source.stored].shape[0]
+    fn = partial(decoded_weight_op, _kernel=partial(node.spec.fn, **attrs), _layout=layout,
                  _quant_axis=source.quant_axis)
     spec = OpSpec("DecodedWeight", 1, fn, DOMAIN)
     inputs = [node.inputs[0], source.stored, source.scale, source.zero_point, *node.inputs[2:]]
@@ -200,7 +209,7 @@ def fuse_weight_decoding(nodes: list[Node], graph_outputs: set[str], weights: di
         layout = layout_of(node, len(weights[source.stored].shape)) if source is not None else None
         if layout is None:
             continue
-        replaced[i] = _fused(node, source, layout)
+        replaced[i] = _fused(node, source, layout, weights)
         if source.float16:
             fp16_fused.setdefault(source.stored, set()).add(i)
     rewired = _rewire_gathers(nodes, producer, weights, graph_outputs)

@@ -60,11 +60,10 @@ def geglu_model(tmp_path, *, tokens=10, c=8, inner=6, weights="fp32", bounds="co
     for n, v in (("sqrt2", np.sqrt(2.0)), ("one_f", 1.0), ("half_f", 0.5), ("c044", 0.044715), ("k", 0.79788456)):
         inits.append(numpy_helper.from_array(np.array(v, np.float32), n))
     if tanh:  # gelu's tanh approximation: 0.5 g (1 + tanh(k (g + 0.044715 g^3)))
-        nodes += [helper.make_node("Mul", ["second", "second"], ["g2"]), helper.make_node("Mul", ["g2", "second"], ["g3"]),
-                  helper.make_node("Mul", ["g3", "c044"], ["g3c"]), helper.make_node("Add", ["second", "g3c"], ["inner"]),
-                  helper.make_node("Mul", ["inner", "k"], ["arg"]), helper.make_node("Tanh", ["arg"], ["t"]),
-                  helper.make_node("Add", ["t", "one_f"], ["t1"]), helper.make_node("Mul", ["second", "t1"], ["gt"]),
-                  helper.make_node("Mul", ["gt", "half_f"], ["gate"])]
+        chain = [("Mul", ["second", "second"], "g2"), ("Mul", ["g2", "second"], "g3"), ("Mul", ["g3", "c044"], "g3c"),
+                 ("Add", ["second", "g3c"], "inner"), ("Mul", ["inner", "k"], "arg"), ("Tanh", ["arg"], "t"),
+                 ("Add", ["t", "one_f"], "t1"), ("Mul", ["second", "t1"], "gt"), ("Mul", ["gt", "half_f"], "gate")]
+        nodes += [helper.make_node(op, ins, [out]) for op, ins, out in chain]
     else:
         nodes += [helper.make_node("Div", ["second", "sqrt2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
                   helper.make_node("Add", ["e", "one_f"], ["e1"]), helper.make_node("Mul", ["second", "e1"], ["ge"]),

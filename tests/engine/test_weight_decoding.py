@@ -213,3 +213,26 @@ def test_onnx_reference_agrees_with_the_converted_fixture_pipeline_unet(tmp_path
     with load_model(str(dst)) as m:
         assert m.decoded_weight_count > 50
         np.testing.assert_allclose(m.run(feeds)["out_sample"], want, rtol=1e-3, atol=1e-4)
+
+
+def test_a_block_of_output_channels_runs_the_whole_convs_algorithm(tmp_path, monkeypatch):
+    """8 -> 4 channels is no "narrow" conv (that needs 4x more input than output channels), but a
+    block of one output channel looked like one: it padded its whole input (31 MB in the SDXL UNet)."""
+    from frame.engine.ops import conv as conv_ops
+
+    monkeypatch.setattr(weight_decoding, "MIN_BLOCK_CHANNELS", 1)
+    monkeypatch.setattr(weight_decoding, "BLOCK_BYTES", 8 * 9 * 4)  # one output channel per block
+    narrow_calls = []
+    original = conv_ops.narrow_conv2d
+    monkeypatch.setattr(conv_ops, "narrow_conv2d", lambda *a, **k: narrow_calls.append(1) or original(*a, **k))
+    w = _weight(4, 8, 3, 3)
+    inits, dq = _quantized("w", w, 0, np.uint8)
+    conv = helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])
+    proto = model([dq, conv], [value("x", [1, 8, 10, 10])], [value("y", None)], inits, opset=19)
+    path = save(proto, tmp_path / "m.onnx")
+    x = RNG.standard_normal((1, 8, 10, 10)).astype(np.float32)
+    with load_model(path) as engine:
+        got = engine.run({"x": x})["y"]
+    assert not narrow_calls
+    expected = ReferenceEvaluator(proto).run(None, {"x": x})[0]
+    assert np.abs(got - expected).max() < 1e-4

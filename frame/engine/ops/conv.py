@@ -157,7 +157,10 @@ def _conv_image(x: np.ndarray, weight: np.ndarray, group: int, stride, dilation,
 @register("Conv", 1, validate=validate_conv)
 def conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, /, *, auto_pad: str = "NOTSET",
          dilations: list[int] | None = None, group: int = 1, kernel_shape: list[int] | None = None,
-         pads: list[int] | None = None, strides: list[int] | None = None) -> np.ndarray:
+         pads: list[int] | None = None, strides: list[int] | None = None,
+         _full_channels: int | None = None) -> np.ndarray:
+    """``_full_channels``: the whole weight's output channels when ``w`` is one block of them
+    (``weight_decoding``), so the block runs the algorithm the whole conv would."""
     (x32, w32, b32), dtype = float32_operands(x, w, b)
     strides, dilations, pads = spatial_params(w.shape[2:], x.shape[2:], strides, dilations, pads, auto_pad)
     if x.ndim == 5:  # 3-D: plain im2col (ops.conv_nd)
@@ -181,7 +184,7 @@ def conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, /, *, auto_p
     elif group > 1:  # depthwise and grouped convs: ops.conv_grouped (no per-group GEMM loop)
         kernel = depthwise_conv2d if cg == 1 else partial(grouped_conv2d, group=group)
         kernel(x32, w32, stride=strides, dilation=dilations, pads=pads, out=out)
-    elif strides == [1, 1] and kh * kw > 1 and c >= NARROW_RATIO * m:  # e.g. 96 -> 24 channels
+    elif strides == [1, 1] and kh * kw > 1 and c >= NARROW_RATIO * (_full_channels or m):  # e.g. 96 -> 24
         narrow_conv2d(x32, w32, dilation=dilations, pads=pads, out=out)
     else:
         w32 = np.ascontiguousarray(w32)
