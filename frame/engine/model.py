@@ -39,7 +39,7 @@ from frame.engine.silu import fuse_silu
 from frame.engine.sources import SourcePool, is_url
 from frame.engine.subgraphs import BodyBinder, compile_bodies, fetch_order
 from frame.engine.upsample_conv import fuse_upsample_conv
-from frame.engine.weight_decoding import fuse_weight_decoding
+from frame.engine.weight_decoding import fuse_weight_decoding, stream_weight_rows
 from frame.engine.weights import collect_weights, numpy_dtype
 from frame.errors import UsageError
 
@@ -140,6 +140,7 @@ class Model:
         nodes, self.hoisted_conv_count = hoist_narrowing_convs(nodes, self._weights, input_names)
         self._check_outputs_produced(nodes, input_names)
         self.steps = g.make_plan(nodes, self._weights, input_names, output_names)
+        self.row_streamed_count = stream_weight_rows(self.steps)
         self.streamed_weights = fetch_order(self.steps)  # bodies' weights at their node's step
         provider.prepare(self.streamed_weights)
         self._executor = Executor(self.steps, provider, [o.name for o in self.outputs])
