@@ -201,6 +201,7 @@ class _Match:
     w2: WeightSource
     bias: str
     plan: GegluPlan
+    bias_cast: int | None = None  # Cast(to=FLOAT) of an fp16 bias, removed with the chain
 
 
 class _Graph:
@@ -272,9 +273,23 @@ def _projection(graph: _Graph, projected: str, slices: set[int]):
             continue
         first = _matmul_weight(graph.nodes[project], graph.weights)
         bias = [n for n in inputs if n != mm_out]
-        if first is not None and len(bias) == 1 and bias[0] in graph.weights:
-            return project, bias_add, shapes, first, bias[0]
+        stored, cast = _bias_source(graph, bias[0], bias_add) if len(bias) == 1 else (None, None)
+        if first is not None and stored is not None:
+            return project, bias_add, shapes, first, stored, cast
     return None
+
+
+def _bias_source(graph: _Graph, name: str, bias_add: int) -> tuple[str | None, int | None]:
+    """The bias initializer behind ``name``, and the ``Cast(to=FLOAT)`` between them if any: fp16
+    exports (``frame model convert --weights fp16``, optimum's ``--fp16``) widen every bias through one,
+    which hid all 70 GEGLU blocks of the fp16 SDXL UNet from this rewrite (the kernel widens the bias)."""
+    if name in graph.weights:
+        return name, None
+    cast = graph.produced_by(name, "Cast")
+    if (cast is None or graph.nodes[cast].attrs.get("to") != 1 or graph.only_reader(name) != bias_add
+            or graph.nodes[cast].inputs[0] not in graph.weights):
+        return None, None
+    return graph.nodes[cast].inputs[0], cast
 
 
 def _match(graph: _Graph, i: int) -> _Match | None:
@@ -296,10 +311,11 @@ def _match(graph: _Graph, i: int) -> _Match | None:
             found = _projection(graph, projected, {hs, gs}) if sub is not None else None
             if found is None:
                 continue
-            project, bias_add, shapes, first, bias = found
+            project, bias_add, shapes, first, bias, bias_cast = found
             plan = GegluPlan(nodes[gs].outputs[0], [nodes[k] for k in sub[0]], gate_out, hidden_pos == 0,
                              (_bound(nodes[hs]), _bound(nodes[gs])), sub[1])
-            return _Match(project, bias_add, (hs, gs), shapes, sub[0], product, i, first, second, bias, plan)
+            return _Match(project, bias_add, (hs, gs), shapes, sub[0], product, i, first, second, bias, plan,
+                          bias_cast)
     return None
 
 
@@ -342,6 +358,8 @@ def fuse_geglu(nodes: list[Node], graph_outputs: set[str], weights: dict[str, We
         for k in match.shapes:
             replaced[k] = _shape_node(nodes[k], x, width)
         removed |= {match.project, match.bias_add, *match.slices, *match.gate, match.product}
+        if match.bias_cast is not None:
+            removed.add(match.bias_cast)
     if replaced:
         log.debug("fused %d GEGLU feed-forward(s)", len([n for n in replaced.values() if n.op_type == "GegluFF"]))
     count = len([n for n in replaced.values() if n.op_type == "GegluFF"])

@@ -18,13 +18,18 @@ RNG = np.random.default_rng(5)
 
 
 def geglu_model(tmp_path, *, tokens=10, c=8, inner=6, weights="fp32", bounds="constant", hidden_first=True,
-                tanh=False, steps=None):
+                tanh=False, steps=None, fp16_bias=False):
     """x → MatMul(W1) + b1 → hidden | gate → hidden * gelu(gate) → MatMul(W2) + b2 → y."""
     w1 = (RNG.standard_normal((c, 2 * inner)) * 0.4).astype(np.float32)
     w2 = (RNG.standard_normal((inner, c)) * 0.4).astype(np.float32)
-    inits = [numpy_helper.from_array(RNG.standard_normal(2 * inner).astype(np.float32), "b1"),
-             numpy_helper.from_array(RNG.standard_normal(c).astype(np.float32), "b2")]
+    inits = [numpy_helper.from_array(RNG.standard_normal(c).astype(np.float32), "b2")]
     nodes = []
+    b1 = RNG.standard_normal(2 * inner).astype(np.float32)
+    if fp16_bias:  # as fp16 exports store it: float16 behind Cast(to=FLOAT)
+        inits.append(numpy_helper.from_array(b1.astype(np.float16), "b1_16"))
+        nodes.append(helper.make_node("Cast", ["b1_16"], ["b1"], to=TensorProto.FLOAT))
+    else:
+        inits.append(numpy_helper.from_array(b1, "b1"))
     for name, w in (("w1", w1), ("w2", w2)):
         if weights == "uint8":
             more, dq = _quantized(name, w, 1, np.uint8)
@@ -105,7 +110,7 @@ def run_both(path, feeds, monkeypatch):
 
 @pytest.mark.parametrize("options", [
     {}, {"weights": "uint8"}, {"weights": "fp16"}, {"bounds": "shape"}, {"hidden_first": False}, {"tanh": True},
-    {"inner": 7, "bounds": "shape", "weights": "uint8"},
+    {"inner": 7, "bounds": "shape", "weights": "uint8"}, {"weights": "fp16", "fp16_bias": True},
 ])
 def test_geglu_feed_forwards_fuse_and_match(tmp_path, monkeypatch, small_blocks, options):
     path, feeds = geglu_model(tmp_path, **options)
