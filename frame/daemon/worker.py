@@ -105,9 +105,21 @@ def run_job(job_dir: Path) -> int:
     take_lock(Path(job["state_dir"]), LOCK_NAME if job.get("kind") != "show" else PANEL_LOCK_NAME)
     started = time.monotonic()
     result = steps.run_steps(job, config, job_dir, emit)
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    emit("done", result=result, seconds=round(time.monotonic() - started, 2), peak_rss_mb=round(peak_mb, 1))
+    emit("done", result=result, seconds=round(time.monotonic() - started, 2), peak_rss_mb=round(peak_rss_mb(), 1))
     return 0
+
+
+def peak_rss_mb() -> float:
+    """This process's own high-water mark (VmHWM). ``ru_maxrss`` is kept across exec, so a worker
+    forked from a big parent could report the parent's size; it is the fallback off Linux."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def configure_logging() -> None:

@@ -113,3 +113,21 @@ def test_taste_model_choice_is_explained_with_a_plot(tmp_path, store):
     assert why["candidate"]["theme"] in config.taste.themes
     assert gallery.picture_path(tmp_path, why["plot"]).read_bytes()[:4] == b"\x89PNG"
     assert set(store.picture(picture_id)["features"]) >= {"warmth", "drama"}
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="Linux /proc")
+def test_worker_reports_its_own_peak_not_its_parents(tmp_path):
+    """ru_maxrss survives exec: a child of a 300 MB parent reports 300 MB there; VmHWM is its own."""
+    import json
+    import subprocess
+    import sys
+
+    ballast = bytearray(300 << 20)
+    ballast[::4096] = b"x" * len(ballast[::4096])  # touch every page
+    code = ("import json, resource; from frame.daemon.worker import peak_rss_mb; "
+            "print(json.dumps([peak_rss_mb(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024]))")
+    own, inherited = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                               check=True).stdout)
+    del ballast
+    assert own < 150
+    assert inherited > 300  # what the worker used to report
