@@ -138,3 +138,14 @@ def test_the_projection_never_exists(tmp_path, monkeypatch, small_blocks):
         ops = [s.node.op_type for s in model.steps]
     assert max(widest) < 64
     assert "GegluFF" in ops and "ShapeOfProduct" in ops and "Slice" not in ops
+
+
+def test_the_exported_unets_feed_forwards_are_blocked_not_taken_by_the_gelu_fusion():
+    """Both rewrites match a transformer's GELU; the GELU fusion (one node, fused Mul) ran first after
+    merging the two and left GEGLU nothing to block: SDXL's 168 MB projection came back whole."""
+    from pathlib import Path
+
+    pipelines = Path(__file__).parents[1] / "fixtures" / "pipelines"
+    for kind, blocks in (("sd15", 4), ("sdxl", 8)):
+        with load_model(pipelines / kind / "model" / "unet" / "model.onnx") as model:
+            assert model.fused_geglu_count == blocks, kind
