@@ -91,7 +91,7 @@ def lines(result: ConfiguredEstimate) -> list[str]:
            f"{memory_text(result.memory_limit_bytes)}: "
            f"{'fits' if e.peak_bytes <= result.memory_limit_bytes else 'does NOT fit'}"]
     if plan.guided and plan.guidance_reason:
-        out.append(f"guidance passes {plan.guidance_mode} tonight: {plan.guidance_reason}")
+        out.append(f"guidance passes {plan.guidance_mode} tonight, as the render chooses: {plan.guidance_reason}")
     alt = result.alternative
     if alt is not None:
         way = "one after the other" if alt.plan.guidance_mode == "sequential" else alt.plan.guidance_mode

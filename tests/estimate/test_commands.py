@@ -21,7 +21,7 @@ def test_estimate_prints_counts_memory_and_both_projections(capsys, tmp_path):
     out = capsys.readouterr().out
     for expected in ("model: SD 1.5", "8 steps euler_a", "guidance 7.5: two passes per step, shared",
                      "weights read once per step", "per step:", "multiply-adds", "(UNet", "x 1)", "per night:",
-                     "peak memory:", "worker limit", "guidance passes shared tonight:",
+                     "peak memory:", "worker limit", "guidance passes shared tonight, as the render chooses:",
                      "guidance passes one after the other instead:", "this machine:", "Raspberry Pi Zero 2 W:",
                      "SD card", "render window 01:00-07:00 (6 h 00 min)"):
         assert expected in out, expected
