@@ -109,3 +109,23 @@ def test_batched_still_counts_a_batch_of_two(demo):
     assert (plan.batched, plan.weight_reads, unet.evaluations, unet.items) == (True, 1, 1, 1)
     assert unet.count.input_shapes["sample"][0] == 2
     assert alternative_mode("batched") == "sequential" and alternative_mode("sequential") == "shared"
+
+
+@pytest.mark.parametrize("limit, expected", [(440, "shared"), (300, "sequential")])
+def test_the_nightly_step_choice_counts_the_passes_as_tonights_render_runs_them(demo, limit, expected, tmp_path,
+                                                                                monkeypatch):
+    import time
+
+    from frame.daemon.statefile import read_json
+    from frame.estimate import configured, nightly
+
+    monkeypatch.setattr(configured, "measure_throughput", lambda *args, **kwargs: RATES)
+    path = tmp_path / "config.yaml"
+    path.write_text(f"worker:\n  memory_limit_mb: {limit}\n", encoding="utf-8")
+    config = load_config(path)
+    (tmp_path / "job").mkdir()
+    choice = nightly.night_steps(config, demo, (256, 256), time.time() + 3600, tmp_path / "job", tmp_path)
+    saved = read_json(tmp_path / "estimate.json")
+    assert saved["guidance_mode"] == expected == guidance_plan.choose(demo.kind, 256, 256, "fp32", limit).mode
+    assert saved["weight_reads_per_step"] == (1 if expected == "shared" else 2)
+    assert saved["step_choice"]["steps"] == choice.steps
