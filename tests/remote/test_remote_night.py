@@ -5,6 +5,7 @@ the same render, and restarts that never lose the night nor paint two pictures."
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import threading
@@ -205,3 +206,76 @@ def test_the_server_gets_at_most_half_of_what_is_left_of_the_window(tmp_path):
     assert remote_budget({"deadline": now + 600}, config, now=now) == 300
     assert remote_budget({"deadline": now + 7200}, config, now=now) == 30 * 60  # job_timeout_minutes
     assert remote_budget({"deadline": now - 5}, config, now=now) == 0
+
+
+def test_a_worker_restarted_after_the_fallback_began_does_not_ask_again(tmp_path, closing):
+    """remote.json "failed" is final: the restarted worker resumes the local render, the server is
+    not asked a second time (which could give a second, different picture's worth of waiting)."""
+    with FakeA1111(mode="500", job_seconds=0.1) as fake:
+        ctx = _ctx(tmp_path, fake.url)
+        closing(ctx)
+        killed = []
+
+        def kill_once_painting_locally(line: str) -> None:
+            pid = ctx.supervisor.pid if ctx.supervisor else None
+            if pid and not killed and (ctx.status.snapshot()["render"] or {}).get("stage") == "generating (unet)":
+                killed.append(pid)
+                os.kill(pid, signal.SIGKILL)
+
+        ctx.status.add_listener(kill_once_painting_locally)
+        _, outcome, picture_id = _render(ctx)
+    assert outcome.status == "done" and outcome.restarts == 1, outcome.error
+    assert len(_posts(fake)) == 1 and ctx.store.count_pictures() == 1
+    assert ctx.store.picture(picture_id)["why"]["remote_fallback"] == "server-error"
+
+
+def test_the_phone_page_shows_where_the_picture_is_painted(tmp_path):
+    from tests.web.conftest import FakeController, make_app, write_png
+
+    store = Store.open(tmp_path)
+    try:
+        controller = FakeController()
+        controller.render = {"id": 1, "kind": "night", "stage": "generating (remote)", "step": 5, "steps": 25,
+                             "backend_note": "Render server http://desk:7860: not reachable (Connection refused) "
+                                             "— painting tonight's picture on the frame instead."}
+        write_png(tmp_path / "gallery" / "a.png", (1, 2, 3))
+        picture_id = store.add_picture(file="a.png", prompt="a fox", why={
+            "method": "queue", "sentence": "you queued this prompt", "remote_fallback": "refused",
+            "painted": "on this frame, because render server http://desk:7860: not reachable"})
+        client = make_app(store, tmp_path, controller).test_client()
+        section = client.get("/").get_data(as_text=True).split('id="progress"')[1].split("</section>")[0]
+        page = client.get(f"/pictures/{picture_id}").get_data(as_text=True)
+    finally:
+        store.close()
+    assert "not reachable (Connection refused) — painting tonight&#39;s picture on the frame instead." in section
+    assert "on this frame, because render server http://desk:7860: not reachable" in page
+
+
+def test_a_daemon_night_on_the_render_server_relays_progress_to_the_phone(tmp_path):
+    """The real daemon (``frame run``): the taste model's choice goes to the server, the phone's
+    status and page show the server's progress and preview, the picture keeps the server's parameters."""
+    from tests.daemon.daemonproc import DaemonProcess, write_config
+
+    with FakeA1111(job_seconds=4.0) as fake:
+        config, url = write_config(tmp_path, display={"size": "80x48"},
+                                   render={"backend": "remote", "remote": {"url": fake.url, **FAST}})
+        daemon = DaemonProcess(config, url)
+        try:
+            daemon.post("/api/render")
+            render = daemon.wait_for(lambda: (lambda r: r if r.get("preview") and r.get("step") else None)(
+                daemon.get("/api/status").json().get("render") or {}), timeout=60)
+            page = daemon.get("/").text
+            preview = daemon.get("/render/preview")
+            daemon.wait_for(lambda: daemon.get("/api/pictures").json()["total"] == 1, timeout=60)
+            picture = daemon.get("/api/pictures/1").json()
+        finally:
+            daemon.terminate()
+            daemon.kill()
+    assert render["stage"] == "generating (remote)" and render["steps"] == 25
+    assert render["backend_note"] == f"Painting on the render server {fake.url}."
+    assert f"Painting on the render server {fake.url}." in page
+    assert preview.status_code == 200 and Image.open(io.BytesIO(preview.content)).size == (16, 10)
+    [body] = _posts(fake)
+    assert picture["why"]["method"] != "queue" and body["prompt"] == picture["prompt"]  # the taste model's pick
+    assert (picture["model"], picture["steps"], picture["seed"]) == ("dreamshaper_8", 25, body["seed"])
+    assert picture["why"]["painted"] == f"on the render server {fake.url} (dreamshaper_8)"
