@@ -42,6 +42,7 @@ STATE_FILE = "remote.json"
 MAX_ATTEMPTS = 2        # requests per render: one, and one more after an interrupted worker
 WINDOW_SHARE = 0.5      # of the time left before the deadline; the fallback keeps the rest
 MIN_REMOTE_SECONDS = 5.0
+UNEXPECTED = "unexpected"  # a bug or an I/O error in the remote path (logged with its traceback)
 
 Emit = Callable[..., None]
 
@@ -66,7 +67,11 @@ def paint_remotely(job: dict[str, Any], config: Any, choice: dict[str, Any], job
             raise RemoteUnavailable(TIMEOUT, "too little of the render window is left to ask the server")
         write_json(job_dir / STATE_FILE, {"state": "asking", "attempts": attempts + 1})
         result = _ask(job, config, choice, emit, progress, budget, resumed=attempts > 0)
-    except RemoteUnavailable as exc:
+    except Exception as exc:  # noqa: BLE001 - whatever goes wrong remotely must not cost the night
+        if not isinstance(exc, RemoteUnavailable):
+            log.exception("the remote render failed unexpectedly")
+            exc = RemoteUnavailable(UNEXPECTED, f"the remote render failed unexpectedly ({type(exc).__name__}: "
+                                                f"{exc})")
         failed = {"state": "failed", "attempts": attempts, "reason": exc.reason, "message": str(exc),
                   "server": exc.server}
         write_json(job_dir / STATE_FILE, failed)

@@ -279,3 +279,43 @@ def test_a_daemon_night_on_the_render_server_relays_progress_to_the_phone(tmp_pa
     assert picture["why"]["method"] != "queue" and body["prompt"] == picture["prompt"]  # the taste model's pick
     assert (picture["model"], picture["steps"], picture["seed"]) == ("dreamshaper_8", 25, body["seed"])
     assert picture["why"]["painted"] == f"on the render server {fake.url} (dreamshaper_8)"
+
+
+def _step_config(tmp_path, url: str):
+    from frame.config.schema import RemoteRenderConfig
+
+    return make_config(tmp_path, render={"backend": "remote", "remote": RemoteRenderConfig(url=url, **FAST)})
+
+
+JOB = {"seed": 7, "deadline": None}
+CHOICE = {"prompt": "a fox", "negative_prompt": ""}
+
+
+def test_an_unexpected_error_in_the_remote_path_falls_back_and_is_recorded(tmp_path, monkeypatch, caplog):
+    from frame.daemon.statefile import read_json
+    from frame.remote import nightstep, render
+
+    def broken(*args, **kwargs):
+        raise ValueError("a bug")
+
+    monkeypatch.setattr(render, "render_remote", broken)
+    events = []
+    with FakeA1111() as fake:
+        painted = nightstep.paint_remotely(JOB, _step_config(tmp_path, fake.url), CHOICE, tmp_path,
+                                           lambda event, **fields: events.append(fields), lambda report: None)
+    assert painted is False and not (tmp_path / "image.png").exists()
+    state = read_json(tmp_path / "remote.json")
+    assert state["state"] == "failed" and state["reason"] == "unexpected" and "ValueError: a bug" in state["message"]
+    assert "painting tonight's picture on the frame instead" in events[-1]["backend_note"]
+    assert "the remote render failed unexpectedly" in caplog.text
+
+
+def test_no_request_when_the_window_has_too_little_time_left(tmp_path):
+    from frame.daemon.statefile import read_json
+    from frame.remote import nightstep
+
+    with FakeA1111() as fake:
+        painted = nightstep.paint_remotely({"seed": 7, "deadline": time.time() + 4}, _step_config(tmp_path, fake.url),
+                                           CHOICE, tmp_path, lambda event, **fields: None, lambda report: None)
+    assert painted is False and fake.requests == []
+    assert read_json(tmp_path / "remote.json")["reason"] == "timeout"
