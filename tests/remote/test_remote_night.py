@@ -319,3 +319,19 @@ def test_no_request_when_the_window_has_too_little_time_left(tmp_path):
                                            CHOICE, tmp_path, lambda event, **fields: None, lambda report: None)
     assert painted is False and fake.requests == []
     assert read_json(tmp_path / "remote.json")["reason"] == "timeout"
+
+
+def test_a_slow_server_is_given_up_at_half_the_window_and_interrupted(tmp_path, monkeypatch):
+    from frame.daemon.statefile import read_json
+    from frame.remote import nightstep
+
+    monkeypatch.setattr(nightstep, "MIN_REMOTE_SECONDS", 0.5)
+    with FakeA1111(job_seconds=30.0) as fake:
+        started = time.time()
+        painted = nightstep.paint_remotely({"seed": 7, "deadline": started + 6.0}, _step_config(tmp_path, fake.url),
+                                           CHOICE, tmp_path, lambda event, **fields: None, lambda report: None)
+        elapsed = time.time() - started
+        assert fake.interrupted.is_set()
+    assert painted is False and 2.9 < elapsed < 5.5  # 3 s of the 6 s left (+ the interrupt); the frame has the rest
+    state = read_json(tmp_path / "remote.json")
+    assert state["reason"] == "timeout" and "(the render window)" in state["message"]
