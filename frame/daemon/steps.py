@@ -19,6 +19,7 @@ from frame.atomicfile import write_bytes_atomic
 from frame.config.redact import redact_url
 from frame.daemon.statefile import read_json, write_json
 from frame.errors import FrameError
+from frame.remote.nightstep import why_with_backend
 
 log = logging.getLogger(__name__)
 
@@ -167,6 +168,11 @@ def generate(job: dict[str, Any], config: Any, choice: dict[str, Any], job_dir: 
     out = job_dir / "image.png"
     if out.exists():
         return out
+    if config.render.backend == "remote":  # the LAN render server first; False: paint here (issue 17)
+        from frame.remote.nightstep import paint_remotely
+
+        if paint_remotely(job, config, choice, job_dir, emit, ProgressRelay(job_dir, emit)):
+            return out
     pipe = pipeline.get(emit)
     model = config.model
     width, height = _size(config, pipe)
@@ -265,7 +271,7 @@ def run_steps(job: dict[str, Any], config: Any, job_dir: Path, emit: Emit) -> di
         "guidance": generation.get("guidance"), "width": generation.get("width"),
         "height": generation.get("height"),
         "model": redact_url(generation.get("model") or config.model.source),  # stored and shown: no credentials
-        "why": choice.get("why"), "features": choice.get("features"), "timings": timings,
+        "why": why_with_backend(choice.get("why"), job_dir), "features": choice.get("features"), "timings": timings,
     }
     plot = (choice.get("why") or {}).get("plot")
     return {"image": str(image), "panel": str(panel), "meta": meta,
