@@ -3,6 +3,7 @@
 import hashlib
 import json
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -103,3 +104,12 @@ def test_without_enough_ratings_the_variety_choice_needs_no_child(tmp_path, monk
     monkeypatch.setattr(tastechild, "run_child", lambda *a: pytest.fail("a child for a variety choice"))
     assert tastechild.choose(job, config, fake_embed, folder)["why"]["mode"] == "variety"
     assert not (folder / tastechild.INPUT_NAME).exists()
+
+
+def test_without_matplotlib_the_model_explains_in_words_and_notes_the_missing_plot(tmp_path, monkeypatch):
+    job, config, folder = _job_folder(tmp_path)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as when frame[plots] is not installed
+    why = tastechoice.pick(job, config, fake_embed, folder)["why"]
+    assert why["mode"] == "model" and why["sentence"].startswith("expected liking")
+    assert why["plot"] is None and why["plot_note"] == tastechoice.NO_MATPLOTLIB
+    assert "frame[plots]" in why["plot_note"] and not (folder / "why.png").exists()
