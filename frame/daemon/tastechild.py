@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import resource
 import subprocess
 import sys
 import time
@@ -97,8 +99,8 @@ def run_child(job_dir: Path, timeout: float = CHILD_TIMEOUT) -> dict[str, Any]:
     choice = read_json(job_dir / CHOICE_NAME)
     if done.returncode == 0 and choice is not None:
         report = json.loads(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else {}
-        log.info("taste model chose in a child process: %.1f s, its peak RSS %.1f MiB",
-                 time.monotonic() - started, report.get("peak_rss_mb", 0.0))
+        log.info("taste model chose in a child process: %.1f s (%.1f s CPU), its peak RSS %.1f MiB",
+                 time.monotonic() - started, report.get("cpu_s", 0.0), report.get("peak_rss_mb", 0.0))
         return choice
     lines = (done.stderr or "").strip().splitlines()
     message = f"the taste model could not choose: {lines[-1] if lines else f'exit status {done.returncode}'}"
@@ -144,11 +146,14 @@ def _peak_rss_mb() -> float:
 
 def main(argv: list[str] | None = None) -> int:
     """Child entry point: exit 0 with ``taste-choice.json`` written, 3 for a permanent error, 1 else;
-    the error's one line on stderr, the child's own peak memory on stdout."""
+    the error's one line on stderr, the child's own peak memory and CPU time on stdout."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
         sys.stderr.write("usage: python -m frame.daemon.tastechild JOB_DIR\n")
         return 2
+    from frame.daemon.worker import _die_with_parent
+
+    _die_with_parent(os.getppid())  # a worker killed mid-choice leaves no orphan choosing
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="taste child %(levelname)s: %(message)s")
     try:
         choose_here(Path(args[0]))
@@ -158,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - one line for the worker, which reports it as the step's failure
         print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
-    print(json.dumps({"peak_rss_mb": round(_peak_rss_mb(), 1)}))
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    print(json.dumps({"peak_rss_mb": round(_peak_rss_mb(), 1), "cpu_s": round(usage.ru_utime + usage.ru_stime, 2)}))
     return 0
 
 
