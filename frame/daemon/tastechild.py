@@ -91,7 +91,7 @@ def _plain_rows(vectors: Any, count: int) -> list[list[float]]:
 def run_child(job_dir: Path, timeout: float = CHILD_TIMEOUT) -> dict[str, Any]:
     """Run the child on ``job_dir``; its choice, or the step's failure with the child's last line."""
     command = [sys.executable, "-m", "frame.daemon.tastechild", str(job_dir)]
-    started = time.monotonic()
+    started, worker_mb = time.monotonic(), _status_mb("VmRSS")
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as exc:
@@ -99,8 +99,9 @@ def run_child(job_dir: Path, timeout: float = CHILD_TIMEOUT) -> dict[str, Any]:
     choice = read_json(job_dir / CHOICE_NAME)
     if done.returncode == 0 and choice is not None:
         report = json.loads(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else {}
-        log.info("taste model chose in a child process: %.1f s (%.1f s CPU), its peak RSS %.1f MiB",
-                 time.monotonic() - started, report.get("cpu_s", 0.0), report.get("peak_rss_mb", 0.0))
+        log.info("taste model chose in a child process: %.1f s (%.1f s CPU), its peak RSS %.1f MiB "
+                 "beside the worker's %.1f MiB", time.monotonic() - started, report.get("cpu_s", 0.0),
+                 report.get("peak_rss_mb", 0.0), worker_mb)
         return choice
     lines = (done.stderr or "").strip().splitlines()
     message = f"the taste model could not choose: {lines[-1] if lines else f'exit status {done.returncode}'}"
@@ -139,9 +140,13 @@ def choose_here(job_dir: Path) -> dict[str, Any]:
     return choice
 
 
-def _peak_rss_mb() -> float:
-    with open("/proc/self/status") as status:
-        return next(int(line.split()[1]) / 1024 for line in status if line.startswith("VmHWM:"))
+def _status_mb(field: str) -> float:
+    """``VmHWM`` (own peak) or ``VmRSS`` of this process from /proc/self/status, in MiB (0 if unknown)."""
+    try:
+        with open("/proc/self/status") as status:
+            return next((int(line.split()[1]) / 1024 for line in status if line.startswith(field + ":")), 0.0)
+    except OSError:
+        return 0.0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -164,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    print(json.dumps({"peak_rss_mb": round(_peak_rss_mb(), 1), "cpu_s": round(usage.ru_utime + usage.ru_stime, 2)}))
+    cpu = usage.ru_utime + usage.ru_stime
+    print(json.dumps({"peak_rss_mb": round(_status_mb("VmHWM"), 1), "cpu_s": round(cpu, 2)}))
     return 0
 
 
