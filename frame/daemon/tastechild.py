@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 
 INPUT_NAME = "taste-input.json"
 CHOICE_NAME = "taste-choice.json"
-CHILD_TIMEOUT = 900.0  # seconds; a Pi Zero 2 imports scikit-learn in well under a minute
+CHILD_TIMEOUT = 900.0  # seconds; generous: the child took 3.8 s CPU here, a Cortex-A53 is several times slower
 EXIT_PERMANENT = 3
 
 
