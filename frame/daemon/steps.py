@@ -48,9 +48,9 @@ def choose(job: dict[str, Any], config: Any, job_dir: Path, emit: Emit, pipeline
     elif not job.get("candidates"):
         raise StepUnavailable("choose", "no candidate themes or prompts (taste.themes is empty?)")
     else:
-        from frame.daemon.tastechoice import pick
+        from frame.daemon import tastechild  # the trained model runs in a child: no scikit-learn here
 
-        choice = pick(job, config, lambda texts: pipeline.get(emit).embed_text(texts), job_dir)
+        choice = tastechild.choose(job, config, lambda texts: pipeline.get(emit).embed_text(texts), job_dir)
     choice.setdefault("negative_prompt", "")
     choice["negative_prompt"] = choice["negative_prompt"] or config.model.negative_prompt
     write_json(path, choice)

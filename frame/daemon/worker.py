@@ -87,6 +87,19 @@ def take_lock(state_dir: Path, name: str = LOCK_NAME) -> int:
     return fd
 
 
+def peak_rss_mb() -> float:
+    """This process's own peak resident set (``VmHWM``): ``ru_maxrss`` would carry the daemon's peak
+    over the exec that started this worker."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def _on_sigterm(signum: int, frame: Any) -> None:
     raise Stopped()
 
@@ -107,19 +120,6 @@ def run_job(job_dir: Path) -> int:
     result = steps.run_steps(job, config, job_dir, emit)
     emit("done", result=result, seconds=round(time.monotonic() - started, 2), peak_rss_mb=round(peak_rss_mb(), 1))
     return 0
-
-
-def peak_rss_mb() -> float:
-    """This process's own high-water mark (VmHWM). ``ru_maxrss`` is kept across exec, so a worker
-    forked from a big parent could report the parent's size; it is the fallback off Linux."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as handle:
-            for line in handle:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def configure_logging() -> None:
