@@ -7,8 +7,9 @@ gives exactly the picture a frame paints on its own; onnxruntime's differs in th
 
 img2img's VAE encoder loads through the same loader. An encoder exported with ``latent_dist.sample()``
 traced (optimum < 1.23, diffusers' conversion script, the demo model) draws its posterior noise with
-a RandomNormalLike node; onnxruntime would draw it from its own unseeded generator, so the same seed
-would paint a different picture each time. Such a graph (the encoder runs once per picture, before the
+a RandomNormalLike node; onnxruntime would draw it from its own generator, which the request's seed
+does not reach, so the picture would not be the one the frame paints with that seed (PSNR 20.5 dB from
+it on the demo model, against > 40 dB with the seeded draw). Such a graph (the encoder runs once per picture, before the
 UNet's steps) is loaded on frame's engine, which hands that op frame's seeded draw
 (``vae_encode``); an encoder with ``latent_parameters`` output (optimum >= 1.23) runs on onnxruntime.
 
