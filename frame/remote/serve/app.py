@@ -119,6 +119,10 @@ def _img2img_request(pipe: Any, body: Any) -> RenderRequest:
     if not isinstance(body, dict):
         raise BadRequest("the body must be a JSON object")
     try:
+        pipe.vae_encoder_source()  # first: no other field can make up for a model without an encoder
+    except UsageError as exc:
+        raise BadRequest(f"init_images: this server's model cannot start from a picture: {exc}") from None
+    try:
         strength = init_fields.denoising_strength(body)
         picture = init_fields.init_image(body)
         settings = _settings(pipe, body, strength)
@@ -126,10 +130,6 @@ def _img2img_request(pipe: Any, body: Any) -> RenderRequest:
         picture = init_fields.resized(picture, body, settings.width, settings.height)
     except init_fields.FieldError as exc:
         raise BadRequest(str(exc)) from None
-    try:
-        pipe.vae_encoder_source()
-    except UsageError as exc:
-        raise BadRequest(f"init_images: this server's model cannot start from a picture: {exc}") from None
     return RenderRequest(settings, picture)
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from PIL import Image
 
+from frame.diffusion import strength
 from frame.diffusion.progress import Progress
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,7 @@ class RenderRequest:
     def steps_run(self) -> int:
         """The denoising steps that run (img2img runs the last ``int(steps * strength)``)."""
         s = self.settings
-        return s.steps if self.init_image is None else min(int(s.steps * s.strength), s.steps)
+        return s.steps if self.init_image is None else strength.steps_run(s.steps, s.strength)
 
 
 @dataclass
