@@ -37,9 +37,9 @@ def _quiet() -> Iterator[None]:
 def _findings(source: str, cache_dir: str, model_key: tuple, display_key: tuple) -> tuple[Finding, ...]:
     from types import SimpleNamespace
 
-    from frame.daemon.steps import _size as night_size
     from frame.diffusion import rules
     from frame.diffusion.pipeline import Pipeline, engine_loader, open_model_files
+    from frame.diffusion.sizes import night_size
     from frame.errors import FrameError
 
     sampler, steps, guidance, size, vae_tile, vae_tile_overlap = model_key

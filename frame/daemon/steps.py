@@ -129,19 +129,6 @@ def _png_with_parameters(image: Any) -> bytes:
     return buffer.getvalue()
 
 
-def _size(config: Any, pipe: Any) -> tuple[int, int]:
-    """``model.size``, or for "auto" the model's native area at the panel's aspect ratio."""
-    from frame.diffusion.sizes import parse_size  # the pipeline is loaded by now
-
-    size = parse_size(config.model.size)
-    if size:
-        return size
-    width, height = parse_size(config.display.size) or (1, 1)
-    if config.display.rotate in (90, 270):
-        width, height = height, width
-    return pipe.auto_size(width / height)
-
-
 def _steps_for_tonight(job: dict[str, Any], config: Any, pipe: Any, size: tuple[int, int], job_dir: Path,
                        emit: Emit) -> int | None:
     """The largest step count whose estimated night fits before the job's deadline (never above the
@@ -175,7 +162,9 @@ def generate(job: dict[str, Any], config: Any, choice: dict[str, Any], job_dir: 
             return out
     pipe = pipeline.get(emit)
     model = config.model
-    width, height = _size(config, pipe)
+    from frame.diffusion.sizes import night_size  # the pipeline is loaded by now
+
+    width, height = night_size(config, pipe)
     steps = _steps_for_tonight(job, config, pipe, (width, height), job_dir, emit)
     settings = pipe.settings(choice["prompt"], choice["negative_prompt"], steps, model.guidance,
                              model.sampler, job["seed"], width, height)

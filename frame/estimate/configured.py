@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from frame.diffusion.sizes import night_size
 from frame.estimate import pi
 from frame.estimate.machine import Throughput, component_leaders, heaviest_signatures, measure_throughput, read_rate
 from frame.estimate.night import NightEstimate, estimate_night
@@ -48,19 +49,6 @@ def window_seconds(schedule: Any) -> float:
 
     span = (minutes(schedule.deadline) - minutes(schedule.render_at)) % (24 * 60) or 24 * 60
     return float(span * 60)
-
-
-def night_size(config: Any, pipe: Any) -> tuple[int, int]:
-    """``model.size``, or for "auto" the model's native area at the panel's aspect (as the worker does)."""
-    from frame.diffusion.sizes import parse_size
-
-    size = parse_size(config.model.size)
-    if size:
-        return size
-    width, height = parse_size(config.display.size) or (1, 1)
-    if config.display.rotate in (90, 270):
-        width, height = height, width
-    return pipe.auto_size(width / height)
 
 
 def alternative_mode(tonight: str) -> str:
