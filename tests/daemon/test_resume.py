@@ -142,9 +142,13 @@ def test_daemon_stopped_or_killed_mid_render_resumes(tmp_path, daemon_config):
     assert any(re.search(r"STATUS=rendering: generating \(unet\) step \d+/10", m) for m in statuses), statuses
     assert list((state / "checkpoints" / f"render-{render_id}" / "diffusion").iterdir())
 
+    def resumes_logged() -> int:
+        return len(re.findall(r"denoising with .* from step", (tmp_path / "config.log").read_text()))
+
     daemon = DaemonProcess(config, url)
     try:
-        daemon.wait_for(lambda: (_render_step(daemon) or 0) >= 5)
+        # the live status kept from the stopped run may already say step 5+: wait for this run's worker
+        daemon.wait_for(lambda: resumes_logged() >= 2 and (_render_step(daemon) or 0) >= 5)
         worker = daemon.get("/api/status").json()["render"]
         daemon.proc.kill()  # SIGKILL: no cleanup at all; the worker dies with it (PDEATHSIG)
         daemon.proc.wait()
