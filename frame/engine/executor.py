@@ -124,7 +124,11 @@ class Executor:
                 env.update(weights)
             weights.clear()  # the envs hold them now; sharing is safe: no step may overwrite a weight (Step.reuse)
             for env in envs:
+                if step.weight_rows is not None:  # read block by block by the op, once per item
+                    env[step.weight_rows.name] = WeightRows(step.weight_rows, self.provider)
                 self._run_step(step, env)
+                if step.weight_rows is not None:
+                    env.pop(step.weight_rows.name, None)
                 for name in step.free:
                     env.pop(name, None)
             for ref in step.release:

@@ -266,3 +266,22 @@ def test_big_stored_weights_are_read_block_by_block(tmp_path, monkeypatch, weigh
     expected = ReferenceEvaluator(proto).run(None, _feeds())
     for name, want in zip(("g2", "up"), expected):
         np.testing.assert_allclose(got[name], want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_shared_run_reads_row_streamed_weights_for_every_item(tmp_path, monkeypatch):
+    """Classifier-free guidance's shared run (``Model.run_shared``) on a model whose big decoded weights
+    are read block by block: every item gets the weight's rows (it failed with "input ... is not
+    available" on the full-size fp16/uint8 SD 1.5 UNet, whose weights are over 4 MB)."""
+    monkeypatch.setattr(weight_decoding, "BLOCK_BYTES", 64)
+    monkeypatch.setattr(weight_decoding, "MIN_BLOCK_CHANNELS", 1)
+    monkeypatch.setattr(weight_decoding, "STREAM_ROWS_MIN_BYTES", 0)
+    path = save(_every_op_model(), tmp_path / "m.onnx", external=True)
+    rng = np.random.default_rng(11)
+    other = {name: rng.standard_normal(value.shape).astype(np.float32) for name, value in _feeds().items()}
+    with load_model(path) as m:
+        assert any(s.weight_rows is not None for s in m.steps)
+        separate = [m.run(feeds) for feeds in (_feeds(), other)]
+        shared = m.run_shared([_feeds(), other])
+    for got, want in zip(shared, separate):
+        for name in ("g2", "up"):
+            np.testing.assert_array_equal(got[name], want[name])
