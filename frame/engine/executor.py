@@ -22,7 +22,7 @@ from frame.engine import blas_threads
 from frame.engine.errors import EngineError, FrameError
 from frame.engine.graph import Step
 from frame.engine.providers.base import WeightsProvider
-from frame.engine.weight_decoding import WeightRows
+from frame.engine.weight_decoding import WeightRows, decoded_weight_items, decoded_weight_op
 from frame.engine.weights import WeightRef
 
 log = logging.getLogger(__name__)
@@ -123,12 +123,12 @@ class Executor:
             for env in envs:
                 env.update(weights)
             weights.clear()  # the envs hold them now; sharing is safe: no step may overwrite a weight (Step.reuse)
+            if step.weight_rows is not None:  # read block by block by the op, each block once for all items
+                self._run_rows_shared(step, envs)
+            else:
+                for env in envs:
+                    self._run_step(step, env)
             for env in envs:
-                if step.weight_rows is not None:  # read block by block by the op, once per item
-                    env[step.weight_rows.name] = WeightRows(step.weight_rows, self.provider)
-                self._run_step(step, env)
-                if step.weight_rows is not None:
-                    env.pop(step.weight_rows.name, None)
                 for name in step.free:
                     env.pop(name, None)
             for ref in step.release:
@@ -136,6 +136,38 @@ class Executor:
                     self.provider.release(ref)
             if progress is not None:
                 progress((i + 1) / total)
+
+    def _run_rows_shared(self, step: Step, envs: list[dict[str, np.ndarray]]) -> None:
+        """A row-streamed DecodedWeight step for every item of a shared run: one WeightRows for all, and
+        when the items differ only in the data input, one pass over the blocks that runs each item
+        while its block is decoded (``decoded_weight_items``), so the weight is read once per step."""
+        rows = WeightRows(step.weight_rows, self.provider)
+        for env in envs:
+            env[rows.ref.name] = rows
+        node, first = step.node, envs[0]
+        fn = node.spec.fn
+        shared_operands = all(name == "" or env.get(name) is first.get(name)
+                              for env in envs[1:] for name in node.inputs[1:])
+        if len(envs) == 1 or not shared_operands or getattr(fn, "func", None) is not decoded_weight_op:
+            for env in envs:
+                self._run_step(step, env)
+        else:
+            try:
+                xs = [env[node.inputs[0]] for env in envs]
+                operands = [first[name] if name else None for name in node.inputs[1:]]
+            except KeyError as exc:
+                raise EngineError(f"{node.label}: input {exc.args[0]!r} is not available") from None
+            blas_threads.shared().fit_step(node.op_type, [xs[0], *operands])
+            try:
+                results = decoded_weight_items(xs, *operands, **fn.keywords)
+            except FrameError:
+                raise
+            except Exception as exc:
+                raise NodeError(f"{node.label} failed on {len(xs)} shared items: {type(exc).__name__}: {exc}") from exc
+            for env, value in zip(envs, results):
+                env[node.outputs[0]] = detach_small_view(value)
+        for env in envs:
+            env.pop(rows.ref.name, None)
 
     def execute(self, steps: list[Step], env: dict[str, np.ndarray], progress: Progress | None = None,
                 held: dict[WeightRef, np.ndarray] | None = None, top: bool = False) -> None:

@@ -153,29 +153,40 @@ def decoded_weight_op(x: np.ndarray, q: np.ndarray | WeightRows, scale: np.ndarr
                       zero_point: np.ndarray | None = None, /, *rest: np.ndarray | None, _kernel, _layout: Layout,
                       _quant_axis: int = 1) -> np.ndarray:
     """The fused node's kernel: ``_kernel(x, weight, *rest)`` computed per block of output channels."""
+    return decoded_weight_items([x], q, scale, zero_point, *rest, _kernel=_kernel, _layout=_layout,
+                                _quant_axis=_quant_axis)[0]
+
+
+def decoded_weight_items(xs: list[np.ndarray], q: np.ndarray | WeightRows, scale: np.ndarray | None = None,
+                         zero_point: np.ndarray | None = None, /, *rest: np.ndarray | None, _kernel,
+                         _layout: Layout, _quant_axis: int = 1) -> list[np.ndarray]:
+    """``decoded_weight_op`` for several data inputs that share the weight (a shared run's items): each
+    block is decoded, and read when ``q`` is WeightRows, once for all of them, so guidance's two passes
+    still read a row-streamed weight once per step."""
     weight_axis = _layout.weight_axis % q.ndim
     blocks = _channel_blocks(q, weight_axis) if _layout.blockable else []
     if len(blocks) <= 1:
         weight = _stored_block(q, scale, zero_point, _quant_axis, weight_axis, 0, q.shape[weight_axis])
-        return _kernel(x, weight, *rest)
+        return [_kernel(x, weight, *rest) for x in xs]
     channels = q.shape[weight_axis]
-    out = None
+    outs: list[np.ndarray | None] = [None] * len(xs)
     bias_at = None if _layout.bias_input is None else _layout.bias_input - 2
     for start, stop in blocks:
         weight = _stored_block(q, scale, zero_point, _quant_axis, weight_axis, start, stop)
         args = list(rest)
         if bias_at is not None and bias_at < len(args):
             args[bias_at] = _bias_block(args[bias_at], start, stop, channels)
-        part = _kernel(x, weight, *args)
+        for item, x in enumerate(xs):
+            part = _kernel(x, weight, *args)
+            axis = _layout.output_axis % part.ndim
+            if outs[item] is None:
+                outs[item] = np.empty(part.shape[:axis] + (channels,) + part.shape[axis + 1:], dtype=part.dtype)
+            target = [slice(None)] * part.ndim
+            target[axis] = slice(start, stop)
+            outs[item][tuple(target)] = part
+            del part
         del weight, args
-        axis = _layout.output_axis % part.ndim
-        if out is None:
-            out = np.empty(part.shape[:axis] + (channels,) + part.shape[axis + 1:], dtype=part.dtype)
-        target = [slice(None)] * out.ndim
-        target[axis] = slice(start, stop)
-        out[tuple(target)] = part
-        del part
-    return out
+    return outs
 
 
 STREAM_ROWS_MIN_BYTES = 4 << 20

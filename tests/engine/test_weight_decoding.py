@@ -278,10 +278,18 @@ def test_a_shared_run_reads_row_streamed_weights_for_every_item(tmp_path, monkey
     path = save(_every_op_model(), tmp_path / "m.onnx", external=True)
     rng = np.random.default_rng(11)
     other = {name: rng.standard_normal(value.shape).astype(np.float32) for name, value in _feeds().items()}
-    with load_model(path) as m:
+    from frame.engine.providers import DiskPrefetch
+
+    provider = DiskPrefetch()
+    rows = []
+    get_rows = provider.get_rows
+    monkeypatch.setattr(provider, "get_rows", lambda ref, r: rows.append(ref.name) or get_rows(ref, r))
+    with load_model(path, weights=provider) as m:
         assert any(s.weight_rows is not None for s in m.steps)
         separate = [m.run(feeds) for feeds in (_feeds(), other)]
+        reads_per_run = len(rows) // 2
         shared = m.run_shared([_feeds(), other])
+    assert len(rows) - 2 * reads_per_run == reads_per_run  # each block read once for both items
     for got, want in zip(shared, separate):
         for name in ("g2", "up"):
             np.testing.assert_array_equal(got[name], want[name])
