@@ -121,7 +121,9 @@ def _plan(source, structure, attention: AttentionConfig) -> list[g.Step]:  # noq
 
 def _step_of_nodes(nodes: list[g.Node], steps: list[g.Step], folded: set[str]) -> list[int | None]:
     """For each ONNX node, the plan step that runs it: the step producing one of its outputs, or
-    (inside a fused pattern) the step its output flows into; None for nodes folded at load."""
+    (inside a fused pattern) the step its output flows into; None for nodes folded at load. ``Shape``
+    readers do not count as flowing into (GEGLU's projection is read by Shape nodes, which run as
+    ``ShapeOfProduct`` steps before the ``GegluFF`` step that computes it)."""
     produced = {o: i for i, s in enumerate(steps) for o in s.node.outputs if o}
     consumers = g.consumer_index(nodes)
     found: list[int | None] = [None] * len(nodes)
@@ -131,7 +133,8 @@ def _step_of_nodes(nodes: list[g.Node], steps: list[g.Step], folded: set[str]) -
             continue
         direct = next((produced[o] for o in outputs if o in produced), None)
         if direct is None:
-            later = [found[j] for o in outputs for j in consumers.get(o, []) if found[j] is not None]
+            later = [found[j] for o in outputs for j in consumers.get(o, [])
+                     if found[j] is not None and nodes[j].op_type != "Shape"]
             direct = min(later) if later else None
         found[i] = direct
     return found
@@ -179,6 +182,27 @@ def _wrapped_name(node: g.Node) -> str:
     return getattr(getattr(kernel, "func", kernel), "__name__", "")
 
 
+def _inherits_one_thread(steps: list[g.Step], table: ShapeTable) -> list[bool]:
+    """Per step: whether it runs its products with BLAS left on one thread by an earlier step. The
+    engine (``frame.engine.blas_threads``) holds BLAS on one thread for its self-splitting kernels,
+    fits it to the work for other GEMM steps, and leaves it as it is for every other op (GegluFF's
+    products included), from its default count at the start of a run."""
+    from frame.engine import blas_threads as bt
+
+    one, inherited = False, []
+    for step in steps:
+        op = step.node.op_type
+        inherited.append(one and op not in bt.SELF_SPLITTING_OPS and op not in bt.GEMM_OPS)
+        if op in bt.SELF_SPLITTING_OPS:
+            one = True
+        elif op in bt.GEMM_OPS:
+            shapes = [table.shapes.get(name) if name else None for name in step.node.inputs[:2]]
+            if all(shape is not None and all(d is not None for d in shape) for shape in shapes):
+                args = [np.broadcast_to(np.zeros((), np.float32), shape) for shape in shapes]
+                one = bt.gemm_work(op, args) < bt.SINGLE_THREAD_WORK
+    return inherited
+
+
 def _step_costs(steps: list[g.Step], work: list[Work], owner: list[int | None], table: ShapeTable,
                 weights: Mapping, graph_inputs: Sequence[str], attention: AttentionConfig) -> list[StepCost]:
     macs = [[0, 0, 0] for _ in steps]
@@ -195,6 +219,7 @@ def _step_costs(steps: list[g.Step], work: list[Work], owner: list[int | None], 
         live.add_input(name)
     held: dict[str, int] = {}
     costs = []
+    one_thread = _inherits_one_thread(steps, table)
     for i, step in enumerate(steps):
         for ref in step.fetch:
             held[ref.name] = _held_bytes(ref) if ref.value is None else 0
@@ -204,7 +229,7 @@ def _step_costs(steps: list[g.Step], work: list[Work], owner: list[int | None], 
                               (round(macs[i][0] * factor), macs[i][1], macs[i][2]), element[i],
                               _decoded_elements(step, weights), _fetch_bytes(step, table), during,
                               sum(held.values()), step_scratch(step, table, weights, attention),
-                              step_signature(step, table, weights) if any(macs[i]) else None,
+                              step_signature(step, table, weights, one_thread[i]) if any(macs[i]) else None,
                               live.live_bytes()))
         for ref in step.release:
             held.pop(ref.name, None)

@@ -13,12 +13,12 @@ executor). Three fixed probes:
 
 then the model's own heaviest step signatures (``frame.estimate.signature``) with their real
 shapes and weight storage, cut down to about ``PROBE_MACS`` each (``frame.estimate.probes``),
-the heaviest of each kind in each component first, then heaviest first, until ``budget_seconds``
+the heaviest of each op in each component first, then heaviest first, until ``budget_seconds``
 are spent (the leaders are always probed). Signatures not probed run at the average rate of
-their kind in their own component (``Throughput.within``), else of their kind. Each probe runs once
-to warm up, then at least twice; the median run counts. Rates are per second of wall time (what a
-night takes) or, with ``cpu=True``, per second of this process's CPU time (steadier on a shared
-machine).
+their op in their own component (``Throughput.within``), else of their kind there, else of their
+kind. Each probe runs once to warm up, then at least twice; the median run counts. Rates are per
+second of wall time (what a night takes) or, with ``cpu=True``, per second of this process's CPU
+time (steadier on a shared machine).
 """
 
 from __future__ import annotations
@@ -58,14 +58,24 @@ class Throughput:
     cpu_share: float = 1.0                            # CPU seconds per wall second while measuring
     seconds: float = 0.0                              # how long the measurement took
     label: str = "this machine"
+    op_macs: dict[str, float] = field(default_factory=dict)  # averages per signature op (norm_conv, ...)
 
     def with_read(self, rate: float | None) -> Throughput:
         return replace(self, read_bytes=rate)
 
     def macs_rate(self, signature: Signature | None, kind: str) -> float:
+        """The probed rate of ``signature``, else the average of probed signatures of its op (a GroupNorm
+        conv is not timed like a Winograd conv), else of its kind."""
         if signature is not None and signature in self.signature_macs:
             return self.signature_macs[signature]
+        if signature is not None and signature.op in self.op_macs:
+            return self.op_macs[signature.op]
         return self.kind_macs.get(kind) or self.gemm_macs
+
+    def probed_like(self, signature: Signature) -> bool:
+        """Whether ``signature``'s rate comes from probes of its own op (so from probes that run the
+        same fused element-wise work, see ``Signature.fuses_elementwise``)."""
+        return signature in self.signature_macs or signature.op in self.op_macs
 
     def within(self, steps: Iterable) -> Throughput:
         """These rates for one component's ``steps``: a signature not probed runs at the average of
@@ -79,8 +89,9 @@ class Throughput:
                 weights[step.signature] = weights.get(step.signature, 0.0) + sum(step.engine_macs)
         if not weights:
             return self
-        local = _kind_averages({s: self.signature_macs[s] for s in weights}, weights, self.kind_macs)
-        return replace(self, kind_macs=local)
+        probed = {s: self.signature_macs[s] for s in weights}
+        local = _kind_averages(probed, weights, self.kind_macs)
+        return replace(self, kind_macs=local, op_macs=_op_averages(probed, weights))
 
 
 def element_probe(rng: np.random.Generator) -> tuple[onnx.ModelProto, dict]:
@@ -196,13 +207,15 @@ def _per_run(weighted: Iterable[tuple[Iterable, float]]) -> list[dict[Signature,
 
 
 def component_leaders(weighted: Iterable[tuple[Iterable, float]]) -> set[Signature]:
-    """The heaviest signature of each kind in each ``(steps, evaluations)`` run: the probes that give
-    every component's kinds a rate of their own (``Throughput.within``), so a text encoder that the
-    prompt choice runs 93 times does not leave the UNet's GEMMs at the text encoder's rate."""
+    """The heaviest signature of each op in each ``(steps, evaluations)`` run: the probes that give
+    every component's ops a rate of their own (``Throughput.within``), so a text encoder that the
+    prompt choice runs 93 times does not leave the UNet's GEMMs at the text encoder's rate, and the
+    UNet's plain projections are not timed like its fused feed-forward (nor its GroupNorm convs like
+    its Winograd ones)."""
     leaders: set[Signature] = set()
     for in_run in _per_run(weighted):
-        for kind in {signature.kind for signature in in_run}:
-            leaders.add(max((s for s in in_run if s.kind == kind), key=in_run.__getitem__))
+        for op in {signature.op for signature in in_run}:
+            leaders.add(max((s for s in in_run if s.op == op), key=in_run.__getitem__))
     return leaders
 
 
@@ -249,20 +262,31 @@ def measure_throughput(signatures: list[tuple[Signature, float]] = (), budget_se
     kinds = _kind_averages(rates, dict(signatures), gemm_rate)
     return Throughput(gemm_rate, stream_rate, step_seconds, kinds, rates, None,
                       bench.cpu / max(bench.wall, 1e-9), time.perf_counter() - started,
-                      "this machine (per CPU second)" if cpu else "this machine")
+                      "this machine (per CPU second)" if cpu else "this machine",
+                      _op_averages(rates, dict(signatures)))
+
+
+def _weighted_averages(rates: dict[Signature, float], weights: dict[Signature, float],
+                       key: Callable[[Signature], str]) -> dict[str, float]:
+    """Per ``key`` of the probed signatures, their multiply-add-weighted rate (total work / total time)."""
+    work: dict[str, float] = {}
+    seconds: dict[str, float] = {}
+    for signature, rate in rates.items():
+        macs = weights.get(signature, 1.0)
+        work[key(signature)] = work.get(key(signature), 0.0) + macs
+        seconds[key(signature)] = seconds.get(key(signature), 0.0) + macs / rate
+    return {k: work[k] / seconds[k] for k in work if seconds[k] > 0}
+
+
+def _op_averages(rates: dict[Signature, float], weights: dict[Signature, float]) -> dict[str, float]:
+    return _weighted_averages(rates, weights, lambda s: s.op)
 
 
 def _kind_averages(rates: dict[Signature, float], weights: dict[Signature, float],
                    fallback: dict[str, float] | float) -> dict[str, float]:
     """Per kind, the multiply-add-weighted rate of the probed signatures (total work / total time);
     kinds without a probe take ``fallback`` (a rate, or a rate per kind)."""
-    work: dict[str, float] = {}
-    seconds: dict[str, float] = {}
-    for signature, rate in rates.items():
-        macs = weights.get(signature, 1.0)
-        work[signature.kind] = work.get(signature.kind, 0.0) + macs
-        seconds[signature.kind] = seconds.get(signature.kind, 0.0) + macs / rate
-    averages = {kind: work[kind] / seconds[kind] for kind in work if seconds[kind] > 0}
+    averages = _weighted_averages(rates, weights, lambda s: s.kind)
     for kind in ("conv", "matmul", "attention"):
         averages.setdefault(kind, fallback[kind] if isinstance(fallback, dict) else fallback)
     return averages

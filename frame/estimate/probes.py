@@ -36,18 +36,18 @@ def probe_model(nodes: list, inputs: dict[str, tuple[int, ...]], output: str, we
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def stored_weight(shape: tuple[int, ...], storage: str, axis: int, rng: np.random.Generator
+def stored_weight(shape: tuple[int, ...], storage: str, axis: int, rng: np.random.Generator, name: str = "w"
                   ) -> tuple[list, dict[str, np.ndarray]]:
-    """Nodes producing float weight ``w`` from its stored form, and the initializers they read."""
+    """Nodes producing float weight ``name`` from its stored form, and the initializers they read."""
     if storage == "uint8":
         channels = shape[axis]
-        return ([helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["w"], axis=axis)],
-                {"wq": rng.integers(0, 256, shape, dtype=np.uint8), "ws": np.full(channels, 0.003, np.float32),
-                 "wz": np.full(channels, 128, np.uint8)})
+        return ([helper.make_node("DequantizeLinear", [f"{name}q", f"{name}s", f"{name}z"], [name], axis=axis)],
+                {f"{name}q": rng.integers(0, 256, shape, dtype=np.uint8),
+                 f"{name}s": np.full(channels, 0.003, np.float32), f"{name}z": np.full(channels, 128, np.uint8)})
     values = (rng.standard_normal(shape) * 0.02).astype(np.float32)
     if storage == "fp16":
-        return [helper.make_node("Cast", ["wh"], ["w"], to=FLOAT)], {"wh": values.astype(np.float16)}
-    return [], {"w": values}
+        return [helper.make_node("Cast", [f"{name}h"], [name], to=FLOAT)], {f"{name}h": values.astype(np.float16)}
+    return [], {name: values}
 
 
 def _rows(total: int, per_row: int, max_macs: int, minimum: int = 1) -> int:
@@ -69,12 +69,13 @@ def _same_threads(rows: int, total: int, work_per_row: int) -> int:
     return rows
 
 
-def conv_probe(sig: Signature, max_macs: int, rng: np.random.Generator) -> Probe:
+def _conv_input(sig: Signature, max_macs: int) -> tuple[int, int, int, int]:
+    """The probe's input: the signature's with its rows cut to ``max_macs`` (at least one band)."""
     from frame.engine.ops.conv import band_rows
 
     (n, c, h, w_in), w_shape = sig.shapes
     m, cg, kh, kw = w_shape
-    attrs = {k: list(v) if isinstance(v, tuple) else v for k, v in sig.attrs}
+    attrs = dict(sig.attrs)
     upsample = sig.op == "upsample_conv"
     out_w = w_in * (2 if upsample else 1) // int((attrs.get("strides") or [1, 1])[1])
     stride = int((attrs.get("strides") or [1, 1])[0])
@@ -85,15 +86,49 @@ def conv_probe(sig: Signature, max_macs: int, rng: np.random.Generator) -> Probe
     rows_in = max(_rows(h, m * cg * kh * kw * out_w * (4 if upsample else 1) // stride, max_macs, kh),
                   min(h, band))
     rows_in = _same_threads(rows_in, h, w_in * m * cg * kh * kw)  # blas_threads.gemm_work: input positions
-    x_shape = (1, c, rows_in, w_in)
-    nodes, weights = stored_weight(w_shape, sig.storage, 0, rng)
+    return (1, c, rows_in, w_in)
+
+
+def _conv_attrs(sig: Signature) -> dict:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in sig.attrs if k != "act"}
+
+
+def conv_probe(sig: Signature, max_macs: int, rng: np.random.Generator) -> Probe:
+    x_shape = _conv_input(sig, max_macs)
+    nodes, weights = stored_weight(sig.shapes[1], sig.storage, 0, rng)
     source = "x"
-    if upsample:
+    if sig.op == "upsample_conv":
         weights["scales"] = np.array([1, 1, 2, 2], np.float32)
         nodes.append(helper.make_node("Resize", ["x", "", "scales"], ["u"], mode="nearest",
                                       coordinate_transformation_mode="asymmetric", nearest_mode="floor"))
         source = "u"
-    nodes.append(helper.make_node("Conv", [source, "w"], ["y"], **attrs))
+    nodes.append(helper.make_node("Conv", [source, "w"], ["y"], **_conv_attrs(sig)))
+    feeds = {"x": rng.standard_normal(x_shape).astype(np.float32)}
+    return probe_model(nodes, {"x": x_shape}, "y", weights), feeds
+
+
+def norm_conv_probe(sig: Signature, max_macs: int, rng: np.random.Generator) -> Probe:
+    """GroupNorm as exported (Reshape, InstanceNormalization, Reshape to Shape(x), Mul, Add), SiLU if
+    the step has it, then the conv: the engine fuses it into GroupNormStats + NormConv as in the model,
+    so the probe times the normalisation the conv applies band by band too."""
+    x_shape = _conv_input(sig, max_macs)
+    c = x_shape[1]
+    groups = math.gcd(c, 32)
+    nodes, weights = stored_weight(sig.shapes[1], sig.storage, 0, rng)
+    weights.update({"g_shape": np.array([0, groups, -1], np.int64), "ones": np.ones(groups, np.float32),
+                    "zeros": np.zeros(groups, np.float32), "gamma": np.ones((c, 1, 1), np.float32),
+                    "beta": np.zeros((c, 1, 1), np.float32)})
+    nodes += [helper.make_node("Reshape", ["x", "g_shape"], ["g"]),
+              helper.make_node("InstanceNormalization", ["g", "ones", "zeros"], ["n"], epsilon=1e-5),
+              helper.make_node("Shape", ["x"], ["x_shape"]),
+              helper.make_node("Reshape", ["n", "x_shape"], ["r"]),
+              helper.make_node("Mul", ["r", "gamma"], ["m"]),
+              helper.make_node("Add", ["m", "beta"], ["a"])]
+    source = "a"
+    if sig.attr("act"):
+        nodes += [helper.make_node("Sigmoid", ["a"], ["sg"]), helper.make_node("Mul", ["a", "sg"], ["silu"])]
+        source = "silu"
+    nodes.append(helper.make_node("Conv", [source, "w"], ["y"], **_conv_attrs(sig)))
     feeds = {"x": rng.standard_normal(x_shape).astype(np.float32)}
     return probe_model(nodes, {"x": x_shape}, "y", weights), feeds
 
@@ -106,6 +141,47 @@ def matmul_probe(sig: Signature, max_macs: int, rng: np.random.Generator) -> Pro
     nodes.append(helper.make_node("MatMul", ["x", "w"], ["y"]))
     feeds = {"x": rng.standard_normal((1, tokens, k)).astype(np.float32)}
     return probe_model(nodes, {"x": (1, tokens, k)}, "y", weights), feeds
+
+
+def geglu_probe(sig: Signature, max_macs: int, rng: np.random.Generator) -> Probe:
+    """The transformer's feed-forward as exported: ``x @ W1 + b1``, its two halves, the exact GELU of
+    the second (Div, Erf, Add, Mul, Mul), their product ``@ W2``: the engine fuses it into GegluFF."""
+    x, (k, wide), w2 = sig.shapes
+    half = wide // 2
+    total = math.prod(x[:-1])
+    per_row = k * wide + half * w2[1]
+    tokens = _same_threads(max(_rows(total, per_row, max_macs), min(total, MIN_TOKENS)), total, k * wide)
+    first, weights = stored_weight((k, wide), sig.storage, 1, rng, "w1")
+    second, more = stored_weight(tuple(w2), sig.storage, 1, rng, "w2")
+    weights.update(more)
+    weights.update({"b1": np.zeros(wide, np.float32), "starts0": np.array([0], np.int64),
+                    "mid": np.array([half], np.int64), "end": np.array([wide], np.int64),
+                    "axis": np.array([-1], np.int64), "sqrt2": np.array(2 ** 0.5, np.float32),
+                    "one": np.array(1.0, np.float32), "half": np.array(0.5, np.float32)})
+    nodes = [*first, *second,
+             helper.make_node("MatMul", ["x", "w1"], ["p"]), helper.make_node("Add", ["p", "b1"], ["pb"]),
+             helper.make_node("Slice", ["pb", "starts0", "mid", "axis"], ["hidden"]),
+             helper.make_node("Slice", ["pb", "mid", "end", "axis"], ["gate"]),
+             helper.make_node("Div", ["gate", "sqrt2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
+             helper.make_node("Add", ["e", "one"], ["e1"]), helper.make_node("Mul", ["gate", "e1"], ["ge"]),
+             helper.make_node("Mul", ["ge", "half"], ["gelu"]),
+             helper.make_node("Mul", ["hidden", "gelu"], ["prod"]), helper.make_node("MatMul", ["prod", "w2"], ["y"])]
+    feeds = {"x": rng.standard_normal((1, tokens, k)).astype(np.float32)}
+    proto = probe_model(nodes, {"x": (1, tokens, k)}, "y", weights)
+    if sig.attr("blas_one_thread"):
+        _hold_blas_on_one_thread(proto, feeds)
+    return proto, feeds
+
+
+def _hold_blas_on_one_thread(proto: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> None:
+    """Run a tiny MatMul on a weight first (a self-splitting step: the engine puts BLAS on one thread),
+    as the model's steps before the probed one left it; its result is a second output, so it stays."""
+    graph = proto.graph
+    graph.initializer.append(numpy_helper.from_array(np.eye(8, dtype=np.float32), "one_thread_w"))
+    graph.input.append(helper.make_tensor_value_info("one_thread_x", FLOAT, [1, 8]))
+    graph.output.append(helper.make_tensor_value_info("one_thread_y", FLOAT, None))
+    graph.node.insert(0, helper.make_node("MatMul", ["one_thread_x", "one_thread_w"], ["one_thread_y"]))
+    feeds["one_thread_x"] = np.ones((1, 8), np.float32)
 
 
 def attention_probe(sig: Signature, max_macs: int, rng: np.random.Generator) -> Probe:
@@ -126,12 +202,13 @@ def attention_probe(sig: Signature, max_macs: int, rng: np.random.Generator) -> 
             probe_heads += 1
     shapes = {"q": (1, probe_heads, rows, dim), "kt": (1, probe_heads, dim, keys),
               "v": (1, probe_heads, keys, out_dim)}
+    scaled = "Mul" in sig.attr("score_ops", ("Mul",))  # as the model's scores (a folded scale: none)
     nodes = [helper.make_node("MatMul", ["q", "kt"], ["s"]),
-             helper.make_node("Mul", ["s", "scale"], ["t"]),
-             helper.make_node("Softmax", ["t"], ["p"], axis=-1),
+             *([helper.make_node("Mul", ["s", "scale"], ["t"])] if scaled else []),
+             helper.make_node("Softmax", ["t" if scaled else "s"], ["p"], axis=-1),
              helper.make_node("MatMul", ["p", "v"], ["y"])]
     feeds = {k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()}
-    return probe_model(nodes, shapes, "y", {"scale": np.array(dim ** -0.5, np.float32)}), feeds
+    return probe_model(nodes, shapes, "y", {"scale": np.array(dim ** -0.5, np.float32)} if scaled else {}), feeds
 
 
 def activation_matmul_probe(sig: Signature, max_macs: int, rng: np.random.Generator) -> Probe:
@@ -148,6 +225,10 @@ def activation_matmul_probe(sig: Signature, max_macs: int, rng: np.random.Genera
 def build_probe(sig: Signature, max_macs: int, rng: np.random.Generator) -> Probe:
     if sig.op in ("conv", "upsample_conv"):
         return conv_probe(sig, max_macs, rng)
+    if sig.op == "norm_conv":
+        return norm_conv_probe(sig, max_macs, rng)
     if sig.op == "matmul":
         return matmul_probe(sig, max_macs, rng)
+    if sig.op == "geglu":
+        return geglu_probe(sig, max_macs, rng)
     return attention_probe(sig, max_macs, rng)

@@ -19,11 +19,14 @@ from frame.engine import graph as g
 from frame.estimate.shapes import ShapeTable
 
 _CONV_KEYS = ("pads", "strides", "dilations", "group")
+KIND_OF = {"conv": "conv", "upsample_conv": "conv", "norm_conv": "conv", "matmul": "matmul", "geglu": "matmul"}
 
 
 @dataclass(frozen=True)
 class Signature:
-    """``op``: conv, upsample_conv, matmul or attention; ``shapes``: (x, w) or (q, kᵀ, v)."""
+    """``op``: conv, upsample_conv, norm_conv (GroupNorm [+ SiLU] fused into the conv), matmul, geglu
+    (the fused feed-forward), attention or activation_matmul; ``shapes``: (x, w), (x, w1, w2) for
+    geglu, or (q, kᵀ, v)."""
 
     op: str
     shapes: tuple[tuple[int, ...], ...]
@@ -32,7 +35,14 @@ class Signature:
 
     @property
     def kind(self) -> str:
-        return {"conv": "conv", "upsample_conv": "conv", "matmul": "matmul"}.get(self.op, "attention")
+        return KIND_OF.get(self.op, "attention")
+
+    @property
+    def fuses_elementwise(self) -> bool:
+        """Whether the step runs memory-bound work of the graph inside its kernel that its probe runs
+        too (the softmax of attention, the GroupNorm and SiLU of a NormConv, the GELU of a GEGLU): a
+        probed rate then already includes that traffic."""
+        return self.op in ("attention", "norm_conv", "geglu")
 
     def attr(self, name: str, default: object = None) -> object:
         return dict(self.attrs).get(name, default)
@@ -47,7 +57,8 @@ def storage_of(ref) -> str:  # noqa: ANN001 - a WeightRef
 
 
 def _conv_attrs(attrs: Mapping) -> tuple[tuple[str, object], ...]:
-    return tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in sorted(attrs.items()) if k in _CONV_KEYS)
+    keys = (*_CONV_KEYS, "act")
+    return tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in sorted(attrs.items()) if k in keys)
 
 
 def _wrapped(node: g.Node) -> tuple[str, Mapping]:
@@ -56,9 +67,22 @@ def _wrapped(node: g.Node) -> tuple[str, Mapping]:
     return getattr(func, "__name__", ""), getattr(kernel, "keywords", {}) or {}
 
 
-def _upsample_conv_attrs(node: g.Node) -> Mapping:
-    conv = node.spec.fn.keywords.get("_conv") if node.spec is not None else None
-    return getattr(conv, "keywords", {}) or {}
+def _conv_keywords(keywords: Mapping, name: str) -> Mapping:
+    """The attributes bound to a fused kernel's inner conv (``_conv`` of UpsampleConv, ``_attrs`` of
+    NormConv)."""
+    inner = keywords.get(name)
+    if isinstance(inner, Mapping):
+        return inner
+    return getattr(inner, "keywords", {}) or {}
+
+
+def _fused_conv(op: str, keywords: Mapping) -> tuple[str, Mapping]:
+    """(signature op, conv attributes) of a fused conv kernel's keywords."""
+    if op == "UpsampleConv":
+        return "upsample_conv", _conv_keywords(keywords, "_conv")
+    attrs = dict(_conv_keywords(keywords, "_attrs"))
+    attrs["act"] = bool(keywords.get("_act"))
+    return "norm_conv", attrs
 
 
 def _shape(table: ShapeTable, name: str) -> tuple[int, ...] | None:
@@ -68,25 +92,35 @@ def _shape(table: ShapeTable, name: str) -> tuple[int, ...] | None:
     return tuple(int(d) for d in shape)  # type: ignore[arg-type]
 
 
-def step_signature(step: g.Step, table: ShapeTable, weights: Mapping) -> Signature | None:
-    """The signature of a compute-heavy step, or None for memory-bound ones."""
+_WRAPPED = {"conv": "Conv", "upsample_conv": "UpsampleConv", "norm_conv": "NormConv", "matmul": "MatMul",
+            "gemm": "Gemm"}
+
+
+def step_signature(step: g.Step, table: ShapeTable, weights: Mapping, one_thread: bool = False
+                   ) -> Signature | None:
+    """The signature of a compute-heavy step, or None for memory-bound ones. ``one_thread``: the step
+    runs with BLAS held on one thread by an earlier step (``counting._inherits_one_thread``): its
+    probe must run it so too (GegluFF at two BLAS threads took twice the CPU time)."""
     node = step.node
     op, attrs = node.op_type, node.attrs
     storage = "fp32"
     if op == "DecodedWeight":
         name, attrs = _wrapped(node)
         storage = storage_of(weights.get(node.inputs[1]))
-        op = {"conv": "Conv", "upsample_conv": "UpsampleConv", "matmul": "MatMul", "gemm": "Gemm"}.get(name, "")
+        op = _WRAPPED.get(name, "")
     elif len(node.inputs) > 1 and node.inputs[1] in weights:
         storage = storage_of(weights[node.inputs[1]])
     if op == "ConvAffine" and not attrs.get("transpose"):
         op, attrs = "Conv", attrs.get("conv_attrs", {})
-    if op == "UpsampleConv" and node.op_type == "UpsampleConv":
-        attrs = _upsample_conv_attrs(node)
+    conv_op = "conv"
+    if op in ("UpsampleConv", "NormConv"):  # attributes bound to the kernel, whether wrapped or not
+        conv_op, attrs = _fused_conv(op, attrs if node.op_type == "DecodedWeight" else node.spec.fn.keywords)
+    if op == "GegluFF":
+        return _geglu_signature(node, table, weights, one_thread)
     shapes = [_shape(table, name) for name in node.inputs[:3]]
-    if op in ("Conv", "UpsampleConv") and shapes[0] and shapes[1] and len(shapes[0]) == 4 and len(shapes[1]) == 4:
-        return Signature("conv" if op == "Conv" else "upsample_conv", (shapes[0], shapes[1]), _conv_attrs(attrs),
-                         storage)
+    if op in ("Conv", "UpsampleConv", "NormConv") and shapes[0] and shapes[1] and len(shapes[0]) == 4 \
+            and len(shapes[1]) == 4:
+        return Signature(conv_op, (shapes[0], shapes[1]), _conv_attrs(attrs), storage)
     if op in ("MatMul", "Gemm") and shapes[0] and shapes[1] and node.inputs[1] in weights:
         w = shapes[1]
         if op == "Gemm" and attrs.get("transB", 0):
@@ -97,3 +131,14 @@ def step_signature(step: g.Step, table: ShapeTable, weights: Mapping) -> Signatu
     if op == "MatMul" and shapes[0] and shapes[1]:
         return Signature("activation_matmul", (shapes[0], shapes[1]))
     return None
+
+
+def _geglu_signature(node: g.Node, table: ShapeTable, weights: Mapping, one_thread: bool) -> Signature | None:
+    """GegluFF's inputs: x, then the stored W1 (C × 2I) and W2 (I × C) at 1 and 5 (scale and zero point
+    beside each)."""
+    x = _shape(table, node.inputs[0])
+    w1, w2 = (weights.get(node.inputs[k]) for k in (1, 5))
+    if x is None or w1 is None or w2 is None:
+        return None
+    return Signature("geglu", (x, tuple(int(d) for d in w1.shape), tuple(int(d) for d in w2.shape)),
+                     (("blas_one_thread", one_thread),), storage_of(w1))

@@ -2,8 +2,9 @@
 
 Compute of a step (seconds) =
     Σ_kind engine_macs[kind] / rate(signature or kind)      (conv, matmul, attention)
-  + memory traffic / stream rate                             (skipped for attention: its probe
-                                                              includes the softmax it fuses)
+  + memory traffic / stream rate                             (skipped where the probe runs the
+                                                              same fused work: attention's softmax,
+                                                              NormConv's GroupNorm, GegluFF's GELU)
   + fixed cost per step.
 
 Weights are read by the provider the night uses (``frame.engine.providers``): ``prefetch`` (disk)
@@ -47,10 +48,18 @@ def step_compute(step: StepCost, rates: Throughput) -> float:
         if macs:
             seconds += macs / rates.macs_rate(step.signature if step.signature and step.signature.kind == kind
                                               else None, kind)
-    attention = step.signature is not None and step.signature.kind == "attention"
-    if step.element_bytes and not attention:
+    if step.element_bytes and not _rate_includes_elementwise(step, rates):
         seconds += step.element_bytes / rates.stream_bytes
     return seconds
+
+
+def _rate_includes_elementwise(step: StepCost, rates: Throughput) -> bool:
+    """Attention's probes all run the softmax it fuses; a NormConv's or GegluFF's only its own op's
+    probes (their GroupNorm/SiLU or GELU), so without one the traffic is added at the stream rate."""
+    signature = step.signature
+    if signature is None:
+        return False
+    return signature.kind == "attention" or (signature.fuses_elementwise and rates.probed_like(signature))
 
 
 def simulate(computes: Sequence[float], fetches: Sequence[Sequence[int]], read_rate: float | None,

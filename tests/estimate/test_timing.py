@@ -114,3 +114,32 @@ def test_probing_order_gives_every_component_its_own_kinds_first():
     # the text encoder's second GEMM outweighs the UNet's heaviest (93 runs), but the UNet's comes first
     assert order == [text[0].signature, unet[0].signature, text[1].signature, unet[1].signature]
     assert component_leaders([(text, 93), (unet, 1)]) == {text[0].signature, unet[0].signature}
+
+
+def _conv_step(op: str, channels: int, element_bytes: float = 0.0, macs: float = 1e9) -> StepCost:
+    sig = Signature(op, ((1, channels, 8, 8), (channels, channels, 3, 3)), (("pads", (1, 1, 1, 1)),), "fp16")
+    return StepCost("DecodedWeight", (macs, 0, 0), (macs, 0, 0), element_bytes, 0, (), 0, 0, 0, sig)
+
+
+def test_unprobed_signatures_run_at_their_own_ops_average_before_their_kinds():
+    """The SD 1.5 UNet's GroupNorm convs ran at 0.3x the rate of its probed Winograd and upsampling
+    convs: an unprobed NormConv takes the probed NormConvs' rate, not the conv average."""
+    plain, norm, norm_unprobed = _conv_step("conv", 32), _conv_step("norm_conv", 64), _conv_step("norm_conv", 128)
+    rates = _rates(conv=1e9, matmul=1e9, attention=1e9)
+    rates.signature_macs.update({plain.signature: 40e9, norm.signature: 10e9})
+    here = rates.within([plain, norm, norm_unprobed])
+    assert here.op_macs == {"conv": 40e9, "norm_conv": 10e9}
+    assert step_compute(norm_unprobed, here) == pytest.approx(0.001 + 1 / 10e9 * 1e9)
+    assert here.kind_macs["conv"] == pytest.approx(2e9 / (1e9 / 40e9 + 1e9 / 10e9))  # both, weighted by MACs
+    assert step_compute(_conv_step("upsample_conv", 32), here) == pytest.approx(0.001 + 1e9 / here.kind_macs["conv"])
+
+
+def test_a_norm_conv_probe_includes_its_group_norm_traffic_only_when_it_is_its_own_ops_rate():
+    norm = _conv_step("norm_conv", 64, element_bytes=2e9)
+    rates = _rates(conv=1e9, matmul=1e9, attention=1e9)
+    assert step_compute(norm, rates) == pytest.approx(0.001 + 1.0 + 2.0)  # kind average: traffic added
+    rates.signature_macs[norm.signature] = 1e9
+    assert step_compute(norm, rates) == pytest.approx(0.001 + 1.0)  # its probe ran the GroupNorm and SiLU
+    plain = _conv_step("conv", 64, element_bytes=2e9)
+    rates.signature_macs[plain.signature] = 1e9
+    assert step_compute(plain, rates) == pytest.approx(0.001 + 1.0 + 2.0)  # a plain conv fuses nothing
