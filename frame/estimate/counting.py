@@ -16,6 +16,7 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -64,6 +65,7 @@ class StepCost:
     scratch_bytes: int          # the kernel's own temporary buffers
     signature: Signature | None = None  # what a throughput probe must run to time this step
     kept_bytes: int = 0         # activations still alive once it is done (its dead values freed)
+    row_bytes: int = 0          # a weight the op reads itself, block by block (``WeightRows``)
 
     @property
     def resident_bytes(self) -> int:
@@ -94,8 +96,9 @@ class GraphCount:
 
     @property
     def weight_bytes(self) -> int:
-        """Bytes fetched from disk or link per evaluation (token tables: only the rows used)."""
-        return sum(sum(s.fetches) for s in self.steps)
+        """Bytes fetched from disk or link per evaluation (token tables: only the rows used; weights
+        read block by block inside their op included)."""
+        return sum(sum(s.fetches) + s.row_bytes for s in self.steps)
 
     @property
     def element_bytes(self) -> int:
@@ -148,6 +151,19 @@ def _fetch_bytes(step: g.Step, table: ShapeTable) -> tuple[int, ...]:
         rows = math.prod(indices) if indices and all(d is not None for d in indices) else ref.shape[0]
         sizes.append(min(rows, ref.shape[0]) * (ref.nbytes // ref.shape[0]))
     return tuple(sizes)
+
+
+def _row_block_bytes(step: g.Step) -> int:
+    """Stored bytes of one block of a row-streamed weight: what the op holds of it at a time (the
+    blocks of ``weight_decoding._channel_blocks``, read as stored)."""
+    from frame.engine.weight_decoding import _channel_blocks
+
+    ref = step.weight_rows
+    if ref is None or not ref.shape:
+        return 0
+    shape = tuple(int(d) for d in ref.shape)
+    start, stop = _channel_blocks(SimpleNamespace(shape=shape, size=math.prod(shape)), 0)[0]
+    return ref.nbytes * (stop - start) // ref.shape[0]
 
 
 def _held_bytes(ref) -> int:  # noqa: ANN001
@@ -228,9 +244,10 @@ def _step_costs(steps: list[g.Step], work: list[Work], owner: list[int | None], 
         costs.append(StepCost(step.node.op_type, (macs[i][0], macs[i][1], macs[i][2]),
                               (round(macs[i][0] * factor), macs[i][1], macs[i][2]), element[i],
                               _decoded_elements(step, weights), _fetch_bytes(step, table), during,
-                              sum(held.values()), step_scratch(step, table, weights, attention),
+                              sum(held.values()) + _row_block_bytes(step),
+                              step_scratch(step, table, weights, attention),
                               step_signature(step, table, weights, one_thread[i]) if any(macs[i]) else None,
-                              live.live_bytes()))
+                              live.live_bytes(), step.weight_rows.nbytes if step.weight_rows is not None else 0))
         for ref in step.release:
             held.pop(ref.name, None)
     return costs

@@ -12,9 +12,11 @@ peak of one component = BASE_BYTES                       Python, numpy, onnx and
                       + ALLOCATOR_BYTES
 
 Read-ahead: the prefetching providers hold weights read but not yet used, up to their budget
-(32 MB disk, 64 MB HTTP); a weight bigger than the budget is never read ahead, so after step *i*
-the reader can only hold the weights that follow up to the next big one: the model takes, per step,
-the sizes of the next weights in fetch order while they fit the budget and are each below it.
+(the providers' defaults: 16 MB disk, 32 MB HTTP); a weight bigger than the budget is never read
+ahead, so after step *i* the reader can only hold the weights that follow up to the next big one:
+the model takes, per step, the sizes of the next weights in fetch order while they fit the budget
+and are each below it. A row-streamed weight (read by its op, block by block) is held one stored
+block at a time, beside its decoded block (``counting``).
 ``ram`` holds every weight (as stored). ``nocache`` holds nothing ahead.
 
 Guidance passes in "shared" mode (``Model.run_shared``: each op runs both passes while its weights
@@ -31,6 +33,7 @@ Checked against VmHWM per component and for whole renders in ``benchmarks/estima
 from __future__ import annotations
 
 from frame.estimate.counting import GraphCount
+from frame.estimate.timing import PROVIDER_BUDGET
 
 MB = 1 << 20
 BASE_BYTES = 46 * MB               # VmRSS with numpy, onnx and frame.engine imported (measured, x86-64)
@@ -39,7 +42,7 @@ ALLOCATOR_BYTES = 6 * MB           # median RSS above the live arrays with no re
 ALLOCATOR_SHARE = 0.10             # RSS above live arrays grows with them: SD 1.5 UNet batch 2, VAE tile
 TASTE_BYTES = 79 * MB              # scikit-learn + scipy in the worker (README, "Footprint on the Pi")
 PIPELINE_BYTES = 28 * MB           # a render worker beyond a fresh process (calibrated: docs/estimate.md)
-BUDGETS = {"prefetch": 32 << 20, "auto": 32 << 20, "http": 64 << 20, "nocache": 0}
+BUDGETS = {**PROVIDER_BUDGET, "auto": PROVIDER_BUDGET["prefetch"]}  # the engine providers' defaults
 
 
 def provider_for(weights: str, url: bool) -> str:

@@ -8,6 +8,8 @@ Each figure follows the kernel's code (the docstrings of ``frame.engine.ops.conv
   padding is one GEMM on the input itself (nothing extra);
 * UpsampleConv (nearest ×2 then 3×3): one output phase (a quarter of the output), the band of its
   2×2 conv on the small image and the phase's summed taps; small images are upsampled whole instead;
+* NormConv (GroupNorm [+ SiLU] → conv): the conv's band, or for a 1×1 conv one normalised block of
+  pixels (``PIXEL_BLOCK_BYTES``);
 * DecodedWeight (fp16/8-bit weights decoded inside the op): one float32 block of output channels
   (about ``BLOCK_BYTES``, at least ``MIN_BLOCK_CHANNELS`` channels), that block's part of the output
   and the wrapped kernel's own scratch for the block;
@@ -96,7 +98,27 @@ def decoded_weight_scratch(node: g.Node, table: ShapeTable, weights: Mapping) ->
         inner = conv_scratch(x, w_block, out_block, attrs)  # type: ignore[arg-type]
     elif name == "upsample_conv":
         inner = upsample_conv_scratch(x, w_block, out_block)  # type: ignore[arg-type]
+    elif name == "norm_conv":
+        inner = norm_conv_scratch(x, w_block, out_block, attrs.get("_attrs", {}),  # type: ignore[arg-type]
+                                  attrs.get("_full_channels"))
     return block + part + inner
+
+
+def norm_conv_scratch(x: Shape, w: Shape, out: Shape, attrs: Mapping, full_channels: int | None = None) -> int:
+    """NormConv (``frame.engine.norm_conv``): a 3×3 (or strided) conv's band, normalised as it is
+    copied; a 1×1 conv's normalised block of pixels; a narrow conv normalises a copy of its input."""
+    from frame.engine.norm_conv import PIXEL_BLOCK_BYTES
+    from frame.engine.ops.conv_grouped import NARROW_RATIO
+
+    if len(x) != 4 or len(w) != 4:
+        return 0
+    c, pixels = x[1], x[2] * x[3]
+    strides, pads = list(attrs.get("strides") or [1, 1]), list(attrs.get("pads") or [0, 0, 0, 0])
+    if w[2:] == (1, 1) and strides == [1, 1] and not any(pads):
+        return c * min(max(256, PIXEL_BLOCK_BYTES // (4 * c)), pixels) * FLOAT
+    if strides == [1, 1] and w[2] * w[3] > 1 and c >= NARROW_RATIO * (full_channels or w[0]):
+        return math.prod(x) * FLOAT
+    return conv_scratch(x, w, out, attrs)
 
 
 def attention_scratch(node: g.Node, table: ShapeTable, config: AttentionConfig) -> int:
@@ -123,7 +145,7 @@ def step_scratch(step: g.Step, table: ShapeTable, weights: Mapping,
         return decoded_weight_scratch(node, table, weights)
     if op == "SlicedAttention":
         return attention_scratch(node, table, attention or AttentionConfig())
-    if op not in ("Conv", "ConvAffine", "UpsampleConv") or len(node.inputs) < 2:
+    if op not in ("Conv", "ConvAffine", "UpsampleConv", "NormConv") or len(node.inputs) < 2:
         return 0
     x, w, out = (table.shapes.get(node.inputs[0]), table.shapes.get(node.inputs[1]),
                  table.shapes.get(node.outputs[0]))
@@ -131,6 +153,8 @@ def step_scratch(step: g.Step, table: ShapeTable, weights: Mapping,
         return 0
     if op == "UpsampleConv":
         return upsample_conv_scratch(x, w, out) if len(x) == 4 else 0  # type: ignore[arg-type]
+    if op == "NormConv":
+        return norm_conv_scratch(x, w, out, node.spec.fn.keywords.get("_attrs", {}))  # type: ignore[arg-type]
     if op == "ConvAffine" and node.attrs.get("transpose"):
         return 0  # ConvTranspose scatters per tap into the output: nothing beyond it
     attrs = node.attrs.get("conv_attrs", node.attrs) if op == "ConvAffine" else node.attrs

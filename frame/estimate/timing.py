@@ -9,12 +9,14 @@ Compute of a step (seconds) =
 
 Weights are read by the provider the night uses (``frame.engine.providers``): ``prefetch`` (disk)
 and ``http`` read ahead in fetch order on a thread while the ops compute, up to a budget of bytes
-read but not yet asked for (32 MB on disk, 64 MB over HTTP); a weight bigger than the budget is read
-when its op asks for it. ``simulate`` replays that policy step by step: the reader reads weight k
-as soon as it is free and the read-ahead bytes allow, an op starts when its weights are in and the
-previous op is done. ``nocache`` reads on request (no overlap); ``ram`` reads every weight once
-(the first evaluation pays it all). The result is the finishing time of the last op. A shared run
-of the guidance passes (``items=2``) is one such evaluation whose ops each compute twice.
+read but not yet asked for (the providers' defaults: 16 MB on disk, 32 MB over HTTP); a weight
+bigger than the budget is read when its op asks for it, and a row-streamed one (``WeightRows``:
+fp16/8-bit weights of 4 MB and more) by its op, block by block, adding to the op's time.
+``simulate`` replays that policy step by step: the reader reads weight k as soon as it is free and
+the read-ahead bytes allow, an op starts when its weights are in and the previous op is done.
+``nocache`` reads on request (no overlap); ``ram`` reads every weight once (the first evaluation
+pays it all). The result is the finishing time of the last op. A shared run of the guidance passes
+(``items=2``) is one such evaluation whose ops each compute twice.
 """
 
 from __future__ import annotations
@@ -27,7 +29,21 @@ from frame.estimate.counting import GraphCount, StepCost
 from frame.estimate.machine import Throughput
 from frame.estimate.work import KINDS
 
-PROVIDER_BUDGET = {"prefetch": 32 << 20, "http": 64 << 20, "nocache": 0}
+
+def _provider_budgets() -> dict[str, int]:
+    """Read-ahead bytes of each provider, from the engine's own defaults."""
+    import inspect
+
+    from frame.engine.providers.disk import DiskPrefetch
+    from frame.engine.providers.http import Http
+
+    def default(cls: type) -> int:
+        return int(inspect.signature(cls.__init__).parameters["budget_bytes"].default)
+
+    return {"prefetch": default(DiskPrefetch), "http": default(Http), "nocache": 0}
+
+
+PROVIDER_BUDGET = _provider_budgets()
 
 
 @dataclass(frozen=True)
@@ -112,9 +128,12 @@ def evaluation_time(count: GraphCount, rates: Throughput, read_rate: float | Non
     are read once, and the read-ahead overlaps them as for one evaluation."""
     computes = [step_compute(s, rates) * items for s in count.steps]
     fetches = [s.fetches for s in count.steps]
-    total_read = sum(sum(f) for f in fetches)
+    total_read = sum(sum(f) for f in fetches) + sum(s.row_bytes for s in count.steps)
     if provider == "ram" and not first:
         return EvaluationTime(sum(computes), sum(computes), 0.0)
+    # a row-streamed weight is read by its op, block by block between its kernel calls (once for all
+    # items of a shared run): no read-ahead, so its reading adds to the op's own time
+    ops = [c + (s.row_bytes / read_rate if read_rate else 0.0) for c, s in zip(computes, count.steps)]
     budget = PROVIDER_BUDGET.get(provider, PROVIDER_BUDGET["prefetch"])
-    seconds = simulate(computes, fetches, read_rate, None if provider in ("nocache", "ram") or not budget else budget)
+    seconds = simulate(ops, fetches, read_rate, None if provider in ("nocache", "ram") or not budget else budget)
     return EvaluationTime(seconds, sum(computes), total_read / read_rate if read_rate else 0.0)
