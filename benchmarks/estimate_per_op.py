@@ -3,10 +3,10 @@
 One model, one process: ``count_graph`` and ``measure_throughput`` (per CPU second, the model's own
 heaviest signatures, as ``frame estimate`` does), then the model run by the engine (one warm-up run,
 then ``--runs`` timed ones; ``--items 2`` runs both guidance passes through ``run_shared`` as the
-render does) with every step timed in process CPU time and page faults. Rows group the steps by what
-the estimate prices differently: each compute kind by op and weight storage, and the memory-bound
-ops by op type. ``est`` is ``timing.step_compute`` × items; ``fresh MB`` the output bytes the step
-allocates (every activation over 1 MB is fresh memory: ``frame.engine.memory``).
+render does) with every step timed in process CPU time (all threads) and page faults; ``--repeat N``
+measures and runs N times alternately (a shared machine's load drifts) and reports medians. Rows
+group the steps by what the estimate prices differently: each compute kind by op and weight storage,
+and the memory-bound ops by op type. ``est`` is ``timing.step_compute`` for the items.
 
     .venv/bin/python benchmarks/estimate_per_op.py /work/cache/sd15-full/unet/model.onnx --feeds unet --items 2
     .venv/bin/python benchmarks/estimate_per_op.py PIPE/vae_decoder/model.onnx --feeds vae
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import resource
+import statistics
 import sys
 import time
 from collections import defaultdict
@@ -103,7 +104,9 @@ def main() -> int:
     parser.add_argument("--items", type=int, default=1, help="inputs run through run_shared (2: guidance)")
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--measure-seconds", type=float, default=4.0)
+    parser.add_argument("--repeat", type=int, default=1, help="probes then model, this many times (medians)")
     parser.add_argument("--top", type=int, default=0, help="also list the N steps with the largest gap")
+    parser.add_argument("--by-signature", metavar="OP", help="also list the steps of one signature op (norm_conv, ...)")
     args = parser.parse_args()
     from frame.estimate.counting import count_graph
     from frame.estimate.machine import component_leaders, heaviest_signatures, measure_throughput
@@ -113,10 +116,15 @@ def main() -> int:
     feeds = [feeds_for(args.feeds, latent, seed) for seed in range(args.items)]
     count = count_graph(args.model, {k: v.shape for k, v in feeds[0].items()})
     weighted = [(count.steps, args.items)]
-    rates = measure_throughput(heaviest_signatures(weighted), budget_seconds=args.measure_seconds, cpu=True,
-                               required=component_leaders(weighted)).within(count.steps)
-    estimated = [step_compute(s, rates) * args.items for s in count.steps]
-    measured, totals = measure_steps(args.model, feeds, args.runs)
+    estimates, measures = [], []
+    for _ in range(args.repeat):  # probes and model alternately: a shared machine's load drifts
+        rates = measure_throughput(heaviest_signatures(weighted), budget_seconds=args.measure_seconds, cpu=True,
+                                   required=component_leaders(weighted)).within(count.steps)
+        estimates.append([step_compute(s, rates, args.items) for s in count.steps])
+        measures.append(measure_steps(args.model, feeds, args.runs))
+    estimated = [statistics.median(values) for values in zip(*estimates)]
+    measured = [[statistics.median(v) for v in zip(*per_step)] for per_step in zip(*(m[0] for m in measures))]
+    totals = {k: statistics.median(m[1][k] for m in measures) for k in measures[0][1]}
     if len(measured) != len(count.steps):
         raise SystemExit(f"the count has {len(count.steps)} steps, the engine's plan {len(measured)}")
     rows: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0.0, 0.0, 0.0])
@@ -129,7 +137,7 @@ def main() -> int:
         row[4] += (step.kept_bytes - 0) / 2**20
         row[5] += sum(step.engine_macs) * args.items / 1e9
     print(f"{args.model} at {dict((k, v.shape) for k, v in feeds[0].items())}, items {args.items}, "
-          f"runs {args.runs}; probes {rates.seconds:.1f} s")
+          f"runs {args.runs}, repeats {args.repeat}; probes {rates.seconds:.1f} s")
     print("| steps | n | est CPU s | measured CPU s | measured/est | page faults | G MACs |")
     print("|---|---|---|---|---|---|---|")
     for name, (n, est, cpu, faults, _, gmacs) in sorted(rows.items(), key=lambda kv: -kv[1][2]):
@@ -140,6 +148,18 @@ def main() -> int:
     print(f"total: estimate {est_total:.2f} CPU-s, steps {cpu_total:.2f} CPU-s ({cpu_total / est_total - 1:+.0%}); "
           f"whole run {totals['cpu']:.2f} CPU-s ({totals['sys']:.2f} sys, {totals['faults']:.0f} minor faults), "
           f"{totals['wall']:.2f} s wall")
+    if args.by_signature:
+        per_sig: dict = defaultdict(lambda: [0, 0.0, 0.0])
+        for step, est, (cpu, _, _) in zip(count.steps, estimated, measured):
+            if step.signature is not None and step.signature.op == args.by_signature:
+                row = per_sig[step.signature]
+                row[0] += 1
+                row[1] += est
+                row[2] += cpu
+        for sig, (n, est, cpu) in sorted(per_sig.items(), key=lambda kv: -kv[1][2]):
+            probed = "probed" if sig in rates.signature_macs else "op average"
+            print(f"  {sig.shapes} {dict(sig.attrs)} n={n}: est {est:.3f} measured {cpu:.3f} "
+                  f"({cpu / est:.2f}x, {probed})")
     if args.top:
         gaps = sorted(range(len(measured)), key=lambda i: estimated[i] - measured[i][0])[:args.top]
         for i in gaps:

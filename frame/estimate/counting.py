@@ -174,9 +174,15 @@ def _held_bytes(ref) -> int:  # noqa: ANN001
 
 
 def _decoded_elements(step: g.Step, weights: Mapping) -> int:
-    if step.node.op_type != "DecodedWeight" or len(step.node.inputs) < 2:
+    """Weight values the op decodes to float32 per call: a DecodedWeight's weight; GegluFF's two
+    (inputs 1 and 5) unless they are float32 already."""
+    node = step.node
+    if node.op_type == "GegluFF" and len(node.inputs) > 5:
+        refs = [weights.get(node.inputs[k]) for k in (1, 5)]
+        return sum(math.prod(r.shape) for r in refs if r is not None and r.dtype != np.float32)
+    if node.op_type != "DecodedWeight" or len(node.inputs) < 2:
         return 0
-    ref = weights.get(step.node.inputs[1])
+    ref = weights.get(node.inputs[1])
     return math.prod(ref.shape) if ref is not None else 0
 
 

@@ -37,7 +37,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from frame.estimate.probes import build_probe, matmul_probe, probe_model
+from frame.estimate.probes import build_probe, decode_probe, matmul_probe, probe_model
 from frame.estimate.signature import Signature
 
 FLOAT = onnx.TensorProto.FLOAT
@@ -59,6 +59,11 @@ class Throughput:
     seconds: float = 0.0                              # how long the measurement took
     label: str = "this machine"
     op_macs: dict[str, float] = field(default_factory=dict)  # averages per signature op (norm_conv, ...)
+    decode_seconds: dict[str, float] = field(default_factory=dict)  # per value decoded, by storage
+
+    def decode_cost(self, storage: str) -> float:
+        """Seconds per weight value read and decoded to float32 inside a DecodedWeight op."""
+        return self.decode_seconds.get(storage, 0.0)
 
     def with_read(self, rate: float | None) -> Throughput:
         return replace(self, read_bytes=rate)
@@ -187,12 +192,29 @@ def _quiet(name: str) -> Iterator[None]:
         logger.setLevel(level)
 
 
-def _probe_work(path: str, feeds: dict) -> tuple[int, int]:
-    """(engine multiply-adds, memory traffic) of a probe, counted exactly as a model's steps are."""
+def _probe_work(path: str, feeds: dict) -> tuple[int, int, int]:
+    """(engine multiply-adds, memory traffic, weight values decoded) of a probe, counted exactly as
+    a model's steps are."""
     from frame.estimate.counting import count_graph
 
     count = count_graph(path, {k: v.shape for k, v in feeds.items()})
-    return sum(sum(s.engine_macs) for s in count.steps), count.element_bytes
+    return sum(sum(s.engine_macs) for s in count.steps), count.element_bytes, count.decoded_elements
+
+
+def _decode_costs(bench: _Bench, storages: Iterable[str], pick: int, rng: np.random.Generator) -> dict[str, float]:
+    """Seconds per decoded weight value for each stored precision the model uses (``decode_probe``)."""
+    costs = {}
+    for storage in sorted(set(storages) - {"fp32"}):
+        proto, feeds = decode_probe(storage, rng)
+        timing = bench.time(proto, feeds)
+        costs[storage] = timing[pick] / max(_probe_work(timing[2], feeds)[2], 1)
+    return costs
+
+
+def _compute_seconds(seconds: float, decoded: int, cost: float) -> float:
+    """A probe's seconds less its weight decoding (counted apart, ``timing.step_compute``); at least a
+    quarter of them, so a noisy decode figure cannot make a rate absurd."""
+    return max(seconds - decoded * cost, 0.25 * seconds, 1e-9)
 
 
 def _per_run(weighted: Iterable[tuple[Iterable, float]]) -> list[dict[Signature, float]]:
@@ -252,18 +274,20 @@ def measure_throughput(signatures: list[tuple[Signature, float]] = (), budget_se
         stream_rate = _probe_work(timing[2], feeds)[1] / timing[pick]
         proto, feeds, count = step_probe(200, rng)
         step_seconds = bench.time(proto, feeds)[pick] / count
+        decode = _decode_costs(bench, [s.storage for s, _ in signatures], pick, rng)
         rates: dict[Signature, float] = {}
         for signature, _ in signatures:
             if time.perf_counter() - started >= budget_seconds and signature not in required:
                 continue
             proto, feeds = build_probe(signature, PROBE_MACS, rng)
             timing = bench.time(proto, feeds)
-            rates[signature] = _probe_work(timing[2], feeds)[0] / max(timing[pick], 1e-9)
+            macs, _, decoded = _probe_work(timing[2], feeds)
+            rates[signature] = macs / _compute_seconds(timing[pick], decoded, decode.get(signature.storage, 0.0))
     kinds = _kind_averages(rates, dict(signatures), gemm_rate)
     return Throughput(gemm_rate, stream_rate, step_seconds, kinds, rates, None,
                       bench.cpu / max(bench.wall, 1e-9), time.perf_counter() - started,
                       "this machine (per CPU second)" if cpu else "this machine",
-                      _op_averages(rates, dict(signatures)))
+                      _op_averages(rates, dict(signatures)), decode)
 
 
 def _weighted_averages(rates: dict[Signature, float], weights: dict[Signature, float],

@@ -17,7 +17,8 @@ The Pi cannot be measured from here, so its throughput is derived from published
   29 min published, docs/estimate.md). ``GEMM_MACS`` = 1.85 G multiply-adds per second is what the
   projection uses.
 * Memory-bound ops: tinymembench's memcpy on the Zero 2 W moves 1295 MB/s (same review), i.e.
-  2.6 GB/s of bytes read plus written (``STREAM_BYTES``).
+  2.6 GB/s of bytes read plus written (``STREAM_BYTES``); decoding fp16/8-bit weights is memory-bound
+  too, so its cost per value is this machine's scaled by the two stream rates.
 * SD card: sequential reads top out at 23 MB/s, the limit of the Zero 2 W's High Speed SD mode
   (same review, iozone on a SanDisk Extreme Pro A2; a faster card does not help) (``SD_READ_BYTES``).
 * Wi-Fi: 2.4 GHz 802.11n with one antenna: 72.2 Mbit/s on air at best, of which about half is
@@ -56,4 +57,6 @@ def pi_throughput(here: Throughput, link_bytes: float | None = None, url: bool =
                    step_seconds=here.step_seconds * STEP_OVERHEAD_FACTOR,
                    kind_macs={k: v * scale for k, v in here.kind_macs.items()},
                    signature_macs={k: v * scale for k, v in here.signature_macs.items()},
+                   op_macs={k: v * scale for k, v in here.op_macs.items()},
+                   decode_seconds={k: v * here.stream_bytes / STREAM_BYTES for k, v in here.decode_seconds.items()},
                    read_bytes=read, cpu_share=1.0, label=LABEL)

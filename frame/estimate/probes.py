@@ -222,6 +222,19 @@ def activation_matmul_probe(sig: Signature, max_macs: int, rng: np.random.Genera
     return probe_model([helper.make_node("MatMul", ["a", "b"], ["y"])], shapes, "y", {}), feeds
 
 
+DECODE_SHAPE = (4096, 2048, 1, 1)  # 8 M values: 16 MB as fp16 (read block by block), 2 float32 blocks
+
+
+def decode_probe(storage: str, rng: np.random.Generator) -> Probe:
+    """A 1×1 conv of a one-pixel image with a big ``storage`` weight: all but nothing of its time is
+    the engine reading and decoding the weight's blocks (``weight_decoding``), as every DecodedWeight
+    step does once per call whatever its compute; the measured cost per decoded value."""
+    nodes, weights = stored_weight(DECODE_SHAPE, storage, 0, rng)
+    nodes.append(helper.make_node("Conv", ["x", "w"], ["y"]))
+    x_shape = (1, DECODE_SHAPE[1], 1, 1)
+    return probe_model(nodes, {"x": x_shape}, "y", weights), {"x": rng.standard_normal(x_shape).astype(np.float32)}
+
+
 def build_probe(sig: Signature, max_macs: int, rng: np.random.Generator) -> Probe:
     if sig.op in ("conv", "upsample_conv"):
         return conv_probe(sig, max_macs, rng)

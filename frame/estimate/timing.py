@@ -5,7 +5,10 @@ Compute of a step (seconds) =
   + memory traffic / stream rate                             (skipped where the probe runs the
                                                               same fused work: attention's softmax,
                                                               NormConv's GroupNorm, GegluFF's GELU)
-  + fixed cost per step.
+  + fixed cost per step
+  + weight values decoded × decode cost                     (fp16/8-bit weights decoded inside the
+                                                              op, block by block: measured apart,
+                                                              and the probes' rates net of it)
 
 Weights are read by the provider the night uses (``frame.engine.providers``): ``prefetch`` (disk)
 and ``http`` read ahead in fetch order on a thread while the ops compute, up to a budget of bytes
@@ -58,7 +61,9 @@ class EvaluationTime:
         return max(0.0, self.seconds - self.compute)
 
 
-def step_compute(step: StepCost, rates: Throughput) -> float:
+def step_compute(step: StepCost, rates: Throughput, items: int = 1) -> float:
+    """Seconds of one step for ``items`` inputs: each computes; its weight is decoded once per item,
+    or once for all when the op reads it block by block (``decoded_weight_items``)."""
     seconds = rates.step_seconds
     for kind, macs in zip(KINDS, step.engine_macs):
         if macs:
@@ -66,7 +71,9 @@ def step_compute(step: StepCost, rates: Throughput) -> float:
                                               else None, kind)
     if step.element_bytes and not _rate_includes_elementwise(step, rates):
         seconds += step.element_bytes / rates.stream_bytes
-    return seconds
+    decodes = 1 if step.row_bytes else items
+    storage = step.signature.storage if step.signature is not None else "fp32"
+    return seconds * items + decodes * step.decoded_elements * rates.decode_cost(storage)
 
 
 def _rate_includes_elementwise(step: StepCost, rates: Throughput) -> bool:
@@ -126,7 +133,7 @@ def evaluation_time(count: GraphCount, rates: Throughput, read_rate: float | Non
     (``ram``: only the ``first`` evaluation reads). ``items`` > 1: that many inputs run through each op
     while its weights are held (``Model.run_shared``): each op computes ``items`` times, its weights
     are read once, and the read-ahead overlaps them as for one evaluation."""
-    computes = [step_compute(s, rates) * items for s in count.steps]
+    computes = [step_compute(s, rates, items) for s in count.steps]
     fetches = [s.fetches for s in count.steps]
     total_read = sum(sum(f) for f in fetches) + sum(s.row_bytes for s in count.steps)
     if provider == "ram" and not first:
