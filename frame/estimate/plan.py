@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from frame.diffusion.conditioning import text_passes
 from frame.diffusion.model_info import SDXL
 from frame.diffusion.vae import tile_starts
 from frame.estimate.counting import GraphCount, count_graph
@@ -206,9 +207,10 @@ def build_plan(pipe, width: int, height: int, steps: int | None, guidance: float
     for encoder in pipe.encoders:
         count = _count(encoder.source, lambda d: {k: concrete(v, (1, TOKENS)) for k, v in d.items()})
         plan.runs.append(Run("text", encoder.name, count, prompts))
-    if choose_texts:
+    if choose_texts:  # the picker's texts in shared passes (frame.diffusion.conditioning.text_passes)
         last = plan.runs_of("text")[-1]
-        plan.runs.append(Run("choose", last.name, last.count, choose_texts))
+        passes = text_passes(["" for _ in range(choose_texts)])
+        plan.runs.append(Run("choose", last.name, last.count, len(passes), items=len(passes[0])))
     source, tile_hw, tiles, note = _vae_run(pipe, latent, vae_tile, vae_tile_overlap)
     vae = _count(source, lambda d: {k: concrete(v, (1, 4, *tile_hw)) for k, v in d.items()})
     plan.runs.append(Run("vae", "vae_decoder", vae, tiles))

@@ -227,3 +227,28 @@ def test_turbo_models_default_to_one_unguided_step(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="frame.diffusion"):
         pipe.settings("a cat", steps=8)
     assert any("distilled for 1-4 steps" in r.getMessage() for r in caplog.records)
+
+
+def test_embed_text_reads_the_encoder_once_per_pass_of_texts(pipe, monkeypatch):
+    """The taste picker embeds a night's 80+ candidates: in shared passes of up to TEXTS_PER_PASS, the
+    encoder's weights are read once per pass (was: once per text), with the same vectors."""
+    from frame.diffusion import conditioning
+
+    texts = [f"a painting number {n}" for n in range(20)]
+    monkeypatch.setattr(conditioning, "TEXTS_PER_PASS", 1)
+    one_by_one = pipe.embed_text(texts)
+    monkeypatch.setattr(conditioning, "TEXTS_PER_PASS", 16)
+    calls = []
+    original = pipe.load
+
+    def counting_load(source):
+        model = original(source)
+        run_shared = model.run_shared
+        model.run_shared = lambda feeds, *a, **k: calls.append(len(feeds)) or run_shared(feeds, *a, **k)
+        return model
+
+    monkeypatch.setattr(pipe, "load", counting_load)
+    together = pipe.embed_text(texts)
+    assert calls == [10, 10]  # two passes of equal size, not 20 runs
+    np.testing.assert_allclose(together, one_by_one, rtol=1e-5, atol=1e-6)
+    assert conditioning.text_passes(list("abcdefghijklmnopq")) == [list("abcdefghi"), list("jklmnopq")]
