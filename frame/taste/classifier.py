@@ -261,7 +261,11 @@ class IKNNClassifier(ClassifierMixin, BaseEstimator):
         return kneighbors(train, (values - center) / scale, self.n_neighbors_)
 
     def _space_fractions(self, index: int, values: np.ndarray) -> np.ndarray:
-        idx, _ = self._space_neighbours(index, values)
+        if self._faithful:  # only the neighbour set counts here: the fast exact search finds it
+            train = self.X_train_[:, list(self.subspaces_[index].features)]
+            idx = search.faithful_neighbour_sets(train, values, self.estimators_[index].n_neighbors)
+        else:
+            idx, _ = self._space_neighbours(index, values)
         return class_fractions(self.y_train_[idx], len(self.classes_))
 
     def _class_fractions(self, X: np.ndarray) -> np.ndarray:

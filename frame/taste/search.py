@@ -84,21 +84,28 @@ def faithful_neighbour_sets(train: np.ndarray, query: np.ndarray, k: int) -> np.
     """The k neighbours ``sklearn_neighbours`` finds, as a set per row (order may differ).
 
     The original's predictions only count classes among the k neighbours, so the order inside the
-    set is irrelevant; the set itself is unique unless the k-th and (k+1)-th distances tie. Brute
-    force finds it without the tree's per-call validation (the original's search spent most of its
-    time there); rows whose boundary is (nearly) tied go to ``sklearn_neighbours`` so its tie
-    order still decides — the result is always exactly the original's.
+    set is irrelevant; the set itself is unique unless the k-th and (k+1)-th distances (nearly) tie.
+    Brute force finds it without scikit-learn's per-call cost (validation, tree building, and on
+    small folds a threaded distance reduction that cost ~0.1 s a call on a busy 2-core machine);
+    rows whose boundary is within rounding of a tie go to ``sklearn_neighbours``, so its tie order
+    still decides and the result is always exactly the original's. The tree computes exact squared
+    distances as brute force does; scikit-learn's brute path expands |q|² − 2q·t + |t|², whose
+    rounding error is far below the wider tolerance used for it.
     """
     n_train = train.shape[0]
-    uses_tree = train.shape[1] <= 15 and k < n_train // 2  # exact distances, like brute force
-    if not uses_tree or query.shape[0] * n_train > _BRUTE_FORCE_ENTRIES:
+    if k >= n_train:
+        return np.tile(np.arange(n_train), (query.shape[0], 1))
+    if query.shape[0] * n_train > _BRUTE_FORCE_ENTRIES:
         return sklearn_neighbours(train, query, k)
     dist = squared_distances(train, query)
     nearest = np.argpartition(dist, k, axis=1)[:, : k + 1]
     near = np.take_along_axis(dist, nearest, axis=1)
     order = np.argsort(near, axis=1, kind="stable")
     nearest, near = np.take_along_axis(nearest, order, axis=1), np.take_along_axis(near, order, axis=1)
-    tolerance = 1e-9 * (1.0 + near[:, k])
+    if train.shape[1] <= 15 and k < n_train // 2:  # the KD-tree path: exact distances
+        tolerance = 1e-9 * (1.0 + near[:, k])
+    else:  # the expanded-distance path
+        tolerance = 1e-9 * (1.0 + (query**2).sum(axis=1) + (train**2).sum(axis=1).max())
     tied = np.flatnonzero(near[:, k] - near[:, k - 1] <= tolerance)
     found = nearest[:, :k]
     if tied.size:
