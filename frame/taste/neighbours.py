@@ -14,7 +14,7 @@ import numpy as np
 _BLOCK_ENTRIES = 4_000_000
 
 
-def _squared_distances(train: np.ndarray, query: np.ndarray) -> np.ndarray:
+def squared_distances(train: np.ndarray, query: np.ndarray) -> np.ndarray:
     """Squared Euclidean distances by direct differences, so identical points give exactly 0."""
     dist = np.zeros((query.shape[0], train.shape[0]))
     for col in range(train.shape[1]):
@@ -60,7 +60,7 @@ def kneighbors(
     step = max(1, _BLOCK_ENTRIES // max(n_train, 1))
     all_idx, all_dist = [], []
     for start in range(0, query.shape[0], step):
-        block = _squared_distances(train, query[start : start + step])
+        block = squared_distances(train, query[start : start + step])
         if leave_one_out:
             rows = np.arange(block.shape[0])
             block[rows, rows + start] = np.inf

@@ -17,11 +17,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from frame.taste.neighbours import class_fractions, kneighbors, macro_f1
+from frame.taste.neighbours import class_fractions, kneighbors, macro_f1, squared_distances
 
 # Leave-one-out scores are computed on at most this many rows (a fixed stratified subset) so fit
 # time stays linear in n for big tables; neighbours are still searched among all rows.
 _MAX_SCORING_ROWS = 1000
+# Above this many query × training distances the original's neighbours come from its KD-tree.
+_BRUTE_FORCE_ENTRIES = 4_000_000
 
 
 @dataclass(frozen=True)
@@ -78,7 +80,49 @@ def sklearn_neighbours(train: np.ndarray, query: np.ndarray, k: int) -> np.ndarr
     return KNeighborsClassifier(n_neighbors=k).fit(train, dummy).kneighbors(query, return_distance=False)
 
 
-def _faithful_cv(X: np.ndarray, y: np.ndarray, k: int) -> float:
+def faithful_neighbour_sets(train: np.ndarray, query: np.ndarray, k: int) -> np.ndarray:
+    """The k neighbours ``sklearn_neighbours`` finds, as a set per row (order may differ).
+
+    The original's predictions only count classes among the k neighbours, so the order inside the
+    set is irrelevant; the set itself is unique unless the k-th and (k+1)-th distances (nearly) tie.
+    Brute force finds it without scikit-learn's per-call cost (validation, tree building, and on
+    small folds a threaded distance reduction that cost ~0.1 s a call on a busy 2-core machine);
+    rows whose boundary is within rounding of a tie go to ``sklearn_neighbours``, so its tie order
+    still decides and the result is always exactly the original's. The tree computes exact squared
+    distances as brute force does; scikit-learn's brute path expands |q|² − 2q·t + |t|², whose
+    rounding error is far below the wider tolerance used for it.
+    """
+    n_train = train.shape[0]
+    if k >= n_train:
+        return np.tile(np.arange(n_train), (query.shape[0], 1))
+    if query.shape[0] * n_train > _BRUTE_FORCE_ENTRIES:
+        return sklearn_neighbours(train, query, k)
+    dist = squared_distances(train, query)
+    nearest = np.argpartition(dist, k, axis=1)[:, : k + 1]
+    near = np.take_along_axis(dist, nearest, axis=1)
+    order = np.argsort(near, axis=1, kind="stable")
+    nearest, near = np.take_along_axis(nearest, order, axis=1), np.take_along_axis(near, order, axis=1)
+    if train.shape[1] <= 15 and k < n_train // 2:  # the KD-tree path: exact distances
+        tolerance = 1e-9 * (1.0 + near[:, k])
+    else:  # the expanded-distance path
+        tolerance = 1e-9 * (1.0 + (query**2).sum(axis=1) + (train**2).sum(axis=1).max())
+    tied = np.flatnonzero(near[:, k] - near[:, k - 1] <= tolerance)
+    found = nearest[:, :k]
+    if tied.size:
+        found[tied] = sklearn_neighbours(train, query[tied], k)
+    return found
+
+
+def faithful_folds(y: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The original's folds: StratifiedKFold(5) without shuffle (fewer folds when a class has < 5
+    rows). They depend only on ``y``, so one search computes them once for every subspace."""
+    from sklearn.model_selection import StratifiedKFold
+
+    n_splits = max(2, min(5, int(np.bincount(y).min())))
+    return list(StratifiedKFold(n_splits).split(np.zeros((len(y), 1)), y))
+
+
+def _faithful_cv(X: np.ndarray, y: np.ndarray, k: int, folds=None) -> float:
     """Mean test macro-F1 of ``cross_validate(KNN(k), X, y, cv=5, scoring="f1_macro")``.
 
     Spelled out (StratifiedKFold(5) without shuffle, fit, predict, macro-F1 over the labels present)
@@ -86,15 +130,12 @@ def _faithful_cv(X: np.ndarray, y: np.ndarray, k: int) -> float:
     (pinned by tests/taste/test_faithful.py). With < 5 rows in a class, folds and k shrink so tiny
     data still fits — the original raised there.
     """
-    from sklearn.model_selection import StratifiedKFold
-
     n_classes = int(y.max()) + 1
-    n_splits = max(2, min(5, int(np.bincount(y).min())))
     scores = []
-    for train, test in StratifiedKFold(n_splits).split(X, y):
+    for train, test in faithful_folds(y) if folds is None else folds:
         # = KNeighborsClassifier(k).fit(...).predict(...) (uniform weights: majority of the
         # neighbours, ties → lowest class) without scipy's slow mode()
-        neighbours = sklearn_neighbours(X[train], X[test], max(1, min(k, len(train))))
+        neighbours = faithful_neighbour_sets(X[train], X[test], max(1, min(k, len(train))))
         predicted = np.argmax(class_fractions(y[train][neighbours], n_classes), axis=1)
         scores.append(macro_f1(y[test], predicted, n_classes))
     return float(np.mean(scores))
@@ -105,13 +146,14 @@ def faithful_search(
 ) -> list[Subspace]:
     """Score every candidate subspace the original way; ranked best first (stable for ties)."""
     d = X.shape[1]
+    folds = faithful_folds(y)
 
     def screen() -> list[int]:
-        singles = np.array([_faithful_cv(X[:, [i]], y, k) for i in range(d)])
+        singles = np.array([_faithful_cv(X[:, [i]], y, k, folds) for i in range(d)])
         return rank_features(singles, n_screened_features(max_spaces_tested, screening))
 
     spaces = [
-        Subspace(f, _faithful_cv(X[:, list(f)], y, k))
+        Subspace(f, _faithful_cv(X[:, list(f)], y, k, folds))
         for f in candidate_subspaces(d, max_spaces_tested, screen)
     ]
     return sorted(spaces, key=lambda s: -s.score)

@@ -9,7 +9,7 @@ from sklearn.neighbors import KNeighborsClassifier
 from frame.taste import IKNNClassifier
 from frame.taste.combine import faithful_scores, to_proba
 from frame.taste.neighbours import macro_f1
-from frame.taste.search import _faithful_cv, n_screened_features, sklearn_neighbours
+from frame.taste.search import _faithful_cv, faithful_neighbour_sets, n_screened_features, sklearn_neighbours
 
 MODES = [("use proba", True), ("use proba", False), ("simple majority", True), ("simple majority", False)]
 
@@ -106,3 +106,19 @@ def test_fast_neighbour_search_equals_kneighbors_classifier_with_ties(n_train):
         model = KNeighborsClassifier(n_neighbors=k).fit(train, np.zeros(n_train, dtype=int))
         expected = model.kneighbors(query, return_distance=False)
         np.testing.assert_array_equal(sklearn_neighbours(train, query, k), expected)
+
+
+@pytest.mark.parametrize("integers", [True, False])
+def test_brute_force_neighbour_sets_equal_the_original_ones(integers):
+    """The original's search counts classes among the k neighbours, so only the set matters; brute
+    force must give scikit-learn's set, including which of several tied rows at the k-th distance."""
+    rng = np.random.default_rng(int(integers))
+    for trial in range(60):
+        n_train, d = int(rng.integers(5, 200)), int(rng.integers(1, 3))
+        shape = (n_train + 25, d)
+        data = rng.integers(0, 4, shape).astype(float) if integers else rng.normal(size=shape) * 10.0 ** (trial % 5 - 2)
+        train, query = data[:n_train], data[n_train:]
+        k = int(rng.integers(1, min(12, n_train)))
+        model = KNeighborsClassifier(n_neighbors=k).fit(train, np.zeros(n_train, dtype=int))
+        expected = np.sort(model.kneighbors(query, return_distance=False), axis=1)
+        np.testing.assert_array_equal(np.sort(faithful_neighbour_sets(train, query, k), axis=1), expected)

@@ -157,3 +157,40 @@ def test_plot_choice_writes_a_png(tmp_path):
     ratings = [Rating(c, i % 3 == 0, picture_id=i) for i, c in enumerate(pool[::7])]
     out = p.plot_choice(pool[1], ratings, tmp_path / "why.png", max_panels=2)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_reselect_schedule_is_geometric():
+    from frame.taste.picker import reselect
+
+    assert not reselect(40, 40) and not reselect(40, 49)
+    assert reselect(40, 50) and reselect(40, 39)  # grew by a quarter, or ratings were removed
+    counts, chosen_at = [], 10
+    for n in range(10, 61):
+        if reselect(chosen_at, n) or n == 10:
+            counts.append(n)
+            chosen_at = n
+    assert counts == [10, 13, 17, 22, 28, 35, 44, 55]
+
+
+def test_fit_reuses_the_model_and_the_mode_choice(monkeypatch):
+    from frame.taste import classifier
+
+    p = picker()
+    owner = Owner({"warmth": 1}, p.candidates(), seed=4)
+    ratings = [Rating(c, owner.rate(c), picture_id=f"r{i}") for i, c in enumerate(p.candidates()[:30])]
+    choices = []
+    real = classifier.IKNNClassifier._selection_scores
+
+    def counting(self, X, y):
+        scores = real(self, X, y)
+        choices.append(len(y)) if scores else None
+        return scores
+
+    monkeypatch.setattr(classifier.IKNNClassifier, "_selection_scores", counting)
+    model, _, _ = p.fit(ratings[:20])
+    assert p.fit(ratings[:20])[0] is model  # same ratings (pick, then plot): the same fitted model
+    chosen = model.mode_
+    later = p.fit(ratings[:24])[0]  # 24 < 20 × 1.25: the remembered mode, fitted directly
+    assert later.mode_ == chosen and later.selection_scores_ == {}
+    assert p.fit(ratings[:25])[0].selection_scores_  # grew by a quarter: chosen again
+    assert choices == [20, 25]
