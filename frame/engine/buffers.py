@@ -30,7 +30,11 @@ from collections.abc import Callable
 import numpy as np
 
 MIN_POOLED_BYTES = 1 << 20  # smaller arrays come from malloc's arenas, which already reuse them
-IDLE_BYTES = 32 << 20  # free buffers kept between steps (see benchmarks in docs/benchmarks-engine.md)
+# Free buffers kept between steps. 0 by default: with 32 MB the SD 1.5 UNet's system time fell
+# 1.78 -> 1.28 s (benchmark medians) at +5 MB, but the fp16 SDXL UNet at 1024² peaked at 304.1 MB
+# (target 300, 292.6 before): non-pool allocations (fp16 weights widened to float32) met the kept
+# buffers. With 0, buffers are still reused within a step (GEGLU blocks, conv and attention scratch).
+IDLE_BYTES = 0
 MARGIN_BYTES = 32 << 20  # ... and only while the process is this far below its peak
 
 
