@@ -13,9 +13,10 @@ steps of a UNet ask for the same sizes), and only while the process, with any ne
 to write, stays ``MARGIN_BYTES`` below its own high-water mark: kept buffers fill room the run has
 already used instead of making a new peak. ``forget()`` at the end of a run empties the pool, so
 nothing is retained between runs or models. Only exact sizes are reused (a UNet repeats a handful
-of shapes), so a view always spans its whole buffer. Measured on the SD 1.5 UNet (2 cores, load 11-16,
-benchmarks/engine_vs_onnxruntime.py medians of 6 runs): system time 1.78 → 1.28 s per evaluation,
-peak 238 → 243 MB (a plain 32 MB allowance without the high-water rule: +22 to +27 MB). See
+of shapes), so a view always spans its whole buffer. Measured with IDLE_BYTES = 32 MB on the SD 1.5
+UNet (2 cores, load 11-16, benchmarks/engine_vs_onnxruntime.py medians of 6 runs): system time
+1.78 → 1.28 s per evaluation, peak 238 → 243 MB, but the fp16 SDXL UNet at 1024² rose to 304.1 MB,
+so the default is 0 (see IDLE_BYTES). See
 docs/benchmarks-engine.md.
 """
 
