@@ -16,7 +16,10 @@ the fairer number on a shared machine), user and system time, the child's own pe
 ratios and the relative L2 difference of the outputs. ``--models unet_sdxl`` also measures the
 full-size SDXL base UNet exported by ``tools/sdxl_full_export.py`` (branch i11-sdxl; ``--sdxl`` folder, latent
 ``--sdxl-latent``, 128 = 1024×1024). ``--lock`` holds a flock file around each onnxruntime process
-only (its peak is GBs; frame's is not). Usage:
+only (its peak is GBs; frame's is not). ``--frame-env NAME=VALUE`` (repeatable) sets an environment
+variable in frame's children only: the BLAS column says which OpenBLAS kernels ran (a machine that
+pins ``OPENBLAS_CORETYPE`` to an older core than it has gives frame's GEMMs a handicap onnxruntime,
+which picks its own kernels, does not share). Usage:
 
     .venv/bin/python benchmarks/engine_vs_onnxruntime.py [--cache DIR] [--models unet,vae_decoder,text_encoder]
     .venv/bin/python benchmarks/engine_vs_onnxruntime.py --models unet,unet_sdxl --rounds 3 --runs 1 \
@@ -268,6 +271,8 @@ def measure(runtime: str, name: str, args: argparse.Namespace) -> tuple[dict, di
         env = dict(os.environ)
         if args.threads:  # BLAS reads these when numpy loads, so they must be set for the subprocess
             env.update(OPENBLAS_NUM_THREADS=str(args.threads), OMP_NUM_THREADS=str(args.threads))
+        if runtime == "frame":
+            env.update(dict(item.split("=", 1) for item in args.frame_env))
         with _maybe_locked(args.lock if runtime == "onnxruntime" else None):
             proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if proc.returncode != 0:
@@ -329,6 +334,9 @@ def main() -> None:
     parser.add_argument("--weights", default="prefetch", help="frame weights provider")
     parser.add_argument("--threads", type=int, default=0,
                         help="compute threads for both runtimes (0 = library defaults: all cores)")
+    parser.add_argument("--frame-env", action="append", default=[], metavar="NAME=VALUE",
+                        help="environment variable for frame's children only, e.g. OPENBLAS_CORETYPE=SkylakeX "
+                             "(OpenBLAS picks its kernels when numpy loads; onnxruntime's MLAS ignores it)")
     parser.add_argument("--export-only", action="store_true")
     parser.add_argument("--worker", nargs=2, metavar=("RUNTIME", "MODEL"), help=argparse.SUPPRESS)
     parser.add_argument("--latent", type=int, default=64, help=argparse.SUPPRESS)

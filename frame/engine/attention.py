@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from frame.engine import buffers
 from frame.engine.ops.blocks import gemm_pieces, run_tasks
 
 BLOCK_BYTES = 4 << 20  # per thread: 256 query rows × 4096 keys; 1 MB to 16 MB measured within 5 %
@@ -83,7 +84,7 @@ def sliced_attention(q: np.ndarray, kt: np.ndarray, v: np.ndarray, *operands: np
     q3 = np.broadcast_to(q, lead + q.shape[-2:]).reshape(count, n, q.shape[-1])
     kt3 = np.broadcast_to(kt, lead + kt.shape[-2:]).reshape(count, kt.shape[-2], m)
     v3 = np.broadcast_to(v, lead + v.shape[-2:]).reshape(count, m, v.shape[-1])
-    out = np.empty((count, n, v.shape[-1]), dtype=dtype)
+    out = buffers.empty((count, n, v.shape[-1]), dtype)
     scalars = all(o.size == 1 for o in operands)
     if scalars and set(score_ops) <= {"Mul", "Div"}:
         q3, score_ops, operands = _fold_scalar_scale(q3, score_ops, operands, dtype)
@@ -101,7 +102,7 @@ def sliced_attention(q: np.ndarray, kt: np.ndarray, v: np.ndarray, *operands: np
     ones = np.ones((m, 1), dtype)
 
     def run(share) -> None:
-        scratch = np.empty(heads * rows * m, dtype=dtype)  # one score buffer per thread, reused
+        scratch = buffers.empty(heads * rows * m, dtype)  # one score buffer per thread, reused
         for (h0, h1, r0, r1), ops_here in share:
             target = out[h0:h1, r0:r1]
             if transposed:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from frame.engine import blas_threads
+from frame.engine import blas_threads, buffers
 from frame.engine.errors import EngineError, FrameError
 from frame.engine.graph import Step
 from frame.engine.providers.base import WeightsProvider
@@ -64,8 +64,10 @@ def _may_overwrite(array: np.ndarray) -> bool:
         return True
     base = array.base
     # references to base: array.base, the local ``base``, getrefcount's argument
+    # (and the pool's own reference when base is a ``buffers`` pool buffer)
+    expected = 4 if buffers.shared().owns(base) else 3
     return (isinstance(base, np.ndarray) and base.flags.owndata and array.flags.c_contiguous
-            and base.nbytes == array.nbytes and sys.getrefcount(base) <= 3)
+            and base.nbytes == array.nbytes and sys.getrefcount(base) <= expected)
 
 
 class Executor:
@@ -97,6 +99,7 @@ class Executor:
         finally:
             self.rng = None
             blas_threads.shared().restore()
+            buffers.shared().forget()
         return {name: env[name] for name in self.outputs}
 
     def run_shared(self, feeds: list[dict[str, np.ndarray]], progress: Progress | None = None
@@ -114,6 +117,7 @@ class Executor:
             raise
         finally:
             blas_threads.shared().restore()
+            buffers.shared().forget()
         return [{name: env[name] for name in self.outputs} for env in envs]
 
     def _execute_shared(self, envs: list[dict[str, np.ndarray]], progress: Progress | None) -> None:
@@ -131,6 +135,7 @@ class Executor:
             for env in envs:
                 for name in step.free:
                     env.pop(name, None)
+            buffers.shared().trim()
             for ref in step.release:
                 if ref.value is None:
                     self.provider.release(ref)
@@ -189,6 +194,7 @@ class Executor:
                 env.pop(step.weight_rows.name, None)
             for name in step.free:
                 env.pop(name, None)
+            buffers.shared().trim()
             if held is None:
                 for ref in step.release:
                     if ref.value is None:

@@ -32,6 +32,7 @@ from functools import partial
 
 import numpy as np
 
+from frame.engine import buffers
 from frame.engine.graph import Node, consumer_index, producer_index, rewrite_nodes
 from frame.engine.ops.registry import OpSpec
 from frame.engine.weight_decoding import Layout, decode_block
@@ -141,19 +142,22 @@ def geglu_ff(x: np.ndarray, w1: np.ndarray, s1: np.ndarray | None, z1: np.ndarra
     out = None
     for j0 in range(0, channels, step):
         j1 = min(channels, j0 + step)
-        h = np.matmul(x, _weight(first, 1, hidden[0] + j0, hidden[0] + j1, _axes[0]))
+        block_shape = x.shape[:-1] + (j1 - j0,)
+        h = np.matmul(x, _weight(first, 1, hidden[0] + j0, hidden[0] + j1, _axes[0]), out=buffers.empty(block_shape))
         h += b1[hidden[0] + j0:hidden[0] + j1]
-        g = np.matmul(x, _weight(first, 1, gate[0] + j0, gate[0] + j1, _axes[0]))
+        g = np.matmul(x, _weight(first, 1, gate[0] + j0, gate[0] + j1, _axes[0]), out=buffers.empty(block_shape))
         g += b1[gate[0] + j0:gate[0] + j1]
         g = _gate(_plan, g, constants)
-        product = h * g if _plan.hidden_first else g * h
+        product = np.multiply(h, g, out=h)  # exact either way round: h·g == g·h in IEEE arithmetic
         del h, g
-        part = np.matmul(product, _weight(second, 0, j0, j1, _axes[1]))
-        del product
+        w2 = _weight(second, 0, j0, j1, _axes[1])
         if out is None:
-            out = part
+            out = np.matmul(product, w2, out=buffers.empty(x.shape[:-1] + (w2.shape[1],)))
         else:
+            part = np.matmul(product, w2, out=buffers.empty(out.shape))
             out += part
+            del part
+        del product
     return out
 
 

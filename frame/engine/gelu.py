@@ -21,6 +21,7 @@ import math
 
 import numpy as np
 
+from frame.engine import buffers
 from frame.engine.graph import Node, consumer_index, producer_index, rewrite_nodes
 from frame.engine.ops.blocks import MIN_PARALLEL_BYTES, run_tasks, workers
 from frame.engine.ops.registry import OpSpec
@@ -52,7 +53,7 @@ def gelu(x: np.ndarray, hidden: np.ndarray | None = None) -> np.ndarray:
         result = x.astype(np.float32) * 0.5 * (1 + erf(x.astype(np.float32) * np.float32(_SQRT_HALF)))
         return (result if hidden is None else result * hidden).astype(np.result_type(x, *(
             [hidden] if hidden is not None else [])), copy=False)
-    out = np.empty(x.shape, np.float32)
+    out = buffers.empty(x.shape, np.float32)
     if x.size == 0:
         return out
     rows_x = x.reshape(-1, x.shape[-1])

@@ -36,6 +36,7 @@ from functools import partial
 
 import numpy as np
 
+from frame.engine import buffers
 from frame.engine.graph import Node, consumer_index, producer_index, rewrite_nodes
 from frame.engine.ops import conv as conv_ops
 from frame.engine.ops.blocks import map_row_blocks
@@ -148,7 +149,7 @@ def norm_conv(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, table: np.n
     if not one_by_one and (ho <= 0 or wo <= 0 or (strides == [1, 1] and kh * kw > 1
                                                   and c >= conv_ops.NARROW_RATIO * (_full_channels or m))):
         return _conv(_materialise(x32, table, _act), w, bias, _full_channels=_full_channels)
-    out = np.empty((n, m, ho, wo), np.float32)
+    out = buffers.empty((n, m, ho, wo), np.float32)
     w32 = np.ascontiguousarray(w32)
     for i in range(n):
         transform = _transform(table[i], _act)
@@ -165,7 +166,7 @@ def _pixel_blocks(x: np.ndarray, w: np.ndarray, transform, out: np.ndarray) -> N
     """1x1 conv ``w @ act(norm(x))`` over column blocks of x (C, P): one block normalised at a time."""
     c, pixels = x.shape
     step = max(256, PIXEL_BLOCK_BYTES // (4 * c))
-    block = np.empty((c, min(step, pixels)), np.float32)
+    block = buffers.empty((c, min(step, pixels)), np.float32)
     for p0 in range(0, pixels, step):
         p1 = min(pixels, p0 + step)
         part = block[:, :p1 - p0]

@@ -28,6 +28,7 @@ from functools import partial
 
 import numpy as np
 
+from frame.engine import buffers
 from frame.engine.ops import conv_winograd
 from frame.engine.ops.blocks import gemm_pieces, matmul_into, run_tasks
 from frame.engine.ops.conv_grouped import NARROW_RATIO, depthwise_conv2d, grouped_conv2d, narrow_conv2d
@@ -122,7 +123,7 @@ def _conv_image(x: np.ndarray, weight: np.ndarray, group: int, stride, dilation,
     size = -(-len(bands) // shares)
 
     def run(share: list[tuple[int, int]]) -> None:
-        column_buffer = np.empty(depth * rows * wo, dtype=np.float32)
+        column_buffer = buffers.empty(depth * rows * wo, np.float32)
         padded = PaddedRows(cg, (rows - 1) * stride[0] + (kh - 1) * dilation[0] + 1, x.shape[2], pads, np.float32)
         for g, r0 in share:
             count = min(rows, ho - r0)
@@ -176,7 +177,7 @@ def conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, /, *, auto_p
     if ho <= 0 or wo <= 0:
         raise ValueError(f"Conv: kernel {w.shape[2:]} (dilations {dilations}) is larger than the padded input "
                          f"{x.shape[2:]} (pads {pads})")
-    out = np.empty((n, m, ho, wo), dtype=np.float32)
+    out = buffers.empty((n, m, ho, wo), np.float32)
     if kh == kw == 1 and group == 1 and strides == [1, 1] and not any(pads):
         for i in range(n):
             matmul_into(w32.reshape(m, c), x32[i].reshape(c, h * wd), out[i].reshape(m, h * wd))
@@ -246,8 +247,8 @@ def upsample2x_conv3x3(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None
         upsampled = x32.repeat(2, axis=2).repeat(2, axis=3)
         return conv(upsampled, w32, b32, group=group, pads=[1, 1, 1, 1]).astype(dtype, copy=False)
     w32 = np.ascontiguousarray(w32)
-    out = np.empty((n, m, 2 * h, 2 * wd), dtype=np.float32)
-    phase_out = np.empty((m, h, wd), dtype=np.float32)
+    out = buffers.empty((n, m, 2 * h, 2 * wd), np.float32)
+    phase_out = buffers.empty((m, h, wd), np.float32)
     for row_phase in (0, 1):
         for col_phase in (0, 1):
             kernel = _phase_kernel(w32, row_phase, col_phase)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from frame.engine import buffers
 from frame.engine.ops.blocks import gemm_pieces, matmul_into, run_tasks
 from frame.engine.ops.padded_rows import PaddedRows
 
@@ -99,7 +100,7 @@ def transform_weight(w: np.ndarray, step: int = 1 << 15, out: np.ndarray | None 
     U per chunk, and a fresh 5 MB array each time is 5 MB of new pages for the kernel to zero."""
     m, c = w.shape[:2]
     flat = np.ascontiguousarray(w).reshape(m * c, 9)
-    u = np.empty((16, m * c), np.float32) if out is None else _view(out[:16 * m * c], (16, m * c))
+    u = buffers.empty((16, m * c), np.float32) if out is None else _view(out[:16 * m * c], (16, m * c))
     for r0 in range(0, m * c, step):
         np.matmul(_WEIGHT_TRANSFORM_T, flat[r0:r0 + step].T, out=u[:, r0:r0 + step])
     return u.reshape(16, m, c)
@@ -181,7 +182,7 @@ def _by_bands(x: np.ndarray, w: np.ndarray, pads, tiles, out: np.ndarray, tile_r
     def run(share: list[int]) -> None:
         padded = PaddedRows(c, 2 * tile_rows + 2, x.shape[2], pads, np.float32)
         width = padded.buffer.shape[2]
-        scratch = [np.empty(n, np.float32) for n in (4 * c * tile_rows * width, 16 * tile_rows * tw * (c + m))]
+        scratch = [buffers.empty(n, np.float32) for n in (4 * c * tile_rows * width, 16 * tile_rows * tw * (c + m))]
         for t0 in share:
             count = min(tile_rows, th - t0)
             rows = _view(scratch[0][:4 * c * count * width], (4, c, count, width))
@@ -200,10 +201,10 @@ def _by_bands(x: np.ndarray, w: np.ndarray, pads, tiles, out: np.ndarray, tile_r
 def _by_chunks(x: np.ndarray, w: np.ndarray, pads, tiles, out: np.ndarray, chunk: int, threads: int) -> None:
     c, m = x.shape[0], w.shape[0]
     th, tw = tiles
-    v = np.empty((16, c, th * tw), np.float32)
+    v = buffers.empty((16, c, th * tw), np.float32)
     block = min(c, CHANNEL_BLOCK)
     padded = PaddedRows(block, 2 * th + 2, x.shape[2], pads, np.float32)
-    rows = np.empty((4, block, th, padded.buffer.shape[2]), np.float32)
+    rows = buffers.empty((4, block, th, padded.buffer.shape[2]), np.float32)
     for c0 in range(0, c, block):
         c1 = min(c0 + block, c)
         source = padded.fill(x[c0:c1], 0, 2 * th + 2)
@@ -214,8 +215,8 @@ def _by_chunks(x: np.ndarray, w: np.ndarray, pads, tiles, out: np.ndarray, chunk
     size = -(-len(chunks) // shares)
 
     def run(share: list[int]) -> None:
-        scratch = np.empty(16 * chunk * th * tw, np.float32)
-        u_buffer = np.empty(16 * chunk * c, np.float32)
+        scratch = buffers.empty(16 * chunk * th * tw, np.float32)
+        u_buffer = buffers.empty(16 * chunk * c, np.float32)
         for m0 in share:
             m1 = min(m0 + chunk, m)
             mo = _view(scratch[:16 * (m1 - m0) * th * tw], (16, m1 - m0, th * tw))

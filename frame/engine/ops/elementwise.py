@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from frame.engine import buffers
 from frame.engine.ops.registry import UnsupportedOp, register
 
 
@@ -27,6 +28,11 @@ def _can_reuse(a: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> bool:
 
 def _binary(ufunc: np.ufunc, a: np.ndarray, b: np.ndarray, reuse: bool) -> np.ndarray:
     """Apply ``ufunc`` with numpy broadcasting (= ONNX multidirectional broadcasting)."""
+    if a.dtype.kind == b.dtype.kind == "f" and a.ndim and b.ndim:
+        shape, dtype = np.broadcast_shapes(a.shape, b.shape), np.result_type(a, b)
+        if reuse and _can_reuse(a, shape, dtype):
+            return ufunc(a, b, out=a)
+        return ufunc(a, b, out=buffers.empty(shape, dtype))  # a reused buffer (frame.engine.buffers)
     if reuse:
         dtype = np.result_type(a, b)
         if _can_reuse(a, np.broadcast_shapes(a.shape, b.shape), dtype):

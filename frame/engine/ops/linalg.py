@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from frame.engine import buffers
 from frame.engine.ops.blocks import matmul_into
 from frame.engine.ops.registry import register
 
@@ -31,12 +32,12 @@ def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a @ b``; a stack of matrices times one matrix becomes a single large GEMM, and float32
     products of matrices go through ``blocks.matmul_into`` (split over the cores when big)."""
     if a.ndim > 2 and b.ndim == 2 and a.flags.c_contiguous and a.dtype == b.dtype:
-        out = np.empty((*a.shape[:-1], b.shape[-1]), dtype=a.dtype)
+        out = buffers.empty((*a.shape[:-1], b.shape[-1]), a.dtype)
         matmul_into(a.reshape(-1, a.shape[-1]), b, out.reshape(-1, b.shape[-1]))
         return out  # owns its buffer, so the runtime may later reuse it in place
     if a.ndim >= 2 and b.ndim >= 2 and a.dtype == b.dtype == np.float32 and max(a.ndim, b.ndim) <= 3:
         lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-        out = np.empty((*lead, a.shape[-2], b.shape[-1]), dtype=np.float32)
+        out = buffers.empty((*lead, a.shape[-2], b.shape[-1]), np.float32)
         return matmul_into(a, b, out)
     return np.asarray(np.matmul(a, b))
 
@@ -58,7 +59,7 @@ def gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, /, *, alpha:
     if a32.ndim != 2 or b32.ndim != 2:
         raise ValueError(f"Gemm needs 2-D A and B, got {a.shape} and {b.shape}")
     if a32.dtype == b32.dtype == np.float32:
-        result = matmul_into(a32, b32, np.empty((a32.shape[0], b32.shape[1]), np.float32))
+        result = matmul_into(a32, b32, buffers.empty((a32.shape[0], b32.shape[1]), np.float32))
     else:
         result = a32 @ b32
     if alpha != 1.0:

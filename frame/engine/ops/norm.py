@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from frame.engine import buffers
 from frame.engine.ops.blocks import map_row_blocks
 from frame.engine.ops.elementwise import _can_reuse
 from frame.engine.ops.linalg import float32_operands
@@ -99,7 +100,7 @@ def layer_normalization(x: np.ndarray, scale: np.ndarray, bias: np.ndarray | Non
     (x32, scale32, bias32), _ = float32_operands(x, scale, bias)
     axis = axis % x.ndim
     rows = x32.reshape(int(np.prod(x.shape[:axis], dtype=np.int64)), -1)
-    y = np.empty(x.shape, dtype=np.float32)
+    y = buffers.empty(x.shape, np.float32)
     _, mean, inv_std = _normalize_rows(rows, epsilon, out=y.reshape(rows.shape))
     y *= scale32
     if bias32 is not None:
@@ -125,7 +126,7 @@ def _channel_affine(y: np.ndarray, scale: np.ndarray, bias: np.ndarray, dtype: n
 @register("InstanceNormalization", 6)
 def instance_normalization(x: np.ndarray, scale: np.ndarray, b: np.ndarray, epsilon: float = 1e-5) -> np.ndarray:
     (x32, scale32, b32), _ = float32_operands(x, scale, b)
-    y = np.empty(x.shape, dtype=np.float32)
+    y = buffers.empty(x.shape, np.float32)
     rows = x32.reshape(x.shape[0] * x.shape[1], -1)
     _normalize_each_row(rows, epsilon, y.reshape(rows.shape))
     return _channel_affine(y, scale32, b32, x.dtype)
@@ -139,7 +140,7 @@ def _group_norm(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, num_groups: 
     if c % num_groups:
         raise ValueError(f"GroupNormalization: {c} channels do not split into {num_groups} groups")
     (x32, scale32, bias32), _ = float32_operands(x, scale, bias)
-    y = np.empty(x.shape, dtype=np.float32)
+    y = buffers.empty(x.shape, np.float32)
     rows = x32.reshape(n * num_groups, -1)
     _normalize_each_row(rows, epsilon, y.reshape(rows.shape))
     if per_group_affine:

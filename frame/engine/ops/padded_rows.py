@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from frame.engine import buffers
+
 
 class PaddedRows:
     """Reusable buffer holding rows of the zero-padded image, so the image is never padded whole.
@@ -13,7 +15,8 @@ class PaddedRows:
     """
 
     def __init__(self, channels: int, rows: int, width: int, pads, dtype) -> None:
-        self.buffer = np.zeros((channels, rows, pads[1] + width + pads[3]), dtype=dtype)
+        self.buffer = buffers.empty((channels, rows, pads[1] + width + pads[3]), dtype)
+        self.buffer.fill(0)  # a reused buffer holds old data
         self.pads = pads
 
     def fill(self, x: np.ndarray, first: int, count: int, transform=None) -> np.ndarray:
