@@ -38,10 +38,10 @@ def test_guidance_reads_the_unet_twice_per_step_only_one_after_the_other(sd15):
     unet3 = shared.runs_of("unet")[0]
     assert (shared.guidance_mode, shared.weight_reads, unet3.evaluations, unet3.items) == ("shared", 1, 1, 2)
     assert unet3.count.input_shapes["sample"] == (1, 4, 64, 64)
-    choose = plan.runs_of("choose")[0]  # 13 texts: one shared pass, the encoder's weights read once
-    assert plan.runs_of("text")[0].evaluations == 2 and (choose.evaluations, choose.items) == (1, 13)
+    choose = plan.runs_of("choose")[0]  # 13 texts: shared passes of 4, 4, 3, 3 (text_passes)
+    assert plan.runs_of("text")[0].evaluations == 2 and (choose.evaluations, choose.items) == (4, 4)
     many = build_plan(sd15, w, h, 6, 7.5, "euler_a", choose_texts=40).runs_of("choose")[0]
-    assert (many.evaluations, many.items) == (3, 14)  # as frame.diffusion.conditioning.text_passes runs them
+    assert (many.evaluations, many.items) == (10, 4)  # the encoder's weights read 10 times, not 40
     vae = plan.runs_of("vae")[0]  # 64x64 latent, 32x32 tiles stepping 24: starts 0, 24, 32 -> 3 x 3
     assert (vae.evaluations, vae.count.input_shapes["latent_sample"]) == (9, (1, 4, 32, 32))
 
