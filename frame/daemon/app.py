@@ -23,9 +23,9 @@ from frame.config.redact import redact_deep, redact_url
 from frame.daemon import gallery
 from frame.daemon.feedparse import Sanitiser
 from frame.daemon.night import job_dir
-from frame.daemon.ratelimit import FailureLimiter
 from frame.daemon.store import Store
 from frame.daemon.token import token_matches
+from frame.net.ratelimit import FailureLimiter
 
 log = logging.getLogger(__name__)
 

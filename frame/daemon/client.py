@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from frame.daemon.server import split_listen
 from frame.errors import FrameError, UsageError
+from frame.net.server import split_listen
 
 TIMEOUT_SECONDS = 5.0
 # Answers that mean the request itself was wrong (bad prompt, no such picture, too large): exit 2.

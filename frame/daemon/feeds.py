@@ -19,10 +19,10 @@ import requests
 import urllib3
 
 from frame.config.redact import redact_text, redact_url
-from frame.daemon.feedhttp import Deadline, DeadlinePassed, FeedSession, RedirectRefused, next_location
 from frame.daemon.feedparse import FeedFormatError, Sanitiser, parse_feed
-from frame.daemon.statefile import read_json, write_json
 from frame.daemon.store import Store, now_iso
+from frame.net.deadline import Deadline, DeadlinePassed, FeedSession, RedirectRefused, next_location
+from frame.statefile import read_json, write_json
 
 log = logging.getLogger(__name__)
 

@@ -30,9 +30,9 @@ from typing import Any
 
 from frame.atomicfile import make_dirs, write_bytes_atomic
 from frame.daemon import gallery, worker
-from frame.daemon.statefile import read_json
 from frame.daemon.store import Store
 from frame.errors import FrameError
+from frame.statefile import read_json
 
 log = logging.getLogger(__name__)
 

@@ -30,12 +30,12 @@ import yaml
 from frame.atomicfile import make_dirs, remove_tree, write_bytes_atomic
 from frame.daemon import gallery
 from frame.daemon.recovery import backup_path
-from frame.daemon.statefile import read_json, write_json
 from frame.daemon.status import LiveStatus
 from frame.daemon.store import Store
 from frame.daemon.supervisor import Outcome, Supervisor
 from frame.diffusion.seeds import random_seed
 from frame.errors import FrameError
+from frame.statefile import read_json, write_json
 
 log = logging.getLogger(__name__)
 

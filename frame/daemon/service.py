@@ -29,12 +29,12 @@ from frame.daemon.app import Busy, create_app
 from frame.daemon.feeds import FeedFetcher, refresh_feeds
 from frame.daemon.lock import StateDirLock
 from frame.daemon.sdnotify import Notifier, watchdog_interval
-from frame.daemon.server import HttpServer
 from frame.daemon.status import LiveStatus
 from frame.daemon.store import Store
 from frame.daemon.supervisor import Supervisor
 from frame.daemon.token import ensure_token
 from frame.errors import FrameError
+from frame.net.server import HttpServer
 
 log = logging.getLogger(__name__)
 

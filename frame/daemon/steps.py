@@ -17,8 +17,8 @@ from typing import Any
 
 from frame.atomicfile import write_bytes_atomic
 from frame.config.redact import redact_url
-from frame.daemon.statefile import read_json, write_json
 from frame.errors import FrameError
+from frame.statefile import read_json, write_json
 
 log = logging.getLogger(__name__)
 

@@ -32,8 +32,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from frame.daemon.statefile import read_json
 from frame.errors import FrameError
+from frame.statefile import read_json
 
 log = logging.getLogger("frame.daemon.worker")
 

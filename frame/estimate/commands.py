@@ -88,7 +88,7 @@ def _estimate(args: argparse.Namespace) -> int:
     if args.state_dir:
         from pathlib import Path
 
-        from frame.daemon.statefile import write_json
+        from frame.statefile import write_json
 
         write_json(Path(args.state_dir) / "estimate.json", figures)
     if args.json:

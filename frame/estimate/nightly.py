@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from frame.daemon.statefile import read_json, write_json
 from frame.errors import FrameError
 from frame.estimate.choice import StepChoice, choose_steps
+from frame.statefile import read_json, write_json
 
 log = logging.getLogger(__name__)
 

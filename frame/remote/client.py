@@ -1,6 +1,6 @@
 """HTTP to an AUTOMATIC1111-compatible server: auth, deadlines, and failures sorted into reasons.
 
-Deadlines. Every call runs under one wall-clock ``Deadline`` (``frame.daemon.feedhttp``: a timer
+Deadlines. Every call runs under one wall-clock ``Deadline`` (``frame.net.deadline``: a timer
 shuts the call's sockets down when it passes, so a server that drips its headers or body a byte at
 a time cannot hold a call past it) plus a connect timeout. The job's POST gets what is left of the
 job's deadline; the other calls get a few seconds.
@@ -21,7 +21,7 @@ from typing import Any
 import requests
 
 from frame.config.redact import redact_text, redact_url
-from frame.daemon.feedhttp import Deadline, DeadlinePassed, FeedSession
+from frame.net.deadline import Deadline, DeadlinePassed, FeedSession
 from frame.remote import a1111
 from frame.remote.errors import AUTH, BAD_RESPONSE, DIED, REFUSED, REJECTED, SERVER_ERROR, TIMEOUT, RemoteUnavailable
 

@@ -74,7 +74,7 @@ class RenderServer:
     with ``jobs.serve_forever()`` or ``jobs.run_next()`` in its main thread."""
 
     def __init__(self, pipe: Any, engine: str, model_name: str, token: str, listen: str, max_waiting: int) -> None:
-        from frame.daemon.server import HttpServer
+        from frame.net.server import HttpServer
         from frame.remote.serve.app import MAX_BODY_BYTES, create_app
         from frame.remote.serve.jobs import RenderQueue
 

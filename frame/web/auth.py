@@ -14,7 +14,7 @@ Rules (each has a test in ``tests/web/test_security.py`` or ``tests/web/test_ses
   400, a wrong one 403; a cross-site ``Origin`` header is 403 too.
 * Ten failed logins from one address within five minutes lock that address out for the rest of the
   window (429), which makes guessing even a short token impractical. Wrong ``Authorization: Bearer``
-  tokens on the JSON API count into the same limiter (``frame.daemon.ratelimit``).
+  tokens on the JSON API count into the same limiter (``frame.net.ratelimit``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from frame.daemon.ratelimit import FailureLimiter
+from frame.net.ratelimit import FailureLimiter
 
 log = logging.getLogger(__name__)
 
@@ -88,5 +88,5 @@ def same_origin(origin: str | None, host_url: str) -> bool:
     return origin.rstrip("/") == host_url.rstrip("/")
 
 
-# The login form and the API's bearer header share one limiter (``frame.daemon.ratelimit``).
+# The login form and the API's bearer header share one limiter (``frame.net.ratelimit``).
 LoginLimiter = FailureLimiter

@@ -92,7 +92,7 @@ def last_estimate(config: Config) -> dict[str, Any] | None:
     from datetime import datetime
 
     from frame.config import state_dir
-    from frame.daemon.statefile import read_json
+    from frame.statefile import read_json
 
     data = read_json(state_dir(config) / "estimate.json")
     if not isinstance(data, dict) or not isinstance(data.get("lines"), list):

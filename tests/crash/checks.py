@@ -182,8 +182,8 @@ class ProbeSupervisor:
         self.pid = None
 
     def run(self, job_dir: Path, *, stop: threading.Event, deadline: float | None = None):
-        from frame.daemon.statefile import read_json
         from frame.daemon.supervisor import Outcome
+        from frame.statefile import read_json
 
         job = read_json(Path(job_dir) / "job.json") or {}
         ProbeSupervisor.runs.append((job.get("render_id"), job.get("seed")))

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from PIL import Image
 
-from frame.daemon.statefile import read_json
 from frame.daemon.supervisor import Outcome
+from frame.statefile import read_json
 
 
 class FakeSupervisor:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from frame.daemon.app import create_app
-from frame.daemon.ratelimit import FailureLimiter
+from frame.net.ratelimit import FailureLimiter
 from tests.daemon.conftest import add_picture
 from tests.web.conftest import csrf_from
 

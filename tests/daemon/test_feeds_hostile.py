@@ -114,7 +114,7 @@ def test_https_sockets_are_cut_at_the_deadline_too():
     which a slow server could drip as well) is shut down when the deadline passes."""
     import socket
 
-    from frame.daemon.feedhttp import Deadline, FeedSession, _WatchedHTTPSConnection
+    from frame.net.deadline import Deadline, FeedSession, _WatchedHTTPSConnection
 
     pool = FeedSession().get_adapter("https://nas.local/").poolmanager.connection_from_url("https://nas.local/")
     assert pool.ConnectionCls is _WatchedHTTPSConnection

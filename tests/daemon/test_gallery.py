@@ -2,7 +2,8 @@ import errno
 
 import pytest
 
-from frame.daemon import gallery, statefile
+from frame import statefile
+from frame.daemon import gallery
 from frame.errors import FrameError
 from tests.daemon.conftest import add_picture
 

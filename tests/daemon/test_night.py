@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from frame.daemon import gallery, night, statefile
+from frame import statefile
+from frame.daemon import gallery, night
 from frame.daemon.app import Busy
 from frame.daemon.service import Daemon
 from tests.daemon.conftest import add_picture, clock, make_config

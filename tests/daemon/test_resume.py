@@ -12,8 +12,8 @@ import pytest
 from PIL import Image
 
 from frame.daemon import night
-from frame.daemon.statefile import read_json, write_json
 from frame.daemon.store import Store
+from frame.statefile import read_json, write_json
 from tests.daemon.conftest import make_config
 from tests.daemon.daemonproc import DaemonProcess, write_config
 

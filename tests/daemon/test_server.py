@@ -8,8 +8,8 @@ import pytest
 import waitress.buffers
 
 from frame.daemon.app import MAX_BODY, create_app
-from frame.daemon.server import HttpServer
 from frame.daemon.store import Store
+from frame.net.server import HttpServer
 from tests.daemon.conftest import make_config
 
 TEN_MB = 10 * 1024 * 1024

@@ -11,8 +11,8 @@ import pytest
 
 from frame.cli import main
 from frame.config import Config, WebConfig, load_config
-from frame.daemon.statefile import read_json
 from frame.estimate.choice import StepChoice
+from frame.statefile import read_json
 
 
 def test_estimate_prints_counts_memory_and_both_projections(capsys, tmp_path):
@@ -116,8 +116,8 @@ def in_process(monkeypatch):
 
 
 def _tonight(tmp_path, deadline, emitted):
-    from frame.daemon.statefile import write_json
     from frame.daemon.steps import _steps_for_tonight
+    from frame.statefile import write_json
 
     job = {"deadline": deadline, "state_dir": str(tmp_path)}
     (tmp_path / "job").mkdir(exist_ok=True)
@@ -176,7 +176,8 @@ def test_without_a_deadline_or_with_a_failing_estimate_the_configured_steps_run(
 
 
 def test_the_job_carries_the_deadline(tmp_path):
-    from frame.daemon import night, statefile
+    from frame import statefile
+    from frame.daemon import night
     from frame.daemon.store import Store
 
     store = Store.open(tmp_path)
@@ -192,7 +193,7 @@ def test_the_job_carries_the_deadline(tmp_path):
 # the phone's pages ------------------------------------------------------------------------------
 
 def test_settings_page_shows_the_last_estimate_and_the_progress_card_the_step_choice(tmp_path):
-    from frame.daemon.statefile import write_json
+    from frame.statefile import write_json
     from frame.web.present import progress_view
     from frame.web.settings import last_estimate
 
@@ -212,8 +213,8 @@ def test_settings_page_shows_the_last_estimate_and_the_progress_card_the_step_ch
 
 def test_config_page_renders_the_estimate_card(tmp_path):
     from frame.daemon.app import create_app
-    from frame.daemon.statefile import write_json
     from frame.daemon.store import Store
+    from frame.statefile import write_json
     from frame.web import create_blueprint
 
     write_json(tmp_path / "estimate.json", {"made_at": 0, "origin": "frame estimate", "lines": ["peak memory: 289 MB"]})

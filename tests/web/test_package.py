@@ -45,7 +45,7 @@ def test_served_by_the_daemons_waitress_server(store, state_dir, pictures):
 
     from frame.config import Config, WebConfig
     from frame.daemon.app import create_app
-    from frame.daemon.server import HttpServer
+    from frame.net.server import HttpServer
     from tests.web.conftest import TOKEN
 
     config = Config(state_dir=str(state_dir), web=WebConfig(listen="127.0.0.1:0", token=TOKEN))

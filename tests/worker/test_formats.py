@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 import frame
-from frame.daemon.statefile import read_json, write_json
 from frame.daemon.store import Store
+from frame.statefile import read_json, write_json
 
 FORMATS = Path(__file__).resolve().parents[1] / "fixtures" / "formats"
 JOBS = sorted((FORMATS / "jobs").iterdir())

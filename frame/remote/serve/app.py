@@ -22,9 +22,9 @@ from typing import Any
 from flask import Flask, jsonify, request
 
 import frame
-from frame.daemon.ratelimit import FailureLimiter
 from frame.diffusion.pngmeta import A1111_SAMPLER_NAMES, png_bytes
 from frame.errors import UsageError
+from frame.net.ratelimit import FailureLimiter
 from frame.remote.a1111 import FRAME_SAMPLER_NAMES, a1111_sampler
 from frame.remote.serve.jobs import QueueFull, RenderQueue, RenderRequest
 
