@@ -19,15 +19,16 @@ from frame import __version__
 from frame.errors import FrameError, Interrupted, UsageError
 
 COMMAND_MODULES = (
-    "frame.commands",
-    "frame.engine.commands",
-    "frame.diffusion.commands",
-    "frame.display.commands",
-    "frame.daemon.commands",
-    "frame.convert.commands",
-    "frame.remote.commands",
-    "frame.modelserver.commands",
-    "frame.estimate.commands",
+    "frame.cli.demo",
+    "frame.cli.config",
+    "frame.cli.engine",
+    "frame.cli.render",
+    "frame.cli.display",
+    "frame.cli.daemon",
+    "frame.cli.convert",
+    "frame.cli.serve_render",
+    "frame.cli.serve_model",
+    "frame.cli.estimate",
 )
 
 log = logging.getLogger(__name__)

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from frame.daemon import commands
+from frame.cli import daemon as commands
 from frame.daemon.unit import render_unit
 from frame.errors import FrameError, UsageError
 from tests.daemon.daemonproc import ROOT, DaemonProcess, write_config
@@ -102,7 +102,7 @@ def test_an_empty_prompt_is_bad_input_with_or_without_a_daemon(tmp_path, capsys,
 
 
 def test_a_request_the_daemon_refuses_as_bad_is_a_usage_error(monkeypatch):
-    from frame.daemon import client
+    from frame.cli import client
 
     class Response:
         def __init__(self, status):

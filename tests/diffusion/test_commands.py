@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from frame.diffusion import commands
+from frame.cli import render as commands
 from frame.diffusion.progress import Progress
 from frame.errors import FrameError, Interrupted, UsageError
 from frame.models import demo_model_path

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from frame.display import commands
+from frame.cli import display as commands
 from frame.errors import UsageError
 
 

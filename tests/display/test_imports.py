@@ -25,7 +25,7 @@ def _modules_after(code: str) -> set[str]:
     "import frame",
     "import frame.display",
     "from frame.display import get_panel, prepare, open_display, panel_names, palette_names",
-    "import frame.display.commands",
+    "import frame.cli.display",
 ])
 def test_import_loads_no_hardware_or_heavy_library(code) -> None:
     loaded = _modules_after(code)

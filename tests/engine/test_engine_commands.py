@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from frame.engine import commands
+from frame.cli import engine as commands
 from frame.errors import UsageError
 from tests.engine import builders
 

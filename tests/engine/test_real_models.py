@@ -47,7 +47,7 @@ def test_paddle_classifier_from_an_image_through_the_cli(tmp_path, capsys):
 
     from PIL import Image
 
-    from frame.engine import commands
+    from frame.cli import engine as commands
 
     image = tmp_path / "line.png"
     Image.fromarray(model_suite.text_image("Stable Diffusion frame 2026", 60, 240, 27)).save(image)

@@ -11,8 +11,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from frame.cli.engine import info_command
 from frame.engine import load_model
-from frame.engine.commands import info_command
 from frame.engine.errors import UnsupportedModelError
 from frame.engine.executor import NodeError
 from frame.engine.protobuf_index import scan_model

@@ -1,4 +1,4 @@
-"""Top-level commands that belong to no single part: ``frame demo`` and ``frame config ...``."""
+"""``frame config check`` and ``frame config show``."""
 
 from __future__ import annotations
 
@@ -9,17 +9,6 @@ import yaml
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    demo = subparsers.add_parser(
-        "demo", help="run one whole night on the bundled demo model and the virtual panel",
-        description="Choose a theme and prompt, generate a picture with the bundled demo model (random "
-                    "weights: it paints abstract noise), prepare it for the panel, show it on the virtual "
-                    "panel (a PNG) and record it in the store. Prints where the files are.")
-    demo.add_argument("--state-dir", metavar="DIR",
-                      help="where pictures, database and checkpoints go (default: ./frame-demo)")
-    demo.add_argument("--steps", type=int, default=None,
-                      help="denoising steps (default: model.steps, else the demo model's default, 8)")
-    demo.set_defaults(func=_demo)
-
     config = subparsers.add_parser("config", help="check or print the configuration")
     config_sub = config.add_subparsers(dest="config_command", metavar="ACTION")
     check = config_sub.add_parser(
@@ -129,7 +118,7 @@ def _describe_model(config) -> None:
 
 def _describe_estimate(config) -> None:
     """The night's estimate (``frame estimate`` has the details and a longer measurement)."""
-    from frame.estimate.commands import config_check_lines
+    from frame.cli.estimate import config_check_lines
 
     for line in config_check_lines(config):
         print(f"estimate: {line}")
@@ -141,9 +130,3 @@ def _config_show(args: argparse.Namespace) -> int:
     config = load_config(args.file or args.config)
     yaml.safe_dump(to_plain(config), sys.stdout, sort_keys=False, allow_unicode=True)
     return 0
-
-
-def _demo(args: argparse.Namespace) -> int:
-    from frame.demo import run_demo
-
-    return run_demo(args)

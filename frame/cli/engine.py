@@ -46,7 +46,7 @@ def register(subparsers) -> None:
 
 
 def _parse_feeds(specs: list[str], model, options) -> dict:
-    from frame.engine.run_inputs import load_input
+    from frame.cli.engine_inputs import load_input
 
     declared = {info.name: info for info in model.inputs}
     feeds = {}
@@ -67,7 +67,7 @@ def _parse_feeds(specs: list[str], model, options) -> dict:
 
 
 def _input_options(args: argparse.Namespace):
-    from frame.engine.run_inputs import InputOptions, parse_floats, parse_size
+    from frame.cli.engine_inputs import InputOptions, parse_floats, parse_size
 
     return InputOptions(size=parse_size(args.size) if args.size else None, mean=parse_floats(args.mean, "--mean"),
                         std=parse_floats(args.std, "--std"), bgr=args.bgr, layout=args.layout,
@@ -79,8 +79,8 @@ def run_command(args: argparse.Namespace) -> int:
 
     import numpy as np
 
+    from frame.cli.engine_inputs import describe_output
     from frame.engine import load_model
-    from frame.engine.run_inputs import describe_output
 
     if args.attention_slices is not None and args.attention_slices < 1:
         raise UsageError("--attention-slices must be at least 1")

@@ -14,12 +14,28 @@ import logging
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from frame.config import Config, load_config
 from frame.models import DEMO_SOURCE
+
+if TYPE_CHECKING:
+    from frame.config import Config
 
 log = logging.getLogger(__name__)
 DEMO_SIZE = "256x160"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    demo = subparsers.add_parser(
+        "demo", help="run one whole night on the bundled demo model and the virtual panel",
+        description="Choose a theme and prompt, generate a picture with the bundled demo model (random "
+                    "weights: it paints abstract noise), prepare it for the panel, show it on the virtual "
+                    "panel (a PNG) and record it in the store. Prints where the files are.")
+    demo.add_argument("--state-dir", metavar="DIR",
+                      help="where pictures, database and checkpoints go (default: ./frame-demo)")
+    demo.add_argument("--steps", type=int, default=None,
+                      help="denoising steps (default: model.steps, else the demo model's default, 8)")
+    demo.set_defaults(func=run_demo)
 
 
 def demo_config(base: Config, state_dir: Path, steps: int | None) -> Config:
@@ -52,6 +68,7 @@ class _ProgressLine:
 
 
 def run_demo(args: argparse.Namespace) -> int:
+    from frame.config import load_config
     from frame.daemon.night import run_night
 
     state_dir = Path(args.state_dir or "frame-demo").resolve()

@@ -26,8 +26,8 @@ def _config(args: argparse.Namespace) -> Any:
 
 
 def _client(config: Any, with_token: bool):
+    from frame.cli.client import Client
     from frame.config import state_dir
-    from frame.daemon.client import Client
     from frame.daemon.token import read_token
 
     token = None
@@ -115,7 +115,7 @@ def _describe(status: dict[str, Any]) -> str:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from frame.daemon.client import DaemonNotRunning
+    from frame.cli.client import DaemonNotRunning
 
     config = _config(args)
     try:
