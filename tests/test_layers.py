@@ -103,12 +103,6 @@ WORKER_MODULES_FOR_THE_DAEMON = ("frame.worker.records", "frame.worker.checks")
 # Today's top-level modules that no prefix places yet, with the part they move to (plan-15.md,
 # "old path -> new path"). Delete each entry when its module moves; at the end this is empty.
 UNPLACED: dict[str, str] = {
-    "frame.commands": "cli",  # -> frame/cli/config.py and frame/cli/demo.py
-    "frame.demo": "cli",  # -> frame/cli/demo.py
-    "frame.gpiod_pins": "buttons",  # -> frame/buttons/gpiod_pins.py
-    "frame.modelserver": "serve",  # -> frame/serve/model/
-    "frame.modelserver.app": "serve",  # -> frame/serve/model/app.py
-    "frame.modelserver.commands": "cli",  # -> frame/cli/serve_model.py
 }
 
 

@@ -56,8 +56,8 @@ def read_token(args: argparse.Namespace) -> str:
 
 
 def serve_model_command(args: argparse.Namespace) -> int:
-    from frame.modelserver.app import ModelServerApp
     from frame.net.server import HttpServer
+    from frame.serve.model.app import ModelServerApp
 
     host, _, port = args.listen.rpartition(":")
     if not host or not port.isdigit() or int(port) > 65535:  # port 0: any free port (printed below)

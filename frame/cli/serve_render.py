@@ -61,7 +61,7 @@ def serve_command(args: argparse.Namespace) -> int:
     print(f"frame serve-render: {redact_url(source)} on {server.engine}, listening on {args.listen} "
           f"(port {server.http.port}); Ctrl-C stops", flush=True)
     try:
-        server.jobs.serve_forever()  # renders in the main thread (see frame.remote.serve.jobs)
+        server.jobs.serve_forever()  # renders in the main thread (see frame.serve.render.jobs)
     except KeyboardInterrupt:
         pass
     finally:
@@ -75,8 +75,8 @@ class RenderServer:
 
     def __init__(self, pipe: Any, engine: str, model_name: str, token: str, listen: str, max_waiting: int) -> None:
         from frame.net.server import HttpServer
-        from frame.remote.serve.app import MAX_BODY_BYTES, create_app
-        from frame.remote.serve.jobs import RenderQueue
+        from frame.serve.render.app import MAX_BODY_BYTES, create_app
+        from frame.serve.render.jobs import RenderQueue
 
         self.pipe, self.engine = pipe, engine
         self.jobs = RenderQueue(pipe, max_waiting)
@@ -97,7 +97,7 @@ class RenderServer:
 def start_server(source: str, engine: str, model_config: Any, token: str, listen: str,
                  max_waiting: int = 8) -> RenderServer:
     from frame.config.redact import redact_url
-    from frame.remote.serve.engines import load_served_pipeline
+    from frame.serve.render.engines import load_served_pipeline
 
     pipe, chosen = load_served_pipeline(source, engine, model_config)
     name = os.path.basename(redact_url(source).rstrip("/")) or "frame"

@@ -1,4 +1,4 @@
-"""frame.remote: paint the night's picture on a LAN render server, and be one (``frame serve-render``).
+"""frame.remote: paint the night's picture on a LAN render server (``frame.serve.render`` is one).
 
 The client speaks the AUTOMATIC1111 web API subset that AUTOMATIC1111, Forge and SD.Next serve (and
 ``frame serve-render``); any failure ends in ``RemoteUnavailable``, the signal to paint on the device

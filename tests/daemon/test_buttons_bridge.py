@@ -127,7 +127,7 @@ def test_a_failing_action_is_logged_and_the_next_press_works(running, monkeypatc
         raise RuntimeError("database on fire")
 
     monkeypatch.setattr("frame.daemon.buttons_bridge.rate_picture", broken)
-    with caplog.at_level(logging.ERROR, logger="frame.buttons"):
+    with caplog.at_level(logging.ERROR, logger="frame.buttons.dispatch"):
         _press(factory, LIKE)
         _wait(lambda: "button action like failed" in caplog.text)
     assert "database on fire" in caplog.text

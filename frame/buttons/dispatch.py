@@ -213,7 +213,7 @@ class Buttons:
     """gpiozero ``Button`` devices (pull-up, active low) wired to :class:`ButtonLogic`.
 
     Use :func:`start_buttons`; ``pin_factory`` is for tests (gpiozero's ``MockFactory``). Without one,
-    :func:`frame.gpiod_pins.default_pin_factory` picks the pin library (gpiod when lgpio is missing).
+    :func:`frame.buttons.gpiod_pins.default_pin_factory` picks the pin library (gpiod when lgpio is missing).
     """
 
     def __init__(self, config: ButtonsConfig, callbacks: ButtonCallbacks, pin_factory: Any = None) -> None:
@@ -234,7 +234,7 @@ class Buttons:
             from gpiozero import Button
             from gpiozero.exc import GPIOZeroError
 
-            from frame.gpiod_pins import default_pin_factory
+            from frame.buttons.gpiod_pins import default_pin_factory
         except ImportError:
             self.close()
             raise FrameError("buttons.enabled is true but gpiozero is not installed: "

@@ -26,7 +26,7 @@ from frame.diffusion.pngmeta import A1111_SAMPLER_NAMES, png_bytes
 from frame.errors import UsageError
 from frame.net.ratelimit import FailureLimiter
 from frame.remote.a1111 import FRAME_SAMPLER_NAMES, a1111_sampler
-from frame.remote.serve.jobs import QueueFull, RenderQueue, RenderRequest
+from frame.serve.render.jobs import QueueFull, RenderQueue, RenderRequest
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ class BadRequest(Exception):
 
 
 def create_app(pipe: Any, jobs: RenderQueue, token: str, model_name: str) -> Flask:
-    app = Flask("frame.remote.serve")
+    app = Flask("frame.serve.render")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
     limiter = FailureLimiter()
 
