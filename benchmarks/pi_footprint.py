@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 import pi_wheels  # noqa: E402
 
 SKLEARN_OWN = ("scikit-learn", "scipy", "joblib", "threadpoolctl")
-RENDER = ["frame.daemon.worker", "frame.daemon.steps", "frame.daemon.tastechoice", "frame.diffusion.pipeline",
+RENDER = ["frame.worker.process", "frame.worker.render", "frame.worker.choose", "frame.diffusion.pipeline",
           "frame.engine", "onnx", "PIL.Image"]
 TASTE = ["frame.taste.picker", "frame.taste.classifier"]  # sklearn (and scipy through it)
 PLOT = ["frame.taste.plots", "matplotlib.figure", "matplotlib.backends.backend_agg"]

@@ -250,6 +250,8 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("frame.taste.picker", "frame.taste.classifier"): "scikit-learn +118 MiB/1.06 s; only once the model decides",
     ("frame.taste.search", "sklearn"): "+126 MiB; only the faithful cross-validation",
     ("frame.web.images", "PIL"): "Pillow +2.2 MiB in the daemon; only from the first thumbnail",
+    ("frame.web.settings", "frame.worker.checks"): "the deep checks load frame.diffusion's rules and model-file "
+                                                   "readers; only once the settings page is viewed",
     ("frame.web.settings", "gpiozero"): "whether the optional extra is installed is the question",
 }
 

@@ -24,7 +24,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _config_check(args: argparse.Namespace) -> int:
-    from frame.config import check_config
+    from frame.worker.checks import check_config
 
     path = args.file or args.config
     config = check_config(path)
@@ -82,7 +82,7 @@ def _describe_model_url(config) -> bool:
 
 def _describe_rule_warnings(config) -> None:
     """Settings the night accepts but the model is not made for (Turbo with many steps or guidance)."""
-    from frame.config.model_rules import model_findings
+    from frame.worker.model_rules import model_findings
 
     for finding in model_findings(config):
         if finding.warning:

@@ -6,7 +6,7 @@ problems as ``section.key: message (line N)``.
 
 from pathlib import Path
 
-from frame.config.loader import check_config, load_config, to_plain
+from frame.config.loader import load_config, to_plain
 from frame.config.schema import (
     ButtonsConfig,
     Config,
@@ -29,7 +29,7 @@ def state_dir(config: Config) -> Path:
 
 
 __all__ = [
-    "load_config", "check_config", "to_plain", "state_dir", "Config", "ModelConfig", "DisplayConfig", "TasteConfig",
+    "load_config", "to_plain", "state_dir", "Config", "ModelConfig", "DisplayConfig", "TasteConfig",
     "FeedsConfig", "FeedSource", "ScheduleConfig", "WorkerConfig", "WebConfig", "ButtonsConfig",
     "GalleryConfig", "LoggingConfig",
 ]

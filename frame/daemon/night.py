@@ -32,7 +32,7 @@ from frame.daemon import gallery
 from frame.daemon.recovery import backup_path
 from frame.daemon.status import LiveStatus
 from frame.daemon.store import Store
-from frame.daemon.supervisor import Outcome, Supervisor
+from frame.daemon.supervisor import Outcome, Supervisor, worker_command
 from frame.diffusion.seeds import random_seed
 from frame.errors import FrameError
 from frame.statefile import read_json, write_json
@@ -177,7 +177,7 @@ def ensure_job(ctx: RenderContext, render_id: int, kind: str, resume: bool = Fal
 
 
 def _supervise(ctx: RenderContext, folder: Path, deadline: float | None, max_restarts: int,
-               render_id: int | None) -> Outcome:
+               render_id: int | None, entry: str = "render") -> Outcome:
     worker = ctx.config.worker
 
     def on_restart(count: int, reason: str) -> None:
@@ -186,7 +186,7 @@ def _supervise(ctx: RenderContext, folder: Path, deadline: float | None, max_res
         ctx.status.render_progress(stage=f"restarting worker ({reason})", restarts=count)
 
     supervisor = ctx.supervisor_factory(
-        worker.memory_limit_mb, max_restarts, on_restart=on_restart,
+        worker.memory_limit_mb, max_restarts, on_restart=on_restart, command=worker_command(entry),
         on_event=lambda e: ctx.status.render_progress(**{k: e[k] for k in PROGRESS_FIELDS if k in e}))
     ctx.supervisor = supervisor
     try:
@@ -276,7 +276,7 @@ def show_picture(ctx: RenderContext, picture_id: int, reason: str) -> dict[str, 
                                          "panel": str(panel) if panel else None})
     started = time.monotonic()
     try:
-        outcome = _supervise(ctx, folder, None, 1, None)
+        outcome = _supervise(ctx, folder, None, 1, None, entry="show")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     if outcome.status != "done":

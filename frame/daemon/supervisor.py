@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import frame
-from frame.daemon.worker import EXIT_PERMANENT
+from frame.worker.records import EXIT_PERMANENT
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +69,15 @@ def worker_env() -> dict[str, str]:
     return env
 
 
+def worker_command(entry: str) -> list[str]:
+    """The command of worker ``entry`` (``render``, ``show`` or ``infoscreen``: ``frame/worker/``); the
+    daemon names it as a string and never imports the worker's modules."""
+    return [sys.executable, "-m", f"frame.worker.{entry}"]
+
+
 class Supervisor:
-    """Runs ``python -m frame.daemon.worker JOB_DIR`` until it finishes, restarting it after crashes."""
+    """Runs ``command JOB_DIR`` (default: the render worker, ``worker_command("render")``) until it
+    finishes, restarting it after crashes."""
 
     def __init__(self, memory_limit_mb: float, max_restarts: int, *,
                  on_event: Callable[[dict[str, Any]], None] | None = None,
@@ -81,7 +88,7 @@ class Supervisor:
         self.on_event = on_event or (lambda event: None)
         self.on_restart = on_restart or (lambda count, reason: None)
         self.poll_seconds = poll_seconds
-        self.command = command or [sys.executable, "-m", "frame.daemon.worker"]
+        self.command = command or worker_command("render")
         self.pid: int | None = None  # the current worker (tests kill it on purpose)
 
     def run(self, job_dir: Path, *, stop: threading.Event, deadline: float | None = None) -> Outcome:

@@ -64,7 +64,7 @@ def night_size(config: Any, pipe: Any) -> tuple[int, int]:
 def batching_applies(config: Any, batched_peak: int) -> bool:
     """Whether tonight's render batches the two guidance passes.
 
-    The pipeline on this branch runs them one after the other (``frame.daemon.steps`` passes no
+    The pipeline on this branch runs them one after the other (``frame.worker.render`` passes no
     ``cfg_batch``), so this answers False; the decision to batch when the worker's memory limit
     allows (issue 12, item 1) plugs in here, fed with the batched plan's modelled peak.
     """

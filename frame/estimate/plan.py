@@ -1,6 +1,6 @@
 """What one night runs, component by component, and the input shapes of each run.
 
-A night, as ``frame.daemon.steps`` and ``frame.diffusion.pipeline`` run it:
+A night, as ``frame.worker.render`` and ``frame.diffusion.pipeline`` run it:
 
 1. **choose** (the taste picker; not for a queued prompt): the last text encoder embeds every text
    the picker has not seen: the concept axes' ends, and with a trained taste model the candidate

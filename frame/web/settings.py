@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from frame.config import Config, check_config, to_plain
+from frame.config import Config, to_plain
 from frame.config.loader import config_file_path
 from frame.config.redact import redact_text
 from frame.errors import ConfigError
@@ -75,6 +75,10 @@ def notes(config: Config) -> list[str]:
 
 def settings_report(config: Config, config_path: Path | None) -> dict[str, Any]:
     """Rows of effective settings, the file checked, its problems (if any) and advisory notes."""
+    # The deep checks bring frame.diffusion's rules and model-file readers into the daemon: only once
+    # the settings page is viewed, as before they moved to the worker's layer.
+    from frame.worker.checks import check_config
+
     path = config_path or config_file_path(None, os.environ)
     problems: list[str] = []
     if path is not None:

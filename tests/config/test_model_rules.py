@@ -12,10 +12,11 @@ import shutil
 import pytest
 
 from frame.cli.main import main
-from frame.config import check_config, load_config
+from frame.config import load_config
 from frame.diffusion import load_pipeline
 from frame.errors import ConfigError, FrameError
 from frame.models import demo_model_path
+from frame.worker.checks import check_config
 
 
 def _check(tmp_path, text: str) -> list[str]:
@@ -109,7 +110,7 @@ SETTINGS = [  # (model section, panel size) pairs; the check and the night must 
 @pytest.mark.parametrize("model, panel", SETTINGS)
 def test_check_and_night_agree(tmp_path, model, panel):
     """The night's generate step resolves and checks the settings; the check must say the same."""
-    from frame.daemon.steps import _size
+    from frame.worker.render import _size
 
     path = tmp_path / "config.yaml"
     path.write_text(f"model:\n  {model}\ndisplay:\n  size: {panel}\n", encoding="utf-8")

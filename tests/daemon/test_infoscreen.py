@@ -11,9 +11,12 @@ import pytest
 from PIL import Image
 
 from frame.daemon import infoscreen
-from frame.daemon.infoscreen import draw_job, info_facts, lan_address, page_url, render_info, wrap
+from frame.daemon.infoscreen import info_facts, lan_address, page_url
 from frame.daemon.supervisor import Outcome
 from frame.errors import FrameError
+from frame.worker import infoscreen as worker_infoscreen
+from frame.worker.infoscreen import draw_job, render_info, wrap
+from frame.worker.records import EXIT_PERMANENT
 from tests.daemon.conftest import add_picture, make_config
 
 RED = (220, 20, 20)
@@ -80,7 +83,7 @@ def test_info_facts_without_a_picture_or_its_file(store, tmp_path):
 
 
 def test_wrap_fits_the_width_and_marks_what_was_left_out():
-    font = infoscreen._font(16)
+    font = worker_infoscreen._font(16)
     text = "a lighthouse on a cliff in a storm at night with waves breaking over the rocks " * 3
     lines = wrap(text, font, 150, 3)
     assert len(lines) == 3 and lines[-1].endswith("...")
@@ -141,7 +144,7 @@ def test_draw_job_reports_a_broken_picture_as_permanent(tmp_path, capsys):
     (tmp_path / "broken.png").write_bytes(b"not a png")
     facts["image"] = str(tmp_path / "broken.png")
     job_dir = _job(tmp_path, facts=facts)
-    assert draw_job(job_dir) == infoscreen.worker.EXIT_PERMANENT
+    assert draw_job(job_dir) == EXIT_PERMANENT
     event = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert event["event"] == "error" and event["step"] == "info screen"
     assert not (job_dir / "info.png").exists()
@@ -165,5 +168,5 @@ def test_show_info_runs_the_info_worker_and_reports_failure(store, tmp_path):
                         supervisor_factory=_FailingSupervisor)
     with pytest.raises(FrameError, match="info screen failed at step 'show': no panel"):
         infoscreen.show_info(ctx, {"url": "u"})
-    assert _FailingSupervisor.command[-2:] == ["-m", "frame.daemon.infoscreen"]
+    assert _FailingSupervisor.command[-2:] == ["-m", "frame.worker.infoscreen"]
     assert list((tmp_path / "checkpoints").iterdir()) == []  # the job folder is removed

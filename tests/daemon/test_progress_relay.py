@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from frame.daemon.night import PROGRESS_FIELDS
 from frame.daemon.status import LiveStatus
-from frame.daemon.steps import ProgressRelay
 from frame.diffusion.progress import Progress
+from frame.worker.render import ProgressRelay
 
 
 def test_relay_passes_bytes_per_step_and_link_rate_to_the_live_status(tmp_path):

@@ -1,4 +1,4 @@
-"""The real worker process (python -m frame.daemon.worker) under the real supervisor."""
+"""The real worker process (python -m frame.worker.render, .show) under the real supervisor."""
 
 import fcntl
 import os
@@ -9,8 +9,8 @@ import pytest
 from PIL import Image
 
 from frame.daemon import gallery, night
-from frame.daemon.worker import LOCK_NAME, PANEL_LOCK_NAME
 from frame.errors import FrameError
+from frame.worker.process import LOCK_NAME, PANEL_LOCK_NAME
 from tests.daemon.conftest import make_config
 
 

@@ -102,7 +102,7 @@ def fake_estimate(monkeypatch, in_process):
 @pytest.fixture
 def in_process(monkeypatch):
     """The worker runs the estimate in a child process; here in-process, so the fakes apply."""
-    from frame.estimate import nightly
+    from frame.worker import step_choice as nightly
 
     def run(job_dir, size, timeout=0):
         job = read_json(job_dir / "job.json")
@@ -116,8 +116,8 @@ def in_process(monkeypatch):
 
 
 def _tonight(tmp_path, deadline, emitted):
-    from frame.daemon.steps import _steps_for_tonight
     from frame.statefile import write_json
+    from frame.worker.render import _steps_for_tonight
 
     job = {"deadline": deadline, "state_dir": str(tmp_path)}
     (tmp_path / "job").mkdir(exist_ok=True)
@@ -144,7 +144,7 @@ def test_the_worker_renders_fewer_steps_when_the_night_is_short(tmp_path, fake_e
 
     emitted = []
     fake_estimate.step = 200.0  # fixed part still ahead: 600 s (text 10 + vae 590)
-    with caplog.at_level(logging.INFO, logger="frame.daemon.steps"):
+    with caplog.at_level(logging.INFO, logger="frame.worker.render"):
         steps = _tonight(tmp_path, time.time() + 600 + 14 * 200 + 50, emitted)
     assert steps == 14
     assert "14 of 20 steps" in caplog.text
@@ -230,12 +230,12 @@ def test_config_page_renders_the_estimate_card(tmp_path):
 
 
 def test_the_estimate_child_on_the_demo_model_saves_a_choice(tmp_path):
-    """The real child process (python -m frame.estimate.nightly) on the bundled model: a generous
+    """The real child process (python -m frame.worker.step_choice) on the bundled model: a generous
     deadline keeps every configured step; the figures land in estimate.json."""
     import time
 
     from frame.daemon.night import write_job_files
-    from frame.estimate.nightly import night_steps_in_child
+    from frame.worker.step_choice import night_steps_in_child
 
     config = Config(state_dir=str(tmp_path))
     job_dir = tmp_path / "job"

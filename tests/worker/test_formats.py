@@ -106,7 +106,7 @@ def test_resume_of_a_render_interrupted_by_0_1(tmp_path):
     """The worker continues the 0.1 checkpoint at step 4 (a fresh start would show step 1)."""
     job_dir = _prepare_interrupted_job(tmp_path)
     env = {**os.environ, "PYTHONPATH": str(Path(frame.__file__).parents[1])}
-    done = subprocess.run([sys.executable, "-m", "frame.daemon.worker", str(job_dir)],
+    done = subprocess.run([sys.executable, "-m", "frame.worker.render", str(job_dir)],
                           capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr
     events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]

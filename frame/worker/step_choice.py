@@ -1,7 +1,7 @@
 """The render worker's step choice: estimate tonight on this machine, keep what fits the deadline.
 
-Called by ``frame.daemon.steps.generate`` once per render, after the prompt is chosen. The estimate
-runs in a child process (``python -m frame.estimate.nightly JOB_DIR WIDTH HEIGHT``) so that the
+Called by ``frame.worker.render.generate`` once per render, after the prompt is chosen. The estimate
+runs in a child process (``python -m frame.worker.step_choice JOB_DIR WIDTH HEIGHT``) so that the
 memory counting takes (ONNX shape inference holds about 60 MB for the SD 1.5 UNet, 340 MB for
 SDXL's) is returned before the UNet loads; the child first checks that the machine has that much
 available (``COUNT_BYTES_PER_NODE``) and gives up otherwise. It reads the job's own config.yaml,
@@ -99,7 +99,7 @@ def night_steps_in_child(job_dir: Path, size: tuple[int, int], timeout: float = 
     saved = saved_choice(job_dir)
     if saved is not None:
         return saved
-    command = [sys.executable, "-m", "frame.estimate.nightly", str(job_dir), str(size[0]), str(size[1])]
+    command = [sys.executable, "-m", "frame.worker.step_choice", str(job_dir), str(size[0]), str(size[1])]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as exc:
@@ -114,7 +114,7 @@ def night_steps_in_child(job_dir: Path, size: tuple[int, int], timeout: float = 
 def main(argv: list[str] | None = None) -> int:
     """Child entry point: JOB_DIR WIDTH HEIGHT (config and deadline from the job folder)."""
     from frame.config import load_config
-    from frame.daemon.steps import PipelineHolder
+    from frame.worker.render import PipelineHolder
 
     args = sys.argv[1:] if argv is None else argv
     job_dir, size = Path(args[0]), (int(args[1]), int(args[2]))

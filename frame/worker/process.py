@@ -1,4 +1,4 @@
-"""The render worker process: ``python -m frame.daemon.worker JOB_DIR``.
+"""What every worker process shares: ``python -m frame.worker.render|show|infoscreen JOB_DIR``.
 
 Everything heavy (numpy engine, scikit-learn taste model, panel dithering, display drivers) runs here,
 never in the daemon. The worker:
@@ -9,7 +9,8 @@ never in the daemon. The worker:
 * holds ``<state_dir>/render.lock`` (``flock``) for its lifetime when rendering: only one render at a
   time, even across a daemon restart; a show job holds ``panel.lock`` instead, so a button press or a
   scheduled show is not held up for hours by the night's render, yet two refreshes never share the bus;
-* reads ``JOB_DIR/job.json`` and ``JOB_DIR/config.yaml``, runs the job's steps (``steps.py``) — each
+* reads ``JOB_DIR/job.json`` and ``JOB_DIR/config.yaml``, runs the job's steps (``render.py`` for a
+  render job, ``show.py`` for a show job; the daemon starts the module for the job's kind) — each
   step skipped when its output is already in JOB_DIR, the generation resuming from the diffusion
   pipeline's per-step checkpoint — and reports on stdout, one JSON object per line:
   ``{"event": "stage"|"progress"|"error"|"done", ...}``.
@@ -29,16 +30,20 @@ import resource
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from frame.errors import FrameError
 from frame.statefile import read_json
+from frame.worker.records import EXIT_PERMANENT, EXIT_STOPPED
 
-log = logging.getLogger("frame.daemon.worker")
+log = logging.getLogger(__name__)
 
-EXIT_PERMANENT = 3
-EXIT_STOPPED = 143
+Emit = Callable[..., None]
+# A job's steps: (job, config, job_dir, emit) -> the result the daemon publishes.
+JobSteps = Callable[[dict[str, Any], Any, Path, Emit], dict[str, Any]]
+
 LOCK_NAME = "render.lock"
 PANEL_LOCK_NAME = "panel.lock"
 _PR_SET_PDEATHSIG = 1
@@ -91,20 +96,22 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     raise Stopped()
 
 
-def run_job(job_dir: Path) -> int:
-    """Run the job in ``job_dir``; return the exit code."""
+def run_job(job_dir: Path, kind: str, run_steps: JobSteps) -> int:
+    """Run the ``kind`` job in ``job_dir`` with ``run_steps``; return the exit code."""
     from frame.config import load_config
-    from frame.daemon import steps
 
     job = read_json(job_dir / "job.json")
     if not isinstance(job, dict):
         emit("error", step="job", message=f"no readable job description in {job_dir}")
         return EXIT_PERMANENT
+    if job.get("kind") != kind:
+        emit("error", step="job", message=f"{job_dir} holds a {job.get('kind')!r} job, not a {kind!r} job")
+        return EXIT_PERMANENT
     config = load_config(job_dir / "config.yaml", environ={})
     limit_self(config.worker.nice)
-    take_lock(Path(job["state_dir"]), LOCK_NAME if job.get("kind") != "show" else PANEL_LOCK_NAME)
+    take_lock(Path(job["state_dir"]), LOCK_NAME if kind != "show" else PANEL_LOCK_NAME)
     started = time.monotonic()
-    result = steps.run_steps(job, config, job_dir, emit)
+    result = run_steps(job, config, job_dir, emit)
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     emit("done", result=result, seconds=round(time.monotonic() - started, 2), peak_rss_mb=round(peak_mb, 1))
     return 0
@@ -117,16 +124,17 @@ def configure_logging() -> None:
                         format="worker %(levelname)s %(name)s: %(message)s")
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None, kind: str, run_steps: JobSteps) -> int:
+    """The worker's life around ``run_steps``: logging, dying with the daemon, SIGTERM, exit codes."""
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
-        sys.stderr.write("usage: python -m frame.daemon.worker JOB_DIR\n")
+        sys.stderr.write("usage: python -m frame.worker.render|show|infoscreen JOB_DIR\n")
         return 2
     configure_logging()
     _die_with_parent(int(os.environ.get("FRAME_PARENT_PID", "0") or 0))
     signal.signal(signal.SIGTERM, _on_sigterm)
     try:
-        return run_job(Path(argv[0]))
+        return run_job(Path(argv[0]), kind, run_steps)
     except Stopped:
         log.info("stopped by SIGTERM; the job resumes from its last checkpoint")
         return EXIT_STOPPED
@@ -138,6 +146,3 @@ def main(argv: list[str] | None = None) -> int:
         emit("error", step=getattr(exc, "step", "render"), message=f"{type(exc).__name__}: {exc}")
         return 1
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,7 +1,7 @@
 """``frame config check`` applies the rules the night applies to the configured model.
 
 The night resolves ``model.size`` (``auto`` from the panel's aspect and rotation), ``model.steps`` and
-``model.guidance`` (null = the model's defaults) exactly as ``frame.daemon.steps.generate`` does and
+``model.guidance`` (null = the model's defaults) exactly as ``frame.worker.render.generate`` does and
 then checks them with ``frame.diffusion.rules``; so does this module, against the model folder
 ``model.source`` names. Only small JSON files and the UNet's graph (no weights) are read. A model
 behind an http(s) URL is checked when it loads (``frame config check`` stays offline).
@@ -37,10 +37,10 @@ def _quiet() -> Iterator[None]:
 def _findings(source: str, cache_dir: str, model_key: tuple, display_key: tuple) -> tuple[Finding, ...]:
     from types import SimpleNamespace
 
-    from frame.daemon.steps import _size as night_size
     from frame.diffusion import rules
     from frame.diffusion.pipeline import Pipeline, engine_loader, open_model_files
     from frame.errors import FrameError
+    from frame.worker.render import _size as night_size
 
     sampler, steps, guidance, size, vae_tile, vae_tile_overlap = model_key
     found = rules.tile_findings(vae_tile, vae_tile_overlap)

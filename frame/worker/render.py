@@ -1,15 +1,17 @@
-"""The steps a render worker runs, in order: choose → generate → prepare (→ show for show jobs).
+"""The render worker, ``python -m frame.worker.render JOB_DIR``: choose → generate → prepare.
 
 Each step writes its output into the job folder atomically and is skipped when that output exists,
 so a worker restarted after a crash or SIGKILL continues where the last one stopped; generation itself
 resumes from the diffusion pipeline's per-step state in ``JOB_DIR/diffusion``. A part of frame that is
-not available raises ``StepUnavailable`` naming the step — never a placeholder result.
+not available raises ``StepUnavailable`` naming the step — never a placeholder result. The process
+around the steps (locks, signals, events, exit codes) is ``frame.worker.process``.
 """
 
 from __future__ import annotations
 
 import io
 import logging
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -17,20 +19,12 @@ from typing import Any
 
 from frame.atomicfile import write_bytes_atomic
 from frame.config.redact import redact_url
-from frame.errors import FrameError
 from frame.statefile import read_json, write_json
+from frame.worker import process
+from frame.worker.errors import StepUnavailable
+from frame.worker.process import Emit
 
 log = logging.getLogger(__name__)
-
-Emit = Callable[..., None]
-
-
-class StepUnavailable(FrameError):
-    """A step's implementation is missing or failed permanently (restarting cannot help)."""
-
-    def __init__(self, step: str, message: str) -> None:
-        super().__init__(message)
-        self.step = step
 
 
 # choose ---------------------------------------------------------------------------------------------
@@ -47,7 +41,7 @@ def choose(job: dict[str, Any], config: Any, job_dir: Path, emit: Emit, pipeline
     elif not job.get("candidates"):
         raise StepUnavailable("choose", "no candidate themes or prompts (taste.themes is empty?)")
     else:
-        from frame.daemon.tastechoice import pick
+        from frame.worker.choose import pick
 
         choice = pick(job, config, lambda texts: pipeline.get(emit).embed_text(texts), job_dir)
     choice.setdefault("negative_prompt", "")
@@ -144,13 +138,13 @@ def _size(config: Any, pipe: Any) -> tuple[int, int]:
 def _steps_for_tonight(job: dict[str, Any], config: Any, pipe: Any, size: tuple[int, int], job_dir: Path,
                        emit: Emit) -> int | None:
     """The largest step count whose estimated night fits before the job's deadline (never above the
-    configured steps, never below the model's minimum; ``frame.estimate.nightly``). Without a
+    configured steps, never below the model's minimum; ``frame.worker.step_choice``). Without a
     deadline, or if the estimate fails, the configured steps: the estimate must never cost a night."""
     if job.get("deadline") is None and not (job_dir / "step_choice.json").exists():
         return config.model.steps
     emit("stage", stage="estimating tonight's steps")
     try:
-        from frame.estimate import nightly
+        from frame.worker import step_choice as nightly
 
         choice = nightly.night_steps_in_child(job_dir, size)
     except Exception as exc:  # noqa: BLE001 - see the docstring
@@ -207,29 +201,6 @@ def prepare_for_panel(config: Any, image_path: Path, job_dir: Path, emit: Emit) 
     return out
 
 
-# show -----------------------------------------------------------------------------------------------
-
-def show(config: Any, job: dict[str, Any], state_dir: Path, emit: Emit) -> dict[str, Any]:
-    """Refresh the panel with the stored panel image (re-prepared from the original when the
-    configured panel changed since it was rendered). The display's refresh guard may decline."""
-    try:
-        from PIL import Image
-
-        from frame.display import open_display
-    except ImportError as exc:
-        raise StepUnavailable("show", f"the display drivers are not available: {exc}") from exc
-    emit("stage", stage="refreshing the panel")
-    with open_display(config.display, state_dir=state_dir) as display:
-        original = Image.open(job["image"]).convert("RGB")
-        prepared = Image.open(job["panel"]) if job.get("panel") else None
-        if prepared is None or prepared.mode != "P" or prepared.size != display.panel.size:
-            result = display.show(original)
-        else:
-            result = display.show_prepared(prepared, original)
-    return {"status": result.status, "message": result.message, "paths": list(result.paths),
-            "retry_at": result.retry_at, "shown": result.paths[0] if result.paths else None}
-
-
 # the job --------------------------------------------------------------------------------------------
 
 def _timed(timings: dict[str, float], name: str, func: Callable[[], Any]) -> Any:
@@ -245,11 +216,8 @@ def _timed(timings: dict[str, float], name: str, func: Callable[[], Any]) -> Any
     return value
 
 
-def run_steps(job: dict[str, Any], config: Any, job_dir: Path, emit: Emit) -> dict[str, Any]:
-    """Run a ``render`` or ``show`` job; return what the daemon needs to publish it."""
-    state_dir = Path(job["state_dir"])
-    if job["kind"] == "show":
-        return show(config, job, state_dir, emit)
+def run_render(job: dict[str, Any], config: Any, job_dir: Path, emit: Emit) -> dict[str, Any]:
+    """Run a ``render`` job; return what the daemon needs to publish it."""
     timings = read_json(job_dir / "timings.json", default={})
     pipeline = PipelineHolder(config)
     choice = _timed(timings, "choose", lambda: choose(job, config, job_dir, emit, pipeline))
@@ -271,3 +239,13 @@ def run_steps(job: dict[str, Any], config: Any, job_dir: Path, emit: Emit) -> di
     return {"image": str(image), "panel": str(panel), "meta": meta,
             "why_plot": str(job_dir / plot) if plot else None,
             "prompt_id": choice.get("prompt_id"), "feed_item_id": choice.get("feed_item_id")}
+
+
+def main(argv: list[str] | None = None) -> int:
+    return process.main(argv, "render", run_render)
+
+
+if __name__ == "__main__":  # run the importable module, so its logger is frame.worker.render
+    from frame.worker import render
+
+    sys.exit(render.main())

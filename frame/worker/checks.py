@@ -1,5 +1,7 @@
-"""Checks that need more than the schema: names known to other parts, files that must exist, and the
-rules the configured model imposes on the ``model`` section (``model_rules``).
+"""Can the worker use this configuration? Checks that need more than the schema: names known to other
+parts (panels, palettes), files that must exist, and the rules the configured model imposes on the
+``model`` section (``model_rules``). They live with the worker, above display and diffusion, so that
+``frame.config`` stays at the bottom of the layers.
 
 Kept out of ``load_config`` so the daemon's start-up stays cheap; ``frame config check`` runs them
 together with the schema checks (``check_config``), so one run reports every problem with its line.
@@ -7,13 +9,18 @@ together with the schema checks (``check_config``), so one run reports every pro
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from pathlib import Path
 
-from frame.config.model_rules import model_findings
+from frame.config.loader import validate
+from frame.config.redact import redact_text
 from frame.config.schema import Config
 from frame.config.validate import Path as KeyPath
-from frame.config.validate import did_you_mean
+from frame.config.validate import did_you_mean, format_path
+from frame.errors import ConfigError
 from frame.models import resolve_model_source
+from frame.worker.model_rules import model_findings
 
 
 def _suggestion(value: str, known: list[str]) -> str:
@@ -56,3 +63,16 @@ def _onnxstream_problems(source: str) -> list[str]:
     except FrameError as exc:
         return [str(exc)]
     return []
+
+
+def check_config(path: str | os.PathLike | None = None, environ: Mapping[str, str] | None = None) -> Config:
+    """``load_config`` plus the checks that need other parts (panel names, the model folder), all
+    reported together, each with its line; what ``frame config check`` runs."""
+    config, problems, source = validate(path, environ)
+    reported = {line.split(":", 1)[0] for line in problems.lines}
+    for key_path, message in deep_problems(config):
+        if format_path(key_path) not in reported:  # a value the schema rejected was replaced by its default
+            problems.add(key_path, redact_text(message))  # they may quote a URL with its credentials
+    if problems.lines:
+        raise ConfigError(problems.lines, source)
+    return config
