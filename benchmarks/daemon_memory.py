@@ -79,7 +79,7 @@ def daemon_idle(state: Path, idle_seconds: float) -> dict[str, float]:
 
 def worker_peak(state: Path, steps: int, size: str) -> dict[str, float | str]:
     from frame.config import Config
-    from frame.daemon.night import run_night
+    from frame.daemon.jobs.night import run_night
 
     base = Config(state_dir=str(state / "night"))
     config = dataclasses.replace(

@@ -28,7 +28,7 @@ def _config(args: argparse.Namespace) -> Any:
 def _client(config: Any, with_token: bool):
     from frame.cli.client import Client
     from frame.config import state_dir
-    from frame.daemon.token import read_token
+    from frame.daemon.http.token import read_token
 
     token = None
     if with_token:
@@ -78,7 +78,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _status_offline(config: Any) -> dict[str, Any]:
     from frame.config import state_dir
     from frame.config.redact import redact_deep
-    from frame.daemon.store import Store
+    from frame.daemon.store.database import Store
 
     store = Store.open(state_dir(config))
     try:
@@ -182,7 +182,7 @@ def cmd_render_now(args: argparse.Namespace) -> int:
 
 def cmd_token(args: argparse.Namespace) -> int:
     from frame.config import state_dir
-    from frame.daemon.token import ensure_token
+    from frame.daemon.http.token import ensure_token
 
     config = _config(args)
     print(ensure_token(config.web.token, state_dir(config)))

@@ -69,7 +69,7 @@ class _ProgressLine:
 
 def run_demo(args: argparse.Namespace) -> int:
     from frame.config import load_config
-    from frame.daemon.night import run_night
+    from frame.daemon.jobs.night import run_night
 
     state_dir = Path(args.state_dir or "frame-demo").resolve()
     config = demo_config(load_config(args.config), state_dir, args.steps)

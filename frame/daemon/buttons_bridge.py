@@ -22,8 +22,8 @@ import threading
 from typing import Any, Protocol
 
 from frame.buttons.dispatch import ButtonCallbacks, Buttons, start_buttons
-from frame.daemon.app import rate_picture
-from frame.daemon.store import Store
+from frame.daemon.http.app import rate_picture
+from frame.daemon.store.database import Store
 from frame.errors import FrameError
 
 log = logging.getLogger(__name__)

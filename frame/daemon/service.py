@@ -23,16 +23,17 @@ from pathlib import Path
 from typing import Any
 
 from frame.atomicfile import make_dirs
-from frame.daemon import buttons_bridge, infoscreen, notices, schedule
-from frame.daemon import night as nights
-from frame.daemon.app import Busy, create_app
-from frame.daemon.feeds import FeedFetcher, refresh_feeds
+from frame.daemon import buttons_bridge, notices, schedule
+from frame.daemon.feeds.fetch import FeedFetcher, refresh_feeds
+from frame.daemon.http.app import Busy, create_app
+from frame.daemon.http.token import ensure_token
+from frame.daemon.jobs import info as infoscreen
+from frame.daemon.jobs import night as nights
+from frame.daemon.jobs.supervisor import Supervisor
 from frame.daemon.lock import StateDirLock
 from frame.daemon.sdnotify import Notifier, watchdog_interval
 from frame.daemon.status import LiveStatus
-from frame.daemon.store import Store
-from frame.daemon.supervisor import Supervisor
-from frame.daemon.token import ensure_token
+from frame.daemon.store.database import Store
 from frame.errors import FrameError
 from frame.net.server import HttpServer
 

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 def create_blueprint(config: Config, store: Any, status: Callable[[], dict] | None = None,
                      config_path: str | Path | None = None) -> Blueprint:
-    """The ``web`` blueprint for ``config`` and the daemon's ``store`` (``frame.daemon.store.Store``).
+    """The ``web`` blueprint for ``config`` and the daemon's ``store`` (``frame.daemon.store.database.Store``).
 
     ``status``: optional callable returning the daemon's live status (``LiveStatus.snapshot``) for the
     render progress; ``config_path``: the file the daemon loaded, re-validated on the settings page.

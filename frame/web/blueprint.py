@@ -57,7 +57,7 @@ class WebContext:
     def owner_token(self) -> str:
         if self.token:
             return self.token
-        from frame.daemon.token import ensure_token
+        from frame.daemon.http.token import ensure_token
 
         return ensure_token(self.config.web.token, self.state_dir)
 
@@ -88,7 +88,7 @@ class _SessionInterface(SecureCookieSessionInterface):
 
 
 def _configure_app(app: Flask, ctx: WebContext) -> None:
-    from frame.daemon.app import IdConverter
+    from frame.daemon.http.app import IdConverter
 
     ctx.adopt(app.extensions.get("frame") or {})
     app.url_map.converters.setdefault("id", IdConverter)  # picture ids within SQLite's range, else 404

@@ -1,6 +1,6 @@
 """Image routes. Every file is found through the store by numeric id; nothing in the request is a path.
 
-The store holds gallery file *names*; ``frame.daemon.gallery.picture_path`` refuses any name that
+The store holds gallery file *names*; ``frame.daemon.store.gallery.picture_path`` refuses any name that
 would leave the gallery folder, and a missing file is a 404 like an unknown id. Thumbnails for the
 gallery are made with Pillow on first request and kept in a small in-memory LRU cache, so a phone
 downloads ~15 kB per tile instead of the full PNG.
@@ -65,7 +65,7 @@ def make_thumbnail(path: Path) -> bytes:
 
 def gallery_file(ctx: WebContext, name: str | None) -> Path:
     """The existing gallery file for a stored name, or abort(404)."""
-    from frame.daemon.gallery import picture_path
+    from frame.daemon.store.gallery import picture_path
 
     try:
         path = picture_path(ctx.state_dir, name)
@@ -115,7 +115,7 @@ def register(bp: Blueprint, ctx: WebContext) -> None:
 
     @bp.get("/render/preview")
     def preview() -> Any:
-        from frame.daemon.night import job_dir
+        from frame.daemon.jobs.night import job_dir
 
         render = live_status(ctx).get("render") or {}
         render_id = render.get("id")

@@ -13,7 +13,7 @@ from typing import Any
 from flask import Blueprint, abort, flash, redirect, render_template, request, session, url_for
 
 from frame.config.redact import redact_deep
-from frame.daemon.infoscreen import INFO_REASON
+from frame.daemon.jobs.info import INFO_REASON
 from frame.errors import FrameError
 from frame.web import auth, present
 from frame.web.blueprint import WebContext
@@ -139,7 +139,7 @@ def register_queue_and_status(bp: Blueprint, ctx: WebContext) -> None:
         if ctx.controller is None:
             flash("The frame's daemon is not running, so no render can start.")
         else:
-            from frame.daemon.app import Busy
+            from frame.daemon.http.app import Busy
 
             try:
                 ctx.controller.render_now()
@@ -249,7 +249,7 @@ def register_errors(bp: Blueprint) -> None:
     def failed(exc: Exception) -> Any:
         from werkzeug.exceptions import HTTPException
 
-        from frame.daemon.app import storage_full
+        from frame.daemon.http.app import storage_full
 
         if isinstance(exc, HTTPException):
             return exc

@@ -1,6 +1,6 @@
 """The info screen's worker half: ``python -m frame.worker.infoscreen JOB_DIR``.
 
-The daemon (``frame.daemon.infoscreen``) writes a show job whose ``image`` is ``JOB_DIR/info.png``
+The daemon (``frame.daemon.jobs.info``) writes a show job whose ``image`` is ``JOB_DIR/info.png``
 plus the facts to draw; this worker draws ``info.png`` at the panel's size (:func:`render_info`,
 Pillow's built-in font, no font files) and then runs as the ordinary show worker
 (``frame.worker.show``), so dithering, the refresh guard and the drivers are exactly those a picture

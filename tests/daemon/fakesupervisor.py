@@ -8,7 +8,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from frame.daemon.supervisor import Outcome
+from frame.daemon.jobs.supervisor import Outcome
 from frame.statefile import read_json
 
 

@@ -1,7 +1,7 @@
 import pytest
 
-from frame.daemon import gallery
-from frame.daemon.app import Busy, create_app
+from frame.daemon.http.app import Busy, create_app
+from frame.daemon.store import gallery
 from tests.daemon.conftest import add_picture
 
 TOKEN = "owner-token-for-tests"
@@ -141,7 +141,7 @@ def test_render_preview(client, controller, tmp_path):
     assert client.get("/api/render/preview").status_code == 404
     controller.status = lambda: {"state": "rendering", "render": {"id": 7}}
     assert client.get("/api/render/preview").status_code == 404
-    from frame.daemon.night import job_dir
+    from frame.daemon.jobs.night import job_dir
 
     job_dir(tmp_path, 7).mkdir(parents=True)
     (job_dir(tmp_path, 7) / "preview.png").write_bytes(b"\x89PNG preview")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from frame.daemon.app import create_app
+from frame.daemon.http.app import create_app
 from frame.net.ratelimit import FailureLimiter
 from tests.daemon.conftest import add_picture
 from tests.web.conftest import csrf_from

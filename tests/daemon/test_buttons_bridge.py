@@ -9,7 +9,7 @@ import pytest
 from PIL import Image
 
 from frame.daemon.buttons_bridge import neighbour
-from frame.daemon.infoscreen import INFO_REASON
+from frame.daemon.jobs.info import INFO_REASON
 from frame.daemon.service import Daemon
 from tests.daemon.conftest import add_picture, clock, make_config
 from tests.daemon.daemonproc import free_port
@@ -155,7 +155,7 @@ def test_buttons_are_released_when_the_daemon_stops(tmp_path, factory):
 
 
 def _shown_count_safe(state_dir) -> int:
-    from frame.daemon.store import Store
+    from frame.daemon.store.database import Store
 
     store = Store.open(state_dir)
     try:

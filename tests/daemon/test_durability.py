@@ -9,7 +9,7 @@ import sqlite3
 import pytest
 
 from frame import statefile
-from frame.daemon import night
+from frame.daemon.jobs import night
 from frame.daemon.service import Daemon
 from frame.diffusion.resume import Checkpoint, ResumeStore
 from tests.daemon.conftest import clock, make_config

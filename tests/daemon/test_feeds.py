@@ -4,8 +4,8 @@ import time
 import pytest
 
 from frame.config import FeedSource
-from frame.daemon.feedparse import FeedFormatError, Sanitiser, check_template, parse_feed
-from frame.daemon.feeds import FeedFetcher, refresh_feeds
+from frame.daemon.feeds.fetch import FeedFetcher, refresh_feeds
+from frame.daemon.feeds.parse import FeedFormatError, Sanitiser, check_template, parse_feed
 from tests.daemon.conftest import make_config
 from tests.daemon.feedserver import FeedServer, drip, huge, reply
 

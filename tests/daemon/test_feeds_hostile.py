@@ -9,7 +9,7 @@ import time
 import pytest
 
 from frame.config import FeedSource
-from frame.daemon.feeds import FeedFetcher, refresh_feeds
+from frame.daemon.feeds.fetch import FeedFetcher, refresh_feeds
 from tests.daemon.conftest import make_config
 from tests.daemon.feedserver import FeedServer, drip_headers, redirect, reply
 
@@ -159,7 +159,7 @@ def test_one_feed_failing_in_the_store_does_not_stop_the_others(tmp_path, server
 
 
 def test_api_prompt_with_a_lone_surrogate_is_stored_without_it(config, store, tmp_path):
-    from frame.daemon.app import create_app
+    from frame.daemon.http.app import create_app
 
     client = create_app(config, store, token="owner-token-for-tests", state_dir=tmp_path, web=False).test_client()
     response = client.post("/api/prompts", data=b'{"prompt": "a heron \\ud800at dusk", "theme": "\\udc00"}',
@@ -186,7 +186,7 @@ def test_encoded_markup_is_stored_as_plain_text(tmp_path, server, store, raw, ex
 
 
 def test_api_returns_queued_prompts_without_markup(config, store, tmp_path):
-    from frame.daemon.app import create_app
+    from frame.daemon.http.app import create_app
 
     client = create_app(config, store, token="owner-token-for-tests", state_dir=tmp_path, web=False).test_client()
     client.post("/api/prompts", json={"prompt": "&lt;img src=x onerror=alert(1)&gt;a moth"},
@@ -197,7 +197,7 @@ def test_api_returns_queued_prompts_without_markup(config, store, tmp_path):
 # 14: credentials in feed URLs are used, never shown -------------------------------------------------
 
 def test_feed_credentials_are_sent_to_the_feed_but_never_shown(tmp_path, server, store):
-    from frame.daemon.app import create_app
+    from frame.daemon.http.app import create_app
 
     server.routes["/f?key=K3Y-VALUE"] = reply(GOOD)
     url = server.url("/f?key=K3Y-VALUE").replace("http://", "http://bob:hunter2@")

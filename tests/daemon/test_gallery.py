@@ -3,7 +3,7 @@ import errno
 import pytest
 
 from frame import statefile
-from frame.daemon import gallery
+from frame.daemon.store import gallery
 from frame.errors import FrameError
 from tests.daemon.conftest import add_picture
 

@@ -10,9 +10,9 @@ from zoneinfo import ZoneInfo
 import pytest
 from PIL import Image
 
-from frame.daemon import infoscreen
-from frame.daemon.infoscreen import info_facts, lan_address, page_url
-from frame.daemon.supervisor import Outcome
+from frame.daemon.jobs import info as infoscreen
+from frame.daemon.jobs.info import info_facts, lan_address, page_url
+from frame.daemon.jobs.supervisor import Outcome
 from frame.errors import FrameError
 from frame.worker import infoscreen as worker_infoscreen
 from frame.worker.infoscreen import draw_job, render_info, wrap
@@ -118,7 +118,7 @@ def test_render_info_without_a_picture(tmp_path):
 
 
 def _job(tmp_path, rotate=0, facts=None):
-    from frame.daemon.night import write_job_files
+    from frame.daemon.jobs.night import write_job_files
 
     config = make_config(tmp_path, display={"size": "160x96", "rotate": rotate},
                          web={"listen": "127.0.0.1:8080", "token": "test-token-123456"})
@@ -162,7 +162,7 @@ class _FailingSupervisor:
 
 
 def test_show_info_runs_the_info_worker_and_reports_failure(store, tmp_path):
-    from frame.daemon.night import RenderContext
+    from frame.daemon.jobs.night import RenderContext
 
     ctx = RenderContext(config=make_config(tmp_path), store=store, state_dir=tmp_path,
                         supervisor_factory=_FailingSupervisor)

@@ -7,9 +7,10 @@ import time
 import pytest
 
 from frame import statefile
-from frame.daemon import gallery, night
-from frame.daemon.app import Busy
+from frame.daemon.http.app import Busy
+from frame.daemon.jobs import night
 from frame.daemon.service import Daemon
+from frame.daemon.store import gallery
 from tests.daemon.conftest import add_picture, clock, make_config
 from tests.daemon.fakesupervisor import FakeSupervisor
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from frame.daemon.night import PROGRESS_FIELDS
+from frame.daemon.jobs.night import PROGRESS_FIELDS
 from frame.daemon.status import LiveStatus
 from frame.diffusion.progress import Progress
 from frame.worker.render import ProgressRelay

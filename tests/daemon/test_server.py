@@ -7,8 +7,8 @@ import socket
 import pytest
 import waitress.buffers
 
-from frame.daemon.app import MAX_BODY, create_app
-from frame.daemon.store import Store
+from frame.daemon.http.app import MAX_BODY, create_app
+from frame.daemon.store.database import Store
 from frame.net.server import HttpServer
 from tests.daemon.conftest import make_config
 

@@ -2,8 +2,8 @@ import sqlite3
 
 import pytest
 
-from frame.daemon import migrations
-from frame.daemon.store import Store
+from frame.daemon.store import migrations
+from frame.daemon.store.database import Store
 from frame.errors import FrameError
 from tests.daemon.conftest import add_picture
 

@@ -4,7 +4,7 @@ import threading
 import time
 from pathlib import Path
 
-from frame.daemon.supervisor import Supervisor, rss_mb
+from frame.daemon.jobs.supervisor import Supervisor, rss_mb
 
 FAKE = [sys.executable, str(Path(__file__).with_name("fakeworker.py"))]
 

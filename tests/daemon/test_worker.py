@@ -8,7 +8,8 @@ import time
 import pytest
 from PIL import Image
 
-from frame.daemon import gallery, night
+from frame.daemon.jobs import night
+from frame.daemon.store import gallery
 from frame.errors import FrameError
 from frame.worker.process import LOCK_NAME, PANEL_LOCK_NAME
 from tests.daemon.conftest import make_config

@@ -177,8 +177,8 @@ def test_without_a_deadline_or_with_a_failing_estimate_the_configured_steps_run(
 
 def test_the_job_carries_the_deadline(tmp_path):
     from frame import statefile
-    from frame.daemon import night
-    from frame.daemon.store import Store
+    from frame.daemon.jobs import night
+    from frame.daemon.store.database import Store
 
     store = Store.open(tmp_path)
     try:
@@ -212,8 +212,8 @@ def test_settings_page_shows_the_last_estimate_and_the_progress_card_the_step_ch
 
 
 def test_config_page_renders_the_estimate_card(tmp_path):
-    from frame.daemon.app import create_app
-    from frame.daemon.store import Store
+    from frame.daemon.http.app import create_app
+    from frame.daemon.store.database import Store
     from frame.statefile import write_json
     from frame.web import create_blueprint
 
@@ -234,7 +234,7 @@ def test_the_estimate_child_on_the_demo_model_saves_a_choice(tmp_path):
     deadline keeps every configured step; the figures land in estimate.json."""
     import time
 
-    from frame.daemon.night import write_job_files
+    from frame.daemon.jobs.night import write_job_files
     from frame.worker.step_choice import night_steps_in_child
 
     config = Config(state_dir=str(tmp_path))

@@ -44,7 +44,7 @@ def test_served_by_the_daemons_waitress_server(store, state_dir, pictures):
     import requests
 
     from frame.config import Config, WebConfig
-    from frame.daemon.app import create_app
+    from frame.daemon.http.app import create_app
     from frame.net.server import HttpServer
     from tests.web.conftest import TOKEN
 

@@ -145,7 +145,7 @@ def test_config_page_hides_secrets_and_lists_file_problems(store, state_dir, tmp
     bad = tmp_path / "config.yaml"
     bad.write_text("web:\n  listen: nowhere\nschedule:\n  render_at: '25:00'\n", encoding="utf-8")
     config = Config(state_dir=str(state_dir), web=WebConfig(token=TOKEN), feeds=FeedsConfig())
-    from frame.daemon.app import create_app
+    from frame.daemon.http.app import create_app
 
     app = create_app(config, store, token=TOKEN, state_dir=state_dir, web=False)
     from frame.web import create_blueprint

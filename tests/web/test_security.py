@@ -100,7 +100,7 @@ def test_new_token_invalidates_old_sessions(store, state_dir, pictures):
     login(client)
     assert "Log out" in html(client.get("/"))
     from frame.config import Config, WebConfig
-    from frame.daemon.app import create_app
+    from frame.daemon.http.app import create_app
 
     config = Config(state_dir=str(state_dir), web=WebConfig(token="another-owner-token-99"))
     second = create_app(config, store, token="another-owner-token-99", state_dir=state_dir)

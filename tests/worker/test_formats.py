@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import frame
-from frame.daemon.store import Store
+from frame.daemon.store.database import Store
 from frame.statefile import read_json, write_json
 
 FORMATS = Path(__file__).resolve().parents[1] / "fixtures" / "formats"

@@ -28,11 +28,11 @@ from typing import Any
 import yaml
 
 from frame.atomicfile import make_dirs, remove_tree, write_bytes_atomic
-from frame.daemon import gallery
-from frame.daemon.recovery import backup_path
+from frame.daemon.jobs.supervisor import Outcome, Supervisor, worker_command
 from frame.daemon.status import LiveStatus
-from frame.daemon.store import Store
-from frame.daemon.supervisor import Outcome, Supervisor, worker_command
+from frame.daemon.store import gallery
+from frame.daemon.store.database import Store
+from frame.daemon.store.recovery import backup_path
 from frame.diffusion.seeds import random_seed
 from frame.errors import FrameError
 from frame.statefile import read_json, write_json

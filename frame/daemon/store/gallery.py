@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from frame.atomicfile import fsync_dir, make_dirs, write_bytes_atomic
-from frame.daemon.store import Store
+from frame.daemon.store.database import Store
 from frame.errors import FrameError
 
 log = logging.getLogger(__name__)

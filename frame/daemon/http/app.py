@@ -20,11 +20,11 @@ from werkzeug.exceptions import HTTPException, InternalServerError
 from werkzeug.routing import IntegerConverter
 
 from frame.config.redact import redact_deep, redact_url
-from frame.daemon import gallery
-from frame.daemon.feedparse import Sanitiser
-from frame.daemon.night import job_dir
-from frame.daemon.store import Store
-from frame.daemon.token import token_matches
+from frame.daemon.feeds.parse import Sanitiser
+from frame.daemon.http.token import token_matches
+from frame.daemon.jobs.night import job_dir
+from frame.daemon.store import gallery
+from frame.daemon.store.database import Store
 from frame.net.ratelimit import FailureLimiter
 
 log = logging.getLogger(__name__)

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from frame.atomicfile import make_dirs
-from frame.daemon.migrations import migrate
+from frame.daemon.store.migrations import migrate
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ class Store:
     def open(cls, state_dir: str | Path) -> Store:
         """Open (creating and migrating) the store; a damaged database is set aside and rebuilt from
         the last backup (see ``recovery.open_checked``)."""
-        from frame.daemon.recovery import open_checked
+        from frame.daemon.store.recovery import open_checked
 
         state = Path(state_dir).expanduser()
         make_dirs(state)
@@ -111,7 +111,7 @@ class Store:
     def backup(self, target: Path) -> bool:
         """Consistent online copy of the database, durable when it returns (``recovery.write_backup``);
         False when refused because the store is empty and ``target`` is not."""
-        from frame.daemon.recovery import write_backup
+        from frame.daemon.store.recovery import write_backup
 
         with self._lock:
             return write_backup(self._conn, target)

@@ -19,8 +19,8 @@ import requests
 import urllib3
 
 from frame.config.redact import redact_text, redact_url
-from frame.daemon.feedparse import FeedFormatError, Sanitiser, parse_feed
-from frame.daemon.store import Store, now_iso
+from frame.daemon.feeds.parse import FeedFormatError, Sanitiser, parse_feed
+from frame.daemon.store.database import Store, now_iso
 from frame.net.deadline import Deadline, DeadlinePassed, FeedSession, RedirectRefused, next_location
 from frame.statefile import read_json, write_json
 

@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from frame.atomicfile import make_dirs
-from frame.daemon import gallery
-from frame.daemon.store import Store
-from frame.daemon.supervisor import worker_command
+from frame.daemon.jobs.supervisor import worker_command
+from frame.daemon.store import gallery
+from frame.daemon.store.database import Store
 from frame.errors import FrameError
 
 log = logging.getLogger(__name__)
@@ -110,7 +110,7 @@ def show_info(ctx: Any, facts: dict[str, Any]) -> dict[str, Any]:
     Returns the display's answer (``status`` shown / unchanged / too-soon, ``shown`` the virtual
     panel's PNG); raises FrameError when drawing or showing fails.
     """
-    from frame.daemon.night import write_job_files
+    from frame.daemon.jobs.night import write_job_files
 
     folder = Path(ctx.state_dir) / "checkpoints" / f"info-{secrets.token_hex(4)}"
     make_dirs(folder)  # transient (swept at start), but it may be what creates checkpoints/
