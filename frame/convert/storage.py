@@ -17,8 +17,8 @@ from typing import BinaryIO
 import numpy as np
 import onnx
 
-from frame.engine.errors import WeightDataError
-from frame.engine.sources import SourcePool, SourceTruncated
+from frame.engine.errors import SourceTruncated, WeightDataError
+from frame.engine.sources import SourcePool
 from frame.engine.weights import WeightRef
 
 INLINE_BYTES = 1024

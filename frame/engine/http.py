@@ -27,10 +27,9 @@ import numpy as np
 
 from frame.config.redact import redact_text, redact_url
 from frame.engine import http_settings
-from frame.engine.errors import WeightFetchError
+from frame.engine.errors import SourceTruncated, WeightFetchError
 from frame.engine.fetch_stats import FetchStats
 from frame.engine.http_settings import HttpSettings
-from frame.engine.sources import SourceTruncated
 
 log = logging.getLogger(__name__)
 

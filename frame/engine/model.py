@@ -25,8 +25,8 @@ from frame.engine import ops as _ops  # noqa: F401  (importing the package fills
 from frame.engine.attention import AttentionConfig
 from frame.engine.const_fold import fold_constants
 from frame.engine.conv_fold import fuse_conv_affine
-from frame.engine.errors import ModelFormatError, UnsupportedModelError
-from frame.engine.executor import Executor, NodeError
+from frame.engine.errors import ModelFormatError, NodeError, UnsupportedModelError
+from frame.engine.executor import Executor
 from frame.engine.fusion import fuse_attention
 from frame.engine.gelu import commute_for_reuse, fuse_gelu
 from frame.engine.io_check import check_feeds, symbolic_conflicts

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from frame.engine.errors import ModelFormatError
-from frame.engine.sources import ByteSource, SourceTruncated
+from frame.engine.errors import ModelFormatError, SourceTruncated
+from frame.engine.sources import ByteSource
 
 MODEL_GRAPH = 7          # ModelProto.graph
 GRAPH_NODE = 1           # GraphProto.node

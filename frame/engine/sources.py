@@ -19,12 +19,8 @@ from urllib.parse import urljoin, urlsplit
 import numpy as np
 
 from frame.engine import http_settings
-from frame.engine.errors import ModelFormatError
+from frame.engine.errors import ModelFormatError, SourceTruncated
 from frame.engine.fetch_stats import FetchStats
-
-
-class SourceTruncated(Exception):
-    """The source ends before the requested range does (the caller names the tensor or structure)."""
 
 
 class ByteSource(Protocol):

@@ -12,7 +12,7 @@ import pytest
 from onnx import helper
 
 from frame.engine import load_model
-from frame.engine.executor import NodeError
+from frame.engine.errors import NodeError
 from frame.engine.providers import DiskNoCache
 from tests.engine import builders
 

@@ -13,8 +13,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from frame.cli.engine import info_command
 from frame.engine import load_model
-from frame.engine.errors import UnsupportedModelError
-from frame.engine.executor import NodeError
+from frame.engine.errors import NodeError, UnsupportedModelError
 from frame.engine.protobuf_index import scan_model
 from frame.engine.providers import DiskNoCache
 from frame.engine.sources import LocalSource

@@ -18,8 +18,8 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from frame.engine.errors import WeightDataError
-from frame.engine.sources import SourcePool, SourceTruncated, is_url
+from frame.engine.errors import SourceTruncated, WeightDataError
+from frame.engine.sources import SourcePool, is_url
 from frame.engine.weight_cache import WeightCache
 from frame.engine.weights import WeightRef
 
