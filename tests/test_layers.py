@@ -12,7 +12,7 @@ literal name — and checked against one rule over module prefixes:
     engine (frame.engine)  display (frame.display)  taste (frame.taste)  buttons  2
     config (frame.config)                                                         1
     base (frame, frame.errors, frame.atomicfile, frame.statefile, frame.models,
-          frame.net, frame.install_hints)                                         0
+          frame.net, frame.install_hints, frame.seeds)                            0
 
 A module belongs to the part whose prefix matches it (``frame`` only matches the package itself).
 It may import its own part and any part of a lower level; never a part of its own level or above.
@@ -77,7 +77,7 @@ PACKAGE = ROOT / "frame"
 # (part, level, prefixes): lowest level first.
 PARTS: tuple[tuple[str, int, tuple[str, ...]], ...] = (
     ("base", 0, ("frame", "frame.errors", "frame.atomicfile", "frame.statefile", "frame.models", "frame.net",
-                 "frame.install_hints")),
+                 "frame.install_hints", "frame.seeds")),
     ("config", 1, ("frame.config",)),
     ("engine", 2, ("frame.engine",)),
     ("display", 2, ("frame.display",)),
@@ -342,17 +342,14 @@ def test_unplaced_entries_still_exist():
     assert [m for m in UNPLACED if m not in MODULES] == []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15 not done yet: the module docstring lists today's violations")
 def test_imports_point_down_the_layers():
     assert [imp.describe() for imp in direction_violations()] == []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15 not done yet: the module docstring lists today's violations")
 def test_daemon_process_modules_import_no_worker_only_part():
     assert [imp.describe() for imp in daemon_process_violations()] == []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15 not done yet: the module docstring lists today's cycles")
 def test_no_import_cycles():
     assert import_cycles() == []
 

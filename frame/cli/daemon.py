@@ -56,10 +56,11 @@ def _setup_logging(config: Any, debug: bool) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     from frame.config.loader import config_file_path
     from frame.daemon.service import Daemon
+    from frame.web import create_blueprint
 
     config = _config(args)
     _setup_logging(config, args.debug)
-    daemon = Daemon(config, config_path=config_file_path(args.config, os.environ))
+    daemon = Daemon(config, config_path=config_file_path(args.config, os.environ), pages=create_blueprint)
 
     def on_signal(signum: int, frame: Any) -> None:
         log.info("received %s; shutting down", signal.Signals(signum).name)

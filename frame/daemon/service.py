@@ -25,7 +25,8 @@ from typing import Any
 from frame.atomicfile import make_dirs
 from frame.daemon import buttons_bridge, notices, schedule
 from frame.daemon.feeds.fetch import FeedFetcher, refresh_feeds
-from frame.daemon.http.app import Busy, create_app
+from frame.daemon.http.app import create_app
+from frame.daemon.http.contract import Busy, PageFactory
 from frame.daemon.http.token import ensure_token
 from frame.daemon.jobs import info as infoscreen
 from frame.daemon.jobs import night as nights
@@ -47,13 +48,17 @@ class Daemon:
 
     def __init__(self, config: Any, *, notifier: Notifier | None = None,
                  supervisor_factory: Callable[..., Supervisor] = Supervisor,
-                 config_path: str | Path | None = None, pin_factory: Any = None) -> None:
+                 config_path: str | Path | None = None, pin_factory: Any = None,
+                 pages: PageFactory | None = None) -> None:
         """``config_path``: the file ``config`` came from (the web page's settings check re-reads it);
-        ``pin_factory``: a gpiozero pin factory for the buttons (tests use ``MockFactory``)."""
+        ``pin_factory``: a gpiozero pin factory for the buttons (tests use ``MockFactory``); ``pages``:
+        builds the phone pages served next to the API (``frame run`` passes
+        ``frame.web.create_blueprint``; without it the daemon serves the JSON API only)."""
         from frame.config import state_dir
 
         self.config = config
         self.config_path = config_path
+        self.pages = pages
         self._pin_factory = pin_factory
         self.state_dir = state_dir(config)
         make_dirs(self.state_dir)
@@ -100,7 +105,7 @@ class Daemon:
             "rotate": self._job("rotate", self.rotate)})
         self.scheduler.start()
         app = create_app(self.config, self.store, token=self.token, controller=self, state_dir=self.state_dir,
-                         config_path=self.config_path)
+                         pages=self.pages, config_path=self.config_path)
         self.server = HttpServer(app, self.config.web.listen)
         self.server.start()
         self.buttons = buttons_bridge.start(self, self.config.buttons, self._pin_factory)

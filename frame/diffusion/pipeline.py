@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from frame import seeds
 from frame.config.redact import redact_text
 from frame.diffusion import (
     conditioning,
@@ -28,7 +29,6 @@ from frame.diffusion import (
     img2img,
     resume,
     rules,
-    seeds,
     sizes,
     vae,
     vae_encode,

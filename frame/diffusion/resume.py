@@ -108,7 +108,7 @@ def resumable_seed(folder: str | os.PathLike, seed: int | None) -> int:
     """The seed for a render checkpointed in ``folder``: ``seed`` itself, or for a random one (None or
     -1) the random seed this folder's interrupted render started with, else a new one, remembered in
     ``folder`` so that ``--resume`` continues the same picture instead of starting another."""
-    from frame.diffusion import seeds
+    from frame import seeds
 
     if not seeds.is_random(seed):
         return seed  # type: ignore[return-value]  (checked by Pipeline.settings)

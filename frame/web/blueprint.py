@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -18,66 +17,15 @@ from flask import Blueprint, Flask, abort, render_template, request, session
 from flask.sessions import SecureCookieSessionInterface
 
 from frame.config import Config, state_dir
-from frame.errors import FrameError
-from frame.web import auth
+from frame.daemon.http.contract import IdConverter
+from frame.web import auth, images, views
+from frame.web.context import WebContext
 from frame.web.forms import safe_next
-from frame.web.sessions import SESSIONS_FILE, SessionRegistry
 
 log = logging.getLogger(__name__)
 
 MAX_FORM_BYTES = 16 * 1024
 SESSION_COOKIE = "frame_session"
-
-
-@dataclass
-class WebContext:
-    """What the views share: configuration, store, the daemon's live status and login bookkeeping."""
-
-    config: Config
-    store: Any
-    state_dir: Path
-    status: Callable[[], dict] | None = None
-    config_path: Path | None = None
-    token: str | None = None
-    controller: Any = None
-    limiter: auth.LoginLimiter = field(default_factory=auth.LoginLimiter)
-    sessions: SessionRegistry | None = None  # created with the app (it needs the final state dir)
-
-    def adopt(self, shared: dict[str, Any]) -> None:
-        """Take the daemon's shared objects (``app.extensions["frame"]``): token, controller, state dir
-        and the failed-token limiter the API counts into too."""
-        self.token = shared.get("token") or self.token
-        self.controller = shared.get("controller") or self.controller
-        self.limiter = shared.get("limiter") or self.limiter
-        if shared.get("state_dir"):
-            self.state_dir = Path(shared["state_dir"])
-        if self.status is None and self.controller is not None:
-            self.status = self.controller.status
-
-    def owner_token(self) -> str:
-        if self.token:
-            return self.token
-        from frame.daemon.http.token import ensure_token
-
-        return ensure_token(self.config.web.token, self.state_dir)
-
-    def session_registry(self) -> SessionRegistry:
-        if self.sessions is None:
-            self.sessions = SessionRegistry(self.state_dir / SESSIONS_FILE)
-        return self.sessions
-
-    def logged_in(self) -> bool:
-        """The session was opened by a login that has not been logged out (here or everywhere) and
-        was made with the current owner token."""
-        remembered = session.get("owner")
-        if not remembered or not self.session_registry().valid(session.get("sid")):
-            return False
-        try:
-            expected = auth.fingerprint(self.owner_token())
-        except FrameError as exc:  # e.g. a token file others can read: nobody is logged in until fixed
-            log.warning("web: no usable owner token: %s", exc)
-            return False
-        return auth.tokens_match(remembered, expected)
 
 
 class _SessionInterface(SecureCookieSessionInterface):
@@ -88,8 +36,6 @@ class _SessionInterface(SecureCookieSessionInterface):
 
 
 def _configure_app(app: Flask, ctx: WebContext) -> None:
-    from frame.daemon.http.app import IdConverter
-
     ctx.adopt(app.extensions.get("frame") or {})
     app.url_map.converters.setdefault("id", IdConverter)  # picture ids within SQLite's range, else 404
     ctx.session_registry()
@@ -107,8 +53,6 @@ def _configure_app(app: Flask, ctx: WebContext) -> None:
 def build_blueprint(config: Config, store: Any, status: Callable[[], dict] | None = None,
                     config_path: str | Path | None = None) -> Blueprint:
     """The ``web`` blueprint: pages at ``/``, ``/gallery``, ``/queue``, ``/status``, ``/config``."""
-    from frame.web import images, views
-
     ctx = WebContext(config=config, store=store, state_dir=state_dir(config), status=status,
                      config_path=Path(config_path) if config_path else None)
     bp = Blueprint("web", __name__, template_folder="templates", static_folder="static",

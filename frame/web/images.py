@@ -18,7 +18,7 @@ from typing import Any
 from flask import Blueprint, abort, send_file
 
 from frame.errors import FrameError
-from frame.web.blueprint import WebContext
+from frame.web.context import WebContext
 from frame.web.present import why_plot_name
 from frame.web.views import live_status
 

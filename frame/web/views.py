@@ -11,12 +11,14 @@ import logging
 from typing import Any
 
 from flask import Blueprint, abort, flash, redirect, render_template, request, session, url_for
+from werkzeug.exceptions import HTTPException
 
 from frame.config.redact import redact_deep
+from frame.daemon.http.contract import Busy, storage_full
 from frame.daemon.jobs.info import INFO_REASON
 from frame.errors import FrameError
 from frame.web import auth, present
-from frame.web.blueprint import WebContext
+from frame.web.context import WebContext
 from frame.web.forms import (
     NEGATIVE_MAX,
     PROMPT_MAX,
@@ -139,8 +141,6 @@ def register_queue_and_status(bp: Blueprint, ctx: WebContext) -> None:
         if ctx.controller is None:
             flash("The frame's daemon is not running, so no render can start.")
         else:
-            from frame.daemon.http.app import Busy
-
             try:
                 ctx.controller.render_now()
             except Busy as exc:
@@ -247,10 +247,6 @@ def register_errors(bp: Blueprint) -> None:
 
     @bp.errorhandler(Exception)
     def failed(exc: Exception) -> Any:
-        from werkzeug.exceptions import HTTPException
-
-        from frame.daemon.http.app import storage_full
-
         if isinstance(exc, HTTPException):
             return exc
         if storage_full(exc):

@@ -22,6 +22,7 @@ from frame.config.redact import redact_url
 from frame.statefile import read_json, write_json
 from frame.worker import process
 from frame.worker.errors import StepUnavailable
+from frame.worker.pipeline import PipelineHolder
 from frame.worker.process import Emit
 
 log = logging.getLogger(__name__)
@@ -49,29 +50,6 @@ def choose(job: dict[str, Any], config: Any, job_dir: Path, emit: Emit, pipeline
     write_json(path, choice)
     log.info("chose %r (%s)", choice["prompt"], choice.get("why", {}).get("sentence", ""))
     return choice
-
-
-class PipelineHolder:
-    """Loads the diffusion pipeline once, on first use (choosing needs its text encoder, generating
-    the whole model; a resumed job past both never loads it)."""
-
-    def __init__(self, config: Any) -> None:
-        self.config = config
-        self._pipe: Any = None
-
-    def get(self, emit: Emit) -> Any:
-        if self._pipe is None:
-            try:
-                from frame.diffusion.configured import load_configured_pipeline
-            except ImportError as exc:
-                raise StepUnavailable("generate", f"the diffusion pipeline is not available: {exc}") from exc
-            emit("stage", stage="loading model")
-            try:
-                self._pipe = load_configured_pipeline(self.config)
-            except Exception as exc:
-                exc.step = "load model"  # type: ignore[attr-defined]
-                raise
-        return self._pipe
 
 
 # generate -------------------------------------------------------------------------------------------

@@ -114,7 +114,7 @@ def night_steps_in_child(job_dir: Path, size: tuple[int, int], timeout: float = 
 def main(argv: list[str] | None = None) -> int:
     """Child entry point: JOB_DIR WIDTH HEIGHT (config and deadline from the job folder)."""
     from frame.config import load_config
-    from frame.worker.render import PipelineHolder
+    from frame.worker.pipeline import PipelineHolder
 
     args = sys.argv[1:] if argv is None else argv
     job_dir, size = Path(args[0]), (int(args[1]), int(args[2]))

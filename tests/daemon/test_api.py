@@ -1,6 +1,7 @@
 import pytest
 
-from frame.daemon.http.app import Busy, create_app
+from frame.daemon.http.app import create_app
+from frame.daemon.http.contract import Busy
 from frame.daemon.store import gallery
 from tests.daemon.conftest import add_picture
 
@@ -36,7 +37,7 @@ def controller():
 
 @pytest.fixture
 def client(config, store, controller, tmp_path):
-    app = create_app(config, store, token=TOKEN, controller=controller, state_dir=tmp_path, web=False)
+    app = create_app(config, store, token=TOKEN, controller=controller, state_dir=tmp_path)
     return app.test_client()
 
 
@@ -113,7 +114,7 @@ def test_blocklisted_prompt_is_refused(tmp_path, store):
     from tests.daemon.conftest import make_config
 
     config = make_config(tmp_path, feeds={"blocklist": ("gore",)})
-    client = create_app(config, store, token=TOKEN, state_dir=tmp_path, web=False).test_client()
+    client = create_app(config, store, token=TOKEN, state_dir=tmp_path).test_client()
     assert client.post("/api/prompts", json={"prompt": "much GORE"}, headers=AUTH).status_code == 422
     assert store.queued_prompts() == []
 
@@ -127,7 +128,7 @@ def test_render_and_show(client, picture, controller):
 
 
 def test_without_controller_actions_are_503(config, store, tmp_path, picture):
-    client = create_app(config, store, token=TOKEN, state_dir=tmp_path, web=False).test_client()
+    client = create_app(config, store, token=TOKEN, state_dir=tmp_path).test_client()
     assert client.post("/api/render", headers=AUTH).status_code == 503
     assert client.get("/api/status").get_json()["state"] == "not running"
 

@@ -7,6 +7,7 @@ import pytest
 
 from frame.daemon.http.app import create_app
 from frame.net.ratelimit import FailureLimiter
+from frame.web import create_blueprint
 from tests.daemon.conftest import add_picture
 from tests.web.conftest import csrf_from
 
@@ -21,7 +22,7 @@ def now():
 
 @pytest.fixture
 def app(config, store, tmp_path, now):
-    return create_app(config, store, token=TOKEN, state_dir=tmp_path,
+    return create_app(config, store, token=TOKEN, state_dir=tmp_path, pages=create_blueprint,
                       limiter=FailureLimiter(clock=lambda: now[0]))
 
 

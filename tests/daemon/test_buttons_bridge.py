@@ -202,9 +202,11 @@ def test_the_web_settings_page_checks_the_file_the_daemon_was_started_with(tmp_p
     """Start-up wiring next to the buttons': ``Daemon(config_path=...)`` reaches ``create_blueprint``."""
     import requests
 
+    from frame.web import create_blueprint
+
     path = tmp_path / "frame.yaml"
     path.write_text("web:\n  listen: nowhere\n")
-    daemon = Daemon(_config(tmp_path, enabled=False), config_path=path)
+    daemon = Daemon(_config(tmp_path, enabled=False), config_path=path, pages=create_blueprint)
     daemon.start()
     try:
         page = requests.get(f"http://127.0.0.1:{daemon.server.port}/config", timeout=10)

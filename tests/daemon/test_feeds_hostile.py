@@ -161,7 +161,7 @@ def test_one_feed_failing_in_the_store_does_not_stop_the_others(tmp_path, server
 def test_api_prompt_with_a_lone_surrogate_is_stored_without_it(config, store, tmp_path):
     from frame.daemon.http.app import create_app
 
-    client = create_app(config, store, token="owner-token-for-tests", state_dir=tmp_path, web=False).test_client()
+    client = create_app(config, store, token="owner-token-for-tests", state_dir=tmp_path).test_client()
     response = client.post("/api/prompts", data=b'{"prompt": "a heron \\ud800at dusk", "theme": "\\udc00"}',
                            content_type="application/json", headers={"Authorization": "Bearer owner-token-for-tests"})
     assert response.status_code == 201, response.get_json()
@@ -188,7 +188,7 @@ def test_encoded_markup_is_stored_as_plain_text(tmp_path, server, store, raw, ex
 def test_api_returns_queued_prompts_without_markup(config, store, tmp_path):
     from frame.daemon.http.app import create_app
 
-    client = create_app(config, store, token="owner-token-for-tests", state_dir=tmp_path, web=False).test_client()
+    client = create_app(config, store, token="owner-token-for-tests", state_dir=tmp_path).test_client()
     client.post("/api/prompts", json={"prompt": "&lt;img src=x onerror=alert(1)&gt;a moth"},
                 headers={"Authorization": "Bearer owner-token-for-tests"})
     assert client.get("/api/prompts").get_json()["prompts"][0]["prompt"] == "a moth"
@@ -198,6 +198,7 @@ def test_api_returns_queued_prompts_without_markup(config, store, tmp_path):
 
 def test_feed_credentials_are_sent_to_the_feed_but_never_shown(tmp_path, server, store):
     from frame.daemon.http.app import create_app
+    from frame.web import create_blueprint
 
     server.routes["/f?key=K3Y-VALUE"] = reply(GOOD)
     url = server.url("/f?key=K3Y-VALUE").replace("http://", "http://bob:hunter2@")
@@ -207,7 +208,8 @@ def test_feed_credentials_are_sent_to_the_feed_but_never_shown(tmp_path, server,
     assert server.last_headers["/f?key=K3Y-VALUE"]["Authorization"].startswith("Basic ")  # still used
     store.set_feed_health("old", url, False, 0, f"ConnectionError: ... with url: /f?key=K3Y-VALUE ({url})", False)
 
-    client = create_app(config, store, token="owner-token-for-tests", state_dir=tmp_path).test_client()
+    client = create_app(config, store, token="owner-token-for-tests", state_dir=tmp_path,
+                        pages=create_blueprint).test_client()
     for page in ("/api/status", "/status"):
         text = client.get(page).get_data(as_text=True)
         assert "127.0.0.1" in text and "key=***" in text

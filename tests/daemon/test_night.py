@@ -7,7 +7,7 @@ import time
 import pytest
 
 from frame import statefile
-from frame.daemon.http.app import Busy
+from frame.daemon.http.contract import Busy
 from frame.daemon.jobs import night
 from frame.daemon.service import Daemon
 from frame.daemon.store import gallery

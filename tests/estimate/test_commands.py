@@ -221,7 +221,7 @@ def test_config_page_renders_the_estimate_card(tmp_path):
     config = Config(state_dir=str(tmp_path), web=WebConfig(token="t" * 20))
     store = Store.open(tmp_path)
     try:
-        app = create_app(config, store, token="t" * 20, state_dir=tmp_path, web=False)
+        app = create_app(config, store, token="t" * 20, state_dir=tmp_path)
         app.register_blueprint(create_blueprint(config, store))
         html = app.test_client().get("/config").get_data(as_text=True)
     finally:

@@ -46,10 +46,12 @@ def test_served_by_the_daemons_waitress_server(store, state_dir, pictures):
     from frame.config import Config, WebConfig
     from frame.daemon.http.app import create_app
     from frame.net.server import HttpServer
+    from frame.web import create_blueprint
     from tests.web.conftest import TOKEN
 
     config = Config(state_dir=str(state_dir), web=WebConfig(listen="127.0.0.1:0", token=TOKEN))
-    server = HttpServer(create_app(config, store, token=TOKEN, state_dir=state_dir), config.web.listen)
+    server = HttpServer(create_app(config, store, token=TOKEN, state_dir=state_dir, pages=create_blueprint),
+                        config.web.listen)
     server.start()
     try:
         base = f"http://127.0.0.1:{server.port}"

@@ -147,7 +147,7 @@ def test_config_page_hides_secrets_and_lists_file_problems(store, state_dir, tmp
     config = Config(state_dir=str(state_dir), web=WebConfig(token=TOKEN), feeds=FeedsConfig())
     from frame.daemon.http.app import create_app
 
-    app = create_app(config, store, token=TOKEN, state_dir=state_dir, web=False)
+    app = create_app(config, store, token=TOKEN, state_dir=state_dir)
     from frame.web import create_blueprint
 
     app.register_blueprint(create_blueprint(config, store, config_path=bad))

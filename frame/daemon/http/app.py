@@ -2,25 +2,24 @@
 
 Reads are open to the LAN; every change (POST) needs ``Authorization: Bearer TOKEN``. Every request
 body is validated before anything is stored; bad JSON, wrong types or unknown ids give a 4xx with
-``{"error": "..."}``. The web pages (``frame.web``) are registered as a blueprint when installed, and
-find the shared objects in ``app.extensions["frame"]`` (config, store, token, controller, state_dir).
+``{"error": "..."}``. The web pages (``frame.web``, handed over by ``frame run`` as a
+``contract.PageFactory``) are registered as a blueprint, and find the shared objects in
+``app.extensions["frame"]`` (config, store, token, controller, state_dir).
 """
 
 from __future__ import annotations
 
-import errno
 import json
 import logging
-import sqlite3
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from flask import Blueprint, Flask, jsonify, request, send_file
 from werkzeug.exceptions import HTTPException, InternalServerError
-from werkzeug.routing import IntegerConverter
 
 from frame.config.redact import redact_deep, redact_url
 from frame.daemon.feeds.parse import Sanitiser
+from frame.daemon.http.contract import SQLITE_MAX_INT, Busy, Controller, IdConverter, PageFactory, storage_full
 from frame.daemon.http.token import token_matches
 from frame.daemon.jobs.night import job_dir
 from frame.daemon.store import gallery
@@ -30,7 +29,6 @@ from frame.net.ratelimit import FailureLimiter
 log = logging.getLogger(__name__)
 
 MAX_BODY = 64 * 1024
-SQLITE_MAX_INT = 2 ** 63 - 1
 STORAGE_FULL = ("the frame's storage is full, so nothing was saved; free space on the SD card "
                 "(lower gallery.max_pictures or gallery.max_disk_mb)")
 PUBLIC_FIELDS = ("id", "created_at", "night", "prompt", "negative_prompt", "theme", "style", "origin", "seed",
@@ -38,40 +36,11 @@ PUBLIC_FIELDS = ("id", "created_at", "night", "prompt", "negative_prompt", "them
                  "favourite")
 
 
-class Busy(Exception):
-    """A render is already running (only one at a time)."""
-
-
-class Controller(Protocol):
-    """What the API asks of the running daemon (``service.Daemon`` implements it)."""
-
-    def status(self) -> dict[str, Any]: ...
-
-    def render_now(self) -> dict[str, Any]: ...
-
-    def show(self, picture_id: int) -> dict[str, Any]: ...
-
-
 class InsufficientStorage(HTTPException):
     """507: werkzeug has no class for it."""
 
     code = 507
     description = STORAGE_FULL
-
-
-class IdConverter(IntegerConverter):
-    """``<id:name>``: a row id in a URL. Digits beyond SQLite's INTEGER range match no route (404)
-    instead of overflowing inside SQLite (an unhandled 500)."""
-
-    def __init__(self, url_map: Any) -> None:
-        super().__init__(url_map, max=SQLITE_MAX_INT)
-
-
-def storage_full(exc: BaseException) -> bool:
-    """True when ``exc`` means the disk (or the database's allowed size) is full."""
-    if isinstance(exc, sqlite3.OperationalError):
-        return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "is full" in str(exc)
-    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
 class ApiError(Exception):
@@ -271,27 +240,19 @@ def create_api(config: Any, store: Store, token: str, controller: Controller | N
     return api
 
 
-def _register_web(app: Flask, config: Any, store: Store, config_path: Path | None) -> None:
-    """Add the phone pages from ``frame.web`` when that package is installed."""
+def _register_pages(app: Flask, pages: PageFactory, config: Any, store: Store, config_path: Path | None) -> None:
+    """Add the phone pages (``frame run`` passes ``frame.web.create_blueprint``); if they fail to
+    build, the API still runs and the log says why."""
     try:
-        import frame.web as web
-    except ModuleNotFoundError as exc:
-        if exc.name in ("frame.web",):
-            return
-        log.exception("frame.web is installed but cannot be imported; the web pages are disabled")
-        return
-    if not hasattr(web, "create_blueprint"):
-        return
-    try:
-        app.register_blueprint(web.create_blueprint(config, store, config_path=config_path))
+        app.register_blueprint(pages(config, store, config_path=config_path))
     except Exception:
-        log.exception("frame.web.create_blueprint failed; the web pages are disabled")
+        log.exception("the web pages could not be built; running the JSON API only")
 
 
 def create_app(config: Any, store: Store, *, token: str, controller: Controller | None = None,
-               state_dir: Path | None = None, web: bool = True, config_path: str | Path | None = None,
-               limiter: FailureLimiter | None = None) -> Flask:
-    """The daemon's WSGI app: the JSON API under /api plus (optionally) the web pages.
+               state_dir: Path | None = None, pages: PageFactory | None = None,
+               config_path: str | Path | None = None, limiter: FailureLimiter | None = None) -> Flask:
+    """The daemon's WSGI app: the JSON API under /api plus the web pages ``pages`` builds, if given.
 
     ``config_path``: the file the daemon loaded its configuration from (the settings page checks it
     again); None means the file ``load_config`` would pick by default."""
@@ -329,6 +290,6 @@ def create_app(config: Any, store: Store, *, token: str, controller: Controller 
             failure = InternalServerError("internal error; the daemon's log has the details")
         return http_error(failure)
 
-    if web:
-        _register_web(app, config, store, Path(config_path) if config_path else None)
+    if pages is not None:
+        _register_pages(app, pages, config, store, Path(config_path) if config_path else None)
     return app

@@ -33,8 +33,8 @@ from frame.daemon.status import LiveStatus
 from frame.daemon.store import gallery
 from frame.daemon.store.database import Store
 from frame.daemon.store.recovery import backup_path
-from frame.diffusion.seeds import random_seed
 from frame.errors import FrameError
+from frame.seeds import random_seed
 from frame.statefile import read_json, write_json
 
 log = logging.getLogger(__name__)
