@@ -45,14 +45,15 @@ def _panel_options(parser: argparse.ArgumentParser) -> None:
 
 def _open(args: argparse.Namespace, **overrides):
     from frame.config import load_config, state_dir
-    from frame.display.device import open_display
+    from frame.display.device import DisplaySettings, open_display
 
     config = load_config(args.config)
     changes = {key: value for key, value in overrides.items() if value is not None}
     if getattr(args, "panel", None):
         changes["panel"] = args.panel
     display_config = dataclasses.replace(config.display, **changes)
-    return open_display(display_config, state_dir=state_dir(config), out_file=getattr(args, "out", None))
+    return open_display(DisplaySettings.from_section(display_config), state_dir=state_dir(config),
+                        out_file=getattr(args, "out", None))
 
 
 def _report(result) -> int:

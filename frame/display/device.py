@@ -1,6 +1,6 @@
 """``open_display``: a configured panel, ready to ``show`` pictures with panel care.
 
-    with open_display(config.display, state_dir=state) as display:
+    with open_display(DisplaySettings.from_section(config.display), state_dir=state) as display:
         result = display.show("picture.png")   # ShowResult: shown / unchanged / too-soon
 
 A show is refused early if the panel needs more rest (``care``); otherwise the picture is fitted,
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from PIL import Image
 
@@ -28,28 +28,39 @@ from frame.display.drivers.virtual import VirtualDriver
 from frame.display.panels import AUTO_PANELS, Panel, get_panel
 from frame.errors import UsageError
 
-if TYPE_CHECKING:
-    from frame.config import DisplayConfig
-
 log = logging.getLogger(__name__)
 
 SPI_SPEED_HZ = 4_000_000
 
 
 @dataclass(frozen=True)
-class Settings:
-    """The part of ``DisplayConfig`` that shapes the picture."""
+class DisplaySettings:
+    """What ``open_display`` needs: the panel, how the picture is shaped for it, and the virtual
+    panel's folder. Display's own record, so display never imports the configuration layer; its
+    fields are those of the ``display:`` section (``frame.config.DisplayConfig``, which validates
+    them), and ``from_section`` copies them (a test keeps the two field lists equal)."""
 
-    fit: str = "cover"
+    panel: str = "virtual"
+    size: str = "800x480"
+    palette: str = "spectra6"
     rotate: int = 0
+    fit: str = "cover"
     saturation: float | None = None
     dither: str | None = "auto"
+    out_dir: str = ""
+    min_refresh_seconds: int | None = None
+    busy_timeout_seconds: float = 120.0
+
+    @classmethod
+    def from_section(cls, section: Any) -> DisplaySettings:
+        """The settings of a configuration's ``display`` section (any object with these attributes)."""
+        return cls(**{f.name: getattr(section, f.name) for f in fields(cls)})
 
 
 class Display:
     """A panel plus its driver and refresh guard. Use as a context manager; ``close`` releases hardware."""
 
-    def __init__(self, panel: Panel, driver: Driver, guard: RefreshGuard, settings: Settings) -> None:
+    def __init__(self, panel: Panel, driver: Driver, guard: RefreshGuard, settings: DisplaySettings) -> None:
         self.panel, self.driver, self.guard, self.settings = panel, driver, guard, settings
 
     def prepare(self, image: Image.Image | str | Path) -> tuple[Image.Image, Image.Image]:
@@ -118,7 +129,7 @@ class Display:
         self.close()
 
 
-def _out_dir(config: DisplayConfig, state_dir: Path | None) -> Path:
+def _out_dir(config: DisplaySettings, state_dir: Path | None) -> Path:
     if config.out_dir:
         return Path(config.out_dir).expanduser()
     if state_dir is None:
@@ -126,7 +137,7 @@ def _out_dir(config: DisplayConfig, state_dir: Path | None) -> Path:
     return Path(state_dir).expanduser() / "display"
 
 
-def _driver(config: DisplayConfig, state_dir: Path | None, bus: Bus | None, clock: Clock | None,
+def _driver(config: DisplaySettings, state_dir: Path | None, bus: Bus | None, clock: Clock | None,
             inky_module: Any, out_file: Path | None) -> Driver:
     if config.panel in AUTO_PANELS:
         driver = InkyDriver(None, inky_module=inky_module)
@@ -147,10 +158,10 @@ def _driver(config: DisplayConfig, state_dir: Path | None, bus: Bus | None, cloc
                                       pins=pins)
 
 
-def open_display(config: DisplayConfig, state_dir: str | Path | None = None, *, bus: Bus | None = None,
+def open_display(config: DisplaySettings, state_dir: str | Path | None = None, *, bus: Bus | None = None,
                  clock: Clock | None = None, inky_module: Any = None, out_file: str | Path | None = None,
                  now: Callable[[], float] | None = None) -> Display:
-    """Open the panel described by a ``DisplayConfig``.
+    """Open the panel ``config`` describes (``DisplaySettings.from_section(config.display)``).
 
     ``state_dir`` holds the refresh guard's memory (``<state_dir>/display/care.json``; without it the
     guard remembers only for this process) and the virtual panel's default output. ``bus``, ``clock``,
@@ -164,7 +175,6 @@ def open_display(config: DisplayConfig, state_dir: str | Path | None = None, *, 
     guard_kwargs = {"now": now} if now is not None else {}
     guard = RefreshGuard(state / "display" / "care.json" if state else None, panel.name, float(interval),
                          **guard_kwargs)
-    settings = Settings(config.fit, config.rotate, config.saturation, config.dither)
     log.info("opened %s (%dx%d, %s palette, min %ss between refreshes)", panel.name, *panel.size,
              panel.palette_name, interval)
-    return Display(panel, driver, guard, settings)
+    return Display(panel, driver, guard, config)

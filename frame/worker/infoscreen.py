@@ -29,12 +29,13 @@ INFO_FILE = "info.png"
 def canvas_size(display: Any, state_dir: Path) -> tuple[int, int]:
     """The size to draw at: the panel's, turned upright for ``display.rotate`` (no cropping by fit)."""
     from frame.display import get_panel, open_display
+    from frame.display.device import DisplaySettings
     from frame.errors import UsageError
 
     try:
         width, height = get_panel(display.panel, display.size, display.palette).size
     except UsageError:  # an auto-detected panel: only the HAT's EEPROM knows its size
-        with open_display(display, state_dir=state_dir) as opened:
+        with open_display(DisplaySettings.from_section(display), state_dir=state_dir) as opened:
             width, height = opened.panel.size
     return (height, width) if display.rotate in (90, 270) else (width, height)
 

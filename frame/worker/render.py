@@ -165,11 +165,12 @@ def prepare_for_panel(config: Any, image_path: Path, job_dir: Path, emit: Emit) 
         return out
     try:
         import frame.display as display
+        from frame.display.device import DisplaySettings
     except ImportError as exc:
         raise StepUnavailable("prepare", f"panel preparation is not available: {exc}") from exc
     emit("stage", stage="preparing for the panel")
     if config.display.panel == "inky":  # size and inks are known only from the board's EEPROM
-        with display.open_display(config.display) as device:
+        with display.open_display(DisplaySettings.from_section(config.display)) as device:
             _, prepared = device.prepare(image_path)
     else:
         panel = display.get_panel(config.display.panel, config.display.size, config.display.palette)

@@ -23,10 +23,11 @@ def run_show(job: dict[str, Any], config: Any, job_dir: Path, emit: Emit) -> dic
         from PIL import Image
 
         from frame.display import open_display
+        from frame.display.device import DisplaySettings
     except ImportError as exc:
         raise StepUnavailable("show", f"the display drivers are not available: {exc}") from exc
     emit("stage", stage="refreshing the panel")
-    with open_display(config.display, state_dir=Path(job["state_dir"])) as display:
+    with open_display(DisplaySettings.from_section(config.display), state_dir=Path(job["state_dir"])) as display:
         original = Image.open(job["image"]).convert("RGB")
         prepared = Image.open(job["panel"]) if job.get("panel") else None
         if prepared is None or prepared.mode != "P" or prepared.size != display.panel.size:
