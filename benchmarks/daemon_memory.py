@@ -54,7 +54,7 @@ def daemon_idle(state: Path, idle_seconds: float) -> dict[str, float]:
         "state_dir": str(state / "daemon"), "web": {"listen": f"127.0.0.1:{port}"},
         "schedule": {"timezone": "UTC", "render_at": "03:00", "deadline": "03:01", "show_at": "03:01",
                      "misfire_grace_minutes": 0}}))
-    probe = ("import sys, frame.cli.main as c; import atexit; "
+    probe = ("import sys, frame.cli as c; import atexit; "
              f"atexit.register(lambda: open({str(state / 'modules.txt')!r}, 'w').write("
              f"' '.join(m for m in {HEAVY!r} if m in sys.modules))); sys.exit(c.main())")
     proc = subprocess.Popen([sys.executable, "-c", probe, "--config", str(config), "run"],

@@ -41,7 +41,7 @@ TASTE = ["frame.taste.picker", "frame.taste.classifier"]  # sklearn (and scipy t
 PLOT = ["frame.taste.plots", "matplotlib.figure", "matplotlib.backends.backend_agg"]
 IMPORTS = {
     "python alone": [],
-    "daemon (frame run)": ["frame.cli.main", "frame.cli.daemon", "frame.daemon.service"],
+    "daemon (frame run)": ["frame.cli.program", "frame.cli.daemon", "frame.daemon.service"],
     "worker: render a queued prompt": RENDER,
     "worker: + taste model (scikit-learn, scipy)": RENDER + TASTE,
     "worker: + taste model + plot (matplotlib)": RENDER + TASTE + PLOT,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from frame.cli.main import build_parser, main
+from frame.cli.program import build_parser, main
 
 THREE_MISTAKES = "model:\n  sampler: eulr\ndisplay:\n  fitt: cover\nschedule:\n  show_at: 7pm\n"
 

@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from frame.cli.main import main
+from frame.cli.program import main
 from frame.config import load_config
 from frame.diffusion import load_pipeline
 from frame.errors import ConfigError, FrameError

@@ -202,7 +202,7 @@ def full(state_dir: Path, out_dir: Path) -> None:
         requests.post(f"{url}/api/pictures/{picture_id}/rating", json={"stars": 4}, headers=headers, timeout=10)
     finally:
         daemon.stop()
-    from frame.cli.main import main as frame_main
+    from frame.cli.program import main as frame_main
     from frame.models import demo_model_path
 
     code = frame_main(["render", "--model", str(demo_model_path()), "--prompt", "a lighthouse", "--steps", "2",

@@ -94,7 +94,7 @@ def test_clients_against_running_daemon(tmp_path, capsys):
 @pytest.mark.parametrize("prompt", ["", "   "])
 def test_an_empty_prompt_is_bad_input_with_or_without_a_daemon(tmp_path, capsys, prompt):
     """``frame queue ""`` exited 1 like a runtime failure; bad input exits 2."""
-    from frame.cli.main import main
+    from frame.cli.program import main
 
     config, _ = write_config(tmp_path)
     assert main(["queue", prompt, "--config", str(config)]) == 2

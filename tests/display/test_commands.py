@@ -1,4 +1,4 @@
-"""The CLI handlers, through a parser built the way frame/cli/main/main.py builds it."""
+"""The CLI handlers, through a parser built the way frame/cli/program/main.py builds it."""
 
 from __future__ import annotations
 

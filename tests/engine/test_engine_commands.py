@@ -144,7 +144,7 @@ def test_wrong_inputs_exit_2(tmp_path, capsys, case, message):
     runtime failure; they are bad input: exit 2, one line."""
     import re
 
-    from frame.cli.main import main
+    from frame.cli.program import main
 
     proto, feeds = builders.mlp()
     path = builders.save(proto, tmp_path / "m.onnx")

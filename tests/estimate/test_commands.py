@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from frame.cli.main import main
+from frame.cli.program import main
 from frame.config import Config, WebConfig, load_config
 from frame.estimate.choice import StepChoice
 from frame.statefile import read_json

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from frame.cli.main import main
+from frame.cli.program import main
 from frame.errors import ConfigError
 from frame.worker.checks import check_config
 from tests.remote.fake_a1111 import FakeA1111, free_port
