@@ -25,41 +25,24 @@ results the processes exchange) and ``frame.worker.checks`` (what the settings p
 module moves (a stale entry fails ``test_unplaced_entries_still_exist``), so at the end it is empty.
 ``LAZY_IMPORTS`` lists the function-level imports that stay, each with its measured reason.
 
-Draft (branch plan15): the four rule tests are xfail(strict) until the step is done; the executor
-removes each mark when its test passes. Run on main at 7de3f48 (``python tests/test_layers.py``
-prints the same list, to refresh this docstring after each step):
+State (issue 15, steps 0-5 and 7 done): rules 1 and 2 and the no-cycle rule hold and their tests
+are plain tests. The fourth, ``test_function_level_imports_are_the_listed_ones``, stays
+xfail(strict) until step 14 hoists the "top" imports of plan-15.md section 1.1 (remove the mark then).
+``python tests/test_layers.py`` prints the current list, to refresh this docstring after each step:
 
-Rule 1 (direction), 6:
-  frame/config/deep.py:23 frame.config.deep (config) -> frame.display (display) [in a function]
-  frame/config/deep.py:45 frame.config.deep (config) -> frame.diffusion.onnxstream_layout (diffusion) [in a function]
-  frame/daemon/app.py:277 frame.daemon.app (daemon) -> frame.web (web) [in a function]
-  frame/remote/client.py:24 frame.remote.client (remote) -> frame.daemon.feedhttp (daemon)
-  frame/remote/commands.py:77 frame.remote.commands (remote) -> frame.daemon.server (daemon) [in a function]
-  frame/remote/serve/app.py:25 frame.remote.serve.app (remote) -> frame.daemon.ratelimit (daemon)
-Rule 2 (daemon process), 11:
-  frame/daemon/infoscreen.py:141 frame.daemon.infoscreen (daemon) -> frame.display (display) [in a function]
-  frame/daemon/steps.py:71 frame.daemon.steps (daemon) -> frame.diffusion (diffusion) [in a function]
-  frame/daemon/steps.py:134 frame.daemon.steps (daemon) -> frame.diffusion.sizes (diffusion) [in a function]
-  frame/daemon/steps.py:175 frame.daemon.steps (daemon) -> frame.display (display) [in a function]
-  frame/daemon/steps.py:198 frame.daemon.steps (daemon) -> frame.display (display) [in a function]
-  frame/daemon/tastechoice.py:21 frame.daemon.tastechoice (daemon) -> frame.taste.picker (taste) [in a function]
-  frame/daemon/tastechoice.py:30 frame.daemon.tastechoice (daemon) -> frame.taste.features (taste) [in a function]
-  frame/daemon/tastechoice.py:40 frame.daemon.tastechoice (daemon) -> frame.taste.features (taste) [in a function]
-  frame/daemon/tastechoice.py:41 frame.daemon.tastechoice (daemon) -> frame.taste.ratings (taste) [in a function]
-  frame/daemon/tastechoice.py:56 frame.daemon.tastechoice (daemon) -> frame.taste.plots (taste) [in a function]
-  frame/daemon/tastechoice.py:73 frame.daemon.tastechoice (daemon) -> frame.taste.picker (taste) [in a function]
-Cycles (runtime imports, function-level included), 4:
-  frame.daemon.app <-> frame.web <-> frame.web.blueprint <-> frame.web.images <-> frame.web.views
-  frame.engine.executor <-> frame.engine.subgraphs
-  frame.engine.http <-> frame.engine.sources
-  frame.engine.ops.conv <-> frame.engine.ops.conv_nd
-Function-level imports outside the CLI and not in LAZY_IMPORTS, 143 (listed in plan-15.md)
+Rule 1 (direction), 0:
+Rule 2 (daemon process), 0:
+Cycles (runtime imports, function-level included), 0:
+Function-level imports outside the CLI and not in LAZY_IMPORTS, 121 (listed in plan-15.md)
 
-Where each is fixed: plan-15.md, section 3 (the moves of section 2 fix the rule-2 lines: steps,
-tastechoice and the worker half of infoscreen go to frame/worker/; feedhttp, server and ratelimit to
-frame/net/; config/deep.py to frame/worker/checks.py; the web <-> daemon cycle through
-frame/daemon/http/contract.py; the three engine cycles by moving SourceTruncated and NodeError to
-engine/errors.py, Scope to executor.py and spatial_params to ops/conv_params.py).
+How they were fixed (plan-15.md, sections 2-4): steps, tastechoice and the worker half of infoscreen
+went to frame/worker/, config/deep.py and config/model_rules.py to frame/worker/checks.py and
+model_rules.py, estimate/nightly.py to frame/worker/step_choice.py; feedhttp, server and ratelimit to
+frame/net/; diffusion/seeds.py to frame/seeds.py (the daemon draws seeds); the web <-> daemon cycle
+through frame/daemon/http/contract.py (the daemon is handed the pages by ``frame run``) and
+frame/web/context.py; the engine cycles by moving SourceTruncated and NodeError to engine/errors.py,
+Scope to executor.py and spatial_params to ops/conv_params.py; render <-> step_choice by
+frame/worker/pipeline.py.
 """
 
 from __future__ import annotations
