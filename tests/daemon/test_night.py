@@ -11,6 +11,7 @@ from frame.daemon.http.contract import Busy
 from frame.daemon.jobs import night
 from frame.daemon.service import Daemon
 from frame.daemon.store import gallery
+from frame.web import create_blueprint
 from tests.daemon.conftest import add_picture, clock, make_config
 from tests.daemon.fakesupervisor import FakeSupervisor
 
@@ -168,7 +169,7 @@ def _daemon(tmp_path, **schedule_fields):
     FakeSupervisor.runs = []
     config = make_config(tmp_path, web={"listen": "127.0.0.1:0", "token": "test-token-123456"},
                          schedule={"timezone": "UTC", **schedule_fields})
-    return Daemon(config, supervisor_factory=FakeSupervisor)
+    return Daemon(config, supervisor_factory=FakeSupervisor, pages=create_blueprint)  # the phone page too
 
 
 def test_missed_night_is_caught_up_at_start_and_shown_after_show_time(tmp_path):
