@@ -6,7 +6,9 @@
    until its API answers and it has idled for a few seconds, and reads its VmRSS / VmHWM from /proc.
    It also asks the daemon's Python which heavy modules it has imported (must be none).
 2. Runs one night (``run_night``) on the bundled demo model, whose worker reports its own peak RSS
-   (``ru_maxrss``) and is polled by the supervisor.
+   (``VmHWM``) and is polled by the supervisor. ``--taste N`` first stores N rated pictures (liked and
+   disliked themes, ``taste.explore_rate`` 0) so the trained taste model makes the choice and draws
+   its plot; without it the choice is made for variety (no scikit-learn).
 
 Prints both numbers side by side; docs/daemon.md records the results.
 """
@@ -77,17 +79,41 @@ def daemon_idle(state: Path, idle_seconds: float) -> dict[str, float]:
     return {"rss_mb": rss / 1024, "hwm_mb": hwm / 1024, "heavy_modules": modules}
 
 
-def worker_peak(state: Path, steps: int, size: str) -> dict[str, float | str]:
+def seed_ratings(config, count: int) -> None:
+    """``count`` rated pictures: the first half of the themes liked, the rest disliked."""
+    from frame.config import state_dir
+    from frame.daemon.store import Store
+
+    store = Store.open(state_dir(config))
+    try:
+        themes, styles = config.taste.themes, config.taste.styles
+        for i in range(count):
+            theme, style = themes[i % len(themes)], styles[i % len(styles)]
+            picture = store.add_picture(night=f"2026-01-{i + 1:02d}", file=f"p{i}.png", panel_file=f"p{i}-panel.png",
+                                        prompt=f"{theme}, {style}", theme=theme, style=style, origin="theme")
+            store.rate(picture, "thumb", 1 if themes.index(theme) < len(themes) // 2 else -1)
+    finally:
+        store.close()
+
+
+def worker_peak(state: Path, steps: int, size: str, ratings: int = 0) -> dict[str, float | str]:
     from frame.config import Config
     from frame.daemon.jobs.night import run_night
 
     base = Config(state_dir=str(state / "night"))
     config = dataclasses.replace(
         base, model=dataclasses.replace(base.model, source="demo", steps=steps, size=size),
-        display=dataclasses.replace(base.display, panel="virtual"))
+        display=dataclasses.replace(base.display, panel="virtual"),
+        taste=dataclasses.replace(base.taste, explore_rate=0.0, min_ratings=min(ratings, 10) or 10))
+    if ratings:
+        seed_ratings(config, ratings)
     started = time.monotonic()
     result = run_night(config, show=True)
     return {"peak_mb": result.peak_rss_mb, "seconds": time.monotonic() - started, "prompt": result.prompt}
+
+
+def _how(worker: dict) -> str:
+    return "taste model" if worker.get("ratings") else "variety, no ratings"
 
 
 def main() -> int:
@@ -95,11 +121,13 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=8, help="as frame demo")
     parser.add_argument("--size", default="256x160", help="as frame demo")
     parser.add_argument("--idle", type=float, default=5.0, help="seconds the daemon idles before measuring")
+    parser.add_argument("--taste", type=int, default=0, metavar="N",
+                        help="store N rated pictures first, so the trained taste model chooses")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         daemon = daemon_idle(Path(tmp), args.idle)
         try:
-            worker = worker_peak(Path(tmp), args.steps, args.size)
+            worker = {**worker_peak(Path(tmp), args.steps, args.size, args.taste), "ratings": args.taste}
         except Exception as exc:  # report what could be measured
             worker = {"error": f"{type(exc).__name__}: {exc}"}
     print(f"{'process':<28}{'RSS (MiB)':>12}")
@@ -109,7 +137,8 @@ def main() -> int:
         print(f"{'render worker, peak':<28}{'n/a':>12}   ({worker['error']})")
         return 1
     print(f"{'render worker, peak':<28}{worker['peak_mb']:>12.1f}   "
-          f"(demo model, {args.size}, {args.steps} steps, night took {worker['seconds']:.1f} s)")
+          f"(demo model, {args.size}, {args.steps} steps, {_how(worker)}, night took {worker['seconds']:.1f} s)")
+    print(f"  chose: {worker['prompt']}")
     return 0
 
 

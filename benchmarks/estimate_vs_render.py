@@ -120,11 +120,11 @@ CHILD_COMPONENT = """
 import json, sys, numpy as np
 from frame.engine import load_model
 import frame.diffusion
-shapes = json.loads(sys.argv[2])
-feeds = {k: (np.zeros(v, np.int64) if k == "input_ids" else np.random.default_rng(0).standard_normal(v)
-             .astype(np.float32)) for k, v in shapes.items()}
+shapes, items = json.loads(sys.argv[2]), int(sys.argv[3])
+feeds = [{k: (np.zeros(v, np.int64) if k == "input_ids" else np.random.default_rng(i).standard_normal(v)
+              .astype(np.float32)) for k, v in shapes.items()} for i in range(items)]
 with load_model(sys.argv[1]) as m:
-    m.run(feeds)
+    m.run(feeds[0]) if items == 1 else m.run_shared(feeds)
 print(json.dumps(int(open("/proc/self/status").read().split("VmHWM:")[1].split()[0]) / 1024))
 """
 
@@ -136,16 +136,17 @@ def memory_check(pipeline: Path) -> list[tuple[str, float, float]]:
     def unet(batch: int) -> dict:
         return {"sample": [batch, 4, 64, 64], "timestep": [1], "encoder_hidden_states": [batch, 77, 768]}
 
-    cases = [("unet batch 1", "unet", unet(1)), ("unet batch 2", "unet", unet(2)),
-             ("vae tile 32x32", "vae_decoder", {"latent_sample": [1, 4, 32, 32]}),
-             ("text encoder", "text_encoder", {"input_ids": [1, 77]})]
+    cases = [("unet batch 1", "unet", unet(1), 1), ("unet shared x2", "unet", unet(1), 2),
+             ("unet batch 2", "unet", unet(2), 1),
+             ("vae tile 32x32", "vae_decoder", {"latent_sample": [1, 4, 32, 32]}, 1),
+             ("text encoder", "text_encoder", {"input_ids": [1, 77]}, 1)]
     rows = []
-    for label, component, shapes in cases:
+    for label, component, shapes, items in cases:  # items 2: both guidance passes through run_shared
         source = str(pipeline / component / "model.onnx")
-        out = subprocess.run([sys.executable, "-c", CHILD_COMPONENT, source, json.dumps(shapes)],
+        out = subprocess.run([sys.executable, "-c", CHILD_COMPONENT, source, json.dumps(shapes), str(items)],
                              capture_output=True, text=True, check=True)
         measured = json.loads(out.stdout.strip().splitlines()[-1])
-        modelled = component_peak(count_graph(source, shapes), "prefetch") / 2**20
+        modelled = component_peak(count_graph(source, shapes), "prefetch", items) / 2**20
         rows.append((label, modelled, measured))
         print(f"  {label:16s} modelled {modelled:6.1f} MB   VmHWM {measured:6.1f} MB   "
               f"({modelled / measured - 1:+.0%})", flush=True)

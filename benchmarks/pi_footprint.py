@@ -13,7 +13,8 @@
    ``--runs``: wall and CPU seconds, and peak RSS as its own ``VmHWM`` from /proc/self/status (split
    into anonymous memory and file-backed pages, which the kernel can drop under pressure). The
    daemon's is what ``frame run`` imports; the worker's is what a night's render imports (engine,
-   pipeline), with the taste model (scikit-learn, scipy) and the explanation plot (matplotlib).
+   pipeline); the taste child's is the taste model (scikit-learn, scipy) and the explanation plot
+   (matplotlib), which the worker loaded itself before they moved to the child ("before:" lines).
 
 The numbers are written to README.md's "Footprint on the Pi" by hand.
 """
@@ -35,17 +36,23 @@ sys.path.insert(0, str(ROOT / "tools"))
 import pi_wheels  # noqa: E402
 
 SKLEARN_OWN = ("scikit-learn", "scipy", "joblib", "threadpoolctl")
-RENDER = ["frame.worker.process", "frame.worker.render", "frame.worker.choose", "frame.diffusion.pipeline",
-          "frame.engine", "onnx", "PIL.Image"]
-TASTE = ["frame.taste.picker", "frame.taste.classifier"]  # sklearn (and scipy through it)
+RENDER = ["frame.worker.process", "frame.worker.render", "frame.worker.choose", "frame.worker.tastechild",
+          "frame.taste.picker", "frame.diffusion.pipeline", "frame.engine", "onnx", "PIL.Image"]
+TASTE = ["frame.taste.classifier"]  # sklearn (and scipy through it)
 PLOT = ["frame.taste.plots", "matplotlib.figure", "matplotlib.backends.backend_agg"]
+CHILD = ["frame.worker.tastechild", "frame.worker.choose", "frame.config", "frame.taste.picker"]
 IMPORTS = {
     "python alone": [],
+    "numpy alone": ["numpy"],
     "daemon (frame run)": ["frame.cli.program", "frame.cli.daemon", "frame.daemon.service"],
-    "worker: render a queued prompt": RENDER,
-    "worker: + taste model (scikit-learn, scipy)": RENDER + TASTE,
-    "worker: + taste model + plot (matplotlib)": RENDER + TASTE + PLOT,
-    "worker: render + plot, no scikit-learn": RENDER + PLOT,
+    "worker, every night (variety choice or none)": RENDER,
+    "taste child: model (scikit-learn, scipy)": CHILD + TASTE,
+    "taste child: model + plot (matplotlib)": CHILD + TASTE + PLOT,
+    "scikit-learn + scipy alone (as the model)": ["numpy", "sklearn.base", "sklearn.utils.multiclass",
+                                                  "sklearn.utils.validation"],
+    "matplotlib alone (as the plot)": ["numpy", "matplotlib.figure", "matplotlib.backends.backend_agg"],
+    "before: worker with model in-process": RENDER + TASTE,
+    "before: worker with model + plot": RENDER + TASTE + PLOT,
 }
 PROBE = """
 import importlib, json, sys, time

@@ -101,7 +101,7 @@ def child(kind: str, folder: str, vae_tile: int = 32) -> None:
     from frame.diffusion import load_pipeline
 
     pipe = load_pipeline(folder, vae_tile=vae_tile)
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     if kind.startswith("render"):
         pipe.guidance_mode = {"render-batched": "batched", "render-shared": "shared"}.get(kind, "sequential")
         steps, phases, fetched = [], PhasePeaks(), []
@@ -121,11 +121,12 @@ def child(kind: str, folder: str, vae_tile: int = 32) -> None:
         latents = np.random.default_rng(0).standard_normal((1, 4, 64, 64)).astype(np.float32)
         image = pipe.decode(latents, tiled=kind == "decode-tiled")
         detail = {"size": list(image.size)}
-    seconds = time.perf_counter() - started
+    seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
     peak_mb = PhasePeaks.high_water_mb()
     # clear_refs resets the kernel's high-water mark: take the phase maximum too
     peak_mb = max([peak_mb, *detail.get("phase_peak_rss_mb", {}).values()])
-    print(json.dumps({"kind": kind, "peak_rss_mb": round(peak_mb, 1), "seconds": round(seconds, 1), **detail}))
+    print(json.dumps({"kind": kind, "peak_rss_mb": round(peak_mb, 1), "seconds": round(seconds, 1),
+                      "cpu_seconds": round(cpu_seconds, 1), **detail}))
 
 
 def measure(kind: str, folder: Path, vae_tile: int = 32) -> dict:

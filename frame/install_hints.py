@@ -14,7 +14,7 @@ import sys
 
 # The wheels of each extra in setup.cfg (tests/test_install_hints.py keeps the two in step).
 EXTRAS = {
-    "pi": ("gpiod>=2.0", "gpiozero>=2.0"),
+    "pi": ("gpiod>=2.0", "gpiozero>=2.0", "matplotlib>=3.7"),
     "inky": ("gpiod>=2.0", "gpiodevice>=0.1", "smbus2>=0.4"),
     "buttons": ("gpiozero>=2.0", "gpiod>=2.0"),
 }

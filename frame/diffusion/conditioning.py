@@ -22,6 +22,7 @@ import numpy as np
 from frame.diffusion.emphasis import apply_token_weights, weighted_tokens
 from frame.diffusion.model_info import SDXL, ModelInfo
 from frame.diffusion.tokenizer import ClipTokenizer
+from frame.engine.memory import trim_free_memory
 from frame.errors import FrameError
 
 log = logging.getLogger(__name__)
@@ -103,6 +104,7 @@ def encode_with(encoder: Encoder, load: Callable[[str], Any], texts: list[str], 
             close()
         del model
         gc.collect()
+        trim_free_memory()  # the model's structure is garbage only now
 
 
 def encode_prompts(encoders: list[Encoder], load: Callable[[str], Any], info: ModelInfo, prompt: str,

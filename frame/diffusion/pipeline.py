@@ -44,6 +44,7 @@ from frame.diffusion.samplers import NoiseSource, SamplerState, make_sampler, re
 from frame.diffusion.samplers.base import Noise
 from frame.engine import http_settings
 from frame.engine.http_settings import HttpSettings
+from frame.engine.memory import trim_free_memory
 from frame.errors import FrameError, UsageError
 
 log = logging.getLogger(__name__)
@@ -407,6 +408,7 @@ def _close(model: Any) -> None:
     if close is not None:
         close()
     gc.collect()
+    trim_free_memory()  # the model's structure is garbage only now
 
 
 def load_pipeline(source: str | os.PathLike, cache_dir: str | os.PathLike | None = None, weights: str = "auto",

@@ -71,3 +71,16 @@ def auto_size(info: ModelInfo, aspect: float, static_latent: tuple[int, int] | N
             best = (score, width, height)
     assert best is not None
     return best[1], best[2]
+
+
+def night_size(config, pipe) -> tuple[int, int]:  # noqa: ANN001 (Config, Pipeline: no import cycle)
+    """The size a night renders at: ``model.size``, or for "auto" the model's native area at the
+    panel's aspect ratio (rotation included). One definition for the worker, the night's rule checks
+    and the estimate, so they never disagree about tonight's picture."""
+    size = parse_size(config.model.size)
+    if size:
+        return size
+    width, height = parse_size(config.display.size) or (1, 1)
+    if config.display.rotate in (90, 270):
+        width, height = height, width
+    return pipe.auto_size(width / height)

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from frame.engine.memory import trim_free_memory
 from frame.errors import FrameError, UsageError
 
 log = logging.getLogger(__name__)
@@ -150,3 +151,4 @@ def decode(load: Callable[[str], Any], source: str, latents: np.ndarray, scaling
             close()
         del model
         gc.collect()
+        trim_free_memory()  # the model's structure is garbage only now

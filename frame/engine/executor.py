@@ -23,6 +23,7 @@ from frame.engine import blas_threads
 from frame.engine.errors import EngineError, FrameError, NodeError
 from frame.engine.graph import Step
 from frame.engine.providers.base import WeightsProvider
+from frame.engine.weight_decoding import WeightRows
 from frame.engine.weights import WeightRef
 
 if TYPE_CHECKING:
@@ -138,6 +139,8 @@ class Executor:
         (a loop body), weights are fetched once into it and released by ``release_all`` at the end."""
         total = len(steps)
         for i, step in enumerate(steps):
+            if step.weight_rows is not None:  # read block by block by the op itself
+                env[step.weight_rows.name] = WeightRows(step.weight_rows, self.provider)
             for ref in step.fetch:
                 if held is None:
                     env[ref.name] = self.fetch(ref)
@@ -146,6 +149,8 @@ class Executor:
                         held[ref] = self.fetch(ref)
                     env[ref.name] = held[ref]
             self._run_step(step, env, held)
+            if step.weight_rows is not None:
+                env.pop(step.weight_rows.name, None)
             for name in step.free:
                 env.pop(name, None)
             if held is None:

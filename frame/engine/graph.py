@@ -45,6 +45,7 @@ class Step:
     release: list[WeightRef] = field(default_factory=list)
     reuse: bool = False
     gather_rows: WeightRef | None = None  # Gather(axis 0) of a weight used only here: read needed rows
+    weight_rows: WeightRef | None = None  # a block-decoded weight used only here: read block by block
 
 
 def opset_table(model: onnx.ModelProto) -> dict[str, int]:

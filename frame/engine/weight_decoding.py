@@ -4,7 +4,7 @@ A uint8 model feeds each weight through ``DequantizeLinear(q, scale, zero_point)
 convert --weights uint8``, onnxruntime's QDQ weights), an fp16 model through ``Cast(to=FLOAT)``.
 Run as written, either materialises the whole float32 weight before the op: 118 MB for SD 1.5's
 1280×2560×3×3 convs, beside the 30 MB of 8-bit data it came from. Here the op that reads the weight
-(MatMul, Gemm, Conv, ConvTranspose, or the fused UpsampleConv) becomes one ``DecodedWeight`` node
+(MatMul, Gemm, Conv, ConvTranspose, or the fused UpsampleConv and NormConv) becomes one ``DecodedWeight`` node
 that takes the stored weight, its scale and zero point, and runs the original kernel once per block of
 output channels, each block decoded to float32 just before (``BLOCK_BYTES``, or ``MIN_BLOCK_CHANNELS``
 channels if those are larger). Output channels
@@ -64,6 +64,8 @@ def layout_of(node: Node, weight_rank: int | None) -> Layout | None:
     group = node.attrs.get("group", 1)
     if node.domain == DOMAIN and op == "UpsampleConv" and node.spec is not None:
         group = node.spec.fn.keywords["_conv"].keywords.get("group", 1)
+    elif node.domain == DOMAIN and op == "NormConv" and node.spec is not None:
+        group = node.spec.fn.keywords["_attrs"].get("group", 1)
     elif node.domain != "" or op not in ("Conv", "ConvTranspose"):
         return None
     return Layout(1 if op == "ConvTranspose" else 0, 1, 2, blockable=group == 1)
@@ -112,32 +114,94 @@ def _bias_block(bias: np.ndarray | None, start: int, stop: int, channels: int) -
     return bias[..., start:stop]
 
 
-def decoded_weight_op(x: np.ndarray, q: np.ndarray, scale: np.ndarray | None = None,
+class WeightRows:
+    """A stored weight handed to a DecodedWeight op unread: the op reads one block of leading-axis rows
+    (output channels) at a time, so only that block's stored bytes are ever in memory (not the whole
+    59 MB fp16 weight of SDXL's 2560 -> 1280 conv next to its decoded block). See ``stream_weight_rows``."""
+
+    def __init__(self, ref: WeightRef, provider) -> None:
+        self.ref, self.provider = ref, provider
+        self.shape, self.dtype = tuple(ref.shape), ref.dtype
+        self.ndim, self.size = len(self.shape), int(np.prod(self.shape))
+
+    def read(self, start: int, stop: int) -> np.ndarray:
+        get_rows = getattr(self.provider, "get_rows", None)
+        if get_rows is not None:
+            return get_rows(self.ref, np.arange(start, stop))
+        whole = self.provider.get(self.ref)  # a provider without row reads: whole, then sliced
+        try:
+            return np.array(whole[start:stop])
+        finally:
+            self.provider.release(self.ref)
+
+
+def _stored_block(q, scale, zero_point, quant_axis: int, axis: int, start: int, stop: int) -> np.ndarray:
+    """``decode_block`` of channels start:stop, reading them first when ``q`` is WeightRows (axis 0)."""
+    if not isinstance(q, WeightRows):
+        return decode_block(q, scale, zero_point, quant_axis, axis, start, stop)
+    rows = q.read(start, stop)
+
+    def local(values):
+        if values is None or values.size == 1 or quant_axis % q.ndim != 0:
+            return values
+        return values.reshape(-1)[start:stop]
+
+    return decode_block(rows, local(scale), local(zero_point), quant_axis, axis, 0, stop - start)
+
+
+def decoded_weight_op(x: np.ndarray, q: np.ndarray | WeightRows, scale: np.ndarray | None = None,
                       zero_point: np.ndarray | None = None, /, *rest: np.ndarray | None, _kernel, _layout: Layout,
                       _quant_axis: int = 1) -> np.ndarray:
     """The fused node's kernel: ``_kernel(x, weight, *rest)`` computed per block of output channels."""
     weight_axis = _layout.weight_axis % q.ndim
     blocks = _channel_blocks(q, weight_axis) if _layout.blockable else []
     if len(blocks) <= 1:
-        weight = decode_block(q, scale, zero_point, _quant_axis, weight_axis, 0, q.shape[weight_axis])
+        weight = _stored_block(q, scale, zero_point, _quant_axis, weight_axis, 0, q.shape[weight_axis])
         return _kernel(x, weight, *rest)
     channels = q.shape[weight_axis]
     out = None
     bias_at = None if _layout.bias_input is None else _layout.bias_input - 2
     for start, stop in blocks:
-        weight = decode_block(q, scale, zero_point, _quant_axis, weight_axis, start, stop)
+        weight = _stored_block(q, scale, zero_point, _quant_axis, weight_axis, start, stop)
         args = list(rest)
         if bias_at is not None and bias_at < len(args):
             args[bias_at] = _bias_block(args[bias_at], start, stop, channels)
         part = _kernel(x, weight, *args)
-        del weight
+        del weight, args
         axis = _layout.output_axis % part.ndim
         if out is None:
             out = np.empty(part.shape[:axis] + (channels,) + part.shape[axis + 1:], dtype=part.dtype)
         target = [slice(None)] * out.ndim
         target[axis] = slice(start, stop)
         out[tuple(target)] = part
+        del part
     return out
+
+
+STREAM_ROWS_MIN_BYTES = 4 << 20
+
+
+def stream_weight_rows(steps) -> int:
+    """Mark DecodedWeight steps whose stored weight (≥ STREAM_ROWS_MIN_BYTES, output channels on axis 0,
+    read only by that step) is read block by block (``WeightRows``) instead of whole before the step.
+    Call after ``graph.make_plan`` and before the provider is prepared; returns how many were marked."""
+    marked = 0
+    for step in steps:
+        node = step.node
+        if node.domain != DOMAIN or node.op_type != "DecodedWeight" or node.spec is None:
+            continue
+        layout = node.spec.fn.keywords.get("_layout")
+        ref = next((r for r in step.fetch if r.name == node.inputs[1]), None)
+        if layout is None or not layout.blockable or ref is None or ref.value is not None:
+            continue
+        if (ref.nbytes < STREAM_ROWS_MIN_BYTES or layout.weight_axis % len(ref.shape) != 0
+                or ref not in step.release or node.inputs.count(ref.name) != 1):
+            continue
+        step.fetch.remove(ref)
+        step.release.remove(ref)
+        step.weight_rows = ref
+        marked += 1
+    return marked
 
 
 # ------------------------------------------------------------------------------------------ the pass
@@ -174,8 +238,17 @@ def _trace(name: str, nodes: list[Node], producer: dict[str, int], weights: dict
     return _Source(name, float16=True) if ref.dtype == np.float16 else None
 
 
-def _fused(node: Node, source: _Source, layout: Layout) -> Node:
-    fn = partial(decoded_weight_op, _kernel=partial(node.spec.fn, **node.attrs), _layout=layout,
+# Kernels whose choice of algorithm depends on the output channel count: given the whole weight's count,
+# so a block of output channels runs the algorithm the whole conv would (a 1920 -> 640 conv decoded in
+# blocks of 214 channels looked "narrow" and padded its 31 MB input whole, see ops.conv).
+_CHANNEL_AWARE = {("", "Conv"), (DOMAIN, "NormConv")}
+
+
+def _fused(node: Node, source: _Source, layout: Layout, weights: dict[str, WeightRef]) -> Node:
+    attrs = dict(node.attrs)
+    if (node.domain, node.op_type) in _CHANNEL_AWARE and len(weights[source.stored].shape) > 1:
+        attrs["_full_channels"] = weights[source.stored].shape[0]
+    fn = partial(decoded_weight_op, _kernel=partial(node.spec.fn, **attrs), _layout=layout,
                  _quant_axis=source.quant_axis)
     spec = OpSpec("DecodedWeight", 1, fn, DOMAIN)
     inputs = [node.inputs[0], source.stored, source.scale, source.zero_point, *node.inputs[2:]]
@@ -198,7 +271,7 @@ def fuse_weight_decoding(nodes: list[Node], graph_outputs: set[str], weights: di
         layout = layout_of(node, len(weights[source.stored].shape)) if source is not None else None
         if layout is None:
             continue
-        replaced[i] = _fused(node, source, layout)
+        replaced[i] = _fused(node, source, layout, weights)
         if source.float16:
             fp16_fused.setdefault(source.stored, set()).add(i)
     rewired = _rewire_gathers(nodes, producer, weights, graph_outputs)

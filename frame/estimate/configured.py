@@ -4,8 +4,10 @@
 at the night's size and settings (``frame.estimate.plan``), measures this machine
 (``frame.estimate.machine``; the model's heaviest step signatures, the model's storage or link),
 and projects the night here and on a Raspberry Pi Zero 2 W (``frame.estimate.pi``). With guidance
-it counts both ways of running the two passes (one after the other, or batched: weights read once
-per step, activations doubled) and reports which one the night uses (``batching_applies``).
+the night's plan runs the two passes the way tonight's render will (``frame.estimate.plan.
+guidance_mode_tonight``: ``frame.diffusion.guidance_plan.choose`` on the model's kind, the size, the
+UNet weights' precision and ``worker.memory_limit_mb``), and the alternative is the other sensible
+mode (``alternative_mode``): "sequential" when tonight shares the weight reads, else "shared".
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from frame.diffusion.sizes import night_size
 from frame.estimate import pi
 from frame.estimate.machine import Throughput, component_leaders, heaviest_signatures, measure_throughput, read_rate
 from frame.estimate.night import NightEstimate, estimate_night
@@ -48,27 +51,10 @@ def window_seconds(schedule: Any) -> float:
     return float(span * 60)
 
 
-def night_size(config: Any, pipe: Any) -> tuple[int, int]:
-    """``model.size``, or for "auto" the model's native area at the panel's aspect (as the worker does)."""
-    from frame.diffusion.sizes import parse_size
-
-    size = parse_size(config.model.size)
-    if size:
-        return size
-    width, height = parse_size(config.display.size) or (1, 1)
-    if config.display.rotate in (90, 270):
-        width, height = height, width
-    return pipe.auto_size(width / height)
-
-
-def batching_applies(config: Any, batched_peak: int) -> bool:
-    """Whether tonight's render batches the two guidance passes.
-
-    The pipeline on this branch runs them one after the other (``frame.worker.render`` passes no
-    ``cfg_batch``), so this answers False; the decision to batch when the worker's memory limit
-    allows (issue 12, item 1) plugs in here, fed with the batched plan's modelled peak.
-    """
-    return False
+def alternative_mode(tonight: str) -> str:
+    """The other way worth showing: the least memory ("sequential") when tonight reads the weights
+    once, else the weights read once per step ("shared": the same reads as "batched", less memory)."""
+    return "sequential" if tonight in ("shared", "batched") else "shared"
 
 
 def weight_location(source: Any) -> str | None:
@@ -84,13 +70,17 @@ def weight_location(source: Any) -> str | None:
 
 def _plans(pipe: Any, config: Any, size: tuple[int, int], steps: int | None, texts: int, alternative: bool
            ) -> tuple[NightPlan, NightPlan | None]:
+    """Tonight's plan and, with guidance and ``alternative``, the other mode's (None when the export's
+    fixed batch leaves no other way)."""
     model = config.model
-    kwargs = dict(vae_tile=model.vae_tile, vae_tile_overlap=model.vae_tile_overlap, choose_texts=texts)
-    sequential = build_plan(pipe, *size, steps, model.guidance, model.sampler, cfg_batch=False, **kwargs)
-    if not sequential.guided or not alternative:
-        return sequential, None
-    batched = build_plan(pipe, *size, steps, model.guidance, model.sampler, cfg_batch=True, **kwargs)
-    return sequential, batched if batched.batched else None
+    kwargs = dict(vae_tile=model.vae_tile, vae_tile_overlap=model.vae_tile_overlap, choose_texts=texts,
+                  memory_limit_mb=config.worker.memory_limit_mb)
+    tonight = build_plan(pipe, *size, steps, model.guidance, model.sampler, **kwargs)
+    if not tonight.guided or not alternative:
+        return tonight, None
+    other = build_plan(pipe, *size, steps, model.guidance, model.sampler,
+                       guidance_mode=alternative_mode(tonight.guidance_mode), **kwargs)
+    return tonight, other if other.guidance_mode != tonight.guidance_mode else None
 
 
 def estimate_config(config: Any, pipe: Any = None, steps: int | None = None, size: tuple[int, int] | None = None,
@@ -113,12 +103,11 @@ def estimate_config(config: Any, pipe: Any = None, steps: int | None = None, siz
                              vae_tile=model.vae_tile, vae_tile_overlap=model.vae_tile_overlap)
     size = size or night_size(config, pipe)
     texts = choose_texts(config, ratings) if texts is None else texts
-    sequential, batched = _plans(pipe, config, size, steps if steps is not None else model.steps, texts,
-                                 alternative)
-    probe_plan = batched or sequential
+    tonight, other = _plans(pipe, config, size, steps if steps is not None else model.steps, texts, alternative)
     measured = None
     if rates is None:
-        weighted = [(r.count.steps, r.evaluations * (sequential.steps if r.per_step else 1)) for r in probe_plan.runs]
+        weighted = [(r.count.steps, r.evaluations * r.items * (tonight.steps if r.per_step else 1))
+                    for r in tonight.runs]
         rates = measure_throughput(heaviest_signatures(weighted), budget_seconds=measure_seconds, cpu=cpu,
                                    required=component_leaders(weighted))
         location = weight_location(pipe.unet_source)
@@ -128,10 +117,8 @@ def estimate_config(config: Any, pipe: Any = None, steps: int | None = None, siz
     url = str(pipe.files.source).startswith(("http://", "https://"))
     machines = [(rates, 1.0), (pi.pi_throughput(rates, link_bytes, url), pi.STEP_OVERHEAD_FACTOR)]
     taste = ratings is None or ratings >= config.taste.min_ratings
-    first = estimate_night(sequential, machines, model.weights, taste_model=taste)
-    second = estimate_night(batched, machines, model.weights, taste_model=taste) if batched else None
-    if second is not None and batching_applies(config, second.peak_bytes):
-        first, second = second, first
+    first = estimate_night(tonight, machines, model.weights, taste_model=taste)
+    second = estimate_night(other, machines, model.weights, taste_model=taste) if other else None
     window = f"{config.schedule.render_at}-{config.schedule.deadline}"
     return ConfiguredEstimate(first, second, rates, window_seconds(config.schedule), window,
                               config.worker.memory_limit_mb * 1024 * 1024, measured)

@@ -19,11 +19,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from frame.diffusion.guidance_plan import precision_of
 from frame.engine import graph as g
 from frame.engine.attention import AttentionConfig
 from frame.engine.model import Model, read_structure
 from frame.engine.ops.conv import FUSED_MIN_INPUT_PIXELS
 from frame.engine.static_shapes import fill_small_values
+from frame.engine.subgraphs import fetch_order
 from frame.estimate.buffers import LiveBuffers
 from frame.estimate.scratch import step_scratch
 from frame.estimate.shapes import ShapeTable, infer_shapes
@@ -61,6 +63,7 @@ class StepCost:
     weight_bytes: int           # weights held while it runs (as the engine holds them)
     scratch_bytes: int          # the kernel's own temporary buffers
     signature: Signature | None = None  # what a throughput probe must run to time this step
+    kept_bytes: int = 0         # activations still alive once it is done (its dead values freed)
 
     @property
     def resident_bytes(self) -> int:
@@ -79,6 +82,8 @@ class GraphCount:
     unknown_shapes: int = 0      # node outputs whose shape stayed unknown (their cost is missing)
     load_seconds: float = 0.0    # reading the structure and planning it, as loading the model does
     macs_by_op: dict[str, int] = field(default_factory=dict)
+    input_bytes: int = 0         # the graph inputs (alive before the first step)
+    precision: str = "fp32"      # the streamed weights' dtype, as ``guidance_plan.precision_of`` reads it
 
     @property
     def macs(self) -> int:
@@ -199,7 +204,8 @@ def _step_costs(steps: list[g.Step], work: list[Work], owner: list[int | None], 
                               (round(macs[i][0] * factor), macs[i][1], macs[i][2]), element[i],
                               _decoded_elements(step, weights), _fetch_bytes(step, table), during,
                               sum(held.values()), step_scratch(step, table, weights, attention),
-                              step_signature(step, table, weights) if any(macs[i]) else None))
+                              step_signature(step, table, weights) if any(macs[i]) else None,
+                              live.live_bytes()))
         for ref in step.release:
             held.pop(ref.name, None)
     return costs
@@ -255,8 +261,10 @@ def count_graph(source, input_shapes: Mapping[str, Sequence[int]],  # noqa: ANN0
     for node, w, i in zip(nodes, work, owner):
         if i is not None and w.kind is not None:
             by_op[node.op_type] = by_op.get(node.op_type, 0) + w.macs
+    inputs = sum(table.nbytes(name) for name in graph_inputs)
     return GraphCount(str(source), {k: tuple(int(d) for d in v) for k, v in input_shapes.items()}, costs,
-                      stored, len(nodes), unknown, load_seconds, by_op)
+                      stored, len(nodes), unknown, load_seconds, by_op, inputs,
+                      precision_of(fetch_order(steps)))  # as Model.streamed_weights
 
 
 __all__ = ["ATTENTION", "CONV", "MATMUL", "GraphCount", "StepCost", "count_graph"]

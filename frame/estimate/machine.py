@@ -35,9 +35,9 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
+from onnx import helper
 
-from frame.estimate.probes import build_probe, matmul_probe
+from frame.estimate.probes import build_probe, matmul_probe, probe_model
 from frame.estimate.signature import Signature
 
 FLOAT = onnx.TensorProto.FLOAT
@@ -83,15 +83,6 @@ class Throughput:
         return replace(self, kind_macs=local)
 
 
-def _model(nodes: list, inputs: dict[str, tuple[int, ...]], output: str, weights: dict[str, np.ndarray]
-           ) -> onnx.ModelProto:
-    graph = helper.make_graph(
-        nodes, "probe", [helper.make_tensor_value_info(n, FLOAT, list(s)) for n, s in inputs.items()],
-        [helper.make_tensor_value_info(output, FLOAT, None)],
-        [numpy_helper.from_array(np.ascontiguousarray(v), k) for k, v in weights.items()])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-
-
 def element_probe(rng: np.random.Generator) -> tuple[onnx.ModelProto, dict]:
     """The memory-bound ops of a UNet resnet block (GroupNorm as exported, SiLU, residual Add) on
     320 × 64 × 64 and of a transformer block (LayerNorm, GELU as exported, residual Adds) on
@@ -125,14 +116,14 @@ def element_probe(rng: np.random.Generator) -> tuple[onnx.ModelProto, dict]:
              helper.make_node("Add", ["res", "tm"], ["y"])]
     shapes = {"x": (1, c, size, size), "t": (1, tokens, width), "u": (1, tokens, width), "v": (1, tokens, width)}
     feeds = {k: rng.standard_normal(v).astype(np.float32) for k, v in shapes.items()}
-    return _model(nodes, shapes, "y", weights), feeds
+    return probe_model(nodes, shapes, "y", weights), feeds
 
 
 def step_probe(count: int, rng: np.random.Generator) -> tuple[onnx.ModelProto, dict, int]:
     nodes = [helper.make_node("Add", ["x" if i == 0 else f"v{i - 1}", "one"], [f"v{i}" if i < count - 1 else "y"])
              for i in range(count)]
     feeds = {"x": rng.standard_normal((4, 4)).astype(np.float32)}
-    return _model(nodes, {"x": (4, 4)}, "y", {"one": np.ones((4, 4), np.float32)}), feeds, count
+    return probe_model(nodes, {"x": (4, 4)}, "y", {"one": np.ones((4, 4), np.float32)}), feeds, count
 
 
 def _time_runs(run: Callable[[], object], min_seconds: float, min_runs: int = 2) -> tuple[float, float]:

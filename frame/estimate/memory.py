@@ -17,6 +17,10 @@ the reader can only hold the weights that follow up to the next big one: the mod
 the sizes of the next weights in fetch order while they fit the budget and are each below it.
 ``ram`` holds every weight (as stored). ``nocache`` holds nothing ahead.
 
+Guidance passes in "shared" mode (``Model.run_shared``: each op runs both passes while its weights
+are held) keep both passes' activations alive: ``other_items_bytes`` adds, per step, what the other
+pass holds at that point of the engine's loop; weights, read-ahead and scratch count once.
+
 The night's peak is the largest component's plus PIPELINE_BYTES (what the render worker holds
 beyond a fresh process: PIL, the pipeline, heap left by the text encoders), plus TASTE_BYTES when the
 taste model (scikit-learn, scipy) was imported earlier in the same worker to choose the prompt.
@@ -69,9 +73,24 @@ def readahead_bytes(count: GraphCount, provider: str) -> list[int]:
     return ahead
 
 
-def component_peak(count: GraphCount, provider: str = "prefetch") -> int:
-    """Process peak (bytes) while ``count``'s model runs in a fresh worker."""
+def other_items_bytes(count: GraphCount, items: int) -> list[int]:
+    """Activations the other items of a shared run hold while one item runs each step.
+
+    ``Executor.run_shared`` runs step *i* for item 0, frees its dead values, then for item 1: while
+    item 0 runs it, item 1 holds what was alive before step *i*; while item 1 runs it, item 0 holds
+    what is alive after step *i*. So each step adds the larger of the two, once per extra item."""
+    if items <= 1:
+        return [0] * len(count.steps)
+    before = [count.input_bytes] + [s.kept_bytes for s in count.steps[:-1]]
+    return [(items - 1) * max(b, s.kept_bytes) for b, s in zip(before, count.steps)]
+
+
+def component_peak(count: GraphCount, provider: str = "prefetch", items: int = 1) -> int:
+    """Process peak (bytes) while ``count``'s model runs in a fresh worker; ``items`` > 1: that many
+    inputs run through each op while its weights are held (the guidance passes' "shared" mode: the
+    weights, read-ahead and scratch once, the activations of every item)."""
     ahead = readahead_bytes(count, provider)
-    steps = max((s.resident_bytes + a + round(ALLOCATOR_SHARE * s.live_bytes)
-                 for s, a in zip(count.steps, ahead)), default=0)
+    others = other_items_bytes(count, items)
+    steps = max((s.resident_bytes + o + a + round(ALLOCATOR_SHARE * (s.live_bytes + o))
+                 for s, o, a in zip(count.steps, others, ahead)), default=0)
     return BASE_BYTES + STRUCTURE_BYTES_PER_NODE * count.node_count + steps + ALLOCATOR_BYTES

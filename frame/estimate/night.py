@@ -1,6 +1,10 @@
 """The projected night: the plan's runs timed at a machine's rates, the peak, the bytes read.
 
-night = worker start + Σ component loads + choose + text + steps × (passes × UNet evaluation) + vae
+night = worker start + Σ component loads + choose + text + steps × (UNet per step) + vae
+
+UNet per step, by guidance mode (``frame.diffusion.guidance_plan``): "sequential" 2 evaluations
+(weights read twice), "shared" 1 evaluation whose ops compute both passes (weights read once),
+"batched" 1 evaluation at batch 2 (weights read once); 1 evaluation without guidance.
 
 Each evaluation is ``frame.estimate.timing.evaluation_time`` (compute overlapped with weight reads
 at the storage's rate). Loads and the worker start are measured on this machine (loading is what
@@ -59,8 +63,8 @@ class NightEstimate:
 def _run_seconds(run: Run, rates: Throughput, provider: str) -> tuple[float, float, float]:
     """(seconds of all evaluations, stall seconds, compute seconds) of a run (per step for UNet runs)."""
     rates = rates.within(run.count.steps)  # unprobed signatures at this component's own averages
-    first = evaluation_time(run.count, rates, rates.read_bytes, provider, first=True)
-    later = evaluation_time(run.count, rates, rates.read_bytes, provider, first=False)
+    first = evaluation_time(run.count, rates, rates.read_bytes, provider, first=True, items=run.items)
+    later = evaluation_time(run.count, rates, rates.read_bytes, provider, first=False, items=run.items)
     total = first.seconds + later.seconds * (run.evaluations - 1)
     stall = first.stall + later.stall * (run.evaluations - 1)
     return total, stall, first.compute + later.compute * (run.evaluations - 1)
@@ -83,7 +87,8 @@ def project(plan: NightPlan, rates: Throughput, provider: str, load_factor: floa
 
 
 def bytes_read(plan: NightPlan) -> tuple[int, int]:
-    """(weight bytes per denoising step, weight bytes per night) read from storage or the link."""
+    """(weight bytes per denoising step, weight bytes per night) read from storage or the link
+    (a shared run's items read each weight once: ``items`` does not count)."""
     per_step = sum(r.count.weight_bytes * r.evaluations for r in plan.runs if r.per_step)
     rest = sum(r.count.weight_bytes * r.evaluations for r in plan.runs if not r.per_step)
     return per_step, per_step * plan.steps + rest
@@ -93,7 +98,7 @@ def peak(plan: NightPlan, provider: str, taste_model: bool) -> tuple[int, str]:
     """(bytes, phase) of the night's largest component peak (``memory.component_peak``)."""
     best, where = 0, ""
     for run in plan.runs:
-        value = memory.component_peak(run.count, provider) + memory.PIPELINE_BYTES
+        value = memory.component_peak(run.count, provider, run.items) + memory.PIPELINE_BYTES
         if run.phase in ("text", "unet", "vae") and taste_model:
             value += memory.TASTE_BYTES
         if value > best:
@@ -109,6 +114,6 @@ def estimate_night(plan: NightPlan, machines: list[tuple[Throughput, float]], we
     projections = [project(plan, rates, provider, factor) for rates, factor in machines]
     per_step, per_night = bytes_read(plan)
     unet = plan.runs_of("unet")
-    macs = sum(r.count.macs * r.evaluations for r in unet)
+    macs = sum(r.count.macs * r.evaluations * r.items for r in unet)
     top, phase = peak(plan, provider, taste_model and bool(plan.runs_of("choose")))
     return NightEstimate(plan, projections, top, phase, provider, per_step, per_night, macs, url, list(plan.notes))

@@ -7,9 +7,14 @@ A night, as ``frame.worker.render`` and ``frame.diffusion.pipeline`` run it:
    pool (themes × styles + feed items) and the rated prompts (``choose_texts``);
 2. **text**: each text encoder runs once for the prompt and, with classifier-free guidance, once
    more for the negative prompt;
-3. **unet**: per step, one UNet evaluation per guidance pass, or one evaluation with a batch of two
-   when the passes are batched (both sets of activations at once, the weights read once). Every
-   sampler here (euler, euler_a, ddim, dpm++2m, lcm) evaluates the UNet once per step;
+3. **unet**: per step, with classifier-free guidance, two passes run as the render runs them
+   (``guidance_mode_tonight``: the pipeline's ``guidance_mode`` if fixed, else
+   ``frame.diffusion.guidance_plan.choose`` on the same kind, size, weight precision and memory
+   limit): "shared", one evaluation whose ops each run both passes while their weights are held
+   (weights read once, both passes' activations alive); "sequential", two evaluations (weights read
+   twice); "batched", one evaluation with a batch of two (weights read once, activations and kernel
+   temporaries doubled). Without guidance, one evaluation. Every sampler here (euler, euler_a, ddim,
+   dpm++2m, lcm) evaluates the UNet once per step;
 4. **vae**: the decoder once per tile (tiles of ``vae_tile`` latent pixels overlapping by
    ``vae_tile_overlap``, ``frame.diffusion.vae``), or once on the whole latent when it fits in one
    tile or the export's fixed size cannot be tiled.
@@ -33,13 +38,16 @@ AXIS_TEXTS = 12  # the six default concept axes, two ends each (frame.taste.feat
 
 @dataclass(frozen=True)
 class Run:
-    """``evaluations`` of one counted graph (``per_step``: that many per denoising step)."""
+    """``evaluations`` of one counted graph (``per_step``: that many per denoising step); each
+    evaluation runs ``items`` inputs through every op while its weights are held (2 for the guidance
+    passes in "shared" mode: compute twice, weights read once)."""
 
     phase: str
     name: str
     count: GraphCount
     evaluations: int
     per_step: bool = False
+    items: int = 1
 
 
 @dataclass
@@ -54,11 +62,12 @@ class NightPlan:
     sampler: str
     guidance: float
     guided: bool
-    batched: bool
+    guidance_mode: str              # "shared", "sequential" or "batched" (``frame.diffusion.denoise``)
     turbo: bool = False
     runs: list[Run] = field(default_factory=list)
     tiles: int = 1
     notes: list[str] = field(default_factory=list)
+    guidance_reason: str = ""       # why that mode (``guidance_plan.choose``'s reason, or the setting)
 
     @property
     def min_steps(self) -> int:
@@ -67,9 +76,18 @@ class NightPlan:
         return minimum_steps(self.turbo, self.sampler, self.steps)
 
     @property
+    def batched(self) -> bool:
+        return self.guided and self.guidance_mode == "batched"
+
+    @property
     def passes(self) -> int:
-        """UNet evaluations per step (the weights are read once per evaluation)."""
-        return 1 if self.batched or not self.guided else 2
+        """UNet passes computed per step: 2 with guidance (however they run), else 1."""
+        return 2 if self.guided else 1
+
+    @property
+    def weight_reads(self) -> int:
+        """Times the UNet's weights are read per step: 2 only for guidance passes run one after the other."""
+        return 2 if self.guided and self.guidance_mode == "sequential" else 1
 
     def runs_of(self, phase: str) -> list[Run]:
         return [r for r in self.runs if r.phase == phase]
@@ -140,23 +158,50 @@ def _vae_run(pipe, latent: tuple[int, int], tile: int, overlap: int) -> tuple[ob
     return source, (th, tw), tiles, None
 
 
+def guidance_mode_tonight(pipe, settings, batch_dim, precision: str, requested: str | None,  # noqa: ANN001
+                          memory_limit_mb: float | None) -> tuple[str, str]:
+    """(mode, reason) as the render decides it: ``frame.diffusion.denoise.GuidedUNet`` (a fixed batch
+    of 2 forces "batched"; a fixed batch of 1 cannot batch) after ``Pipeline.guidance_mode_for``
+    (``requested`` or the pipeline's ``guidance_mode``, else ``guidance_plan.choose``)."""
+    from frame.diffusion import guidance_plan
+
+    if not settings.guided:
+        return "sequential", "one UNet pass per step (no guidance)"
+    if batch_dim == 2:
+        return "batched", "the export's fixed batch of 2 runs both passes as one batch"
+    requested = requested or getattr(pipe, "guidance_mode", None)
+    if requested is None:
+        plan = guidance_plan.choose(pipe.kind, settings.width, settings.height, precision, memory_limit_mb, True)
+        return plan.mode, plan.reason
+    if requested == "batched" and isinstance(batch_dim, int):
+        return "sequential", "the export's fixed batch of 1 cannot batch the two passes"
+    return requested, f"guidance mode {requested!r} set"
+
+
 def build_plan(pipe, width: int, height: int, steps: int | None, guidance: float | None, sampler: str | None,  # noqa: ANN001
-               cfg_batch: bool = False, vae_tile: int = 32, vae_tile_overlap: int = 8,
-               choose_texts: int = 0) -> NightPlan:
-    """Count every component of ``pipe`` (a ``frame.diffusion.Pipeline``) for one night's settings."""
+               guidance_mode: str | None = None, memory_limit_mb: float | None = None, vae_tile: int = 32,
+               vae_tile_overlap: int = 8, choose_texts: int = 0) -> NightPlan:
+    """Count every component of ``pipe`` (a ``frame.diffusion.Pipeline``) for one night's settings.
+
+    ``guidance_mode``: how the guidance passes run; None: as tonight's render would run them
+    (``guidance_mode_tonight`` with ``memory_limit_mb``, the worker's limit; None there: the
+    pipeline's own ``memory_limit_mb``)."""
     settings = pipe.settings("estimate", "negative", steps, guidance, sampler, 0, width, height)
     info = pipe.info
     latent = (height // info.vae_factor, width // info.vae_factor)
     structure = _structure(pipe.unet_source)
     unet_declared = declared_inputs(structure)
     batch_dim = unet_declared.get("sample", (None,))[0]
-    can_batch = not isinstance(batch_dim, int) or batch_dim == 2
-    batched = settings.guided and can_batch and (cfg_batch or batch_dim == 2)
+    unet = count_graph(pipe.unet_source, unet_shapes(unet_declared, 1, latent), structure=structure)
+    limit = memory_limit_mb if memory_limit_mb is not None else getattr(pipe, "memory_limit_mb", None)
+    mode, reason = guidance_mode_tonight(pipe, settings, batch_dim, unet.precision, guidance_mode, limit)
     plan = NightPlan(info.label, str(pipe.files.source), width, height, settings.steps, settings.sampler,
-                     settings.guidance, settings.guided, batched, info.turbo)
-    batch = 2 if batched else 1
-    unet = count_graph(pipe.unet_source, unet_shapes(unet_declared, batch, latent), structure=structure)
-    plan.runs.append(Run("unet", "unet", unet, 1 if batched or not settings.guided else 2, per_step=True))
+                     settings.guidance, settings.guided, mode, info.turbo, guidance_reason=reason)
+    if plan.batched and batch_dim != 2:
+        unet = count_graph(pipe.unet_source, unet_shapes(unet_declared, 2, latent))
+    evaluations = 2 if plan.guided and mode == "sequential" else 1
+    plan.runs.append(Run("unet", "unet", unet, evaluations, per_step=True,
+                         items=2 if plan.guided and mode == "shared" else 1))
     prompts = 2 if settings.guided else 1
     for encoder in pipe.encoders:
         count = _count(encoder.source, lambda d: {k: concrete(v, (1, TOKENS)) for k, v in d.items()})

@@ -27,7 +27,7 @@ Probe = tuple[onnx.ModelProto, dict[str, np.ndarray]]
 MIN_TOKENS = 512
 
 
-def _model(nodes: list, inputs: dict[str, tuple[int, ...]], output: str, weights: dict[str, np.ndarray]
+def probe_model(nodes: list, inputs: dict[str, tuple[int, ...]], output: str, weights: dict[str, np.ndarray]
            ) -> onnx.ModelProto:
     graph = helper.make_graph(
         nodes, "probe", [helper.make_tensor_value_info(n, FLOAT, list(s)) for n, s in inputs.items()],
@@ -95,7 +95,7 @@ def conv_probe(sig: Signature, max_macs: int, rng: np.random.Generator) -> Probe
         source = "u"
     nodes.append(helper.make_node("Conv", [source, "w"], ["y"], **attrs))
     feeds = {"x": rng.standard_normal(x_shape).astype(np.float32)}
-    return _model(nodes, {"x": x_shape}, "y", weights), feeds
+    return probe_model(nodes, {"x": x_shape}, "y", weights), feeds
 
 
 def matmul_probe(sig: Signature, max_macs: int, rng: np.random.Generator) -> Probe:
@@ -105,7 +105,7 @@ def matmul_probe(sig: Signature, max_macs: int, rng: np.random.Generator) -> Pro
     nodes, weights = stored_weight((k, n_out), sig.storage, 1, rng)
     nodes.append(helper.make_node("MatMul", ["x", "w"], ["y"]))
     feeds = {"x": rng.standard_normal((1, tokens, k)).astype(np.float32)}
-    return _model(nodes, {"x": (1, tokens, k)}, "y", weights), feeds
+    return probe_model(nodes, {"x": (1, tokens, k)}, "y", weights), feeds
 
 
 def attention_probe(sig: Signature, max_macs: int, rng: np.random.Generator) -> Probe:
@@ -131,7 +131,7 @@ def attention_probe(sig: Signature, max_macs: int, rng: np.random.Generator) -> 
              helper.make_node("Softmax", ["t"], ["p"], axis=-1),
              helper.make_node("MatMul", ["p", "v"], ["y"])]
     feeds = {k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()}
-    return _model(nodes, shapes, "y", {"scale": np.array(dim ** -0.5, np.float32)}), feeds
+    return probe_model(nodes, shapes, "y", {"scale": np.array(dim ** -0.5, np.float32)}), feeds
 
 
 def activation_matmul_probe(sig: Signature, max_macs: int, rng: np.random.Generator) -> Probe:
@@ -142,7 +142,7 @@ def activation_matmul_probe(sig: Signature, max_macs: int, rng: np.random.Genera
     rows = _rows(a[-2] if len(a) > 1 else 1, heads * a[-1] * b[-1], max_macs)
     shapes = {"a": (1, heads, rows, a[-1]), "b": (1, heads, b[-2], b[-1])}
     feeds = {k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()}
-    return _model([helper.make_node("MatMul", ["a", "b"], ["y"])], shapes, "y", {}), feeds
+    return probe_model([helper.make_node("MatMul", ["a", "b"], ["y"])], shapes, "y", {}), feeds
 
 
 def build_probe(sig: Signature, max_macs: int, rng: np.random.Generator) -> Probe:

@@ -38,12 +38,18 @@ def _steps(count: int) -> str:
     return f"{count} step" if count == 1 else f"{count} steps"
 
 
+MODE_WORDS = {
+    "shared": "shared (each op runs both while its weights are held: weights read once per step)",
+    "batched": "batched (one batch of two: weights read once per step)",
+    "sequential": "one after the other (weights read twice per step)",
+}
+
+
 def _guidance(estimate: NightEstimate) -> str:
     plan = estimate.plan
     if not plan.guided:
         return f"guidance {plan.guidance:g}: one UNet pass per step"
-    how = "batched (one read of the weights per step)" if plan.batched else "one after the other"
-    return f"guidance {plan.guidance:g}: two passes per step, {how}"
+    return f"guidance {plan.guidance:g}: two passes per step, {MODE_WORDS[plan.guidance_mode]}"
 
 
 def _projection(p: Projection, plan_steps: int) -> str:
@@ -78,15 +84,17 @@ def lines(result: ConfiguredEstimate) -> list[str]:
     out = [f"model: {plan.label} ({source}), {plan.width}x{plan.height}, {_steps(plan.steps)} {plan.sampler}; "
            f"{_guidance(e)}",
            f"per step: {macs_text(per_step_macs)} multiply-adds, {size_text(e.bytes_per_step)} of weights read "
-           f"{where} (UNet {size_text(unet_bytes)} x {plan.passes})",
+           f"{where} (UNet {size_text(unet_bytes)} x {plan.weight_reads})",
            f"per night: {size_text(e.bytes_per_night)} read {where} "
            f"({', '.join(_phase_bytes(e))})",
            f"peak memory: {memory_text(e.peak_bytes)} ({e.peak_phase}); worker limit "
            f"{memory_text(result.memory_limit_bytes)}: "
            f"{'fits' if e.peak_bytes <= result.memory_limit_bytes else 'does NOT fit'}"]
+    if plan.guided and plan.guidance_reason:
+        out.append(f"guidance passes {plan.guidance_mode} tonight, as the render chooses: {plan.guidance_reason}")
     alt = result.alternative
     if alt is not None:
-        way = "batched" if alt.plan.batched else "one after the other"
+        way = "one after the other" if alt.plan.guidance_mode == "sequential" else alt.plan.guidance_mode
         out.append(f"guidance passes {way} instead: {size_text(alt.bytes_per_step)} read per step, peak "
                    f"{memory_text(alt.peak_bytes)}, night {format_duration(alt.here.seconds)} here, "
                    f"{format_duration(alt.projections[1].seconds)} on a Pi Zero 2 W")
@@ -113,11 +121,15 @@ def _phase_bytes(e: NightEstimate) -> list[str]:
 
 
 def to_dict(result: ConfiguredEstimate, origin: str) -> dict:
-    """What the settings page shows (``estimate.json``): the same lines plus the key figures."""
+    """What the settings page shows (``estimate.json``): the same lines plus the key figures.
+    ``passes_per_step``: UNet passes computed per step (2 with guidance); ``guidance_mode``: how they
+    run ("shared", "sequential", "batched"; "none" without guidance); ``weight_reads_per_step``: how
+    often the UNet's weights are read per step; ``batched`` kept for readers of the older file."""
     e = result.estimate
     return {"made_at": time.time(), "origin": origin, "lines": lines(result),
             "model": e.plan.label, "size": f"{e.plan.width}x{e.plan.height}", "steps": e.plan.steps,
-            "passes_per_step": e.plan.passes, "batched": e.plan.batched,
+            "passes_per_step": e.plan.passes, "guidance_mode": e.plan.guidance_mode if e.plan.guided else "none",
+            "weight_reads_per_step": e.plan.weight_reads, "batched": e.plan.batched,
             "bytes_per_step": e.bytes_per_step, "bytes_per_night": e.bytes_per_night,
             "macs_per_step": e.macs_per_step, "peak_bytes": e.peak_bytes,
             "seconds_here": round(e.here.seconds, 1), "seconds_pi": round(e.projections[1].seconds, 1),

@@ -12,7 +12,8 @@ read but not yet asked for (32 MB on disk, 64 MB over HTTP); a weight bigger tha
 when its op asks for it. ``simulate`` replays that policy step by step: the reader reads weight k
 as soon as it is free and the read-ahead bytes allow, an op starts when its weights are in and the
 previous op is done. ``nocache`` reads on request (no overlap); ``ram`` reads every weight once
-(the first evaluation pays it all). The result is the finishing time of the last op.
+(the first evaluation pays it all). The result is the finishing time of the last op. A shared run
+of the guidance passes (``items=2``) is one such evaluation whose ops each compute twice.
 """
 
 from __future__ import annotations
@@ -95,10 +96,12 @@ def _budget_start(reader: float, size: int, budget: int, requested: deque[tuple[
 
 
 def evaluation_time(count: GraphCount, rates: Throughput, read_rate: float | None = None,
-                    provider: str = "prefetch", first: bool = True) -> EvaluationTime:
+                    provider: str = "prefetch", first: bool = True, items: int = 1) -> EvaluationTime:
     """One evaluation of ``count`` at ``rates``; weights read at ``read_rate`` through ``provider``
-    (``ram``: only the ``first`` evaluation reads)."""
-    computes = [step_compute(s, rates) for s in count.steps]
+    (``ram``: only the ``first`` evaluation reads). ``items`` > 1: that many inputs run through each op
+    while its weights are held (``Model.run_shared``): each op computes ``items`` times, its weights
+    are read once, and the read-ahead overlaps them as for one evaluation."""
+    computes = [step_compute(s, rates) * items for s in count.steps]
     fetches = [s.fetches for s in count.steps]
     total_read = sum(sum(f) for f in fetches)
     if provider == "ram" and not first:

@@ -16,7 +16,8 @@ instead. The render worker's whole use of it::
 
 Modules: ``a1111`` (request/answer JSON), ``client`` (HTTP, deadlines, failure reasons), ``picture``
 (checking the returned image), ``render`` (one job with progress), ``night`` (the job from the config),
-``serve`` (the server side). Importing this package is cheap.
+``nightstep`` (the render worker's generate step: ask the server, else record why and paint on the
+frame; resumable), ``serve`` (the server side). Importing this package is cheap.
 """
 
 from __future__ import annotations

@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 ProgressCallback = Callable[[Progress], None]
 CHECK_SECONDS = 10.0  # the reachability check before the job (A1111 lists models in well under a second)
 POLL_CALL_SECONDS = 10.0
+INTERRUPT_SECONDS = 2.0  # the supervisor SIGKILLs a worker 6 s after SIGTERM
 
 
 @dataclass(frozen=True)
@@ -112,8 +113,14 @@ class RemoteRenderer:
         log.info("rendering on %s (models: %s)", self.client.server, ", ".join(titles[:3]) or "none listed")
         post = _Post(self.client, job, max(0.1, budget - (time.monotonic() - started)))
         post.thread.start()
-        self._watch(post, job, progress)
+        try:
+            self._watch(post, job, progress)
+        except BaseException as exc:  # the worker was stopped (SIGTERM) or the watcher gave up
+            if not isinstance(exc, RemoteUnavailable):
+                self.interrupt()
+            raise
         if isinstance(post.error, RemoteUnavailable) and post.error.reason == TIMEOUT:
+            self.interrupt()  # the server may still be painting a picture nobody will collect
             limit = ("render.remote.job_timeout_minutes" if budget == self.settings.job_timeout_minutes * 60.0
                      else "the render window")
             raise RemoteUnavailable(TIMEOUT, f"the picture was not done within {budget:g} s ({limit})",
@@ -133,6 +140,17 @@ class RemoteRenderer:
         seconds = time.monotonic() - started
         log.info("remote picture %dx%d in %.1f s from %s", image.width, image.height, seconds, self.client.server)
         return RemoteResult(image, parameters, self.client.server, seconds)
+
+    def interrupt(self) -> None:
+        """Best effort ``POST /sdapi/v1/interrupt``: free the server from a job frame gave up on.
+
+        A1111 interrupts whatever it is painting, so this is only sent while frame's own job runs
+        (stopped worker, frame's deadline passed), never when the server was lost."""
+        try:
+            self.client.call("POST", a1111.INTERRUPT, seconds=INTERRUPT_SECONDS)
+            log.info("asked %s to interrupt the job", self.client.server)
+        except RemoteUnavailable as exc:
+            log.info("could not interrupt the job on %s (%s)", self.client.server, exc.reason)
 
     def _watch(self, post: _Post, job: RemoteJob, progress: ProgressCallback | None) -> None:
         """Poll progress until the POST ends; cut it when the server is lost."""

@@ -151,8 +151,7 @@ class ThemePicker:
             raise FrameError("taste: no candidates to choose from")
         rng = rng if rng is not None else np.random.default_rng()
         pool = self._fresh(candidates, recent_themes)
-        classes = {rating_class(r.value) for r in ratings}
-        if len(ratings) < self.settings.min_ratings or len(classes) < 2:
+        if not self.uses_model(ratings):
             why = (
                 f"only {len(ratings)} of {self.settings.min_ratings} ratings so far"
                 if len(ratings) < self.settings.min_ratings
@@ -166,6 +165,12 @@ class ThemePicker:
             return self._explore(pool, ratings, utility, rng)
         best = _argmax_random(utility, rng)
         return self._explained(model, names, pool[best], values[best], utility[best], ratings)
+
+    def uses_model(self, ratings: Sequence[Rating]) -> bool:
+        """Whether :meth:`pick` trains the taste model (scikit-learn) on these ratings: at least
+        ``min_ratings`` of them, of at least two kinds. Otherwise it chooses for variety, numpy only."""
+        classes = {rating_class(r.value) for r in ratings}
+        return len(ratings) >= self.settings.min_ratings and len(classes) >= 2
 
     # --- model ----------------------------------------------------------------------------------
 

@@ -47,11 +47,17 @@ def why_plot_name(why: Any) -> str | None:
     return None
 
 
+def why_plot_note(why: Any) -> str:
+    """Why a model's choice has no plot (matplotlib not installed, say), shown where the plot would be."""
+    note = why.get("plot_note") if isinstance(why, Mapping) else None
+    return note if isinstance(note, str) else ""
+
+
 def why_details(why: Any) -> list[tuple[str, str]]:
     """Further explanation facts worth listing (scalar fields other than the sentence and plot)."""
     if not isinstance(why, Mapping):
         return []
-    skip = {"sentence", "text", "explanation", "summary", "plot", "plot_file"}
+    skip = {"sentence", "text", "explanation", "summary", "plot", "plot_file", "plot_note"}
     details = []
     for key, value in why.items():
         if key in skip or isinstance(value, (Mapping, list, tuple)) or value in (None, ""):
@@ -79,6 +85,7 @@ def picture_view(picture: Mapping[str, Any]) -> dict[str, Any]:
         "why": why_sentence(why),
         "why_details": why_details(why),
         "has_plot": why_plot_name(why) is not None,
+        "plot_note": why_plot_note(why),
         "has_panel": bool(picture.get("panel_file")),
         "facts": _facts(picture),
     }
@@ -160,6 +167,7 @@ def progress_view(status: Mapping[str, Any] | None) -> dict[str, Any]:
         "restarts": render.get("restarts") or 0,
         "has_preview": bool(render.get("preview")),
         "step_choice": str(render.get("step_choice") or ""),
+        "backend_note": str(render.get("backend_note") or ""),  # render server used, or why not (issue 17)
         "notice": str((status or {}).get("notice") or ""),
         "notice_details": str((status or {}).get("notice_details") or ""),
     }

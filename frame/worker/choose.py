@@ -2,8 +2,9 @@
 job's candidates and the owner's rating history, with the explanation (and, when the model chose, a
 plot) stored beside the picture.
 
-Runs only in worker processes: it imports numpy and scikit-learn (and matplotlib for the plot). The
-random generator is seeded from the job's seed, so a restarted worker makes the same choice.
+Runs only in worker processes, and when the taste model is trained (scikit-learn, matplotlib for the
+plot) in the worker's short child (``tastechild.py``). The random generator is seeded from the job's
+seed, so a restarted worker makes the same choice.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 PLOT_NAME = "why.png"
+NO_MATPLOTLIB = ("The plot of your nearest rated pictures needs matplotlib, which is not installed "
+                 "(pip install 'frame[plots]', or tools/install-pi.sh without --no-plots).")
 
 
 def _settings(taste: Any):
@@ -23,6 +26,13 @@ def _settings(taste: Any):
     return TasteSettings(themes=tuple(taste.themes), styles=tuple(taste.styles), explore_rate=taste.explore_rate,
                          min_ratings=taste.min_ratings, avoid_recent=taste.avoid_recent,
                          n_neighbors=taste.n_neighbors, axes=dict(taste.axes) or None)
+
+
+def picker_for(config: Any, embed: Any):
+    """The taste picker for the ``taste`` settings in ``config``."""
+    from frame.taste.picker import ThemePicker
+
+    return ThemePicker(embed, _settings(config.taste))
 
 
 def to_candidate(item: dict[str, Any]):
@@ -50,19 +60,24 @@ def to_rating(picture: dict[str, Any]):
     return Rating(candidate, value, picture["id"])
 
 
-def _plot(picker: Any, ratings: list, pool: list, choice: Any, row: Any, job_dir: Path) -> str | None:
-    """The explanation plot (the owner's rated pictures in the deciding subspaces, tonight's as a star)."""
+def _plot(picker: Any, ratings: list, pool: list, choice: Any, row: Any, job_dir: Path) -> dict[str, str]:
+    """The explanation plot (the owner's rated pictures in the deciding subspaces, tonight's as a star):
+    ``{"plot": file name}``, or ``{"plot_note": why there is none}`` for the phone page."""
+    try:
+        import matplotlib  # noqa: F401 - the optional `plots` extra
+    except ImportError:
+        return {"plot_note": NO_MATPLOTLIB}
     try:
         from frame.taste.plots import plot_prediction
 
         model, _names, params = picker.fit(ratings, pool)
         if params:
-            return None
+            return {}
         plot_prediction(model, row, job_dir / PLOT_NAME)
-        return PLOT_NAME
+        return {"plot": PLOT_NAME}
     except (ValueError, ImportError, OSError) as exc:
         log.warning("no explanation plot: %s", exc)
-        return None
+        return {"plot_note": f"No plot tonight: {exc}"}
 
 
 def pick(job: dict[str, Any], config: Any, embed: Any, job_dir: Path) -> dict[str, Any]:
@@ -70,9 +85,7 @@ def pick(job: dict[str, Any], config: Any, embed: Any, job_dir: Path) -> dict[st
     negative prompt, ``why`` = the picker's JSON explanation + ``sentence``/``plot``, ``features``)."""
     import numpy as np
 
-    from frame.taste.picker import ThemePicker
-
-    picker = ThemePicker(embed, _settings(config.taste))
+    picker = picker_for(config, embed)
     items = job["candidates"]
     pool = [to_candidate(item) for item in items]
     ratings = [to_rating(p) for p in job.get("history", [])]
@@ -81,7 +94,7 @@ def pick(job: dict[str, Any], config: Any, embed: Any, job_dir: Path) -> dict[st
     row = picker.features.axis_values([choice.candidate.text])[0]
     why = {**choice.to_dict(), "sentence": choice.reason, "method": f"taste ({choice.mode})"}
     if choice.mode == "model":
-        why["plot"] = _plot(picker, ratings, pool, choice, row, job_dir)
+        why.update({"plot": None, **_plot(picker, ratings, pool, choice, row, job_dir)})
     return {"prompt": choice.candidate.text, "theme": choice.candidate.theme, "style": choice.candidate.style,
             "origin": item.get("origin", "theme"), "negative_prompt": item.get("negative_prompt", ""),
             "feed_item_id": item.get("feed_item_id"), "why": why,

@@ -39,8 +39,8 @@ def _findings(source: str, cache_dir: str, model_key: tuple, display_key: tuple)
 
     from frame.diffusion import rules
     from frame.diffusion.pipeline import Pipeline, engine_loader, open_model_files
+    from frame.diffusion.sizes import night_size
     from frame.errors import FrameError
-    from frame.worker.render import _size as night_size
 
     sampler, steps, guidance, size, vae_tile, vae_tile_overlap = model_key
     found = rules.tile_findings(vae_tile, vae_tile_overlap)

@@ -92,6 +92,19 @@ def take_lock(state_dir: Path, name: str = LOCK_NAME) -> int:
     return fd
 
 
+def peak_rss_mb() -> float:
+    """This process's own peak resident set (``VmHWM``): ``ru_maxrss`` would carry the daemon's peak
+    over the exec that started this worker."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def _on_sigterm(signum: int, frame: Any) -> None:
     raise Stopped()
 
@@ -112,8 +125,7 @@ def run_job(job_dir: Path, kind: str, run_steps: JobSteps) -> int:
     take_lock(Path(job["state_dir"]), LOCK_NAME if kind != "show" else PANEL_LOCK_NAME)
     started = time.monotonic()
     result = run_steps(job, config, job_dir, emit)
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    emit("done", result=result, seconds=round(time.monotonic() - started, 2), peak_rss_mb=round(peak_mb, 1))
+    emit("done", result=result, seconds=round(time.monotonic() - started, 2), peak_rss_mb=round(peak_rss_mb(), 1))
     return 0
 
 

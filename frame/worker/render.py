@@ -24,6 +24,7 @@ from frame.worker import process
 from frame.worker.errors import StepUnavailable
 from frame.worker.pipeline import PipelineHolder
 from frame.worker.process import Emit
+from frame.worker.remote_step import why_with_backend
 
 log = logging.getLogger(__name__)
 
@@ -42,9 +43,9 @@ def choose(job: dict[str, Any], config: Any, job_dir: Path, emit: Emit, pipeline
     elif not job.get("candidates"):
         raise StepUnavailable("choose", "no candidate themes or prompts (taste.themes is empty?)")
     else:
-        from frame.worker.choose import pick
+        from frame.worker import tastechild  # the trained model runs in a child: no scikit-learn here
 
-        choice = pick(job, config, lambda texts: pipeline.get(emit).embed_text(texts), job_dir)
+        choice = tastechild.choose(job, config, lambda texts: pipeline.get(emit).embed_text(texts), job_dir)
     choice.setdefault("negative_prompt", "")
     choice["negative_prompt"] = choice["negative_prompt"] or config.model.negative_prompt
     write_json(path, choice)
@@ -100,19 +101,6 @@ def _png_with_parameters(image: Any) -> bytes:
     return buffer.getvalue()
 
 
-def _size(config: Any, pipe: Any) -> tuple[int, int]:
-    """``model.size``, or for "auto" the model's native area at the panel's aspect ratio."""
-    from frame.diffusion.sizes import parse_size  # the pipeline is loaded by now
-
-    size = parse_size(config.model.size)
-    if size:
-        return size
-    width, height = parse_size(config.display.size) or (1, 1)
-    if config.display.rotate in (90, 270):
-        width, height = height, width
-    return pipe.auto_size(width / height)
-
-
 def _steps_for_tonight(job: dict[str, Any], config: Any, pipe: Any, size: tuple[int, int], job_dir: Path,
                        emit: Emit) -> int | None:
     """The largest step count whose estimated night fits before the job's deadline (never above the
@@ -139,9 +127,16 @@ def generate(job: dict[str, Any], config: Any, choice: dict[str, Any], job_dir: 
     out = job_dir / "image.png"
     if out.exists():
         return out
+    if config.render.backend == "remote":  # the LAN render server first; False: paint here (issue 17)
+        from frame.worker.remote_step import paint_remotely
+
+        if paint_remotely(job, config, choice, job_dir, emit, ProgressRelay(job_dir, emit)):
+            return out
     pipe = pipeline.get(emit)
     model = config.model
-    width, height = _size(config, pipe)
+    from frame.diffusion.sizes import night_size  # the pipeline is loaded by now
+
+    width, height = night_size(config, pipe)
     steps = _steps_for_tonight(job, config, pipe, (width, height), job_dir, emit)
     settings = pipe.settings(choice["prompt"], choice["negative_prompt"], steps, model.guidance,
                              model.sampler, job["seed"], width, height)
@@ -212,7 +207,7 @@ def run_render(job: dict[str, Any], config: Any, job_dir: Path, emit: Emit) -> d
         "guidance": generation.get("guidance"), "width": generation.get("width"),
         "height": generation.get("height"),
         "model": redact_url(generation.get("model") or config.model.source),  # stored and shown: no credentials
-        "why": choice.get("why"), "features": choice.get("features"), "timings": timings,
+        "why": why_with_backend(choice.get("why"), job_dir), "features": choice.get("features"), "timings": timings,
     }
     plot = (choice.get("why") or {}).get("plot")
     return {"image": str(image), "panel": str(panel), "meta": meta,

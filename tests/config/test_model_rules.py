@@ -110,7 +110,7 @@ SETTINGS = [  # (model section, panel size) pairs; the check and the night must 
 @pytest.mark.parametrize("model, panel", SETTINGS)
 def test_check_and_night_agree(tmp_path, model, panel):
     """The night's generate step resolves and checks the settings; the check must say the same."""
-    from frame.worker.render import _size
+    from frame.diffusion.sizes import night_size as _size
 
     path = tmp_path / "config.yaml"
     path.write_text(f"model:\n  {model}\ndisplay:\n  size: {panel}\n", encoding="utf-8")

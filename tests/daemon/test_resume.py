@@ -142,9 +142,14 @@ def test_daemon_stopped_or_killed_mid_render_resumes(tmp_path, daemon_config):
     assert any(re.search(r"STATUS=rendering: generating \(unet\) step \d+/10", m) for m in statuses), statuses
     assert list((state / "checkpoints" / f"render-{render_id}" / "diffusion").iterdir())
 
+    def resumes_logged() -> int:
+        return len(re.findall(r"denoising with .* from step", (tmp_path / "config.log").read_text()))
+
     daemon = DaemonProcess(config, url)
     try:
-        daemon.wait_for(lambda: (_render_step(daemon) or 0) >= 5)
+        # wait for this run's own worker: the live status kept from the stopped run may already say
+        # step 5+ (a fast machine gets far before SIGTERM lands), and then kill it as soon as it resumed
+        daemon.wait_for(lambda: resumes_logged() >= 2, timeout=60)
         worker = daemon.get("/api/status").json()["render"]
         daemon.proc.kill()  # SIGKILL: no cleanup at all; the worker dies with it (PDEATHSIG)
         daemon.proc.wait()
@@ -162,7 +167,9 @@ def test_daemon_stopped_or_killed_mid_render_resumes(tmp_path, daemon_config):
         daemon.kill()
     log = (tmp_path / "config.log").read_text()
     resumed_from = [int(n) for n in re.findall(r"denoising with .* from step (\d+)", log)]
-    assert resumed_from[0] == 0 and all(n > 0 for n in resumed_from[1:]) and len(resumed_from) == 3, resumed_from
+    # every start after the first resumes from a checkpoint; the third start is there unless the SIGKILLed
+    # worker had already finished its last steps (a fast machine, few steps left after the SIGTERM)
+    assert resumed_from[0] == 0 and all(n > 0 for n in resumed_from[1:]) and 2 <= len(resumed_from) <= 3, resumed_from
     store = Store.open(state)
     try:
         assert store.render(render_id)["status"] == "done" and store.count_pictures() == 1

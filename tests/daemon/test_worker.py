@@ -1,6 +1,7 @@
 """The real worker process (python -m frame.worker.render, .show) under the real supervisor."""
 
 import fcntl
+import json
 import os
 import threading
 import time
@@ -95,8 +96,23 @@ def test_a_show_does_not_wait_for_a_running_render_but_for_another_refresh(ctx):
         os.close(render_fd)
 
 
-def test_taste_model_choice_is_explained_with_a_plot(tmp_path, store):
-    """With enough mixed ratings the taste picker's model chooses; its explanation and plot are stored."""
+PROBE = """
+import atexit, json, os, sys
+def _record():
+    heavy = sorted(m for m in ("sklearn", "scipy", "matplotlib") if m in sys.modules)
+    with open(os.path.join({folder!r}, f"modules-{{os.getpid()}}.json"), "w") as out:
+        json.dump({{"argv": sys.argv, "heavy": heavy}}, out)
+atexit.register(_record)
+"""
+
+
+def test_taste_model_choice_is_explained_with_a_plot(tmp_path, store, monkeypatch):
+    """With enough mixed ratings the taste picker's model chooses; its explanation and plot are stored.
+    The model (scikit-learn, scipy, matplotlib) runs in the worker's child, never in the worker."""
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    (probe / "sitecustomize.py").write_text(PROBE.format(folder=str(probe)))
+    monkeypatch.setenv("PYTHONPATH", str(probe))
     config = make_config(tmp_path, model={"size": "64x64", "steps": 2}, display={"size": "80x48"},
                          taste={"min_ratings": 4, "explore_rate": 0.0, "themes": ("a stormy sea", "a calm meadow",
                                                                                     "a night city"),
@@ -114,3 +130,26 @@ def test_taste_model_choice_is_explained_with_a_plot(tmp_path, store):
     assert why["candidate"]["theme"] in config.taste.themes
     assert gallery.picture_path(tmp_path, why["plot"]).read_bytes()[:4] == b"\x89PNG"
     assert set(store.picture(picture_id)["features"]) >= {"warmth", "drama"}
+    processes = [json.loads(f.read_text()) for f in probe.glob("modules-*.json")]
+    worker = [p for p in processes if p["argv"][0].endswith("worker.py")]
+    child = [p for p in processes if p["argv"][0].endswith("tastechild.py")]
+    assert len(worker) == 1 and worker[0]["heavy"] == []
+    assert len(child) == 1 and {"sklearn", "scipy", "matplotlib"} <= set(child[0]["heavy"])
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="Linux /proc")
+def test_worker_reports_its_own_peak_not_its_parents(tmp_path):
+    """ru_maxrss survives exec: a child of a 300 MB parent reports 300 MB there; VmHWM is its own."""
+    import json
+    import subprocess
+    import sys
+
+    ballast = bytearray(300 << 20)
+    ballast[::4096] = b"x" * len(ballast[::4096])  # touch every page
+    code = ("import json, resource; from frame.worker.process import peak_rss_mb; "
+            "print(json.dumps([peak_rss_mb(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024]))")
+    own, inherited = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                               check=True).stdout)
+    del ballast
+    assert own < 150
+    assert inherited > 300  # what the worker used to report

@@ -212,3 +212,36 @@ def test_local_weights_over_the_threshold_are_mapped_read_only_and_equal_to_a_re
         del mapped
     finally:
         source.close()
+
+
+def test_prefetch_counts_held_weights_against_the_budget(tmp_path):
+    """Read-ahead stops at budget minus the weights the engine holds, and resumes when they are released."""
+    from onnx import helper, numpy_helper
+
+    weights = {"b0": np.full((50, 20), 1, np.float32), "c1": np.full((10, 20), 2, np.float32),
+               "c2": np.full((10, 20), 3, np.float32)}  # 4000, 800 and 800 bytes
+    nodes = [helper.make_node("MatMul", ["b0", "x"], ["m0"]), helper.make_node("MatMul", ["c1", "x"], ["m1"]),
+             helper.make_node("MatMul", ["c2", "x"], ["m2"]), helper.make_node("Concat", ["m0", "m1", "m2"], ["y"],
+                                                                               axis=0)]
+    inits = [numpy_helper.from_array(v, k) for k, v in weights.items()]
+    proto = builders.model(nodes, [builders.value("x", [20])], [builders.value("y", [70])], inits)
+    path = builders.save(proto, tmp_path / "m.onnx", external=True)
+    provider = DiskPrefetch(budget_bytes=5000)
+    with load_model(path, weights=provider) as model:
+        refs = {r.name: r for r in model.streamed_weights}
+
+        def ready_within(name, seconds=5.0):
+            with provider._cond:
+                return provider._cond.wait_for(lambda: refs[name].index in provider._ready, timeout=seconds)
+
+        provider.get(refs["b0"])
+        assert ready_within("c1")  # 4000 held + 800 ahead fits in 5000
+        assert not ready_within("c2", seconds=0.3)  # another 800 would not
+        provider.release(refs["b0"])
+        assert ready_within("c2")
+        provider.get(refs["c1"])
+        provider.release(refs["c1"])
+        provider.get(refs["c2"])
+        provider.release(refs["c2"])
+        feeds = {"x": np.arange(20, dtype=np.float32)}
+        assert builders.rel_l2(model.run(feeds)["y"], builders.ort_run(path, feeds)["y"]) < 1e-6

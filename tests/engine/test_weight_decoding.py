@@ -213,3 +213,56 @@ def test_onnx_reference_agrees_with_the_converted_fixture_pipeline_unet(tmp_path
     with load_model(str(dst)) as m:
         assert m.decoded_weight_count > 50
         np.testing.assert_allclose(m.run(feeds)["out_sample"], want, rtol=1e-3, atol=1e-4)
+
+
+def test_a_block_of_output_channels_runs_the_whole_convs_algorithm(tmp_path, monkeypatch):
+    """8 -> 4 channels is no "narrow" conv (that needs 4x more input than output channels), but a
+    block of one output channel looked like one: it padded its whole input (31 MB in the SDXL UNet)."""
+    from frame.engine.ops import conv as conv_ops
+
+    monkeypatch.setattr(weight_decoding, "MIN_BLOCK_CHANNELS", 1)
+    monkeypatch.setattr(weight_decoding, "BLOCK_BYTES", 8 * 9 * 4)  # one output channel per block
+    narrow_calls = []
+    original = conv_ops.narrow_conv2d
+    monkeypatch.setattr(conv_ops, "narrow_conv2d", lambda *a, **k: narrow_calls.append(1) or original(*a, **k))
+    w = _weight(4, 8, 3, 3)
+    inits, dq = _quantized("w", w, 0, np.uint8)
+    conv = helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])
+    proto = model([dq, conv], [value("x", [1, 8, 10, 10])], [value("y", None)], inits, opset=19)
+    path = save(proto, tmp_path / "m.onnx")
+    x = RNG.standard_normal((1, 8, 10, 10)).astype(np.float32)
+    with load_model(path) as engine:
+        got = engine.run({"x": x})["y"]
+    assert not narrow_calls
+    expected = ReferenceEvaluator(proto).run(None, {"x": x})[0]
+    assert np.abs(got - expected).max() < 1e-4
+
+
+@pytest.mark.parametrize("weights", ["nocache", "prefetch", "ram"])
+def test_big_stored_weights_are_read_block_by_block(tmp_path, monkeypatch, weights):
+    """Every decoded op whose output channels lead the weight (Conv, Gemm transB, UpsampleConv) reads its
+    stored weight per block through the provider's row reads: same results, and no read of a whole
+    row-streamed weight (the uint8/fp16 bytes of one block are all that is in memory)."""
+    from frame.engine.providers import DiskNoCache, DiskPrefetch, Ram
+
+    monkeypatch.setattr(weight_decoding, "BLOCK_BYTES", 64)
+    monkeypatch.setattr(weight_decoding, "MIN_BLOCK_CHANNELS", 1)
+    monkeypatch.setattr(weight_decoding, "STREAM_ROWS_MIN_BYTES", 0)
+    proto = _every_op_model()
+    path = save(proto, tmp_path / "m.onnx", external=True)
+    provider = {"nocache": DiskNoCache, "prefetch": DiskPrefetch, "ram": Ram}[weights]()
+    whole, rows = [], []
+    get, get_rows = provider.get, provider.get_rows
+    monkeypatch.setattr(provider, "get", lambda ref: whole.append(ref.name) or get(ref))
+    monkeypatch.setattr(provider, "get_rows", lambda ref, r: rows.append((ref.name, len(r))) or get_rows(ref, r))
+    with load_model(path, weights=provider) as m:
+        streamed = {s.weight_rows.name for s in m.steps if s.weight_rows is not None}
+        got = m.run(_feeds())
+    assert len(streamed) == 3  # the Conv, the Gemm with transB and the Resize -> Conv
+    reads = [name for name, _ in rows]
+    assert set(reads) == streamed and all(reads.count(name) > 1 for name in streamed)  # in blocks
+    if weights != "ram":
+        assert not streamed & set(whole)
+    expected = ReferenceEvaluator(proto).run(None, _feeds())
+    for name, want in zip(("g2", "up"), expected):
+        np.testing.assert_allclose(got[name], want, rtol=1e-4, atol=1e-4)

@@ -19,19 +19,22 @@ def test_estimate_prints_counts_memory_and_both_projections(capsys, tmp_path):
     assert main(["estimate", "--measure-seconds", "0.3", "--steps", "8", "--size", "256x256",
                  "--state-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    for expected in ("model: SD 1.5", "8 steps euler_a", "guidance 7.5: two passes per step, one after the other",
-                     "per step:", "multiply-adds", "(UNet", "x 2)", "per night:", "peak memory:", "worker limit",
-                     "guidance passes batched instead:", "this machine:", "Raspberry Pi Zero 2 W:", "SD card",
-                     "render window 01:00-07:00 (6 h 00 min)"):
+    for expected in ("model: SD 1.5", "8 steps euler_a", "guidance 7.5: two passes per step, shared",
+                     "weights read once per step", "per step:", "multiply-adds", "(UNet", "x 1)", "per night:",
+                     "peak memory:", "worker limit", "guidance passes shared tonight, as the render chooses:",
+                     "guidance passes one after the other instead:", "this machine:", "Raspberry Pi Zero 2 W:",
+                     "SD card", "render window 01:00-07:00 (6 h 00 min)"):
         assert expected in out, expected
     saved = read_json(tmp_path / "estimate.json")
     assert saved["steps"] == 8 and saved["passes_per_step"] == 2 and saved["lines"]
+    assert (saved["guidance_mode"], saved["weight_reads_per_step"], saved["batched"]) == ("shared", 1, False)
 
 
 def test_estimate_json_and_bad_usage(capsys):
     assert main(["estimate", "--measure-seconds", "0.3", "--guidance", "1", "--size", "256x256", "--json"]) == 0
     figures = json.loads(capsys.readouterr().out)
     assert figures["passes_per_step"] == 1 and figures["bytes_per_step"] > 0 and figures["seconds_pi"] > 0
+    assert figures["guidance_mode"] == "none" and figures["weight_reads_per_step"] == 1
     assert main(["estimate", "--steps", "0"]) == 2
     assert "--steps must be at least 1" in capsys.readouterr().err
 

@@ -10,6 +10,8 @@
   any more, progress polls included (a desktop switched off: no reset reaches the frame);
 * "not-json": an HTML page with status 200.
 
+``POST /sdapi/v1/interrupt`` ends the running job early (A1111 then answers with what it has).
+
 Everything it received is in ``requests`` (method, path, headers, JSON body).
 """
 
@@ -51,6 +53,7 @@ class FakeA1111:
         self.requests: list[tuple[str, str, dict, object]] = []
         self.job_started: float | None = None
         self.stop = threading.Event()
+        self.interrupted = threading.Event()  # POST /sdapi/v1/interrupt ends the running job early
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -79,6 +82,7 @@ class FakeA1111:
 
     def __exit__(self, *exc) -> None:
         self.stop.set()
+        self.interrupted.set()
         self.server.shutdown()
         self.server.server_close()
 
@@ -101,6 +105,9 @@ class FakeA1111:
                                                   "config": None}])
         if path == "/sdapi/v1/progress":
             return self.send_json(handler, 200, self.progress())
+        if path == "/sdapi/v1/interrupt" and method == "POST":
+            self.interrupted.set()
+            return self.send_json(handler, 200, {})
         if path in ("/sdapi/v1/txt2img", "/sdapi/v1/img2img") and method == "POST":
             return self.job(handler, body)
         self.send_json(handler, 404, {"detail": "Not Found"})
@@ -137,7 +144,8 @@ class FakeA1111:
             handler.close_connection = True
             handler.connection.close()  # RST: the server process died
             return
-        self.stop.wait(self.job_seconds)
+        self.interrupted.clear()
+        self.interrupted.wait(self.job_seconds)
         self.job_started = None
         if self.mode in ("500", "422"):
             status = int(self.mode)

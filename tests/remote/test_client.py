@@ -107,6 +107,28 @@ def test_job_timeout_minutes_bounds_a_job_without_a_caller_deadline():
     assert error.reason == "timeout" and time.monotonic() - started < 2.5
 
 
+def _interrupts(fake) -> int:
+    return sum(1 for method, path, _, _ in fake.requests if (method, path) == ("POST", "/sdapi/v1/interrupt"))
+
+
+def test_a_job_given_up_at_frames_deadline_is_interrupted_on_the_server():
+    """The server would paint on for nobody; A1111's interrupt frees it (and its queue) at once."""
+    with FakeA1111(job_seconds=20.0) as fake:
+        started = time.monotonic()
+        error = failure(fake.url, deadline=1.0)
+        assert error.reason == "timeout" and _interrupts(fake) == 1
+        assert fake.interrupted.wait(2)
+    assert time.monotonic() - started < 4
+
+
+@pytest.mark.parametrize("mode", ["die", "vanish", "500"])
+def test_a_lost_or_failed_server_is_not_sent_an_interrupt(mode):
+    """A1111 interrupts whatever it paints: only frame's own running job may be interrupted."""
+    with FakeA1111(mode=mode, job_seconds=0.2) as fake:
+        failure(fake.url, deadline=20, lost_after_seconds=1.0)
+    assert _interrupts(fake) == 0
+
+
 @pytest.mark.parametrize("mode, reason, words", [
     ("500", "server-error", "server error HTTP 500 on /sdapi/v1/txt2img: CUDA out of memory"),
     ("422", "rejected", "HTTP 422 to /sdapi/v1/txt2img: sampler_name: unknown sampler"),

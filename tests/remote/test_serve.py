@@ -112,11 +112,11 @@ def test_bad_requests_are_422_with_the_reason(served, change, words):
     assert answer.status_code == 422 and words in answer.json()["detail"]
 
 
-def test_img2img_is_refused_and_the_client_falls_back(served):
-    job = dataclasses.replace(JOB, init_image=b"\x89PNG...")
+def test_an_undecodable_init_image_is_rejected_and_the_client_falls_back(served):
+    job = dataclasses.replace(JOB, init_image=b"\x89PNG...")  # img2img itself: test_serve_img2img.py
     with pytest.raises(RemoteUnavailable) as info:
         through(served, job)
-    assert info.value.reason == "rejected" and "txt2img only" in str(info.value)
+    assert info.value.reason == "rejected" and "init_images[0] is not a picture" in str(info.value)
 
 
 class SlowPipe:

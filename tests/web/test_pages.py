@@ -165,3 +165,15 @@ def test_deleted_shown_picture_falls_back_to_newest(client, store, pictures):
     store.delete_picture(pictures["old"])
     html = text(client.get("/"))
     assert f'data-picture-id="{pictures["new"]}"' in html
+
+
+def test_without_matplotlib_the_page_explains_in_words_and_says_where_the_plot_went(client, store):
+    """A model's choice made where matplotlib is not installed (frame[plots] left out)."""
+    note = "The plot of your nearest rated pictures needs matplotlib, which is not installed"
+    picture = store.add_picture(file="old.png", prompt="a koi pond in autumn", theme="a koi pond in autumn",
+                                why={"sentence": "expected liking 0.80: on warmth × drama, 3 of 4 were liked",
+                                     "mode": "model", "plot": None, "plot_note": note + " (pip install ...)."})
+    html = text(client.get(f"/pictures/{picture}"))
+    assert "expected liking 0.80: on warmth × drama, 3 of 4 were liked" in html
+    assert note in html and f"/pictures/{picture}/why.png" not in html
+    assert "plot note" not in html  # the note is not repeated among the details

@@ -107,3 +107,9 @@ def test_settings_flatten_and_notes():
     assert grouped(rows)[0] == ("general", [("state_dir", "/s")])
     assert any(n.startswith("web.token: empty") for n in notes(Config()))
     assert not any(n.startswith("web.token") for n in notes(Config(web=WebConfig(token="t" * 16))))
+
+
+def test_plot_note_is_shown_instead_of_a_missing_plot():
+    why = {"sentence": "s", "plot": None, "plot_note": "needs matplotlib"}
+    view = present.picture_view({"id": 1, "why": why})
+    assert view["has_plot"] is False and view["plot_note"] == "needs matplotlib" and view["why_details"] == []

@@ -40,7 +40,7 @@ from frame.statefile import read_json, write_json
 log = logging.getLogger(__name__)
 
 PROGRESS_FIELDS = ("stage", "step", "steps", "eta_seconds", "fraction", "preview", "bytes_per_step", "link_rate",
-                   "step_choice")
+                   "step_choice", "backend_note")
 
 
 @dataclass

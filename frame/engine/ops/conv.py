@@ -85,8 +85,9 @@ def band_rows(out_hw: tuple[int, int], depth: int, pieces: int = 1) -> int:
 
 
 def _conv_image(x: np.ndarray, weight: np.ndarray, group: int, stride, dilation, pads, out_hw,
-                out: np.ndarray) -> None:
-    """One image: x (C, H, W) float32, weight (M, C/group, kh, kw) -> out (M, Ho, Wo), by row bands.
+                out: np.ndarray, transform=None) -> None:
+    """One image: x (C, H, W) float32, weight (M, C/group, kh, kw) -> out (M, Ho, Wo), by row bands
+    (``transform``: see ``PaddedRows.fill``; group 1 only).
 
     With several cores (``blocks.gemm_pieces``) the bands are shared out: each thread copies its own
     bands' columns and runs their GEMMs on one BLAS thread, so the copies run in parallel as well.
@@ -107,7 +108,7 @@ def _conv_image(x: np.ndarray, weight: np.ndarray, group: int, stride, dilation,
         for g, r0 in share:
             count = min(rows, ho - r0)
             columns = _band_columns(x[g * cg:(g + 1) * cg], padded, column_buffer, (kh, kw), stride, dilation,
-                                    r0, count, wo)
+                                    r0, count, wo, transform)
             kernel = weight[g * mg:(g + 1) * mg].reshape(mg, depth)
             target = out[g * mg:(g + 1) * mg, r0:r0 + count].reshape(mg, count * wo)
             if shares > 1:
@@ -119,12 +120,12 @@ def _conv_image(x: np.ndarray, weight: np.ndarray, group: int, stride, dilation,
 
 
 def _band_columns(x: np.ndarray, padded: PaddedRows, buffer: np.ndarray, kernel, stride, dilation, r0: int,
-                  count: int, wo: int) -> np.ndarray:
+                  count: int, wo: int, transform=None) -> np.ndarray:
     """The im2col matrix (C·kh·kw, count·wo) of output rows ``r0 .. r0+count``, in ``buffer``."""
     (kh, kw), (sh, sw), (dh, dw) = kernel, stride, dilation
     cg = x.shape[0]
     span = (count - 1) * sh + (kh - 1) * dh + 1  # padded input rows this band reads
-    source = padded.fill(x, r0 * sh, span)
+    source = padded.fill(x, r0 * sh, span, transform)
     columns = buffer[:cg * kh * kw * count * wo].reshape(cg, kh, kw, count, wo)  # contiguous, even when short
     for i in range(kh):
         for j in range(kw):
@@ -135,7 +136,10 @@ def _band_columns(x: np.ndarray, padded: PaddedRows, buffer: np.ndarray, kernel,
 @register("Conv", 1, validate=validate_conv)
 def conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, /, *, auto_pad: str = "NOTSET",
          dilations: list[int] | None = None, group: int = 1, kernel_shape: list[int] | None = None,
-         pads: list[int] | None = None, strides: list[int] | None = None) -> np.ndarray:
+         pads: list[int] | None = None, strides: list[int] | None = None,
+         _full_channels: int | None = None) -> np.ndarray:
+    """``_full_channels``: the whole weight's output channels when ``w`` is one block of them
+    (``weight_decoding``), so the block runs the algorithm the whole conv would."""
     (x32, w32, b32), dtype = float32_operands(x, w, b)
     strides, dilations, pads = spatial_params(w.shape[2:], x.shape[2:], strides, dilations, pads, auto_pad)
     if x.ndim == 5:  # 3-D: plain im2col (ops.conv_nd)
@@ -160,7 +164,7 @@ def conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, /, *, auto_p
     elif group > 1:  # depthwise and grouped convs: ops.conv_grouped (no per-group GEMM loop)
         kernel = depthwise_conv2d if cg == 1 else partial(grouped_conv2d, group=group)
         kernel(x32, w32, stride=strides, dilation=dilations, pads=pads, out=out)
-    elif strides == [1, 1] and kh * kw > 1 and c >= NARROW_RATIO * m:  # e.g. 96 -> 24 channels
+    elif strides == [1, 1] and kh * kw > 1 and c >= NARROW_RATIO * (_full_channels or m):  # e.g. 96 -> 24
         narrow_conv2d(x32, w32, dilation=dilations, pads=pads, out=out)
     else:
         w32 = np.ascontiguousarray(w32)

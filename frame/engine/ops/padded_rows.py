@@ -16,9 +16,13 @@ class PaddedRows:
         self.buffer = np.zeros((channels, rows, pads[1] + width + pads[3]), dtype=dtype)
         self.pads = pads
 
-    def fill(self, x: np.ndarray, first: int, count: int) -> np.ndarray:
+    def fill(self, x: np.ndarray, first: int, count: int, transform=None) -> np.ndarray:
         """Rows ``first .. first+count`` (padded coordinates) of the padded ``x`` (C, H, W); ``x`` may
-        have fewer channels than the buffer (the last block of a channel-blocked caller)."""
+        have fewer channels than the buffer (the last block of a channel-blocked caller).
+
+        ``transform`` (``frame.engine.norm_conv``) maps the copied rows in place before the conv reads
+        them (normalisation + SiLU of the conv's input, so that input never exists whole); the pads
+        are zeroed after it, as the conv pads the transformed image."""
         c, h, w = x.shape
         top_pad, left = self.pads[0], self.pads[1]
         rows = self.buffer[:c, :count]
@@ -30,4 +34,8 @@ class PaddedRows:
         rows[:, :begin] = 0
         rows[:, end:] = 0
         rows[:, begin:end, left:left + w] = x[:, top:bottom]
+        if transform is not None:
+            transform(rows[:, begin:end])
+            rows[:, begin:end, :left] = 0
+            rows[:, begin:end, left + w:] = 0
         return rows

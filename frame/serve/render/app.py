@@ -1,8 +1,14 @@
 """The Flask app of ``frame serve-render``: AUTOMATIC1111's API subset on frame's pipeline.
 
-Routes (JSON as A1111 serves it, so A1111 clients work too): ``POST /sdapi/v1/txt2img``,
-``GET /sdapi/v1/progress``, ``GET /sdapi/v1/sd-models``, ``GET /sdapi/v1/options``. ``img2img`` answers
-422: frame's pipeline has no VAE encoder to start from a picture.
+Routes (JSON as A1111 serves it, so A1111 clients work too): ``POST /sdapi/v1/txt2img`` and
+``/sdapi/v1/img2img``, ``GET /sdapi/v1/progress``, ``GET /sdapi/v1/sd-models``, ``GET /sdapi/v1/options``.
+
+img2img takes A1111's ``init_images`` (the first is painted from), ``denoising_strength`` (default
+0.75) and ``resize_mode`` (see ``serve.img2img``) besides txt2img's fields, and runs
+``Pipeline.generate(init_image=..., strength=...)``: the picture is fitted to ``width`` x ``height`` as
+the frame's own image-to-image does, so a frame's picture sent back with the same seed paints exactly
+what the frame would paint itself. A model without ``vae_encoder/model.onnx`` (OnnxStream folders, some
+exports) answers img2img with 422 saying so. Both kinds wait in the same queue, one job at a time.
 
 Every route needs the token: ``Authorization: Bearer TOKEN``, or HTTP basic auth with the token as
 password (any user name), for clients that only know A1111's ``--api-auth``. Ten wrong tokens from one
@@ -26,11 +32,12 @@ from frame.diffusion.pngmeta import A1111_SAMPLER_NAMES, png_bytes
 from frame.errors import UsageError
 from frame.net.ratelimit import FailureLimiter
 from frame.remote.a1111 import FRAME_SAMPLER_NAMES, a1111_sampler
+from frame.serve.render import img2img as init_fields
 from frame.serve.render.jobs import QueueFull, RenderQueue, RenderRequest
 
 log = logging.getLogger(__name__)
 
-MAX_BODY_BYTES = 1 << 20  # a txt2img request is a few hundred bytes
+MAX_BODY_BYTES = 48 << 20  # txt2img: a few hundred bytes; img2img: a base64 photo (a 12 MP JPEG ~ 8 MB)
 MAX_STEPS = 150           # AUTOMATIC1111's own slider limit
 MAX_PIXELS = 2048 * 2048
 
@@ -70,12 +77,10 @@ def create_app(pipe: Any, jobs: RenderQueue, token: str, model_name: str) -> Fla
         skip = request.args.get("skip_current_image", "false").lower() in ("1", "true", "yes")
         return jsonify(jobs.progress(with_image=not skip))
 
-    @app.post("/sdapi/v1/txt2img")
-    def txt2img() -> Any:
-        body = request.get_json(silent=True)
+    def paint(body: Any, init: bool) -> Any:
         try:
-            settings = _settings(pipe, body)
-            future = jobs.submit(RenderRequest(settings))
+            request_ = _img2img_request(pipe, body) if init else RenderRequest(_settings(pipe, body))
+            future = jobs.submit(request_)
         except BadRequest as exc:
             return jsonify(error="ValidationError", detail=str(exc)), 422
         except QueueFull as exc:
@@ -84,12 +89,15 @@ def create_app(pipe: Any, jobs: RenderQueue, token: str, model_name: str) -> Fla
             image = future.result()
         except Exception as exc:  # noqa: BLE001 - the server's error, in A1111's error shape
             return jsonify(error=type(exc).__name__, detail=str(exc)), 500
-        return jsonify(_answer(pipe, settings, image, body, model_name))
+        return jsonify(_answer(pipe, request_.settings, image, body, model_name))
+
+    @app.post("/sdapi/v1/txt2img")
+    def txt2img() -> Any:
+        return paint(request.get_json(silent=True), init=False)
 
     @app.post("/sdapi/v1/img2img")
     def img2img() -> Any:
-        return jsonify(error="ValidationError", detail="frame serve-render paints txt2img only (frame's pipeline "
-                                                       "has no VAE encoder to start from a picture)"), 422
+        return paint(request.get_json(silent=True), init=True)
 
     return app
 
@@ -106,7 +114,26 @@ def _token_matches(header: str, token: str) -> bool:
     return hmac.compare_digest(value.strip().encode("latin-1", "replace"), token.encode("latin-1"))
 
 
-def _settings(pipe: Any, body: Any) -> Any:
+def _img2img_request(pipe: Any, body: Any) -> RenderRequest:
+    """An img2img request checked field by field (``serve.img2img``), the model's encoder included."""
+    if not isinstance(body, dict):
+        raise BadRequest("the body must be a JSON object")
+    try:
+        pipe.vae_encoder_source()  # first: no other field can make up for a model without an encoder
+    except UsageError as exc:
+        raise BadRequest(f"init_images: this server's model cannot start from a picture: {exc}") from None
+    try:
+        strength = init_fields.denoising_strength(body)
+        picture = init_fields.init_image(body)
+        settings = _settings(pipe, body, strength)
+        init_fields.check_steps(settings.steps, strength)
+        picture = init_fields.resized(picture, body, settings.width, settings.height)
+    except init_fields.FieldError as exc:
+        raise BadRequest(str(exc)) from None
+    return RenderRequest(settings, picture)
+
+
+def _settings(pipe: Any, body: Any, strength: float | None = None) -> Any:
     """The request's values, checked, as the pipeline's resolved ``Settings``; BadRequest names a bad one."""
     if not isinstance(body, dict):
         raise BadRequest("the body must be a JSON object")
@@ -129,13 +156,14 @@ def _settings(pipe: Any, body: Any) -> Any:
         raise BadRequest(f"width x height: at most {MAX_PIXELS} pixels, got {width}x{height}")
     try:
         return pipe.settings(str(body.get("prompt", "")), str(body.get("negative_prompt", "")), steps,
-                             body.get("cfg_scale"), sampler, seed, width, height)
+                             body.get("cfg_scale"), sampler, seed, width, height, strength)
     except (UsageError, TypeError, ValueError) as exc:
         raise BadRequest(str(exc)) from None
 
 
 def _answer(pipe: Any, settings: Any, image: Any, body: dict, model_name: str) -> dict[str, Any]:
-    """A1111's txt2img answer: the PNG (with its parameters chunk), the request echoed, ``info`` as JSON text."""
+    """A1111's answer: the PNG (with its parameters chunk), the request echoed (without the init
+    images unless ``include_init_images``, as A1111), ``info`` as JSON text."""
     params = pipe.parameters(settings)
     infotext = image.info.get("parameters") or params.to_text()
     info = {
@@ -143,8 +171,11 @@ def _answer(pipe: Any, settings: Any, image: Any, body: dict, model_name: str) -
         "all_negative_prompts": [params.negative_prompt], "seed": params.seed, "all_seeds": [params.seed],
         "subseed": -1, "all_subseeds": [-1], "subseed_strength": 0, "width": params.width, "height": params.height,
         "sampler_name": a1111_sampler(params.sampler), "cfg_scale": params.guidance, "steps": params.steps,
-        "batch_size": 1, "sd_model_name": model_name, "sd_model_hash": None, "denoising_strength": None,
+        "batch_size": 1, "sd_model_name": model_name, "sd_model_hash": None,
+        "denoising_strength": settings.strength,
         "index_of_first_image": 0, "infotexts": [infotext], "version": f"frame {frame.__version__}",
     }
     encoded = base64.b64encode(png_bytes(image, infotext)).decode("ascii")
+    if "init_images" in body and not body.get("include_init_images"):
+        body = {**body, "init_images": None}
     return {"images": [encoded], "parameters": body, "info": json.dumps(info)}

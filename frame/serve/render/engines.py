@@ -5,6 +5,14 @@ are faster, so "auto" takes onnxruntime when it is installed and the model is a 
 export; frame's engine otherwise (OnnxStream folders, http(s) sources, no onnxruntime). Frame's engine
 gives exactly the picture a frame paints on its own; onnxruntime's differs in the last bits.
 
+img2img's VAE encoder loads through the same loader. An encoder exported with ``latent_dist.sample()``
+traced (optimum < 1.23, diffusers' conversion script, the demo model) draws its posterior noise with
+a RandomNormalLike node; onnxruntime would draw it from its own generator, which the request's seed
+does not reach, so the picture would not be the one the frame paints with that seed (PSNR 20.5 dB from
+it on the demo model, against > 40 dB with the seeded draw). Such a graph (the encoder runs once per picture, before the
+UNet's steps) is loaded on frame's engine, which hands that op frame's seeded draw
+(``vae_encode``); an encoder with ``latent_parameters`` output (optimum >= 1.23) runs on onnxruntime.
+
 ``OrtModel`` wraps an ``InferenceSession`` in the interface the pipeline uses from frame's ``Model``:
 ``inputs``/``outputs`` (``TensorInfo``), ``run(feeds, progress)``, ``override_input_shape`` and
 ``close``.
@@ -14,15 +22,18 @@ from __future__ import annotations
 
 import gc
 import importlib.util
+import logging
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
+from frame.diffusion.vae_encode import RANDOM_OPS
 from frame.engine.model import TensorInfo
 from frame.errors import UsageError
 
+log = logging.getLogger(__name__)
 ENGINES = ("auto", "frame", "onnxruntime")
 _ORT_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64,
               "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(int8)": np.int8,
@@ -80,6 +91,27 @@ def ort_loader(source: Any) -> OrtModel:
     return OrtModel(str(source))
 
 
+def draws_noise(path: str) -> bool:
+    """True when the graph at ``path`` has a random op (weights are not read: external data stays out)."""
+    import onnx
+
+    graph = onnx.load(path, load_external_data=False).graph
+    return any(node.op_type in RANDOM_OPS for node in graph.node)
+
+
+def ort_loader_with_seeded_encoder(frame_loader: Callable[[str], Any]) -> Callable[[Any], Any]:
+    """``ort_loader``, except a VAE encoder that draws its own noise loads on ``frame_loader`` (module doc)."""
+
+    def load(source: Any) -> Any:
+        path = str(source)
+        if os.path.basename(os.path.dirname(path)) == "vae_encoder" and os.path.isfile(path) and draws_noise(path):
+            log.info("vae_encoder draws its own posterior noise: running it on frame's engine (seeded)")
+            return frame_loader(path)
+        return ort_loader(source)
+
+    return load
+
+
 def choose_engine(engine: str, source: str) -> str:
     """"frame" or "onnxruntime" for ``--engine`` ``engine`` and the model ``source``."""
     if engine not in ENGINES:
@@ -103,8 +135,8 @@ def load_served_pipeline(source: str, engine: str, config_model: Any) -> tuple[A
     from frame.diffusion.pipeline import engine_loader
 
     chosen = choose_engine(engine, source)
-    loader = ort_loader if chosen == "onnxruntime" else engine_loader(config_model.weights,
-                                                                      config_model.attention_slices)
+    frame_loader = engine_loader(config_model.weights, config_model.attention_slices)
+    loader = ort_loader_with_seeded_encoder(frame_loader) if chosen == "onnxruntime" else frame_loader
     # onnxruntime on a desktop has the memory to decode up to 1024 px in one piece (faster, no seams)
     vae_tile = max(config_model.vae_tile, ORT_VAE_TILE) if chosen == "onnxruntime" else config_model.vae_tile
     pipe = load_pipeline(source, cache_dir=config_model.cache_dir or None, vae_tile=vae_tile,

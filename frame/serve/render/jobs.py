@@ -24,6 +24,7 @@ from typing import Any
 
 from PIL import Image
 
+from frame.diffusion import strength
 from frame.diffusion.progress import Progress
 
 log = logging.getLogger(__name__)
@@ -35,14 +36,27 @@ class QueueFull(Exception):
 
 @dataclass(frozen=True)
 class RenderRequest:
-    """A validated txt2img request in frame's units (``settings`` from ``Pipeline.settings``)."""
+    """A validated request in frame's units (``settings`` from ``Pipeline.settings``); ``init_image``
+    (decoded, not yet fitted) makes it img2img at ``settings.strength``."""
 
     settings: Any
+    init_image: Image.Image | None = None
+
+    @property
+    def job(self) -> str:
+        return "txt2img" if self.init_image is None else "img2img"
+
+    @property
+    def steps_run(self) -> int:
+        """The denoising steps that run (img2img runs the last ``int(steps * strength)``)."""
+        s = self.settings
+        return s.steps if self.init_image is None else strength.steps_run(s.steps, s.strength)
 
 
 @dataclass
 class _Running:
     started: float
+    job: str = "txt2img"
     step: int = 0
     steps: int = 0
     fraction: float = 0.0
@@ -94,7 +108,7 @@ class RenderQueue:
         request, future = item
         with self._lock:
             self._waiting -= 1
-            self._running = _Running(time.monotonic(), steps=request.settings.steps)
+            self._running = _Running(time.monotonic(), request.job, steps=request.steps_run)
         if future.set_running_or_notify_cancel():
             try:
                 future.set_result(self._render(request))
@@ -110,8 +124,9 @@ class RenderQueue:
         started = time.monotonic()
         image = self.pipe.generate(s.prompt, negative_prompt=s.negative_prompt, steps=s.steps, guidance=s.guidance,
                                    sampler=s.sampler, seed=s.seed, width=s.width, height=s.height,
-                                   callback=self._on_progress)
-        log.info("painted %dx%d, %d steps, in %.1f s", s.width, s.height, s.steps, time.monotonic() - started)
+                                   callback=self._on_progress, init_image=request.init_image, strength=s.strength)
+        log.info("painted %dx%d (%s), %d steps, in %.1f s", s.width, s.height, request.job, request.steps_run,
+                 time.monotonic() - started)
         return image
 
     def _on_progress(self, report: Progress) -> None:
@@ -129,15 +144,15 @@ class RenderQueue:
         """A1111's ``/sdapi/v1/progress`` answer for the running job (zeros when idle)."""
         with self._lock:
             running, waiting = self._running, self._waiting
-            snapshot = None if running is None else (running.step, running.steps, running.fraction,
+            snapshot = None if running is None else (running.job, running.step, running.steps, running.fraction,
                                                      running.eta_seconds, running.preview)
         state = {"skipped": False, "interrupted": False, "job": "", "job_count": 0, "job_no": 0,
                  "job_timestamp": "0", "sampling_step": 0, "sampling_steps": 0, "queued": waiting}
         if snapshot is None:
             return {"progress": 0, "eta_relative": 0, "state": state, "current_image": None,
                     "textinfo": f"{waiting} waiting" if waiting else None}
-        step, steps, fraction, eta, preview = snapshot
-        state.update(job="txt2img", job_count=1, sampling_step=step, sampling_steps=steps)
+        job, step, steps, fraction, eta, preview = snapshot
+        state.update(job=job, job_count=1, sampling_step=step, sampling_steps=steps)
         image = None
         if with_image and preview is not None:
             import base64

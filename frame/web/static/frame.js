@@ -61,6 +61,11 @@
     var eta = duration(render.eta_seconds);
     field("eta", eta ? "· about " + eta + " left" : "");
     field("fetch", fetchLine(render));
+    var note = box.querySelector('[data-field="backend_note"]');
+    if (note) {
+      note.textContent = render.backend_note || "";
+      note.hidden = !render.backend_note;
+    }
     var choice = box.querySelector('[data-field="step_choice"]');
     if (choice) {
       choice.textContent = render.step_choice ? "Tonight: " + render.step_choice + "." : "";

@@ -30,8 +30,11 @@ def test_shape_dtype_and_distribution_match_onnxruntime(op, inputs, attrs):
     got = spec.fn(*inputs, **bound)
     assert got.shape == want.shape and got.dtype == want.dtype
     if got.size >= 3000:
+        # two independent samples: their means (and stds) differ by ~sqrt(2)·σ/sqrt(n); a fixed 0.1 was
+        # only 1.6 of those for RandomNormal with scale 3 (failing about one run in ten): allow 6
+        tolerance = 6 * np.std(want.astype(np.float64)) / np.sqrt(got.size)
         for stat in (np.mean, np.std):
-            assert stat(got.astype(np.float64)) == pytest.approx(stat(want.astype(np.float64)), abs=0.1)
+            assert stat(got.astype(np.float64)) == pytest.approx(stat(want.astype(np.float64)), abs=tolerance)
 
 
 def test_seed_attribute_repeats_and_no_seed_varies():

@@ -1,0 +1,117 @@
+"""The trained taste model chooses in a child of the worker (frame/worker/tastechild.py)."""
+
+import hashlib
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from frame.daemon.jobs import night
+from frame.statefile import read_json, write_json
+from frame.worker import choose as tastechoice
+from frame.worker import tastechild
+from tests.daemon.conftest import make_config
+
+THEMES = ("a stormy sea", "a calm meadow", "a night city")
+RATED = [("a stormy sea", 1), ("a calm meadow", -1), ("a night city", 1), ("a stormy sea", 1),
+         ("a calm meadow", -1), ("a quiet lake", -1)]
+
+
+def fake_embed(texts):
+    """A fixed vector per text (the real text encoder's job), counting its calls."""
+    fake_embed.calls += 1
+    return np.stack([np.random.default_rng(int(hashlib.sha256(t.encode()).hexdigest()[:8], 16)).standard_normal(16)
+                     for t in texts])
+
+
+fake_embed.calls = 0
+
+
+def _job_folder(tmp_path, ratings=RATED, min_ratings=4):
+    config = make_config(tmp_path, taste={"min_ratings": min_ratings, "explore_rate": 0.0, "themes": THEMES,
+                                          "styles": ("oil painting",)})
+    job = {"kind": "render", "state_dir": str(tmp_path), "seed": 1234, "choice": None, "recent_themes": [],
+           "candidates": [{"prompt": f"{t}, oil painting", "theme": t, "style": "oil painting", "weight": 1.0,
+                           "origin": "theme"} for t in THEMES],
+           "history": [{"id": n, "prompt": f"{t}, oil painting", "theme": t, "style": "oil painting",
+                        "origin": "theme", "rating_kind": "thumb", "rating_value": v, "why": {"candidate": None}}
+                       for n, (t, v) in enumerate(ratings)]}
+    folder = tmp_path / "job"
+    folder.mkdir()
+    night.write_job_files(folder, config, job)
+    return job, config, folder
+
+
+def test_the_child_chooses_as_the_worker_did_in_process_once_even_across_a_power_cut(tmp_path, monkeypatch):
+    job, config, folder = _job_folder(tmp_path)
+    in_process = tmp_path / "in-process"
+    in_process.mkdir()
+    expected = tastechoice.pick(job, config, fake_embed, in_process)
+    # the power cut came after the worker embedded the texts: the next worker must not embed again
+    texts = sorted(set(tastechild.texts_to_embed(job, config)))
+    write_json(folder / tastechild.INPUT_NAME, {"texts": texts, "vectors": fake_embed(texts).tolist()})
+
+    def no_encoder(texts):
+        raise AssertionError("embedded again after a restart")
+
+    chosen = tastechild.choose(job, config, no_encoder, folder)
+
+    assert chosen["why"]["mode"] == "model" and chosen["why"]["plot"] == "why.png"
+    assert chosen == json.loads(json.dumps(expected))
+    assert read_json(folder / tastechild.CHOICE_NAME) == chosen
+    assert (folder / "why.png").read_bytes() == (in_process / "why.png").read_bytes()
+    monkeypatch.setattr(tastechild, "run_child", lambda *a: pytest.fail("the choice was made twice"))
+    assert tastechild.choose(job, config, no_encoder, folder) == chosen  # resumed after the choice
+
+
+def test_the_worker_embeds_every_text_the_picker_asks_for_in_one_call(tmp_path, monkeypatch):
+    job, config, folder = _job_folder(tmp_path)
+    calls = fake_embed.calls
+    monkeypatch.setattr(tastechild, "run_child", lambda folder: tastechild.choose_here(folder))
+    assert tastechild.choose(job, config, fake_embed, folder)["why"]["mode"] == "model"
+    assert fake_embed.calls == calls + 1
+
+
+def test_a_failed_child_fails_the_choose_step_with_its_message(tmp_path):
+    job, config, folder = _job_folder(tmp_path)
+    (folder / "job.json").unlink()
+    with pytest.raises(tastechild.ChoiceFailed, match="could not choose: no readable job.json") as failure:
+        tastechild.choose(job, config, fake_embed, folder)
+    assert failure.value.step == "choose" and not (folder / tastechild.CHOICE_NAME).exists()
+
+
+def test_a_killed_child_is_a_failure_the_supervisor_retries(tmp_path, monkeypatch):
+    killed = subprocess.CompletedProcess([], -9, stdout="", stderr="")
+    monkeypatch.setattr(tastechild.subprocess, "run", lambda *a, **k: killed)
+    with pytest.raises(RuntimeError, match="could not choose: exit status -9"):
+        tastechild.run_child(tmp_path)
+
+
+def test_the_child_names_a_text_it_has_no_vector_for_and_reports_crashes_as_one_line(tmp_path, capsys):
+    job, config, folder = _job_folder(tmp_path)
+    write_json(folder / tastechild.INPUT_NAME, {"texts": ["a stormy sea, oil painting"], "vectors": [[1.0, 0.0]]})
+    assert tastechild.main([str(folder)]) == tastechild.EXIT_PERMANENT
+    assert "taste-input.json has no embedding for" in capsys.readouterr().err
+    texts = sorted(set(tastechild.texts_to_embed(job, config)))
+    write_json(folder / tastechild.INPUT_NAME, {"texts": texts, "vectors": [[1.0]] + [[1.0, 2.0]] * (len(texts) - 1)})
+    assert tastechild.main([str(folder)]) == 1
+    assert capsys.readouterr().err.startswith("ValueError: ")
+    assert not (folder / tastechild.CHOICE_NAME).exists()
+
+
+def test_without_enough_ratings_the_variety_choice_needs_no_child(tmp_path, monkeypatch):
+    job, config, folder = _job_folder(tmp_path, ratings=RATED[:2])
+    monkeypatch.setattr(tastechild, "run_child", lambda *a: pytest.fail("a child for a variety choice"))
+    assert tastechild.choose(job, config, fake_embed, folder)["why"]["mode"] == "variety"
+    assert not (folder / tastechild.INPUT_NAME).exists()
+
+
+def test_without_matplotlib_the_model_explains_in_words_and_notes_the_missing_plot(tmp_path, monkeypatch):
+    job, config, folder = _job_folder(tmp_path)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as when frame[plots] is not installed
+    why = tastechoice.pick(job, config, fake_embed, folder)["why"]
+    assert why["mode"] == "model" and why["sentence"].startswith("expected liking")
+    assert why["plot"] is None and why["plot_note"] == tastechoice.NO_MATPLOTLIB
+    assert "frame[plots]" in why["plot_note"] and not (folder / "why.png").exists()

@@ -1,0 +1,137 @@
+"""GroupNorm → [SiLU] → Conv as GroupNormStats + NormConv (frame/engine/norm_conv.py): fused results
+match onnxruntime and the unfused graph; patterns that must not fuse do not; operands that are not
+a per-channel GroupNorm at run time fall back; 8-bit weights are still decoded per block around it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import helper, numpy_helper
+
+from frame.engine import load_model, weight_decoding
+from frame.engine import model as model_module
+from tests.engine import builders
+from tests.engine.test_weight_decoding import _quantized
+
+RNG = np.random.default_rng(11)
+
+
+def norm_conv_model(tmp_path, *, n=1, c=8, groups=4, hw=(6, 7), m=5, kernel=3, pads=1, strides=None, act=True,
+                    gamma_shape=None, inorm_affine=False, extra_output=False, quantized=False, target0=0):
+    """x → GroupNorm (as torch exports it) → [SiLU] → Conv → y."""
+    h, w = hw
+    gamma = (RNG.standard_normal(gamma_shape or (c, 1, 1)) + 1).astype(np.float32)
+    beta = RNG.standard_normal((c, 1, 1)).astype(np.float32)
+    weight = (RNG.standard_normal((m, c, kernel, kernel)) * 0.2).astype(np.float32)
+    inits = [numpy_helper.from_array(np.array([target0, groups, -1], np.int64), "target"),
+             numpy_helper.from_array(gamma, "gamma"), numpy_helper.from_array(beta, "beta"),
+             numpy_helper.from_array(RNG.standard_normal(m).astype(np.float32), "bias")]
+    s = RNG.standard_normal(groups).astype(np.float32) if inorm_affine else np.ones(groups, np.float32)
+    b = RNG.standard_normal(groups).astype(np.float32) if inorm_affine else np.zeros(groups, np.float32)
+    inits += [numpy_helper.from_array(s, "s"), numpy_helper.from_array(b, "b")]
+    nodes = []
+    if quantized:
+        more, dq = _quantized("w", weight, 0, np.uint8)
+        inits += more
+        nodes.append(dq)
+    else:
+        inits.append(numpy_helper.from_array(weight, "w"))
+    nodes += [
+        helper.make_node("Reshape", ["x", "target"], ["r"]),
+        helper.make_node("InstanceNormalization", ["r", "s", "b"], ["i"], epsilon=1e-5),
+        helper.make_node("Shape", ["x"], ["shape"]),
+        helper.make_node("Reshape", ["i", "shape"], ["back"]),
+        helper.make_node("Mul", ["back", "gamma"], ["scaled"]),
+        helper.make_node("Add", ["scaled", "beta"], ["normed"]),
+    ]
+    conv_in = "normed"
+    if act:
+        nodes += [helper.make_node("Sigmoid", ["normed"], ["sig"]), helper.make_node("Mul", ["normed", "sig"], ["a"])]
+        conv_in = "a"
+    attrs = {"pads": [pads] * 4}
+    if strides:
+        attrs["strides"] = strides
+    nodes.append(helper.make_node("Conv", [conv_in, "w", "bias"], ["y"], **attrs))
+    outputs = [builders.value("y", None)]
+    if extra_output:
+        outputs.append(builders.value("normed", None))
+    proto = builders.model(nodes, [builders.value("x", [n, c, h, w])], outputs, inits)
+    feeds = {"x": (RNG.standard_normal((n, c, h, w)) * 2 + 0.5).astype(np.float32)}
+    return builders.save(proto, tmp_path / "m.onnx"), feeds
+
+
+def run_both(path, feeds, monkeypatch):
+    with load_model(path) as model:
+        count = model.fused_norm_conv_count
+        fused = model.run(feeds)
+    with monkeypatch.context() as patch:
+        patch.setattr(model_module, "fuse_norm_conv", lambda nodes, outputs, weights: (nodes, 0))
+        with load_model(path) as model:
+            unfused = model.run(feeds)
+    return count, fused, unfused, builders.ort_run(path, feeds)
+
+
+def assert_agree(fused, unfused, expected, tolerance=1e-5):
+    for name, want in expected.items():
+        assert fused[name].shape == want.shape
+        assert builders.rel_l2(fused[name], want) < tolerance, name
+        assert builders.rel_l2(fused[name], unfused[name]) < tolerance, name
+
+
+@pytest.mark.parametrize("options", [
+    {}, {"act": False}, {"kernel": 1, "pads": 0}, {"kernel": 1, "pads": 0, "act": False}, {"n": 2},
+    {"inorm_affine": True}, {"strides": [2, 2]}, {"hw": (1, 9)}, {"gamma_shape": (1, 8, 1, 1)},
+    {"target0": 1}, {"c": 6, "groups": 3, "hw": (40, 33)},
+])
+def test_group_norm_conv_chains_fuse_and_match(tmp_path, monkeypatch, options):
+    path, feeds = norm_conv_model(tmp_path, **options)
+    count, fused, unfused, expected = run_both(path, feeds, monkeypatch)
+    assert count == 1
+    assert_agree(fused, unfused, expected)
+
+
+def test_an_intermediate_read_elsewhere_prevents_fusion(tmp_path, monkeypatch):
+    path, feeds = norm_conv_model(tmp_path, extra_output=True)
+    count, fused, unfused, expected = run_both(path, feeds, monkeypatch)
+    assert count == 0
+    assert_agree(fused, unfused, expected)
+
+
+def test_operands_that_are_not_per_channel_fall_back(tmp_path, monkeypatch):
+    """γ of shape (1, 1, W) scales columns, not channels: the chain runs as exported, same numbers."""
+    path, feeds = norm_conv_model(tmp_path, gamma_shape=(1, 1, 7))
+    count, fused, unfused, expected = run_both(path, feeds, monkeypatch)
+    assert count == 1
+    assert_agree(fused, unfused, expected)
+
+
+def test_quantized_weights_are_decoded_per_block_around_the_fused_conv(tmp_path, monkeypatch):
+    monkeypatch.setattr(weight_decoding, "MIN_BLOCK_CHANNELS", 2)
+    monkeypatch.setattr(weight_decoding, "BLOCK_BYTES", 2 * 8 * 9 * 4)  # two output channels per block
+    path, feeds = norm_conv_model(tmp_path, m=7, quantized=True)
+    with load_model(path) as model:
+        ops = [s.node.op_type for s in model.steps]
+        assert "GroupNormStats" in ops and "DecodedWeight" in ops and "NormConv" not in ops
+        got = model.run(feeds)["y"]
+    assert builders.rel_l2(got, builders.ort_run(path, feeds)["y"]) < 1e-5
+
+
+def _most_big_arrays_alive(path, feeds, size) -> int:
+    with load_model(path) as model:
+        counts = []
+
+        def after_step(i, env):
+            counts.append(sum(isinstance(v, np.ndarray) and v.nbytes >= size for v in env.values()))
+
+        model._executor.after_step = after_step
+        model.run(feeds)
+    return max(counts)
+
+
+def test_the_normalised_activation_never_exists_whole(tmp_path, monkeypatch):
+    """Fused, no array of x's size but x itself is ever alive; unfused, the normalised copy is."""
+    path, feeds = norm_conv_model(tmp_path, c=16, hw=(64, 64))
+    size = feeds["x"].nbytes
+    assert _most_big_arrays_alive(path, feeds, size) == 1
+    monkeypatch.setattr(model_module, "fuse_norm_conv", lambda nodes, outputs, weights: (nodes, 0))
+    assert _most_big_arrays_alive(path, feeds, size) == 2
