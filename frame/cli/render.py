@@ -93,7 +93,7 @@ class ProgressBar:
 
 def fetch_text(progress) -> str:
     """`` · 3.44 GB/step, link 4.1 MB/s``: weight bytes read in the last step and the HTTP rate, if known."""
-    from frame.engine.fetch_stats import format_bytes
+    from frame.engine.io.fetch_stats import format_bytes
 
     parts = []
     if getattr(progress, "bytes_per_step", None) is not None:

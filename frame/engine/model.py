@@ -23,27 +23,27 @@ from frame.config.redact import redact_url
 from frame.engine import graph as g
 from frame.engine import onnxstream
 from frame.engine import ops as _ops  # noqa: F401  (importing the package fills the kernel registry)
-from frame.engine.attention import AttentionConfig
-from frame.engine.const_fold import fold_constants
-from frame.engine.conv_fold import fuse_conv_affine
 from frame.engine.errors import ModelFormatError, NodeError, UnsupportedModelError
 from frame.engine.executor import Executor
-from frame.engine.fusion import fuse_attention
-from frame.engine.geglu import fuse_geglu
-from frame.engine.gelu import commute_for_reuse, fuse_gelu
+from frame.engine.io.protobuf_index import scan_model
+from frame.engine.io.sources import SourcePool, is_url
+from frame.engine.io.weights import collect_weights, numpy_dtype
 from frame.engine.io_check import check_feeds, symbolic_conflicts
-from frame.engine.layer_norm import fuse_layer_norm
 from frame.engine.memory import return_freed_buffers_to_os, trim_free_memory
-from frame.engine.norm_conv import fuse_norm_conv
-from frame.engine.protobuf_index import scan_model
+from frame.engine.passes.attention import fuse_attention
+from frame.engine.passes.const_fold import fold_constants
+from frame.engine.passes.conv_affine import fuse_conv_affine
+from frame.engine.passes.geglu import fuse_geglu
+from frame.engine.passes.gelu import commute_for_reuse, fuse_gelu
+from frame.engine.passes.hoist_narrowing import hoist_narrowing_convs
+from frame.engine.passes.layer_norm import fuse_layer_norm
+from frame.engine.passes.norm_conv import fuse_norm_conv
+from frame.engine.passes.silu import fuse_silu
+from frame.engine.passes.sliced_attention import AttentionConfig
+from frame.engine.passes.upsample_conv import fuse_upsample_conv
+from frame.engine.passes.weight_decoding import fuse_weight_decoding, stream_weight_rows
 from frame.engine.providers import WeightsProvider, make_provider
-from frame.engine.schedule import hoist_narrowing_convs
-from frame.engine.silu import fuse_silu
-from frame.engine.sources import SourcePool, is_url
 from frame.engine.subgraphs import BodyBinder, compile_bodies, fetch_order
-from frame.engine.upsample_conv import fuse_upsample_conv
-from frame.engine.weight_decoding import fuse_weight_decoding, stream_weight_rows
-from frame.engine.weights import collect_weights, numpy_dtype
 from frame.errors import UsageError
 
 log = logging.getLogger(__name__)

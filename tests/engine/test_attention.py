@@ -7,7 +7,7 @@ import pytest
 from onnx import helper
 
 from frame.engine import load_model
-from frame.engine.attention import AttentionConfig, sliced_attention
+from frame.engine.passes.sliced_attention import AttentionConfig, sliced_attention
 from frame.errors import UsageError
 from tests.engine import builders
 

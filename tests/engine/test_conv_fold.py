@@ -49,7 +49,7 @@ def test_chain_folds_and_matches_onnxruntime(tmp_path, conv, bias, external):
 
 
 def test_output_scaling_path_when_the_weight_is_the_bigger_pass(tmp_path, monkeypatch):
-    from frame.engine import conv_fold
+    from frame.engine.passes import conv_affine as conv_fold
 
     proto, feeds = _model(CHAIN)
     path = builders.save(proto, tmp_path / "m.onnx")

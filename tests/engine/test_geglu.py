@@ -1,4 +1,4 @@
-"""The GEGLU feed-forward in blocks of hidden channels (frame/engine/geglu.py): fused results match
+"""The GEGLU feed-forward in blocks of hidden channels (frame/engine/passes/geglu.py): fused results match
 onnxruntime and the unfused graph for float32, 8-bit and fp16 weights; Slice bounds computed from
 the projection's Shape (as torch's chunk exports them) still work; column splits that are not two
 contiguous halves fall back; the projection-sized activation never exists."""
@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from frame.engine import geglu, load_model
+from frame.engine import load_model
 from frame.engine import model as model_module
+from frame.engine.passes import geglu
 from tests.engine import builders
 from tests.engine.test_weight_decoding import _quantized
 

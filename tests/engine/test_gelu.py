@@ -1,4 +1,4 @@
-"""Fused exact GELU / GEGLU (frame.engine.gelu) and operand commuting for in-place Add/Mul."""
+"""Fused exact GELU / GEGLU (frame.engine.passes.gelu) and operand commuting for in-place Add/Mul."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from onnx import helper, numpy_helper
 
 from frame.engine import load_model
-from frame.engine.gelu import gelu
+from frame.engine.passes.gelu import gelu
 from tests.engine import builders
 
 

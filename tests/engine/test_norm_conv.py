@@ -1,4 +1,4 @@
-"""GroupNorm → [SiLU] → Conv as GroupNormStats + NormConv (frame/engine/norm_conv.py): fused results
+"""GroupNorm → [SiLU] → Conv as GroupNormStats + NormConv (frame/engine/passes/norm_conv.py): fused results
 match onnxruntime and the unfused graph; patterns that must not fuse do not; operands that are not
 a per-channel GroupNorm at run time fall back; 8-bit weights are still decoded per block around it."""
 
@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 from onnx import helper, numpy_helper
 
-from frame.engine import load_model, weight_decoding
+from frame.engine import load_model
 from frame.engine import model as model_module
+from frame.engine.passes import weight_decoding
 from tests.engine import builders
 from tests.engine.test_weight_decoding import _quantized
 

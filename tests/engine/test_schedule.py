@@ -1,5 +1,5 @@
 """A narrowing 1x1 conv that is the last reader of its input runs right after that input's previous
-reader (frame/engine/schedule.py): same results, the big input dies earlier; widening convs stay."""
+reader (frame/engine/passes/hoist_narrowing.py): same results, the big input dies earlier; widening convs stay."""
 
 from __future__ import annotations
 

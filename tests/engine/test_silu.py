@@ -7,7 +7,7 @@ import pytest
 from onnx import helper
 
 from frame.engine import load_model
-from frame.engine.silu import CHUNK, silu
+from frame.engine.passes.silu import CHUNK, silu
 from tests.engine import builders
 
 

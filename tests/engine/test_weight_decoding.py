@@ -1,4 +1,4 @@
-"""8-bit and fp16 weights decoded inside their ops, block by block (frame/engine/weight_decoding.py)."""
+"""8-bit and fp16 weights decoded inside their ops, block by block (frame/engine/passes/weight_decoding.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-from frame.engine import load_model, weight_decoding
+from frame.engine import load_model
+from frame.engine.passes import weight_decoding
 from tests.engine.builders import model, value
 from tests.engine.builders import save as _save
 
@@ -243,14 +244,14 @@ def test_big_stored_weights_are_read_block_by_block(tmp_path, monkeypatch, weigh
     """Every decoded op whose output channels lead the weight (Conv, Gemm transB, UpsampleConv) reads its
     stored weight per block through the provider's row reads: same results, and no read of a whole
     row-streamed weight (the uint8/fp16 bytes of one block are all that is in memory)."""
-    from frame.engine.providers import DiskNoCache, DiskPrefetch, Ram
+    from frame.engine.providers import NoCache, Prefetch, Ram
 
     monkeypatch.setattr(weight_decoding, "BLOCK_BYTES", 64)
     monkeypatch.setattr(weight_decoding, "MIN_BLOCK_CHANNELS", 1)
     monkeypatch.setattr(weight_decoding, "STREAM_ROWS_MIN_BYTES", 0)
     proto = _every_op_model()
     path = save(proto, tmp_path / "m.onnx", external=True)
-    provider = {"nocache": DiskNoCache, "prefetch": DiskPrefetch, "ram": Ram}[weights]()
+    provider = {"nocache": NoCache, "prefetch": Prefetch, "ram": Ram}[weights]()
     whole, rows = [], []
     get, get_rows = provider.get, provider.get_rows
     monkeypatch.setattr(provider, "get", lambda ref: whole.append(ref.name) or get(ref))

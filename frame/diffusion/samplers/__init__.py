@@ -20,11 +20,11 @@ from frame.diffusion.samplers.ddim import DDIM
 from frame.diffusion.samplers.dpm import DPMSolver2M
 from frame.diffusion.samplers.euler import Euler, EulerAncestral
 from frame.diffusion.samplers.lcm import LCM
-from frame.diffusion.samplers.schedule import ScheduleConfig
+from frame.diffusion.samplers.schedule import SchedulerConfig
 from frame.errors import UsageError
 
 __all__ = [
-    "DEFAULT_SAMPLER", "SAMPLER_NAMES", "NoiseSource", "Sampler", "SamplerState", "ScheduleConfig",
+    "DEFAULT_SAMPLER", "SAMPLER_NAMES", "NoiseSource", "Sampler", "SamplerState", "SchedulerConfig",
     "StepResult", "make_sampler", "resolve_sampler_name",
 ]
 
@@ -70,7 +70,7 @@ def resolve_sampler_name(name: str | None) -> str:
 def make_sampler(name: str | None, scheduler_config: dict[str, Any], steps: int) -> Sampler:
     """Build sampler ``name`` for ``steps`` steps from a ``scheduler_config.json`` dictionary."""
     canonical = resolve_sampler_name(name)
-    config = ScheduleConfig.from_json(scheduler_config, CLASS_DEFAULTS[canonical])
+    config = SchedulerConfig.from_json(scheduler_config, CLASS_DEFAULTS[canonical])
     config.check()
     if not isinstance(steps, int) or not 1 <= steps <= config.num_train_timesteps:
         raise UsageError(f"steps must be an integer from 1 to {config.num_train_timesteps}, got {steps!r}")

@@ -11,7 +11,7 @@ import numpy as np
 
 from frame.diffusion.samplers.base import Sampler, SamplerState, StepResult
 from frame.diffusion.samplers.parameterisation import predict_eps, predict_x0
-from frame.diffusion.samplers.schedule import ScheduleConfig, alphas_cumprod, spaced_timesteps
+from frame.diffusion.samplers.schedule import SchedulerConfig, alphas_cumprod, spaced_timesteps
 
 
 class DDIM(Sampler):
@@ -19,7 +19,7 @@ class DDIM(Sampler):
 
     name = "ddim"
 
-    def __init__(self, config: ScheduleConfig, steps: int) -> None:
+    def __init__(self, config: SchedulerConfig, steps: int) -> None:
         self.config = config
         self.alphas_cumprod = alphas_cumprod(config, finite_terminal_sigma=False)
         self.final_alpha_cumprod = np.float32(1.0) if config.set_alpha_to_one else self.alphas_cumprod[0]

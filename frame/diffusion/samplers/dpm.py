@@ -14,7 +14,7 @@ import numpy as np
 from frame.diffusion.samplers.base import Sampler, SamplerState, StepResult
 from frame.diffusion.samplers.parameterisation import predict_x0
 from frame.diffusion.samplers.schedule import (
-    ScheduleConfig,
+    SchedulerConfig,
     alphas_cumprod,
     dpm_timesteps,
     interp_sigmas,
@@ -39,7 +39,7 @@ def _alpha_sigma_lambda(k_sigma: np.float32) -> tuple[np.float32, np.float32, np
 class DPMSolver2M(Sampler):
     """Deterministic second-order multistep solver; ``karras=True`` gives "dpm++2m_karras"."""
 
-    def __init__(self, config: ScheduleConfig, steps: int, karras: bool = False) -> None:
+    def __init__(self, config: SchedulerConfig, steps: int, karras: bool = False) -> None:
         self.config = config
         self.name = "dpm++2m_karras" if karras else "dpm++2m"
         table = train_sigmas(alphas_cumprod(config))

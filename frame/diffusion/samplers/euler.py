@@ -12,7 +12,7 @@ import numpy as np
 from frame.diffusion.samplers.base import Sampler, SamplerState, StepResult
 from frame.diffusion.samplers.parameterisation import predict_x0_k
 from frame.diffusion.samplers.schedule import (
-    ScheduleConfig,
+    SchedulerConfig,
     alphas_cumprod,
     interp_sigmas,
     karras_sigmas,
@@ -27,7 +27,7 @@ class Euler(Sampler):
 
     name = "euler"
 
-    def __init__(self, config: ScheduleConfig, steps: int) -> None:
+    def __init__(self, config: SchedulerConfig, steps: int) -> None:
         self.config = config
         table = train_sigmas(alphas_cumprod(config))
         timesteps = spaced_timesteps(config, steps, "k")

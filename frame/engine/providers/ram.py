@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from frame.engine.io.weights import WeightRef
 from frame.engine.providers.base import ReadingProvider
-from frame.engine.weights import WeightRef
 
 
 class Ram(ReadingProvider):
