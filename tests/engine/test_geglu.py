@@ -100,7 +100,7 @@ def ort_plain(path, feeds):
 
 def run_both(path, feeds, monkeypatch):
     with load_model(path) as model:
-        count = model.fused_geglu_count
+        count = model.rewrites["geglu"]
         fused = model.run(feeds)["y"]
     with monkeypatch.context() as patch:
         patch.setattr(model_module, "fuse_geglu", lambda nodes, outputs, weights: (nodes, 0))
@@ -149,4 +149,4 @@ def test_the_exported_unets_feed_forwards_are_blocked_not_taken_by_the_gelu_fusi
     pipelines = Path(__file__).parents[1] / "fixtures" / "pipelines"
     for kind, blocks in (("sd15", 4), ("sdxl", 8)):
         with load_model(pipelines / kind / "model" / "unet" / "model.onnx") as model:
-            assert model.fused_geglu_count == blocks, kind
+            assert model.rewrites["geglu"] == blocks, kind

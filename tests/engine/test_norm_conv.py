@@ -63,7 +63,7 @@ def norm_conv_model(tmp_path, *, n=1, c=8, groups=4, hw=(6, 7), m=5, kernel=3, p
 
 def run_both(path, feeds, monkeypatch):
     with load_model(path) as model:
-        count = model.fused_norm_conv_count
+        count = model.rewrites["norm_conv"]
         fused = model.run(feeds)
     with monkeypatch.context() as patch:
         patch.setattr(model_module, "fuse_norm_conv", lambda nodes, outputs, weights: (nodes, 0))

@@ -11,6 +11,7 @@ import numpy as np
 
 from frame.diffusion.samplers.base import Sampler, SamplerState, StepResult
 from frame.diffusion.samplers.parameterisation import predict_x0
+from frame.diffusion.samplers.registry import register_sampler
 from frame.diffusion.samplers.schedule import SchedulerConfig, alphas_cumprod, lcm_timesteps
 
 SIGMA_DATA = np.float32(0.5)
@@ -18,10 +19,12 @@ ONE = np.float32(1)
 HALF = np.float32(0.5)
 
 
+@register_sampler("lcm", a1111="LCM", class_defaults={
+    "beta_start": 0.00085, "beta_end": 0.012, "beta_schedule": "scaled_linear", "steps_offset": 0,
+    "timestep_spacing": "leading", "clip_sample": False, "set_alpha_to_one": True})
 class LCM(Sampler):
     """Few-step sampler for LCM-distilled models (and the LCM-LoRA family)."""
 
-    name = "lcm"
 
     def __init__(self, config: SchedulerConfig, steps: int) -> None:
         self.config = config

@@ -17,13 +17,16 @@ import numpy as np
 
 from frame.errors import FrameError
 
+# The linear beta schedule of the classic diffusers schedulers, for keys a scheduler_config.json leaves out.
+LINEAR_BETAS = {"beta_start": 0.0001, "beta_end": 0.02, "beta_schedule": "linear", "steps_offset": 0}
+
 
 @dataclass(frozen=True)
 class SchedulerConfig:
     """The ``scheduler_config.json`` keys frame understands, with diffusers' EulerDiscreteScheduler defaults.
 
-    Each sampler overlays the defaults of its own diffusers class (:data:`CLASS_DEFAULTS`) before the
-    file's values, exactly like ``SomeScheduler.from_config(config)`` does for keys the file omits.
+    Each sampler overlays the defaults of its own diffusers class (its ``class_defaults`` in the
+    registry) before the file's values, exactly like ``SomeScheduler.from_config(config)`` does for keys the file omits.
     """
 
     num_train_timesteps: int = 1000

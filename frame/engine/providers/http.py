@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from frame.engine.providers.prefetch import Prefetch
+from frame.engine.providers.registry import register_provider
 
 
+@register_provider("http", url_only=True)
 class HttpPrefetch(Prefetch):
     """Prefetch over HTTP: keep-alive sessions, retries with backoff, nothing written to disk (unless the
     weight cache is on, see ``frame.engine.io.weight_cache``).

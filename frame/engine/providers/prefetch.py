@@ -31,6 +31,7 @@ import numpy as np
 
 from frame.engine.io.weights import WeightRef
 from frame.engine.providers.base import ReadingProvider
+from frame.engine.providers.registry import register_provider
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +39,7 @@ COALESCE_BYTES = 1 << 20
 GAP_BYTES = 4096
 
 
+@register_provider("nocache")
 class NoCache(ReadingProvider):
     """Synchronous read on every request: the smallest memory, no overlap of I/O and compute."""
 
@@ -45,6 +47,7 @@ class NoCache(ReadingProvider):
         return self.read(ref)
 
 
+@register_provider("prefetch", url_variant="http")
 class Prefetch(ReadingProvider):
     """Reads ahead in fetch order on a daemon thread, within ``budget_bytes`` of unconsumed data."""
 
