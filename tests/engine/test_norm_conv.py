@@ -9,7 +9,7 @@ import pytest
 from onnx import helper, numpy_helper
 
 from frame.engine import load_model
-from frame.engine import model as model_module
+from frame.engine.passes import order as pass_order  # the pass list calls fuse_* through its module
 from frame.engine.passes import weight_decoding
 from tests.engine import builders
 from tests.engine.test_weight_decoding import _quantized
@@ -66,7 +66,7 @@ def run_both(path, feeds, monkeypatch):
         count = model.rewrites["norm_conv"]
         fused = model.run(feeds)
     with monkeypatch.context() as patch:
-        patch.setattr(model_module, "fuse_norm_conv", lambda nodes, outputs, weights: (nodes, 0))
+        patch.setattr(pass_order, "fuse_norm_conv", lambda nodes, outputs, weights: (nodes, 0))
         with load_model(path) as model:
             unfused = model.run(feeds)
     return count, fused, unfused, builders.ort_run(path, feeds)
@@ -134,5 +134,5 @@ def test_the_normalised_activation_never_exists_whole(tmp_path, monkeypatch):
     path, feeds = norm_conv_model(tmp_path, c=16, hw=(64, 64))
     size = feeds["x"].nbytes
     assert _most_big_arrays_alive(path, feeds, size) == 1
-    monkeypatch.setattr(model_module, "fuse_norm_conv", lambda nodes, outputs, weights: (nodes, 0))
+    monkeypatch.setattr(pass_order, "fuse_norm_conv", lambda nodes, outputs, weights: (nodes, 0))
     assert _most_big_arrays_alive(path, feeds, size) == 2
