@@ -83,7 +83,7 @@ def store_night(state: Path) -> None:
 
 
 def time_store(setting: str, template: Path, runs: int) -> tuple[float, float]:
-    from frame.daemon.store.database import database as store_module
+    from frame.daemon.store import database as store_module
 
     store_module.SYNCHRONOUS = setting
     walls, cpus = [], []

@@ -12,7 +12,7 @@ literal name — and checked against one rule over module prefixes:
     engine (frame.engine)  display (frame.display)  taste (frame.taste)  buttons  2
     config (frame.config)                                                         1
     base (frame, frame.errors, frame.atomicfile, frame.statefile, frame.models,
-          frame.net, frame.install_hints, frame.seeds)                            0
+          frame.net, frame.install_hints, frame.seeds, frame.lazy)                0
 
 A module belongs to the part whose prefix matches it (``frame`` only matches the package itself).
 It may import its own part and any part of a lower level; never a part of its own level or above.
@@ -60,7 +60,7 @@ PACKAGE = ROOT / "frame"
 # (part, level, prefixes): lowest level first.
 PARTS: tuple[tuple[str, int, tuple[str, ...]], ...] = (
     ("base", 0, ("frame", "frame.errors", "frame.atomicfile", "frame.statefile", "frame.models", "frame.net",
-                 "frame.install_hints", "frame.seeds")),
+                 "frame.install_hints", "frame.seeds", "frame.lazy")),
     ("config", 1, ("frame.config",)),
     ("engine", 2, ("frame.engine",)),
     ("display", 2, ("frame.display",)),

@@ -67,7 +67,7 @@ def _describe_model_url(config) -> bool:
     """A URL model: is its server reachable, does it serve ranges (issue 12); warnings, never a failure.
     False when a warning said the model cannot be streamed from there."""
     from frame.diffusion.url_check import check_model_url
-    from frame.engine.http_settings import from_model_config
+    from frame.engine.io.http_settings import from_model_config
     from frame.models import resolve_model_source
 
     source = resolve_model_source(config.model.source)

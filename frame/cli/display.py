@@ -9,8 +9,9 @@ import argparse
 import dataclasses
 import logging
 import sys
+from typing import get_args
 
-from frame.display.choices import DITHERS, FITS, ROTATIONS
+from frame.config.schema import DitherName, FitName, Rotation
 
 log = logging.getLogger(__name__)
 
@@ -27,11 +28,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     show = subparsers.add_parser("show", help="prepare a picture for the panel and show it")
     show.add_argument("image", help="picture file (PNG, JPEG, WebP, ...)")
     _panel_options(show)
-    show.add_argument("--fit", choices=FITS, help="how to fill the panel (default: display.fit)")
-    show.add_argument("--dither", choices=DITHERS, help="dithering method (default: display.dither)")
+    show.add_argument("--fit", choices=get_args(FitName), help="how to fill the panel (default: display.fit)")
+    show.add_argument("--dither", choices=get_args(DitherName), help="dithering method (default: display.dither)")
     show.add_argument("--saturation", type=float, metavar="X",
                       help="colourfulness 0 (grey) .. 1 (as is); default: panel default")
-    show.add_argument("--rotate", type=int, choices=ROTATIONS, help="turn the picture clockwise")
+    show.add_argument("--rotate", type=int, choices=get_args(Rotation), help="turn the picture clockwise")
     show.add_argument("--force", action="store_true", help="refresh even if the picture is unchanged")
     show.set_defaults(func=run_show)
 

@@ -13,6 +13,8 @@ from frame.errors import UsageError
 
 log = logging.getLogger(__name__)
 
+# frame.engine.providers.provider_names(), not imported here: the registry needs numpy and `frame --help`
+# imports every command module (tests/engine/test_provider_registry.py keeps the two equal)
 WEIGHTS_CHOICES = ("nocache", "prefetch", "ram", "http")
 
 

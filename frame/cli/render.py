@@ -10,9 +10,14 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import TextIO
+from typing import TextIO, get_args
 
+from frame.config.schema import SamplerName
 from frame.errors import Interrupted, UsageError
+
+# the owner-facing sampler names (the registry, frame.diffusion.samplers, refuses any other; not imported
+# here: it needs numpy, and `frame --help` imports every command module)
+SAMPLERS = get_args(SamplerName)
 
 
 def register(subparsers) -> None:
@@ -25,7 +30,7 @@ def register(subparsers) -> None:
                         help="denoising steps (default: model.steps, else the model's: 20, Turbo 1, the demo 8)")
     parser.add_argument("--guidance", type=float, metavar="G", help="classifier-free guidance scale")
     parser.add_argument("--sampler", metavar="NAME",
-                        help="euler_a, euler, ddim, dpm++2m, dpm++2m_karras or lcm (default: model.sampler)")
+                        help=f"{', '.join(SAMPLERS[:-1])} or {SAMPLERS[-1]} (default: model.sampler)")
     parser.add_argument("--seed", type=int, default=-1, metavar="N",
                         help="seed of the starting noise; -1 (the default) picks a random one, printed and "
                              "stored in the picture")
@@ -93,7 +98,7 @@ class ProgressBar:
 
 def fetch_text(progress) -> str:
     """`` · 3.44 GB/step, link 4.1 MB/s``: weight bytes read in the last step and the HTTP rate, if known."""
-    from frame.engine.fetch_stats import format_bytes
+    from frame.engine.io.fetch_stats import format_bytes
 
     parts = []
     if getattr(progress, "bytes_per_step", None) is not None:

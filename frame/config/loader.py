@@ -178,3 +178,8 @@ def _tuples_to_lists(value: Any) -> Any:
 
 
 __all__ = ["load_config", "validate", "to_plain", "read_yaml", "env_overrides", "format_path", "SYSTEM_CONFIG"]
+
+
+def state_dir(config: Config) -> FsPath:
+    """The configuration's state folder (``state_dir``, ``~`` expanded)."""
+    return FsPath(config.state_dir).expanduser()

@@ -146,8 +146,8 @@ class OnnxStreamFiles:
         target = self.cache / relative
         if target.is_file():
             return target
-        from frame.engine import http_settings
-        from frame.engine.http import with_retries
+        from frame.engine.io import http_settings
+        from frame.engine.io.http import with_retries
 
         settings = http_settings.current()
         content = with_retries(settings, self.describe(relative), lambda: self._get(relative, settings))
@@ -158,7 +158,7 @@ class OnnxStreamFiles:
     def _get(self, relative: str, settings) -> bytes:
         import requests
 
-        from frame.engine.http import Transient, connection_problem, refusal
+        from frame.engine.io.http import Transient, connection_problem, refusal
 
         url = urljoin(self.base, relative)
         try:

@@ -42,8 +42,8 @@ from frame.diffusion.pngmeta import GenerationParameters
 from frame.diffusion.progress import EtaClock, FetchMeter, Progress
 from frame.diffusion.samplers import NoiseSource, SamplerState, make_sampler, resolve_sampler_name
 from frame.diffusion.samplers.base import Noise
-from frame.engine import http_settings
-from frame.engine.http_settings import HttpSettings
+from frame.engine.io import http_settings
+from frame.engine.io.http_settings import HttpSettings
 from frame.engine.memory import trim_free_memory
 from frame.errors import FrameError, UsageError
 
@@ -417,7 +417,7 @@ def load_pipeline(source: str | os.PathLike, cache_dir: str | os.PathLike | None
                   memory_limit_mb: float | None = None, http: HttpSettings | None = None) -> Pipeline:
     """Open a diffusers ONNX export or an OnnxStream model folder (folder or http(s) base URL); the kind
     comes from model_index.json or from OnnxStream's folder names. ``http``: how URLs are read (see
-    ``frame.engine.http_settings``; ``http_settings.from_model_config`` builds it from the config)."""
+    ``frame.engine.io.http_settings``; ``http_settings.from_model_config`` builds it from the config)."""
     with http_settings.using(http):
         files, info = open_model_files(source, cache_dir, http)
     rules.raise_first_error(rules.tile_findings(vae_tile, vae_tile_overlap))

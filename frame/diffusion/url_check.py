@@ -14,9 +14,9 @@ from collections.abc import Iterator
 from urllib.parse import urljoin
 
 from frame.config.redact import redact_url
-from frame.engine.fetch_stats import format_bytes
-from frame.engine.http import SERVERS_THAT_WORK
-from frame.engine.http_settings import HttpSettings
+from frame.engine.io.fetch_stats import format_bytes
+from frame.engine.io.http import SERVERS_THAT_WORK
+from frame.engine.io.http_settings import HttpSettings
 
 PROBE_TIMEOUT = 5.0
 UNET_WEIGHTS = ("unet/model.onnx_data", "unet/model.onnx")

@@ -18,19 +18,18 @@ from typing import Any
 
 from PIL import Image
 
-from frame.display import engine, preparation
-from frame.display.bus import Bus, Clock, SpiGpioBus
+from frame.display import preparation
+from frame.display.bus import Bus, Clock
 from frame.display.care import SHOWN, RefreshGuard, ShowResult, picture_digest
-from frame.display.drivers import driver_class
-from frame.display.drivers.base import Driver, Pins
+from frame.display.dither import resolve_dither
+from frame.display.drivers import driver_for
+from frame.display.drivers.base import Driver, OpenRequest
 from frame.display.drivers.inky import InkyDriver
-from frame.display.drivers.virtual import VirtualDriver
 from frame.display.panels import AUTO_PANELS, Panel, get_panel
 from frame.errors import UsageError
 
 log = logging.getLogger(__name__)
 
-SPI_SPEED_HZ = 4_000_000
 
 
 @dataclass(frozen=True)
@@ -65,7 +64,7 @@ class Display:
 
     def prepare(self, image: Image.Image | str | Path) -> tuple[Image.Image, Image.Image]:
         """(fitted RGB picture, prepared "P" image) with this display's settings."""
-        engine.resolve(self.settings.dither)  # a bad name fails before the expensive steps
+        resolve_dither(self.settings.dither)  # a bad name fails before the expensive steps
         fitted, mask = preparation.fit_for_panel(image, self.panel, self.settings.fit, self.settings.rotate)
         prepared = preparation.render(fitted, self.panel, self.settings.saturation, self.settings.dither, mask)
         return fitted, prepared
@@ -129,33 +128,12 @@ class Display:
         self.close()
 
 
-def _out_dir(config: DisplaySettings, state_dir: Path | None) -> Path:
-    if config.out_dir:
-        return Path(config.out_dir).expanduser()
-    if state_dir is None:
-        raise UsageError("the virtual panel needs display.out_dir or a state directory to write into")
-    return Path(state_dir).expanduser() / "display"
-
-
-def _driver(config: DisplaySettings, state_dir: Path | None, bus: Bus | None, clock: Clock | None,
-            inky_module: Any, out_file: Path | None) -> Driver:
+def _driver(config: DisplaySettings, request: OpenRequest) -> Driver:
+    """The registered driver of the configured panel, opened (``display.panel: inky``: detected)."""
     if config.panel in AUTO_PANELS:
-        driver = InkyDriver(None, inky_module=inky_module)
-        driver.init()  # reads the EEPROM: errors surface now, and the panel becomes known
-        return driver
+        return InkyDriver.open(None, request)
     panel = get_panel(config.panel, size=config.size, palette=config.palette)
-    if panel.driver == "virtual":
-        return VirtualDriver(panel, _out_dir(config, state_dir), out_file)
-    if panel.driver == "inky":
-        driver = InkyDriver(panel, inky_module=inky_module)
-        driver.init()  # a model that differs from the EEPROM is refused now, not after preparing
-        return driver
-    pins = Pins()
-    if bus is None:
-        bus = SpiGpioBus(outputs=(pins.reset, pins.dc, pins.power), inputs=(pins.busy,),
-                         speed_hz=SPI_SPEED_HZ).open()
-    return driver_class(panel.driver)(panel, bus, clock=clock, busy_timeout=config.busy_timeout_seconds,
-                                      pins=pins)
+    return driver_for(panel.driver).open(panel, request)
 
 
 def open_display(config: DisplaySettings, state_dir: str | Path | None = None, *, bus: Bus | None = None,
@@ -169,7 +147,9 @@ def open_display(config: DisplaySettings, state_dir: str | Path | None = None, *
     panel's PNG (the CLI's ``--out``).
     """
     state = Path(state_dir).expanduser() if state_dir is not None else None
-    driver = _driver(config, state, bus, clock, inky_module, Path(out_file) if out_file else None)
+    request = OpenRequest(config.out_dir, config.busy_timeout_seconds, state, bus, clock, inky_module,
+                          Path(out_file) if out_file else None)
+    driver = _driver(config, request)
     panel = driver.panel
     interval = panel.min_refresh_seconds if config.min_refresh_seconds is None else config.min_refresh_seconds
     guard_kwargs = {"now": now} if now is not None else {}

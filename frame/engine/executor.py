@@ -22,9 +22,9 @@ import numpy as np
 from frame.engine import blas_threads
 from frame.engine.errors import EngineError, FrameError, NodeError
 from frame.engine.graph import Step
+from frame.engine.io.weights import WeightRef
+from frame.engine.passes.weight_decoding import WeightRows
 from frame.engine.providers.base import WeightsProvider
-from frame.engine.weight_decoding import WeightRows
-from frame.engine.weights import WeightRef
 
 if TYPE_CHECKING:
     from frame.engine.subgraphs import Body

@@ -19,7 +19,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from frame.engine.attention import AttentionConfig
+from frame.engine.passes.sliced_attention import AttentionConfig
 from frame.estimate.signature import Signature
 
 FLOAT, FLOAT16 = onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16

@@ -1,7 +1,7 @@
 """The temporary memory of the engine's heavy kernels, beyond their inputs and output.
 
 Each figure follows the kernel's code (the docstrings of ``frame.engine.ops.conv``,
-``frame.engine.weight_decoding`` and ``frame.engine.attention`` say the same):
+``frame.engine.passes.weight_decoding`` and ``frame.engine.passes.sliced_attention`` say the same):
 
 * Conv (dense, 2-D): one im2col band of ``band_rows`` output rows (``C/g·kh·kw × rows·Wo`` float32,
   at most ``COLUMN_BUDGET_BYTES``) plus the padded input rows it reads; a 1×1 conv without stride or
@@ -24,9 +24,9 @@ import math
 from collections.abc import Mapping
 
 from frame.engine import graph as g
-from frame.engine.attention import AttentionConfig
 from frame.engine.ops.conv import FUSED_MIN_INPUT_PIXELS, band_rows
-from frame.engine.weight_decoding import BLOCK_BYTES, MIN_BLOCK_CHANNELS
+from frame.engine.passes.sliced_attention import AttentionConfig
+from frame.engine.passes.weight_decoding import BLOCK_BYTES, MIN_BLOCK_CHANNELS
 from frame.estimate.shapes import Shape, ShapeTable
 
 FLOAT = 4

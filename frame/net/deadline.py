@@ -5,7 +5,7 @@ body) one byte a second never trips them: one such feed held a 10 s fetch for 10
 covers everything one fetch does on the network — connecting, the header phase, the body, redirects,
 retries. When it passes, a timer shuts down every socket the fetch opened, which ends the blocked
 read at once; the fetch then fails with "no complete answer within N s". The sockets are found by
-``FeedSession``'s connection classes, which tell the deadline of the calling thread about each socket
+``DeadlineSession``'s connection classes, which tell the deadline of the calling thread about each socket
 they create or reuse (urllib3's pool hooks ``ConnectionCls``/``_new_conn``; the drip tests fail if a
 urllib3 upgrade bypasses them). DNS resolution is not interruptible this way; feeds on the LAN use
 addresses or a local resolver.
@@ -139,7 +139,7 @@ class _WatchedAdapter(HTTPAdapter):
         self.poolmanager.pool_classes_by_scheme = {"http": _WatchedHTTPPool, "https": _WatchedHTTPSPool}
 
 
-class FeedSession(requests.Session):
+class DeadlineSession(requests.Session):
     """A requests session whose sockets a ``Deadline`` can cut."""
 
     def __init__(self) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 import requests
 
 from frame.config.redact import redact_text, redact_url
-from frame.net.deadline import Deadline, DeadlinePassed, FeedSession
+from frame.net.deadline import Deadline, DeadlinePassed, DeadlineSession
 from frame.remote import a1111
 from frame.remote.errors import AUTH, BAD_RESPONSE, DIED, REFUSED, REJECTED, SERVER_ERROR, TIMEOUT, RemoteUnavailable
 
@@ -46,7 +46,7 @@ class A1111Client:
         self.base = url.rstrip("/")
         self.server = redact_url(self.base)
         self.connect_timeout = connect_timeout
-        self.session = FeedSession()
+        self.session = DeadlineSession()
         self.session.trust_env = False  # a LAN server: no proxies or .netrc from the environment
         if token:
             self.session.headers["Authorization"] = f"Bearer {token}"

@@ -219,7 +219,7 @@ def full(state_dir: Path, out_dir: Path) -> None:
 def main(argv: list[str]) -> int:
     kind, state_dir = argv[0], Path(argv[1])
     if os.environ.get("CRASH_HARNESS_SYNCHRONOUS"):  # the harness's own test: an unsafe setting is caught
-        from frame.daemon.store.database import database as store
+        from frame.daemon.store import database as store
 
         store.SYNCHRONOUS = os.environ["CRASH_HARNESS_SYNCHRONOUS"]
     install_markers()

@@ -114,9 +114,9 @@ def test_https_sockets_are_cut_at_the_deadline_too():
     which a slow server could drip as well) is shut down when the deadline passes."""
     import socket
 
-    from frame.net.deadline import Deadline, FeedSession, _WatchedHTTPSConnection
+    from frame.net.deadline import Deadline, DeadlineSession, _WatchedHTTPSConnection
 
-    pool = FeedSession().get_adapter("https://nas.local/").poolmanager.connection_from_url("https://nas.local/")
+    pool = DeadlineSession().get_adapter("https://nas.local/").poolmanager.connection_from_url("https://nas.local/")
     assert pool.ConnectionCls is _WatchedHTTPSConnection
     with socket.create_server(("127.0.0.1", 0)) as listener:
         connection = _WatchedHTTPSConnection("127.0.0.1", listener.getsockname()[1], timeout=5)

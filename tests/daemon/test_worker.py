@@ -130,8 +130,9 @@ def test_taste_model_choice_is_explained_with_a_plot(tmp_path, store, monkeypatc
     assert why["candidate"]["theme"] in config.taste.themes
     assert gallery.picture_path(tmp_path, why["plot"]).read_bytes()[:4] == b"\x89PNG"
     assert set(store.picture(picture_id)["features"]) >= {"warmth", "drama"}
+    # the render worker runs as `python -m frame.worker.render` (argv[0] is that file)
     processes = [json.loads(f.read_text()) for f in probe.glob("modules-*.json")]
-    worker = [p for p in processes if p["argv"][0].endswith("worker/render.py")]
+    worker = [p for p in processes if p["argv"][0].endswith(os.path.join("worker", "render.py"))]
     child = [p for p in processes if p["argv"][0].endswith("tastechild.py")]
     assert len(worker) == 1 and worker[0]["heavy"] == []
     assert len(child) == 1 and {"sklearn", "scipy", "matplotlib"} <= set(child[0]["heavy"])

@@ -21,7 +21,7 @@ import urllib3
 from frame.config.redact import redact_text, redact_url
 from frame.daemon.feeds.parse import FeedFormatError, Sanitiser, parse_feed
 from frame.daemon.store.database import Store, now_iso
-from frame.net.deadline import Deadline, DeadlinePassed, FeedSession, RedirectRefused, next_location
+from frame.net.deadline import Deadline, DeadlinePassed, DeadlineSession, RedirectRefused, next_location
 from frame.statefile import read_json, write_json
 
 log = logging.getLogger(__name__)
@@ -70,7 +70,7 @@ class FeedFetcher:
         self.attempts = attempts
         self.backoff = backoff
         self.sleep = sleep
-        self.session = session or FeedSession()
+        self.session = session or DeadlineSession()
 
     def cache_file(self, url: str) -> Path:
         """Cache name from a hash of the URL: feed text or URLs never form a path."""

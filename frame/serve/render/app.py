@@ -28,10 +28,11 @@ from typing import Any
 from flask import Flask, jsonify, request
 
 import frame
-from frame.diffusion.pngmeta import A1111_SAMPLER_NAMES, png_bytes
+from frame.diffusion.pngmeta import png_bytes
+from frame.diffusion.samplers.registry import SAMPLERS, a1111_names, frame_name
 from frame.errors import UsageError
 from frame.net.ratelimit import FailureLimiter
-from frame.remote.a1111 import FRAME_SAMPLER_NAMES, a1111_sampler
+from frame.remote.a1111 import a1111_sampler
 from frame.serve.render import img2img as init_fields
 from frame.serve.render.jobs import QueueFull, RenderQueue, RenderRequest
 
@@ -142,10 +143,10 @@ def _settings(pipe: Any, body: Any, strength: float | None = None) -> Any:
             raise BadRequest(f"{key} must be 1: frame paints one picture per request")
     sampler = body.get("sampler_name") or body.get("sampler_index")
     if sampler is not None:
-        sampler = FRAME_SAMPLER_NAMES.get(sampler, sampler)
-        if sampler not in A1111_SAMPLER_NAMES:
+        sampler = frame_name(sampler) or sampler
+        if sampler not in SAMPLERS:
             raise BadRequest(f"sampler_name: unknown sampler {body.get('sampler_name')!r} (known: "
-                             f"{', '.join(A1111_SAMPLER_NAMES.values())})")
+                             f"{', '.join(a1111_names().values())})")
     seed = body.get("seed", -1)
     if seed is None or seed == -1:
         seed = secrets.randbelow(2**32)

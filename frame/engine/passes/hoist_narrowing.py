@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 
 from frame.engine.graph import Node
-from frame.engine.weights import WeightRef
+from frame.engine.io.weights import WeightRef
 
 log = logging.getLogger(__name__)
 

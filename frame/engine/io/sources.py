@@ -18,9 +18,9 @@ from urllib.parse import urljoin, urlsplit
 
 import numpy as np
 
-from frame.engine import http_settings
 from frame.engine.errors import ModelFormatError, SourceTruncated
-from frame.engine.fetch_stats import FetchStats
+from frame.engine.io import http_settings
+from frame.engine.io.fetch_stats import FetchStats
 
 
 class ByteSource(Protocol):
@@ -133,7 +133,7 @@ class LocalSource:
 class SourcePool:
     """Opens each location once and shares it (many tensors live in one external-data file).
 
-    Every source it opens counts the bytes it reads in ``stats`` (see ``frame.engine.fetch_stats``).
+    Every source it opens counts the bytes it reads in ``stats`` (see ``frame.engine.io.fetch_stats``).
     URLs are read with the ``HttpSettings`` current when the pool was made, with ``http_options``
     (``timeout=``, ``retries=``, ...) overriding single fields.
     """
@@ -155,7 +155,7 @@ class SourcePool:
 
     def _open(self, location: str) -> ByteSource:
         if is_url(location):
-            from frame.engine.http import HttpSource
+            from frame.engine.io.http import HttpSource
 
             return HttpSource(location, self.http_settings, self.stats, **self._http_options)
         return LocalSource(location, self.stats)

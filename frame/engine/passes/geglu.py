@@ -33,9 +33,9 @@ from functools import partial
 import numpy as np
 
 from frame.engine.graph import Node, consumer_index, producer_index, rewrite_nodes
+from frame.engine.io.weights import WeightRef
 from frame.engine.ops.registry import OpSpec
-from frame.engine.weight_decoding import Layout, decode_block
-from frame.engine.weights import WeightRef
+from frame.engine.passes.weight_decoding import Layout, decode_block
 
 log = logging.getLogger(__name__)
 

@@ -31,8 +31,8 @@ from functools import partial
 import numpy as np
 
 from frame.engine.graph import Node, consumer_index, producer_index, rewrite_nodes
+from frame.engine.io.weights import WeightRef
 from frame.engine.ops.registry import OpSpec
-from frame.engine.weights import WeightRef
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from frame.engine.errors import ModelFormatError, SourceTruncated
-from frame.engine.sources import ByteSource
+from frame.engine.io.sources import ByteSource
 
 MODEL_GRAPH = 7          # ModelProto.graph
 GRAPH_NODE = 1           # GraphProto.node

@@ -26,9 +26,9 @@ from functools import partial
 import numpy as np
 
 from frame.engine.graph import Node, consumer_index, producer_index, rewrite_nodes
+from frame.engine.io.weights import WeightRef
 from frame.engine.ops.conv import upsample2x_conv3x3
 from frame.engine.ops.registry import OpSpec
-from frame.engine.weights import WeightRef
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Load-time rewrite: attention subgraphs → one ``SlicedAttention`` node (see ``attention.py``).
+"""Load-time rewrite: attention subgraphs → one ``SlicedAttention`` node (see ``sliced_attention.py``).
 
 Matched: ``MatMul(Q, Kt) → (Mul|Div|Add by any operand)* → Softmax(axis=-1) → [Dropout] →
 MatMul(·, V)``, where every intermediate feeds only the next node. That covers the exporters'
@@ -13,9 +13,9 @@ from __future__ import annotations
 import logging
 from functools import partial
 
-from frame.engine.attention import AttentionConfig, sliced_attention
 from frame.engine.graph import Node, consumer_index, producer_index, rewrite_nodes
 from frame.engine.ops.registry import OpSpec
+from frame.engine.passes.sliced_attention import AttentionConfig, sliced_attention
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Sliced attention: softmax(Q·Kᵀ ∘ score ops) · V without the heads × N × N score tensor.
 
-The fusion pass (``fusion.py``) replaces MatMul → [Mul|Div|Add]* → Softmax(-1) → [Dropout] → MatMul
+The fusion pass (``attention.py`` in this package) replaces MatMul → [Mul|Div|Add]* → Softmax(-1) → [Dropout] → MatMul
 with one node running ``sliced_attention``. Scores are computed for a block of heads and query rows
 at a time, softmaxed in place and multiplied by V straight into the output, so peak extra memory is
 one block per thread (``AttentionConfig``; all threads' blocks together stay within its budget).

@@ -22,10 +22,10 @@ import math
 import numpy as np
 
 from frame.engine.graph import Node, consumer_index, producer_index, rewrite_nodes
+from frame.engine.io.weights import WeightRef
 from frame.engine.ops.blocks import MIN_PARALLEL_BYTES, run_tasks, workers
 from frame.engine.ops.registry import OpSpec
 from frame.engine.ops.unary import erf
-from frame.engine.weights import WeightRef
 
 DOMAIN = "frame.engine"
 # Rows of x per block: erf is ~25 numpy calls per block, so blocks smaller than this spend more on

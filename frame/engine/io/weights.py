@@ -18,8 +18,8 @@ import onnx
 from onnx import numpy_helper
 
 from frame.engine.errors import ModelFormatError, WeightDataError
-from frame.engine.protobuf_index import ByteRange
-from frame.engine.sources import is_url, sibling
+from frame.engine.io.protobuf_index import ByteRange
+from frame.engine.io.sources import is_url, sibling
 
 
 @dataclass(eq=False)

@@ -37,12 +37,12 @@ from functools import partial
 import numpy as np
 
 from frame.engine.graph import Node, consumer_index, producer_index, rewrite_nodes
+from frame.engine.io.weights import WeightRef
 from frame.engine.ops import conv as conv_ops
 from frame.engine.ops.blocks import map_row_blocks
 from frame.engine.ops.linalg import float32_operands
 from frame.engine.ops.registry import OpSpec
-from frame.engine.silu import _silu_block, silu
-from frame.engine.weights import WeightRef
+from frame.engine.passes.silu import _silu_block, silu
 
 log = logging.getLogger(__name__)
 

@@ -23,9 +23,9 @@ import logging
 import numpy as np
 
 from frame.engine.graph import Node, consumer_index, rewrite_nodes
+from frame.engine.io.weights import WeightRef
 from frame.engine.ops.conv import conv, conv_transpose
 from frame.engine.ops.registry import OpSpec
-from frame.engine.weights import WeightRef
 
 log = logging.getLogger(__name__)
 

@@ -26,10 +26,10 @@ from typing import TypeVar
 import numpy as np
 
 from frame.config.redact import redact_text, redact_url
-from frame.engine import http_settings
 from frame.engine.errors import SourceTruncated, WeightFetchError
-from frame.engine.fetch_stats import FetchStats
-from frame.engine.http_settings import HttpSettings
+from frame.engine.io import http_settings
+from frame.engine.io.fetch_stats import FetchStats
+from frame.engine.io.http_settings import HttpSettings
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ import logging
 import numpy as np
 
 from frame.engine import graph as g
-from frame.engine.weights import WeightRef
+from frame.engine.io.weights import WeightRef
 
 log = logging.getLogger(__name__)
 

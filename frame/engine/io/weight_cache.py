@@ -34,7 +34,7 @@ import numpy as np
 
 from frame.atomicfile import make_dirs, remove_tree, write_bytes_atomic
 from frame.config.redact import redact_url
-from frame.engine.fetch_stats import FetchStats
+from frame.engine.io.fetch_stats import FetchStats
 
 log = logging.getLogger(__name__)
 

@@ -48,7 +48,7 @@ class HttpSettings:
     """``timeout``: seconds per request to connect and between received bytes; ``give_up_seconds``:
     how long failures in a row are retried; ``backoff``: first wait, doubled per attempt up to
     ``max_backoff``; ``retries``: optional cap on the number of retries as well. ``cache_dir`` with
-    ``cache_max_bytes`` > 0 turns on the local weight cache (``frame.engine.weight_cache``)."""
+    ``cache_max_bytes`` > 0 turns on the local weight cache (``frame.engine.io.weight_cache``)."""
 
     timeout: float = 30.0
     give_up_seconds: float = 600.0

@@ -1,6 +1,6 @@
-"""Disk providers: read each weight on request, or read ahead on a background thread.
+"""Reading providers over any byte source (file or URL): read each weight on request, or read ahead.
 
-``DiskPrefetch`` follows the engine's fixed fetch order: a thread reads the next weights while the
+``Prefetch`` follows the engine's fixed fetch order: a thread reads the next weights while the
 current op computes, as long as the weight bytes in memory (read ahead, plus handed to the engine and
 not yet released) stay within ``budget_bytes``. Counting the held weights too matters for peak memory:
 the biggest ops hold the biggest weights, and reading 32 MB ahead on top of a held 30 MB conv weight
@@ -18,7 +18,7 @@ Runs of small weights that lie back to back in one file — or nearly: weights e
 ``.onnx`` file are separated by a few bytes of protobuf framing, skipped gaps of up to ``GAP_BYTES``
 are read along — are fetched with one read of up to ``COALESCE_BYTES`` (one HTTP request instead of
 dozens for a UNet's biases and norm scales, or hundreds for a model with embedded weights). Both
-also work on http(s) locations through the shared ``SourcePool``, which is how ``Http`` is built.
+also work on http(s) locations through the shared ``SourcePool``, which is how ``HttpPrefetch`` is built.
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from frame.engine.io.weights import WeightRef
 from frame.engine.providers.base import ReadingProvider
-from frame.engine.weights import WeightRef
+from frame.engine.providers.registry import register_provider
 
 log = logging.getLogger(__name__)
 
@@ -38,14 +39,16 @@ COALESCE_BYTES = 1 << 20
 GAP_BYTES = 4096
 
 
-class DiskNoCache(ReadingProvider):
+@register_provider("nocache")
+class NoCache(ReadingProvider):
     """Synchronous read on every request: the smallest memory, no overlap of I/O and compute."""
 
     def get(self, ref: WeightRef) -> np.ndarray:
         return self.read(ref)
 
 
-class DiskPrefetch(ReadingProvider):
+@register_provider("prefetch", url_variant="http")
+class Prefetch(ReadingProvider):
     """Reads ahead in fetch order on a daemon thread, within ``budget_bytes`` of unconsumed data."""
 
     def __init__(self, budget_bytes: int = 16 << 20, http_options: dict | None = None,

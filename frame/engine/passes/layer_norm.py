@@ -15,9 +15,9 @@ from __future__ import annotations
 import numpy as np
 
 from frame.engine.graph import Node, consumer_index, producer_index, rewrite_nodes
+from frame.engine.io.weights import WeightRef
 from frame.engine.ops.norm import layer_normalization
 from frame.engine.ops.registry import OpSpec
-from frame.engine.weights import WeightRef
 
 DOMAIN = "frame.engine"
 
