@@ -344,9 +344,9 @@ class Daemon:
                 if self._requested == picture_id:
                     self._requested = None
                 return
-        if result.get("status") == "too-soon":  # the panel needs a rest: try again when it allows
+        if result.status == "too-soon":  # the panel needs a rest: try again when it allows
             self._pending_show = (picture_id, reason)
-            self._pending_not_before = float(result.get("retry_at") or time.time() + 60)
+            self._pending_not_before = float(result.retry_at or time.time() + 60)
 
     def show_info(self) -> dict[str, Any]:
         """Put the info screen on the panel: what is shown, why, and the phone page's address.
@@ -373,11 +373,11 @@ class Daemon:
             except Exception as exc:
                 log.error("could not show the info screen: %s", exc, exc_info=not isinstance(exc, FrameError))
                 return
-        if result.get("status") == "too-soon":
-            log.info("info screen not shown: %s", result.get("message"))
+        if result.status == "too-soon":
+            log.info("info screen not shown: %s", result.message)
             return
         self.live.update(shown={"picture_id": picture_id, "reason": infoscreen.INFO_REASON, "since": time.time(),
-                                "output": result.get("shown")})
+                                "output": result.shown})
 
     def _flush_pending_show(self) -> None:
         if self._pending_show and not self._quiet() and time.time() >= self._pending_not_before:
