@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from frame.config.schema import Config
 from frame.errors import FrameError
 from frame.estimate.choice import StepChoice, choose_steps
 from frame.statefile import read_json, write_json
@@ -70,7 +71,7 @@ def check_memory_for_counting(pipe: Any) -> None:
                          f"{free >> 20} MB are available")
 
 
-def night_steps(config: Any, pipe: Any, size: tuple[int, int], deadline: float | None, job_dir: Path,
+def night_steps(config: Config, pipe: Any, size: tuple[int, int], deadline: float | None, job_dir: Path,
                 state_dir: Path | None = None, now: float | None = None) -> StepChoice | None:
     """Tonight's step choice (saved in ``job_dir``), or None without a deadline: configured steps.
     Runs in the current process (the child's work; tests call it directly)."""

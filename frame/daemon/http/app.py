@@ -18,6 +18,7 @@ from flask import Blueprint, Flask, jsonify, request, send_file
 from werkzeug.exceptions import HTTPException, InternalServerError
 
 from frame.config.redact import redact_deep, redact_url
+from frame.config.schema import Config
 from frame.daemon.feeds.parse import Sanitiser
 from frame.daemon.http.contract import SQLITE_MAX_INT, Busy, Controller, IdConverter, PageFactory, storage_full
 from frame.daemon.http.token import token_matches
@@ -111,7 +112,7 @@ def _text_field(body: dict[str, Any], key: str, sanitiser: Sanitiser, required: 
 class _Deps:
     """What the route functions share: the store, the daemon, the gallery folder, the sanitiser."""
 
-    def __init__(self, config: Any, store: Store, controller: Controller | None, state_dir: Path) -> None:
+    def __init__(self, config: Config, store: Store, controller: Controller | None, state_dir: Path) -> None:
         self.store, self.controller, self.state_dir = store, controller, state_dir
         self.sanitiser = Sanitiser(config.feeds.max_prompt_chars, tuple(config.feeds.blocklist))
 
@@ -213,7 +214,7 @@ def _change_routes(api: Blueprint, deps: _Deps) -> None:
         return jsonify(deps.need_controller().show(picture_id)), 202
 
 
-def create_api(config: Any, store: Store, token: str, controller: Controller | None,
+def create_api(config: Config, store: Store, token: str, controller: Controller | None,
                state_dir: Path, limiter: FailureLimiter | None = None) -> Blueprint:
     """The /api blueprint: open reads, token-protected changes. Wrong tokens count per address in
     ``limiter`` (shared with the login form): too many and that address gets 429 for a while."""
@@ -240,7 +241,7 @@ def create_api(config: Any, store: Store, token: str, controller: Controller | N
     return api
 
 
-def _register_pages(app: Flask, pages: PageFactory, config: Any, store: Store, config_path: Path | None) -> None:
+def _register_pages(app: Flask, pages: PageFactory, config: Config, store: Store, config_path: Path | None) -> None:
     """Add the phone pages (``frame run`` passes ``frame.web.create_blueprint``); if they fail to
     build, the API still runs and the log says why."""
     try:
@@ -249,7 +250,7 @@ def _register_pages(app: Flask, pages: PageFactory, config: Any, store: Store, c
         log.exception("the web pages could not be built; running the JSON API only")
 
 
-def create_app(config: Any, store: Store, *, token: str, controller: Controller | None = None,
+def create_app(config: Config, store: Store, *, token: str, controller: Controller | None = None,
                state_dir: Path | None = None, pages: PageFactory | None = None,
                config_path: str | Path | None = None, limiter: FailureLimiter | None = None) -> Flask:
     """The daemon's WSGI app: the JSON API under /api plus the web pages ``pages`` builds, if given.
