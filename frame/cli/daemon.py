@@ -87,7 +87,8 @@ def _status_offline(config: Config) -> dict[str, Any]:
     store = Store.open(state_dir(config))
     try:
         return redact_deep({"state": "daemon not running", "shown": store.last_shown(), "renders": store.renders(3),
-                            "feeds": store.feed_health(), "queued_prompts": len(store.queued_prompts())})
+                            "feeds": [feed.to_json() for feed in store.feed_health()],
+                            "queued_prompts": len(store.queued_prompts())})
     finally:
         store.close()
 

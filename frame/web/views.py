@@ -176,7 +176,7 @@ def register_queue_and_status(bp: Blueprint, ctx: WebContext) -> None:
     def status() -> Any:
         live = redact_deep(live_status(ctx))
         renders = [present.render_row_view(r) for r in redact_deep(ctx.store.renders(10))]
-        feeds = [present.feed_view(f) for f in redact_deep(ctx.store.feed_health())]
+        feeds = [present.feed_view(f) for f in redact_deep([feed.to_json() for feed in ctx.store.feed_health()])]
         next_runs = sorted((name, present.short_time(when) or str(when))
                            for name, when in (live.get("next_runs") or {}).items() if when)
         return render_template("status.html", progress=present.progress_view(live), renders=renders,

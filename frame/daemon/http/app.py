@@ -17,7 +17,7 @@ from typing import Any
 from flask import Blueprint, Flask, jsonify, request, send_file
 from werkzeug.exceptions import HTTPException, InternalServerError
 
-from frame.config.redact import redact_deep, redact_url
+from frame.config.redact import redact_deep
 from frame.config.schema import Config
 from frame.daemon.feeds.parse import Sanitiser
 from frame.daemon.http.contract import SQLITE_MAX_INT, Busy, Controller, IdConverter, PageFactory, storage_full
@@ -25,6 +25,7 @@ from frame.daemon.http.token import token_matches
 from frame.daemon.jobs.night import job_dir
 from frame.daemon.store import gallery
 from frame.daemon.store.database import Store
+from frame.daemon.store.records import StoredPicture
 from frame.net.ratelimit import FailureLimiter
 
 log = logging.getLogger(__name__)
@@ -32,9 +33,6 @@ log = logging.getLogger(__name__)
 MAX_BODY = 64 * 1024
 STORAGE_FULL = ("the frame's storage is full, so nothing was saved; free space on the SD card "
                 "(lower gallery.max_pictures or gallery.max_disk_mb)")
-PUBLIC_FIELDS = ("id", "created_at", "night", "prompt", "negative_prompt", "theme", "style", "origin", "seed",
-                 "sampler", "steps", "guidance", "width", "height", "model", "rating_kind", "rating_value",
-                 "favourite")
 
 
 class InsufficientStorage(HTTPException):
@@ -63,16 +61,6 @@ def _body() -> dict[str, Any]:
         data = None
     if not isinstance(data, dict):
         raise ApiError(400, "the request body must be a JSON object")
-    return data
-
-
-def _picture_json(picture: dict[str, Any], detail: bool = False) -> dict[str, Any]:
-    data = {key: picture.get(key) for key in PUBLIC_FIELDS}
-    data["model"] = redact_url(data["model"])  # pictures painted before redaction may hold a model URL
-    data["image_url"] = f"/api/pictures/{picture['id']}/image"
-    data["panel_url"] = f"/api/pictures/{picture['id']}/image?variant=panel" if picture.get("panel_file") else None
-    if detail:
-        data.update(why=picture.get("why"), features=picture.get("features"), timings=picture.get("timings"))
     return data
 
 
@@ -121,11 +109,11 @@ class _Deps:
             raise ApiError(503, "the daemon is not running in this process")
         return self.controller
 
-    def need_picture(self, picture_id: int) -> dict[str, Any]:
+    def need_picture(self, picture_id: int) -> StoredPicture:
         picture = self.store.picture(picture_id)
         if picture is None:
             raise ApiError(404, f"no picture with id {picture_id}")
-        return picture
+        return StoredPicture.from_row(picture)
 
 
 def _read_routes(api: Blueprint, deps: _Deps) -> None:
@@ -134,7 +122,7 @@ def _read_routes(api: Blueprint, deps: _Deps) -> None:
     @api.get("/status")
     def status():
         data = deps.controller.status() if deps.controller else {"state": "not running"}
-        data["feeds"] = store.feed_health()
+        data["feeds"] = [feed.to_json() for feed in store.feed_health()]
         data["queued_prompts"] = len(store.queued_prompts())
         return jsonify(redact_deep(data))  # open to the LAN: feed URLs and errors lose their credentials
 
@@ -146,11 +134,12 @@ def _read_routes(api: Blueprint, deps: _Deps) -> None:
             raise ApiError(400, f"limit must be 1..500 and offset from 0 to {SQLITE_MAX_INT}")
         favourites = request.args.get("favourites", "") in ("1", "true")
         rows = store.pictures(limit, offset, favourites_only=favourites)
-        return jsonify({"pictures": [_picture_json(p) for p in rows], "total": store.count_pictures()})
+        return jsonify({"pictures": [StoredPicture.from_row(row).api_json() for row in rows],
+                        "total": store.count_pictures()})
 
     @api.get("/pictures/<id:picture_id>")
     def picture(picture_id: int):
-        return jsonify(_picture_json(deps.need_picture(picture_id), detail=True))
+        return jsonify(deps.need_picture(picture_id).api_json(detail=True))
 
     @api.get("/pictures/<id:picture_id>/image")
     def image(picture_id: int):
@@ -158,7 +147,7 @@ def _read_routes(api: Blueprint, deps: _Deps) -> None:
         variant = request.args.get("variant", "original")
         if variant not in ("original", "panel"):
             raise ApiError(400, "variant must be original or panel")
-        name = picture["panel_file"] if variant == "panel" else picture["file"]
+        name = picture.panel_file if variant == "panel" else picture.file
         path = gallery.picture_path(deps.state_dir, name)
         if path is None or not path.is_file():
             raise ApiError(404, f"the {variant} image of picture {picture_id} is missing")
@@ -175,7 +164,7 @@ def _read_routes(api: Blueprint, deps: _Deps) -> None:
 
     @api.get("/prompts")
     def queued():
-        return jsonify({"prompts": store.queued_prompts()})
+        return jsonify({"prompts": [prompt.to_json() for prompt in store.queued_prompts()]})
 
 
 def _change_routes(api: Blueprint, deps: _Deps) -> None:
@@ -186,7 +175,7 @@ def _change_routes(api: Blueprint, deps: _Deps) -> None:
         kind, value = _parse_rating(_body())
         deps.need_picture(picture_id)
         rate_picture(store, picture_id, kind, value)
-        return jsonify(_picture_json(deps.need_picture(picture_id)))
+        return jsonify(deps.need_picture(picture_id).api_json())
 
     @api.post("/prompts")
     def queue():

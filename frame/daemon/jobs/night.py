@@ -159,8 +159,8 @@ def build_job(ctx: RenderContext, render_id: int, kind: RenderKind, deadline: fl
     choice = None
     if queued:
         q = queued[0]
-        choice = ThemeChoice(prompt=q["prompt"], negative_prompt=q["negative_prompt"], theme=q["theme"], style="",
-                             origin="queue", prompt_id=q["id"], why=Why("queue", "you queued this prompt"))
+        choice = ThemeChoice(prompt=q.prompt, negative_prompt=q.negative_prompt, theme=q.theme, style="",
+                             origin="queue", prompt_id=q.id, why=Why("queue", "you queued this prompt"))
     return RenderJob(render_kind=kind, render_id=render_id, state_dir=Path(ctx.state_dir), seed=random_seed(),
                      choice=choice, candidates=() if choice else candidates(ctx.config, ctx.store),
                      history=() if choice else _history(ctx.store),
