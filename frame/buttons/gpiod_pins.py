@@ -50,8 +50,9 @@ class GpiodFactory(LocalPiFactory):
     def _get_revision(self) -> int:
         return self._revision if self._revision is not None else super()._get_revision()
 
-    def request(self, offset: int, settings: Any) -> Any:
-        return self._gpiod.request_lines(self.chip, consumer="frame", config={offset: settings})
+    def request(self, offset: int, line_settings: Any) -> Any:
+        """A line request for ``offset`` with gpiod's own ``LineSettings`` (not frame settings)."""
+        return self._gpiod.request_lines(self.chip, consumer="frame", config={offset: line_settings})
 
 
 class GpiodPin(LocalPiPin):

@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from frame.errors import FrameError, UsageError
 from frame.net.server import split_listen
+
+if TYPE_CHECKING:
+    from frame.config.schema import Config
 
 TIMEOUT_SECONDS = 5.0
 # Answers that mean the request itself was wrong (bad prompt, no such picture, too large): exit 2.
@@ -30,7 +33,7 @@ def base_url(listen: str) -> str:
 
 
 class Client:
-    def __init__(self, config: Any, token: str | None = None) -> None:
+    def __init__(self, config: Config, token: str | None = None) -> None:
         self.url = base_url(config.web.listen)
         self.token = token
 

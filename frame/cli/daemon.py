@@ -12,9 +12,12 @@ import logging
 import os
 import signal
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from frame.errors import FrameError, UsageError
+
+if TYPE_CHECKING:
+    from frame.config.schema import Config
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +28,7 @@ def _config(args: argparse.Namespace) -> Any:
     return load_config(args.config)
 
 
-def _client(config: Any, with_token: bool):
+def _client(config: Config, with_token: bool):
     from frame.cli.client import Client
     from frame.config import state_dir
     from frame.daemon.http.token import read_token
@@ -38,7 +41,7 @@ def _client(config: Any, with_token: bool):
     return Client(config, token)
 
 
-def _setup_logging(config: Any, debug: bool) -> None:
+def _setup_logging(config: Config, debug: bool) -> None:
     """journald adds its own timestamps; a terminal gets them from us."""
     level = logging.DEBUG if debug else getattr(logging, config.logging.level.upper())
     journal = bool(os.environ.get("JOURNAL_STREAM"))
@@ -76,7 +79,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _status_offline(config: Any) -> dict[str, Any]:
+def _status_offline(config: Config) -> dict[str, Any]:
     from frame.config import state_dir
     from frame.config.redact import redact_deep
     from frame.daemon.store.database import Store
@@ -84,7 +87,8 @@ def _status_offline(config: Any) -> dict[str, Any]:
     store = Store.open(state_dir(config))
     try:
         return redact_deep({"state": "daemon not running", "shown": store.last_shown(), "renders": store.renders(3),
-                            "feeds": store.feed_health(), "queued_prompts": len(store.queued_prompts())})
+                            "feeds": [feed.to_json() for feed in store.feed_health()],
+                            "queued_prompts": len(store.queued_prompts())})
     finally:
         store.close()
 

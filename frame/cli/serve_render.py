@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from frame.config.schema import ModelConfig
 
 DEFAULT_LISTEN = "0.0.0.0:7860"  # AUTOMATIC1111's port, so owners type what they know
 TOKEN_ENV = "FRAME_SERVE_RENDER_TOKEN"
@@ -94,7 +97,7 @@ class RenderServer:
         self.jobs.close()
 
 
-def start_server(source: str, engine: str, model_config: Any, token: str, listen: str,
+def start_server(source: str, engine: str, model_config: ModelConfig, token: str, listen: str,
                  max_waiting: int = 8) -> RenderServer:
     from frame.config.redact import redact_url
     from frame.serve.render.engines import load_served_pipeline

@@ -160,7 +160,7 @@ def load_config(path: str | os.PathLike | None = None, environ: Mapping[str, str
     return config
 
 
-def to_plain(config: Any, reveal_secrets: bool = False) -> dict:
+def to_plain(config: Config, reveal_secrets: bool = False) -> dict:
     """The configuration as plain data for printing: secrets replaced by ``'***'`` (or ``''``), URLs
     that may carry credentials with their userinfo and query values hidden (as the schema marks)."""
     plain = dataclasses.asdict(config)

@@ -22,6 +22,7 @@ import threading
 from typing import Any, Protocol
 
 from frame.buttons.dispatch import ButtonCallbacks, Buttons, start_buttons
+from frame.config.schema import ButtonsConfig
 from frame.daemon.http.app import rate_picture
 from frame.daemon.store.database import Store
 from frame.errors import FrameError
@@ -123,7 +124,7 @@ class ButtonBridge:
             self.daemon.show_info()
 
 
-def start(daemon: ButtonTarget, config: Any, pin_factory: Any = None) -> Buttons | None:
+def start(daemon: ButtonTarget, config: ButtonsConfig, pin_factory: Any = None) -> Buttons | None:
     """Start the buttons when ``buttons.enabled``; a missing gpiozero or a busy pin is logged and the
     daemon runs on without buttons (the nightly picture matters more than the buttons)."""
     try:

@@ -20,9 +20,11 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from frame.atomicfile import make_dirs
+from frame.buttons.dispatch import Buttons
+from frame.config.schema import Config
 from frame.daemon import buttons_bridge, notices, schedule
 from frame.daemon.feeds.fetch import FeedFetcher, refresh_feeds
 from frame.daemon.http.app import create_app
@@ -38,6 +40,9 @@ from frame.daemon.store.database import Store
 from frame.errors import FrameError
 from frame.net.server import HttpServer
 
+if TYPE_CHECKING:  # apscheduler is imported when the scheduler is built (schedule.build_scheduler)
+    from apscheduler.schedulers.background import BackgroundScheduler
+
 log = logging.getLogger(__name__)
 
 STOP_TIMEOUT_SECONDS = 9.0
@@ -46,7 +51,7 @@ STOP_TIMEOUT_SECONDS = 9.0
 class Daemon:
     """The running frame; ``start()``, then ``run_forever()`` until ``stop_event`` is set, then ``stop()``."""
 
-    def __init__(self, config: Any, *, notifier: Notifier | None = None,
+    def __init__(self, config: Config, *, notifier: Notifier | None = None,
                  supervisor_factory: Callable[..., Supervisor] = Supervisor,
                  config_path: str | Path | None = None, pin_factory: Any = None,
                  pages: PageFactory | None = None) -> None:
@@ -88,9 +93,9 @@ class Daemon:
         self._ticket_lock = threading.Lock()
         self._ticket = 0  # the newest show request; older ones still waiting are skipped
         self._requested: int | None = None  # the picture last asked for (on the panel or on its way)
-        self.scheduler: Any = None
+        self.scheduler: BackgroundScheduler | None = None
         self.server: HttpServer | None = None
-        self.buttons: Any = None
+        self.buttons: Buttons | None = None
 
     # lifecycle ------------------------------------------------------------------------------------
 
@@ -344,9 +349,9 @@ class Daemon:
                 if self._requested == picture_id:
                     self._requested = None
                 return
-        if result.get("status") == "too-soon":  # the panel needs a rest: try again when it allows
+        if result.status == "too-soon":  # the panel needs a rest: try again when it allows
             self._pending_show = (picture_id, reason)
-            self._pending_not_before = float(result.get("retry_at") or time.time() + 60)
+            self._pending_not_before = float(result.retry_at or time.time() + 60)
 
     def show_info(self) -> dict[str, Any]:
         """Put the info screen on the panel: what is shown, why, and the phone page's address.
@@ -373,11 +378,11 @@ class Daemon:
             except Exception as exc:
                 log.error("could not show the info screen: %s", exc, exc_info=not isinstance(exc, FrameError))
                 return
-        if result.get("status") == "too-soon":
-            log.info("info screen not shown: %s", result.get("message"))
+        if result.status == "too-soon":
+            log.info("info screen not shown: %s", result.message)
             return
         self.live.update(shown={"picture_id": picture_id, "reason": infoscreen.INFO_REASON, "since": time.time(),
-                                "output": result.get("shown")})
+                                "output": result.shown})
 
     def _flush_pending_show(self) -> None:
         if self._pending_show and not self._quiet() and time.time() >= self._pending_not_before:

@@ -1,8 +1,10 @@
-"""The Flask blueprint of the phone page: context, session set-up and the guard every POST passes.
+"""The phone page's blueprint set-up: per-app context, session settings and the guard every POST passes.
 
-``build_blueprint`` is what ``frame.web.create_blueprint`` returns to the daemon's app factory. It
-registers the pages (``views.py``), the image routes (``images.py``) and, once per app, the session
-settings (signed cookie, HttpOnly, SameSite=Strict, Secure over https) described in ``auth.py``.
+The routes are module-level (``views.py``, ``images.py`` on ``routes.bp``, added when those modules are
+imported here). ``build_blueprint`` — what ``frame.web.create_blueprint`` returns to the daemon's app
+factory — pairs ``bp`` with one app's ``WebContext``; at registration ``record_once`` puts the context in
+``app.extensions`` and sets the session (signed cookie, HttpOnly, SameSite=Strict, Secure over https)
+described in ``auth.py``.
 """
 
 from __future__ import annotations
@@ -13,19 +15,21 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from flask import Blueprint, Flask, abort, render_template, request, session
+from flask import Flask, abort, render_template, request, session
+from flask.blueprints import BlueprintSetupState
 from flask.sessions import SecureCookieSessionInterface
 
 from frame.config import Config, state_dir
-from frame.daemon.http.contract import IdConverter
-from frame.web import auth, images, views
+from frame.web import auth, images, views  # noqa: F401 - importing them adds their routes to bp
 from frame.web.context import WebContext
 from frame.web.forms import safe_next
+from frame.web.routes import WEB_KEY, bp, web_context
 
 log = logging.getLogger(__name__)
 
 MAX_FORM_BYTES = 16 * 1024
 SESSION_COOKIE = "frame_session"
+CONTEXT_OPTION = "frame_web_context"  # the register option that carries an app's WebContext
 
 
 class _SessionInterface(SecureCookieSessionInterface):
@@ -35,9 +39,11 @@ class _SessionInterface(SecureCookieSessionInterface):
         return bool(app.config.get("SESSION_COOKIE_SECURE")) or request.is_secure
 
 
-def _configure_app(app: Flask, ctx: WebContext) -> None:
+def _configure_app(setup: BlueprintSetupState) -> None:
+    """Once per app: bind the context ``build_blueprint`` made, then the session settings."""
+    app, ctx = setup.app, setup.options[CONTEXT_OPTION]
     ctx.adopt(app.extensions.get("frame") or {})
-    app.url_map.converters.setdefault("id", IdConverter)  # picture ids within SQLite's range, else 404
+    app.extensions[WEB_KEY] = ctx
     ctx.session_registry()
     if not app.secret_key:
         app.secret_key = auth.load_or_create_secret(ctx.state_dir)
@@ -50,43 +56,57 @@ def _configure_app(app: Flask, ctx: WebContext) -> None:
     )
 
 
+bp.record_once(_configure_app)
+
+
+class Pages:
+    """The module-level ``bp`` with one app's context: what ``frame.web.create_blueprint`` returns and
+    ``app.register_blueprint`` takes (it calls ``register``), so the blueprint's routes stay
+    module-level while every app gets its own configuration and store."""
+
+    def __init__(self, ctx: WebContext) -> None:
+        self.ctx = ctx
+        self.name = bp.name
+
+    def register(self, app: Flask, options: dict[str, Any]) -> None:
+        bp.register(app, {**options, CONTEXT_OPTION: self.ctx})
+
+
 def build_blueprint(config: Config, store: Any, status: Callable[[], dict] | None = None,
-                    config_path: str | Path | None = None) -> Blueprint:
-    """The ``web`` blueprint: pages at ``/``, ``/gallery``, ``/queue``, ``/status``, ``/config``."""
-    ctx = WebContext(config=config, store=store, state_dir=state_dir(config), status=status,
-                     config_path=Path(config_path) if config_path else None)
-    bp = Blueprint("web", __name__, template_folder="templates", static_folder="static",
-                   static_url_path="/web-static")
-    bp.record_once(lambda setup: _configure_app(setup.app, ctx))
+                    config_path: str | Path | None = None) -> Pages:
+    """The ``web`` pages at ``/``, ``/gallery``, ``/queue``, ``/status``, ``/config`` for ``config``
+    and the daemon's ``store``."""
+    return Pages(WebContext(config=config, store=store, state_dir=state_dir(config), status=status,
+                            config_path=Path(config_path) if config_path else None))
 
-    @bp.before_request
-    def guard() -> Any:
-        return _guard(ctx)
 
-    @bp.after_request
-    def headers(response: Any) -> Any:
-        response.headers.setdefault("X-Content-Type-Options", "nosniff")
-        response.headers.setdefault("X-Frame-Options", "DENY")
-        response.headers.setdefault("Referrer-Policy", "same-origin")
-        response.headers.setdefault(
-            "Content-Security-Policy",
-            "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
-            "frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
-        if request.method == "GET" and response.mimetype == "text/html":
-            response.headers.setdefault("Cache-Control", "no-store")
-        return response
+@bp.before_request
+def guard() -> Any:
+    return _guard(web_context())
 
-    @bp.app_template_global()
-    def csrf_token() -> str:
-        return auth.csrf_token(session)
 
-    @bp.context_processor
-    def common() -> dict[str, Any]:
-        return {"logged_in": ctx.logged_in(), "csrf_field": auth.CSRF_FIELD}
+@bp.after_request
+def headers(response: Any) -> Any:
+    response.headers.setdefault("X-Content-Type-Options", "nosniff")
+    response.headers.setdefault("X-Frame-Options", "DENY")
+    response.headers.setdefault("Referrer-Policy", "same-origin")
+    response.headers.setdefault(
+        "Content-Security-Policy",
+        "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
+        "frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
+    if request.method == "GET" and response.mimetype == "text/html":
+        response.headers.setdefault("Cache-Control", "no-store")
+    return response
 
-    views.register(bp, ctx)
-    images.register(bp, ctx)
-    return bp
+
+@bp.app_template_global()
+def csrf_token() -> str:
+    return auth.csrf_token(session)
+
+
+@bp.context_processor
+def common() -> dict[str, Any]:
+    return {"logged_in": web_context().logged_in(), "csrf_field": auth.CSRF_FIELD}
 
 
 def _guard(ctx: WebContext) -> Any:

@@ -13,6 +13,9 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from frame.config.schema import Config, TasteConfig
+from frame.worker.records import JobCandidate, RatedPicture, RenderJob, ThemeChoice, Why
+
 log = logging.getLogger(__name__)
 
 PLOT_NAME = "why.png"
@@ -20,7 +23,7 @@ NO_MATPLOTLIB = ("The plot of your nearest rated pictures needs matplotlib, whic
                  "(pip install 'frame[plots]', or tools/install-pi.sh without --no-plots).")
 
 
-def _settings(taste: Any):
+def _settings(taste: TasteConfig):
     from frame.taste.picker import TasteSettings
 
     return TasteSettings(themes=tuple(taste.themes), styles=tuple(taste.styles), explore_rate=taste.explore_rate,
@@ -28,36 +31,35 @@ def _settings(taste: Any):
                          n_neighbors=taste.n_neighbors, axes=dict(taste.axes) or None)
 
 
-def picker_for(config: Any, embed: Any):
+def picker_for(config: Config, embed: Any):
     """The taste picker for the ``taste`` settings in ``config``."""
     from frame.taste.picker import ThemePicker
 
     return ThemePicker(embed, _settings(config.taste))
 
 
-def to_candidate(item: dict[str, Any]):
+def to_candidate(item: JobCandidate):
     """A job candidate (config combination or feed prompt) as a taste ``Candidate``."""
     from frame.taste.features import Candidate
 
-    if item.get("origin", "").startswith("feed:"):
-        return Candidate(theme=item.get("theme") or item["prompt"], style=item.get("style", ""),
-                         prompt=item["prompt"], source=item["origin"], popularity=float(item.get("weight", 1.0)))
-    return Candidate(theme=item["theme"], style=item.get("style", ""), source="config")
+    if item.origin.startswith("feed:"):
+        return Candidate(theme=item.theme or item.prompt, style=item.style, prompt=item.prompt, source=item.origin,
+                         popularity=float(item.weight))
+    return Candidate(theme=item.theme, style=item.style, source="config")
 
 
-def to_rating(picture: dict[str, Any]):
+def to_rating(picture: RatedPicture):
     """A rated picture from the store as a taste ``Rating`` (the candidate it was made from)."""
     from frame.taste.features import Candidate
     from frame.taste.ratings import Rating
 
-    stored = (picture.get("why") or {}).get("candidate") if isinstance(picture.get("why"), dict) else None
-    if stored:
-        candidate = Candidate.from_dict(stored)
+    if picture.candidate:
+        candidate = Candidate.from_dict(dict(picture.candidate))
     else:
-        candidate = Candidate(theme=picture.get("theme") or picture["prompt"], style=picture.get("style") or "",
-                              prompt=picture["prompt"], source=picture.get("origin") or "config")
-    value = picture["rating_value"] == 1 if picture["rating_kind"] == "thumb" else int(picture["rating_value"])
-    return Rating(candidate, value, picture["id"])
+        candidate = Candidate(theme=picture.theme or picture.prompt, style=picture.style or "",
+                              prompt=picture.prompt, source=picture.origin or "config")
+    value = picture.rating_value == 1 if picture.rating_kind == "thumb" else int(picture.rating_value)
+    return Rating(candidate, value, picture.id)
 
 
 def _plot(picker: Any, ratings: list, pool: list, choice: Any, row: Any, job_dir: Path) -> dict[str, str]:
@@ -80,22 +82,23 @@ def _plot(picker: Any, ratings: list, pool: list, choice: Any, row: Any, job_dir
         return {"plot_note": f"No plot tonight: {exc}"}
 
 
-def pick(job: dict[str, Any], config: Any, embed: Any, job_dir: Path) -> dict[str, Any]:
-    """Run the picker; return the choice dict the worker stores (prompt, theme, style, origin,
-    negative prompt, ``why`` = the picker's JSON explanation + ``sentence``/``plot``, ``features``)."""
+def pick(job: RenderJob, config: Config, embed: Any, job_dir: Path) -> ThemeChoice:
+    """Run the picker; return the choice the worker stores (``why``: the picker's JSON explanation
+    with its sentence and, when the model chose, the plot)."""
     import numpy as np
 
     picker = picker_for(config, embed)
-    items = job["candidates"]
+    items = job.candidates
     pool = [to_candidate(item) for item in items]
-    ratings = [to_rating(p) for p in job.get("history", [])]
-    choice = picker.pick(pool, ratings, job.get("recent_themes", []), rng=np.random.default_rng(job["seed"]))
+    ratings = [to_rating(p) for p in job.history]
+    choice = picker.pick(pool, ratings, list(job.recent_themes), rng=np.random.default_rng(job.seed))
     item = items[pool.index(choice.candidate)]
     row = picker.features.axis_values([choice.candidate.text])[0]
-    why = {**choice.to_dict(), "sentence": choice.reason, "method": f"taste ({choice.mode})"}
+    details = dict(choice.to_dict())
     if choice.mode == "model":
-        why.update({"plot": None, **_plot(picker, ratings, pool, choice, row, job_dir)})
-    return {"prompt": choice.candidate.text, "theme": choice.candidate.theme, "style": choice.candidate.style,
-            "origin": item.get("origin", "theme"), "negative_prompt": item.get("negative_prompt", ""),
-            "feed_item_id": item.get("feed_item_id"), "why": why,
-            "features": {name: round(float(v), 5) for name, v in zip(picker.features.axes, row)}}
+        details.update({"plot": None, **_plot(picker, ratings, pool, choice, row, job_dir)})
+    return ThemeChoice(
+        prompt=choice.candidate.text, theme=choice.candidate.theme, style=choice.candidate.style,
+        origin=item.origin, negative_prompt=item.negative_prompt or "", feed_item_id=item.feed_item_id,
+        why=Why(method=f"taste ({choice.mode})", sentence=choice.reason, details=details),
+        features={name: round(float(v), 5) for name, v in zip(picker.features.axes, row)})

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from frame.atomicfile import write_bytes_atomic
-from frame.statefile import read_json
+from frame.config.schema import DisplayConfig
 from frame.worker import process
-from frame.worker.records import EXIT_PERMANENT
+from frame.worker.records import EXIT_PERMANENT, ErrorEvent, InfoFacts, JobUnreadable, ShowJob, read_job
 from frame.worker.show import run_show
 
 log = logging.getLogger(__name__)
@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 INFO_FILE = "info.png"
 
 
-def canvas_size(display: Any, state_dir: Path) -> tuple[int, int]:
+def canvas_size(display: DisplayConfig, state_dir: Path) -> tuple[int, int]:
     """The size to draw at: the panel's, turned upright for ``display.rotate`` (no cropping by fit)."""
     from frame.display import get_panel, open_display
     from frame.display.device import DisplaySettings
@@ -119,7 +119,7 @@ def _line_height(font: Any) -> int:
     return int(font.size * 1.25)
 
 
-def render_info(facts: dict[str, Any], size: tuple[int, int]) -> Any:
+def render_info(facts: InfoFacts, size: tuple[int, int]) -> Any:
     """The info screen as an RGB image of ``size``: the picture beside (landscape) or above (portrait)
     the text, and the phone page's address along the bottom, where nothing can push it off."""
     from PIL import Image, ImageDraw
@@ -131,7 +131,7 @@ def render_info(facts: dict[str, Any], size: tuple[int, int]) -> Any:
     canvas = Image.new("RGB", size, PAPER)
     draw = ImageDraw.Draw(canvas)
 
-    footer = [("Phone page:", body), (facts.get("url") or "", title),
+    footer = [("Phone page:", body), (facts.url, title),
               ("Hold a button again to return to the picture.", body)]
     footer_height = sum(_line_height(font) for _, font in footer)
     text_bottom = height - margin - footer_height - margin
@@ -144,7 +144,7 @@ def render_info(facts: dict[str, Any], size: tuple[int, int]) -> Any:
     landscape = width >= height
     box = ((width - 3 * margin) * 2 // 5, text_bottom - margin) if landscape else \
         (width - 2 * margin, (text_bottom - margin) * 2 // 5)
-    thumb = _thumbnail(facts.get("image"), box) if min(box) > 0 else None
+    thumb = _thumbnail(facts.image, box) if min(box) > 0 else None
     if thumb is not None:
         draw.rectangle((margin - 1, margin - 1, margin + thumb.width, margin + thumb.height), outline=INK)
         canvas.paste(thumb, (margin, margin))
@@ -157,13 +157,13 @@ def render_info(facts: dict[str, Any], size: tuple[int, int]) -> Any:
     return canvas
 
 
-def _write_text(column: _Column, facts: dict[str, Any], title: Any, body: Any) -> None:
-    column.text(facts.get("title") or "", title)
-    why = f"Why this picture: {facts['why']}" if facts.get("why") else ""
-    details = [f"{label}: {value}" for label, value in facts.get("details") or [] if value]
+def _write_text(column: _Column, facts: InfoFacts, title: Any, body: Any) -> None:
+    column.text(facts.title, title)
+    why = f"Why this picture: {facts.why}" if facts.why else ""
+    details = [f"{label}: {value}" for label, value in facts.details if value]
     # the prompt may take what the details and the explanation leave over, at least two lines
     reserved = len(details) + (min(3, len(wrap(why, body, column.width, 3))) if why else 0)
-    column.text(facts.get("prompt") or "", body, max_lines=max(2, column.lines_left(body) - reserved - 1))
+    column.text(facts.prompt, body, max_lines=max(2, column.lines_left(body) - reserved - 1))
     for line in details:
         column.text(line, body, gap=0)
     column.y += int(_line_height(body) * 0.35)
@@ -174,19 +174,22 @@ def draw_job(job_dir: Path) -> int:
     """Draw ``JOB_DIR/info.png`` from the job's facts unless it exists; 0, or the worker's exit code."""
     from frame.config import load_config
 
-    job = read_json(job_dir / "job.json")
+    try:
+        job = read_job(job_dir)
+    except JobUnreadable:
+        job = None  # the show worker reports it
     target = job_dir / INFO_FILE
-    if not isinstance(job, dict) or not isinstance(job.get("info"), dict) or target.exists():
+    if not isinstance(job, ShowJob) or job.info is None or target.exists():
         return 0
     try:
         config = load_config(job_dir / "config.yaml", environ={})
-        image = render_info(job["info"], canvas_size(config.display, Path(job["state_dir"])))
+        image = render_info(job.info, canvas_size(config.display, job.state_dir))
         buffer = io.BytesIO()
         image.save(buffer, format="PNG")
         write_bytes_atomic(target, buffer.getvalue())
     except Exception as exc:  # a bad picture file or font problem: restarting cannot help
         log.exception("drawing the info screen failed")
-        process.emit("error", step="info screen", message=f"{type(exc).__name__}: {exc}")
+        process.emit(ErrorEvent("info screen", f"{type(exc).__name__}: {exc}"))
         return EXIT_PERMANENT
     return 0
 

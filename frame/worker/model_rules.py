@@ -13,8 +13,8 @@ import contextlib
 import functools
 import logging
 from collections.abc import Iterator
-from typing import Any
 
+from frame.config.schema import Config
 from frame.diffusion.rules import Finding
 from frame.models import resolve_model_source
 
@@ -60,7 +60,7 @@ def _findings(source: str, cache_dir: str, model_key: tuple, display_key: tuple)
     return tuple(found)
 
 
-def model_findings(config: Any) -> list[Finding]:
+def model_findings(config: Config) -> list[Finding]:
     """Every rule the configured ``model`` section breaks on the configured model (warnings included)."""
     source = resolve_model_source(config.model.source)
     model = config.model

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from frame.worker.errors import StepUnavailable
+from frame.config.schema import Config
+from frame.worker.errors import StepFailed, StepUnavailable
 from frame.worker.process import Emit
+from frame.worker.records import StageEvent
 
 
 class PipelineHolder:
     """Loads the diffusion pipeline once, on first use (choosing needs its text encoder, generating
     the whole model; a resumed job past both never loads it)."""
 
-    def __init__(self, config: Any) -> None:
+    def __init__(self, config: Config) -> None:
         self.config = config
         self._pipe: Any = None
 
@@ -23,10 +25,9 @@ class PipelineHolder:
                 from frame.diffusion.configured import load_configured_pipeline
             except ImportError as exc:
                 raise StepUnavailable("generate", f"the diffusion pipeline is not available: {exc}") from exc
-            emit("stage", stage="loading model")
+            emit(StageEvent("loading model"))
             try:
                 self._pipe = load_configured_pipeline(self.config)
             except Exception as exc:
-                exc.step = "load model"  # type: ignore[attr-defined]
-                raise
+                raise StepFailed("load model") from exc
         return self._pipe

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import ctypes
 import fcntl
-import json
 import logging
 import os
 import resource
@@ -34,15 +33,28 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from frame.config.schema import Config
 from frame.errors import FrameError
-from frame.statefile import read_json
-from frame.worker.records import EXIT_PERMANENT, EXIT_STOPPED
+from frame.worker.errors import StepFailed, StepUnavailable
+from frame.worker.records import (
+    EXIT_PERMANENT,
+    EXIT_STOPPED,
+    DoneEvent,
+    ErrorEvent,
+    Event,
+    Job,
+    JobUnreadable,
+    Output,
+    StageEvent,
+    event_line,
+    read_job,
+)
 
 log = logging.getLogger(__name__)
 
-Emit = Callable[..., None]
-# A job's steps: (job, config, job_dir, emit) -> the result the daemon publishes.
-JobSteps = Callable[[dict[str, Any], Any, Path, Emit], dict[str, Any]]
+Emit = Callable[[Event], None]
+# A job's steps: (job, config, job_dir, emit) -> the output the daemon publishes.
+JobSteps = Callable[[Any, Config, Path, Emit], Output]
 
 LOCK_NAME = "render.lock"
 PANEL_LOCK_NAME = "panel.lock"
@@ -53,9 +65,9 @@ class Stopped(BaseException):
     """Raised in the main thread by SIGTERM; the last finished step's checkpoint is already on disk."""
 
 
-def emit(event: str, **fields: Any) -> None:
-    """One progress line for the supervisor (stdout is the protocol channel, logs go to stderr)."""
-    sys.stdout.write(json.dumps({"event": event, **fields}) + "\n")
+def emit(event: Event) -> None:
+    """One protocol line for the supervisor (stdout is the protocol channel, logs go to stderr)."""
+    sys.stdout.write(event_line(event) + "\n")
     sys.stdout.flush()
 
 
@@ -87,7 +99,7 @@ def take_lock(state_dir: Path, name: str = LOCK_NAME) -> int:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         waiting_for = "render" if name == LOCK_NAME else "panel refresh"
-        emit("stage", stage=f"waiting for another {waiting_for} to finish")
+        emit(StageEvent(f"waiting for another {waiting_for} to finish"))
         fcntl.flock(fd, fcntl.LOCK_EX)
     return fd
 
@@ -109,23 +121,33 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     raise Stopped()
 
 
+def _read_job(job_dir: Path, kind: str) -> Job | str:
+    """The job in ``job_dir``, or why there is none usable (a permanent error)."""
+    try:
+        job = read_job(job_dir)
+    except JobUnreadable as exc:
+        return f"no readable job description in {job_dir} ({exc})"
+    if job is None:
+        return f"no readable job description in {job_dir}"
+    if job.kind != kind:
+        return f"{job_dir} holds a {job.kind!r} job, not a {kind!r} job"
+    return job
+
+
 def run_job(job_dir: Path, kind: str, run_steps: JobSteps) -> int:
     """Run the ``kind`` job in ``job_dir`` with ``run_steps``; return the exit code."""
     from frame.config import load_config
 
-    job = read_json(job_dir / "job.json")
-    if not isinstance(job, dict):
-        emit("error", step="job", message=f"no readable job description in {job_dir}")
-        return EXIT_PERMANENT
-    if job.get("kind") != kind:
-        emit("error", step="job", message=f"{job_dir} holds a {job.get('kind')!r} job, not a {kind!r} job")
+    job = _read_job(job_dir, kind)
+    if isinstance(job, str):
+        emit(ErrorEvent("job", job))
         return EXIT_PERMANENT
     config = load_config(job_dir / "config.yaml", environ={})
     limit_self(config.worker.nice)
-    take_lock(Path(job["state_dir"]), LOCK_NAME if kind != "show" else PANEL_LOCK_NAME)
+    take_lock(job.state_dir, LOCK_NAME if kind != "show" else PANEL_LOCK_NAME)
     started = time.monotonic()
     result = run_steps(job, config, job_dir, emit)
-    emit("done", result=result, seconds=round(time.monotonic() - started, 2), peak_rss_mb=round(peak_rss_mb(), 1))
+    emit(DoneEvent(result, round(time.monotonic() - started, 2), round(peak_rss_mb(), 1)))
     return 0
 
 
@@ -150,11 +172,16 @@ def main(argv: list[str] | None, kind: str, run_steps: JobSteps) -> int:
     except Stopped:
         log.info("stopped by SIGTERM; the job resumes from its last checkpoint")
         return EXIT_STOPPED
-    except FrameError as exc:
-        emit("error", step=getattr(exc, "step", "render"), message=str(exc))
+    except StepFailed as exc:
+        if not exc.permanent:  # maybe transient (MemoryError, I/O): the supervisor retries
+            log.error("render step failed", exc_info=exc.cause)
+        emit(ErrorEvent(exc.step, exc.message()))
+        return EXIT_PERMANENT if exc.permanent else 1
+    except FrameError as exc:  # outside the render steps: the job's configuration, a show job
+        emit(ErrorEvent(exc.step if isinstance(exc, StepUnavailable) else "render", str(exc)))
         return EXIT_PERMANENT
     except Exception as exc:  # maybe transient (MemoryError, I/O): the supervisor retries
         log.exception("render step failed")
-        emit("error", step=getattr(exc, "step", "render"), message=f"{type(exc).__name__}: {exc}")
+        emit(ErrorEvent("render", f"{type(exc).__name__}: {exc}"))
         return 1
 

@@ -33,8 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from frame.atomicfile import write_bytes_atomic
+from frame.config.schema import Config
 from frame.remote.errors import DIED, TIMEOUT, RemoteUnavailable
 from frame.statefile import read_json, write_json
+from frame.worker.records import Generation, RenderJob, StageEvent, ThemeChoice, Why
 
 log = logging.getLogger(__name__)
 
@@ -44,10 +46,10 @@ WINDOW_SHARE = 0.5      # of the time left before the deadline; the fallback kee
 MIN_REMOTE_SECONDS = 5.0
 UNEXPECTED = "unexpected"  # a bug or an I/O error in the remote path (logged with its traceback)
 
-Emit = Callable[..., None]
+Emit = Callable[[StageEvent], None]
 
 
-def paint_remotely(job: dict[str, Any], config: Any, choice: dict[str, Any], job_dir: Path, emit: Emit,
+def paint_remotely(job: RenderJob, config: Config, choice: ThemeChoice, job_dir: Path, emit: Emit,
                    progress: Callable[[Any], None]) -> bool:
     """True when ``JOB_DIR/image.png`` now holds the server's picture; False: paint it on the frame
     (the reason is already logged, emitted and recorded). ``progress`` is the worker's ProgressRelay."""
@@ -81,17 +83,17 @@ def paint_remotely(job: dict[str, Any], config: Any, choice: dict[str, Any], job
     return True
 
 
-def remote_budget(job: dict[str, Any], config: Any, now: float | None = None) -> float | None:
+def remote_budget(job: RenderJob, config: Config, now: float | None = None) -> float | None:
     """Seconds the server may take: ``WINDOW_SHARE`` of what is left before the job's deadline (epoch
     seconds; None = no deadline, only ``render.remote.job_timeout_minutes`` applies)."""
-    deadline = job.get("deadline")
+    deadline = job.deadline
     if deadline is None:
         return None
     left = float(deadline) - (time.time() if now is None else now)
     return min(config.render.remote.job_timeout_minutes * 60.0, max(0.0, left * WINDOW_SHARE))
 
 
-def _ask(job: dict[str, Any], config: Any, choice: dict[str, Any], emit: Emit, progress: Callable[[Any], None],
+def _ask(job: RenderJob, config: Config, choice: ThemeChoice, emit: Emit, progress: Callable[[Any], None],
          budget: float | None, resumed: bool) -> Any:
     from frame.config.redact import redact_url
     from frame.remote.night import night_job
@@ -99,12 +101,12 @@ def _ask(job: dict[str, Any], config: Any, choice: dict[str, Any], emit: Emit, p
 
     server = redact_url(config.render.remote.url or "")
     note = f"Painting on the render server {server}" + (" (asking again after a restart)" if resumed else "")
-    log.info("%s: %r, seed %d", note, choice["prompt"], job["seed"])
-    emit("stage", stage="asking the render server", backend_note=note + ".")
-    remote_job = night_job(config, choice["prompt"], choice["negative_prompt"], job["seed"])
+    log.info("%s: %r, seed %d", note, choice.prompt, job.seed)
+    emit(StageEvent("asking the render server", backend_note=note + "."))
+    remote_job = night_job(config, choice.prompt, choice.negative_prompt, job.seed)
     result = render_remote(config.render.remote, remote_job, progress=progress, deadline_seconds=budget)
-    emit("stage", stage="picture received from the render server",
-         backend_note=f"Painted on the render server {result.server} in {result.seconds:.0f} s.")
+    emit(StageEvent("picture received from the render server",
+                    backend_note=f"Painted on the render server {result.server} in {result.seconds:.0f} s."))
     return result
 
 
@@ -113,9 +115,9 @@ def _store(result: Any, job_dir: Path, attempts: int) -> None:
     from frame.diffusion.pngmeta import png_bytes
 
     params = result.parameters
-    write_json(job_dir / "generation.json", {
-        "steps": params.steps, "guidance": params.guidance, "sampler": params.sampler, "width": params.width,
-        "height": params.height, "model": params.model, "backend": "remote", "server": result.server})
+    write_json(job_dir / "generation.json", Generation(
+        steps=params.steps, guidance=params.guidance, sampler=params.sampler, width=params.width,
+        height=params.height, model=params.model, backend="remote", server=result.server).to_json())
     write_json(job_dir / STATE_FILE, {"state": "done", "attempts": attempts, "server": result.server,
                                       "model": params.model, "seconds": round(result.seconds, 1)})
     write_bytes_atomic(job_dir / "image.png", png_bytes(result.image))
@@ -125,7 +127,7 @@ def _announce_fallback(state: dict[str, Any], emit: Emit, resumed: bool) -> None
     sentence = fallback_sentence(state)
     if not resumed:
         log.warning("remote render failed (reason: %s): %s", state.get("reason"), sentence)
-    emit("stage", stage="painting on the frame instead", backend_note=sentence)
+    emit(StageEvent("painting on the frame instead", backend_note=sentence))
 
 
 def fallback_sentence(state: dict[str, Any]) -> str:
@@ -133,7 +135,7 @@ def fallback_sentence(state: dict[str, Any]) -> str:
     return f"{message[:1].upper()}{message[1:]} — painting tonight's picture on the frame instead."
 
 
-def why_with_backend(why: Any, job_dir: Path) -> Any:
+def why_with_backend(why: Why, job_dir: Path) -> Why:
     """The choice's "why" plus where the picture was painted, when a render server was involved:
     ``painted`` (a sentence, listed in the picture's details) and ``remote_fallback`` (the reason code)."""
     state = read_json(job_dir / STATE_FILE, default=None)
@@ -145,6 +147,4 @@ def why_with_backend(why: Any, job_dir: Path) -> Any:
     elif state.get("state") == "failed":
         extra["painted"] = f"on this frame, because {str(state.get('message') or 'the render server failed')}"
         extra["remote_fallback"] = state.get("reason")
-    if not extra:
-        return why
-    return {**(why if isinstance(why, dict) else {}), **extra}
+    return why.with_details(**extra) if extra else why

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
+from frame.config.schema import Config
 from frame.worker import process
 from frame.worker.errors import StepUnavailable
 from frame.worker.process import Emit
+from frame.worker.records import ShowJob, ShowOutput, StageEvent
 
 
-def run_show(job: dict[str, Any], config: Any, job_dir: Path, emit: Emit) -> dict[str, Any]:
+def run_show(job: ShowJob, config: Config, job_dir: Path, emit: Emit) -> ShowOutput:
     """Refresh the panel with the stored panel image (re-prepared from the original when the
     configured panel changed since it was rendered). The display's refresh guard may decline."""
     try:
@@ -26,16 +27,16 @@ def run_show(job: dict[str, Any], config: Any, job_dir: Path, emit: Emit) -> dic
         from frame.display.device import DisplaySettings
     except ImportError as exc:
         raise StepUnavailable("show", f"the display drivers are not available: {exc}") from exc
-    emit("stage", stage="refreshing the panel")
-    with open_display(DisplaySettings.from_section(config.display), state_dir=Path(job["state_dir"])) as display:
-        original = Image.open(job["image"]).convert("RGB")
-        prepared = Image.open(job["panel"]) if job.get("panel") else None
+    emit(StageEvent("refreshing the panel"))
+    with open_display(DisplaySettings.from_section(config.display), state_dir=job.state_dir) as display:
+        original = Image.open(job.image).convert("RGB")
+        prepared = Image.open(job.panel) if job.panel else None
         if prepared is None or prepared.mode != "P" or prepared.size != display.panel.size:
             result = display.show(original)
         else:
             result = display.show_prepared(prepared, original)
-    return {"status": result.status, "message": result.message, "paths": list(result.paths),
-            "retry_at": result.retry_at, "shown": result.paths[0] if result.paths else None}
+    return ShowOutput(status=result.status, message=result.message, paths=tuple(str(p) for p in result.paths),
+                      retry_at=result.retry_at, shown=str(result.paths[0]) if result.paths else None)
 
 
 def main(argv: list[str] | None = None) -> int:

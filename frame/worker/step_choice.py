@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from frame.config.schema import Config
 from frame.errors import FrameError
 from frame.estimate.choice import StepChoice, choose_steps
 from frame.statefile import read_json, write_json
@@ -70,7 +71,7 @@ def check_memory_for_counting(pipe: Any) -> None:
                          f"{free >> 20} MB are available")
 
 
-def night_steps(config: Any, pipe: Any, size: tuple[int, int], deadline: float | None, job_dir: Path,
+def night_steps(config: Config, pipe: Any, size: tuple[int, int], deadline: float | None, job_dir: Path,
                 state_dir: Path | None = None, now: float | None = None) -> StepChoice | None:
     """Tonight's step choice (saved in ``job_dir``), or None without a deadline: configured steps.
     Runs in the current process (the child's work; tests call it directly)."""
@@ -114,19 +115,24 @@ def night_steps_in_child(job_dir: Path, size: tuple[int, int], timeout: float = 
 def main(argv: list[str] | None = None) -> int:
     """Child entry point: JOB_DIR WIDTH HEIGHT (config and deadline from the job folder)."""
     from frame.config import load_config
+    from frame.worker.errors import StepFailed
     from frame.worker.pipeline import PipelineHolder
+    from frame.worker.records import RenderJob, read_job
 
     args = sys.argv[1:] if argv is None else argv
     job_dir, size = Path(args[0]), (int(args[1]), int(args[2]))
-    job = read_json(job_dir / "job.json") or {}
     config = load_config(job_dir / "config.yaml")
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     try:
-        pipe = PipelineHolder(config).get(lambda *a, **k: None)
+        job = read_job(job_dir)
+        if not isinstance(job, RenderJob):
+            raise FrameError(f"no readable render job in {job_dir}")
+        pipe = PipelineHolder(config).get(lambda event: None)
         check_memory_for_counting(pipe)
-        night_steps(config, pipe, size, job.get("deadline"), job_dir, Path(job["state_dir"]))
+        night_steps(config, pipe, size, job.deadline, job_dir, job.state_dir)
     except Exception as exc:  # noqa: BLE001 - one line for the parent, which falls back
-        print(f"{type(exc).__name__}: {exc}" if not isinstance(exc, FrameError) else str(exc), file=sys.stderr)
+        cause = exc.cause if isinstance(exc, StepFailed) else exc
+        print(f"{type(cause).__name__}: {cause}" if not isinstance(cause, FrameError) else str(cause), file=sys.stderr)
         return 1
     return 0
 

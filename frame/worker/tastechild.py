@@ -30,8 +30,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from frame.config.schema import Config
 from frame.errors import FrameError
 from frame.statefile import read_json, write_json
+from frame.worker.records import JobUnreadable, RenderJob, ThemeChoice, read_job
 
 log = logging.getLogger(__name__)
 
@@ -47,15 +49,15 @@ class ChoiceFailed(FrameError):
     step = "choose"
 
 
-def choose(job: dict[str, Any], config: Any, embed: Any, job_dir: Path) -> dict[str, Any]:
-    """Tonight's taste choice (``tastechoice.pick``'s dict): in this process when the picker chooses
-    for variety, in a child process when it trains the model."""
+def choose(job: RenderJob, config: Config, embed: Any, job_dir: Path) -> ThemeChoice:
+    """Tonight's taste choice (``choose.pick``'s): in this process when the picker chooses for variety,
+    in a child process when it trains the model."""
     from frame.worker import choose as tastechoice
 
     saved = read_json(job_dir / CHOICE_NAME)
     if saved is not None:
-        return saved
-    ratings = [tastechoice.to_rating(p) for p in job.get("history", [])]
+        return ThemeChoice.from_json(saved)
+    ratings = [tastechoice.to_rating(p) for p in job.history]
     if not tastechoice.picker_for(config, embed).uses_model(ratings):
         return tastechoice.pick(job, config, embed, job_dir)
     if read_json(job_dir / INPUT_NAME) is None:
@@ -64,14 +66,14 @@ def choose(job: dict[str, Any], config: Any, embed: Any, job_dir: Path) -> dict[
     return run_child(job_dir)
 
 
-def texts_to_embed(job: dict[str, Any], config: Any) -> list[str]:
+def texts_to_embed(job: RenderJob, config: Config) -> list[str]:
     """Every text the picker embeds for this job: the axes' ends, the candidates, the rated pictures."""
     from frame.worker import choose as tastechoice
 
     features = tastechoice.picker_for(config, _no_embed).features
     ends = [text for pair in features.axes.values() for text in pair]
-    candidates = [tastechoice.to_candidate(item).text for item in job["candidates"]]
-    rated = [tastechoice.to_rating(p).candidate.text for p in job.get("history", [])]
+    candidates = [tastechoice.to_candidate(item).text for item in job.candidates]
+    rated = [tastechoice.to_rating(p).candidate.text for p in job.history]
     return ends + candidates + rated
 
 
@@ -88,7 +90,7 @@ def _plain_rows(vectors: Any, count: int) -> list[list[float]]:
     return rows.tolist()  # float64 → JSON → float64 is exact: the child sees the worker's numbers
 
 
-def run_child(job_dir: Path, timeout: float = CHILD_TIMEOUT) -> dict[str, Any]:
+def run_child(job_dir: Path, timeout: float = CHILD_TIMEOUT) -> ThemeChoice:
     """Run the child on ``job_dir``; its choice, or the step's failure with the child's last line."""
     command = [sys.executable, "-m", "frame.worker.tastechild", str(job_dir)]
     started, worker_mb = time.monotonic(), _status_mb("VmRSS")
@@ -102,7 +104,7 @@ def run_child(job_dir: Path, timeout: float = CHILD_TIMEOUT) -> dict[str, Any]:
         log.info("taste model chose in a child process: %.1f s (%.1f s CPU), its peak RSS %.1f MiB "
                  "beside the worker's %.1f MiB", time.monotonic() - started, report.get("cpu_s", 0.0),
                  report.get("peak_rss_mb", 0.0), worker_mb)
-        return choice
+        return ThemeChoice.from_json(choice)
     lines = (done.stderr or "").strip().splitlines()
     message = f"the taste model could not choose: {lines[-1] if lines else f'exit status {done.returncode}'}"
     if done.returncode == EXIT_PERMANENT:
@@ -125,18 +127,21 @@ def lookup_embed(inputs: dict[str, Any]) -> Any:
     return embed
 
 
-def choose_here(job_dir: Path) -> dict[str, Any]:
+def choose_here(job_dir: Path) -> ThemeChoice:
     """The child's work: read the job, config and vectors; choose; store ``taste-choice.json``."""
     from frame.config import load_config
     from frame.worker.choose import pick
 
-    job = read_json(job_dir / "job.json")
+    try:
+        job = read_job(job_dir)
+    except JobUnreadable:
+        job = None
     inputs = read_json(job_dir / INPUT_NAME)
-    if not isinstance(job, dict) or not isinstance(inputs, dict):
+    if not isinstance(job, RenderJob) or not isinstance(inputs, dict):
         raise FrameError(f"no readable job.json and {INPUT_NAME} in {job_dir}")
     config = load_config(job_dir / "config.yaml", environ={})
     choice = pick(job, config, lookup_embed(inputs), job_dir)
-    write_json(job_dir / CHOICE_NAME, choice)
+    write_json(job_dir / CHOICE_NAME, choice.to_json())
     return choice
 
 

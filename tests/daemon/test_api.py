@@ -99,7 +99,7 @@ def test_queue_prompt_sanitised(client, store):
     response = client.post("/api/prompts", json={"prompt": "  a fox\x00 in\nsnow ", "theme": "animals"},
                            headers=AUTH)
     assert response.status_code == 201
-    assert [(p["prompt"], p["theme"]) for p in store.queued_prompts()] == [("a fox in snow", "animals")]
+    assert [(p.prompt, p.theme) for p in store.queued_prompts()] == [("a fox in snow", "animals")]
     assert client.get("/api/prompts").get_json()["prompts"][0]["prompt"] == "a fox in snow"
 
 

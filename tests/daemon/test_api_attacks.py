@@ -43,7 +43,7 @@ def test_bearer_token_guessing_is_rate_limited(client, store, now):
     assert elsewhere.status_code == 201  # the owner's phone on another address is not locked out
     now[0] += 301
     assert client.post("/api/prompts", json={"prompt": "a hare"}, headers=AUTH).status_code == 201
-    assert [p["prompt"] for p in store.queued_prompts()] == ["a fox", "a hare"]
+    assert [p.prompt for p in store.queued_prompts()] == ["a fox", "a hare"]
 
 
 def test_login_form_and_bearer_header_share_one_count(client, now):

@@ -12,6 +12,7 @@ from frame.daemon.jobs import night
 from frame.daemon.service import Daemon
 from frame.daemon.store import gallery
 from frame.web import create_blueprint
+from frame.worker.records import ShowJob, read_job
 from tests.daemon.conftest import add_picture, clock, make_config
 from tests.daemon.fakesupervisor import FakeSupervisor
 
@@ -53,10 +54,13 @@ def test_job_files_hold_the_job_and_the_config_without_the_owner_token(tmp_path)
     import yaml
 
     config = make_config(tmp_path, web={"listen": "127.0.0.1:0", "token": "test-token-123456"})
-    night.write_job_files(tmp_path, config, {"kind": "show", "panel": None})
+    job = ShowJob(state_dir=tmp_path, image=tmp_path / "p.png")
+    night.write_job_files(tmp_path, config, job)
     written = yaml.safe_load((tmp_path / "config.yaml").read_text())
     assert written["web"]["token"] == "" and written["web"]["listen"] == "127.0.0.1:0"
-    assert statefile.read_json(tmp_path / "job.json") == {"kind": "show", "panel": None}
+    assert statefile.read_json(tmp_path / "job.json") == {"kind": "show", "state_dir": str(tmp_path),
+                                                          "image": str(tmp_path / "p.png"), "panel": None}
+    assert read_job(tmp_path) == job
 
 
 def test_job_is_written_once_so_restarts_render_the_same_picture(ctx, store):

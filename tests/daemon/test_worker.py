@@ -33,11 +33,11 @@ def _stored_picture(ctx):
 def test_show_runs_the_display_in_a_worker(ctx):
     picture_id = _stored_picture(ctx)
     result = night.show_picture(ctx, picture_id, "owner")
-    assert result["status"] == "shown"
-    assert Image.open(result["shown"]).size == (80, 48)
+    assert result.status == "shown"
+    assert Image.open(result.shown).size == (80, 48)
     assert ctx.store.last_shown()["picture_id"] == picture_id
     assert ctx.status.snapshot()["shown"]["picture_id"] == picture_id
-    assert night.show_picture(ctx, picture_id, "owner")["status"] == "unchanged"
+    assert night.show_picture(ctx, picture_id, "owner").status == "unchanged"
 
 
 def test_missing_model_fails_at_the_load_model_step_without_retries(ctx):
@@ -85,12 +85,12 @@ def test_a_show_does_not_wait_for_a_running_render_but_for_another_refresh(ctx):
     render_fd = os.open(ctx.state_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
     fcntl.flock(render_fd, fcntl.LOCK_EX)  # a render is running
     try:
-        assert night.show_picture(ctx, picture_id, "owner")["status"] == "shown"
+        assert night.show_picture(ctx, picture_id, "owner").status == "shown"
         panel_fd = os.open(ctx.state_dir / PANEL_LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
         fcntl.flock(panel_fd, fcntl.LOCK_EX)  # another refresh is under way
         threading.Timer(1.5, lambda: os.close(panel_fd)).start()
         started = time.monotonic()
-        assert night.show_picture(ctx, picture_id, "owner")["status"] == "unchanged"
+        assert night.show_picture(ctx, picture_id, "owner").status == "unchanged"
         assert time.monotonic() - started >= 1.4  # it waited for the other refresh's panel.lock
     finally:
         os.close(render_fd)

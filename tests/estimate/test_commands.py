@@ -119,16 +119,14 @@ def in_process(monkeypatch):
 
 
 def _tonight(tmp_path, deadline, emitted):
-    from frame.statefile import write_json
+    from frame.worker.records import RenderJob, write_job
     from frame.worker.render import _steps_for_tonight
 
-    job = {"deadline": deadline, "state_dir": str(tmp_path)}
-    (tmp_path / "job").mkdir(exist_ok=True)
-    write_json(tmp_path / "job" / "job.json", job)
+    job = RenderJob(render_id=1, render_kind="night", state_dir=tmp_path, seed=1, deadline=deadline)
     job_dir = tmp_path / "job"
     job_dir.mkdir(exist_ok=True)
-    return _steps_for_tonight(job, load_config(None), object(), (512, 512), job_dir,
-                              lambda event, **f: emitted.append((event, f)))
+    write_job(job_dir, job)
+    return _steps_for_tonight(job, load_config(None), object(), (512, 512), job_dir, emitted.append)
 
 
 def test_the_worker_keeps_every_step_that_fits(tmp_path, fake_estimate):
@@ -136,7 +134,7 @@ def test_the_worker_keeps_every_step_that_fits(tmp_path, fake_estimate):
 
     emitted = []
     assert _tonight(tmp_path, time.time() + 6 * 3600, emitted) == 20
-    assert any("all 20 steps" in f.get("step_choice", "") for _, f in emitted)
+    assert any("all 20 steps" in (event.step_choice or "") for event in emitted)
     saved = read_json(tmp_path / "job" / "step_choice.json")
     assert saved["steps"] == 20 and saved["fits"]
     assert read_json(tmp_path / "estimate.json")["step_choice"]["steps"] == 20
@@ -151,7 +149,7 @@ def test_the_worker_renders_fewer_steps_when_the_night_is_short(tmp_path, fake_e
         steps = _tonight(tmp_path, time.time() + 600 + 14 * 200 + 50, emitted)
     assert steps == 14
     assert "14 of 20 steps" in caplog.text
-    assert any("14 of 20 steps" in f.get("step_choice", "") for _, f in emitted)
+    assert any("14 of 20 steps" in (event.step_choice or "") for event in emitted)
 
 
 def test_the_worker_keeps_the_minimum_when_nothing_fits_and_reuses_the_choice(tmp_path, fake_estimate):
@@ -160,7 +158,7 @@ def test_the_worker_keeps_the_minimum_when_nothing_fits_and_reuses_the_choice(tm
     emitted = []
     fake_estimate.step = 200.0
     assert _tonight(tmp_path, time.time() + 60, emitted) == 10
-    assert any("the minimum" in f.get("step_choice", "") for _, f in emitted)
+    assert any("the minimum" in (event.step_choice or "") for event in emitted)
     fake_estimate.step = 1.0  # a restarted worker: the saved choice wins (checkpoints depend on it)
     assert _tonight(tmp_path, time.time() + 6 * 3600, []) == 10
     assert len(fake_estimate) == 1
@@ -238,12 +236,14 @@ def test_the_estimate_child_on_the_demo_model_saves_a_choice(tmp_path):
     import time
 
     from frame.daemon.jobs.night import write_job_files
+    from frame.worker.records import RenderJob
     from frame.worker.step_choice import night_steps_in_child
 
     config = Config(state_dir=str(tmp_path))
     job_dir = tmp_path / "job"
     job_dir.mkdir()
-    write_job_files(job_dir, config, {"deadline": time.time() + 6 * 3600, "state_dir": str(tmp_path)})
+    write_job_files(job_dir, config, RenderJob(render_id=1, render_kind="night", state_dir=tmp_path, seed=1,
+                                               deadline=time.time() + 6 * 3600))
     choice = night_steps_in_child(job_dir, (256, 256), timeout=300)
     assert choice.fits and choice.steps == choice.configured == 8  # the demo model's own default
     assert read_json(tmp_path / "estimate.json")["step_choice"]["steps"] == 8

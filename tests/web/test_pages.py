@@ -79,7 +79,7 @@ def test_queue_prompt_form(owner, store):
                                           "theme": "kites", "csrf_token": csrf_from(page)})
     assert response.status_code == 303
     queued = store.queued_prompts()
-    assert [(q["prompt"], q["negative_prompt"], q["theme"]) for q in queued] == [
+    assert [(q.prompt, q.negative_prompt, q.theme) for q in queued] == [
         ("a red kite over dunes", "text", "kites")]
     html = text(owner.get("/queue"))
     assert "Queued for the next night." in html and "<q>a red kite over dunes</q>" in html

@@ -4,8 +4,9 @@
 plan-15's ``plan15_capture_formats.py``; images dropped): nine job folders (render, show and info
 screen) with the worker's events and the supervisor's outcome, the state folder's ``frame.db``, and a
 6-step render whose worker was SIGKILLed right after step 3's checkpoint (``interrupted/``). Issue 15
-moves the code that reads them; these tests prove a render cut by the upgrade continues under the new
-code and that every file keeps the keys its readers use.
+moves the code that reads them into typed records (``frame.worker.records``); these tests prove a
+render cut by the upgrade continues under the new code and that every file reads as a record whose
+``to_json`` keeps every key with its value (so a 0.1 reader can still read what this code writes).
 """
 
 from __future__ import annotations
@@ -22,6 +23,19 @@ import pytest
 import frame
 from frame.daemon.store.database import Store
 from frame.statefile import read_json, write_json
+from frame.worker.records import (
+    DoneEvent,
+    Generation,
+    RenderJob,
+    RenderOutput,
+    ShowJob,
+    ShowOutput,
+    ThemeChoice,
+    event_json,
+    output_from_json,
+    parse_event,
+    read_job,
+)
 
 FORMATS = Path(__file__).resolve().parents[1] / "fixtures" / "formats"
 JOBS = sorted((FORMATS / "jobs").iterdir())
@@ -31,13 +45,15 @@ SHOW_JOBS = [job for job in JOBS if "-render-" not in job.name]
 # (frame.diffusion.model_files.ModelFiles.identity), so the resume test puts the demo model there.
 CAPTURED_MODEL = Path("/tmp/frame-formats-7de3f48/demo")
 
-RENDER_JOB_KEYS = {"kind", "render_kind", "render_id", "state_dir", "seed", "choice", "candidates", "history",
-                   "recent_themes"}
-SHOW_JOB_KEYS = {"kind", "state_dir", "image", "panel"}
-CHOICE_KEYS = {"prompt", "negative_prompt", "theme", "style", "origin", "why"}
-GENERATION_KEYS = {"steps", "guidance", "sampler", "width", "height", "model"}
-TIMING_KEYS = {"choose", "generate", "prepare"}
 EVENTS = {"stage", "progress", "error", "done"}
+
+
+def _keeps(old: dict, new: dict) -> None:
+    """``new`` has every key of ``old`` with the same value (it may add keys a 0.1 reader ignores)."""
+    missing = set(old) - set(new)
+    assert not missing, f"keys lost: {sorted(missing)}"
+    changed = {key for key in old if new[key] != old[key]}
+    assert not changed, f"values changed: {sorted(changed)}"
 
 
 def test_the_fixture_is_from_0_1():
@@ -46,34 +62,54 @@ def test_the_fixture_is_from_0_1():
 
 
 @pytest.mark.parametrize("job", RENDER_JOBS, ids=lambda job: job.name)
-def test_render_job_files_keep_their_keys(job):
-    data = read_json(job / "folder" / "job.json")
+def test_render_job_files_read_as_records_and_write_the_same_keys(job):
+    folder = job / "folder"
+    data = read_json(folder / "job.json")
     assert data is not None, "checksum or JSON of a 0.1 job.json no longer accepted"
-    assert data["kind"] == "render" and RENDER_JOB_KEYS <= set(data)
-    for candidate in data["candidates"]:
-        assert {"prompt", "theme", "style", "weight", "origin"} <= set(candidate)
-    choice = read_json(job / "folder" / "choice.json")
-    assert CHOICE_KEYS <= set(choice) and {"method", "sentence"} <= set(choice["why"])
-    assert GENERATION_KEYS <= set(read_json(job / "folder" / "generation.json"))
-    assert TIMING_KEYS <= set(read_json(job / "folder" / "timings.json"))
+    record = read_job(folder)
+    assert isinstance(record, RenderJob) and record.seed == data["seed"]
+    _keeps(data, record.to_json())
+    assert RenderJob.from_json(record.to_json()) == record
+    choice = read_json(folder / "choice.json")
+    _keeps(choice, ThemeChoice.from_json(choice).to_json())
+    assert ThemeChoice.from_json(choice).why.sentence
+    generation = read_json(folder / "generation.json")
+    _keeps(generation, Generation.from_json(generation).to_json())
+    assert {"choose", "generate", "prepare"} <= set(read_json(folder / "timings.json"))
 
 
 @pytest.mark.parametrize("job", SHOW_JOBS, ids=lambda job: job.name)
-def test_show_job_files_keep_their_keys(job):
+def test_show_job_files_read_as_records_and_write_the_same_keys(job):
     data = read_json(job / "folder" / "job.json")
-    assert data is not None and data["kind"] == "show" and SHOW_JOB_KEYS <= set(data)
-    if "-info-" in job.name:
-        assert {"picture_id", "image", "title", "prompt", "details", "why", "url"} <= set(data["info"])
+    record = read_job(job / "folder")
+    assert isinstance(record, ShowJob) and (record.info is not None) == ("-info-" in job.name)
+    _keeps(data, record.to_json())
+    if record.info is not None:
+        _keeps(data["info"], record.info.to_json())
+        assert record.info.details and record.info.url
 
 
 @pytest.mark.parametrize("job", JOBS, ids=lambda job: job.name)
-def test_worker_events_are_the_protocol(job):
+def test_worker_events_and_results_read_as_records(job):
     lines = (job / "events.jsonl").read_text().splitlines()
-    events = [json.loads(line) for line in lines]
-    assert {event["event"] for event in events} <= EVENTS
-    assert events[-1]["event"] == "done"
+    for line in lines:
+        old = json.loads(line)
+        event = parse_event(line)
+        assert old["event"] in EVENTS and event is not None, line
+        _keeps(old, event_json(event))
+    done = parse_event(lines[-1])
+    assert isinstance(done, DoneEvent)
+    assert isinstance(done.result, RenderOutput if "-render-" in job.name else ShowOutput)
     outcome = json.loads((job / "outcome.json").read_text())
     assert outcome["status"] == "done"
+    _keeps(outcome["result"], output_from_json(outcome["result"]).to_json())
+
+
+def test_the_interrupted_job_reads_as_a_record():
+    folder = FORMATS / "interrupted" / "folder"
+    job = read_job(folder)
+    assert isinstance(job, RenderJob) and job.candidates and (folder / "diffusion" / "render-state.bin").is_file()
+    _keeps(read_json(folder / "job.json"), job.to_json())
 
 
 def test_the_0_1_database_opens_with_every_picture(tmp_path):
@@ -98,7 +134,7 @@ def _prepare_interrupted_job(tmp_path: Path) -> Path:
     job = read_json(job_dir / "job.json")
     job["state_dir"] = str(tmp_path / "state")
     (tmp_path / "state").mkdir()
-    write_json(job_dir / "job.json", job)
+    write_json(job_dir / "job.json", job)  # the 0.1 file as it was, only moved: the worker reads it
     return job_dir
 
 

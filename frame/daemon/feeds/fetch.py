@@ -12,13 +12,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 import requests
 import urllib3
 
 from frame.config.redact import redact_text, redact_url
+from frame.config.schema import Config, FeedsConfig, FeedSource
 from frame.daemon.feeds.parse import FeedFormatError, Sanitiser, parse_feed
 from frame.daemon.store.database import Store, now_iso
 from frame.net.deadline import Deadline, DeadlinePassed, DeadlineSession, RedirectRefused, next_location
@@ -47,7 +47,7 @@ class FetchResult:
     not_modified: bool = False
 
 
-def feed_name(source: Any) -> str:
+def feed_name(source: FeedSource) -> str:
     """The feed's ``name``, else its host[:port] (never the userinfo of its URL)."""
     return source.name or urlsplit(source.url).netloc.rpartition("@")[2]
 
@@ -63,7 +63,7 @@ class FeedFetcher:
     """Downloads one feed at a time with the limits from ``config.feeds``: the whole fetch — every
     attempt, redirect, header and body byte — ends within ``feeds.timeout_seconds`` (``Deadline``)."""
 
-    def __init__(self, feeds_config: Any, cache_dir: Path, *, attempts: int = 3, backoff: float = 2.0,
+    def __init__(self, feeds_config: FeedsConfig, cache_dir: Path, *, attempts: int = 3, backoff: float = 2.0,
                  sleep: Callable[[float], None] = time.sleep, session: requests.Session | None = None) -> None:
         self.config = feeds_config
         self.cache_dir = Path(cache_dir)
@@ -155,7 +155,8 @@ class _Retryable(Exception):
     pass
 
 
-def fetch_feed(fetcher: FeedFetcher, source: Any, styles: tuple[str, ...]) -> tuple[list[dict], str | None, bool]:
+def fetch_feed(fetcher: FeedFetcher, source: FeedSource,
+               styles: tuple[str, ...]) -> tuple[list[dict], str | None, bool]:
     """Items of one feed, the error (or None) and whether they came from the cache."""
     sanitiser = Sanitiser(fetcher.config.max_prompt_chars, tuple(fetcher.config.blocklist))
     cache_path = fetcher.cache_file(source.url)
@@ -186,7 +187,7 @@ def fetch_feed(fetcher: FeedFetcher, source: Any, styles: tuple[str, ...]) -> tu
     return [], error, False
 
 
-def refresh_feeds(store: Store, config: Any, fetcher: FeedFetcher) -> dict[str, int]:
+def refresh_feeds(store: Store, config: Config, fetcher: FeedFetcher) -> dict[str, int]:
     """Fetch every configured feed into the store; return prompt counts per feed. Never raises for
     one feed's problems (they are logged and recorded in the feed health)."""
     counts: dict[str, int] = {}

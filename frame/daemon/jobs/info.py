@@ -23,13 +23,17 @@ import time
 from collections.abc import Callable
 from datetime import datetime, tzinfo
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from frame.atomicfile import make_dirs
 from frame.daemon.jobs.supervisor import worker_command
 from frame.daemon.store import gallery
 from frame.daemon.store.database import Store
 from frame.errors import FrameError
+from frame.worker.records import InfoFacts, ShowJob, ShowOutput
+
+if TYPE_CHECKING:
+    from frame.daemon.jobs.night import RenderContext
 
 log = logging.getLogger(__name__)
 
@@ -89,22 +93,22 @@ def _date_text(created_at: str | None, tz: tzinfo) -> str:
     return f"{when.day} {when:%b %Y, %H:%M}"
 
 
-def info_facts(store: Store, state_dir: Path, picture_id: int | None, url: str, tz: tzinfo) -> dict[str, Any]:
-    """What the info screen shows, as plain JSON (the worker that draws it reads no database)."""
+def info_facts(store: Store, state_dir: Path, picture_id: int | None, url: str, tz: tzinfo) -> InfoFacts:
+    """What the info screen shows (the worker that draws it reads no database)."""
     picture = store.picture(picture_id) if picture_id is not None else None
     if picture is None:
-        return {"picture_id": None, "image": None, "title": "No picture on the frame yet", "prompt": "",
-                "details": [], "why": "", "url": url}
+        return InfoFacts(picture_id=None, image=None, title="No picture on the frame yet", prompt="", details=(),
+                         why="", url=url)
     why = picture.get("why") if isinstance(picture.get("why"), dict) else {}
     image = gallery.picture_path(state_dir, picture.get("file"))
-    details = [("Theme", ", ".join(p for p in (picture.get("theme"), picture.get("style")) if p) or "none"),
-               ("Rating", _rating_text(picture)), ("Painted", _date_text(picture.get("created_at"), tz))]
-    return {"picture_id": picture["id"], "image": str(image) if image and image.is_file() else None,
-            "title": f"Picture {picture['id']}", "prompt": picture.get("prompt") or "",
-            "details": details, "why": str(why.get("sentence") or ""), "url": url}
+    details = (("Theme", ", ".join(p for p in (picture.get("theme"), picture.get("style")) if p) or "none"),
+               ("Rating", _rating_text(picture)), ("Painted", _date_text(picture.get("created_at"), tz)))
+    return InfoFacts(picture_id=picture["id"], image=str(image) if image and image.is_file() else None,
+                     title=f"Picture {picture['id']}", prompt=picture.get("prompt") or "", details=details,
+                     why=str(why.get("sentence") or ""), url=url)
 
 
-def show_info(ctx: Any, facts: dict[str, Any]) -> dict[str, Any]:
+def show_info(ctx: RenderContext, facts: InfoFacts) -> ShowOutput:
     """Draw and show the info screen in a worker (``ctx``: the daemon's ``night.RenderContext``).
 
     Returns the display's answer (``status`` shown / unchanged / too-soon, ``shown`` the virtual
@@ -114,8 +118,8 @@ def show_info(ctx: Any, facts: dict[str, Any]) -> dict[str, Any]:
 
     folder = Path(ctx.state_dir) / "checkpoints" / f"info-{secrets.token_hex(4)}"
     make_dirs(folder)  # transient (swept at start), but it may be what creates checkpoints/
-    write_job_files(folder, ctx.config, {"kind": "show", "state_dir": str(ctx.state_dir),
-                                         "image": str(folder / INFO_FILE), "panel": None, "info": facts})
+    write_job_files(folder, ctx.config, ShowJob(state_dir=Path(ctx.state_dir), image=folder / INFO_FILE,
+                                                info=facts))
     supervisor = ctx.supervisor_factory(ctx.config.worker.memory_limit_mb, 1,
                                         command=worker_command("infoscreen"))
     started = time.monotonic()
@@ -123,9 +127,9 @@ def show_info(ctx: Any, facts: dict[str, Any]) -> dict[str, Any]:
         outcome = supervisor.run(folder, stop=ctx.stop, deadline=None)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    if outcome.status != "done":
+    result = outcome.result
+    if outcome.status != "done" or not isinstance(result, ShowOutput):
         raise FrameError(f"showing the info screen failed at step {outcome.step or 'show'!r}: "
                          f"{outcome.error or outcome.status}")
-    result = outcome.result or {}
-    log.info("info screen: %s in %.1f s", result.get("status"), time.monotonic() - started)
+    log.info("info screen: %s in %.1f s", result.status, time.monotonic() - started)
     return result

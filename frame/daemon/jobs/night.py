@@ -13,6 +13,7 @@ resumed under its id with a new seed: the daemon closes it and starts a new rend
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 import secrets
@@ -23,31 +24,41 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import yaml
 
 from frame.atomicfile import make_dirs, remove_tree, write_bytes_atomic
-from frame.daemon.jobs.supervisor import Outcome, Supervisor, worker_command
+from frame.config.schema import Config
+from frame.daemon.jobs.supervisor import Outcome, StatusEvent, Supervisor, worker_command
 from frame.daemon.status import LiveStatus
 from frame.daemon.store import gallery
 from frame.daemon.store.database import Store
 from frame.daemon.store.recovery import backup_path
 from frame.errors import FrameError
 from frame.seeds import random_seed
-from frame.statefile import read_json, write_json
+from frame.statefile import read_json
+from frame.worker.records import (
+    Job,
+    JobCandidate,
+    RatedPicture,
+    RenderJob,
+    RenderKind,
+    RenderOutput,
+    ShowJob,
+    ShowOutput,
+    ThemeChoice,
+    Why,
+    write_job,
+)
 
 log = logging.getLogger(__name__)
-
-PROGRESS_FIELDS = ("stage", "step", "steps", "eta_seconds", "fraction", "preview", "bytes_per_step", "link_rate",
-                   "step_choice", "backend_note")
 
 
 @dataclass
 class RenderContext:
     """What a render needs from the daemon (or from ``run_night``)."""
 
-    config: Any
+    config: Config
     store: Store
     state_dir: Path
     status: LiveStatus = field(default_factory=LiveStatus)
@@ -103,7 +114,7 @@ def sweep_jobs(state_dir: Path, running: set[int]) -> None:
             remove_tree(entry)
 
 
-def write_job_files(folder: Path, config: Any, job: dict[str, Any]) -> None:
+def write_job_files(folder: Path, config: Config, job: Job) -> None:
     """A worker's input: ``config.yaml`` (without the owner token, which the worker never needs) and
     then ``job.json``, whose presence marks the folder complete."""
     from frame.config import to_plain
@@ -111,52 +122,52 @@ def write_job_files(folder: Path, config: Any, job: dict[str, Any]) -> None:
     plain = to_plain(config, reveal_secrets=True)
     plain["web"]["token"] = ""
     write_bytes_atomic(folder / "config.yaml", yaml.safe_dump(plain, sort_keys=False, allow_unicode=True).encode())
-    write_json(folder / "job.json", job)
+    write_job(folder, job)
 
 
-def candidates(config: Any, store: Store) -> list[dict[str, Any]]:
+def candidates(config: Config, store: Store) -> tuple[JobCandidate, ...]:
     """Feed prompts valid now (unused first) followed by every theme × style combination."""
-    items = [{"prompt": i["prompt"], "theme": i["theme"], "style": "", "negative_prompt": i["negative_prompt"],
-              "weight": i["weight"], "origin": f"feed:{i['feed']}", "feed_item_id": i["id"]}
+    items = [JobCandidate(prompt=i["prompt"], theme=i["theme"], style="", negative_prompt=i["negative_prompt"],
+                          weight=i["weight"], origin=f"feed:{i['feed']}", feed_item_id=i["id"])
              for i in store.feed_items()]
-    combos = [{"prompt": f"{theme}, {style}", "theme": theme, "style": style, "weight": 1.0, "origin": "theme"}
+    combos = [JobCandidate(prompt=f"{theme}, {style}", theme=theme, style=style, weight=1.0, origin="theme")
               for theme in config.taste.themes for style in config.taste.styles]
-    return items + combos
+    return tuple(items + combos)
 
 
-def _history(store: Store) -> list[dict[str, Any]]:
+def _history(store: Store) -> tuple[RatedPicture, ...]:
     """Rated pictures for the taste model: what they were made from and the latest rating."""
-    keys = ("id", "prompt", "theme", "style", "origin", "rating_kind", "rating_value")
     history = []
     for picture in store.rating_history():
         why = picture.get("why") if isinstance(picture.get("why"), dict) else {}
-        history.append({**{k: picture.get(k) for k in keys}, "why": {"candidate": why.get("candidate")}})
-    return history
+        history.append(RatedPicture(
+            id=picture["id"], prompt=picture["prompt"], theme=picture.get("theme"), style=picture.get("style"),
+            origin=picture.get("origin"), rating_kind=picture["rating_kind"], rating_value=picture["rating_value"],
+            candidate=why.get("candidate")))
+    return tuple(history)
 
 
-def _recent_themes(store: Store, count: int) -> list[str]:
+def _recent_themes(store: Store, count: int) -> tuple[str, ...]:
     """Themes of the last ``count`` pictures, newest last (the picker avoids repeating them)."""
-    return [p["theme"] for p in reversed(store.pictures(limit=max(count, 1))) if p["theme"]]
+    return tuple(p["theme"] for p in reversed(store.pictures(limit=max(count, 1))) if p["theme"])
 
 
-def build_job(ctx: RenderContext, render_id: int, kind: str, deadline: float | None = None) -> dict[str, Any]:
+def build_job(ctx: RenderContext, render_id: int, kind: RenderKind, deadline: float | None = None) -> RenderJob:
     """A new job: a queued prompt if any (oldest first), else candidates for the theme choice.
     ``deadline`` (epoch seconds) lets the worker choose the step count that fits (``frame.estimate``)."""
     queued = ctx.store.queued_prompts()
     choice = None
     if queued:
         q = queued[0]
-        choice = {"prompt": q["prompt"], "negative_prompt": q["negative_prompt"], "theme": q["theme"],
-                  "style": "", "origin": "queue", "prompt_id": q["id"],
-                  "why": {"method": "queue", "sentence": "you queued this prompt"}}
-    return {"kind": "render", "render_kind": kind, "render_id": render_id, "state_dir": str(ctx.state_dir),
-            "seed": random_seed(), "choice": choice,
-            "candidates": [] if choice else candidates(ctx.config, ctx.store),
-            "history": [] if choice else _history(ctx.store),
-            "recent_themes": _recent_themes(ctx.store, ctx.config.taste.avoid_recent), "deadline": deadline}
+        choice = ThemeChoice(prompt=q.prompt, negative_prompt=q.negative_prompt, theme=q.theme, style="",
+                             origin="queue", prompt_id=q.id, why=Why("queue", "you queued this prompt"))
+    return RenderJob(render_kind=kind, render_id=render_id, state_dir=Path(ctx.state_dir), seed=random_seed(),
+                     choice=choice, candidates=() if choice else candidates(ctx.config, ctx.store),
+                     history=() if choice else _history(ctx.store),
+                     recent_themes=_recent_themes(ctx.store, ctx.config.taste.avoid_recent), deadline=deadline)
 
 
-def ensure_job(ctx: RenderContext, render_id: int, kind: str, resume: bool = False,
+def ensure_job(ctx: RenderContext, render_id: int, kind: RenderKind, resume: bool = False,
                deadline: float | None = None) -> Path:
     """The job folder for ``render_id``: written on first use, reused (never rewritten) after.
 
@@ -185,9 +196,12 @@ def _supervise(ctx: RenderContext, folder: Path, deadline: float | None, max_res
             ctx.store.count_restart(render_id)
         ctx.status.render_progress(stage=f"restarting worker ({reason})", restarts=count)
 
+    def on_event(event: StatusEvent) -> None:
+        ctx.status.render_progress(**event.progress())
+
     supervisor = ctx.supervisor_factory(
         worker.memory_limit_mb, max_restarts, on_restart=on_restart, command=worker_command(entry),
-        on_event=lambda e: ctx.status.render_progress(**{k: e[k] for k in PROGRESS_FIELDS if k in e}))
+        on_event=on_event)
     ctx.supervisor = supervisor
     try:
         return supervisor.run(folder, stop=ctx.stop, deadline=deadline)
@@ -195,7 +209,7 @@ def _supervise(ctx: RenderContext, folder: Path, deadline: float | None, max_res
         ctx.supervisor = None
 
 
-def render(ctx: RenderContext, render_id: int, kind: str, deadline: float | None = None,
+def render(ctx: RenderContext, render_id: int, kind: RenderKind, deadline: float | None = None,
            resume: bool = False) -> tuple[Outcome, int | None]:
     """Run (or with ``resume``, continue) render ``render_id`` to the end; publish on success. Returns
     the outcome and the new picture id. ``stopped`` leaves the render open so the next start resumes it."""
@@ -205,7 +219,7 @@ def render(ctx: RenderContext, render_id: int, kind: str, deadline: float | None
     log.info("render %d (%s) started in %s", render_id, kind, folder)
     try:
         outcome = _supervise(ctx, folder, deadline, ctx.config.worker.max_restarts, render_id)
-        picture_id = _finish(ctx, render_id, outcome, time.monotonic() - started)
+        outcome, picture_id = _finish(ctx, render_id, outcome, time.monotonic() - started)
     finally:
         ctx.status.render_finished()
     log.info("render %d ended: %s after %.1f s (%d restarts, worker peak %.0f MiB)", render_id,
@@ -213,38 +227,37 @@ def render(ctx: RenderContext, render_id: int, kind: str, deadline: float | None
     return outcome, picture_id
 
 
-def _finish(ctx: RenderContext, render_id: int, outcome: Outcome, seconds: float) -> int | None:
+def _finish(ctx: RenderContext, render_id: int, outcome: Outcome, seconds: float) -> tuple[Outcome, int | None]:
+    """Record how the render ended and publish its picture; the outcome (failed at step "store" when
+    the picture could not be saved) and the new picture's id."""
     if outcome.status == "stopped":
-        return None  # the checkpoint stays: the next start resumes this render
+        return outcome, None  # the checkpoint stays: the next start resumes this render
     if outcome.status == "deadline":
         ctx.store.finish_render(render_id, "missed", error="the render missed its deadline")
         discard_job(ctx.state_dir, render_id)
-        return None
-    if outcome.status != "done":
+        return outcome, None
+    result = outcome.result
+    if outcome.status != "done" or not isinstance(result, RenderOutput):
         step = f" at step {outcome.step!r}" if outcome.step else ""
         ctx.store.finish_render(render_id, "failed", error=f"failed{step}: {outcome.error}")
         discard_job(ctx.state_dir, render_id)
-        return None
-    result = outcome.result or {}
-    meta = dict(result["meta"])
-    meta["timings"] = {**(meta.get("timings") or {}), "total": round(seconds, 2)}
+        return outcome, None
+    meta = dataclasses.replace(result.meta, timings={**result.meta.timings, "total": round(seconds, 2)})
     try:
-        picture_id = gallery.publish(ctx.store, ctx.state_dir, render_id, Path(result["image"]),
-                                     Path(result["panel"]) if result.get("panel") else None, meta,
-                                     why_plot=Path(result["why_plot"]) if result.get("why_plot") else None)
+        picture_id = gallery.publish(ctx.store, ctx.state_dir, render_id, result.image, result.panel, meta,
+                                     why_plot=result.why_plot)
     except FrameError as exc:
         log.error("render %d: %s; the previous picture stays shown", render_id, exc)
         ctx.store.finish_render(render_id, "failed", error=str(exc))
-        outcome.status, outcome.error, outcome.step = "failed", str(exc), "store"
         discard_job(ctx.state_dir, render_id)  # frees the space the failed save needed
-        return None
-    if result.get("prompt_id"):
-        ctx.store.mark_prompt_used(result["prompt_id"], picture_id)
-    if result.get("feed_item_id"):
-        ctx.store.mark_feed_item_used(result["feed_item_id"])
-    ctx.store.finish_render(render_id, "done", picture_id=picture_id, timings=meta["timings"])
+        return dataclasses.replace(outcome, status="failed", error=str(exc), step="store"), None
+    if result.prompt_id:
+        ctx.store.mark_prompt_used(result.prompt_id, picture_id)
+    if result.feed_item_id:
+        ctx.store.mark_feed_item_used(result.feed_item_id)
+    ctx.store.finish_render(render_id, "done", picture_id=picture_id, timings=dict(meta.timings))
     _housekeeping(ctx, render_id)
-    return picture_id
+    return outcome, picture_id
 
 
 def _housekeeping(ctx: RenderContext, render_id: int) -> None:
@@ -259,7 +272,7 @@ def _housekeeping(ctx: RenderContext, render_id: int) -> None:
     discard_job(ctx.state_dir, render_id)
 
 
-def show_picture(ctx: RenderContext, picture_id: int, reason: str) -> dict[str, Any]:
+def show_picture(ctx: RenderContext, picture_id: int, reason: str) -> ShowOutput:
     """Send a stored picture to the panel in a worker (drivers and dithering stay out of the daemon).
 
     Returns the display's answer: ``status`` shown / unchanged / too-soon (then ``retry_at``) and
@@ -271,30 +284,30 @@ def show_picture(ctx: RenderContext, picture_id: int, reason: str) -> dict[str, 
     folder = Path(ctx.state_dir) / "checkpoints" / f"show-{picture_id}-{secrets.token_hex(4)}"
     make_dirs(folder)  # transient (swept at start), but it may be what creates checkpoints/
     panel = gallery.picture_path(ctx.state_dir, picture["panel_file"])
-    write_job_files(folder, ctx.config, {"kind": "show", "state_dir": str(ctx.state_dir),
-                                         "image": str(gallery.picture_path(ctx.state_dir, picture["file"])),
-                                         "panel": str(panel) if panel else None})
+    write_job_files(folder, ctx.config, ShowJob(state_dir=Path(ctx.state_dir),
+                                                image=gallery.picture_path(ctx.state_dir, picture["file"]),
+                                                panel=panel))
     started = time.monotonic()
     try:
         outcome = _supervise(ctx, folder, None, 1, None, entry="show")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    if outcome.status != "done":
+    result = outcome.result
+    if outcome.status != "done" or not isinstance(result, ShowOutput):
         raise FrameError(f"showing picture {picture_id} failed at step {outcome.step or 'show'!r}: "
                          f"{outcome.error or outcome.status}")
-    result = outcome.result or {}
-    if result.get("status") == "too-soon":
-        log.info("the panel declined picture %d: %s", picture_id, result.get("message"))
+    if result.status == "too-soon":
+        log.info("the panel declined picture %d: %s", picture_id, result.message)
         return result
     ctx.store.record_shown(picture_id, reason)
     ctx.status.update(shown={"picture_id": picture_id, "reason": reason, "since": time.time(),
-                             "output": result.get("shown")})
-    log.info("showed picture %d (%s, %s) in %.1f s", picture_id, reason, result.get("status"),
+                             "output": result.shown})
+    log.info("showed picture %d (%s, %s) in %.1f s", picture_id, reason, result.status,
              time.monotonic() - started)
     return result
 
 
-def run_night(config: Any, *, show: bool = True, progress: Callable[[dict], None] | None = None) -> NightResult:
+def run_night(config: Config, *, show: bool = True, progress: Callable[[dict], None] | None = None) -> NightResult:
     """Run one whole night synchronously (``frame demo``): choose, generate, prepare, store, show.
 
     Raises FrameError naming the step that failed or is not available yet; nothing is faked.
@@ -312,7 +325,7 @@ def run_night(config: Any, *, show: bool = True, progress: Callable[[dict], None
         if picture_id is None:
             step = f" at step {outcome.step!r}" if outcome.step else ""
             raise FrameError(f"the night's render {outcome.status}{step}: {outcome.error or 'no picture'}")
-        shown = show_picture(ctx, picture_id, "demo").get("shown") if show else None
+        shown = show_picture(ctx, picture_id, "demo").shown if show else None
         picture = store.picture(picture_id)
         return NightResult(
             picture_id=picture_id, render_id=render_id,

@@ -12,7 +12,6 @@ never the daemon (and the unit's ``OOMPolicy=continue`` keeps the service up).
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
@@ -23,27 +22,58 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Literal
 
 import frame
-from frame.worker.records import EXIT_PERMANENT
+from frame.worker.records import (
+    EXIT_PERMANENT,
+    DoneEvent,
+    ErrorEvent,
+    Event,
+    Output,
+    ProgressEvent,
+    StageEvent,
+    parse_event,
+)
 
 log = logging.getLogger(__name__)
 
 STOP_GRACE_SECONDS = 6.0
 
 
-@dataclass
+OutcomeStatus = Literal["done", "failed", "deadline", "stopped"]
+# What the supervisor hands its listener: the worker's stage and progress (an error or the result
+# is the outcome's, never a progress update: an error's step is a step *name*).
+StatusEvent = StageEvent | ProgressEvent
+
+
+@dataclass(frozen=True)
 class Outcome:
     """How a supervised job ended: ``done``, ``failed``, ``deadline`` or ``stopped``."""
 
-    status: str
-    result: dict[str, Any] | None = None
+    status: OutcomeStatus
+    result: Output | None = None
     error: str | None = None
     step: str | None = None
     restarts: int = 0
     peak_rss_mb: float = 0.0
-    events: list[dict[str, Any]] = field(default_factory=list)
+    events: tuple[Event, ...] = ()
+
+
+@dataclass
+class _Tally:
+    """What the supervisor gathers while the worker runs (across restarts); frozen into an Outcome."""
+
+    result: Output | None = None
+    error: str | None = None
+    step: str | None = None
+    restarts: int = 0
+    peak_rss_mb: float = 0.0
+    events: list[Event] = field(default_factory=list)
+
+    def outcome(self, status: OutcomeStatus) -> Outcome:
+        return Outcome(status, self.result, self.error, self.step, self.restarts, self.peak_rss_mb,
+                       tuple(self.events))
 
 
 def rss_mb(pid: int) -> float | None:
@@ -80,7 +110,7 @@ class Supervisor:
     finishes, restarting it after crashes."""
 
     def __init__(self, memory_limit_mb: float, max_restarts: int, *,
-                 on_event: Callable[[dict[str, Any]], None] | None = None,
+                 on_event: Callable[[StatusEvent], None] | None = None,
                  on_restart: Callable[[int, str], None] | None = None, poll_seconds: float = 0.2,
                  command: list[str] | None = None) -> None:
         self.memory_limit_mb = memory_limit_mb
@@ -93,24 +123,22 @@ class Supervisor:
 
     def run(self, job_dir: Path, *, stop: threading.Event, deadline: float | None = None) -> Outcome:
         """Supervise the job until done, failed for good, past ``deadline`` (epoch seconds) or stopped."""
-        outcome = Outcome("failed")
+        tally = _Tally()
         while True:
-            status, reason = self._attempt(job_dir, stop, deadline, outcome)
+            status, reason = self._attempt(job_dir, stop, deadline, tally)
             if status != "crashed":
-                outcome.status = status
-                return outcome
-            if outcome.restarts >= self.max_restarts:
-                outcome.status = "failed"
-                last = f" ({outcome.error})" if outcome.error else ""
-                outcome.error = f"the worker died {outcome.restarts + 1} times; last: {reason}{last}"
-                return outcome
-            outcome.restarts += 1
+                return tally.outcome(status)
+            if tally.restarts >= self.max_restarts:
+                last = f" ({tally.error})" if tally.error else ""
+                tally.error = f"the worker died {tally.restarts + 1} times; last: {reason}{last}"
+                return tally.outcome("failed")
+            tally.restarts += 1
             log.warning("render worker died (%s); restart %d of %d resumes from its checkpoint",
-                        reason, outcome.restarts, self.max_restarts)
-            self.on_restart(outcome.restarts, reason)
+                        reason, tally.restarts, self.max_restarts)
+            self.on_restart(tally.restarts, reason)
 
     def _attempt(self, job_dir: Path, stop: threading.Event, deadline: float | None,
-                 outcome: Outcome) -> tuple[str, str]:
+                 outcome: _Tally) -> tuple[str, str]:
         proc = subprocess.Popen([*self.command, str(job_dir)],
                                 stdout=subprocess.PIPE, env=worker_env(), close_fds=True)
         self.pid = proc.pid
@@ -140,7 +168,7 @@ class Supervisor:
         self.pid = None
         return self._classify(proc.returncode, ended_by, outcome)
 
-    def _classify(self, code: int, ended_by: str | None, outcome: Outcome) -> tuple[str, str]:
+    def _classify(self, code: int, ended_by: str | None, outcome: _Tally) -> tuple[str, str]:
         if ended_by in ("stopped", "deadline"):
             return ended_by, ended_by
         if code == 0 and outcome.result is not None:
@@ -159,24 +187,25 @@ class Supervisor:
             log.warning("render worker ignored SIGTERM for %.0f s; killing it", STOP_GRACE_SECONDS)
             proc.kill()
 
-    def _read_events(self, proc: subprocess.Popen, outcome: Outcome) -> None:
+    def _read_events(self, proc: subprocess.Popen, outcome: _Tally) -> None:
         for raw in proc.stdout:
-            try:
-                event = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError):
+            event = parse_event(raw)
+            if event is None:
                 log.debug("worker wrote a non-protocol line: %r", raw[:200])
                 continue
-            if not isinstance(event, dict):
-                continue
-            if event.get("event") == "done":
-                outcome.result = event.get("result")
-                outcome.peak_rss_mb = max(outcome.peak_rss_mb, float(event.get("peak_rss_mb") or 0))
-            elif event.get("event") == "error":
-                outcome.error, outcome.step = str(event.get("message")), event.get("step")
-            if event.get("event") != "progress":
+            if isinstance(event, DoneEvent):
+                outcome.result = event.result
+                outcome.peak_rss_mb = max(outcome.peak_rss_mb, event.peak_rss_mb)
+            elif isinstance(event, ErrorEvent):
+                outcome.error, outcome.step = event.message, event.step
+            if not isinstance(event, ProgressEvent):
                 outcome.events.append(event)
-            try:
-                self.on_event(event)
-            except Exception:
-                log.exception("progress listener failed")
+            if isinstance(event, StageEvent | ProgressEvent):
+                self._tell(event)
         proc.stdout.close()
+
+    def _tell(self, event: StatusEvent) -> None:
+        try:
+            self.on_event(event)
+        except Exception:
+            log.exception("progress listener failed")

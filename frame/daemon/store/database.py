@@ -29,6 +29,7 @@ from typing import Any
 
 from frame.atomicfile import make_dirs
 from frame.daemon.store.migrations import migrate
+from frame.daemon.store.records import FeedHealth, QueuedPrompt
 
 log = logging.getLogger(__name__)
 
@@ -178,8 +179,8 @@ class Store:
             "INSERT INTO prompts (prompt, negative_prompt, theme, created_at) VALUES (?, ?, ?, ?)",
             (prompt, negative_prompt, theme, now_iso()))
 
-    def queued_prompts(self) -> list[dict[str, Any]]:
-        return [dict(r) for r in self.query("SELECT * FROM prompts WHERE used_at IS NULL ORDER BY id")]
+    def queued_prompts(self) -> list[QueuedPrompt]:
+        return [QueuedPrompt.from_row(r) for r in self.query("SELECT * FROM prompts WHERE used_at IS NULL ORDER BY id")]
 
     def mark_prompt_used(self, prompt_id: int, picture_id: int) -> None:
         self.execute("UPDATE prompts SET used_at = ?, picture_id = ? WHERE id = ?",
@@ -222,8 +223,8 @@ class Store:
             " last_error = excluded.last_error, items = excluded.items, from_cache = excluded.from_cache",
             (name, url, stamp, stamp if ok else None, error, items, int(from_cache)))
 
-    def feed_health(self) -> list[dict[str, Any]]:
-        return [dict(r) for r in self.query("SELECT * FROM feed_health ORDER BY name")]
+    def feed_health(self) -> list[FeedHealth]:
+        return [FeedHealth.from_row(r) for r in self.query("SELECT * FROM feed_health ORDER BY name")]
 
     # renders and display history ------------------------------------------------------------------
 

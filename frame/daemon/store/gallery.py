@@ -17,11 +17,11 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from frame.atomicfile import fsync_dir, make_dirs, write_bytes_atomic
 from frame.daemon.store.database import Store
 from frame.errors import FrameError
+from frame.worker.records import PictureMeta
 
 log = logging.getLogger(__name__)
 
@@ -37,9 +37,9 @@ class Retention:
 
 
 def publish(store: Store, state_dir: Path, render_id: int, image: Path, panel: Path | None,
-            meta: dict[str, Any], why_plot: Path | None = None) -> int:
+            meta: PictureMeta, why_plot: Path | None = None) -> int:
     """Copy the worker's output into the gallery atomically and record it; return the picture id.
-    The explanation plot, when there is one, is named in ``meta["why"]["plot"]``.
+    The explanation plot, when there is one, is named in the stored ``why["plot"]``.
 
     Raises FrameError when the files cannot be written (e.g. disk full); nothing is recorded then.
     """
@@ -57,12 +57,12 @@ def publish(store: Store, state_dir: Path, render_id: int, image: Path, panel: P
         for path in written:
             path.unlink(missing_ok=True)
         raise FrameError(f"could not save the new picture into {folder}: {exc.strerror or exc}") from exc
-    meta = dict(meta)
+    fields = meta.to_json()
     if why_plot is not None:
-        meta["why"] = {**(meta.get("why") or {}), "plot": f"{stem}-why.png"}
+        fields["why"] = {**(meta.why or {}), "plot": f"{stem}-why.png"}
     size = sum(p.stat().st_size for p in written)
     return store.add_picture(file=f"{stem}.png", panel_file=f"{stem}-panel.png" if panel else None, bytes=size,
-                             **meta)
+                             **fields)
 
 
 def picture_path(state_dir: Path, name: str | None) -> Path | None:

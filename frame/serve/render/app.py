@@ -23,7 +23,7 @@ import hmac
 import json
 import logging
 import secrets
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flask import Flask, jsonify, request
 
@@ -35,6 +35,9 @@ from frame.net.ratelimit import FailureLimiter
 from frame.remote.a1111 import a1111_sampler
 from frame.serve.render import img2img as init_fields
 from frame.serve.render.jobs import QueueFull, RenderQueue, RenderRequest
+
+if TYPE_CHECKING:
+    from frame.diffusion.pipeline import Settings
 
 log = logging.getLogger(__name__)
 
@@ -162,7 +165,7 @@ def _settings(pipe: Any, body: Any, strength: float | None = None) -> Any:
         raise BadRequest(str(exc)) from None
 
 
-def _answer(pipe: Any, settings: Any, image: Any, body: dict, model_name: str) -> dict[str, Any]:
+def _answer(pipe: Any, settings: Settings, image: Any, body: dict, model_name: str) -> dict[str, Any]:
     """A1111's answer: the PNG (with its parameters chunk), the request echoed (without the init
     images unless ``include_init_images``, as A1111), ``info`` as JSON text."""
     params = pipe.parameters(settings)

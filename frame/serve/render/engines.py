@@ -25,13 +25,16 @@ import importlib.util
 import logging
 import os
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from frame.diffusion.vae_encode import RANDOM_OPS
 from frame.engine.model import TensorInfo
 from frame.errors import UsageError
+
+if TYPE_CHECKING:
+    from frame.config.schema import ModelConfig
 
 log = logging.getLogger(__name__)
 ENGINES = ("auto", "frame", "onnxruntime")
@@ -129,7 +132,7 @@ def choose_engine(engine: str, source: str) -> str:
     return "frame"
 
 
-def load_served_pipeline(source: str, engine: str, config_model: Any) -> tuple[Any, str]:
+def load_served_pipeline(source: str, engine: str, config_model: ModelConfig) -> tuple[Any, str]:
     """The pipeline for ``source`` on the chosen engine, and that engine's name."""
     from frame.diffusion import load_pipeline
     from frame.diffusion.pipeline import engine_loader

@@ -20,12 +20,15 @@ import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PIL import Image
 
 from frame.diffusion import strength
 from frame.diffusion.progress import Progress
+
+if TYPE_CHECKING:
+    from frame.diffusion.pipeline import Settings
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +42,7 @@ class RenderRequest:
     """A validated request in frame's units (``settings`` from ``Pipeline.settings``); ``init_image``
     (decoded, not yet fitted) makes it img2img at ``settings.strength``."""
 
-    settings: Any
+    settings: Settings
     init_image: Image.Image | None = None
 
     @property
