@@ -25,15 +25,15 @@ results the processes exchange) and ``frame.worker.checks`` (what the settings p
 module moves (a stale entry fails ``test_unplaced_entries_still_exist``), so at the end it is empty.
 ``LAZY_IMPORTS`` lists the function-level imports that stay, each with its measured reason.
 
-State (issue 15, steps 0-5 and 7 done): rules 1 and 2 and the no-cycle rule hold and their tests
-are plain tests. The fourth, ``test_function_level_imports_are_the_listed_ones``, stays
-xfail(strict) until step 14 hoists the "top" imports of plan-15.md section 1.1 (remove the mark then).
-``python tests/test_layers.py`` prints the current list, to refresh this docstring after each step:
+State (issue 15, steps 0-13 and the imports of step 14 done): rules 1 and 2, the no-cycle rule and the
+function-level rule hold and all four are plain tests (step 14 hoisted the "top" imports of plan-15.md
+section 1.1 and listed the lazy ones here). ``python tests/test_layers.py`` prints the current list, to
+refresh this docstring:
 
 Rule 1 (direction), 0:
 Rule 2 (daemon process), 0:
 Cycles (runtime imports, function-level included), 0:
-Function-level imports outside the CLI and not in LAZY_IMPORTS, 121 (listed in plan-15.md)
+Function-level imports outside the CLI and not in LAZY_IMPORTS, 0 (listed in plan-15.md)
 
 How they were fixed (plan-15.md, sections 2-4): steps, tastechoice and the worker half of infoscreen
 went to frame/worker/, config/deep.py and config/model_rules.py to frame/worker/checks.py and
@@ -51,8 +51,6 @@ import ast
 import functools
 from dataclasses import dataclass
 from pathlib import Path
-
-import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "frame"
@@ -227,7 +225,7 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("frame.engine.blas_threads", "threadpoolctl"): "not a declared dependency: no thread control without it",
     ("frame.engine.io.sources", "frame.engine.io.http"): "requests +13.4 MiB/0.11 s; only for a URL source",
     ("frame.engine.onnxstream.source", "frame.engine.io.http"): "as engine.io.sources",
-    ("frame.serve.engines", "onnxruntime"): "optional extra frame[desktop]",
+    ("frame.serve.render.engines", "onnxruntime"): "optional extra frame[desktop]",
     ("frame.taste.classifier", "sklearn.neighbors"): "+14.3 MiB; only the faithful reference kNN",
     ("frame.taste.classifier", "frame.taste.plots"): "matplotlib +38.8 MiB; only to draw",
     ("frame.taste.picker", "frame.taste.classifier"): "scikit-learn +118 MiB/1.06 s; only once the model decides",
@@ -236,6 +234,29 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("frame.web.settings", "frame.worker.checks"): "the deep checks load frame.diffusion's rules and model-file "
                                                    "readers; only once the settings page is viewed",
     ("frame.web.settings", "gpiozero"): "whether the optional extra is installed is the question",
+    ("frame.web", "frame.web.blueprint"): "flask +24.1 MiB/0.18 s: ``import frame.web`` stays cheap (docs/web.md)",
+    ("frame.diffusion.configured", "frame.diffusion.pipeline"): "onnx +20.0 MiB/0.56 s in every render worker (over "
+                                                                "its numpy+Pillow); only once it paints locally",
+    ("frame.diffusion.model_files", "frame.engine.io.http"): "requests +13.5 MiB/0.07 s; only for a model URL",
+    ("frame.diffusion.onnxstream_layout", "frame.engine.io.http"): "as model_files; only for an OnnxStream URL",
+    ("frame.diffusion.rules", "frame.diffusion.samplers"): "numpy +13.1 MiB/0.09 s in the daemon's settings page "
+                                                           "(worker.checks -> model_rules -> rules)",
+    ("frame.estimate.machine", "requests"): "+9.5 MiB/0.04 s; only to time a URL model's download rate",
+    ("frame.taste.classifier", "sklearn.model_selection"): "+7.2 MiB/0.07 s; only for the inner-CV mode selection",
+    ("frame.worker.choose", "matplotlib"): "whether the optional plots extra is installed is the question (+38.8 MiB)",
+    ("frame.worker.model_rules", "frame.diffusion.pipeline"): "onnx+numpy+Pillow +36.6 MiB/0.71 s in the daemon's "
+                                                              "settings page; only for a local model folder",
+    ("frame.worker.remote_step", "frame.remote.render"): "requests +8.6 MiB/0.06 s in every render worker; "
+                                                         "only for the remote backend",
+    ("frame.worker.step_choice", "frame.engine.model"): "onnx+numpy +30.4 MiB/0.58 s in every render worker "
+                                                        "(render imports step_choice); only once a pipeline is loaded",
+    ("frame.worker.step_choice", "frame.estimate"): "as frame.engine.model (+35.3 MiB/0.71 s); only with a deadline",
+    ("frame.worker.pipeline", "frame.diffusion.configured"): "in a try: an ImportError becomes StepUnavailable "
+                                                             "(generate), the worker's missing-dependency report",
+    ("frame.worker.render", "frame.display"): "in a try: an ImportError becomes StepUnavailable (prepare), "
+                                              "the worker's missing-dependency report",
+    ("frame.worker.show", "PIL"): "in a try: an ImportError becomes StepUnavailable (show)",
+    ("frame.worker.show", "frame.display"): "as PIL (numpy+Pillow +15.7 MiB/0.10 s with it)",
 }
 
 
@@ -337,7 +358,6 @@ def test_no_import_cycles():
     assert import_cycles() == []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15 not done yet: today's function-level imports are in plan-15.md")
 def test_function_level_imports_are_the_listed_ones():
     """An import inside a function is a cycle dodged or a measured cost: the second kind is listed in
     ``LAZY_IMPORTS`` with its reason, the first kind is not allowed."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -226,7 +227,6 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, options: Options, pr
 
 def convert_proto(model: onnx.ModelProto, options: Options) -> onnx.ModelProto:
     """An in-memory model converted (through a temporary folder): for fixture builders in tools/."""
-    import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
         src, dst = Path(tmp) / "in.onnx", Path(tmp) / "out.onnx"

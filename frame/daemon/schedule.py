@@ -14,6 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, time, timedelta, tzinfo
 from typing import TYPE_CHECKING
+from zoneinfo import ZoneInfo
+
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.cron import CronTrigger
+from apscheduler.triggers.interval import IntervalTrigger
+from tzlocal import get_localzone
 
 from frame.config.schema import Config, ScheduleConfig
 
@@ -29,12 +35,9 @@ def resolve_timezone(name: str) -> tzinfo:
     """``"local"`` → the system zone (via tzlocal, which APScheduler 3 already depends on)."""
     if name == "local":
         try:
-            from tzlocal import get_localzone
-
             return get_localzone()
         except Exception:  # no zone configured on the system: fixed current offset
             return datetime.now().astimezone().tzinfo
-    from zoneinfo import ZoneInfo
 
     return ZoneInfo(name)
 
@@ -101,9 +104,6 @@ def in_quiet_hours(moment: datetime, quiet: str, tz: tzinfo) -> bool:
 def build_scheduler(config: Config, tz: tzinfo, jobs: dict[str, Callable[[], None]]) -> BackgroundScheduler:
     """A BackgroundScheduler with the daemon's jobs; ``jobs`` maps names to callables:
     ``night``, ``deadline``, ``show``, ``feeds`` and (when enabled) ``rotate``."""
-    from apscheduler.schedulers.background import BackgroundScheduler
-    from apscheduler.triggers.cron import CronTrigger
-    from apscheduler.triggers.interval import IntervalTrigger
 
     schedule = config.schedule
     grace = max(1, schedule.misfire_grace_minutes * 60)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from frame.atomicfile import make_dirs
 from frame.buttons.dispatch import Buttons
+from frame.config import state_dir
 from frame.config.schema import Config
 from frame.daemon import buttons_bridge, notices, schedule
 from frame.daemon.feeds.fetch import FeedFetcher, refresh_feeds
@@ -59,7 +60,6 @@ class Daemon:
         ``pin_factory``: a gpiozero pin factory for the buttons (tests use ``MockFactory``); ``pages``:
         builds the phone pages served next to the API (``frame run`` passes
         ``frame.web.create_blueprint``; without it the daemon serves the JSON API only)."""
-        from frame.config import state_dir
 
         self.config = config
         self.config_path = config_path

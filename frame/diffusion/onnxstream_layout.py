@@ -34,6 +34,7 @@ from frame.config.redact import redact_url
 from frame.diffusion.conditioning import Encoder
 from frame.diffusion.model_files import default_cache_dir
 from frame.diffusion.model_info import DEFAULT_SAMPLE_SIZE, DEFAULT_SCALING, SD15, SDXL, ModelInfo
+from frame.engine.io import http_settings
 from frame.engine.onnxstream import OnnxStreamSource
 from frame.engine.onnxstream.summary import ModelSummary, read_summary
 from frame.errors import FrameError
@@ -146,7 +147,6 @@ class OnnxStreamFiles:
         target = self.cache / relative
         if target.is_file():
             return target
-        from frame.engine.io import http_settings
         from frame.engine.io.http import with_retries
 
         settings = http_settings.current()

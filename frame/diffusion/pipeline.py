@@ -42,6 +42,7 @@ from frame.diffusion.pngmeta import GenerationParameters
 from frame.diffusion.progress import EtaClock, FetchMeter, Progress
 from frame.diffusion.samplers import NoiseSource, SamplerState, make_sampler, resolve_sampler_name
 from frame.diffusion.samplers.base import Noise
+from frame.engine import load_model
 from frame.engine.io import http_settings
 from frame.engine.io.http_settings import HttpSettings
 from frame.engine.memory import trim_free_memory
@@ -61,8 +62,6 @@ def engine_loader(weights: str = "auto", attention_slices: int | None = None,
     URLs are read with ``http`` (token, retries, weight cache)."""
 
     def load(source: str) -> Any:
-        from frame.engine import load_model
-
         with http_settings.using(http):
             return load_model(source, weights="prefetch" if weights == "auto" else weights,
                               attention_slices=attention_slices)

@@ -30,6 +30,7 @@ import onnx
 from frame.engine import graph as g
 from frame.engine.errors import EngineError, ModelFormatError
 from frame.engine.io.weights import WeightRef, collect_weights, numpy_dtype
+from frame.engine.passes.const_fold import fold_constants
 
 if TYPE_CHECKING:
     from frame.engine.io.protobuf_index import ScannedModel
@@ -52,7 +53,6 @@ class Body:
 
     def compile(self) -> None:
         """Order, float32-rewrite, fold and plan the body (and the bodies nested in it) like the main graph."""
-        from frame.engine.passes.const_fold import fold_constants
 
         compile_bodies(self.nodes)
         available = set(self.inputs) | set(self.weights) | set(self.outer)

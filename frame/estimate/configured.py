@@ -17,11 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from frame.diffusion import load_pipeline
 from frame.diffusion.sizes import night_size
 from frame.estimate import pi
 from frame.estimate.machine import Throughput, component_leaders, heaviest_signatures, measure_throughput, read_rate
 from frame.estimate.night import NightEstimate, estimate_night
 from frame.estimate.plan import NightPlan, build_plan, choose_texts
+from frame.models import resolve_model_source
 
 if TYPE_CHECKING:
     from frame.config.schema import Config, ScheduleConfig
@@ -96,8 +98,6 @@ def estimate_config(config: Config, pipe: Any = None, steps: int | None = None, 
     prompt choice embeds (default: from the taste settings; 0 for a queued prompt); ``cpu``: rates per
     CPU second instead of wall second (projects CPU time on a shared machine); ``alternative``: also
     count the other way to run the guidance passes (not needed to choose tonight's steps)."""
-    from frame.diffusion import load_pipeline
-    from frame.models import resolve_model_source
 
     model = config.model
     if pipe is None:

@@ -21,6 +21,7 @@ import numpy as np
 
 from frame.diffusion.guidance_plan import precision_of
 from frame.engine import graph as g
+from frame.engine.io.sources import SourcePool
 from frame.engine.model import Model, read_structure
 from frame.engine.ops.conv import FUSED_MIN_INPUT_PIXELS
 from frame.engine.passes.sliced_attention import AttentionConfig
@@ -214,7 +215,6 @@ def _step_costs(steps: list[g.Step], work: list[Work], owner: list[int | None], 
 def _read_small_integer_weights(weights: Mapping, in_proto: set[str]) -> None:
     """Give small weights stored outside the proto their values (OnnxStream keeps reshape targets,
     axes and scalars as ``.bin`` files): shape inference needs them; a few bytes each."""
-    from frame.engine.io.sources import SourcePool
 
     small = [ref for name, ref in weights.items() if ref.value is None and ref.location is not None
              and name not in in_proto and ref.length <= (SMALL_INTEGER_BYTES if ref.dtype.kind in "iu"

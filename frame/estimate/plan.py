@@ -27,8 +27,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from frame.diffusion import guidance_plan
 from frame.diffusion.model_info import SDXL
+from frame.diffusion.onnxstream_layout import OnnxStreamFiles
 from frame.diffusion.vae import tile_starts
+from frame.engine.model import read_structure
+from frame.estimate.choice import minimum_steps
 from frame.estimate.counting import GraphCount, count_graph
 from frame.estimate.shapes import Shape
 
@@ -71,8 +75,6 @@ class NightPlan:
 
     @property
     def min_steps(self) -> int:
-        from frame.estimate.choice import minimum_steps
-
         return minimum_steps(self.turbo, self.sampler, self.steps)
 
     @property
@@ -132,7 +134,6 @@ def unet_shapes(declared: dict[str, tuple], batch: int, latent: tuple[int, int])
 
 
 def _count(source, wanted) -> GraphCount:  # noqa: ANN001
-    from frame.engine.model import read_structure
 
     structure = read_structure(source)
     return count_graph(source, wanted(declared_inputs(structure)), structure=structure)
@@ -140,7 +141,6 @@ def _count(source, wanted) -> GraphCount:  # noqa: ANN001
 
 def _vae_run(pipe, latent: tuple[int, int], tile: int, overlap: int) -> tuple[object, Shape, int, str | None]:  # noqa: ANN001
     """(decoder source, input latent size, evaluations, note) for the decode of ``latent``."""
-    from frame.diffusion.onnxstream_layout import OnnxStreamFiles
 
     h, w = latent
     if isinstance(pipe.files, OnnxStreamFiles):
@@ -163,7 +163,6 @@ def guidance_mode_tonight(pipe, settings, batch_dim, precision: str, requested: 
     """(mode, reason) as the render decides it: ``frame.diffusion.denoise.GuidedUNet`` (a fixed batch
     of 2 forces "batched"; a fixed batch of 1 cannot batch) after ``Pipeline.guidance_mode_for``
     (``requested`` or the pipeline's ``guidance_mode``, else ``guidance_plan.choose``)."""
-    from frame.diffusion import guidance_plan
 
     if not settings.guided:
         return "sequential", "one UNet pass per step (no guidance)"
@@ -221,7 +220,6 @@ def build_plan(pipe, width: int, height: int, steps: int | None, guidance: float
 
 
 def _structure(source):  # noqa: ANN001, ANN202
-    from frame.engine.model import read_structure
 
     return read_structure(source)
 

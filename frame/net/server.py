@@ -7,6 +7,8 @@ import logging
 import threading
 from typing import Any
 
+from waitress.server import create_server
+
 from frame.errors import FrameError
 
 log = logging.getLogger(__name__)
@@ -37,8 +39,6 @@ class HttpServer:
 
     def __init__(self, app: Any, listen: str, threads: int = 4, max_body: int | None = None,
                  announce: str = "API listening on http://%s:%d/api/status") -> None:
-        from waitress.server import create_server
-
         if max_body is None:
             max_body = int(getattr(app, "config", {}).get("MAX_CONTENT_LENGTH") or 64 * 1024)
         host, port = split_listen(listen)

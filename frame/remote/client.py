@@ -19,6 +19,7 @@ import logging
 from typing import Any
 
 import requests
+from urllib3.exceptions import NameResolutionError, NewConnectionError
 
 from frame.config.redact import redact_text, redact_url
 from frame.net.deadline import Deadline, DeadlinePassed, DeadlineSession
@@ -152,7 +153,6 @@ def _read_capped(response: requests.Response, deadline: Deadline) -> bytes:
 
 def _never_connected(exc: BaseException) -> bool:
     """True when the TCP connection was never made (refused, unknown host, no route)."""
-    from urllib3.exceptions import NameResolutionError, NewConnectionError
 
     seen: set[int] = set()
     stack: list[Any] = [exc]

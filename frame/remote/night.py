@@ -11,6 +11,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
+from frame.diffusion.sizes import auto_size, parse_size
 from frame.remote.a1111 import RemoteJob
 
 if TYPE_CHECKING:
@@ -21,7 +22,6 @@ SD15_AREA = SimpleNamespace(native_size=(512, 512), vae_factor=8, latent_multipl
 
 def remote_size(config: Config) -> tuple[int, int]:
     """``render.remote.size``, or for "auto" 512×512's area at the panel's aspect (rotation included)."""
-    from frame.diffusion.sizes import auto_size, parse_size
 
     size = parse_size(config.render.remote.size)
     if size:

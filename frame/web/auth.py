@@ -26,6 +26,7 @@ import secrets
 from pathlib import Path
 from typing import Any
 
+from frame.atomicfile import write_private_atomic
 from frame.net.ratelimit import FailureLimiter
 
 log = logging.getLogger(__name__)
@@ -45,7 +46,6 @@ def load_or_create_secret(state_dir: Path) -> bytes:
         log.warning("%s is too short; generating a new session key (everyone is logged out)", path)
     except FileNotFoundError:
         pass
-    from frame.atomicfile import write_private_atomic
 
     state_dir.mkdir(parents=True, exist_ok=True)
     key = secrets.token_bytes(32)

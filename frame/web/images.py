@@ -18,6 +18,8 @@ from typing import Any
 
 from flask import abort, current_app, send_file
 
+from frame.daemon.jobs.night import job_dir
+from frame.daemon.store.gallery import picture_path
 from frame.errors import FrameError
 from frame.web.context import WebContext
 from frame.web.present import why_plot_name
@@ -68,7 +70,6 @@ def make_thumbnail(path: Path) -> bytes:
 
 def gallery_file(ctx: WebContext, name: str | None) -> Path:
     """The existing gallery file for a stored name, or abort(404)."""
-    from frame.daemon.store.gallery import picture_path
 
     try:
         path = picture_path(ctx.state_dir, name)
@@ -127,8 +128,6 @@ def why_plot(picture_id: int) -> Any:
 
 @bp.get("/render/preview")
 def preview() -> Any:
-    from frame.daemon.jobs.night import job_dir
-
     ctx = web_context()
     render = live_status(ctx).get("render") or {}
     render_id = render.get("id")

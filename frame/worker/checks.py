@@ -18,7 +18,8 @@ from frame.config.redact import redact_text
 from frame.config.schema import Config
 from frame.config.validate import Path as KeyPath
 from frame.config.validate import did_you_mean, format_path
-from frame.errors import ConfigError
+from frame.display import palette_names, panel_names
+from frame.errors import ConfigError, FrameError
 from frame.models import resolve_model_source
 from frame.worker.model_rules import model_findings
 
@@ -29,7 +30,6 @@ def _suggestion(value: str, known: list[str]) -> str:
 
 def deep_problems(config: Config) -> list[tuple[KeyPath, str]]:
     """``(key path, message)`` for each value the schema accepts but the rest of frame cannot use."""
-    from frame.display import palette_names, panel_names
 
     problems: list[tuple[KeyPath, str]] = []
     source = resolve_model_source(config.model.source)
@@ -53,7 +53,6 @@ def deep_problems(config: Config) -> list[tuple[KeyPath, str]]:
 def _onnxstream_problems(source: str) -> list[str]:
     """No model_index.json: fine if it is an OnnxStream folder frame can run, else say what is missing."""
     from frame.diffusion.onnxstream_layout import OnnxStreamFiles, is_onnxstream_folder
-    from frame.errors import FrameError
 
     if not is_onnxstream_folder(source):
         return [f"{source} is neither a diffusers ONNX export folder (no model_index.json there) nor an "

@@ -13,7 +13,12 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from frame.config.schema import Config, TasteConfig
+from frame.taste.features import Candidate
+from frame.taste.picker import TasteSettings, ThemePicker
+from frame.taste.ratings import Rating
 from frame.worker.records import JobCandidate, RatedPicture, RenderJob, ThemeChoice, Why
 
 log = logging.getLogger(__name__)
@@ -24,8 +29,6 @@ NO_MATPLOTLIB = ("The plot of your nearest rated pictures needs matplotlib, whic
 
 
 def _settings(taste: TasteConfig):
-    from frame.taste.picker import TasteSettings
-
     return TasteSettings(themes=tuple(taste.themes), styles=tuple(taste.styles), explore_rate=taste.explore_rate,
                          min_ratings=taste.min_ratings, avoid_recent=taste.avoid_recent,
                          n_neighbors=taste.n_neighbors, axes=dict(taste.axes) or None)
@@ -33,14 +36,12 @@ def _settings(taste: TasteConfig):
 
 def picker_for(config: Config, embed: Any):
     """The taste picker for the ``taste`` settings in ``config``."""
-    from frame.taste.picker import ThemePicker
 
     return ThemePicker(embed, _settings(config.taste))
 
 
 def to_candidate(item: JobCandidate):
     """A job candidate (config combination or feed prompt) as a taste ``Candidate``."""
-    from frame.taste.features import Candidate
 
     if item.origin.startswith("feed:"):
         return Candidate(theme=item.theme or item.prompt, style=item.style, prompt=item.prompt, source=item.origin,
@@ -50,8 +51,6 @@ def to_candidate(item: JobCandidate):
 
 def to_rating(picture: RatedPicture):
     """A rated picture from the store as a taste ``Rating`` (the candidate it was made from)."""
-    from frame.taste.features import Candidate
-    from frame.taste.ratings import Rating
 
     if picture.candidate:
         candidate = Candidate.from_dict(dict(picture.candidate))
@@ -85,7 +84,6 @@ def _plot(picker: Any, ratings: list, pool: list, choice: Any, row: Any, job_dir
 def pick(job: RenderJob, config: Config, embed: Any, job_dir: Path) -> ThemeChoice:
     """Run the picker; return the choice the worker stores (``why``: the picker's JSON explanation
     with its sentence and, when the model chose, the plot)."""
-    import numpy as np
 
     picker = picker_for(config, embed)
     items = job.candidates

@@ -15,8 +15,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from PIL import Image, ImageDraw, ImageFont
+
 from frame.atomicfile import write_bytes_atomic
+from frame.config import load_config
 from frame.config.schema import DisplayConfig
+from frame.display import get_panel, open_display
+from frame.display.device import DisplaySettings
+from frame.errors import UsageError
 from frame.worker import process
 from frame.worker.records import EXIT_PERMANENT, ErrorEvent, InfoFacts, JobUnreadable, ShowJob, read_job
 from frame.worker.show import run_show
@@ -28,9 +34,6 @@ INFO_FILE = "info.png"
 
 def canvas_size(display: DisplayConfig, state_dir: Path) -> tuple[int, int]:
     """The size to draw at: the panel's, turned upright for ``display.rotate`` (no cropping by fit)."""
-    from frame.display import get_panel, open_display
-    from frame.display.device import DisplaySettings
-    from frame.errors import UsageError
 
     try:
         width, height = get_panel(display.panel, display.size, display.palette).size
@@ -47,8 +50,6 @@ ELLIPSIS = "..."
 
 
 def _font(size: int) -> Any:
-    from PIL import ImageFont
-
     return ImageFont.load_default(size=size)  # the font bundled with Pillow (>= 10.1): no files needed
 
 
@@ -87,7 +88,6 @@ def wrap(text: str, font: Any, width: float, max_lines: int) -> list[str]:
 
 def _thumbnail(path: str | None, box: tuple[int, int]) -> Any:
     """The picture scaled to fit ``box`` (kept whole: the info screen is about this picture)."""
-    from PIL import Image
 
     if not path:
         return None
@@ -122,7 +122,6 @@ def _line_height(font: Any) -> int:
 def render_info(facts: InfoFacts, size: tuple[int, int]) -> Any:
     """The info screen as an RGB image of ``size``: the picture beside (landscape) or above (portrait)
     the text, and the phone page's address along the bottom, where nothing can push it off."""
-    from PIL import Image, ImageDraw
 
     width, height = size
     body = _font(max(10, round(min(width, height) / 24)))
@@ -172,7 +171,6 @@ def _write_text(column: _Column, facts: InfoFacts, title: Any, body: Any) -> Non
 
 def draw_job(job_dir: Path) -> int:
     """Draw ``JOB_DIR/info.png`` from the job's facts unless it exists; 0, or the worker's exit code."""
-    from frame.config import load_config
 
     try:
         job = read_job(job_dir)

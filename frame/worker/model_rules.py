@@ -13,9 +13,13 @@ import contextlib
 import functools
 import logging
 from collections.abc import Iterator
+from types import SimpleNamespace
 
 from frame.config.schema import Config
+from frame.diffusion import rules
 from frame.diffusion.rules import Finding
+from frame.diffusion.sizes import night_size
+from frame.errors import FrameError
 from frame.models import resolve_model_source
 
 
@@ -35,12 +39,7 @@ def _quiet() -> Iterator[None]:
 
 @functools.lru_cache(maxsize=8)
 def _findings(source: str, cache_dir: str, model_key: tuple, display_key: tuple) -> tuple[Finding, ...]:
-    from types import SimpleNamespace
-
-    from frame.diffusion import rules
     from frame.diffusion.pipeline import Pipeline, engine_loader, open_model_files
-    from frame.diffusion.sizes import night_size
-    from frame.errors import FrameError
 
     sampler, steps, guidance, size, vae_tile, vae_tile_overlap = model_key
     found = rules.tile_findings(vae_tile, vae_tile_overlap)
@@ -65,8 +64,6 @@ def model_findings(config: Config) -> list[Finding]:
     source = resolve_model_source(config.model.source)
     model = config.model
     if "://" in source:
-        from frame.diffusion import rules
-
         return rules.tile_findings(model.vae_tile, model.vae_tile_overlap)
     model_key = (model.sampler, model.steps, model.guidance, model.size, model.vae_tile, model.vae_tile_overlap)
     return list(_findings(source, model.cache_dir, model_key, (config.display.size, config.display.rotate)))

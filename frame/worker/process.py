@@ -33,6 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from frame.config import load_config
 from frame.config.schema import Config
 from frame.errors import FrameError
 from frame.worker.errors import StepFailed, StepUnavailable
@@ -136,7 +137,6 @@ def _read_job(job_dir: Path, kind: str) -> Job | str:
 
 def run_job(job_dir: Path, kind: str, run_steps: JobSteps) -> int:
     """Run the ``kind`` job in ``job_dir`` with ``run_steps``; return the exit code."""
-    from frame.config import load_config
 
     job = _read_job(job_dir, kind)
     if isinstance(job, str):

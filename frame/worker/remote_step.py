@@ -33,8 +33,11 @@ from pathlib import Path
 from typing import Any
 
 from frame.atomicfile import write_bytes_atomic
+from frame.config.redact import redact_url
 from frame.config.schema import Config
+from frame.diffusion.pngmeta import png_bytes
 from frame.remote.errors import DIED, TIMEOUT, RemoteUnavailable
+from frame.remote.night import night_job
 from frame.statefile import read_json, write_json
 from frame.worker.records import Generation, RenderJob, StageEvent, ThemeChoice, Why
 
@@ -95,8 +98,6 @@ def remote_budget(job: RenderJob, config: Config, now: float | None = None) -> f
 
 def _ask(job: RenderJob, config: Config, choice: ThemeChoice, emit: Emit, progress: Callable[[Any], None],
          budget: float | None, resumed: bool) -> Any:
-    from frame.config.redact import redact_url
-    from frame.remote.night import night_job
     from frame.remote.render import render_remote
 
     server = redact_url(config.render.remote.url or "")
@@ -112,7 +113,6 @@ def _ask(job: RenderJob, config: Config, choice: ThemeChoice, emit: Emit, progre
 
 def _store(result: Any, job_dir: Path, attempts: int) -> None:
     """The server's picture where a local render puts its own (generation.json, then image.png)."""
-    from frame.diffusion.pngmeta import png_bytes
 
     params = result.parameters
     write_json(job_dir / "generation.json", Generation(

@@ -18,11 +18,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from PIL import PngImagePlugin
+
 from frame.atomicfile import write_bytes_atomic
 from frame.config.redact import redact_url
 from frame.config.schema import Config
+from frame.diffusion.sizes import night_size
 from frame.statefile import read_json, write_json
-from frame.worker import process
+from frame.worker import (
+    process,
+    tastechild,  # the trained model runs in a child: no scikit-learn here
+)
+from frame.worker import step_choice as nightly
 from frame.worker.errors import StepFailed, StepUnavailable, step_failed
 from frame.worker.pipeline import PipelineHolder
 from frame.worker.process import Emit
@@ -36,7 +43,7 @@ from frame.worker.records import (
     ThemeChoice,
     Timings,
 )
-from frame.worker.remote_step import why_with_backend
+from frame.worker.remote_step import paint_remotely, why_with_backend
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +62,6 @@ def choose(job: RenderJob, config: Config, job_dir: Path, emit: Emit, pipeline: 
     elif not job.candidates:
         raise StepUnavailable("choose", "no candidate themes or prompts (taste.themes is empty?)")
     else:
-        from frame.worker import tastechild  # the trained model runs in a child: no scikit-learn here
-
         choice = tastechild.choose(job, config, lambda texts: pipeline.get(emit).embed_text(texts), job_dir)
     choice = dataclasses.replace(choice, negative_prompt=choice.negative_prompt or config.model.negative_prompt)
     write_json(path, choice.to_json())
@@ -104,8 +109,6 @@ def _rounded(report: Any, name: str) -> int | None:
 
 
 def _png_with_parameters(image: Any) -> bytes:
-    from PIL import PngImagePlugin
-
     info = PngImagePlugin.PngInfo()
     if image.info.get("parameters"):
         info.add_text("parameters", image.info["parameters"])  # A1111-style, readable by other tools
@@ -123,8 +126,6 @@ def _steps_for_tonight(job: RenderJob, config: Config, pipe: Any, size: tuple[in
         return config.model.steps
     emit(StageEvent("estimating tonight's steps"))
     try:
-        from frame.worker import step_choice as nightly
-
         choice = nightly.night_steps_in_child(job_dir, size)
     except Exception as exc:  # noqa: BLE001 - see the docstring
         log.warning("no step estimate (%s): rendering the configured steps", exc)
@@ -141,13 +142,11 @@ def generate(job: RenderJob, config: Config, choice: ThemeChoice, job_dir: Path,
     if out.exists():
         return out
     if config.render.backend == "remote":  # the LAN render server first; False: paint here (issue 17)
-        from frame.worker.remote_step import paint_remotely
 
         if paint_remotely(job, config, choice, job_dir, emit, ProgressRelay(job_dir, emit)):
             return out
     pipe = pipeline.get(emit)
     model = config.model
-    from frame.diffusion.sizes import night_size  # the pipeline is loaded by now
 
     width, height = night_size(config, pipe)
     steps = _steps_for_tonight(job, config, pipe, (width, height), job_dir, emit)

@@ -20,10 +20,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from frame.config import load_config
 from frame.config.schema import Config
 from frame.errors import FrameError
 from frame.estimate.choice import StepChoice, choose_steps
 from frame.statefile import read_json, write_json
+from frame.worker.errors import StepFailed
+from frame.worker.pipeline import PipelineHolder
+from frame.worker.records import RenderJob, read_job
 
 log = logging.getLogger(__name__)
 
@@ -114,10 +118,6 @@ def night_steps_in_child(job_dir: Path, size: tuple[int, int], timeout: float = 
 
 def main(argv: list[str] | None = None) -> int:
     """Child entry point: JOB_DIR WIDTH HEIGHT (config and deadline from the job folder)."""
-    from frame.config import load_config
-    from frame.worker.errors import StepFailed
-    from frame.worker.pipeline import PipelineHolder
-    from frame.worker.records import RenderJob, read_job
 
     args = sys.argv[1:] if argv is None else argv
     job_dir, size = Path(args[0]), (int(args[1]), int(args[2]))

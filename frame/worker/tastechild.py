@@ -30,9 +30,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from frame.config import load_config
 from frame.config.schema import Config
 from frame.errors import FrameError
 from frame.statefile import read_json, write_json
+from frame.worker import choose as tastechoice
+from frame.worker.choose import pick
+from frame.worker.process import _die_with_parent
 from frame.worker.records import JobUnreadable, RenderJob, ThemeChoice, read_job
 
 log = logging.getLogger(__name__)
@@ -52,7 +58,6 @@ class ChoiceFailed(FrameError):
 def choose(job: RenderJob, config: Config, embed: Any, job_dir: Path) -> ThemeChoice:
     """Tonight's taste choice (``choose.pick``'s): in this process when the picker chooses for variety,
     in a child process when it trains the model."""
-    from frame.worker import choose as tastechoice
 
     saved = read_json(job_dir / CHOICE_NAME)
     if saved is not None:
@@ -68,7 +73,6 @@ def choose(job: RenderJob, config: Config, embed: Any, job_dir: Path) -> ThemeCh
 
 def texts_to_embed(job: RenderJob, config: Config) -> list[str]:
     """Every text the picker embeds for this job: the axes' ends, the candidates, the rated pictures."""
-    from frame.worker import choose as tastechoice
 
     features = tastechoice.picker_for(config, _no_embed).features
     ends = [text for pair in features.axes.values() for text in pair]
@@ -82,8 +86,6 @@ def _no_embed(texts: list[str]) -> Any:
 
 
 def _plain_rows(vectors: Any, count: int) -> list[list[float]]:
-    import numpy as np
-
     rows = np.asarray(vectors, dtype=np.float64)
     if rows.ndim != 2 or rows.shape[0] != count:
         raise FrameError(f"the text encoder returned shape {rows.shape} for {count} texts")
@@ -114,7 +116,6 @@ def run_child(job_dir: Path, timeout: float = CHILD_TIMEOUT) -> ThemeChoice:
 
 def lookup_embed(inputs: dict[str, Any]) -> Any:
     """``embed(texts)`` answered from the worker's vectors; a text it did not embed is a clear error."""
-    import numpy as np
 
     rows = dict(zip(inputs["texts"], inputs["vectors"]))
 
@@ -129,8 +130,6 @@ def lookup_embed(inputs: dict[str, Any]) -> Any:
 
 def choose_here(job_dir: Path) -> ThemeChoice:
     """The child's work: read the job, config and vectors; choose; store ``taste-choice.json``."""
-    from frame.config import load_config
-    from frame.worker.choose import pick
 
     try:
         job = read_job(job_dir)
@@ -161,7 +160,6 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         sys.stderr.write("usage: python -m frame.worker.tastechild JOB_DIR\n")
         return 2
-    from frame.worker.process import _die_with_parent
 
     _die_with_parent(os.getppid())  # a worker killed mid-choice leaves no orphan choosing
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="taste child %(levelname)s: %(message)s")

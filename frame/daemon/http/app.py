@@ -19,6 +19,7 @@ from typing import Any
 from flask import Blueprint, Flask, current_app, jsonify, request, send_file
 from werkzeug.exceptions import HTTPException, InternalServerError
 
+from frame.config import state_dir as config_state_dir
 from frame.config.redact import redact_deep
 from frame.config.schema import Config
 from frame.daemon.feeds.parse import Sanitiser
@@ -263,7 +264,6 @@ def create_app(config: Config, store: Store, *, token: str, controller: Controll
 
     ``config_path``: the file the daemon loaded its configuration from (the settings page checks it
     again); None means the file ``load_config`` would pick by default."""
-    from frame.config import state_dir as config_state_dir
 
     state = Path(state_dir) if state_dir else config_state_dir(config)
     app = Flask("frame")

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from frame.atomicfile import make_dirs
+from frame.daemon.jobs.night import write_job_files
 from frame.daemon.jobs.supervisor import worker_command
 from frame.daemon.store import gallery
 from frame.daemon.store.database import Store
@@ -114,7 +115,6 @@ def show_info(ctx: RenderContext, facts: InfoFacts) -> ShowOutput:
     Returns the display's answer (``status`` shown / unchanged / too-soon, ``shown`` the virtual
     panel's PNG); raises FrameError when drawing or showing fails.
     """
-    from frame.daemon.jobs.night import write_job_files
 
     folder = Path(ctx.state_dir) / "checkpoints" / f"info-{secrets.token_hex(4)}"
     make_dirs(folder)  # transient (swept at start), but it may be what creates checkpoints/

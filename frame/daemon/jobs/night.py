@@ -28,6 +28,8 @@ from pathlib import Path
 import yaml
 
 from frame.atomicfile import make_dirs, remove_tree, write_bytes_atomic
+from frame.config import state_dir as config_state_dir
+from frame.config import to_plain
 from frame.config.schema import Config
 from frame.daemon.jobs.supervisor import Outcome, StatusEvent, Supervisor, worker_command
 from frame.daemon.status import LiveStatus
@@ -117,7 +119,6 @@ def sweep_jobs(state_dir: Path, running: set[int]) -> None:
 def write_job_files(folder: Path, config: Config, job: Job) -> None:
     """A worker's input: ``config.yaml`` (without the owner token, which the worker never needs) and
     then ``job.json``, whose presence marks the folder complete."""
-    from frame.config import to_plain
 
     plain = to_plain(config, reveal_secrets=True)
     plain["web"]["token"] = ""
@@ -312,7 +313,6 @@ def run_night(config: Config, *, show: bool = True, progress: Callable[[dict], N
 
     Raises FrameError naming the step that failed or is not available yet; nothing is faked.
     """
-    from frame.config import state_dir as config_state_dir
 
     state = config_state_dir(config)
     store = Store.open(state)

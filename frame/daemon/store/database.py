@@ -30,6 +30,7 @@ from typing import Any
 from frame.atomicfile import make_dirs
 from frame.daemon.store.migrations import migrate
 from frame.daemon.store.records import FeedHealth, QueuedPrompt
+from frame.daemon.store.recovery import open_checked, write_backup
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,6 @@ class Store:
     def open(cls, state_dir: str | Path) -> Store:
         """Open (creating and migrating) the store; a damaged database is set aside and rebuilt from
         the last backup (see ``recovery.open_checked``)."""
-        from frame.daemon.store.recovery import open_checked
 
         state = Path(state_dir).expanduser()
         make_dirs(state)
@@ -112,7 +112,6 @@ class Store:
     def backup(self, target: Path) -> bool:
         """Consistent online copy of the database, durable when it returns (``recovery.write_backup``);
         False when refused because the store is empty and ``target`` is not."""
-        from frame.daemon.store.recovery import write_backup
 
         with self._lock:
             return write_backup(self._conn, target)

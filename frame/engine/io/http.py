@@ -16,6 +16,7 @@ reach the server but never a message or a log line.
 from __future__ import annotations
 
 import dataclasses
+import http.client
 import logging
 import re
 import threading
@@ -24,6 +25,8 @@ from collections.abc import Callable
 from typing import TypeVar
 
 import numpy as np
+import requests
+import urllib3
 
 from frame.config.redact import redact_text, redact_url
 from frame.engine.errors import SourceTruncated, WeightFetchError
@@ -85,11 +88,6 @@ def connection_problem(exc: BaseException) -> Transient:
 
 
 def transient_errors() -> tuple[type[BaseException], ...]:
-    import http.client
-
-    import requests
-    import urllib3
-
     return (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError,
             urllib3.exceptions.HTTPError, http.client.HTTPException, OSError)
 
@@ -122,8 +120,6 @@ class HttpSource:
     def _session(self):
         session = getattr(self._local, "session", None)
         if session is None:
-            import requests
-
             session = requests.Session()
             self._local.session = session
         return session

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -105,7 +106,6 @@ def using(settings: HttpSettings | None) -> Iterator[None]:
 
 def from_model_config(model: Any, source: str, state_dir: str | None = None) -> HttpSettings:
     """Settings from the ``model`` section of the configuration for the resolved model ``source``."""
-    import os
 
     cache = getattr(model, "cache", None)
     cache_dir, cache_bytes = "", 0

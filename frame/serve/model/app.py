@@ -29,6 +29,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound, Unauthorized
+from werkzeug.utils import send_file
+
 log = logging.getLogger(__name__)
 
 BLOCK_BYTES = 1 << 20  # file wrapper block size (waitress reads the file in its own, larger, sends)
@@ -68,8 +71,6 @@ class ModelServerApp:
 
     def _respond(self, environ: Environ):
         """The werkzeug response for this request, and the file it serves (None for errors)."""
-        from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound, Unauthorized
-        from werkzeug.utils import send_file
 
         if environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
             return MethodNotAllowed(valid_methods=["GET", "HEAD"]).get_response(environ), None

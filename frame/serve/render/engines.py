@@ -28,7 +28,10 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import onnx
 
+from frame.diffusion import load_pipeline
+from frame.diffusion.pipeline import engine_loader
 from frame.diffusion.vae_encode import RANDOM_OPS
 from frame.engine.model import TensorInfo
 from frame.errors import UsageError
@@ -96,7 +99,6 @@ def ort_loader(source: Any) -> OrtModel:
 
 def draws_noise(path: str) -> bool:
     """True when the graph at ``path`` has a random op (weights are not read: external data stays out)."""
-    import onnx
 
     graph = onnx.load(path, load_external_data=False).graph
     return any(node.op_type in RANDOM_OPS for node in graph.node)
@@ -134,8 +136,6 @@ def choose_engine(engine: str, source: str) -> str:
 
 def load_served_pipeline(source: str, engine: str, config_model: ModelConfig) -> tuple[Any, str]:
     """The pipeline for ``source`` on the chosen engine, and that engine's name."""
-    from frame.diffusion import load_pipeline
-    from frame.diffusion.pipeline import engine_loader
 
     chosen = choose_engine(engine, source)
     frame_loader = engine_loader(config_model.weights, config_model.attention_slices)

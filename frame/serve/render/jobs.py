@@ -13,6 +13,7 @@ behind a long queue).
 
 from __future__ import annotations
 
+import base64
 import io
 import logging
 import queue
@@ -158,8 +159,6 @@ class RenderQueue:
         state.update(job=job, job_count=1, sampling_step=step, sampling_steps=steps)
         image = None
         if with_image and preview is not None:
-            import base64
-
             buffer = io.BytesIO()
             preview.save(buffer, format="PNG")
             image = base64.b64encode(buffer.getvalue()).decode("ascii")
