@@ -234,7 +234,6 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("frame.web.settings", "frame.worker.checks"): "the deep checks load frame.diffusion's rules and model-file "
                                                    "readers; only once the settings page is viewed",
     ("frame.web.settings", "gpiozero"): "whether the optional extra is installed is the question",
-    ("frame.web", "frame.web.blueprint"): "flask +24.1 MiB/0.18 s: ``import frame.web`` stays cheap (docs/web.md)",
     ("frame.diffusion.configured", "frame.diffusion.pipeline"): "onnx +20.0 MiB/0.56 s in every render worker (over "
                                                                 "its numpy+Pillow); only once it paints locally",
     ("frame.diffusion.model_files", "frame.engine.io.http"): "requests +13.5 MiB/0.07 s; only for a model URL",

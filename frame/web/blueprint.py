@@ -1,8 +1,8 @@
 """The phone page's blueprint set-up: per-app context, session settings and the guard every POST passes.
 
 The routes are module-level (``views.py``, ``images.py`` on ``routes.bp``, added when those modules are
-imported here). ``build_blueprint`` — what ``frame.web.create_blueprint`` returns to the daemon's app
-factory — pairs ``bp`` with one app's ``WebContext``; at registration ``record_once`` puts the context in
+imported here). ``create_blueprint`` (offered as ``frame.web.create_blueprint``, what the daemon's app
+factory registers) pairs ``bp`` with one app's ``WebContext``; at registration ``record_once`` puts the context in
 ``app.extensions`` and sets the session (signed cookie, HttpOnly, SameSite=Strict, Secure over https)
 described in ``auth.py``.
 """
@@ -40,7 +40,7 @@ class _SessionInterface(SecureCookieSessionInterface):
 
 
 def _configure_app(setup: BlueprintSetupState) -> None:
-    """Once per app: bind the context ``build_blueprint`` made, then the session settings."""
+    """Once per app: bind the context ``create_blueprint`` made, then the session settings."""
     app, ctx = setup.app, setup.options[CONTEXT_OPTION]
     ctx.adopt(app.extensions.get("frame") or {})
     app.extensions[WEB_KEY] = ctx
@@ -72,10 +72,14 @@ class Pages:
         bp.register(app, {**options, CONTEXT_OPTION: self.ctx})
 
 
-def build_blueprint(config: Config, store: Any, status: Callable[[], dict] | None = None,
-                    config_path: str | Path | None = None) -> Pages:
+def create_blueprint(config: Config, store: Any, status: Callable[[], dict] | None = None,
+                     config_path: str | Path | None = None) -> Pages:
     """The ``web`` pages at ``/``, ``/gallery``, ``/queue``, ``/status``, ``/config`` for ``config``
-    and the daemon's ``store``."""
+    and the daemon's ``store`` (``frame.daemon.store.database.Store``).
+
+    ``status``: optional callable returning the daemon's live status (``LiveStatus.snapshot``) for the
+    render progress; ``config_path``: the file the daemon loaded, re-validated on the settings page.
+    """
     return Pages(WebContext(config=config, store=store, state_dir=state_dir(config), status=status,
                             config_path=Path(config_path) if config_path else None))
 

@@ -3,7 +3,7 @@
 Every route is added to ``bp`` when its module (``views``, ``images``) is imported, so the same
 blueprint serves every app that registers it — the daemon's, and the many a test session builds.
 What differs per app (configuration, store, the daemon's status, login bookkeeping) is the
-``WebContext`` that ``blueprint.build_blueprint`` binds at registration: ``record_once`` puts it in
+``WebContext`` that ``blueprint.create_blueprint`` binds at registration: ``record_once`` puts it in
 ``app.extensions[WEB_KEY]``, and each route reads it with ``web_context()``.
 """
 
