@@ -34,7 +34,7 @@ def vm_hwm_mb() -> float:
 
 
 def child(src: str, dst: str, mode: str) -> None:
-    from frame.cli import main as frame_main
+    from frame.cli.program import main as frame_main
 
     started, cpu = time.perf_counter(), time.process_time()
     with open(os.devnull, "w") as quiet:

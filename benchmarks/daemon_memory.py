@@ -82,7 +82,7 @@ def daemon_idle(state: Path, idle_seconds: float) -> dict[str, float]:
 def seed_ratings(config, count: int) -> None:
     """``count`` rated pictures: the first half of the themes liked, the rest disliked."""
     from frame.config import state_dir
-    from frame.daemon.store import Store
+    from frame.daemon.store.database import Store
 
     store = Store.open(state_dir(config))
     try:
@@ -98,7 +98,7 @@ def seed_ratings(config, count: int) -> None:
 
 def worker_peak(state: Path, steps: int, size: str, ratings: int = 0) -> dict[str, float | str]:
     from frame.config import Config
-    from frame.daemon.night import run_night
+    from frame.daemon.jobs.night import run_night
 
     base = Config(state_dir=str(state / "night"))
     config = dataclasses.replace(

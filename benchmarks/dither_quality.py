@@ -26,7 +26,8 @@ from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from frame.display import colour, engine, gamut  # noqa: E402
+from frame.display import colour, gamut  # noqa: E402
+from frame.display.dither import resolve_dither  # noqa: E402
 from frame.display.panels import PALETTES, get_panel  # noqa: E402
 from frame.display.preparation import prepare  # noqa: E402
 
@@ -216,7 +217,7 @@ def time_prepare(size: tuple[int, int], repeats: int = 3) -> dict[str, float]:
             start = time.perf_counter()
             prepare(source, panel, dither=dither)
             best = min(best, time.perf_counter() - start)
-        timings[f"{dither} ({engine.resolve(dither)})"] = best
+        timings[f"{dither} ({resolve_dither(dither)})"] = best
     start = time.perf_counter()
     pillow_indices(np.asarray(source.resize(size)), np.array(panel.palette))
     timings["pillow quantize FS (no resize/tone)"] = time.perf_counter() - start

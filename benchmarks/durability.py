@@ -67,9 +67,9 @@ def census(setting: str, workdir: Path) -> Counter:
 
 
 def store_night(state: Path) -> None:
-    from frame.daemon import gallery
-    from frame.daemon.recovery import backup_path
-    from frame.daemon.store import Store
+    from frame.daemon.store import gallery
+    from frame.daemon.store.database import Store
+    from frame.daemon.store.recovery import backup_path
 
     store = Store.open(state)
     store.rate(1, "thumb", -1)
@@ -83,7 +83,7 @@ def store_night(state: Path) -> None:
 
 
 def time_store(setting: str, template: Path, runs: int) -> tuple[float, float]:
-    from frame.daemon import store as store_module
+    from frame.daemon.store import database as store_module
 
     store_module.SYNCHRONOUS = setting
     walls, cpus = [], []

@@ -2,7 +2,7 @@
 
 The model folder is served by ``frame serve-model`` (waitress + werkzeug) in its own process on
 127.0.0.1; each measurement is its own child process that loads the UNet, either from the folder
-(default ``prefetch`` provider) or from the server's URL (the ``Http`` provider: Range requests over
+(default ``prefetch`` provider) or from the server's URL (the ``HttpPrefetch`` provider: Range requests over
 keep-alive, 64 MB read-ahead), and runs one UNet evaluation (no guidance: one pass) at ``--size``.
 Reported per run: wall and CPU seconds of the evaluation (the child's own CPU, all its threads; the
 server's CPU is its own process and not counted), peak RSS (``VmHWM``), bytes fetched per source kind.
@@ -41,11 +41,11 @@ def child(source: str, size: tuple[int, int], budget_mb: int | None) -> None:
     from frame.diffusion.conditioning import Conditioning
     from frame.diffusion.denoise import GuidedUNet
     from frame.engine import load_model
-    from frame.engine.providers import DiskPrefetch, Http
+    from frame.engine.providers import HttpPrefetch, Prefetch
 
     rng = np.random.default_rng(0)
     width, height = size
-    provider = "prefetch" if budget_mb is None else (Http if source.startswith("http") else DiskPrefetch)(
+    provider = "prefetch" if budget_mb is None else (HttpPrefetch if source.startswith("http") else Prefetch)(
         budget_bytes=budget_mb << 20)
     with load_model(source, weights=provider) as model:
         hidden = next(i for i in model.inputs if i.name == "encoder_hidden_states").shape[-1]

@@ -36,15 +36,15 @@ sys.path.insert(0, str(ROOT / "tools"))
 import pi_wheels  # noqa: E402
 
 SKLEARN_OWN = ("scikit-learn", "scipy", "joblib", "threadpoolctl")
-RENDER = ["frame.daemon.worker", "frame.daemon.steps", "frame.daemon.tastechoice", "frame.daemon.tastechild",
+RENDER = ["frame.worker.process", "frame.worker.render", "frame.worker.choose", "frame.worker.tastechild",
           "frame.taste.picker", "frame.diffusion.pipeline", "frame.engine", "onnx", "PIL.Image"]
 TASTE = ["frame.taste.classifier"]  # sklearn (and scipy through it)
 PLOT = ["frame.taste.plots", "matplotlib.figure", "matplotlib.backends.backend_agg"]
-CHILD = ["frame.daemon.tastechild", "frame.daemon.tastechoice", "frame.config", "frame.taste.picker"]
+CHILD = ["frame.worker.tastechild", "frame.worker.choose", "frame.config", "frame.taste.picker"]
 IMPORTS = {
     "python alone": [],
     "numpy alone": ["numpy"],
-    "daemon (frame run)": ["frame.cli", "frame.daemon.commands", "frame.daemon.service"],
+    "daemon (frame run)": ["frame.cli.program", "frame.cli.daemon", "frame.daemon.service"],
     "worker, every night (variety choice or none)": RENDER,
     "taste child: model (scikit-learn, scipy)": CHILD + TASTE,
     "taste child: model + plot (matplotlib)": CHILD + TASTE + PLOT,

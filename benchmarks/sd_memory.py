@@ -142,7 +142,7 @@ def converted(folder: Path, weights: str) -> Path:
     """``folder`` converted with ``frame model convert`` (once; kept for later runs)."""
     target = Path(f"{folder}-{weights}")
     if not target.is_dir():
-        from frame.cli import main as frame_main
+        from frame.cli.program import main as frame_main
 
         if frame_main(["model", "convert", str(folder), str(target), "--weights", weights]):
             raise SystemExit(f"conversion of {folder} failed")

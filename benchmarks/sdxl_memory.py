@@ -179,7 +179,7 @@ def run_turbo(folder: Path, out: Path) -> dict:
     from PIL import Image
 
     from frame.config import Config
-    from frame.daemon.night import run_night
+    from frame.daemon.jobs.night import run_night
 
     with tempfile.TemporaryDirectory() as state:
         base = Config(state_dir=state)

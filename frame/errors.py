@@ -4,6 +4,11 @@ Library code raises these (or subclasses) for problems the owner can fix; anythi
 exits 1 with the exception text (full traceback with ``--debug``).
 """
 
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping, Sequence
+
 
 class FrameError(Exception):
     """A problem the owner can act on; ``exit_code`` 1 = runtime failure, 2 = bad usage or config."""
@@ -34,3 +39,26 @@ class Interrupted(FrameError):
     """The owner pressed Ctrl-C; the message says what was kept and how to continue."""
 
     exit_code = 130
+
+
+def closest(value: str, known: Iterable[str], cutoff: float = 0.6) -> str | None:
+    """The known name most like ``value`` (``difflib``'s ratio of at least ``cutoff``), or None.
+
+    The one did-you-mean lookup: the config checker, the sampler, dither and panel tables all use it,
+    each with the cutoff that keeps its suggestions as they were.
+    """
+    close = difflib.get_close_matches(value, list(known), n=1, cutoff=cutoff)
+    return close[0] if close else None
+
+
+def unknown_choice(kind: str, value: str, known: Sequence[str], *, cutoff: float = 0.6,
+                   aliases: Mapping[str, str] | None = None, lookup: str | None = None) -> UsageError:
+    """``unknown {kind} 'x' (did you mean 'y'?); choose one of: a, b`` for a name not in ``known``.
+
+    ``aliases`` (other spellings → name) are searched too and suggested as the name they stand for;
+    ``lookup`` is the spelling to search with when it differs from the one shown (a normalised key).
+    """
+    aliases = aliases or {}
+    match = closest(value if lookup is None else lookup, [*known, *aliases], cutoff)
+    hint = f" (did you mean {aliases.get(match, match)!r}?)" if match else ""
+    return UsageError(f"unknown {kind} {value!r}{hint}; choose one of: {', '.join(known)}")

@@ -20,13 +20,13 @@ from onnx import numpy_helper
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from frame.engine.onnxstream import read_structure  # noqa: E402
-from frame.engine.providers import DiskNoCache  # noqa: E402
+from frame.engine.providers import NoCache  # noqa: E402
 
 
 def to_onnx(folder: str) -> onnx.ModelProto:
     structure = read_structure(folder)
     model = onnx.ModelProto.FromString(structure.proto.SerializeToString())
-    provider = DiskNoCache()
+    provider = NoCache()
     try:
         for ref in structure.weights.values():
             array = ref.value if ref.value is not None else provider.read(ref)

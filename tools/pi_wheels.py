@@ -41,7 +41,7 @@ LOCK = ROOT / "requirements-pi.txt"
 PI_EXTRAS = ("pi", "inky", "buttons")
 NO_DEPS = {"inky>=2.0": "spidev: a source distribution only; frame gives inky ioctl SPI"}
 # The lighter path: what the explanation plot alone costs (tools/install-pi.sh --no-plots leaves it out;
-# the night runs on without the plot, see frame/daemon/tastechoice.py).
+# the night runs on without the plot, see frame/worker/choose.py).
 PLOTS = "matplotlib"
 # Raspberry Pi OS bookworm ships CPython 3.11.2, trixie 3.13.5 (both 64-bit, aarch64).
 PYTHONS = {"3.11": "3.11.2", "3.13": "3.13.5"}

@@ -4,32 +4,47 @@
 problems as ``section.key: message (line N)``.
 """
 
-from pathlib import Path
+from __future__ import annotations
 
-from frame.config.loader import check_config, load_config, to_plain
-from frame.config.schema import (
-    ButtonsConfig,
-    Config,
-    DisplayConfig,
-    FeedsConfig,
-    FeedSource,
-    GalleryConfig,
-    LoggingConfig,
-    ModelConfig,
-    ScheduleConfig,
-    TasteConfig,
-    WebConfig,
-    WorkerConfig,
-)
+from typing import TYPE_CHECKING
 
+from frame.lazy import lazy_exports
 
-def state_dir(config: Config) -> Path:
-    """The state directory with ``~`` expanded (created by whoever writes into it)."""
-    return Path(config.state_dir).expanduser()
+if TYPE_CHECKING:
+    from frame.config.loader import load_config, state_dir, to_plain
+    from frame.config.schema import (
+        ButtonsConfig,
+        Config,
+        DisplayConfig,
+        FeedsConfig,
+        FeedSource,
+        GalleryConfig,
+        LoggingConfig,
+        ModelConfig,
+        ScheduleConfig,
+        TasteConfig,
+        WebConfig,
+        WorkerConfig,
+    )
 
+__all__ = ["ButtonsConfig", "Config", "DisplayConfig", "FeedSource", "FeedsConfig", "GalleryConfig",
+           "LoggingConfig", "ModelConfig", "ScheduleConfig", "TasteConfig", "WebConfig", "WorkerConfig",
+           "load_config", "state_dir", "to_plain"]
 
-__all__ = [
-    "load_config", "check_config", "to_plain", "state_dir", "Config", "ModelConfig", "DisplayConfig", "TasteConfig",
-    "FeedsConfig", "FeedSource", "ScheduleConfig", "WorkerConfig", "WebConfig", "ButtonsConfig",
-    "GalleryConfig", "LoggingConfig",
-]
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "ButtonsConfig": "frame.config.schema",
+    "Config": "frame.config.schema",
+    "DisplayConfig": "frame.config.schema",
+    "FeedSource": "frame.config.schema",
+    "FeedsConfig": "frame.config.schema",
+    "GalleryConfig": "frame.config.schema",
+    "LoggingConfig": "frame.config.schema",
+    "ModelConfig": "frame.config.schema",
+    "ScheduleConfig": "frame.config.schema",
+    "TasteConfig": "frame.config.schema",
+    "WebConfig": "frame.config.schema",
+    "WorkerConfig": "frame.config.schema",
+    "load_config": "frame.config.loader",
+    "state_dir": "frame.config.loader",
+    "to_plain": "frame.config.loader",
+})

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from urllib.parse import urlsplit
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 _CLOCK = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)$")
 _SIZE = re.compile(r"^(\d+)x(\d+)$")
@@ -105,7 +106,6 @@ def bearer_token(value: str) -> str | None:
 def timezone(value: str) -> str | None:
     if value == "local":
         return None
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
     try:
         ZoneInfo(value)

@@ -17,7 +17,6 @@ from typing import Any
 
 import yaml
 
-from frame.config.redact import redact_text
 from frame.config.schema import Config
 from frame.config.validate import Path, Problems, build, format_path, hide_secrets
 from frame.errors import ConfigError
@@ -118,7 +117,7 @@ def config_file_path(path: str | os.PathLike | None, environ: Mapping[str, str])
     return SYSTEM_CONFIG if SYSTEM_CONFIG.is_file() else None
 
 
-def _validate(path: str | os.PathLike | None, environ: Mapping[str, str] | None) -> tuple[Config, Problems, str]:
+def validate(path: str | os.PathLike | None, environ: Mapping[str, str] | None) -> tuple[Config, Problems, str]:
     """Layer and validate; return the configuration (invalid values left at their defaults), the
     problems found and where the file layer came from."""
     environ = os.environ if environ is None else environ
@@ -155,28 +154,13 @@ def _validate(path: str | os.PathLike | None, environ: Mapping[str, str] | None)
 
 def load_config(path: str | os.PathLike | None = None, environ: Mapping[str, str] | None = None) -> Config:
     """Load, layer and validate the configuration; raise ConfigError listing every problem."""
-    config, problems, source = _validate(path, environ)
+    config, problems, source = validate(path, environ)
     if problems.lines:
         raise ConfigError(problems.lines, source)
     return config
 
 
-def check_config(path: str | os.PathLike | None = None, environ: Mapping[str, str] | None = None) -> Config:
-    """``load_config`` plus the checks that need other parts (panel names, the model folder), all
-    reported together, each with its line; what ``frame config check`` runs."""
-    from frame.config.deep import deep_problems
-
-    config, problems, source = _validate(path, environ)
-    reported = {line.split(":", 1)[0] for line in problems.lines}
-    for key_path, message in deep_problems(config):
-        if format_path(key_path) not in reported:  # a value the schema rejected was replaced by its default
-            problems.add(key_path, redact_text(message))  # they may quote a URL with its credentials
-    if problems.lines:
-        raise ConfigError(problems.lines, source)
-    return config
-
-
-def to_plain(config: Any, reveal_secrets: bool = False) -> dict:
+def to_plain(config: Config, reveal_secrets: bool = False) -> dict:
     """The configuration as plain data for printing: secrets replaced by ``'***'`` (or ``''``), URLs
     that may carry credentials with their userinfo and query values hidden (as the schema marks)."""
     plain = dataclasses.asdict(config)
@@ -193,4 +177,9 @@ def _tuples_to_lists(value: Any) -> Any:
     return value
 
 
-__all__ = ["load_config", "check_config", "to_plain", "read_yaml", "env_overrides", "format_path", "SYSTEM_CONFIG"]
+__all__ = ["load_config", "validate", "to_plain", "read_yaml", "env_overrides", "format_path", "SYSTEM_CONFIG"]
+
+
+def state_dir(config: Config) -> FsPath:
+    """The configuration's state folder (``state_dir``, ``~`` expanded)."""
+    return FsPath(config.state_dir).expanduser()

@@ -16,7 +16,15 @@ from typing import Literal
 from frame.config import checks
 
 URL_SECRET = "url"  # the value may be a URL carrying credentials (user:password@, ?key=...)
+# The names an owner can type, listed once here (the daemon checks them without numpy); the registries
+# (samplers, dithers) refuse any name not listed, and a test per registry checks the two agree.
 SamplerName = Literal["euler_a", "euler", "ddim", "dpm++2m", "dpm++2m_karras", "lcm"]
+# "auto" = the dither registry's default method
+DitherName = Literal["auto", "linear-serpentine", "floyd-steinberg", "atkinson", "ordered", "blue-noise", "none"]
+# "auto" = prefetch from disk, the http provider for URLs (frame.engine.providers is the table)
+WeightsName = Literal["auto", "nocache", "prefetch", "ram"]
+FitName = Literal["cover", "contain", "blur-pad"]
+Rotation = Literal[0, 90, 180, 270]
 
 
 def _opt(default, check=None, secret: bool | str = False):
@@ -37,7 +45,7 @@ class WeightCacheConfig:
 @dataclass(frozen=True)
 class ModelConfig:
     source: str = _opt("demo", checks.model_source, secret=URL_SECRET)
-    weights: Literal["auto", "nocache", "prefetch", "ram"] = "auto"
+    weights: WeightsName = "auto"
     attention_slices: int | None = _opt(None, checks.positive)
     sampler: SamplerName = "euler_a"
     steps: int | None = _opt(None, checks.positive)
@@ -82,11 +90,10 @@ class DisplayConfig:
     panel: str = "virtual"
     size: str = _opt("800x480", checks.size)
     palette: str = "spectra6"
-    rotate: Literal[0, 90, 180, 270] = 0
-    fit: Literal["cover", "contain", "blur-pad"] = "cover"
+    rotate: Rotation = 0
+    fit: FitName = "cover"
     saturation: float | None = _opt(None, checks.unit_interval)
-    dither: Literal["auto", "linear-serpentine", "floyd-steinberg", "atkinson", "ordered", "blue-noise",
-                    "none"] = "auto"
+    dither: DitherName = "auto"
     out_dir: str = ""
     min_refresh_seconds: int | None = _opt(None, checks.non_negative)
     busy_timeout_seconds: float = _opt(120.0, checks.positive)

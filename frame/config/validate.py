@@ -8,13 +8,13 @@ shapes the schema uses (str, int, float, bool, ``X | None``, ``Literal``, ``tupl
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import types
 import typing
 from collections.abc import Callable
 from typing import Any, Literal
 
 from frame.config.redact import redact_url
+from frame.errors import closest
 
 Path = tuple[str | int, ...]
 _MISSING = object()
@@ -42,8 +42,8 @@ class Problems:
 def did_you_mean(value: str, known: list[str]) -> str:
     """``"; did you mean 'x'?"`` for the closest known name, or ``""``: every config problem about an
     unknown name ends the same way."""
-    close = difflib.get_close_matches(value, known, n=1)
-    return f"; did you mean {close[0]!r}?" if close else ""
+    close = closest(value, known)
+    return f"; did you mean {close!r}?" if close else ""
 
 
 def _type_name(tp: Any) -> str:

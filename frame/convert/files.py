@@ -1,6 +1,6 @@
 """Convert one .onnx file or a whole diffusers ONNX folder, atomically.
 
-Streaming: each model's structure (no weight bytes, see ``frame.engine.protobuf_index``) is read
+Streaming: each model's structure (no weight bytes, see ``frame.engine.io.protobuf_index``) is read
 once; then its initializers are read, converted and appended to the new data file one at a time
 (large ones in row blocks), so memory stays near the largest tensor, whatever the model's size.
 
@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,10 +34,10 @@ from frame.convert.quantize import Scheme
 from frame.convert.rewrite import Report, rewrite
 from frame.convert.storage import ExternalData, TensorReader
 from frame.engine.errors import ModelFormatError
-from frame.engine.protobuf_index import scan_model
-from frame.engine.sources import LocalSource
+from frame.engine.io.protobuf_index import scan_model
+from frame.engine.io.sources import LocalSource
+from frame.engine.io.weights import WeightRef, collect_weights
 from frame.engine.static_shapes import fill_small_values
-from frame.engine.weights import WeightRef, collect_weights
 from frame.errors import UsageError
 
 log = logging.getLogger(__name__)
@@ -226,7 +227,6 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, options: Options, pr
 
 def convert_proto(model: onnx.ModelProto, options: Options) -> onnx.ModelProto:
     """An in-memory model converted (through a temporary folder): for fixture builders in tools/."""
-    import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
         src, dst = Path(tmp) / "in.onnx", Path(tmp) / "out.onnx"

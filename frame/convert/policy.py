@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
-from frame.engine.weights import WeightRef
+from frame.engine.io.weights import WeightRef
 
 FLOAT_TYPES = (np.dtype(np.float32), np.dtype(np.float16))
 TO_FLOAT = onnx.TensorProto.FLOAT

@@ -28,7 +28,7 @@ from frame.convert import storage
 from frame.convert.policy import Action, uses_by_value
 from frame.convert.quantize import FP16_MAX, Scheme, quantize
 from frame.convert.storage import ExternalData, TensorReader, tensor_header
-from frame.engine.weights import WeightRef
+from frame.engine.io.weights import WeightRef
 
 METADATA_KEY = "frame.weights"
 QUANT_TYPES = {np.dtype(np.int8): TensorProto.INT8, np.dtype(np.uint8): TensorProto.UINT8}

@@ -17,9 +17,9 @@ from typing import BinaryIO
 import numpy as np
 import onnx
 
-from frame.engine.errors import WeightDataError
-from frame.engine.sources import SourcePool, SourceTruncated
-from frame.engine.weights import WeightRef
+from frame.engine.errors import SourceTruncated, WeightDataError
+from frame.engine.io.sources import SourcePool
+from frame.engine.io.weights import WeightRef
 
 INLINE_BYTES = 1024
 ALIGN = 4096

@@ -1,7 +1,7 @@
 """The frame's buttons, answered by the daemon: like/dislike the picture on the panel, previous/next
 picture of the gallery, the info screen.
 
-``frame.buttons`` reads the pins and calls these actions one at a time on its own thread; here they
+``frame.buttons.dispatch`` reads the pins and calls these actions one at a time on its own thread; here they
 are turned into the daemon's ordinary operations, so a button does exactly what the phone page
 does: a rating goes through ``app.rate_picture`` (the API's path), a picture through
 ``Daemon.request_show`` (quiet hours, refresh guard, one refresh at a time). Every action returns
@@ -21,9 +21,10 @@ import logging
 import threading
 from typing import Any, Protocol
 
-from frame.buttons import ButtonCallbacks, Buttons, start_buttons
-from frame.daemon.app import rate_picture
-from frame.daemon.store import Store
+from frame.buttons.dispatch import ButtonCallbacks, Buttons, start_buttons
+from frame.config.schema import ButtonsConfig
+from frame.daemon.http.app import rate_picture
+from frame.daemon.store.database import Store
 from frame.errors import FrameError
 
 log = logging.getLogger(__name__)
@@ -64,7 +65,7 @@ def neighbour(ids: list[int], base: int | None, step: int) -> int | None:
 
 
 class ButtonBridge:
-    """The four button actions of ``frame.buttons.ButtonCallbacks`` for one running daemon."""
+    """The four button actions of ``frame.buttons.dispatch.ButtonCallbacks`` for one running daemon."""
 
     def __init__(self, daemon: ButtonTarget) -> None:
         self.daemon = daemon
@@ -123,7 +124,7 @@ class ButtonBridge:
             self.daemon.show_info()
 
 
-def start(daemon: ButtonTarget, config: Any, pin_factory: Any = None) -> Buttons | None:
+def start(daemon: ButtonTarget, config: ButtonsConfig, pin_factory: Any = None) -> Buttons | None:
     """Start the buttons when ``buttons.enabled``; a missing gpiozero or a busy pin is logged and the
     daemon runs on without buttons (the nightly picture matters more than the buttons)."""
     try:

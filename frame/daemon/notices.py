@@ -24,7 +24,7 @@ STEP_ADVICE = {
              "gallery.max_pictures)",
     "job": "the render's job files were unreadable: the next render starts afresh",
 }
-# A model served over HTTP (frame.engine.http's messages), whatever step met the problem.
+# A model served over HTTP (frame.engine.io.http's messages), whatever step met the problem.
 MODEL_SERVER_ADVICE = {
     "is the model server on and reachable": "the model server did not answer for model.http_give_up_seconds: "
                                             "check that the NAS or computer serving model.source is on",

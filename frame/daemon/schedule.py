@@ -10,9 +10,21 @@ daemon also calls ``catch_up_night`` at start: a frame switched on at 03:00 stil
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, time, timedelta, tzinfo
-from typing import Any
+from typing import TYPE_CHECKING
+from zoneinfo import ZoneInfo
+
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.cron import CronTrigger
+from apscheduler.triggers.interval import IntervalTrigger
+from tzlocal import get_localzone
+
+from frame.config.schema import Config, ScheduleConfig
+
+if TYPE_CHECKING:  # imported when the scheduler is built (build_scheduler)
+    from apscheduler.schedulers.background import BackgroundScheduler
 
 log = logging.getLogger(__name__)
 
@@ -23,12 +35,9 @@ def resolve_timezone(name: str) -> tzinfo:
     """``"local"`` → the system zone (via tzlocal, which APScheduler 3 already depends on)."""
     if name == "local":
         try:
-            from tzlocal import get_localzone
-
             return get_localzone()
         except Exception:  # no zone configured on the system: fixed current offset
             return datetime.now().astimezone().tzinfo
-    from zoneinfo import ZoneInfo
 
     return ZoneInfo(name)
 
@@ -57,7 +66,7 @@ class Night:
         return self.start <= moment < self.deadline
 
 
-def night_at(moment: datetime, schedule: Any, tz: tzinfo) -> Night:
+def night_at(moment: datetime, schedule: ScheduleConfig, tz: tzinfo) -> Night:
     """The night whose ``render_at`` most recently passed at ``moment`` (aware or naive-local)."""
     local = moment.astimezone(tz) if moment.tzinfo else moment.replace(tzinfo=tz)
     render_at = parse_clock(schedule.render_at)
@@ -69,7 +78,7 @@ def night_at(moment: datetime, schedule: Any, tz: tzinfo) -> Night:
                  show_at=start + _offset(render_at, parse_clock(schedule.show_at)) % DAY)
 
 
-def catch_up_night(moment: datetime, schedule: Any, tz: tzinfo, done: bool) -> Night | None:
+def catch_up_night(moment: datetime, schedule: ScheduleConfig, tz: tzinfo, done: bool) -> Night | None:
     """The night to render now because its start was missed (frame off, daemon restarted), or None.
 
     Only while the night's deadline has not passed and within ``misfire_grace_minutes`` of its start.
@@ -92,12 +101,9 @@ def in_quiet_hours(moment: datetime, quiet: str, tz: tzinfo) -> bool:
     return local >= first or local < last
 
 
-def build_scheduler(config: Any, tz: tzinfo, jobs: dict[str, Any]):
+def build_scheduler(config: Config, tz: tzinfo, jobs: dict[str, Callable[[], None]]) -> BackgroundScheduler:
     """A BackgroundScheduler with the daemon's jobs; ``jobs`` maps names to callables:
     ``night``, ``deadline``, ``show``, ``feeds`` and (when enabled) ``rotate``."""
-    from apscheduler.schedulers.background import BackgroundScheduler
-    from apscheduler.triggers.cron import CronTrigger
-    from apscheduler.triggers.interval import IntervalTrigger
 
     schedule = config.schedule
     grace = max(1, schedule.misfire_grace_minutes * 60)
@@ -122,6 +128,6 @@ def build_scheduler(config: Any, tz: tzinfo, jobs: dict[str, Any]):
     return scheduler
 
 
-def next_runs(scheduler: Any) -> dict[str, str | None]:
+def next_runs(scheduler: BackgroundScheduler) -> dict[str, str | None]:
     """ISO times of every job's next run, for the status."""
     return {job.id: job.next_run_time.isoformat() if job.next_run_time else None for job in scheduler.get_jobs()}

@@ -3,7 +3,7 @@ render/show workers together and is the API's ``Controller``.
 
 Threads: the main thread runs ``run_forever`` (systemd watchdog pings, deferred shows after quiet
 hours, status); APScheduler's pool runs the jobs; one render thread and one show thread at most; the
-waitress server; the button dispatcher of ``frame.buttons`` when ``buttons.enabled``. SIGTERM sets
+waitress server; the button dispatcher of ``frame.buttons.dispatch`` when ``buttons.enabled``. SIGTERM sets
 ``stop_event``, which also stops a running worker (its last per-step checkpoint is on disk) — the next
 start resumes that render.
 
@@ -20,21 +20,29 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from frame.atomicfile import make_dirs
-from frame.daemon import buttons_bridge, infoscreen, notices, schedule
-from frame.daemon import night as nights
-from frame.daemon.app import Busy, create_app
-from frame.daemon.feeds import FeedFetcher, refresh_feeds
+from frame.buttons.dispatch import Buttons
+from frame.config import state_dir
+from frame.config.schema import Config
+from frame.daemon import buttons_bridge, notices, schedule
+from frame.daemon.feeds.fetch import FeedFetcher, refresh_feeds
+from frame.daemon.http.app import create_app
+from frame.daemon.http.contract import Busy, PageFactory
+from frame.daemon.http.token import ensure_token
+from frame.daemon.jobs import info as infoscreen
+from frame.daemon.jobs import night as nights
+from frame.daemon.jobs.supervisor import Supervisor
 from frame.daemon.lock import StateDirLock
 from frame.daemon.sdnotify import Notifier, watchdog_interval
-from frame.daemon.server import HttpServer
 from frame.daemon.status import LiveStatus
-from frame.daemon.store import Store
-from frame.daemon.supervisor import Supervisor
-from frame.daemon.token import ensure_token
+from frame.daemon.store.database import Store
 from frame.errors import FrameError
+from frame.net.server import HttpServer
+
+if TYPE_CHECKING:  # apscheduler is imported when the scheduler is built (schedule.build_scheduler)
+    from apscheduler.schedulers.background import BackgroundScheduler
 
 log = logging.getLogger(__name__)
 
@@ -44,15 +52,18 @@ STOP_TIMEOUT_SECONDS = 9.0
 class Daemon:
     """The running frame; ``start()``, then ``run_forever()`` until ``stop_event`` is set, then ``stop()``."""
 
-    def __init__(self, config: Any, *, notifier: Notifier | None = None,
+    def __init__(self, config: Config, *, notifier: Notifier | None = None,
                  supervisor_factory: Callable[..., Supervisor] = Supervisor,
-                 config_path: str | Path | None = None, pin_factory: Any = None) -> None:
+                 config_path: str | Path | None = None, pin_factory: Any = None,
+                 pages: PageFactory | None = None) -> None:
         """``config_path``: the file ``config`` came from (the web page's settings check re-reads it);
-        ``pin_factory``: a gpiozero pin factory for the buttons (tests use ``MockFactory``)."""
-        from frame.config import state_dir
+        ``pin_factory``: a gpiozero pin factory for the buttons (tests use ``MockFactory``); ``pages``:
+        builds the phone pages served next to the API (``frame run`` passes
+        ``frame.web.create_blueprint``; without it the daemon serves the JSON API only)."""
 
         self.config = config
         self.config_path = config_path
+        self.pages = pages
         self._pin_factory = pin_factory
         self.state_dir = state_dir(config)
         make_dirs(self.state_dir)
@@ -82,9 +93,9 @@ class Daemon:
         self._ticket_lock = threading.Lock()
         self._ticket = 0  # the newest show request; older ones still waiting are skipped
         self._requested: int | None = None  # the picture last asked for (on the panel or on its way)
-        self.scheduler: Any = None
+        self.scheduler: BackgroundScheduler | None = None
         self.server: HttpServer | None = None
-        self.buttons: Any = None
+        self.buttons: Buttons | None = None
 
     # lifecycle ------------------------------------------------------------------------------------
 
@@ -99,7 +110,7 @@ class Daemon:
             "rotate": self._job("rotate", self.rotate)})
         self.scheduler.start()
         app = create_app(self.config, self.store, token=self.token, controller=self, state_dir=self.state_dir,
-                         config_path=self.config_path)
+                         pages=self.pages, config_path=self.config_path)
         self.server = HttpServer(app, self.config.web.listen)
         self.server.start()
         self.buttons = buttons_bridge.start(self, self.config.buttons, self._pin_factory)
@@ -338,9 +349,9 @@ class Daemon:
                 if self._requested == picture_id:
                     self._requested = None
                 return
-        if result.get("status") == "too-soon":  # the panel needs a rest: try again when it allows
+        if result.status == "too-soon":  # the panel needs a rest: try again when it allows
             self._pending_show = (picture_id, reason)
-            self._pending_not_before = float(result.get("retry_at") or time.time() + 60)
+            self._pending_not_before = float(result.retry_at or time.time() + 60)
 
     def show_info(self) -> dict[str, Any]:
         """Put the info screen on the panel: what is shown, why, and the phone page's address.
@@ -367,11 +378,11 @@ class Daemon:
             except Exception as exc:
                 log.error("could not show the info screen: %s", exc, exc_info=not isinstance(exc, FrameError))
                 return
-        if result.get("status") == "too-soon":
-            log.info("info screen not shown: %s", result.get("message"))
+        if result.status == "too-soon":
+            log.info("info screen not shown: %s", result.message)
             return
         self.live.update(shown={"picture_id": picture_id, "reason": infoscreen.INFO_REASON, "since": time.time(),
-                                "output": result.get("shown")})
+                                "output": result.shown})
 
     def _flush_pending_show(self) -> None:
         if self._pending_show and not self._quiet() and time.time() >= self._pending_not_before:

@@ -12,7 +12,9 @@ Heavy modules are imported on first use so ``import frame.diffusion`` stays chea
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from frame.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from frame.diffusion.pipeline import Pipeline, load_pipeline
@@ -20,14 +22,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Pipeline", "load_pipeline", "save_png"]
 
-
-def __getattr__(name: str) -> Any:
-    if name in ("Pipeline", "load_pipeline"):
-        from frame.diffusion import pipeline
-
-        return getattr(pipeline, name)
-    if name == "save_png":
-        from frame.diffusion.pngmeta import save_png
-
-        return save_png
-    raise AttributeError(name)
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "Pipeline": "frame.diffusion.pipeline",
+    "load_pipeline": "frame.diffusion.pipeline",
+    "save_png": "frame.diffusion.pngmeta",
+})

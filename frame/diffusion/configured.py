@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from frame.engine.io.http_settings import from_model_config
+from frame.models import resolve_model_source
+
 
 def load_configured_pipeline(config: Any, source: str | None = None) -> Any:
     """``load_pipeline`` for ``source`` (default: ``model.source`` resolved, "demo" = the bundled model)."""
     from frame.diffusion.pipeline import load_pipeline
-    from frame.engine.http_settings import from_model_config
-    from frame.models import resolve_model_source
 
     model = config.model
     source = source or resolve_model_source(model.source)

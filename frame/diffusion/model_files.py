@@ -21,7 +21,7 @@ from urllib.parse import urljoin
 
 from frame.atomicfile import write_bytes_atomic
 from frame.config.redact import redact_url
-from frame.engine.http_settings import HttpSettings
+from frame.engine.io.http_settings import HttpSettings
 from frame.errors import FrameError
 
 log = logging.getLogger(__name__)
@@ -143,7 +143,7 @@ class ModelFiles:
             return target
         if relative in self._missing:
             raise MissingFile(f"missing model file: {self.describe(relative)} (HTTP 404)")
-        from frame.engine.http import with_retries
+        from frame.engine.io.http import with_retries
 
         content = with_retries(self.http, self.describe(relative), lambda: self._get(relative))
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -155,7 +155,7 @@ class ModelFiles:
         """One GET of a small file; 404 is ``MissingFile``, 5xx and connection problems are retried."""
         import requests
 
-        from frame.engine.http import Transient, connection_problem, refusal
+        from frame.engine.io.http import Transient, connection_problem, refusal
 
         url = urljoin(self.base, relative)
         try:

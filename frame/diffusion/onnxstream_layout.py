@@ -34,6 +34,7 @@ from frame.config.redact import redact_url
 from frame.diffusion.conditioning import Encoder
 from frame.diffusion.model_files import default_cache_dir
 from frame.diffusion.model_info import DEFAULT_SAMPLE_SIZE, DEFAULT_SCALING, SD15, SDXL, ModelInfo
+from frame.engine.io import http_settings
 from frame.engine.onnxstream import OnnxStreamSource
 from frame.engine.onnxstream.summary import ModelSummary, read_summary
 from frame.errors import FrameError
@@ -146,8 +147,7 @@ class OnnxStreamFiles:
         target = self.cache / relative
         if target.is_file():
             return target
-        from frame.engine import http_settings
-        from frame.engine.http import with_retries
+        from frame.engine.io.http import with_retries
 
         settings = http_settings.current()
         content = with_retries(settings, self.describe(relative), lambda: self._get(relative, settings))
@@ -158,7 +158,7 @@ class OnnxStreamFiles:
     def _get(self, relative: str, settings) -> bytes:
         import requests
 
-        from frame.engine.http import Transient, connection_problem, refusal
+        from frame.engine.io.http import Transient, connection_problem, refusal
 
         url = urljoin(self.base, relative)
         try:

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from frame import seeds
 from frame.config.redact import redact_text
 from frame.diffusion import (
     conditioning,
@@ -28,7 +29,6 @@ from frame.diffusion import (
     img2img,
     resume,
     rules,
-    seeds,
     sizes,
     vae,
     vae_encode,
@@ -42,8 +42,9 @@ from frame.diffusion.pngmeta import GenerationParameters
 from frame.diffusion.progress import EtaClock, FetchMeter, Progress
 from frame.diffusion.samplers import NoiseSource, SamplerState, make_sampler, resolve_sampler_name
 from frame.diffusion.samplers.base import Noise
-from frame.engine import http_settings
-from frame.engine.http_settings import HttpSettings
+from frame.engine import load_model
+from frame.engine.io import http_settings
+from frame.engine.io.http_settings import HttpSettings
 from frame.engine.memory import trim_free_memory
 from frame.errors import FrameError, UsageError
 
@@ -61,8 +62,6 @@ def engine_loader(weights: str = "auto", attention_slices: int | None = None,
     URLs are read with ``http`` (token, retries, weight cache)."""
 
     def load(source: str) -> Any:
-        from frame.engine import load_model
-
         with http_settings.using(http):
             return load_model(source, weights="prefetch" if weights == "auto" else weights,
                               attention_slices=attention_slices)
@@ -417,7 +416,7 @@ def load_pipeline(source: str | os.PathLike, cache_dir: str | os.PathLike | None
                   memory_limit_mb: float | None = None, http: HttpSettings | None = None) -> Pipeline:
     """Open a diffusers ONNX export or an OnnxStream model folder (folder or http(s) base URL); the kind
     comes from model_index.json or from OnnxStream's folder names. ``http``: how URLs are read (see
-    ``frame.engine.http_settings``; ``http_settings.from_model_config`` builds it from the config)."""
+    ``frame.engine.io.http_settings``; ``http_settings.from_model_config`` builds it from the config)."""
     with http_settings.using(http):
         files, info = open_model_files(source, cache_dir, http)
     rules.raise_first_error(rules.tile_findings(vae_tile, vae_tile_overlap))

@@ -25,15 +25,7 @@ from PIL import Image, PngImagePlugin
 
 import frame
 from frame.atomicfile import write_bytes_atomic
-
-A1111_SAMPLER_NAMES = {
-    "euler_a": "Euler a",
-    "euler": "Euler",
-    "ddim": "DDIM",
-    "dpm++2m": "DPM++ 2M",
-    "dpm++2m_karras": "DPM++ 2M Karras",
-    "lcm": "LCM",
-}
+from frame.diffusion.samplers.registry import a1111_name
 
 
 @dataclass(frozen=True)
@@ -59,7 +51,7 @@ class GenerationParameters:
             lines.append(f"Negative prompt: {self.negative_prompt}")
         fields = [
             ("Steps", self.steps),
-            ("Sampler", A1111_SAMPLER_NAMES.get(self.sampler, self.sampler)),
+            ("Sampler", a1111_name(self.sampler)),
             ("CFG scale", f"{self.guidance:g}"),
             ("Seed", self.seed),
             ("Size", f"{self.width}x{self.height}"),

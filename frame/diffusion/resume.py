@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from frame import seeds
 from frame.atomicfile import fsync_dir, make_dirs, stale_temporaries, write_bytes_atomic
 
 log = logging.getLogger(__name__)
@@ -108,7 +109,6 @@ def resumable_seed(folder: str | os.PathLike, seed: int | None) -> int:
     """The seed for a render checkpointed in ``folder``: ``seed`` itself, or for a random one (None or
     -1) the random seed this folder's interrupted render started with, else a new one, remembered in
     ``folder`` so that ``--resume`` continues the same picture instead of starting another."""
-    from frame.diffusion import seeds
 
     if not seeds.is_random(seed):
         return seed  # type: ignore[return-value]  (checked by Pipeline.settings)

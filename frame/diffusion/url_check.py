@@ -13,10 +13,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from urllib.parse import urljoin
 
+import requests
+
 from frame.config.redact import redact_url
-from frame.engine.fetch_stats import format_bytes
-from frame.engine.http import SERVERS_THAT_WORK
-from frame.engine.http_settings import HttpSettings
+from frame.engine.io.fetch_stats import format_bytes
+from frame.engine.io.http import SERVERS_THAT_WORK
+from frame.engine.io.http_settings import HttpSettings
 
 PROBE_TIMEOUT = 5.0
 UNET_WEIGHTS = ("unet/model.onnx_data", "unet/model.onnx")
@@ -31,8 +33,6 @@ class _Unreachable(Exception):
 
 
 def _request(method: str, url: str, settings: HttpSettings, headers: dict | None = None):
-    import requests
-
     try:
         response = requests.request(method, url, headers={**settings.headers_for(url), **(headers or {})},
                                     timeout=PROBE_TIMEOUT, stream=True, allow_redirects=True)

@@ -3,9 +3,10 @@
 Public API (stable; the daemon, web UI and config checker use it)::
 
     from frame.display import get_panel, prepare, open_display
+    from frame.display.device import DisplaySettings
     panel = get_panel("waveshare-7in3e")          # .name .size .palette .native_indices
     image_p = prepare(image, panel, fit="cover", rotate=0, saturation=None, dither=None)
-    with open_display(config.display, state_dir=...) as display:
+    with open_display(DisplaySettings.from_section(config.display), state_dir=...) as display:
         result = display.show(image)
 
 Importing this package is cheap and never touches hardware libraries: numpy/Pillow load on the first
@@ -14,26 +15,26 @@ Importing this package is cheap and never touches hardware libraries: numpy/Pill
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from frame.display.panels import Panel, get_palette, get_panel, palette_names, panel_names
+from frame.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from PIL import Image
+    from frame.display.device import Display, DisplaySettings, open_display
+    from frame.display.panels import Panel, get_palette, get_panel, palette_names, panel_names
+    from frame.display.preparation import prepare
 
-__all__ = ["Panel", "get_panel", "get_palette", "panel_names", "palette_names", "prepare", "open_display"]
+__all__ = ["Display", "DisplaySettings", "Panel", "get_palette", "get_panel", "open_display", "palette_names",
+           "panel_names", "prepare"]
 
-
-def prepare(image: Any, panel: Panel, fit: str = "cover", rotate: int = 0, saturation: float | None = None,
-            dither: str | None = None) -> Image.Image:
-    """See :func:`frame.display.preparation.prepare` (imported lazily: it needs numpy and Pillow)."""
-    from frame.display.preparation import prepare as _prepare
-
-    return _prepare(image, panel, fit=fit, rotate=rotate, saturation=saturation, dither=dither)
-
-
-def open_display(display_config: Any, state_dir: Any = None, **kwargs: Any) -> Any:
-    """See :func:`frame.display.device.open_display`."""
-    from frame.display.device import open_display as _open
-
-    return _open(display_config, state_dir=state_dir, **kwargs)
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "Display": "frame.display.device",
+    "DisplaySettings": "frame.display.device",
+    "Panel": "frame.display.panels",
+    "get_palette": "frame.display.panels",
+    "get_panel": "frame.display.panels",
+    "open_display": "frame.display.device",
+    "palette_names": "frame.display.panels",
+    "panel_names": "frame.display.panels",
+    "prepare": "frame.display.preparation",
+})

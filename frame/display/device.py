@@ -1,6 +1,6 @@
 """``open_display``: a configured panel, ready to ``show`` pictures with panel care.
 
-    with open_display(config.display, state_dir=state) as display:
+    with open_display(DisplaySettings.from_section(config.display), state_dir=state) as display:
         result = display.show("picture.png")   # ShowResult: shown / unchanged / too-soon
 
 A show is refused early if the panel needs more rest (``care``); otherwise the picture is fitted,
@@ -12,49 +12,59 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from PIL import Image
 
-from frame.display import engine, preparation
-from frame.display.bus import Bus, Clock, SpiGpioBus
+from frame.display import preparation
+from frame.display.bus import Bus, Clock
 from frame.display.care import SHOWN, RefreshGuard, ShowResult, picture_digest
-from frame.display.drivers import driver_class
-from frame.display.drivers.base import Driver, Pins
+from frame.display.dither import resolve_dither
+from frame.display.drivers import driver_for
+from frame.display.drivers.base import Driver, OpenRequest
 from frame.display.drivers.inky import InkyDriver
-from frame.display.drivers.virtual import VirtualDriver
 from frame.display.panels import AUTO_PANELS, Panel, get_panel
 from frame.errors import UsageError
 
-if TYPE_CHECKING:
-    from frame.config import DisplayConfig
-
 log = logging.getLogger(__name__)
 
-SPI_SPEED_HZ = 4_000_000
 
 
 @dataclass(frozen=True)
-class Settings:
-    """The part of ``DisplayConfig`` that shapes the picture."""
+class DisplaySettings:
+    """What ``open_display`` needs: the panel, how the picture is shaped for it, and the virtual
+    panel's folder. Display's own record, so display never imports the configuration layer; its
+    fields are those of the ``display:`` section (``frame.config.DisplayConfig``, which validates
+    them), and ``from_section`` copies them (a test keeps the two field lists equal)."""
 
-    fit: str = "cover"
+    panel: str = "virtual"
+    size: str = "800x480"
+    palette: str = "spectra6"
     rotate: int = 0
+    fit: str = "cover"
     saturation: float | None = None
     dither: str | None = "auto"
+    out_dir: str = ""
+    min_refresh_seconds: int | None = None
+    busy_timeout_seconds: float = 120.0
+
+    @classmethod
+    def from_section(cls, section: Any) -> DisplaySettings:
+        """The settings of a configuration's ``display`` section (any object with these attributes)."""
+        return cls(**{f.name: getattr(section, f.name) for f in fields(cls)})
 
 
 class Display:
     """A panel plus its driver and refresh guard. Use as a context manager; ``close`` releases hardware."""
 
-    def __init__(self, panel: Panel, driver: Driver, guard: RefreshGuard, settings: Settings) -> None:
+    def __init__(self, panel: Panel, driver: Driver, guard: RefreshGuard, settings: DisplaySettings) -> None:
         self.panel, self.driver, self.guard, self.settings = panel, driver, guard, settings
 
     def prepare(self, image: Image.Image | str | Path) -> tuple[Image.Image, Image.Image]:
         """(fitted RGB picture, prepared "P" image) with this display's settings."""
-        engine.resolve(self.settings.dither)  # a bad name fails before the expensive steps
+        resolve_dither(self.settings.dither)  # a bad name fails before the expensive steps
         fitted, mask = preparation.fit_for_panel(image, self.panel, self.settings.fit, self.settings.rotate)
         prepared = preparation.render(fitted, self.panel, self.settings.saturation, self.settings.dither, mask)
         return fitted, prepared
@@ -118,39 +128,18 @@ class Display:
         self.close()
 
 
-def _out_dir(config: DisplayConfig, state_dir: Path | None) -> Path:
-    if config.out_dir:
-        return Path(config.out_dir).expanduser()
-    if state_dir is None:
-        raise UsageError("the virtual panel needs display.out_dir or a state directory to write into")
-    return Path(state_dir).expanduser() / "display"
-
-
-def _driver(config: DisplayConfig, state_dir: Path | None, bus: Bus | None, clock: Clock | None,
-            inky_module: Any, out_file: Path | None) -> Driver:
+def _driver(config: DisplaySettings, request: OpenRequest) -> Driver:
+    """The registered driver of the configured panel, opened (``display.panel: inky``: detected)."""
     if config.panel in AUTO_PANELS:
-        driver = InkyDriver(None, inky_module=inky_module)
-        driver.init()  # reads the EEPROM: errors surface now, and the panel becomes known
-        return driver
+        return InkyDriver.open(None, request)
     panel = get_panel(config.panel, size=config.size, palette=config.palette)
-    if panel.driver == "virtual":
-        return VirtualDriver(panel, _out_dir(config, state_dir), out_file)
-    if panel.driver == "inky":
-        driver = InkyDriver(panel, inky_module=inky_module)
-        driver.init()  # a model that differs from the EEPROM is refused now, not after preparing
-        return driver
-    pins = Pins()
-    if bus is None:
-        bus = SpiGpioBus(outputs=(pins.reset, pins.dc, pins.power), inputs=(pins.busy,),
-                         speed_hz=SPI_SPEED_HZ).open()
-    return driver_class(panel.driver)(panel, bus, clock=clock, busy_timeout=config.busy_timeout_seconds,
-                                      pins=pins)
+    return driver_for(panel.driver).open(panel, request)
 
 
-def open_display(config: DisplayConfig, state_dir: str | Path | None = None, *, bus: Bus | None = None,
+def open_display(config: DisplaySettings, state_dir: str | Path | None = None, *, bus: Bus | None = None,
                  clock: Clock | None = None, inky_module: Any = None, out_file: str | Path | None = None,
                  now: Callable[[], float] | None = None) -> Display:
-    """Open the panel described by a ``DisplayConfig``.
+    """Open the panel ``config`` describes (``DisplaySettings.from_section(config.display)``).
 
     ``state_dir`` holds the refresh guard's memory (``<state_dir>/display/care.json``; without it the
     guard remembers only for this process) and the virtual panel's default output. ``bus``, ``clock``,
@@ -158,13 +147,14 @@ def open_display(config: DisplayConfig, state_dir: str | Path | None = None, *, 
     panel's PNG (the CLI's ``--out``).
     """
     state = Path(state_dir).expanduser() if state_dir is not None else None
-    driver = _driver(config, state, bus, clock, inky_module, Path(out_file) if out_file else None)
+    request = OpenRequest(config.out_dir, config.busy_timeout_seconds, state, bus, clock, inky_module,
+                          Path(out_file) if out_file else None)
+    driver = _driver(config, request)
     panel = driver.panel
     interval = panel.min_refresh_seconds if config.min_refresh_seconds is None else config.min_refresh_seconds
     guard_kwargs = {"now": now} if now is not None else {}
     guard = RefreshGuard(state / "display" / "care.json" if state else None, panel.name, float(interval),
                          **guard_kwargs)
-    settings = Settings(config.fit, config.rotate, config.saturation, config.dither)
     log.info("opened %s (%dx%d, %s palette, min %ss between refreshes)", panel.name, *panel.size,
              panel.palette_name, interval)
-    return Display(panel, driver, guard, settings)
+    return Display(panel, driver, guard, config)

@@ -7,16 +7,71 @@ in one numpy step (about 1,800 steps for 800x480). This forces a left-to-right s
 (``floyd-steinberg``, ``atkinson``); the serpentine default cannot be parallelised at all and keeps
 only its in-row carry in a tight Python loop (``serpentine``). Ordered dithering picks, per pixel,
 the best two-ink mix and thresholds it. Inks are chosen perceptually (CIELAB) through a lookup table.
+
+Each method is registered under its ``display.dither`` name (``@register_dither``, the ``DITHERS``
+table); ``auto`` means the default, ``linear-serpentine``: serpentine Floyd-Steinberg with the error
+kept in linear light against the measured inks. The schema's ``DitherName`` stays the owner-facing list
+(the daemon checks ``display.dither`` without numpy): a name it does not list is refused at
+registration, and ``tests/display/test_dither_registry.py`` checks the table, the schema, the CLI, the
+docs table and config.yaml agree.
+
+All methods are our own numpy code. We evaluated the MIT-licensed ``epaper-dithering`` package (Rust
+core) as the engine: it is about 3x faster, but fed the same tone- and gamut-mapped picture it leaves
+grey ramps ~30 % too light in linear light (mean CIEDE2000 6.98 against 1.81 for our linear-light
+Floyd-Steinberg on the Spectra 6 grey ramp, Pillow 7.32), so it is not used; numbers and command in
+``docs/display.md``.
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
+from collections.abc import Callable
+from typing import get_args
 
 import numpy as np
 
+from frame.config.schema import DitherName
 from frame.display import colour
+from frame.errors import unknown_choice
+
+Method = Callable[[np.ndarray, np.ndarray], np.ndarray]  # (linear picture, linear inks) -> ink indices
+DITHERS: dict[str, Method] = {}
+DEFAULT_DITHER = "linear-serpentine"  # what "auto" (and no setting) means
+
+
+def register_dither(name: str) -> Callable[[Method], Method]:
+    """Function decorator: the method for ``display.dither: name`` (a name the schema lists)."""
+    if name == "auto" or name not in get_args(DitherName):
+        raise ValueError(f"dither {name!r} is not in frame.config.schema.DitherName: add it there first")
+    if name in DITHERS:
+        raise ValueError(f"dither {name!r} registered twice")
+
+    def decorate(method: Method) -> Method:
+        DITHERS[name] = method
+        return method
+
+    return decorate
+
+
+def resolve_dither(name: str | None) -> str:
+    """The concrete method for a configured name (``None`` or "auto" = the default)."""
+    name = name or "auto"
+    if name != "auto" and name not in DITHERS:
+        raise unknown_choice("dither", name, dither_names())
+    return DEFAULT_DITHER if name == "auto" else name
+
+
+def dither_names() -> tuple[str, ...]:
+    """Every name ``display.dither`` accepts, "auto" first, in the schema's order."""
+    return ("auto", *(n for n in get_args(DitherName) if n in DITHERS))
+
+
+def dither_indices(linear: np.ndarray, inks_srgb8: np.ndarray, method: str | None) -> np.ndarray:
+    """Ink indices (H, W) for a gamut-mapped linear-light picture."""
+    inks_linear = colour.srgb8_to_linear(np.asarray(inks_srgb8, dtype=np.uint8))
+    return DITHERS[resolve_dither(method)](linear, inks_linear).astype(np.uint8)
+
 
 # Kernels as (dy, dx, weight) taps; weights sum to 1 except Atkinson's deliberate 6/8. Taps are listed
 # lower rows first: then every pixel receives its shares in exactly the order a raster scan gives them,
@@ -149,6 +204,7 @@ def _quantise_row(values: list, carry: float, order: range, lookup: list[int], i
     return picked, (err_r, err_g, err_b)
 
 
+@register_dither("linear-serpentine")
 def serpentine(linear: np.ndarray, inks: np.ndarray) -> np.ndarray:
     """Serpentine Floyd-Steinberg in linear light: rows alternate direction, so no diagonal worms.
 
@@ -236,16 +292,31 @@ def threshold_dither(linear: np.ndarray, inks: np.ndarray, thresholds: np.ndarra
     return np.where(share > tiled, second, first).reshape(height, width)
 
 
+@register_dither("floyd-steinberg")
+def floyd_steinberg(linear: np.ndarray, inks: np.ndarray) -> np.ndarray:
+    """Floyd-Steinberg, left to right on every row (the vectorised wavefront)."""
+    return error_diffusion(linear, inks, "floyd-steinberg")
+
+
+@register_dither("atkinson")
+def atkinson(linear: np.ndarray, inks: np.ndarray) -> np.ndarray:
+    """Atkinson's kernel: diffuses 6/8 of the error, for a punchy high-contrast look."""
+    return error_diffusion(linear, inks, "atkinson")
+
+
+@register_dither("ordered")
 def ordered(linear: np.ndarray, inks: np.ndarray) -> np.ndarray:
     """Bayer 8x8 ordered dither: regular cross-hatch texture, no error streaks, stable under edits."""
     return threshold_dither(linear, inks, _bayer(8))
 
 
+@register_dither("blue-noise")
 def blue_noise_dither(linear: np.ndarray, inks: np.ndarray) -> np.ndarray:
     """Blue-noise threshold dither: grain without Bayer's grid pattern or error-diffusion worms."""
     return threshold_dither(linear, inks, blue_noise())
 
 
+@register_dither("none")
 def no_dither(linear: np.ndarray, inks: np.ndarray) -> np.ndarray:
     """Nearest ink per pixel; only for pictures already drawn in the panel's inks."""
     height, width, _ = linear.shape

@@ -8,12 +8,14 @@ Spectra 6 controller skips code 4; the 1-bit panel writes black as bit 1).
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
+from typing import Literal
 
-from frame.errors import UsageError
+from frame.errors import UsageError, unknown_choice
 
 RGB = tuple[int, int, int]
+# The driver ids panel rows name; each is registered by one class in frame.display.drivers.
+DriverName = Literal["virtual", "inky", "waveshare_7in3e", "waveshare_7in3f", "waveshare_7in5_v2"]
 
 
 @dataclass(frozen=True)
@@ -30,14 +32,15 @@ class Palette:
 class Panel:
     """One panel model: geometry, measured palette and care limits.
 
-    ``driver`` names the module under ``frame.display.drivers`` that talks to it.
+    ``driver`` is the id of the driver class that talks to it (``@register_driver`` in
+    ``frame.display.drivers``): an id rather than the class, so this table stays free of numpy and Pillow.
     """
 
     name: str
     size: tuple[int, int]
     palette_name: str
     native_indices: tuple[int, ...]
-    driver: str
+    driver: DriverName
     min_refresh_seconds: int
     default_saturation: float
     description: str
@@ -85,24 +88,42 @@ PALETTES: dict[str, Palette] = {p.name: p for p in (
 _WAVESHARE_CARE = 180  # Waveshare's precautions: at least 180 s between full refreshes.
 
 PANELS: dict[str, Panel] = {p.name: p for p in (
-    Panel("virtual", (800, 480), "spectra6", (0, 1, 2, 3, 4, 5), "virtual", 0, 1.0,
-          "no hardware: writes PNGs of what a panel would show (any size and palette)"),
-    Panel("waveshare-7in5-v2", (800, 480), "bw", (1, 0), "waveshare_7in5_v2", _WAVESHARE_CARE, 1.0,
-          "Waveshare 7.5in V2 black/white, 1 bpp"),
-    Panel("waveshare-7in3f", (800, 480), "acep7", (0, 1, 2, 3, 4, 5, 6), "waveshare_7in3f",
-          _WAVESHARE_CARE, 1.0, "Waveshare 7.3in (F) 7-colour ACeP, 4 bpp"),
-    Panel("waveshare-7in3e", (800, 480), "spectra6", (0, 1, 2, 3, 5, 6), "waveshare_7in3e",
-          _WAVESHARE_CARE, 1.0, "Waveshare 7.3in (E) Spectra 6, 4 bpp, code 4 unused"),
-    Panel("inky-impression-4", (640, 400), "acep7-uc8159", (0, 1, 2, 3, 4, 5, 6), "inky", 30, 1.0,
-          "Pimoroni Inky Impression 4in (UC8159)"),
-    Panel("inky-impression-5.7", (600, 448), "acep7-uc8159", (0, 1, 2, 3, 4, 5, 6), "inky", 30, 1.0,
-          "Pimoroni Inky Impression 5.7in (UC8159)"),
-    Panel("inky-impression-7.3-2023", (800, 480), "acep7", (0, 1, 2, 3, 4, 5, 6), "inky", 30, 1.0,
-          "Pimoroni Inky Impression 7.3in 2023 (AC073TC1A)"),
-    Panel("inky-impression-7.3", (800, 480), "inky-spectra6", (0, 1, 2, 3, 4, 5), "inky", 30, 1.0,
-          "Pimoroni Inky Impression 7.3in 2025 (E673 Spectra 6; inky remaps to the native codes)"),
-    Panel("inky-impression-13.3", (1600, 1200), "inky-spectra6", (0, 1, 2, 3, 4, 5), "inky", 30, 1.0,
-          "Pimoroni Inky Impression 13.3in (EL133UF1 Spectra 6)"),
+    Panel(name="virtual", size=(800, 480), palette_name="spectra6",
+          native_indices=(0, 1, 2, 3, 4, 5), driver="virtual",
+          min_refresh_seconds=0, default_saturation=1.0,
+          description="no hardware: writes PNGs of what a panel would show (any size and palette)"),
+    Panel(name="waveshare-7in5-v2", size=(800, 480), palette_name="bw",
+          native_indices=(1, 0), driver="waveshare_7in5_v2",
+          min_refresh_seconds=_WAVESHARE_CARE, default_saturation=1.0,
+          description="Waveshare 7.5in V2 black/white, 1 bpp"),
+    Panel(name="waveshare-7in3f", size=(800, 480), palette_name="acep7",
+          native_indices=(0, 1, 2, 3, 4, 5, 6), driver="waveshare_7in3f",
+          min_refresh_seconds=_WAVESHARE_CARE, default_saturation=1.0,
+          description="Waveshare 7.3in (F) 7-colour ACeP, 4 bpp"),
+    Panel(name="waveshare-7in3e", size=(800, 480), palette_name="spectra6",
+          native_indices=(0, 1, 2, 3, 5, 6), driver="waveshare_7in3e",
+          min_refresh_seconds=_WAVESHARE_CARE, default_saturation=1.0,
+          description="Waveshare 7.3in (E) Spectra 6, 4 bpp, code 4 unused"),
+    Panel(name="inky-impression-4", size=(640, 400), palette_name="acep7-uc8159",
+          native_indices=(0, 1, 2, 3, 4, 5, 6), driver="inky",
+          min_refresh_seconds=30, default_saturation=1.0,
+          description="Pimoroni Inky Impression 4in (UC8159)"),
+    Panel(name="inky-impression-5.7", size=(600, 448), palette_name="acep7-uc8159",
+          native_indices=(0, 1, 2, 3, 4, 5, 6), driver="inky",
+          min_refresh_seconds=30, default_saturation=1.0,
+          description="Pimoroni Inky Impression 5.7in (UC8159)"),
+    Panel(name="inky-impression-7.3-2023", size=(800, 480), palette_name="acep7",
+          native_indices=(0, 1, 2, 3, 4, 5, 6), driver="inky",
+          min_refresh_seconds=30, default_saturation=1.0,
+          description="Pimoroni Inky Impression 7.3in 2023 (AC073TC1A)"),
+    Panel(name="inky-impression-7.3", size=(800, 480), palette_name="inky-spectra6",
+          native_indices=(0, 1, 2, 3, 4, 5), driver="inky",
+          min_refresh_seconds=30, default_saturation=1.0,
+          description="Pimoroni Inky Impression 7.3in 2025 (E673 Spectra 6; inky remaps to the native codes)"),
+    Panel(name="inky-impression-13.3", size=(1600, 1200), palette_name="inky-spectra6",
+          native_indices=(0, 1, 2, 3, 4, 5), driver="inky",
+          min_refresh_seconds=30, default_saturation=1.0,
+          description="Pimoroni Inky Impression 13.3in (EL133UF1 Spectra 6)"),
 )}
 
 # Names accepted in the configuration that are resolved when the display is opened.
@@ -110,9 +131,7 @@ AUTO_PANELS = {"inky": "Inky Impression, model read from the HAT's EEPROM by ink
 
 
 def _unknown(kind: str, name: str, choices: list[str]) -> UsageError:
-    close = difflib.get_close_matches(name, choices, n=1, cutoff=0.5)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return UsageError(f"unknown {kind} {name!r}{hint}; choose one of: {', '.join(choices)}")
+    return unknown_choice(kind, name, choices, cutoff=0.5)
 
 
 def panel_names() -> list[str]:

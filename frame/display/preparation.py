@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import get_args
 
 import numpy as np
 from PIL import Image, ImageFilter, ImageOps, UnidentifiedImageError
 
-from frame.display import engine, gamut
-from frame.display.choices import FITS, ROTATIONS
+from frame.config.schema import FitName, Rotation
+from frame.display import gamut
+from frame.display.dither import dither_indices, resolve_dither
 from frame.display.panels import Panel
 from frame.errors import FrameError, UsageError
 
@@ -84,8 +86,8 @@ def fit_image(image: Image.Image, size: tuple[int, int], fit: str,
     Returns the picture and, for ``contain``, a mask ("L", 255 = picture) of where the picture is, so
     the bars can be printed as pure white ink instead of being dithered.
     """
-    if fit not in FITS:
-        raise UsageError(f"unknown fit {fit!r}; choose one of: {', '.join(FITS)}")
+    if fit not in get_args(FitName):
+        raise UsageError(f"unknown fit {fit!r}; choose one of: {', '.join(get_args(FitName))}")
     if fit == "cover":
         return _scaled(image, size, cover=True), None
     inner = _scaled(image, size, cover=False)
@@ -107,8 +109,8 @@ def fit_for_panel(image: Image.Image | str | Path, panel: Panel, fit: str = "cov
                   rotate: int = 0) -> tuple[Image.Image, Image.Image | None]:
     """Steps 1-3: the RGB picture at panel size and orientation, before any colour work, plus the
     ``contain`` mask (see ``fit_image``) turned the same way."""
-    if rotate not in ROTATIONS:
-        raise UsageError(f"rotate must be one of {ROTATIONS}, not {rotate!r}")
+    if rotate not in get_args(Rotation):
+        raise UsageError(f"rotate must be one of {get_args(Rotation)}, not {rotate!r}")
     width, height = panel.size
     upright = (height, width) if rotate in (90, 270) else (width, height)
     picture, mask = fit_image(load_image(image), upright, fit, panel.palette[panel.white_index])
@@ -131,11 +133,11 @@ def render(picture: Image.Image, panel: Panel, saturation: float | None = None,
     saturation = panel.default_saturation if saturation is None else float(saturation)
     if not 0.0 <= saturation <= 1.0:
         raise UsageError(f"saturation must be between 0 and 1, not {saturation}")
-    method = engine.resolve(dither)
+    method = resolve_dither(dither)
     inks = np.array(panel.palette, dtype=np.uint8)
     content = np.asarray(mask) > 127 if mask is not None else None
     linear = gamut.prepare_colours(np.asarray(picture.convert("RGB")), inks, saturation, content)
-    indices = engine.dither_indices(linear, inks, method)
+    indices = dither_indices(linear, inks, method)
     if content is not None:
         indices[~content] = panel.white_index
     result = Image.fromarray(indices, mode="P")
@@ -151,9 +153,9 @@ def prepare(image: Image.Image | str | Path, panel: Panel, fit: str = "cover", r
     ``rotate`` turns the picture clockwise by 0/90/180/270 degrees on its way to the panel (a portrait-
     mounted panel: the picture is composed upright at height x width, then turned); ``saturation`` scales
     colourfulness (0 grey .. 1 as is; ``None`` = panel default); ``dither`` is a name from
-    ``engine.DITHERS`` (``None``/"auto" = serpentine Floyd-Steinberg in linear light).
+    ``dither.DITHERS`` (``None``/"auto" = serpentine Floyd-Steinberg in linear light).
     """
-    engine.resolve(dither)  # reject a bad name before the expensive work
+    resolve_dither(dither)  # reject a bad name before the expensive work
     picture, mask = fit_for_panel(image, panel, fit, rotate)
     return render(picture, panel, saturation, dither, mask)
 

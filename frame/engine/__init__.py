@@ -6,26 +6,16 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from frame.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from frame.engine.model import Model
+    from frame.engine.model import Model, load_model
 
-__all__ = ["load_model", "Model"]
+__all__ = ["Model", "load_model"]
 
-
-def load_model(source: str, weights: Any = "prefetch", attention_slices: int | None = None,
-               attention_budget_bytes: int = 16 << 20) -> Model:
-    """See ``frame.engine.model.load_model``."""
-    from frame.engine import ops  # noqa: F401  (fills the kernel registry)
-    from frame.engine.model import load_model as _load
-
-    return _load(source, weights, attention_slices, attention_budget_bytes)
-
-
-def __getattr__(name: str) -> Any:
-    if name == "Model":
-        from frame.engine.model import Model
-
-        return Model
-    raise AttributeError(name)
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "Model": "frame.engine.model",
+    "load_model": "frame.engine.model",
+})

@@ -39,3 +39,14 @@ class WeightDataError(EngineError):
 
 class WeightFetchError(EngineError):
     """Weights could not be fetched (HTTP failures after retries, server without Range support)."""
+
+
+class NodeError(EngineError):
+    """A kernel failed on this model's data; the message names the node, op and input shapes."""
+
+
+class SourceTruncated(Exception):
+    """A byte source ends before the requested range does (the caller names the tensor or structure).
+
+    Not an EngineError on purpose: callers turn it into the error that names what was being read,
+    and no ``except FrameError`` should catch it on the way."""

@@ -15,23 +15,23 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from frame.engine import blas_threads, buffers
-from frame.engine.errors import EngineError, FrameError
+from frame.engine.errors import EngineError, FrameError, NodeError
 from frame.engine.graph import Step
+from frame.engine.io.weights import WeightRef
+from frame.engine.passes.weight_decoding import WeightRows, decoded_weight_items, decoded_weight_op
 from frame.engine.providers.base import WeightsProvider
-from frame.engine.weight_decoding import WeightRows, decoded_weight_items, decoded_weight_op
-from frame.engine.weights import WeightRef
+
+if TYPE_CHECKING:
+    from frame.engine.subgraphs import Body
 
 log = logging.getLogger(__name__)
 
 Progress = Callable[[float], None]
-
-
-class NodeError(EngineError):
-    """A kernel failed on this model's data; the message names the node, op and input shapes."""
 
 
 def _base_nbytes(array: np.ndarray) -> int:
@@ -176,7 +176,7 @@ class Executor:
 
     def execute(self, steps: list[Step], env: dict[str, np.ndarray], progress: Progress | None = None,
                 held: dict[WeightRef, np.ndarray] | None = None, top: bool = False) -> None:
-        """Run ``steps`` in ``env``: the main plan, or a body's (``subgraphs.Scope``). With ``held``
+        """Run ``steps`` in ``env``: the main plan, or a body's (``Scope``). With ``held``
         (a loop body), weights are fetched once into it and released by ``release_all`` at the end."""
         total = len(steps)
         for i, step in enumerate(steps):
@@ -246,8 +246,6 @@ class Executor:
         if step.reuse and _may_overwrite(args[0]):
             kwargs = {**node.attrs, "_reuse": True}
         if "_scope" in node.spec.hints:  # control flow: the kernel runs bodies in this environment
-            from frame.engine.subgraphs import Scope
-
             kwargs = {**kwargs, "_scope": Scope(self, env, held)}
         if "_rng" in node.spec.hints:  # random ops draw from the run's generator (None: their own)
             kwargs = {**kwargs, "_rng": self.rng}
@@ -270,3 +268,38 @@ class Executor:
         for name, value in zip(node.outputs, results):
             if name:
                 env[name] = detach_small_view(value) if isinstance(value, np.ndarray) else np.asarray(value)
+
+
+class Scope:
+    """What a control-flow kernel gets as ``_scope``: runs bodies against the enclosing values."""
+
+    def __init__(self, executor: Executor, env: dict[str, np.ndarray], held: dict | None) -> None:
+        self.executor = executor
+        self.env = env
+        self.held = held
+
+    def run(self, body: Body, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        """The body's outputs for these formal inputs (fewer inputs than declared: the rest omitted)."""
+        env = {name: self.env[name] for name in body.outer}
+        env.update(zip(body.inputs, inputs))
+        try:
+            self.executor.execute(body.steps, env, held=self.held)
+        except NodeError as exc:
+            raise NodeError(f"{body.where}: {exc}") from exc
+        outputs = []
+        for name in body.outputs:
+            if name in env:
+                outputs.append(env[name])
+            elif name in body.weights:  # a branch that only returns a constant
+                outputs.append(self.executor.fetch(body.weights[name]))
+            else:
+                raise EngineError(f"{body.where}: output {name!r} was not produced")
+        return outputs
+
+    def holding(self) -> Scope:
+        """A scope that keeps every weight it fetches until ``release_held`` (for loop bodies)."""
+        return self if self.held is not None else Scope(self.executor, self.env, {})
+
+    def release_held(self) -> None:
+        if self.held:
+            self.executor.release_all(self.held)

@@ -16,8 +16,8 @@ import numpy as np
 import onnx
 
 from frame.engine.errors import ModelFormatError
+from frame.engine.io.weights import WeightRef
 from frame.engine.ops.registry import OpSpec, UnsupportedOp, bind_node
-from frame.engine.weights import WeightRef
 
 FLOAT, FLOAT16 = onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16
 

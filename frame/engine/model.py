@@ -23,27 +23,19 @@ from frame.config.redact import redact_url
 from frame.engine import graph as g
 from frame.engine import onnxstream
 from frame.engine import ops as _ops  # noqa: F401  (importing the package fills the kernel registry)
-from frame.engine.attention import AttentionConfig
-from frame.engine.const_fold import fold_constants
-from frame.engine.conv_fold import fuse_conv_affine
-from frame.engine.errors import ModelFormatError, UnsupportedModelError
-from frame.engine.executor import Executor, NodeError
-from frame.engine.fusion import fuse_attention
-from frame.engine.geglu import fuse_geglu
-from frame.engine.gelu import commute_for_reuse, fuse_gelu
+from frame.engine.errors import ModelFormatError, NodeError, UnsupportedModelError
+from frame.engine.executor import Executor
+from frame.engine.io.protobuf_index import scan_model
+from frame.engine.io.sources import SourcePool, is_url
+from frame.engine.io.weights import collect_weights, numpy_dtype
 from frame.engine.io_check import check_feeds, symbolic_conflicts
-from frame.engine.layer_norm import fuse_layer_norm
 from frame.engine.memory import return_freed_buffers_to_os, trim_free_memory
-from frame.engine.norm_conv import fuse_norm_conv
-from frame.engine.protobuf_index import scan_model
+from frame.engine.passes.const_fold import fold_constants
+from frame.engine.passes.order import PassContext, run_passes
+from frame.engine.passes.sliced_attention import AttentionConfig
+from frame.engine.passes.weight_decoding import stream_weight_rows
 from frame.engine.providers import WeightsProvider, make_provider
-from frame.engine.schedule import hoist_narrowing_convs
-from frame.engine.silu import fuse_silu
-from frame.engine.sources import SourcePool, is_url
 from frame.engine.subgraphs import BodyBinder, compile_bodies, fetch_order
-from frame.engine.upsample_conv import fuse_upsample_conv
-from frame.engine.weight_decoding import fuse_weight_decoding, stream_weight_rows
-from frame.engine.weights import collect_weights, numpy_dtype
 from frame.errors import UsageError
 
 log = logging.getLogger(__name__)
@@ -130,25 +122,11 @@ class Model:
         g.compute_in_float32(nodes)
         nodes = fold_constants(nodes, self._weights, output_names)
         opset = g.opset_table(structure.proto)[""]
-        nodes, self.fused_attention_count = fuse_attention(nodes, output_names, attention, opset)
-        nodes, self.fused_silu_count = fuse_silu(nodes, output_names)
-        nodes, self.fused_layer_norm_count = fuse_layer_norm(nodes, output_names, self._weights)
-        nodes, self.fused_upsample_conv_count = fuse_upsample_conv(nodes, output_names, self._weights)
-        nodes, self.fused_conv_affine_count = fuse_conv_affine(nodes, output_names, self._weights)
-        nodes, self.fused_norm_conv_count = fuse_norm_conv(nodes, output_names, self._weights)
-        # after the affine fold, which only takes float32 initializer weights: quantized/fp16 convs
-        # keep their BatchNormalization and get their weights decoded per block instead
-        nodes, self.decoded_weight_count = fuse_weight_decoding(nodes, output_names, self._weights)
-        nodes, self.fused_geglu_count = fuse_geglu(nodes, output_names, self._weights)  # after: reads decoded
-        # after GEGLU: a feed-forward it runs in channel blocks never exists whole (its memory), the other
-        # GELUs become one blocked node (their time)
-        nodes, self.fused_gelu_count = fuse_gelu(nodes, output_names, self._weights)
-        nodes = g.remove_dead_nodes(nodes, output_names)
-        commute_for_reuse(nodes, self._weights, input_names, output_names)
-        nodes, self.hoisted_conv_count = hoist_narrowing_convs(nodes, self._weights, input_names)
+        context = PassContext(input_names, output_names, self._weights, attention, opset)
+        nodes, self.rewrites = run_passes(nodes, context)  # rewrites per pass: {"attention": 16, ...}
         self._check_outputs_produced(nodes, input_names)
         self.steps = g.make_plan(nodes, self._weights, input_names, output_names)
-        self.row_streamed_count = stream_weight_rows(self.steps)
+        self.rewrites["row_streamed"] = stream_weight_rows(self.steps)
         self.streamed_weights = fetch_order(self.steps)  # bodies' weights at their node's step
         provider.prepare(self.streamed_weights)
         self._executor = Executor(self.steps, provider, [o.name for o in self.outputs])
@@ -269,7 +247,7 @@ def load_model(source: str | onnxstream.OnnxStreamSource, weights: str | Weights
     model = Model(source, provider, structure, attention)
     del structure
     trim_free_memory()  # parsing and the load-time rewrites leave ~16 MB of freed heap (SDXL UNet)
-    log.info("loaded %s: %d nodes, %d weights (%.1f MB), %d fused attention block(s)", redact_url(str(source)),
+    log.info("loaded %s: %d nodes, %d weights (%.1f MB), rewrites %s", redact_url(str(source)),
              len(model.steps), len(model.streamed_weights), model.weight_bytes / 1e6,
-             model.fused_attention_count)
+             ", ".join(f"{name} {count}" for name, count in model.rewrites.items() if count) or "none")
     return model

@@ -19,8 +19,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from frame.engine.io.sources import SourcePool
 from frame.engine.model import read_structure
-from frame.engine.sources import SourcePool
 
 SMALL_BYTES = 4096  # constant tensors read back for shape inference (shapes, axes, scales)
 

@@ -8,8 +8,8 @@ owning node's inputs. That one step keeps the rest of the loader unchanged: the 
 those values alive until the node has run, topological order puts their producers first, dead-node
 removal sees them used, and no fusion can swallow a value a body still reads.
 
-Run: the executor hands control-flow kernels a ``Scope`` (the ``_scope`` hint); ``Scope.run`` executes
-a body's plan in an environment of its own, seeded with the outer values and the formal inputs.
+Run: the executor hands control-flow kernels a ``Scope`` (the ``_scope`` hint, ``frame.engine.executor``);
+``Scope.run`` executes a body's plan in an environment of its own, seeded with the outer values and the formal inputs.
 Inside a loop the body's weights are fetched on the first iteration and held until the loop ends
 (``Scope.holding``), instead of being read again on every iteration.
 
@@ -29,11 +29,11 @@ import onnx
 
 from frame.engine import graph as g
 from frame.engine.errors import EngineError, ModelFormatError
-from frame.engine.weights import WeightRef, collect_weights, numpy_dtype
+from frame.engine.io.weights import WeightRef, collect_weights, numpy_dtype
+from frame.engine.passes.const_fold import fold_constants
 
 if TYPE_CHECKING:
-    from frame.engine.executor import Executor
-    from frame.engine.protobuf_index import ScannedModel
+    from frame.engine.io.protobuf_index import ScannedModel
 
 GRAPH_TYPES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
 
@@ -53,7 +53,6 @@ class Body:
 
     def compile(self) -> None:
         """Order, float32-rewrite, fold and plan the body (and the bodies nested in it) like the main graph."""
-        from frame.engine.const_fold import fold_constants
 
         compile_bodies(self.nodes)
         available = set(self.inputs) | set(self.weights) | set(self.outer)
@@ -164,40 +163,3 @@ def fetch_order(steps: list[g.Step]) -> list[WeightRef]:
     for i, ref in enumerate(order):
         ref.index = i
     return order
-
-
-class Scope:
-    """What a control-flow kernel gets as ``_scope``: runs bodies against the enclosing values."""
-
-    def __init__(self, executor: Executor, env: dict[str, np.ndarray], held: dict | None) -> None:
-        self.executor = executor
-        self.env = env
-        self.held = held
-
-    def run(self, body: Body, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        """The body's outputs for these formal inputs (fewer inputs than declared: the rest omitted)."""
-        from frame.engine.executor import NodeError
-
-        env = {name: self.env[name] for name in body.outer}
-        env.update(zip(body.inputs, inputs))
-        try:
-            self.executor.execute(body.steps, env, held=self.held)
-        except NodeError as exc:
-            raise NodeError(f"{body.where}: {exc}") from exc
-        outputs = []
-        for name in body.outputs:
-            if name in env:
-                outputs.append(env[name])
-            elif name in body.weights:  # a branch that only returns a constant
-                outputs.append(self.executor.fetch(body.weights[name]))
-            else:
-                raise EngineError(f"{body.where}: output {name!r} was not produced")
-        return outputs
-
-    def holding(self) -> Scope:
-        """A scope that keeps every weight it fetches until ``release_held`` (for loop bodies)."""
-        return self if self.held is not None else Scope(self.executor, self.env, {})
-
-    def release_held(self) -> None:
-        if self.held:
-            self.executor.release_all(self.held)

@@ -15,13 +15,18 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from frame.diffusion import load_pipeline
 from frame.diffusion.sizes import night_size
 from frame.estimate import pi
 from frame.estimate.machine import Throughput, component_leaders, heaviest_signatures, measure_throughput, read_rate
 from frame.estimate.night import NightEstimate, estimate_night
 from frame.estimate.plan import NightPlan, build_plan, choose_texts
+from frame.models import resolve_model_source
+
+if TYPE_CHECKING:
+    from frame.config.schema import Config, ScheduleConfig
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +45,7 @@ class ConfiguredEstimate:
     notes: list[str] = field(default_factory=list)
 
 
-def window_seconds(schedule: Any) -> float:
+def window_seconds(schedule: ScheduleConfig) -> float:
     """Seconds from ``schedule.render_at`` to ``schedule.deadline`` (a full day when equal), as
     ``frame.daemon.schedule`` opens the night."""
     def minutes(text: str) -> int:
@@ -68,7 +73,7 @@ def weight_location(source: Any) -> str | None:
     return str(max(files, key=lambda p: p.stat().st_size)) if files else None
 
 
-def _plans(pipe: Any, config: Any, size: tuple[int, int], steps: int | None, texts: int, alternative: bool
+def _plans(pipe: Any, config: Config, size: tuple[int, int], steps: int | None, texts: int, alternative: bool
            ) -> tuple[NightPlan, NightPlan | None]:
     """Tonight's plan and, with guidance and ``alternative``, the other mode's (None when the export's
     fixed batch leaves no other way)."""
@@ -83,7 +88,7 @@ def _plans(pipe: Any, config: Any, size: tuple[int, int], steps: int | None, tex
     return tonight, other if other.guidance_mode != tonight.guidance_mode else None
 
 
-def estimate_config(config: Any, pipe: Any = None, steps: int | None = None, size: tuple[int, int] | None = None,
+def estimate_config(config: Config, pipe: Any = None, steps: int | None = None, size: tuple[int, int] | None = None,
                     measure_seconds: float = 8.0, link_bytes: float | None = None, ratings: int | None = None,
                     rates: Throughput | None = None, texts: int | None = None,
                     cpu: bool = False, alternative: bool = True) -> ConfiguredEstimate:
@@ -93,8 +98,6 @@ def estimate_config(config: Any, pipe: Any = None, steps: int | None = None, siz
     prompt choice embeds (default: from the taste settings; 0 for a queued prompt); ``cpu``: rates per
     CPU second instead of wall second (projects CPU time on a shared machine); ``alternative``: also
     count the other way to run the guidance passes (not needed to choose tonight's steps)."""
-    from frame.diffusion import load_pipeline
-    from frame.models import resolve_model_source
 
     model = config.model
     if pipe is None:

@@ -22,9 +22,11 @@ import numpy as np
 
 from frame.diffusion.guidance_plan import precision_of
 from frame.engine import graph as g
-from frame.engine.attention import AttentionConfig
+from frame.engine.io.sources import SourcePool
 from frame.engine.model import Model, read_structure
 from frame.engine.ops.conv import FUSED_MIN_INPUT_PIXELS
+from frame.engine.passes.sliced_attention import AttentionConfig
+from frame.engine.passes.weight_decoding import _channel_blocks
 from frame.engine.static_shapes import fill_small_values
 from frame.engine.subgraphs import fetch_order
 from frame.estimate.buffers import LiveBuffers
@@ -156,8 +158,6 @@ def _fetch_bytes(step: g.Step, table: ShapeTable) -> tuple[int, ...]:
 def _row_block_bytes(step: g.Step) -> int:
     """Stored bytes of one block of a row-streamed weight: what the op holds of it at a time (the
     blocks of ``weight_decoding._channel_blocks``, read as stored)."""
-    from frame.engine.weight_decoding import _channel_blocks
-
     ref = step.weight_rows
     if ref is None or not ref.shape:
         return 0
@@ -262,7 +262,6 @@ def _step_costs(steps: list[g.Step], work: list[Work], owner: list[int | None], 
 def _read_small_integer_weights(weights: Mapping, in_proto: set[str]) -> None:
     """Give small weights stored outside the proto their values (OnnxStream keeps reshape targets,
     axes and scalars as ``.bin`` files): shape inference needs them; a few bytes each."""
-    from frame.engine.sources import SourcePool
 
     small = [ref for name, ref in weights.items() if ref.value is None and ref.location is not None
              and name not in in_proto and ref.length <= (SMALL_INTEGER_BYTES if ref.dtype.kind in "iu"

@@ -37,6 +37,8 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from frame.engine import load_model
+from frame.estimate.counting import count_graph
 from frame.estimate.probes import build_probe, decode_probe, matmul_probe, probe_model
 from frame.estimate.signature import Signature
 
@@ -163,8 +165,6 @@ class _Bench:
         self.wall = self.cpu = 0.0
 
     def time(self, proto: onnx.ModelProto, feeds: dict) -> tuple[float, float, str]:
-        from frame.engine import load_model
-
         self.count += 1
         path = self.folder / f"probe{self.count}.onnx"
         onnx.save(proto, str(path))
@@ -195,7 +195,6 @@ def _quiet(name: str) -> Iterator[None]:
 def _probe_work(path: str, feeds: dict) -> tuple[int, int, int]:
     """(engine multiply-adds, memory traffic, weight values decoded) of a probe, counted exactly as
     a model's steps are."""
-    from frame.estimate.counting import count_graph
 
     count = count_graph(path, {k: v.shape for k, v in feeds.items()})
     return sum(sum(s.engine_macs) for s in count.steps), count.element_bytes, count.decoded_elements

@@ -1,6 +1,6 @@
 """What one night runs, component by component, and the input shapes of each run.
 
-A night, as ``frame.daemon.steps`` and ``frame.diffusion.pipeline`` run it:
+A night, as ``frame.worker.render`` and ``frame.diffusion.pipeline`` run it:
 
 1. **choose** (the taste picker; not for a queued prompt): the last text encoder embeds every text
    the picker has not seen: the concept axes' ends, and with a trained taste model the candidate
@@ -27,9 +27,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from frame.diffusion import guidance_plan
 from frame.diffusion.conditioning import text_passes
 from frame.diffusion.model_info import SDXL
+from frame.diffusion.onnxstream_layout import OnnxStreamFiles
 from frame.diffusion.vae import tile_starts
+from frame.engine.model import read_structure
+from frame.estimate.choice import minimum_steps
 from frame.estimate.counting import GraphCount, count_graph
 from frame.estimate.shapes import Shape
 
@@ -72,8 +76,6 @@ class NightPlan:
 
     @property
     def min_steps(self) -> int:
-        from frame.estimate.choice import minimum_steps
-
         return minimum_steps(self.turbo, self.sampler, self.steps)
 
     @property
@@ -133,7 +135,6 @@ def unet_shapes(declared: dict[str, tuple], batch: int, latent: tuple[int, int])
 
 
 def _count(source, wanted) -> GraphCount:  # noqa: ANN001
-    from frame.engine.model import read_structure
 
     structure = read_structure(source)
     return count_graph(source, wanted(declared_inputs(structure)), structure=structure)
@@ -141,7 +142,6 @@ def _count(source, wanted) -> GraphCount:  # noqa: ANN001
 
 def _vae_run(pipe, latent: tuple[int, int], tile: int, overlap: int) -> tuple[object, Shape, int, str | None]:  # noqa: ANN001
     """(decoder source, input latent size, evaluations, note) for the decode of ``latent``."""
-    from frame.diffusion.onnxstream_layout import OnnxStreamFiles
 
     h, w = latent
     if isinstance(pipe.files, OnnxStreamFiles):
@@ -164,7 +164,6 @@ def guidance_mode_tonight(pipe, settings, batch_dim, precision: str, requested: 
     """(mode, reason) as the render decides it: ``frame.diffusion.denoise.GuidedUNet`` (a fixed batch
     of 2 forces "batched"; a fixed batch of 1 cannot batch) after ``Pipeline.guidance_mode_for``
     (``requested`` or the pipeline's ``guidance_mode``, else ``guidance_plan.choose``)."""
-    from frame.diffusion import guidance_plan
 
     if not settings.guided:
         return "sequential", "one UNet pass per step (no guidance)"
@@ -223,7 +222,6 @@ def build_plan(pipe, width: int, height: int, steps: int | None, guidance: float
 
 
 def _structure(source):  # noqa: ANN001, ANN202
-    from frame.engine.model import read_structure
 
     return read_structure(source)
 

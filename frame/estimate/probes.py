@@ -19,7 +19,9 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from frame.engine.attention import AttentionConfig
+from frame.engine.blas_threads import SINGLE_THREAD_WORK
+from frame.engine.ops.conv import band_rows
+from frame.engine.passes.sliced_attention import AttentionConfig
 from frame.estimate.signature import Signature
 
 FLOAT, FLOAT16 = onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16
@@ -57,7 +59,6 @@ def _rows(total: int, per_row: int, max_macs: int, minimum: int = 1) -> int:
 def _threads(work: int) -> bool:
     """Whether the engine runs a product of ``work`` multiply-adds on all BLAS threads
     (``frame.engine.blas_threads``): a probe must land on the same side as its step."""
-    from frame.engine.blas_threads import SINGLE_THREAD_WORK
 
     return work >= SINGLE_THREAD_WORK
 
@@ -71,8 +72,6 @@ def _same_threads(rows: int, total: int, work_per_row: int) -> int:
 
 def _conv_input(sig: Signature, max_macs: int) -> tuple[int, int, int, int]:
     """The probe's input: the signature's with its rows cut to ``max_macs`` (at least one band)."""
-    from frame.engine.ops.conv import band_rows
-
     (n, c, h, w_in), w_shape = sig.shapes
     m, cg, kh, kw = w_shape
     attrs = dict(sig.attrs)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from frame.config.redact import redact_url
-from frame.estimate.choice import format_duration
+from frame.estimate.choice import choose_steps, format_duration
 from frame.estimate.configured import ConfiguredEstimate
 from frame.estimate.night import NightEstimate, Projection
 
@@ -60,8 +60,6 @@ def _projection(p: Projection, plan_steps: int) -> str:
 
 
 def _fits(p: Projection, window_seconds: float, estimate: NightEstimate, minimum: int) -> str:
-    from frame.estimate.choice import choose_steps
-
     fixed = p.seconds - p.step_seconds * estimate.plan.steps
     choice = choose_steps(estimate.plan.steps, minimum, fixed, p.step_seconds, window_seconds)
     if choice.fits and not choice.reduced:

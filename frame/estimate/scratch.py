@@ -1,7 +1,7 @@
 """The temporary memory of the engine's heavy kernels, beyond their inputs and output.
 
 Each figure follows the kernel's code (the docstrings of ``frame.engine.ops.conv``,
-``frame.engine.weight_decoding`` and ``frame.engine.attention`` say the same):
+``frame.engine.passes.weight_decoding`` and ``frame.engine.passes.sliced_attention`` say the same):
 
 * Conv (dense, 2-D): one im2col band of ``band_rows`` output rows (``C/g·kh·kw × rows·Wo`` float32,
   at most ``COLUMN_BUDGET_BYTES``) plus the padded input rows it reads; a 1×1 conv without stride or
@@ -26,9 +26,11 @@ import math
 from collections.abc import Mapping
 
 from frame.engine import graph as g
-from frame.engine.attention import AttentionConfig
 from frame.engine.ops.conv import FUSED_MIN_INPUT_PIXELS, band_rows
-from frame.engine.weight_decoding import BLOCK_BYTES, MIN_BLOCK_CHANNELS
+from frame.engine.ops.conv_grouped import NARROW_RATIO
+from frame.engine.passes.norm_conv import PIXEL_BLOCK_BYTES
+from frame.engine.passes.sliced_attention import AttentionConfig
+from frame.engine.passes.weight_decoding import BLOCK_BYTES, MIN_BLOCK_CHANNELS
 from frame.estimate.shapes import Shape, ShapeTable
 
 FLOAT = 4
@@ -105,11 +107,8 @@ def decoded_weight_scratch(node: g.Node, table: ShapeTable, weights: Mapping) ->
 
 
 def norm_conv_scratch(x: Shape, w: Shape, out: Shape, attrs: Mapping, full_channels: int | None = None) -> int:
-    """NormConv (``frame.engine.norm_conv``): a 3×3 (or strided) conv's band, normalised as it is
+    """NormConv (``frame.engine.passes.norm_conv``): a 3×3 (or strided) conv's band, normalised as it is
     copied; a 1×1 conv's normalised block of pixels; a narrow conv normalises a copy of its input."""
-    from frame.engine.norm_conv import PIXEL_BLOCK_BYTES
-    from frame.engine.ops.conv_grouped import NARROW_RATIO
-
     if len(x) != 4 or len(w) != 4:
         return 0
     c, pixels = x[1], x[2] * x[3]

@@ -28,7 +28,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from frame.engine import graph as g
-from frame.engine.weights import WeightRef
+from frame.engine.io.weights import WeightRef
 
 Shape = tuple[int | None, ...]
 MAX_VALUE_BYTES = 64 << 10

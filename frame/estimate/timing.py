@@ -24,10 +24,13 @@ pays it all). The result is the finishing time of the last op. A shared run of t
 
 from __future__ import annotations
 
+import inspect
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from frame.engine.providers.http import HttpPrefetch
+from frame.engine.providers.prefetch import Prefetch
 from frame.estimate.counting import GraphCount, StepCost
 from frame.estimate.machine import Throughput
 from frame.estimate.work import KINDS
@@ -35,15 +38,10 @@ from frame.estimate.work import KINDS
 
 def _provider_budgets() -> dict[str, int]:
     """Read-ahead bytes of each provider, from the engine's own defaults."""
-    import inspect
-
-    from frame.engine.providers.disk import DiskPrefetch
-    from frame.engine.providers.http import Http
-
     def default(cls: type) -> int:
         return int(inspect.signature(cls.__init__).parameters["budget_bytes"].default)
 
-    return {"prefetch": default(DiskPrefetch), "http": default(Http), "nocache": 0}
+    return {"prefetch": default(Prefetch), "http": default(HttpPrefetch), "nocache": 0}
 
 
 PROVIDER_BUDGET = _provider_budgets()

@@ -1,4 +1,4 @@
-"""frame.remote: paint the night's picture on a LAN render server, and be one (``frame serve-render``).
+"""frame.remote: paint the night's picture on a LAN render server (``frame.serve.render`` is one).
 
 The client speaks the AUTOMATIC1111 web API subset that AUTOMATIC1111, Forge and SD.Next serve (and
 ``frame serve-render``); any failure ends in ``RemoteUnavailable``, the signal to paint on the device
@@ -22,7 +22,9 @@ frame; resumable), ``serve`` (the server side). Importing this package is cheap.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from frame.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from frame.remote.a1111 import RemoteJob
@@ -32,13 +34,11 @@ if TYPE_CHECKING:
 
 __all__ = ["RemoteJob", "RemoteResult", "RemoteUnavailable", "check_reachable", "night_job", "render_remote"]
 
-_HOMES = {"RemoteJob": "a1111", "RemoteUnavailable": "errors", "night_job": "night", "RemoteResult": "render",
-          "check_reachable": "render", "render_remote": "render"}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _HOMES:
-        import importlib
-
-        return getattr(importlib.import_module(f"frame.remote.{_HOMES[name]}"), name)
-    raise AttributeError(f"module 'frame.remote' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "RemoteJob": "frame.remote.a1111",
+    "RemoteResult": "frame.remote.render",
+    "RemoteUnavailable": "frame.remote.errors",
+    "check_reachable": "frame.remote.render",
+    "night_job": "frame.remote.night",
+    "render_remote": "frame.remote.render",
+})

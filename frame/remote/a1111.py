@@ -23,7 +23,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from frame.diffusion.pngmeta import A1111_SAMPLER_NAMES, GenerationParameters
+from frame.diffusion.pngmeta import GenerationParameters
+from frame.diffusion.samplers.registry import a1111_name, frame_name
 from frame.remote.errors import BAD_RESPONSE, RemoteUnavailable
 
 TXT2IMG = "/sdapi/v1/txt2img"
@@ -32,7 +33,6 @@ PROGRESS = "/sdapi/v1/progress"
 SD_MODELS = "/sdapi/v1/sd-models"
 INTERRUPT = "/sdapi/v1/interrupt"
 
-FRAME_SAMPLER_NAMES = {name: key for key, name in A1111_SAMPLER_NAMES.items()}
 _SCHEDULE_TYPE = re.compile(r"(?:^|, )Schedule type: ([^,\n]+)")
 _MODEL = re.compile(r"(?:^|, )Model: (\"(?:[^\"\\]|\\.)*\"|[^,\n]+)")
 
@@ -65,7 +65,7 @@ def a1111_sampler(name: str) -> str:
 
     The combined "<sampler> Karras" names are what every A1111 version accepts (1.9+ splits them into
     sampler and ``scheduler`` itself)."""
-    return A1111_SAMPLER_NAMES.get(name, name)
+    return a1111_name(name)
 
 
 def frame_sampler(name: str, infotext: str = "") -> str:
@@ -73,7 +73,7 @@ def frame_sampler(name: str, infotext: str = "") -> str:
     schedule = _SCHEDULE_TYPE.search(infotext or "")
     if schedule and schedule.group(1).strip().lower() == "karras" and not name.endswith("Karras"):
         name = f"{name} Karras"
-    return FRAME_SAMPLER_NAMES.get(name, name)
+    return frame_name(name) or name
 
 
 def request_payload(job: RemoteJob) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """HTTP to an AUTOMATIC1111-compatible server: auth, deadlines, and failures sorted into reasons.
 
-Deadlines. Every call runs under one wall-clock ``Deadline`` (``frame.daemon.feedhttp``: a timer
+Deadlines. Every call runs under one wall-clock ``Deadline`` (``frame.net.deadline``: a timer
 shuts the call's sockets down when it passes, so a server that drips its headers or body a byte at
 a time cannot hold a call past it) plus a connect timeout. The job's POST gets what is left of the
 job's deadline; the other calls get a few seconds.
@@ -19,9 +19,10 @@ import logging
 from typing import Any
 
 import requests
+from urllib3.exceptions import NameResolutionError, NewConnectionError
 
 from frame.config.redact import redact_text, redact_url
-from frame.daemon.feedhttp import Deadline, DeadlinePassed, FeedSession
+from frame.net.deadline import Deadline, DeadlinePassed, DeadlineSession
 from frame.remote import a1111
 from frame.remote.errors import AUTH, BAD_RESPONSE, DIED, REFUSED, REJECTED, SERVER_ERROR, TIMEOUT, RemoteUnavailable
 
@@ -46,7 +47,7 @@ class A1111Client:
         self.base = url.rstrip("/")
         self.server = redact_url(self.base)
         self.connect_timeout = connect_timeout
-        self.session = FeedSession()
+        self.session = DeadlineSession()
         self.session.trust_env = False  # a LAN server: no proxies or .netrc from the environment
         if token:
             self.session.headers["Authorization"] = f"Bearer {token}"
@@ -152,7 +153,6 @@ def _read_capped(response: requests.Response, deadline: Deadline) -> bytes:
 
 def _never_connected(exc: BaseException) -> bool:
     """True when the TCP connection was never made (refused, unknown host, no route)."""
-    from urllib3.exceptions import NameResolutionError, NewConnectionError
 
     seen: set[int] = set()
     stack: list[Any] = [exc]

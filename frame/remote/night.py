@@ -9,16 +9,19 @@ aspect ratio in multiples of 64 px, as a local SD 1.5 render would get.
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING
 
+from frame.diffusion.sizes import auto_size, parse_size
 from frame.remote.a1111 import RemoteJob
+
+if TYPE_CHECKING:
+    from frame.config.schema import Config
 
 SD15_AREA = SimpleNamespace(native_size=(512, 512), vae_factor=8, latent_multiple=8)
 
 
-def remote_size(config: Any) -> tuple[int, int]:
+def remote_size(config: Config) -> tuple[int, int]:
     """``render.remote.size``, or for "auto" 512×512's area at the panel's aspect (rotation included)."""
-    from frame.diffusion.sizes import auto_size, parse_size
 
     size = parse_size(config.render.remote.size)
     if size:
@@ -29,7 +32,7 @@ def remote_size(config: Any) -> tuple[int, int]:
     return auto_size(SD15_AREA, width / height)  # type: ignore[arg-type]
 
 
-def night_job(config: Any, prompt: str, negative_prompt: str, seed: int) -> RemoteJob:
+def night_job(config: Config, prompt: str, negative_prompt: str, seed: int) -> RemoteJob:
     """The remote job for one night: ``prompt``/``negative_prompt`` as chosen, settings from ``config``."""
     remote = config.render.remote
     width, height = remote_size(config)

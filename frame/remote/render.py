@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PIL import Image
 
@@ -35,6 +35,9 @@ from frame.remote.a1111 import RemoteJob
 from frame.remote.client import A1111Client, CancellableDeadline
 from frame.remote.errors import DIED, NOT_CONFIGURED, TIMEOUT, RemoteUnavailable
 from frame.remote.picture import check_picture, decode_base64_image
+
+if TYPE_CHECKING:
+    from frame.config.schema import RemoteRenderConfig
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +100,7 @@ class RemoteRenderer:
     """Renders jobs on the server ``settings`` describe (``render.remote``: url, user, password, token,
     connect_timeout_seconds, job_timeout_minutes, poll_seconds, lost_after_seconds)."""
 
-    def __init__(self, settings: Any, client: A1111Client | None = None) -> None:
+    def __init__(self, settings: RemoteRenderConfig, client: A1111Client | None = None) -> None:
         if not getattr(settings, "url", ""):
             raise RemoteUnavailable(NOT_CONFIGURED, "render.remote.url is empty")
         self.settings = settings
@@ -192,7 +195,7 @@ class RemoteRenderer:
         return snapshot.step
 
 
-def render_remote(settings: Any, job: RemoteJob, progress: ProgressCallback | None = None,
+def render_remote(settings: RemoteRenderConfig, job: RemoteJob, progress: ProgressCallback | None = None,
                   deadline_seconds: float | None = None) -> RemoteResult:
     """Paint ``job`` on the server of ``settings`` (``config.render.remote``), or raise RemoteUnavailable."""
     renderer = RemoteRenderer(settings)
@@ -202,7 +205,7 @@ def render_remote(settings: Any, job: RemoteJob, progress: ProgressCallback | No
         renderer.client.close()
 
 
-def check_reachable(settings: Any, seconds: float = 5.0) -> list[str]:
+def check_reachable(settings: RemoteRenderConfig, seconds: float = 5.0) -> list[str]:
     """The server's model titles within ``seconds`` (``frame config check``), or RemoteUnavailable."""
     renderer = RemoteRenderer(settings)
     try:

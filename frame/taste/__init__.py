@@ -6,24 +6,28 @@ Names are resolved lazily so ``import frame.taste`` does not import scikit-learn
 
 from __future__ import annotations
 
-import importlib
+from typing import TYPE_CHECKING
 
-_EXPORTS = {
-    "IKNNClassifier": "frame.taste.classifier",
-    "Explanation": "frame.taste.explain",
+from frame.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from frame.taste.classifier import IKNNClassifier
+    from frame.taste.explain import Explanation
+    from frame.taste.features import DEFAULT_AXES, Candidate, PromptFeatures
+    from frame.taste.picker import Choice, TasteSettings, ThemePicker
+    from frame.taste.ratings import Rating
+
+__all__ = ["Candidate", "Choice", "DEFAULT_AXES", "Explanation", "IKNNClassifier", "PromptFeatures", "Rating",
+           "TasteSettings", "ThemePicker"]
+
+__getattr__, __dir__ = lazy_exports(__name__, {
     "Candidate": "frame.taste.features",
-    "PromptFeatures": "frame.taste.features",
-    "DEFAULT_AXES": "frame.taste.features",
-    "Rating": "frame.taste.ratings",
-    "ThemePicker": "frame.taste.picker",
-    "TasteSettings": "frame.taste.picker",
     "Choice": "frame.taste.picker",
-}
-
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module 'frame.taste' has no attribute {name!r}")
+    "DEFAULT_AXES": "frame.taste.features",
+    "Explanation": "frame.taste.explain",
+    "IKNNClassifier": "frame.taste.classifier",
+    "PromptFeatures": "frame.taste.features",
+    "Rating": "frame.taste.ratings",
+    "TasteSettings": "frame.taste.picker",
+    "ThemePicker": "frame.taste.picker",
+})

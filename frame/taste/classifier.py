@@ -12,11 +12,12 @@ import logging
 import numbers
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from frame.taste import combine, search
+from frame.taste.explain import explain_row
 from frame.taste.neighbours import class_fractions, kneighbors, macro_f1
 
 log = logging.getLogger(__name__)
@@ -210,7 +211,6 @@ class IKNNClassifier(ClassifierMixin, BaseEstimator):
         counts = np.bincount(y)
         if self.faithful or not self.select_by_cv or len(counts) < 2 or counts.min() < 2:
             return {}
-        from sklearn.base import clone
         from sklearn.model_selection import StratifiedKFold
 
         scores = {}
@@ -322,7 +322,6 @@ class IKNNClassifier(ClassifierMixin, BaseEstimator):
         """Why one row gets its prediction: a :class:`frame.taste.explain.Explanation` with, per voting
         subspace, the feature pair, score, weight, k nearest training rows, vote and contribution.
         Keyword arguments (``sentence``, ``label_names``) shape the summary sentences."""
-        from frame.taste.explain import explain_row
 
         return explain_row(self, x, **kwargs)
 

@@ -13,6 +13,11 @@ import os
 from pathlib import Path
 
 import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import ListedColormap
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 # Colour-blind-safe qualitative palette (Okabe–Ito); the same colour marks a class everywhere.
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
@@ -32,8 +37,6 @@ def _span(values: np.ndarray, extra: float | None = None) -> np.ndarray:
 
 
 def _draw_panel(ax, clf, index: int, colours: list[str], row: np.ndarray | None) -> None:
-    from matplotlib.colors import ListedColormap
-
     features = list(clf.subspaces_[index].features)
     names = [clf.feature_names_[f] for f in features]
     train = clf.X_train_[:, features]
@@ -86,14 +89,9 @@ def _draw_panel(ax, clf, index: int, colours: list[str], row: np.ndarray | None)
 
 
 def _plot(clf, path, row: np.ndarray | None, max_panels: int, panel_size: float) -> Path:
-    from sklearn.utils.validation import check_is_fitted
-
     check_is_fitted(clf)
     if not clf.subspaces_:
         raise ValueError("the model has no voting subspaces (one class or one row): nothing to plot")
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    from matplotlib.lines import Line2D
 
     count = len(clf.subspaces_) if max_panels is None else min(max_panels, len(clf.subspaces_))
     colours = class_colours(len(clf.classes_))
@@ -119,7 +117,6 @@ def plot_model(clf, path, *, max_panels: int | None = None, panel_size: float = 
 
 def plot_prediction(clf, x, path, *, max_panels: int | None = None, panel_size: float = 3.6) -> Path:
     """Like :func:`plot_model`, with row ``x`` (original units) drawn as a red star."""
-    from sklearn.utils.validation import validate_data
 
     X = x if hasattr(x, "iloc") else np.asarray(x, dtype=float).reshape(1, -1)
     X = validate_data(clf, X, reset=False, dtype=np.float64)

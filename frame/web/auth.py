@@ -14,7 +14,7 @@ Rules (each has a test in ``tests/web/test_security.py`` or ``tests/web/test_ses
   400, a wrong one 403; a cross-site ``Origin`` header is 403 too.
 * Ten failed logins from one address within five minutes lock that address out for the rest of the
   window (429), which makes guessing even a short token impractical. Wrong ``Authorization: Bearer``
-  tokens on the JSON API count into the same limiter (``frame.daemon.ratelimit``).
+  tokens on the JSON API count into the same limiter (``frame.net.ratelimit``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from frame.daemon.ratelimit import FailureLimiter
+from frame.atomicfile import write_private_atomic
+from frame.net.ratelimit import FailureLimiter
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +46,6 @@ def load_or_create_secret(state_dir: Path) -> bytes:
         log.warning("%s is too short; generating a new session key (everyone is logged out)", path)
     except FileNotFoundError:
         pass
-    from frame.atomicfile import write_private_atomic
 
     state_dir.mkdir(parents=True, exist_ok=True)
     key = secrets.token_bytes(32)
@@ -88,5 +88,5 @@ def same_origin(origin: str | None, host_url: str) -> bool:
     return origin.rstrip("/") == host_url.rstrip("/")
 
 
-# The login form and the API's bearer header share one limiter (``frame.daemon.ratelimit``).
+# The login form and the API's bearer header share one limiter (``frame.net.ratelimit``).
 LoginLimiter = FailureLimiter

@@ -1,83 +1,35 @@
-"""The Flask blueprint of the phone page: context, session set-up and the guard every POST passes.
+"""The phone page's blueprint set-up: per-app context, session settings and the guard every POST passes.
 
-``build_blueprint`` is what ``frame.web.create_blueprint`` returns to the daemon's app factory. It
-registers the pages (``views.py``), the image routes (``images.py``) and, once per app, the session
-settings (signed cookie, HttpOnly, SameSite=Strict, Secure over https) described in ``auth.py``.
+The routes are module-level (``views.py``, ``images.py`` on ``routes.bp``, added when those modules are
+imported here). ``create_blueprint`` (offered as ``frame.web.create_blueprint``, what the daemon's app
+factory registers) pairs ``bp`` with one app's ``WebContext``; at registration ``record_once`` puts the context in
+``app.extensions`` and sets the session (signed cookie, HttpOnly, SameSite=Strict, Secure over https)
+described in ``auth.py``.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from flask import Blueprint, Flask, abort, render_template, request, session
+from flask import Flask, abort, render_template, request, session
+from flask.blueprints import BlueprintSetupState
 from flask.sessions import SecureCookieSessionInterface
 
 from frame.config import Config, state_dir
-from frame.errors import FrameError
-from frame.web import auth
+from frame.web import auth, images, views  # noqa: F401 - importing them adds their routes to bp
+from frame.web.context import WebContext
 from frame.web.forms import safe_next
-from frame.web.sessions import SESSIONS_FILE, SessionRegistry
+from frame.web.routes import WEB_KEY, bp, web_context
 
 log = logging.getLogger(__name__)
 
 MAX_FORM_BYTES = 16 * 1024
 SESSION_COOKIE = "frame_session"
-
-
-@dataclass
-class WebContext:
-    """What the views share: configuration, store, the daemon's live status and login bookkeeping."""
-
-    config: Config
-    store: Any
-    state_dir: Path
-    status: Callable[[], dict] | None = None
-    config_path: Path | None = None
-    token: str | None = None
-    controller: Any = None
-    limiter: auth.LoginLimiter = field(default_factory=auth.LoginLimiter)
-    sessions: SessionRegistry | None = None  # created with the app (it needs the final state dir)
-
-    def adopt(self, shared: dict[str, Any]) -> None:
-        """Take the daemon's shared objects (``app.extensions["frame"]``): token, controller, state dir
-        and the failed-token limiter the API counts into too."""
-        self.token = shared.get("token") or self.token
-        self.controller = shared.get("controller") or self.controller
-        self.limiter = shared.get("limiter") or self.limiter
-        if shared.get("state_dir"):
-            self.state_dir = Path(shared["state_dir"])
-        if self.status is None and self.controller is not None:
-            self.status = self.controller.status
-
-    def owner_token(self) -> str:
-        if self.token:
-            return self.token
-        from frame.daemon.token import ensure_token
-
-        return ensure_token(self.config.web.token, self.state_dir)
-
-    def session_registry(self) -> SessionRegistry:
-        if self.sessions is None:
-            self.sessions = SessionRegistry(self.state_dir / SESSIONS_FILE)
-        return self.sessions
-
-    def logged_in(self) -> bool:
-        """The session was opened by a login that has not been logged out (here or everywhere) and
-        was made with the current owner token."""
-        remembered = session.get("owner")
-        if not remembered or not self.session_registry().valid(session.get("sid")):
-            return False
-        try:
-            expected = auth.fingerprint(self.owner_token())
-        except FrameError as exc:  # e.g. a token file others can read: nobody is logged in until fixed
-            log.warning("web: no usable owner token: %s", exc)
-            return False
-        return auth.tokens_match(remembered, expected)
+CONTEXT_OPTION = "frame_web_context"  # the register option that carries an app's WebContext
 
 
 class _SessionInterface(SecureCookieSessionInterface):
@@ -87,11 +39,11 @@ class _SessionInterface(SecureCookieSessionInterface):
         return bool(app.config.get("SESSION_COOKIE_SECURE")) or request.is_secure
 
 
-def _configure_app(app: Flask, ctx: WebContext) -> None:
-    from frame.daemon.app import IdConverter
-
+def _configure_app(setup: BlueprintSetupState) -> None:
+    """Once per app: bind the context ``create_blueprint`` made, then the session settings."""
+    app, ctx = setup.app, setup.options[CONTEXT_OPTION]
     ctx.adopt(app.extensions.get("frame") or {})
-    app.url_map.converters.setdefault("id", IdConverter)  # picture ids within SQLite's range, else 404
+    app.extensions[WEB_KEY] = ctx
     ctx.session_registry()
     if not app.secret_key:
         app.secret_key = auth.load_or_create_secret(ctx.state_dir)
@@ -104,45 +56,61 @@ def _configure_app(app: Flask, ctx: WebContext) -> None:
     )
 
 
-def build_blueprint(config: Config, store: Any, status: Callable[[], dict] | None = None,
-                    config_path: str | Path | None = None) -> Blueprint:
-    """The ``web`` blueprint: pages at ``/``, ``/gallery``, ``/queue``, ``/status``, ``/config``."""
-    from frame.web import images, views
+bp.record_once(_configure_app)
 
-    ctx = WebContext(config=config, store=store, state_dir=state_dir(config), status=status,
-                     config_path=Path(config_path) if config_path else None)
-    bp = Blueprint("web", __name__, template_folder="templates", static_folder="static",
-                   static_url_path="/web-static")
-    bp.record_once(lambda setup: _configure_app(setup.app, ctx))
 
-    @bp.before_request
-    def guard() -> Any:
-        return _guard(ctx)
+class Pages:
+    """The module-level ``bp`` with one app's context: what ``frame.web.create_blueprint`` returns and
+    ``app.register_blueprint`` takes (it calls ``register``), so the blueprint's routes stay
+    module-level while every app gets its own configuration and store."""
 
-    @bp.after_request
-    def headers(response: Any) -> Any:
-        response.headers.setdefault("X-Content-Type-Options", "nosniff")
-        response.headers.setdefault("X-Frame-Options", "DENY")
-        response.headers.setdefault("Referrer-Policy", "same-origin")
-        response.headers.setdefault(
-            "Content-Security-Policy",
-            "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
-            "frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
-        if request.method == "GET" and response.mimetype == "text/html":
-            response.headers.setdefault("Cache-Control", "no-store")
-        return response
+    def __init__(self, ctx: WebContext) -> None:
+        self.ctx = ctx
+        self.name = bp.name
 
-    @bp.app_template_global()
-    def csrf_token() -> str:
-        return auth.csrf_token(session)
+    def register(self, app: Flask, options: dict[str, Any]) -> None:
+        bp.register(app, {**options, CONTEXT_OPTION: self.ctx})
 
-    @bp.context_processor
-    def common() -> dict[str, Any]:
-        return {"logged_in": ctx.logged_in(), "csrf_field": auth.CSRF_FIELD}
 
-    views.register(bp, ctx)
-    images.register(bp, ctx)
-    return bp
+def create_blueprint(config: Config, store: Any, status: Callable[[], dict] | None = None,
+                     config_path: str | Path | None = None) -> Pages:
+    """The ``web`` pages at ``/``, ``/gallery``, ``/queue``, ``/status``, ``/config`` for ``config``
+    and the daemon's ``store`` (``frame.daemon.store.database.Store``).
+
+    ``status``: optional callable returning the daemon's live status (``LiveStatus.snapshot``) for the
+    render progress; ``config_path``: the file the daemon loaded, re-validated on the settings page.
+    """
+    return Pages(WebContext(config=config, store=store, state_dir=state_dir(config), status=status,
+                            config_path=Path(config_path) if config_path else None))
+
+
+@bp.before_request
+def guard() -> Any:
+    return _guard(web_context())
+
+
+@bp.after_request
+def headers(response: Any) -> Any:
+    response.headers.setdefault("X-Content-Type-Options", "nosniff")
+    response.headers.setdefault("X-Frame-Options", "DENY")
+    response.headers.setdefault("Referrer-Policy", "same-origin")
+    response.headers.setdefault(
+        "Content-Security-Policy",
+        "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
+        "frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
+    if request.method == "GET" and response.mimetype == "text/html":
+        response.headers.setdefault("Cache-Control", "no-store")
+    return response
+
+
+@bp.app_template_global()
+def csrf_token() -> str:
+    return auth.csrf_token(session)
+
+
+@bp.context_processor
+def common() -> dict[str, Any]:
+    return {"logged_in": web_context().logged_in(), "csrf_field": auth.CSRF_FIELD}
 
 
 def _guard(ctx: WebContext) -> Any:

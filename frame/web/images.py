@@ -1,6 +1,7 @@
-"""Image routes. Every file is found through the store by numeric id; nothing in the request is a path.
+"""Image routes (of ``frame.web.routes.bp``). Every file is found through the store by numeric id;
+nothing in the request is a path.
 
-The store holds gallery file *names*; ``frame.daemon.gallery.picture_path`` refuses any name that
+The store holds gallery file *names*; ``frame.daemon.store.gallery.picture_path`` refuses any name that
 would leave the gallery folder, and a missing file is a 404 like an unknown id. Thumbnails for the
 gallery are made with Pillow on first request and kept in a small in-memory LRU cache, so a phone
 downloads ~15 kB per tile instead of the full PNG.
@@ -15,11 +16,14 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from flask import Blueprint, abort, send_file
+from flask import abort, current_app, send_file
 
+from frame.daemon.jobs.night import job_dir
+from frame.daemon.store.gallery import picture_path
 from frame.errors import FrameError
-from frame.web.blueprint import WebContext
+from frame.web.context import WebContext
 from frame.web.present import why_plot_name
+from frame.web.routes import bp, web_context
 from frame.web.views import live_status
 
 log = logging.getLogger(__name__)
@@ -27,6 +31,7 @@ log = logging.getLogger(__name__)
 THUMB_SIZE = (360, 360)
 THUMB_CACHE_ENTRIES = 96
 MAX_AGE_SECONDS = 300
+THUMBS_KEY = "frame.web.thumbs"
 
 
 class ThumbCache:
@@ -65,7 +70,6 @@ def make_thumbnail(path: Path) -> bytes:
 
 def gallery_file(ctx: WebContext, name: str | None) -> Path:
     """The existing gallery file for a stored name, or abort(404)."""
-    from frame.daemon.gallery import picture_path
 
     try:
         path = picture_path(ctx.state_dir, name)
@@ -84,44 +88,52 @@ def _stored(ctx: WebContext, picture_id: int) -> dict[str, Any]:
     return row
 
 
-def register(bp: Blueprint, ctx: WebContext) -> None:
-    """Add the image routes to ``bp``."""
-    thumbs = ThumbCache()
+def _thumbs() -> ThumbCache:
+    """This app's thumbnail cache (one per app, like its context)."""
+    return current_app.extensions.setdefault(THUMBS_KEY, ThumbCache())
 
-    @bp.get("/pictures/<id:picture_id>/image")
-    def image(picture_id: int) -> Any:
-        path = gallery_file(ctx, _stored(ctx, picture_id).get("file"))
-        return send_file(path, conditional=True, max_age=MAX_AGE_SECONDS)
 
-    @bp.get("/pictures/<id:picture_id>/panel")
-    def panel(picture_id: int) -> Any:
-        path = gallery_file(ctx, _stored(ctx, picture_id).get("panel_file"))
-        return send_file(path, conditional=True, max_age=MAX_AGE_SECONDS)
+@bp.get("/pictures/<id:picture_id>/image")
+def image(picture_id: int) -> Any:
+    ctx = web_context()
+    path = gallery_file(ctx, _stored(ctx, picture_id).get("file"))
+    return send_file(path, conditional=True, max_age=MAX_AGE_SECONDS)
 
-    @bp.get("/pictures/<id:picture_id>/thumb")
-    def thumb(picture_id: int) -> Any:
-        path = gallery_file(ctx, _stored(ctx, picture_id).get("file"))
-        try:
-            data = thumbs.get(path)
-        except OSError as exc:
-            log.warning("cannot make a thumbnail of %s: %s", path, exc)
-            abort(404)
-        return send_file(io.BytesIO(data), mimetype="image/jpeg", max_age=MAX_AGE_SECONDS)
 
-    @bp.get("/pictures/<id:picture_id>/why.png")
-    def why_plot(picture_id: int) -> Any:
-        path = gallery_file(ctx, why_plot_name(_stored(ctx, picture_id).get("why")))
-        return send_file(path, mimetype="image/png", conditional=True, max_age=MAX_AGE_SECONDS)
+@bp.get("/pictures/<id:picture_id>/panel")
+def panel(picture_id: int) -> Any:
+    ctx = web_context()
+    path = gallery_file(ctx, _stored(ctx, picture_id).get("panel_file"))
+    return send_file(path, conditional=True, max_age=MAX_AGE_SECONDS)
 
-    @bp.get("/render/preview")
-    def preview() -> Any:
-        from frame.daemon.night import job_dir
 
-        render = live_status(ctx).get("render") or {}
-        render_id = render.get("id")
-        if not render.get("preview") or not isinstance(render_id, int) or isinstance(render_id, bool):
-            abort(404)
-        path = job_dir(ctx.state_dir, render_id) / "preview.png"
-        if not path.is_file():
-            abort(404)
-        return send_file(path, mimetype="image/png", max_age=0)
+@bp.get("/pictures/<id:picture_id>/thumb")
+def thumb(picture_id: int) -> Any:
+    ctx = web_context()
+    path = gallery_file(ctx, _stored(ctx, picture_id).get("file"))
+    try:
+        data = _thumbs().get(path)
+    except OSError as exc:
+        log.warning("cannot make a thumbnail of %s: %s", path, exc)
+        abort(404)
+    return send_file(io.BytesIO(data), mimetype="image/jpeg", max_age=MAX_AGE_SECONDS)
+
+
+@bp.get("/pictures/<id:picture_id>/why.png")
+def why_plot(picture_id: int) -> Any:
+    ctx = web_context()
+    path = gallery_file(ctx, why_plot_name(_stored(ctx, picture_id).get("why")))
+    return send_file(path, mimetype="image/png", conditional=True, max_age=MAX_AGE_SECONDS)
+
+
+@bp.get("/render/preview")
+def preview() -> Any:
+    ctx = web_context()
+    render = live_status(ctx).get("render") or {}
+    render_id = render.get("id")
+    if not render.get("preview") or not isinstance(render_id, int) or isinstance(render_id, bool):
+        abort(404)
+    path = job_dir(ctx.state_dir, render_id) / "preview.png"
+    if not path.is_file():
+        abort(404)
+    return send_file(path, mimetype="image/png", max_age=0)

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from frame.daemon.statefile import read_json, write_json
+from frame.statefile import read_json, write_json
 from frame.web.auth import SESSION_DAYS
 
 log = logging.getLogger(__name__)

@@ -8,14 +8,16 @@ the page re-validates that file now and lists every problem, plus a few advisory
 from __future__ import annotations
 
 import os
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from frame.config import Config, check_config, to_plain
+from frame.config import Config, state_dir, to_plain
 from frame.config.loader import config_file_path
 from frame.config.redact import redact_text
 from frame.errors import ConfigError
 from frame.install_hints import extra_hint
+from frame.statefile import read_json
 
 
 def flatten(plain: Any, prefix: str = "") -> list[tuple[str, str]]:
@@ -75,6 +77,10 @@ def notes(config: Config) -> list[str]:
 
 def settings_report(config: Config, config_path: Path | None) -> dict[str, Any]:
     """Rows of effective settings, the file checked, its problems (if any) and advisory notes."""
+    # The deep checks bring frame.diffusion's rules and model-file readers into the daemon: only once
+    # the settings page is viewed, as before they moved to the worker's layer.
+    from frame.worker.checks import check_config
+
     path = config_path or config_file_path(None, os.environ)
     problems: list[str] = []
     if path is not None:
@@ -89,10 +95,6 @@ def settings_report(config: Config, config_path: Path | None) -> dict[str, Any]:
 def last_estimate(config: Config) -> dict[str, Any] | None:
     """The last night estimate (``<state_dir>/estimate.json``, written by tonight's render or by
     ``frame estimate --state-dir``): its lines, when and where it was made, tonight's step choice."""
-    from datetime import datetime
-
-    from frame.config import state_dir
-    from frame.daemon.statefile import read_json
 
     data = read_json(state_dir(config) / "estimate.json")
     if not isinstance(data, dict) or not isinstance(data.get("lines"), list):

@@ -1,5 +1,8 @@
 """The pages: now showing, one picture, gallery, queue, status and configuration, plus login/logout.
 
+Routes of the module-level blueprint ``frame.web.routes.bp``, added when this module is imported;
+each reads its app's ``WebContext`` with ``web_context()``.
+
 GET pages only read the store; every POST has already passed ``blueprint._guard`` (logged in, CSRF
 token, same origin, size limit) before it gets here, and validates its fields with ``forms.py``.
 After a successful POST the browser is redirected (303) so a reload never repeats it.
@@ -10,13 +13,15 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from flask import Blueprint, abort, flash, redirect, render_template, request, session, url_for
+from flask import abort, flash, redirect, render_template, request, session, url_for
+from werkzeug.exceptions import HTTPException
 
 from frame.config.redact import redact_deep
-from frame.daemon.infoscreen import INFO_REASON
+from frame.daemon.http.contract import Busy, storage_full
+from frame.daemon.jobs.info import INFO_REASON
 from frame.errors import FrameError
 from frame.web import auth, present
-from frame.web.blueprint import WebContext
+from frame.web.context import WebContext
 from frame.web.forms import (
     NEGATIVE_MAX,
     PROMPT_MAX,
@@ -29,6 +34,7 @@ from frame.web.forms import (
     parse_rating,
     safe_next,
 )
+from frame.web.routes import bp, web_context
 from frame.web.settings import settings_report
 
 log = logging.getLogger(__name__)
@@ -63,215 +69,223 @@ def on_panel(ctx: WebContext, status: dict[str, Any]) -> tuple[int | None, bool]
     return (last["picture_id"], last.get("reason") == INFO_REASON) if last else (None, False)
 
 
-def register(bp: Blueprint, ctx: WebContext) -> None:
-    """Add the page routes to ``bp``."""
-    register_pictures(bp, ctx)
-    register_queue_and_status(bp, ctx)
-    register_login(bp, ctx)
-    register_errors(bp)
+# now showing, one picture, the gallery, and the rate / show-on-frame actions ---------------------
+
+@bp.get("/")
+def now() -> Any:
+    """What the panel shows; when it has shown nothing yet (or that picture is gone), the newest
+    picture, labelled as waiting — never as "now showing"."""
+    ctx = web_context()
+    status = live_status(ctx)
+    picture_id, info_screen = on_panel(ctx, status)
+    picture = ctx.store.picture(picture_id) if picture_id is not None else None
+    now_showing = picture is not None
+    if picture is None:
+        newest = ctx.store.pictures(limit=1)
+        picture = newest[0] if newest else None
+    return render_template("picture.html", picture=present.picture_view(picture) if picture else None,
+                           now_showing=now_showing, home=True, info_screen=info_screen,
+                           progress=present.progress_view(status))
 
 
-def register_pictures(bp: Blueprint, ctx: WebContext) -> None:
-    """Now showing, one picture, the gallery, and the rate / show-on-frame actions."""
+@bp.get("/pictures/<id:picture_id>")
+def picture(picture_id: int) -> Any:
+    ctx = web_context()
+    row = ctx.store.picture(picture_id)
+    if row is None:
+        abort(404)
+    return render_template("picture.html", picture=present.picture_view(row), now_showing=False,
+                           home=False, info_screen=False, progress=None)
 
-    @bp.get("/")
-    def now() -> Any:
-        """What the panel shows; when it has shown nothing yet (or that picture is gone), the newest
-        picture, labelled as waiting — never as "now showing"."""
-        status = live_status(ctx)
-        picture_id, info_screen = on_panel(ctx, status)
-        picture = ctx.store.picture(picture_id) if picture_id is not None else None
-        now_showing = picture is not None
-        if picture is None:
-            newest = ctx.store.pictures(limit=1)
-            picture = newest[0] if newest else None
-        return render_template("picture.html", picture=present.picture_view(picture) if picture else None,
-                               now_showing=now_showing, home=True, info_screen=info_screen,
-                               progress=present.progress_view(status))
 
-    @bp.get("/pictures/<id:picture_id>")
-    def picture(picture_id: int) -> Any:
-        row = ctx.store.picture(picture_id)
-        if row is None:
-            abort(404)
-        return render_template("picture.html", picture=present.picture_view(row), now_showing=False,
-                               home=False, info_screen=False, progress=None)
+@bp.post("/pictures/<id:picture_id>/rate")
+def rate(picture_id: int) -> Any:
+    ctx = web_context()
+    kind, value = parse_rating(request.form.get("rating"))
+    try:
+        ctx.store.rate(picture_id, kind, value)
+    except KeyError:
+        abort(404)
+    log.info("web: picture %d rated %s %+d", picture_id, kind, value)
+    flash("Rating saved: the frame learns from it tonight.")
+    return redirect(safe_next(request.form.get("next"), url_for("web.picture", picture_id=picture_id)), 303)
 
-    @bp.post("/pictures/<id:picture_id>/rate")
-    def rate(picture_id: int) -> Any:
-        kind, value = parse_rating(request.form.get("rating"))
+
+@bp.post("/pictures/<id:picture_id>/show")
+def show(picture_id: int) -> Any:
+    ctx = web_context()
+    if ctx.store.picture(picture_id) is None:
+        abort(404)
+    if ctx.controller is None:
+        flash("The frame's daemon is not running, so nothing can be shown now.")
+    else:
+        ctx.controller.show(picture_id)
+        log.info("web: asked to show picture %d", picture_id)
+        flash("Sent to the frame: the panel refreshes in a minute.")
+    return redirect(url_for("web.picture", picture_id=picture_id), 303)
+
+
+@bp.get("/gallery")
+def gallery() -> Any:
+    ctx = web_context()
+    page = parse_page(request.args.get("page"))
+    favourites = request.args.get("favourites") == "1"
+    rows = ctx.store.pictures(limit=GALLERY_PAGE + 1, offset=(page - 1) * GALLERY_PAGE,
+                              favourites_only=favourites)
+    return render_template("gallery.html", pictures=[present.picture_view(r) for r in rows[:GALLERY_PAGE]],
+                           page=page, more=len(rows) > GALLERY_PAGE, favourites=favourites,
+                           total=ctx.store.count_pictures())
+
+
+# queue a prompt, render now, the status page and the read-only settings --------------------------
+
+@bp.post("/render")
+def render_now() -> Any:
+    ctx = web_context()
+    if ctx.controller is None:
+        flash("The frame's daemon is not running, so no render can start.")
+    else:
         try:
-            ctx.store.rate(picture_id, kind, value)
-        except KeyError:
-            abort(404)
-        log.info("web: picture %d rated %s %+d", picture_id, kind, value)
-        flash("Rating saved: the frame learns from it tonight.")
-        return redirect(safe_next(request.form.get("next"), url_for("web.picture", picture_id=picture_id)), 303)
-
-    @bp.post("/pictures/<id:picture_id>/show")
-    def show(picture_id: int) -> Any:
-        if ctx.store.picture(picture_id) is None:
-            abort(404)
-        if ctx.controller is None:
-            flash("The frame's daemon is not running, so nothing can be shown now.")
+            ctx.controller.render_now()
+        except Busy as exc:
+            flash(f"No new render: {exc}")
         else:
-            ctx.controller.show(picture_id)
-            log.info("web: asked to show picture %d", picture_id)
-            flash("Sent to the frame: the panel refreshes in a minute.")
-        return redirect(url_for("web.picture", picture_id=picture_id), 303)
-
-    @bp.get("/gallery")
-    def gallery() -> Any:
-        page = parse_page(request.args.get("page"))
-        favourites = request.args.get("favourites") == "1"
-        rows = ctx.store.pictures(limit=GALLERY_PAGE + 1, offset=(page - 1) * GALLERY_PAGE,
-                                  favourites_only=favourites)
-        return render_template("gallery.html", pictures=[present.picture_view(r) for r in rows[:GALLERY_PAGE]],
-                               page=page, more=len(rows) > GALLERY_PAGE, favourites=favourites,
-                               total=ctx.store.count_pictures())
+            log.info("web: render requested")
+            flash("Rendering a new picture now.")
+    return redirect(url_for("web.status"), 303)
 
 
-def register_queue_and_status(bp: Blueprint, ctx: WebContext) -> None:
-    """Queue a prompt, render now, the status page and the read-only settings."""
-
-    @bp.post("/render")
-    def render_now() -> Any:
-        if ctx.controller is None:
-            flash("The frame's daemon is not running, so no render can start.")
-        else:
-            from frame.daemon.app import Busy
-
-            try:
-                ctx.controller.render_now()
-            except Busy as exc:
-                flash(f"No new render: {exc}")
-            else:
-                log.info("web: render requested")
-                flash("Rendering a new picture now.")
-        return redirect(url_for("web.status"), 303)
-
-    @bp.route("/queue", methods=["GET", "POST"])
-    def queue() -> Any:
-        values = {"prompt": "", "negative_prompt": "", "theme": ""}
-        limits = {"prompt": min(PROMPT_MAX, ctx.config.feeds.max_prompt_chars), "negative_prompt": NEGATIVE_MAX,
-                  "theme": THEME_MAX}
-        error = None
-        if request.method == "POST":
-            try:
-                values = {name: clean_text(request.form, name, limit, required=name == "prompt")
-                          for name, limit in limits.items()}
-                check_blocklist(values, ctx.config.feeds.blocklist)
-            except FormError as exc:
-                error = exc
-                values = {k: str(request.form.get(k, ""))[:PROMPT_MAX] for k in values}
-            else:
-                prompt_id = ctx.store.queue_prompt(**values)
-                log.info("web: queued prompt %d (%d characters)", prompt_id, len(values["prompt"]))
-                flash("Queued for the next night.")
-                return redirect(url_for("web.queue"), 303)
-        return render_template("queue.html", queued=ctx.store.queued_prompts(), values=values, error=error,
-                               limits=limits), (400 if error else 200)
-
-    @bp.get("/status")
-    def status() -> Any:
-        live = redact_deep(live_status(ctx))
-        renders = [present.render_row_view(r) for r in redact_deep(ctx.store.renders(10))]
-        feeds = [present.feed_view(f) for f in redact_deep(ctx.store.feed_health())]
-        next_runs = sorted((name, present.short_time(when) or str(when))
-                           for name, when in (live.get("next_runs") or {}).items() if when)
-        return render_template("status.html", progress=present.progress_view(live), renders=renders,
-                               feeds=feeds, next_runs=next_runs, live=bool(live),
-                               state=str(live.get("state") or ""), queued=len(ctx.store.queued_prompts()))
-
-    @bp.get("/config")
-    def config() -> Any:
-        return render_template("config.html", report=settings_report(ctx.config, ctx.config_path))
-
-
-def register_login(bp: Blueprint, ctx: WebContext) -> None:
-    """Login (token form → session), logout, and logout of every session."""
-
-    @bp.route("/login", methods=["GET", "POST"])
-    def login() -> Any:
-        back = safe_next(request.values.get("next"), url_for("web.now"))
-        if request.method == "GET":
-            return render_template("login.html", error=None, next=back)
-        address = request.remote_addr or "?"
-        if ctx.limiter.blocked(address):
-            log.warning("web: login from %s refused: too many failures", address)
-            return render_template("login.html", error="Too many wrong tokens. Try again in a few minutes.",
-                                   next=back), 429, {"Retry-After": str(ctx.limiter.retry_after(address))}
-        given = str(request.form.get("token", ""))[:TOKEN_MAX].strip()
+@bp.route("/queue", methods=["GET", "POST"])
+def queue() -> Any:
+    ctx = web_context()
+    values = {"prompt": "", "negative_prompt": "", "theme": ""}
+    limits = {"prompt": min(PROMPT_MAX, ctx.config.feeds.max_prompt_chars), "negative_prompt": NEGATIVE_MAX,
+              "theme": THEME_MAX}
+    error = None
+    if request.method == "POST":
         try:
-            expected = ctx.owner_token()
-        except FrameError as exc:
-            return render_template("login.html", error=f"The frame has no usable owner token: {exc}",
-                                   next=back), 503
-        if not auth.tokens_match(given, expected):
-            ctx.limiter.failed(address)
-            log.warning("web: failed login from %s", address)
-            return render_template("login.html", error="That is not the owner token (see: frame token).",
-                                   next=back), 401
-        ctx.limiter.succeeded(address)
-        ctx.session_registry().revoke(session.get("sid"))  # a login over a live session replaces it
-        session.clear()  # a fresh session (and CSRF token) after login: no session fixation
-        session.permanent = True
-        session["owner"] = auth.fingerprint(expected)
-        session["sid"] = ctx.session_registry().create()
-        log.info("web: owner logged in from %s", address)
-        return redirect(back, 303)
-
-    @bp.post("/logout")
-    def logout() -> Any:
-        """Ends this session on the server too: a copy of its cookie stops working."""
-        ctx.session_registry().revoke(session.get("sid"))
-        session.clear()
-        return redirect(url_for("web.now"), 303)
-
-    @bp.post("/logout-everywhere")
-    def logout_everywhere() -> Any:
-        """Ends every session: every phone and browser (and any copied cookie) must log in again."""
-        count = ctx.session_registry().revoke_all()
-        session.clear()
-        log.info("web: logged out everywhere (%d sessions ended) from %s", count, request.remote_addr)
-        flash(f"Logged out everywhere: {count} session{'s' if count != 1 else ''} ended.")
-        return redirect(url_for("web.now"), 303)
+            values = {name: clean_text(request.form, name, limit, required=name == "prompt")
+                      for name, limit in limits.items()}
+            check_blocklist(values, ctx.config.feeds.blocklist)
+        except FormError as exc:
+            error = exc
+            values = {k: str(request.form.get(k, ""))[:PROMPT_MAX] for k in values}
+        else:
+            prompt_id = ctx.store.queue_prompt(**values)
+            log.info("web: queued prompt %d (%d characters)", prompt_id, len(values["prompt"]))
+            flash("Queued for the next night.")
+            return redirect(url_for("web.queue"), 303)
+    return render_template("queue.html", queued=ctx.store.queued_prompts(), values=values, error=error,
+                           limits=limits), (400 if error else 200)
 
 
-def register_errors(bp: Blueprint) -> None:
-    """Friendly error pages for the blueprint's own 4xx answers, a full disk (507) and bugs (500)."""
+@bp.get("/status")
+def status() -> Any:
+    ctx = web_context()
+    live = redact_deep(live_status(ctx))
+    renders = [present.render_row_view(r) for r in redact_deep(ctx.store.renders(10))]
+    feeds = [present.feed_view(f) for f in redact_deep([feed.to_json() for feed in ctx.store.feed_health()])]
+    next_runs = sorted((name, present.short_time(when) or str(when))
+                       for name, when in (live.get("next_runs") or {}).items() if when)
+    return render_template("status.html", progress=present.progress_view(live), renders=renders,
+                           feeds=feeds, next_runs=next_runs, live=bool(live),
+                           state=str(live.get("state") or ""), queued=len(ctx.store.queued_prompts()))
 
-    @bp.errorhandler(FormError)
-    def bad_form(exc: FormError) -> Any:
-        return render_template("error.html", code=400, message=str(exc)), 400
 
-    @bp.errorhandler(Exception)
-    def failed(exc: Exception) -> Any:
-        from werkzeug.exceptions import HTTPException
+@bp.get("/config")
+def config() -> Any:
+    ctx = web_context()
+    return render_template("config.html", report=settings_report(ctx.config, ctx.config_path))
 
-        from frame.daemon.app import storage_full
 
-        if isinstance(exc, HTTPException):
-            return exc
-        if storage_full(exc):
-            log.error("web: %s %s refused: %s", request.method, request.path, exc)
-            return render_template("error.html", code=507, message=(
-                "The frame's storage is full, so nothing was saved. Free space on its SD card "
-                "(fewer pictures kept: gallery.max_pictures or gallery.max_disk_mb).")), 507
-        log.exception("web: %s %s failed", request.method, request.path)
-        return render_template("error.html", code=500, message=(
-            "Something went wrong on the frame; nothing was changed. Its log has the details "
-            "(journalctl -u frame).")), 500
+# login (token form → session), logout, and logout of every session -------------------------------
 
-    for code, message in ((400, "The request was incomplete (missing form token?). Reload the page."),
-                          (403, "Refused: the form was stale or came from another site. Reload the page."),
-                          (404, "There is no such picture or page."),
-                          (413, "That was too much data."),
-                          (429, "Too many attempts. Wait a few minutes.")):
-        bp.register_error_handler(code, _error_page(code, message))
+@bp.route("/login", methods=["GET", "POST"])
+def login() -> Any:
+    ctx = web_context()
+    back = safe_next(request.values.get("next"), url_for("web.now"))
+    if request.method == "GET":
+        return render_template("login.html", error=None, next=back)
+    address = request.remote_addr or "?"
+    if ctx.limiter.blocked(address):
+        log.warning("web: login from %s refused: too many failures", address)
+        return render_template("login.html", error="Too many wrong tokens. Try again in a few minutes.",
+                               next=back), 429, {"Retry-After": str(ctx.limiter.retry_after(address))}
+    given = str(request.form.get("token", ""))[:TOKEN_MAX].strip()
+    try:
+        expected = ctx.owner_token()
+    except FrameError as exc:
+        return render_template("login.html", error=f"The frame has no usable owner token: {exc}",
+                               next=back), 503
+    if not auth.tokens_match(given, expected):
+        ctx.limiter.failed(address)
+        log.warning("web: failed login from %s", address)
+        return render_template("login.html", error="That is not the owner token (see: frame token).",
+                               next=back), 401
+    ctx.limiter.succeeded(address)
+    ctx.session_registry().revoke(session.get("sid"))  # a login over a live session replaces it
+    session.clear()  # a fresh session (and CSRF token) after login: no session fixation
+    session.permanent = True
+    session["owner"] = auth.fingerprint(expected)
+    session["sid"] = ctx.session_registry().create()
+    log.info("web: owner logged in from %s", address)
+    return redirect(back, 303)
+
+
+@bp.post("/logout")
+def logout() -> Any:
+    """Ends this session on the server too: a copy of its cookie stops working."""
+    ctx = web_context()
+    ctx.session_registry().revoke(session.get("sid"))
+    session.clear()
+    return redirect(url_for("web.now"), 303)
+
+
+@bp.post("/logout-everywhere")
+def logout_everywhere() -> Any:
+    """Ends every session: every phone and browser (and any copied cookie) must log in again."""
+    ctx = web_context()
+    count = ctx.session_registry().revoke_all()
+    session.clear()
+    log.info("web: logged out everywhere (%d sessions ended) from %s", count, request.remote_addr)
+    flash(f"Logged out everywhere: {count} session{'s' if count != 1 else ''} ended.")
+    return redirect(url_for("web.now"), 303)
+
+
+# friendly error pages for the blueprint's own 4xx answers, a full disk (507) and bugs (500) ------
+
+@bp.errorhandler(FormError)
+def bad_form(exc: FormError) -> Any:
+    return render_template("error.html", code=400, message=str(exc)), 400
+
+
+@bp.errorhandler(Exception)
+def failed(exc: Exception) -> Any:
+    if isinstance(exc, HTTPException):
+        return exc
+    if storage_full(exc):
+        log.error("web: %s %s refused: %s", request.method, request.path, exc)
+        return render_template("error.html", code=507, message=(
+            "The frame's storage is full, so nothing was saved. Free space on its SD card "
+            "(fewer pictures kept: gallery.max_pictures or gallery.max_disk_mb).")), 507
+    log.exception("web: %s %s failed", request.method, request.path)
+    return render_template("error.html", code=500, message=(
+        "Something went wrong on the frame; nothing was changed. Its log has the details "
+        "(journalctl -u frame).")), 500
+
+
+ERROR_PAGES = ((400, "The request was incomplete (missing form token?). Reload the page."),
+               (403, "Refused: the form was stale or came from another site. Reload the page."),
+               (404, "There is no such picture or page."),
+               (413, "That was too much data."),
+               (429, "Too many attempts. Wait a few minutes."))
 
 
 def _error_page(code: int, message: str) -> Any:
     def handler(_exc: Exception) -> Any:
         return render_template("error.html", code=code, message=message), code
     return handler
+
+
+for _code, _message in ERROR_PAGES:
+    bp.register_error_handler(_code, _error_page(_code, _message))

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from frame.buttons import ActionDispatcher, ButtonCallbacks, ButtonLogic, parse_pins, start_buttons
+from frame.buttons.dispatch import ActionDispatcher, ButtonCallbacks, ButtonLogic, parse_pins, start_buttons
 from frame.config.schema import ButtonsConfig
 from frame.errors import FrameError
 
@@ -158,7 +158,7 @@ def test_dispatcher_runs_in_order_and_survives_a_failing_callback():
 
 
 def test_disabled_buttons_do_not_import_gpiozero():
-    code = ("import sys\nfrom frame.buttons import start_buttons, ButtonCallbacks\n"
+    code = ("import sys\nfrom frame.buttons.dispatch import start_buttons, ButtonCallbacks\n"
             "from frame.config.schema import ButtonsConfig\n"
             "cb = ButtonCallbacks(rate=print, previous=print, next=print, info=print)\n"
             "assert start_buttons(ButtonsConfig(enabled=False), cb) is None\n"

@@ -16,10 +16,10 @@ import pytest
 from gpiozero import LED, Button
 from gpiozero.exc import PinFixedPull, PinInvalidEdges, PinSetInput
 
-from frame import gpiod_pins
-from frame.buttons import ButtonCallbacks, Buttons
+from frame.buttons import gpiod_pins
+from frame.buttons.dispatch import ButtonCallbacks, Buttons
+from frame.buttons.gpiod_pins import GpiodFactory
 from frame.config.schema import ButtonsConfig
-from frame.gpiod_pins import GpiodFactory
 
 PI_ZERO_2_W = 0x902120
 Direction = enum.Enum("Direction", "INPUT OUTPUT")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from frame.cli import build_parser, main
+from frame.cli.program import build_parser, main
 
 THREE_MISTAKES = "model:\n  sampler: eulr\ndisplay:\n  fitt: cover\nschedule:\n  show_at: 7pm\n"
 
@@ -58,24 +58,24 @@ def test_no_command_prints_help_and_exits_2(capsys):
 
 
 def test_runtime_failure_exits_1_without_traceback(monkeypatch, capsys):
-    import frame.commands
+    import frame.cli.config
 
     def explode(args):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(frame.commands, "_config_show", explode)
+    monkeypatch.setattr(frame.cli.config, "_config_show", explode)
     assert main(["config", "show"]) == 1
     err = capsys.readouterr().err
     assert "disk on fire" in err and "Traceback" not in err
 
 
 def test_debug_shows_traceback(monkeypatch, capsys):
-    import frame.commands
+    import frame.cli.config
 
     def explode(args):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(frame.commands, "_config_show", explode)
+    monkeypatch.setattr(frame.cli.config, "_config_show", explode)
     assert main(["--debug", "config", "show"]) == 1
     assert "Traceback" in capsys.readouterr().err
 
@@ -83,7 +83,7 @@ def test_debug_shows_traceback(monkeypatch, capsys):
 @pytest.mark.parametrize("where", ["before", "after"])
 def test_config_and_debug_work_on_either_side_of_the_subcommand(tmp_path, monkeypatch, capsys, where):
     """``frame status --config FILE`` was 'unrecognized arguments'; only ``frame --config FILE status`` worked."""
-    import frame.commands
+    import frame.cli.config
 
     monkeypatch.delenv("FRAME_CONFIG", raising=False)
     path = tmp_path / "c.yaml"
@@ -97,7 +97,7 @@ def test_config_and_debug_work_on_either_side_of_the_subcommand(tmp_path, monkey
     def explode(args):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(frame.commands, "_config_show", explode)
+    monkeypatch.setattr(frame.cli.config, "_config_show", explode)
     assert main(["--debug", "config", "show"] if where == "before" else ["config", "show", "--debug"]) == 1
     assert "Traceback" in capsys.readouterr().err
 

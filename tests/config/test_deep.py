@@ -3,8 +3,8 @@ together with the schema's problems and with their lines."""
 
 import pytest
 
-from frame.config import check_config
 from frame.errors import ConfigError
+from frame.worker.checks import check_config
 
 
 def _problems(tmp_path, text: str) -> list[str]:

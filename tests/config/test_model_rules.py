@@ -11,11 +11,12 @@ import shutil
 
 import pytest
 
-from frame.cli import main
-from frame.config import check_config, load_config
+from frame.cli.program import main
+from frame.config import load_config
 from frame.diffusion import load_pipeline
 from frame.errors import ConfigError, FrameError
 from frame.models import demo_model_path
+from frame.worker.checks import check_config
 
 
 def _check(tmp_path, text: str) -> list[str]:

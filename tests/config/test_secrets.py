@@ -81,7 +81,7 @@ def test_to_plain_hides_url_credentials_and_tokens(tmp_path):
 
 
 def test_frame_config_show_prints_no_credentials(tmp_path, capsys):
-    from frame.cli import main
+    from frame.cli.program import main
 
     assert main(["--config", str(_config_file(tmp_path)), "config", "show"]) == 0
     out = capsys.readouterr().out

@@ -9,7 +9,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from frame.cli import main
+from frame.cli.program import main
 from frame.diffusion import url_check
 from frame.models import demo_model_path
 from tests.engine.http_server import RangeServer

@@ -10,7 +10,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from frame.cli import main
+from frame.cli.program import main
 from frame.convert import files, storage
 from frame.convert.files import Options, convert
 from frame.convert.policy import Policy

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from frame.convert.files import Options, convert
-from frame.daemon import night
-from frame.daemon.store import Store
+from frame.daemon.jobs import night
+from frame.daemon.store.database import Store
 from frame.models import demo_model_path
 from tests.daemon.conftest import make_config
 

@@ -182,8 +182,8 @@ class ProbeSupervisor:
         self.pid = None
 
     def run(self, job_dir: Path, *, stop: threading.Event, deadline: float | None = None):
-        from frame.daemon.statefile import read_json
-        from frame.daemon.supervisor import Outcome
+        from frame.daemon.jobs.supervisor import Outcome
+        from frame.statefile import read_json
 
         job = read_json(Path(job_dir) / "job.json") or {}
         ProbeSupervisor.runs.append((job.get("render_id"), job.get("seed")))
@@ -302,7 +302,7 @@ def run_start(config, image: Image, roots: list[Path], view: CrashView) -> Probe
     """Put ``image`` on disk, run ``Daemon.__init__`` + ``start()`` (resume or catch up), take the next
     backup as the night would, stop, and read back what the daemon left."""
     from frame.daemon import service
-    from frame.daemon.recovery import backup_path
+    from frame.daemon.store.recovery import backup_path
 
     state = Path(config.state_dir)
     result = ProbeResult(crash_running=view.running, crash_seeds=view.seeds)

@@ -56,9 +56,9 @@ def _png(colour: tuple[int, int, int]) -> bytes:
 def setup(state_dir: Path) -> None:
     """The disk before the recorded night: three pictures (one a favourite) and a backup, all synced."""
     from frame.atomicfile import write_bytes_atomic
-    from frame.daemon.gallery import gallery_dir
-    from frame.daemon.recovery import backup_path
-    from frame.daemon.store import Store
+    from frame.daemon.store.database import Store
+    from frame.daemon.store.gallery import gallery_dir
+    from frame.daemon.store.recovery import backup_path
 
     store = Store.open(state_dir)
     folder = gallery_dir(state_dir)
@@ -98,7 +98,7 @@ def _contents(store: Any) -> dict[str, list]:
 
 def install_markers() -> None:
     """Mark each completed commit the history invariants rely on (called in the recorded process)."""
-    from frame.daemon.store import Store
+    from frame.daemon.store.database import Store
 
     originals = {name: getattr(Store, name) for name in ("add_picture", "rate", "delete_picture",
                                                          "finish_render", "backup")}
@@ -146,8 +146,8 @@ def damage_database(state_dir: Path) -> None:
 # the nights ----------------------------------------------------------------------------------------
 
 def small(state_dir: Path) -> None:
-    from frame.daemon import night
-    from frame.daemon.store import Store
+    from frame.daemon.jobs import night
+    from frame.daemon.store.database import Store
 
     config = scenario_config(state_dir, "small")
     store = Store.open(state_dir)
@@ -202,7 +202,7 @@ def full(state_dir: Path, out_dir: Path) -> None:
         requests.post(f"{url}/api/pictures/{picture_id}/rating", json={"stars": 4}, headers=headers, timeout=10)
     finally:
         daemon.stop()
-    from frame.cli import main as frame_main
+    from frame.cli.program import main as frame_main
     from frame.models import demo_model_path
 
     code = frame_main(["render", "--model", str(demo_model_path()), "--prompt", "a lighthouse", "--steps", "2",
@@ -219,7 +219,7 @@ def full(state_dir: Path, out_dir: Path) -> None:
 def main(argv: list[str]) -> int:
     kind, state_dir = argv[0], Path(argv[1])
     if os.environ.get("CRASH_HARNESS_SYNCHRONOUS"):  # the harness's own test: an unsafe setting is caught
-        from frame.daemon import store
+        from frame.daemon.store import database as store
 
         store.SYNCHRONOUS = os.environ["CRASH_HARNESS_SYNCHRONOUS"]
     install_markers()

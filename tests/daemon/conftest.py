@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from frame.config import Config
-from frame.daemon.store import Store
+from frame.daemon.store.database import Store
 
 
 def make_config(tmp_path, **sections) -> Config:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from PIL import Image
 
-from frame.daemon.statefile import read_json
-from frame.daemon.supervisor import Outcome
+from frame.daemon.jobs.supervisor import Outcome
+from frame.worker.records import PictureMeta, ProgressEvent, RenderOutput, ShowOutput, read_job
 
 
 class FakeSupervisor:
@@ -20,17 +20,18 @@ class FakeSupervisor:
         self.on_event = on_event or (lambda e: None)
 
     def run(self, job_dir: Path, *, stop: threading.Event, deadline=None) -> Outcome:
-        job = read_json(job_dir / "job.json")
-        FakeSupervisor.runs.append(job["kind"])
-        if job["kind"] == "show":
-            return Outcome("done", result={"shown": str(job_dir / "panel-shown.png")})
-        self.on_event({"event": "progress", "stage": "generating", "step": 1, "steps": 2})
+        job = read_job(job_dir)
+        FakeSupervisor.runs.append(job.kind)
+        if job.kind == "show":
+            return Outcome("done", result=ShowOutput("shown", shown=str(job_dir / "panel-shown.png")))
+        self.on_event(ProgressEvent(stage="generating", step=1, steps=2, fraction=0.5))
         if self.render_status != "done":
             return Outcome(self.render_status, error="told to fail", step="generate")
         image, panel = job_dir / "image.png", job_dir / "panel.png"
         Image.new("RGB", (8, 8), (200, 10, 10)).save(image)
         Image.new("RGB", (8, 8), (10, 10, 200)).save(panel)
-        meta = {"prompt": (job.get("choice") or job["candidates"][0])["prompt"], "seed": job["seed"],
-                "negative_prompt": "", "theme": "t", "style": "s", "origin": "test"}
-        return Outcome("done", result={"image": str(image), "panel": str(panel), "meta": meta,
-                                       "prompt_id": (job.get("choice") or {}).get("prompt_id")})
+        meta = PictureMeta(prompt=(job.choice or job.candidates[0]).prompt, seed=job.seed, negative_prompt="",
+                           theme="t", style="s", origin="test", sampler=None, steps=None, guidance=None, width=None,
+                           height=None, model=None, why=None)
+        return Outcome("done", result=RenderOutput(image=image, panel=panel, meta=meta,
+                                                   prompt_id=job.choice.prompt_id if job.choice else None))

@@ -1,7 +1,8 @@
 import pytest
 
-from frame.daemon import gallery
-from frame.daemon.app import Busy, create_app
+from frame.daemon.http.app import create_app
+from frame.daemon.http.contract import Busy
+from frame.daemon.store import gallery
 from tests.daemon.conftest import add_picture
 
 TOKEN = "owner-token-for-tests"
@@ -36,7 +37,7 @@ def controller():
 
 @pytest.fixture
 def client(config, store, controller, tmp_path):
-    app = create_app(config, store, token=TOKEN, controller=controller, state_dir=tmp_path, web=False)
+    app = create_app(config, store, token=TOKEN, controller=controller, state_dir=tmp_path)
     return app.test_client()
 
 
@@ -98,7 +99,7 @@ def test_queue_prompt_sanitised(client, store):
     response = client.post("/api/prompts", json={"prompt": "  a fox\x00 in\nsnow ", "theme": "animals"},
                            headers=AUTH)
     assert response.status_code == 201
-    assert [(p["prompt"], p["theme"]) for p in store.queued_prompts()] == [("a fox in snow", "animals")]
+    assert [(p.prompt, p.theme) for p in store.queued_prompts()] == [("a fox in snow", "animals")]
     assert client.get("/api/prompts").get_json()["prompts"][0]["prompt"] == "a fox in snow"
 
 
@@ -113,7 +114,7 @@ def test_blocklisted_prompt_is_refused(tmp_path, store):
     from tests.daemon.conftest import make_config
 
     config = make_config(tmp_path, feeds={"blocklist": ("gore",)})
-    client = create_app(config, store, token=TOKEN, state_dir=tmp_path, web=False).test_client()
+    client = create_app(config, store, token=TOKEN, state_dir=tmp_path).test_client()
     assert client.post("/api/prompts", json={"prompt": "much GORE"}, headers=AUTH).status_code == 422
     assert store.queued_prompts() == []
 
@@ -127,7 +128,7 @@ def test_render_and_show(client, picture, controller):
 
 
 def test_without_controller_actions_are_503(config, store, tmp_path, picture):
-    client = create_app(config, store, token=TOKEN, state_dir=tmp_path, web=False).test_client()
+    client = create_app(config, store, token=TOKEN, state_dir=tmp_path).test_client()
     assert client.post("/api/render", headers=AUTH).status_code == 503
     assert client.get("/api/status").get_json()["state"] == "not running"
 
@@ -141,7 +142,7 @@ def test_render_preview(client, controller, tmp_path):
     assert client.get("/api/render/preview").status_code == 404
     controller.status = lambda: {"state": "rendering", "render": {"id": 7}}
     assert client.get("/api/render/preview").status_code == 404
-    from frame.daemon.night import job_dir
+    from frame.daemon.jobs.night import job_dir
 
     job_dir(tmp_path, 7).mkdir(parents=True)
     (job_dir(tmp_path, 7) / "preview.png").write_bytes(b"\x89PNG preview")

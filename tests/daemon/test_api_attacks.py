@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from frame.daemon.app import create_app
-from frame.daemon.ratelimit import FailureLimiter
+from frame.daemon.http.app import create_app
+from frame.net.ratelimit import FailureLimiter
+from frame.web import create_blueprint
 from tests.daemon.conftest import add_picture
 from tests.web.conftest import csrf_from
 
@@ -21,7 +22,7 @@ def now():
 
 @pytest.fixture
 def app(config, store, tmp_path, now):
-    return create_app(config, store, token=TOKEN, state_dir=tmp_path,
+    return create_app(config, store, token=TOKEN, state_dir=tmp_path, pages=create_blueprint,
                       limiter=FailureLimiter(clock=lambda: now[0]))
 
 
@@ -42,7 +43,7 @@ def test_bearer_token_guessing_is_rate_limited(client, store, now):
     assert elsewhere.status_code == 201  # the owner's phone on another address is not locked out
     now[0] += 301
     assert client.post("/api/prompts", json={"prompt": "a hare"}, headers=AUTH).status_code == 201
-    assert [p["prompt"] for p in store.queued_prompts()] == ["a fox", "a hare"]
+    assert [p.prompt for p in store.queued_prompts()] == ["a fox", "a hare"]
 
 
 def test_login_form_and_bearer_header_share_one_count(client, now):

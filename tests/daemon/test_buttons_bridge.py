@@ -9,7 +9,7 @@ import pytest
 from PIL import Image
 
 from frame.daemon.buttons_bridge import neighbour
-from frame.daemon.infoscreen import INFO_REASON
+from frame.daemon.jobs.info import INFO_REASON
 from frame.daemon.service import Daemon
 from tests.daemon.conftest import add_picture, clock, make_config
 from tests.daemon.daemonproc import free_port
@@ -127,7 +127,7 @@ def test_a_failing_action_is_logged_and_the_next_press_works(running, monkeypatc
         raise RuntimeError("database on fire")
 
     monkeypatch.setattr("frame.daemon.buttons_bridge.rate_picture", broken)
-    with caplog.at_level(logging.ERROR, logger="frame.buttons"):
+    with caplog.at_level(logging.ERROR, logger="frame.buttons.dispatch"):
         _press(factory, LIKE)
         _wait(lambda: "button action like failed" in caplog.text)
     assert "database on fire" in caplog.text
@@ -155,7 +155,7 @@ def test_buttons_are_released_when_the_daemon_stops(tmp_path, factory):
 
 
 def _shown_count_safe(state_dir) -> int:
-    from frame.daemon.store import Store
+    from frame.daemon.store.database import Store
 
     store = Store.open(state_dir)
     try:
@@ -202,9 +202,11 @@ def test_the_web_settings_page_checks_the_file_the_daemon_was_started_with(tmp_p
     """Start-up wiring next to the buttons': ``Daemon(config_path=...)`` reaches ``create_blueprint``."""
     import requests
 
+    from frame.web import create_blueprint
+
     path = tmp_path / "frame.yaml"
     path.write_text("web:\n  listen: nowhere\n")
-    daemon = Daemon(_config(tmp_path, enabled=False), config_path=path)
+    daemon = Daemon(_config(tmp_path, enabled=False), config_path=path, pages=create_blueprint)
     daemon.start()
     try:
         page = requests.get(f"http://127.0.0.1:{daemon.server.port}/config", timeout=10)

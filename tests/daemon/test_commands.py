@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from frame.daemon import commands
+from frame.cli import daemon as commands
 from frame.daemon.unit import render_unit
 from frame.errors import FrameError, UsageError
 from tests.daemon.daemonproc import ROOT, DaemonProcess, write_config
@@ -94,7 +94,7 @@ def test_clients_against_running_daemon(tmp_path, capsys):
 @pytest.mark.parametrize("prompt", ["", "   "])
 def test_an_empty_prompt_is_bad_input_with_or_without_a_daemon(tmp_path, capsys, prompt):
     """``frame queue ""`` exited 1 like a runtime failure; bad input exits 2."""
-    from frame.cli import main
+    from frame.cli.program import main
 
     config, _ = write_config(tmp_path)
     assert main(["queue", prompt, "--config", str(config)]) == 2
@@ -102,7 +102,7 @@ def test_an_empty_prompt_is_bad_input_with_or_without_a_daemon(tmp_path, capsys,
 
 
 def test_a_request_the_daemon_refuses_as_bad_is_a_usage_error(monkeypatch):
-    from frame.daemon import client
+    from frame.cli import client
 
     class Response:
         def __init__(self, status):

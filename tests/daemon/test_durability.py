@@ -8,7 +8,8 @@ import sqlite3
 
 import pytest
 
-from frame.daemon import night, statefile
+from frame import statefile
+from frame.daemon.jobs import night
 from frame.daemon.service import Daemon
 from frame.diffusion.resume import Checkpoint, ResumeStore
 from tests.daemon.conftest import clock, make_config

@@ -4,8 +4,8 @@ import time
 import pytest
 
 from frame.config import FeedSource
-from frame.daemon.feedparse import FeedFormatError, Sanitiser, check_template, parse_feed
-from frame.daemon.feeds import FeedFetcher, refresh_feeds
+from frame.daemon.feeds.fetch import FeedFetcher, refresh_feeds
+from frame.daemon.feeds.parse import FeedFormatError, Sanitiser, check_template, parse_feed
 from tests.daemon.conftest import make_config
 from tests.daemon.feedserver import FeedServer, drip, huge, reply
 
@@ -47,7 +47,7 @@ def test_json_feed_then_conditional_304(tmp_path, server, store):
     assert refresh_feeds(store, config, fetcher) == {"test": 2}
     assert server.last_headers["/f"]["If-None-Match"] == '"v1"'
     assert server.last_headers["/f"]["If-Modified-Since"].startswith("Sun, 29 Nov")
-    assert store.feed_health()[0]["last_error"] is None
+    assert store.feed_health()[0].last_error is None
 
 
 def test_text_and_rss_feeds(tmp_path, server, store):
@@ -81,7 +81,7 @@ def test_failing_feed_keeps_last_good_copy(tmp_path, server, store, case):
     assert refresh_feeds(store, config, fetcher) == {"test": 2}
     assert _prompts(store) == ["a lighthouse", "a red fox in snow"]
     health = store.feed_health()[0]
-    assert health["last_error"] and health["from_cache"] == 1 and health["last_ok_at"]
+    assert health.last_error and health.from_cache == 1 and health.last_ok_at
 
 
 def test_500_is_retried_with_backoff(tmp_path, server, store):
@@ -91,7 +91,7 @@ def test_500_is_retried_with_backoff(tmp_path, server, store):
     fetcher.sleep = sleeps.append
     assert refresh_feeds(store, config, fetcher) == {"test": 0}
     assert server.hits["/f"] == 3 and sleeps == [0.01, 0.02]
-    assert "HTTP 503" in store.feed_health()[0]["last_error"]
+    assert "HTTP 503" in store.feed_health()[0].last_error
 
 
 def test_slow_drip_is_cut_off(tmp_path, server, store):
@@ -101,7 +101,7 @@ def test_slow_drip_is_cut_off(tmp_path, server, store):
     started = time.monotonic()
     refresh_feeds(store, config, fetcher)
     assert time.monotonic() - started < 3
-    assert "slow server" in store.feed_health()[0]["last_error"]
+    assert "slow server" in store.feed_health()[0].last_error
 
 
 def test_unreachable_feed_without_cache(tmp_path, store):
@@ -109,7 +109,7 @@ def test_unreachable_feed_without_cache(tmp_path, store):
     config = make_config(tmp_path, feeds={"sources": (source,), "timeout_seconds": 0.5})
     fetcher = FeedFetcher(config.feeds, tmp_path / "feeds", attempts=1)
     assert refresh_feeds(store, config, fetcher) == {"dead": 0}
-    assert "ConnectionError" in store.feed_health()[0]["last_error"]
+    assert "ConnectionError" in store.feed_health()[0].last_error
 
 
 def test_cache_file_name_never_contains_feed_text(tmp_path, server):

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from frame.config import FeedSource
-from frame.daemon.feeds import FeedFetcher, refresh_feeds
+from frame.daemon.feeds.fetch import FeedFetcher, refresh_feeds
 from tests.daemon.conftest import make_config
 from tests.daemon.feedserver import FeedServer, drip_headers, redirect, reply
 
@@ -45,7 +45,7 @@ def test_headers_dripped_byte_by_byte_hit_the_deadline_and_count_as_failure(tmp_
     assert refresh_feeds(store, config, _fetcher(config, tmp_path)) == {"test": 0}
     assert time.monotonic() - started < 3.0
     health = store.feed_health()[0]
-    assert health["last_ok_at"] is None and "no complete answer within 1 s" in health["last_error"]
+    assert health.last_ok_at is None and "no complete answer within 1 s" in health.last_error
 
 
 def test_slow_headers_fall_back_to_the_cached_copy(tmp_path, server, store):
@@ -58,7 +58,7 @@ def test_slow_headers_fall_back_to_the_cached_copy(tmp_path, server, store):
     assert refresh_feeds(store, config, fetcher) == {"test": 2}
     assert time.monotonic() - started < 3.0
     health = store.feed_health()[0]
-    assert health["from_cache"] == 1 and "no complete answer" in health["last_error"]
+    assert health.from_cache == 1 and "no complete answer" in health.last_error
 
 
 def test_deadline_covers_retries(tmp_path, server, store):
@@ -69,7 +69,7 @@ def test_deadline_covers_retries(tmp_path, server, store):
     started = time.monotonic()
     refresh_feeds(store, config, fetcher)
     assert time.monotonic() - started < 1.5
-    assert server.hits["/busy"] < 10 and "HTTP 503" in store.feed_health()[0]["last_error"]
+    assert server.hits["/busy"] < 10 and "HTTP 503" in store.feed_health()[0].last_error
 
 
 # 15: redirects: http(s) only, at most 5 -----------------------------------------------------------
@@ -84,7 +84,7 @@ def test_redirects_are_followed_to_other_hosts_up_to_five(tmp_path, server, stor
         server.routes["/r4"] = redirect(other.url("/feed"), 308)  # hop 5
         config = _config(tmp_path, _source(server, "/r0"))
         assert refresh_feeds(store, config, _fetcher(config, tmp_path)) == {"test": 2}
-        assert store.feed_health()[0]["last_error"] is None
+        assert store.feed_health()[0].last_error is None
     finally:
         other.close()
 
@@ -95,7 +95,7 @@ def test_sixth_redirect_is_refused(tmp_path, server, store):
     server.routes["/r6"] = reply(GOOD)
     config = _config(tmp_path, _source(server, "/r0"))
     assert refresh_feeds(store, config, _fetcher(config, tmp_path)) == {"test": 0}
-    assert "more than 5 redirects" in store.feed_health()[0]["last_error"]
+    assert "more than 5 redirects" in store.feed_health()[0].last_error
     assert "/r6" not in server.hits
 
 
@@ -105,7 +105,7 @@ def test_redirect_to_another_scheme_is_refused(tmp_path, server, store, target):
     server.routes["/f"] = redirect(target)
     config = _config(tmp_path, _source(server, "/f"))
     assert refresh_feeds(store, config, _fetcher(config, tmp_path)) == {"test": 0}
-    error = store.feed_health()[0]["last_error"]
+    error = store.feed_health()[0].last_error
     assert f"redirected to a {target.split(':')[0]}: URL" in error and "only http(s)" in error
 
 
@@ -114,9 +114,9 @@ def test_https_sockets_are_cut_at_the_deadline_too():
     which a slow server could drip as well) is shut down when the deadline passes."""
     import socket
 
-    from frame.daemon.feedhttp import Deadline, FeedSession, _WatchedHTTPSConnection
+    from frame.net.deadline import Deadline, DeadlineSession, _WatchedHTTPSConnection
 
-    pool = FeedSession().get_adapter("https://nas.local/").poolmanager.connection_from_url("https://nas.local/")
+    pool = DeadlineSession().get_adapter("https://nas.local/").poolmanager.connection_from_url("https://nas.local/")
     assert pool.ConnectionCls is _WatchedHTTPSConnection
     with socket.create_server(("127.0.0.1", 0)) as listener:
         connection = _WatchedHTTPSConnection("127.0.0.1", listener.getsockname()[1], timeout=5)
@@ -138,7 +138,7 @@ def test_lone_surrogate_is_dropped_and_other_feeds_still_run(tmp_path, server, s
     assert refresh_feeds(store, config, _fetcher(config, tmp_path)) == {"bad": 1, "good": 2}
     prompts = {i["feed"]: i["prompt"] for i in store.feed_items() if i["feed"] == "bad"}
     assert prompts == {"bad": "a fox in snow"}
-    assert all(h["last_error"] is None for h in store.feed_health())
+    assert all(h.last_error is None for h in store.feed_health())
 
 
 def test_one_feed_failing_in_the_store_does_not_stop_the_others(tmp_path, server, store, monkeypatch):
@@ -154,18 +154,18 @@ def test_one_feed_failing_in_the_store_does_not_stop_the_others(tmp_path, server
 
     monkeypatch.setattr(store, "replace_feed_items", failing)
     assert refresh_feeds(store, config, _fetcher(config, tmp_path))["b"] == 2
-    health = {h["name"]: h for h in store.feed_health()}
-    assert "UnicodeEncodeError" in health["a"]["last_error"] and health["b"]["last_error"] is None
+    health = {h.name: h for h in store.feed_health()}
+    assert "UnicodeEncodeError" in health["a"].last_error and health["b"].last_error is None
 
 
 def test_api_prompt_with_a_lone_surrogate_is_stored_without_it(config, store, tmp_path):
-    from frame.daemon.app import create_app
+    from frame.daemon.http.app import create_app
 
-    client = create_app(config, store, token="owner-token-for-tests", state_dir=tmp_path, web=False).test_client()
+    client = create_app(config, store, token="owner-token-for-tests", state_dir=tmp_path).test_client()
     response = client.post("/api/prompts", data=b'{"prompt": "a heron \\ud800at dusk", "theme": "\\udc00"}',
                            content_type="application/json", headers={"Authorization": "Bearer owner-token-for-tests"})
     assert response.status_code == 201, response.get_json()
-    assert [(p["prompt"], p["theme"]) for p in store.queued_prompts()] == [("a heron at dusk", "")]
+    assert [(p.prompt, p.theme) for p in store.queued_prompts()] == [("a heron at dusk", "")]
 
 
 # 13: entity-encoded markup never becomes a tag ------------------------------------------------------
@@ -186,9 +186,9 @@ def test_encoded_markup_is_stored_as_plain_text(tmp_path, server, store, raw, ex
 
 
 def test_api_returns_queued_prompts_without_markup(config, store, tmp_path):
-    from frame.daemon.app import create_app
+    from frame.daemon.http.app import create_app
 
-    client = create_app(config, store, token="owner-token-for-tests", state_dir=tmp_path, web=False).test_client()
+    client = create_app(config, store, token="owner-token-for-tests", state_dir=tmp_path).test_client()
     client.post("/api/prompts", json={"prompt": "&lt;img src=x onerror=alert(1)&gt;a moth"},
                 headers={"Authorization": "Bearer owner-token-for-tests"})
     assert client.get("/api/prompts").get_json()["prompts"][0]["prompt"] == "a moth"
@@ -197,7 +197,8 @@ def test_api_returns_queued_prompts_without_markup(config, store, tmp_path):
 # 14: credentials in feed URLs are used, never shown -------------------------------------------------
 
 def test_feed_credentials_are_sent_to_the_feed_but_never_shown(tmp_path, server, store):
-    from frame.daemon.app import create_app
+    from frame.daemon.http.app import create_app
+    from frame.web import create_blueprint
 
     server.routes["/f?key=K3Y-VALUE"] = reply(GOOD)
     url = server.url("/f?key=K3Y-VALUE").replace("http://", "http://bob:hunter2@")
@@ -207,7 +208,8 @@ def test_feed_credentials_are_sent_to_the_feed_but_never_shown(tmp_path, server,
     assert server.last_headers["/f?key=K3Y-VALUE"]["Authorization"].startswith("Basic ")  # still used
     store.set_feed_health("old", url, False, 0, f"ConnectionError: ... with url: /f?key=K3Y-VALUE ({url})", False)
 
-    client = create_app(config, store, token="owner-token-for-tests", state_dir=tmp_path).test_client()
+    client = create_app(config, store, token="owner-token-for-tests", state_dir=tmp_path,
+                        pages=create_blueprint).test_client()
     for page in ("/api/status", "/status"):
         text = client.get(page).get_data(as_text=True)
         assert "127.0.0.1" in text and "key=***" in text

@@ -2,8 +2,10 @@ import errno
 
 import pytest
 
-from frame.daemon import gallery, statefile
+from frame import statefile
+from frame.daemon.store import gallery
 from frame.errors import FrameError
+from frame.worker.records import PictureMeta
 from tests.daemon.conftest import add_picture
 
 
@@ -14,9 +16,14 @@ def _outputs(tmp_path):
     return image, panel
 
 
+def _meta(prompt, seed=1):
+    return PictureMeta(prompt=prompt, negative_prompt="", theme="", style="", origin="", seed=seed, sampler=None,
+                       steps=None, guidance=None, width=None, height=None, model=None, why=None)
+
+
 def test_publish_copies_files_and_records(tmp_path, store):
     image, panel = _outputs(tmp_path)
-    pid = gallery.publish(store, tmp_path, 4, image, panel, {"prompt": "fox", "seed": 3})
+    pid = gallery.publish(store, tmp_path, 4, image, panel, _meta(prompt="fox", seed=3))
     picture = store.picture(pid)
     assert picture["bytes"] == 1500 and picture["prompt"] == "fox"
     assert gallery.picture_path(tmp_path, picture["file"]).read_bytes() == b"I" * 1000
@@ -36,7 +43,7 @@ def test_publish_on_full_disk_records_nothing_and_leaves_no_files(tmp_path, stor
     real = statefile.write_bytes_atomic
     monkeypatch.setattr(gallery, "write_bytes_atomic", write)
     with pytest.raises(FrameError, match="No space left"):
-        gallery.publish(store, tmp_path, 4, image, panel, {"prompt": "fox"})
+        gallery.publish(store, tmp_path, 4, image, panel, _meta(prompt="fox"))
     assert store.count_pictures() == 0
     assert list(gallery.gallery_dir(tmp_path).iterdir()) == []
 
@@ -132,5 +139,5 @@ def test_a_new_gallery_folder_is_made_durable(tmp_path, store, monkeypatch):
 
     image, panel = _outputs(tmp_path)
     synced = record_fsyncs(monkeypatch)
-    gallery.publish(store, tmp_path, 4, image, panel, {"prompt": "fox", "seed": 3})
+    gallery.publish(store, tmp_path, 4, image, panel, _meta(prompt="fox", seed=3))
     assert synced[0] == str(tmp_path)  # the state folder, after mkdir gallery/

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import json
 from datetime import UTC
@@ -10,10 +11,13 @@ from zoneinfo import ZoneInfo
 import pytest
 from PIL import Image
 
-from frame.daemon import infoscreen
-from frame.daemon.infoscreen import draw_job, info_facts, lan_address, page_url, render_info, wrap
-from frame.daemon.supervisor import Outcome
+from frame.daemon.jobs import info as infoscreen
+from frame.daemon.jobs.info import info_facts, lan_address, page_url
+from frame.daemon.jobs.supervisor import Outcome
 from frame.errors import FrameError
+from frame.worker import infoscreen as worker_infoscreen
+from frame.worker.infoscreen import draw_job, render_info, wrap
+from frame.worker.records import EXIT_PERMANENT, InfoFacts, ShowJob
 from tests.daemon.conftest import add_picture, make_config
 
 RED = (220, 20, 20)
@@ -58,29 +62,29 @@ def picture(store, tmp_path):
 def test_info_facts_from_the_store(store, tmp_path, picture):
     created = store.picture(picture)["created_at"]
     facts = info_facts(store, tmp_path, picture, "http://x:1/", ZoneInfo("Pacific/Auckland"))
-    assert facts["title"] == f"Picture {picture}" and facts["prompt"] == "a red barn in the snow"
-    assert facts["why"] == "you liked snowy scenes" and facts["url"] == "http://x:1/"
-    assert facts["image"] == str(tmp_path / "gallery" / "red.png")
-    details = dict(facts["details"])
+    assert facts.title == f"Picture {picture}" and facts.prompt == "a red barn in the snow"
+    assert facts.why == "you liked snowy scenes" and facts.url == "http://x:1/"
+    assert facts.image == str(tmp_path / "gallery" / "red.png")
+    details = dict(facts.details)
     assert details["Theme"] == "winter, gouache" and details["Rating"] == "4 of 5 stars (a favourite)"
     from datetime import datetime
 
     local = datetime.fromisoformat(created).astimezone(ZoneInfo("Pacific/Auckland"))
     assert details["Painted"].startswith(f"{local.day} {local:%b %Y}") and details["Painted"].endswith(f"{local:%H:%M}")
-    json.dumps(facts)  # travels to the worker as JSON
+    assert InfoFacts.from_json(json.loads(json.dumps(facts.to_json()))) == facts  # travels to the worker as JSON
 
 
 def test_info_facts_without_a_picture_or_its_file(store, tmp_path):
     facts = info_facts(store, tmp_path, None, "http://x:1/", UTC)
-    assert facts["title"] == "No picture on the frame yet" and facts["image"] is None and facts["url"] == "http://x:1/"
+    assert facts.title == "No picture on the frame yet" and facts.image is None and facts.url == "http://x:1/"
     missing = add_picture(store, "gone", file="gone.png")
     store.rate(missing, "thumb", -1)
     facts = info_facts(store, tmp_path, missing, "u", UTC)
-    assert facts["image"] is None and dict(facts["details"])["Rating"] == "disliked"
+    assert facts.image is None and dict(facts.details)["Rating"] == "disliked"
 
 
 def test_wrap_fits_the_width_and_marks_what_was_left_out():
-    font = infoscreen._font(16)
+    font = worker_infoscreen._font(16)
     text = "a lighthouse on a cliff in a storm at night with waves breaking over the rocks " * 3
     lines = wrap(text, font, 150, 3)
     assert len(lines) == 3 and lines[-1].endswith("...")
@@ -92,9 +96,9 @@ def test_wrap_fits_the_width_and_marks_what_was_left_out():
 
 def _facts(tmp_path, prompt="a red barn in the snow"):
     Image.new("RGB", (60, 40), RED).save(tmp_path / "red.png")
-    return {"picture_id": 1, "image": str(tmp_path / "red.png"), "title": "Picture 1", "prompt": prompt,
-            "details": [["Theme", "winter"], ["Rating", "liked"], ["Painted", "1 Dec 2026, 06:00"]],
-            "why": "you liked snowy scenes", "url": "http://192.168.1.20:8080/"}
+    return InfoFacts(picture_id=1, image=str(tmp_path / "red.png"), title="Picture 1", prompt=prompt,
+                     details=(("Theme", "winter"), ("Rating", "liked"), ("Painted", "1 Dec 2026, 06:00")),
+                     why="you liked snowy scenes", url="http://192.168.1.20:8080/")
 
 
 @pytest.mark.parametrize("size", [(800, 480), (480, 800), (160, 96)])
@@ -109,20 +113,21 @@ def test_render_info_draws_picture_and_text_at_the_panel_size(tmp_path, size):
 
 
 def test_render_info_without_a_picture(tmp_path):
-    blank = render_info({"title": "", "url": ""}, (200, 120))
-    shown = render_info({"title": "No picture on the frame yet", "url": "http://frame.local:8080/"}, (200, 120))
+    blank = render_info(InfoFacts.from_json({"title": "", "url": ""}), (200, 120))
+    shown = render_info(InfoFacts.from_json({"title": "No picture on the frame yet", "url": "http://frame.local:8080/"}),
+                        (200, 120))
     assert blank.tobytes() != shown.tobytes()
 
 
 def _job(tmp_path, rotate=0, facts=None):
-    from frame.daemon.night import write_job_files
+    from frame.daemon.jobs.night import write_job_files
 
     config = make_config(tmp_path, display={"size": "160x96", "rotate": rotate},
                          web={"listen": "127.0.0.1:8080", "token": "test-token-123456"})
     job_dir = tmp_path / "job"
     job_dir.mkdir()
-    write_job_files(job_dir, config, {"kind": "show", "state_dir": str(tmp_path), "panel": None,
-                                      "image": str(job_dir / "info.png"), "info": facts or _facts(tmp_path)})
+    write_job_files(job_dir, config, ShowJob(state_dir=tmp_path, image=job_dir / "info.png",
+                                             info=facts or _facts(tmp_path)))
     return job_dir
 
 
@@ -137,11 +142,10 @@ def test_draw_job_draws_upright_for_the_rotation(tmp_path, rotate, size):
 
 
 def test_draw_job_reports_a_broken_picture_as_permanent(tmp_path, capsys):
-    facts = _facts(tmp_path)
     (tmp_path / "broken.png").write_bytes(b"not a png")
-    facts["image"] = str(tmp_path / "broken.png")
+    facts = dataclasses.replace(_facts(tmp_path), image=str(tmp_path / "broken.png"))
     job_dir = _job(tmp_path, facts=facts)
-    assert draw_job(job_dir) == infoscreen.worker.EXIT_PERMANENT
+    assert draw_job(job_dir) == EXIT_PERMANENT
     event = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert event["event"] == "error" and event["step"] == "info screen"
     assert not (job_dir / "info.png").exists()
@@ -159,11 +163,11 @@ class _FailingSupervisor:
 
 
 def test_show_info_runs_the_info_worker_and_reports_failure(store, tmp_path):
-    from frame.daemon.night import RenderContext
+    from frame.daemon.jobs.night import RenderContext
 
     ctx = RenderContext(config=make_config(tmp_path), store=store, state_dir=tmp_path,
                         supervisor_factory=_FailingSupervisor)
     with pytest.raises(FrameError, match="info screen failed at step 'show': no panel"):
-        infoscreen.show_info(ctx, {"url": "u"})
-    assert _FailingSupervisor.command[-2:] == ["-m", "frame.daemon.infoscreen"]
+        infoscreen.show_info(ctx, InfoFacts.from_json({"url": "u"}))
+    assert _FailingSupervisor.command[-2:] == ["-m", "frame.worker.infoscreen"]
     assert list((tmp_path / "checkpoints").iterdir()) == []  # the job folder is removed

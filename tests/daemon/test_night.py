@@ -6,9 +6,13 @@ import time
 
 import pytest
 
-from frame.daemon import gallery, night, statefile
-from frame.daemon.app import Busy
+from frame import statefile
+from frame.daemon.http.contract import Busy
+from frame.daemon.jobs import night
 from frame.daemon.service import Daemon
+from frame.daemon.store import gallery
+from frame.web import create_blueprint
+from frame.worker.records import ShowJob, read_job
 from tests.daemon.conftest import add_picture, clock, make_config
 from tests.daemon.fakesupervisor import FakeSupervisor
 
@@ -50,10 +54,13 @@ def test_job_files_hold_the_job_and_the_config_without_the_owner_token(tmp_path)
     import yaml
 
     config = make_config(tmp_path, web={"listen": "127.0.0.1:0", "token": "test-token-123456"})
-    night.write_job_files(tmp_path, config, {"kind": "show", "panel": None})
+    job = ShowJob(state_dir=tmp_path, image=tmp_path / "p.png")
+    night.write_job_files(tmp_path, config, job)
     written = yaml.safe_load((tmp_path / "config.yaml").read_text())
     assert written["web"]["token"] == "" and written["web"]["listen"] == "127.0.0.1:0"
-    assert statefile.read_json(tmp_path / "job.json") == {"kind": "show", "panel": None}
+    assert statefile.read_json(tmp_path / "job.json") == {"kind": "show", "state_dir": str(tmp_path),
+                                                          "image": str(tmp_path / "p.png"), "panel": None}
+    assert read_job(tmp_path) == job
 
 
 def test_job_is_written_once_so_restarts_render_the_same_picture(ctx, store):
@@ -166,7 +173,7 @@ def _daemon(tmp_path, **schedule_fields):
     FakeSupervisor.runs = []
     config = make_config(tmp_path, web={"listen": "127.0.0.1:0", "token": "test-token-123456"},
                          schedule={"timezone": "UTC", **schedule_fields})
-    return Daemon(config, supervisor_factory=FakeSupervisor)
+    return Daemon(config, supervisor_factory=FakeSupervisor, pages=create_blueprint)  # the phone page too
 
 
 def test_missed_night_is_caught_up_at_start_and_shown_after_show_time(tmp_path):

@@ -1,7 +1,7 @@
 import logging
 
-from frame.daemon.recovery import backup_path
-from frame.daemon.store import Store
+from frame.daemon.store.database import Store
+from frame.daemon.store.recovery import backup_path
 from tests.daemon.conftest import add_picture
 
 

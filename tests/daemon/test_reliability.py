@@ -2,8 +2,8 @@
 
 import pytest
 
-from frame.daemon.recovery import backup_path
-from frame.daemon.store import Store
+from frame.daemon.store.database import Store
+from frame.daemon.store.recovery import backup_path
 from tests.daemon.conftest import add_picture
 from tests.daemon.daemonproc import DaemonProcess, write_config
 from tests.daemon.feedserver import FeedServer, drip, huge, reply
@@ -83,7 +83,7 @@ def test_corrupt_database_and_state_files_are_recovered(tmp_path):
 
 def test_feed_cache_file_damage_is_detected(tmp_path, server):
     from frame.config import FeedSource
-    from frame.daemon.feeds import FeedFetcher, fetch_feed
+    from frame.daemon.feeds.fetch import FeedFetcher, fetch_feed
     from tests.daemon.conftest import make_config
 
     server.routes["/f"] = reply(GOOD)

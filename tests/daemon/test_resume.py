@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from frame.daemon import night
-from frame.daemon.statefile import read_json, write_json
-from frame.daemon.store import Store
+from frame.daemon.jobs import night
+from frame.daemon.store.database import Store
+from frame.statefile import read_json, write_json
 from tests.daemon.conftest import make_config
 from tests.daemon.daemonproc import DaemonProcess, write_config
 

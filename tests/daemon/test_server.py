@@ -7,9 +7,10 @@ import socket
 import pytest
 import waitress.buffers
 
-from frame.daemon.app import MAX_BODY, create_app
-from frame.daemon.server import HttpServer
-from frame.daemon.store import Store
+from frame.daemon.http.app import MAX_BODY, create_app
+from frame.daemon.store.database import Store
+from frame.net.server import HttpServer
+from frame.web import create_blueprint
 from tests.daemon.conftest import make_config
 
 TEN_MB = 10 * 1024 * 1024
@@ -29,7 +30,7 @@ def server(tmp_path, monkeypatch):
     monkeypatch.setattr(waitress.buffers.TempfileBasedBuffer, "newfile", recording_newfile)
     store = Store.open(tmp_path)
     config = make_config(tmp_path)
-    http = HttpServer(create_app(config, store, token="server-test-token-1"), "127.0.0.1:0")
+    http = HttpServer(create_app(config, store, token="server-test-token-1", pages=create_blueprint), "127.0.0.1:0")
     http.start()
     http.spooled = spooled
     yield http

@@ -60,7 +60,8 @@ def test_daemon_process_imports_no_heavy_modules(tmp_path):
         "import sys\n"
         "from frame.config import load_config\n"
         "from frame.daemon.service import Daemon\n"
-        f"d = Daemon(load_config({str(config)!r}))\n"
+        "from frame.web import create_blueprint\n"
+        f"d = Daemon(load_config({str(config)!r}), pages=create_blueprint)\n"
         "d.start(); d.refresh_feeds(); d.rotate(); d.stop()\n"
         "heavy = ('numpy', 'sklearn', 'matplotlib', 'PIL', 'onnx', 'onnxruntime', 'scipy')\n"
         "print(' '.join(m for m in heavy if m in sys.modules))\n")

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from frame.daemon import statefile
+from frame import statefile
 
 
 def test_json_round_trip(tmp_path):

@@ -6,7 +6,8 @@ from PIL import Image
 
 import frame.display
 from frame.config import DisplayConfig, load_config
-from frame.daemon.steps import prepare_for_panel
+from frame.worker.records import StageEvent
+from frame.worker.render import prepare_for_panel
 from tests.display.test_device import InkyE673, _fake_inky
 
 
@@ -19,8 +20,8 @@ def test_inky_panel_is_prepared_for_the_detected_board(tmp_path, monkeypatch):
     picture = tmp_path / "picture.png"
     Image.new("RGB", (256, 160), (200, 40, 40)).save(picture)
     stages = []
-    out = prepare_for_panel(config, picture, tmp_path, lambda kind, **fields: stages.append(fields))
+    out = prepare_for_panel(config, picture, tmp_path, stages.append)
     prepared = Image.open(out)
     assert prepared.mode == "P" and prepared.size == (800, 480)  # the detected 7.3" board's size
     assert len(prepared.getpalette()) // 3 >= 6
-    assert stages == [{"stage": "preparing for the panel"}]
+    assert stages == [StageEvent("preparing for the panel")]

@@ -2,8 +2,8 @@ import sqlite3
 
 import pytest
 
-from frame.daemon import migrations
-from frame.daemon.store import Store
+from frame.daemon.store import migrations
+from frame.daemon.store.database import Store
 from frame.errors import FrameError
 from tests.daemon.conftest import add_picture
 
@@ -79,9 +79,9 @@ def test_rating_validation_and_unknown_picture(store):
 def test_prompt_queue(store):
     first = store.queue_prompt("a red fox", theme="animals")
     store.queue_prompt("a blue whale")
-    assert [p["prompt"] for p in store.queued_prompts()] == ["a red fox", "a blue whale"]
+    assert [p.prompt for p in store.queued_prompts()] == ["a red fox", "a blue whale"]
     store.mark_prompt_used(first, picture_id=7)
-    assert [p["prompt"] for p in store.queued_prompts()] == ["a blue whale"]
+    assert [p.prompt for p in store.queued_prompts()] == ["a blue whale"]
 
 
 def test_feed_items_validity_and_used_order(store):

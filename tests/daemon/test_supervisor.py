@@ -4,7 +4,8 @@ import threading
 import time
 from pathlib import Path
 
-from frame.daemon.supervisor import Supervisor, rss_mb
+from frame.daemon.jobs.supervisor import Supervisor, rss_mb
+from frame.worker.records import ProgressEvent, ShowOutput
 
 FAKE = [sys.executable, str(Path(__file__).with_name("fakeworker.py"))]
 
@@ -25,8 +26,8 @@ def _supervisor(**kwargs):
 def test_finishes_and_reports_progress(tmp_path):
     sup, events, restarts = _supervisor()
     outcome = sup.run(_job(tmp_path), stop=threading.Event())
-    assert outcome.status == "done" and outcome.result == {"attempts": 1} and restarts == []
-    assert [e["step"] for e in events if e["event"] == "progress"] == [1, 2, 3, 4, 5]
+    assert outcome.status == "done" and outcome.result == ShowOutput("shown", "attempt 1") and restarts == []
+    assert [e.step for e in events if isinstance(e, ProgressEvent)] == [1, 2, 3, 4, 5]
 
 
 def test_crashed_worker_is_restarted_and_resumes(tmp_path):
@@ -35,7 +36,7 @@ def test_crashed_worker_is_restarted_and_resumes(tmp_path):
     assert outcome.status == "done" and outcome.restarts == 2
     assert restarts == ["signal SIGKILL", "signal SIGKILL"]
     # resumed: every step ran exactly once despite two deaths
-    assert [e["step"] for e in events if e["event"] == "progress"] == [1, 2, 3, 4, 5]
+    assert [e.step for e in events if isinstance(e, ProgressEvent)] == [1, 2, 3, 4, 5]
 
 
 def test_gives_up_after_max_restarts(tmp_path):

@@ -1,4 +1,4 @@
-"""The trained taste model chooses in a child of the worker (frame/daemon/tastechild.py)."""
+"""The trained taste model chooses in a child of the worker (frame/worker/tastechild.py)."""
 
 import hashlib
 import json
@@ -8,8 +8,11 @@ import sys
 import numpy as np
 import pytest
 
-from frame.daemon import night, tastechild, tastechoice
-from frame.daemon.statefile import read_json, write_json
+from frame.daemon.jobs import night
+from frame.statefile import read_json, write_json
+from frame.worker import choose as tastechoice
+from frame.worker import tastechild
+from frame.worker.records import RenderJob, ThemeChoice
 from tests.daemon.conftest import make_config
 
 THEMES = ("a stormy sea", "a calm meadow", "a night city")
@@ -30,12 +33,14 @@ fake_embed.calls = 0
 def _job_folder(tmp_path, ratings=RATED, min_ratings=4):
     config = make_config(tmp_path, taste={"min_ratings": min_ratings, "explore_rate": 0.0, "themes": THEMES,
                                           "styles": ("oil painting",)})
-    job = {"kind": "render", "state_dir": str(tmp_path), "seed": 1234, "choice": None, "recent_themes": [],
+    job = {"kind": "render", "render_id": 1, "render_kind": "night", "state_dir": str(tmp_path), "seed": 1234,
+           "choice": None, "recent_themes": [],
            "candidates": [{"prompt": f"{t}, oil painting", "theme": t, "style": "oil painting", "weight": 1.0,
                            "origin": "theme"} for t in THEMES],
            "history": [{"id": n, "prompt": f"{t}, oil painting", "theme": t, "style": "oil painting",
                         "origin": "theme", "rating_kind": "thumb", "rating_value": v, "why": {"candidate": None}}
                        for n, (t, v) in enumerate(ratings)]}
+    job = RenderJob.from_json(job)
     folder = tmp_path / "job"
     folder.mkdir()
     night.write_job_files(folder, config, job)
@@ -56,9 +61,9 @@ def test_the_child_chooses_as_the_worker_did_in_process_once_even_across_a_power
 
     chosen = tastechild.choose(job, config, no_encoder, folder)
 
-    assert chosen["why"]["mode"] == "model" and chosen["why"]["plot"] == "why.png"
-    assert chosen == json.loads(json.dumps(expected))
-    assert read_json(folder / tastechild.CHOICE_NAME) == chosen
+    assert chosen.why.details["mode"] == "model" and chosen.why.plot == "why.png"
+    assert chosen == ThemeChoice.from_json(json.loads(json.dumps(expected.to_json())))
+    assert ThemeChoice.from_json(read_json(folder / tastechild.CHOICE_NAME)) == chosen
     assert (folder / "why.png").read_bytes() == (in_process / "why.png").read_bytes()
     monkeypatch.setattr(tastechild, "run_child", lambda *a: pytest.fail("the choice was made twice"))
     assert tastechild.choose(job, config, no_encoder, folder) == chosen  # resumed after the choice
@@ -68,7 +73,7 @@ def test_the_worker_embeds_every_text_the_picker_asks_for_in_one_call(tmp_path, 
     job, config, folder = _job_folder(tmp_path)
     calls = fake_embed.calls
     monkeypatch.setattr(tastechild, "run_child", lambda folder: tastechild.choose_here(folder))
-    assert tastechild.choose(job, config, fake_embed, folder)["why"]["mode"] == "model"
+    assert tastechild.choose(job, config, fake_embed, folder).why.details["mode"] == "model"
     assert fake_embed.calls == calls + 1
 
 
@@ -102,14 +107,14 @@ def test_the_child_names_a_text_it_has_no_vector_for_and_reports_crashes_as_one_
 def test_without_enough_ratings_the_variety_choice_needs_no_child(tmp_path, monkeypatch):
     job, config, folder = _job_folder(tmp_path, ratings=RATED[:2])
     monkeypatch.setattr(tastechild, "run_child", lambda *a: pytest.fail("a child for a variety choice"))
-    assert tastechild.choose(job, config, fake_embed, folder)["why"]["mode"] == "variety"
+    assert tastechild.choose(job, config, fake_embed, folder).why.details["mode"] == "variety"
     assert not (folder / tastechild.INPUT_NAME).exists()
 
 
 def test_without_matplotlib_the_model_explains_in_words_and_notes_the_missing_plot(tmp_path, monkeypatch):
     job, config, folder = _job_folder(tmp_path)
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # as when frame[plots] is not installed
-    why = tastechoice.pick(job, config, fake_embed, folder)["why"]
+    why = tastechoice.pick(job, config, fake_embed, folder).why.to_json()
     assert why["mode"] == "model" and why["sentence"].startswith("expected liking")
     assert why["plot"] is None and why["plot_note"] == tastechoice.NO_MATPLOTLIB
     assert "frame[plots]" in why["plot_note"] and not (folder / "why.png").exists()

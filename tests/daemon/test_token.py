@@ -3,7 +3,7 @@ import stat
 
 import pytest
 
-from frame.daemon import token
+from frame.daemon.http import token
 from frame.errors import FrameError
 
 

@@ -1,4 +1,4 @@
-"""The real worker process (python -m frame.daemon.worker) under the real supervisor."""
+"""The real worker process (python -m frame.worker.render, .show) under the real supervisor."""
 
 import fcntl
 import json
@@ -9,9 +9,10 @@ import time
 import pytest
 from PIL import Image
 
-from frame.daemon import gallery, night
-from frame.daemon.worker import LOCK_NAME, PANEL_LOCK_NAME
+from frame.daemon.jobs import night
+from frame.daemon.store import gallery
 from frame.errors import FrameError
+from frame.worker.process import LOCK_NAME, PANEL_LOCK_NAME
 from tests.daemon.conftest import make_config
 
 
@@ -32,11 +33,11 @@ def _stored_picture(ctx):
 def test_show_runs_the_display_in_a_worker(ctx):
     picture_id = _stored_picture(ctx)
     result = night.show_picture(ctx, picture_id, "owner")
-    assert result["status"] == "shown"
-    assert Image.open(result["shown"]).size == (80, 48)
+    assert result.status == "shown"
+    assert Image.open(result.shown).size == (80, 48)
     assert ctx.store.last_shown()["picture_id"] == picture_id
     assert ctx.status.snapshot()["shown"]["picture_id"] == picture_id
-    assert night.show_picture(ctx, picture_id, "owner")["status"] == "unchanged"
+    assert night.show_picture(ctx, picture_id, "owner").status == "unchanged"
 
 
 def test_missing_model_fails_at_the_load_model_step_without_retries(ctx):
@@ -84,12 +85,12 @@ def test_a_show_does_not_wait_for_a_running_render_but_for_another_refresh(ctx):
     render_fd = os.open(ctx.state_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
     fcntl.flock(render_fd, fcntl.LOCK_EX)  # a render is running
     try:
-        assert night.show_picture(ctx, picture_id, "owner")["status"] == "shown"
+        assert night.show_picture(ctx, picture_id, "owner").status == "shown"
         panel_fd = os.open(ctx.state_dir / PANEL_LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
         fcntl.flock(panel_fd, fcntl.LOCK_EX)  # another refresh is under way
         threading.Timer(1.5, lambda: os.close(panel_fd)).start()
         started = time.monotonic()
-        assert night.show_picture(ctx, picture_id, "owner")["status"] == "unchanged"
+        assert night.show_picture(ctx, picture_id, "owner").status == "unchanged"
         assert time.monotonic() - started >= 1.4  # it waited for the other refresh's panel.lock
     finally:
         os.close(render_fd)
@@ -129,8 +130,9 @@ def test_taste_model_choice_is_explained_with_a_plot(tmp_path, store, monkeypatc
     assert why["candidate"]["theme"] in config.taste.themes
     assert gallery.picture_path(tmp_path, why["plot"]).read_bytes()[:4] == b"\x89PNG"
     assert set(store.picture(picture_id)["features"]) >= {"warmth", "drama"}
+    # the render worker runs as `python -m frame.worker.render` (argv[0] is that file)
     processes = [json.loads(f.read_text()) for f in probe.glob("modules-*.json")]
-    worker = [p for p in processes if p["argv"][0].endswith("worker.py")]
+    worker = [p for p in processes if p["argv"][0].endswith(os.path.join("worker", "render.py"))]
     child = [p for p in processes if p["argv"][0].endswith("tastechild.py")]
     assert len(worker) == 1 and worker[0]["heavy"] == []
     assert len(child) == 1 and {"sklearn", "scipy", "matplotlib"} <= set(child[0]["heavy"])
@@ -145,7 +147,7 @@ def test_worker_reports_its_own_peak_not_its_parents(tmp_path):
 
     ballast = bytearray(300 << 20)
     ballast[::4096] = b"x" * len(ballast[::4096])  # touch every page
-    code = ("import json, resource; from frame.daemon.worker import peak_rss_mb; "
+    code = ("import json, resource; from frame.worker.process import peak_rss_mb; "
             "print(json.dumps([peak_rss_mb(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024]))")
     own, inherited = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                                check=True).stdout)

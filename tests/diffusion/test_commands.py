@@ -1,4 +1,4 @@
-"""``frame render`` through its argparse registration (as frame/cli.py wires it)."""
+"""``frame render`` through its argparse registration (as frame/cli/program/main.py wires it)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from frame.diffusion import commands
+from frame.cli import render as commands
 from frame.diffusion.progress import Progress
 from frame.errors import FrameError, Interrupted, UsageError
 from frame.models import demo_model_path
@@ -135,7 +135,7 @@ def test_a_random_seed_survives_an_interrupted_resumable_render(tmp_path, monkey
 def test_ctrl_c_says_how_to_continue(tmp_path, monkeypatch, capsys, resume):
     """Ctrl-C once said only "interrupted": it now says that running the command again with --resume
     continues (and it really does, from the last finished step), or how to make a render resumable."""
-    from frame.cli import main
+    from frame.cli.program import main
     from frame.diffusion import denoise
 
     real, steps = denoise.run_loop, []

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from frame.diffusion import guidance_plan as plan
-from frame.engine.weights import WeightRef
+from frame.engine.io.weights import WeightRef
 
 
 def test_sd15_at_its_native_size_shares_the_fetches_within_the_default_worker_limit():

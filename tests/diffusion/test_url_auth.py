@@ -10,7 +10,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 import numpy as np
 import pytest
 
-from frame.cli import main
+from frame.cli.program import main
 from frame.config import load_config
 from frame.diffusion import load_pipeline
 from frame.diffusion.configured import load_configured_pipeline

@@ -12,7 +12,7 @@ import onnx
 import pytest
 from onnx import helper, numpy_helper
 
-from frame.cli import main
+from frame.cli.program import main
 from frame.diffusion import load_pipeline
 from frame.diffusion.vae_shapes import check_vae
 from frame.engine import load_model

@@ -1,4 +1,4 @@
-"""The CLI handlers, through a parser built the way frame/cli.py builds it."""
+"""The CLI handlers, through a parser built the way frame/cli/program/main.py builds it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from frame.display import commands
+from frame.cli import display as commands
 from frame.errors import UsageError
 
 

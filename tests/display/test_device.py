@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from frame.config import DisplayConfig
 from frame.display import open_display
+from frame.display.device import DisplaySettings
 from frame.display.drivers.base import PanelNotResponding
 from frame.errors import FrameError, UsageError
 from tests.display.fakes import FakeBus, FakeClock
 
-SMALL = DisplayConfig(size="160x96")
+SMALL = DisplaySettings(size="160x96")
 
 
 def _photo(seed: int = 0) -> Image.Image:
@@ -81,7 +81,7 @@ def test_out_file_and_out_dir(tmp_path) -> None:
 
 def test_waveshare_panel_through_a_fake_bus_and_failure_keeps_next_show_possible(tmp_path) -> None:
     bus = FakeBus({0x04, 0x12, 0x02})
-    config = DisplayConfig(panel="waveshare-7in3e", min_refresh_seconds=0, dither="floyd-steinberg")
+    config = DisplaySettings(panel="waveshare-7in3e", min_refresh_seconds=0, dither="floyd-steinberg")
     with open_display(config, state_dir=tmp_path, bus=bus, clock=FakeClock()) as display:
         assert display.show(_photo()).shown
         assert len(dict(bus.commands())[0x10]) == 192_000
@@ -95,13 +95,13 @@ def test_waveshare_panel_through_a_fake_bus_and_failure_keeps_next_show_possible
 
 def test_unknown_panel_name_is_a_usage_error_with_suggestion(tmp_path) -> None:
     with pytest.raises(UsageError, match="did you mean 'waveshare-7in5-v2'"):
-        open_display(DisplayConfig(panel="waveshare-7in5v2"), state_dir=tmp_path)
+        open_display(DisplaySettings(panel="waveshare-7in5v2"), state_dir=tmp_path)
 
 
 def test_hardware_panel_without_spi_says_what_to_check(tmp_path) -> None:
     # No bus injected: the real bus is opened, and this machine has no spidev.
     with pytest.raises(FrameError, match="spidev.*raspi-config"):
-        open_display(DisplayConfig(panel="waveshare-7in3e"), state_dir=tmp_path)
+        open_display(DisplaySettings(panel="waveshare-7in3e"), state_dir=tmp_path)
 
 
 class InkyE673:
@@ -140,7 +140,7 @@ def _fake_inky(board=None, error: Exception | None = None):
 
 def test_inky_is_detected_and_gets_palette_indices(tmp_path) -> None:
     board = InkyE673()
-    with open_display(DisplayConfig(panel="inky"), state_dir=tmp_path, inky_module=_fake_inky(board)) as display:
+    with open_display(DisplaySettings(panel="inky"), state_dir=tmp_path, inky_module=_fake_inky(board)) as display:
         assert display.panel.name == "inky-impression-7.3"
         assert display.show(_photo()).shown
     sent = board.images[0]
@@ -153,8 +153,22 @@ def test_inky_is_detected_and_gets_palette_indices(tmp_path) -> None:
 
 def test_inky_not_found_and_model_mismatch_are_clear(tmp_path) -> None:
     with pytest.raises(FrameError, match="no Inky display detected.*dtoverlay=spi0-0cs"):
-        open_display(DisplayConfig(panel="inky"), state_dir=tmp_path,
+        open_display(DisplaySettings(panel="inky"), state_dir=tmp_path,
                      inky_module=_fake_inky(error=RuntimeError("No EEPROM detected!")))
     with pytest.raises(FrameError, match="EEPROM says 'inky-impression-7.3'"):
-        open_display(DisplayConfig(panel="inky-impression-13.3"), state_dir=tmp_path,
+        open_display(DisplaySettings(panel="inky-impression-13.3"), state_dir=tmp_path,
                      inky_module=_fake_inky(InkyE673()))
+
+
+def test_display_settings_are_the_display_sections_fields_with_its_defaults():
+    """``DisplaySettings.from_section`` copies the ``display:`` section field by field: the two records
+    must list the same fields, with the same defaults (the schema validates, display only reads)."""
+    from dataclasses import fields
+
+    from frame.config import DisplayConfig
+
+    assert [f.name for f in fields(DisplaySettings)] == [f.name for f in fields(DisplayConfig)]
+    assert DisplaySettings.from_section(DisplayConfig()) == DisplaySettings()
+    section = DisplayConfig(panel="waveshare-7in3e", rotate=90, dither="atkinson", min_refresh_seconds=5)
+    assert DisplaySettings.from_section(section) == DisplaySettings(panel="waveshare-7in3e", rotate=90,
+                                                                    dither="atkinson", min_refresh_seconds=5)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from frame.display import colour, dither, engine
+from frame.display import colour, dither
 from frame.display.panels import get_palette
 from frame.errors import UsageError
 
@@ -82,7 +82,7 @@ def test_lookup_table_agrees_with_exact_perceptual_choice() -> None:
 
 def _shown_mean(target: np.ndarray, method: str) -> np.ndarray:
     picture = np.tile(target.astype(np.float32), (64, 64, 1))
-    indices = engine.dither_indices(picture, np.array(get_palette("spectra6").colours), method)
+    indices = dither.dither_indices(picture, np.array(get_palette("spectra6").colours), method)
     assert indices.max() < len(INKS)
     return INKS[indices].reshape(-1, 3).mean(axis=0)
 
@@ -118,6 +118,6 @@ def test_blue_noise_mask_is_a_permutation_with_little_low_frequency_energy() -> 
 
 
 def test_engine_names_and_errors() -> None:
-    assert engine.resolve(None) == engine.resolve("auto") == "linear-serpentine"
+    assert dither.resolve_dither(None) == dither.resolve_dither("auto") == "linear-serpentine"
     with pytest.raises(UsageError, match="did you mean 'atkinson'"):
-        engine.resolve("atkinsn")
+        dither.resolve_dither("atkinsn")

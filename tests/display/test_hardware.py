@@ -10,9 +10,9 @@ import os
 
 import pytest
 
-from frame.config import DisplayConfig
 from frame.display import open_display
 from frame.display.calibration import calibration_image
+from frame.display.device import DisplaySettings
 
 pytestmark = pytest.mark.hardware
 
@@ -26,14 +26,14 @@ def panel_name() -> str:
 
 
 def test_calibration_bars_on_the_real_panel(panel_name, tmp_path) -> None:
-    config = DisplayConfig(panel=panel_name, min_refresh_seconds=0)
+    config = DisplaySettings(panel=panel_name, min_refresh_seconds=0)
     with open_display(config, state_dir=tmp_path) as display:
         prepared, original = calibration_image(display.panel)
         assert display.show_prepared(prepared, original, force=True).shown
 
 
 def test_clear_then_close_releases_the_hardware(panel_name, tmp_path) -> None:
-    config = DisplayConfig(panel=panel_name, min_refresh_seconds=0)
+    config = DisplaySettings(panel=panel_name, min_refresh_seconds=0)
     with open_display(config, state_dir=tmp_path) as display:
         display.clear()
     with open_display(config, state_dir=tmp_path):  # opening again proves the lines were released

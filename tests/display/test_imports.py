@@ -25,7 +25,7 @@ def _modules_after(code: str) -> set[str]:
     "import frame",
     "import frame.display",
     "from frame.display import get_panel, prepare, open_display, panel_names, palette_names",
-    "import frame.display.commands",
+    "import frame.cli.display",
 ])
 def test_import_loads_no_hardware_or_heavy_library(code) -> None:
     loaded = _modules_after(code)
@@ -34,8 +34,9 @@ def test_import_loads_no_hardware_or_heavy_library(code) -> None:
 
 
 def test_opening_and_using_the_virtual_panel_loads_no_hardware_library(tmp_path) -> None:
-    code = ("from PIL import Image\nfrom frame.config import DisplayConfig\nfrom frame.display import open_display\n"
-            f"d = open_display(DisplayConfig(size='40x24'), state_dir={str(tmp_path)!r})\n"
+    code = ("from PIL import Image\nfrom frame.display import open_display\n"
+            "from frame.display.device import DisplaySettings\n"
+            f"d = open_display(DisplaySettings(size='40x24'), state_dir={str(tmp_path)!r})\n"
             "d.show(Image.new('RGB', (50, 30), (200, 100, 50)))\nd.close()")
     loaded = _modules_after(code)
     assert not {m for m in loaded if m.split(".")[0] in FORBIDDEN}

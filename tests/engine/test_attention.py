@@ -7,7 +7,7 @@ import pytest
 from onnx import helper
 
 from frame.engine import load_model
-from frame.engine.attention import AttentionConfig, sliced_attention
+from frame.engine.passes.sliced_attention import AttentionConfig, sliced_attention
 from frame.errors import UsageError
 from tests.engine import builders
 
@@ -19,7 +19,7 @@ def test_fused_attention_matches_onnxruntime(tmp_path, variant, slices):
     path = builders.save(proto, tmp_path / "attn.onnx")
     expected = builders.ort_run(path, feeds)["y"]
     with load_model(path, attention_slices=slices) as model:
-        assert model.fused_attention_count == 1
+        assert model.rewrites["attention"] == 1
         assert not [s for s in model.steps if s.node.op_type in ("Softmax", "MatMul")]
         got = model.run(feeds)["y"]
     assert builders.rel_l2(got, expected) < 1e-6
@@ -75,7 +75,7 @@ def test_no_fusion_when_scores_are_used_elsewhere(tmp_path):
     path = builders.save(proto, tmp_path / "attn.onnx")
     expected = builders.ort_run(path, feeds)
     with load_model(path) as model:
-        assert model.fused_attention_count == 0
+        assert model.rewrites["attention"] == 0
         got = model.run(feeds)
     for name in ("y", "p"):
         assert builders.rel_l2(got[name], expected[name]) < 1e-6
@@ -87,7 +87,7 @@ def test_softmax_on_another_axis_is_not_fused(tmp_path):
     softmax.attribute[0].CopyFrom(helper.make_attribute("axis", 2))
     path = builders.save(proto, tmp_path / "attn.onnx")
     with load_model(path) as model:
-        assert model.fused_attention_count == 0
+        assert model.rewrites["attention"] == 0
         assert builders.rel_l2(model.run(feeds)["y"], builders.ort_run(path, feeds)["y"]) < 1e-6
 
 

@@ -10,8 +10,7 @@ import pytest
 from onnx import helper
 
 from frame.engine import load_model
-from frame.engine.errors import InputError, ModelFormatError, WeightDataError
-from frame.engine.executor import NodeError
+from frame.engine.errors import InputError, ModelFormatError, NodeError, WeightDataError
 from tests.engine import builders
 
 

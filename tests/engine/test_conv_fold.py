@@ -40,7 +40,7 @@ def test_chain_folds_and_matches_onnxruntime(tmp_path, conv, bias, external):
     proto, feeds = _model(CHAIN, conv=conv, bias=bias)
     path = builders.save(proto, tmp_path / "m.onnx", external=external)
     with load_model(path) as model:
-        assert model.fused_conv_affine_count == 1
+        assert model.rewrites["conv_affine"] == 1
         assert [s.node.op_type for s in model.steps] == ["ConvAffine"]
         assert {r.name for r in model.streamed_weights} >= ({"w", "gamma", "var"} if external else set())
         got = model.run(feeds)["y"]
@@ -49,7 +49,7 @@ def test_chain_folds_and_matches_onnxruntime(tmp_path, conv, bias, external):
 
 
 def test_output_scaling_path_when_the_weight_is_the_bigger_pass(tmp_path, monkeypatch):
-    from frame.engine import conv_fold
+    from frame.engine.passes import conv_affine as conv_fold
 
     proto, feeds = _model(CHAIN)
     path = builders.save(proto, tmp_path / "m.onnx")
@@ -75,7 +75,7 @@ def test_chains_that_must_not_fold(tmp_path, tail, outputs, folded):
     proto, feeds = _model(tail, [full], outputs=outputs)
     path = builders.save(proto, tmp_path / "m.onnx")
     with load_model(path) as model:
-        fused = model.fused_conv_affine_count
+        fused = model.rewrites["conv_affine"]
         got = model.run(feeds)
     want = builders.ort_run(path, feeds)
     for name in outputs:

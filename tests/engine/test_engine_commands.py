@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from frame.engine import commands
+from frame.cli import engine as commands
 from frame.errors import UsageError
 from tests.engine import builders
 
@@ -144,7 +144,7 @@ def test_wrong_inputs_exit_2(tmp_path, capsys, case, message):
     runtime failure; they are bad input: exit 2, one line."""
     import re
 
-    from frame.cli import main
+    from frame.cli.program import main
 
     proto, feeds = builders.mlp()
     path = builders.save(proto, tmp_path / "m.onnx")

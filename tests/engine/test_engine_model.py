@@ -41,7 +41,7 @@ def test_importing_the_engine_and_its_commands_is_cheap():
     import subprocess
     import sys
 
-    code = ("import sys, frame.engine, frame.engine.commands; "
+    code = ("import sys, frame.engine, frame.cli.engine; "
             "print(sorted(m for m in ('numpy', 'onnx', 'requests') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -6,11 +6,11 @@ import numpy as np
 from onnx import numpy_helper
 
 from frame.engine import load_model
-from frame.engine.providers import DiskNoCache
+from frame.engine.providers import NoCache
 from tests.engine import builders
 
 
-class DtypeSpy(DiskNoCache):
+class DtypeSpy(NoCache):
     def __init__(self) -> None:
         super().__init__()
         self.served = {}

@@ -10,7 +10,7 @@ from onnx import helper, numpy_helper
 
 from frame.engine import load_model
 from frame.engine.ops.norm import instance_normalization
-from frame.engine.silu import CHUNK, silu
+from frame.engine.passes.silu import CHUNK, silu
 from tests.engine import builders
 
 

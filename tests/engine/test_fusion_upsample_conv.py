@@ -8,7 +8,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from frame.engine import load_model
-from frame.engine import model as model_module
+from frame.engine.passes import order as pass_order  # the pass list calls fuse_* through its module
 from tests.engine import builders
 
 RNG = np.random.default_rng(7)
@@ -66,10 +66,10 @@ def pair_model(tmp_path, *, c=4, m=6, hw=(32, 32), mode="nearest", ctm="asymmetr
 def run_both(path, feeds, monkeypatch):
     """(fused count, fused outputs, unfused outputs, onnxruntime outputs)."""
     with load_model(path) as model:
-        count = model.fused_upsample_conv_count
+        count = model.rewrites["upsample_conv"]
         fused = model.run(feeds)
     with monkeypatch.context() as patch:
-        patch.setattr(model_module, "fuse_upsample_conv", lambda nodes, outputs, weights: (nodes, 0))
+        patch.setattr(pass_order, "fuse_upsample_conv", lambda nodes, outputs, weights: (nodes, 0))
         with load_model(path) as model:
             assert not any(s.node.op_type == "UpsampleConv" for s in model.steps)
             unfused = model.run(feeds)
@@ -152,4 +152,4 @@ def test_exported_up_blocks_are_fused(name):
     against onnxruntime's in test_engine_fixtures)."""
     with load_model(f"tests/fixtures/engine/{name}/model.onnx") as model:
         resizes = sum(1 for s in model.steps if s.node.op_type == "Resize")
-        assert model.fused_upsample_conv_count >= 1 and resizes == 0
+        assert model.rewrites["upsample_conv"] >= 1 and resizes == 0

@@ -1,4 +1,4 @@
-"""The GEGLU feed-forward in blocks of hidden channels (frame/engine/geglu.py): fused results match
+"""The GEGLU feed-forward in blocks of hidden channels (frame/engine/passes/geglu.py): fused results match
 onnxruntime and the unfused graph for float32, 8-bit and fp16 weights; Slice bounds computed from
 the projection's Shape (as torch's chunk exports them) still work; column splits that are not two
 contiguous halves fall back; the projection-sized activation never exists."""
@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from frame.engine import geglu, load_model
-from frame.engine import model as model_module
+from frame.engine import load_model
+from frame.engine.passes import geglu
+from frame.engine.passes import order as pass_order  # the pass list calls fuse_* through its module
 from tests.engine import builders
 from tests.engine.test_weight_decoding import _quantized
 
@@ -99,10 +100,10 @@ def ort_plain(path, feeds):
 
 def run_both(path, feeds, monkeypatch):
     with load_model(path) as model:
-        count = model.fused_geglu_count
+        count = model.rewrites["geglu"]
         fused = model.run(feeds)["y"]
     with monkeypatch.context() as patch:
-        patch.setattr(model_module, "fuse_geglu", lambda nodes, outputs, weights: (nodes, 0))
+        patch.setattr(pass_order, "fuse_geglu", lambda nodes, outputs, weights: (nodes, 0))
         with load_model(path) as model:
             unfused = model.run(feeds)["y"]
     return count, fused, unfused, ort_plain(path, feeds)
@@ -148,4 +149,4 @@ def test_the_exported_unets_feed_forwards_are_blocked_not_taken_by_the_gelu_fusi
     pipelines = Path(__file__).parents[1] / "fixtures" / "pipelines"
     for kind, blocks in (("sd15", 4), ("sdxl", 8)):
         with load_model(pipelines / kind / "model" / "unet" / "model.onnx") as model:
-            assert model.fused_geglu_count == blocks, kind
+            assert model.rewrites["geglu"] == blocks, kind

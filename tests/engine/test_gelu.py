@@ -1,4 +1,4 @@
-"""Fused exact GELU / GEGLU (frame.engine.gelu) and operand commuting for in-place Add/Mul."""
+"""Fused exact GELU / GEGLU (frame.engine.passes.gelu) and operand commuting for in-place Add/Mul."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from onnx import helper, numpy_helper
 
 from frame.engine import load_model
-from frame.engine.gelu import gelu
+from frame.engine.passes.gelu import gelu
 from tests.engine import builders
 
 
@@ -67,7 +67,7 @@ def test_gelu_chains_fuse_and_match_onnxruntime(tmp_path, variant, fused_op):
     path = builders.save(proto, tmp_path / "geglu.onnx")
     with load_model(path) as model:
         ops = [s.node.op_type for s in model.steps]
-        assert model.fused_gelu_count == 1 and fused_op in ops and "Erf" not in ops
+        assert model.rewrites["gelu"] == 1 and fused_op in ops and "Erf" not in ops
         got = model.run(feeds)["y"]
     want = builders.ort_run(path, feeds)["y"]
     assert np.abs(got - want).max() <= 1e-6 * np.abs(want).max()
@@ -77,7 +77,7 @@ def test_no_fusion_when_an_intermediate_is_used_elsewhere(tmp_path):
     proto, feeds = geglu_model("div", keep_erf=True)
     path = builders.save(proto, tmp_path / "geglu.onnx")
     with load_model(path) as model:
-        assert model.fused_gelu_count == 0
+        assert model.rewrites["gelu"] == 0
         got = model.run(feeds)
     want = builders.ort_run(path, feeds)
     for name in ("y", "e"):

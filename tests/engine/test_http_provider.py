@@ -10,7 +10,7 @@ import pytest
 
 from frame.engine import load_model
 from frame.engine.errors import WeightDataError, WeightFetchError
-from frame.engine.providers import Http, Ram
+from frame.engine.providers import HttpPrefetch, Ram
 from tests.engine import builders
 from tests.engine.http_server import RangeServer
 
@@ -27,7 +27,7 @@ def _serve(http_root, external: bool, hidden: int = 64):
 def test_http_model_matches_local(http_root, external):
     server, url, feeds, expected, _ = _serve(http_root, external, hidden=300)
     with load_model(url) as model:
-        assert isinstance(model.provider, Http)
+        assert isinstance(model.provider, HttpPrefetch)
         loading_requests = len(server.requests)
         got = model.run(feeds)["y"]
         assert builders.rel_l2(got, expected) < 1e-6
@@ -69,7 +69,7 @@ def test_http_ram_provider_reads_once(http_root):
 @pytest.mark.parametrize("faults", [["500"], ["drop"], ["truncate"], ["500", "drop", "truncate", "500"]])
 def test_transient_faults_are_retried_and_outputs_identical(http_root, faults):
     server, url, feeds, expected, _ = _serve(http_root, external=True)
-    with load_model(url, weights=Http(backoff=0.01)) as model:
+    with load_model(url, weights=HttpPrefetch(backoff=0.01)) as model:
         start = len(server.requests)
         clean = model.run(feeds)["y"]
         before = len(server.requests)
@@ -85,7 +85,7 @@ def test_rate_limit_waits_as_long_as_retry_after_asks(http_root):
     import time
 
     server, url, feeds, expected, _ = _serve(http_root, external=True)
-    with load_model(url, weights=Http(backoff=0.01)) as model:
+    with load_model(url, weights=HttpPrefetch(backoff=0.01)) as model:
         server.faults.append("429")
         start = time.monotonic()
         got = model.run(feeds)["y"]
@@ -95,7 +95,7 @@ def test_rate_limit_waits_as_long_as_retry_after_asks(http_root):
 
 def test_server_ignoring_range_is_a_clear_error(http_root):
     server, url, feeds, _, _ = _serve(http_root, external=True)
-    with load_model(url, weights=Http(backoff=0.01)) as model:
+    with load_model(url, weights=HttpPrefetch(backoff=0.01)) as model:
         server.faults.append("ignore_range")
         with pytest.raises(WeightFetchError, match=r"ignored the Range header \(answered 200"):
             model.run(feeds)
@@ -103,7 +103,7 @@ def test_server_ignoring_range_is_a_clear_error(http_root):
 
 def test_persistent_failure_gives_up_after_retries(http_root):
     server, url, feeds, _, _ = _serve(http_root, external=True)
-    with load_model(url, weights=Http(retries=2, backoff=0.01)) as model:
+    with load_model(url, weights=HttpPrefetch(retries=2, backoff=0.01)) as model:
         server.faults.extend(["500"] * 3)
         with pytest.raises(WeightFetchError, match=r"failed after 2 retries over \d+ s: HTTP 500"):
             model.run(feeds)
@@ -111,7 +111,7 @@ def test_persistent_failure_gives_up_after_retries(http_root):
 
 def test_truncated_remote_weights_name_the_tensor(http_root):
     server, url, feeds, _, path = _serve(http_root, external=True)
-    with load_model(url, weights=Http(backoff=0.01)) as model:
+    with load_model(url, weights=HttpPrefetch(backoff=0.01)) as model:
         os.truncate(path + "_data", 100)
         with pytest.raises(WeightDataError, match=r"weights? 'w1'"):
             model.run(feeds)
@@ -143,7 +143,7 @@ def test_real_unet_folder_over_http_with_faults_matches_local(tmp_path):
             feeds = {k: data[k] for k in data.files}
         with load_model(FIXTURE / "model.onnx", weights="nocache") as local:
             expected = local.run(feeds)["out_sample"]
-        with load_model(server.url(f"{FIXTURE.name}/model.onnx"), weights=Http(backoff=0.01)) as model:
+        with load_model(server.url(f"{FIXTURE.name}/model.onnx"), weights=HttpPrefetch(backoff=0.01)) as model:
             server.faults.extend(["drop", "ok", "500", "ok", "truncate", "ok"] * 3)  # "ok": no fault
             got = model.run(feeds)["out_sample"]
         assert not server.faults

@@ -1,4 +1,4 @@
-"""GroupNorm → [SiLU] → Conv as GroupNormStats + NormConv (frame/engine/norm_conv.py): fused results
+"""GroupNorm → [SiLU] → Conv as GroupNormStats + NormConv (frame/engine/passes/norm_conv.py): fused results
 match onnxruntime and the unfused graph; patterns that must not fuse do not; operands that are not
 a per-channel GroupNorm at run time fall back; 8-bit weights are still decoded per block around it."""
 
@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 from onnx import helper, numpy_helper
 
-from frame.engine import load_model, weight_decoding
-from frame.engine import model as model_module
+from frame.engine import load_model
+from frame.engine.passes import order as pass_order  # the pass list calls fuse_* through its module
+from frame.engine.passes import weight_decoding
 from tests.engine import builders
 from tests.engine.test_weight_decoding import _quantized
 
@@ -62,10 +63,10 @@ def norm_conv_model(tmp_path, *, n=1, c=8, groups=4, hw=(6, 7), m=5, kernel=3, p
 
 def run_both(path, feeds, monkeypatch):
     with load_model(path) as model:
-        count = model.fused_norm_conv_count
+        count = model.rewrites["norm_conv"]
         fused = model.run(feeds)
     with monkeypatch.context() as patch:
-        patch.setattr(model_module, "fuse_norm_conv", lambda nodes, outputs, weights: (nodes, 0))
+        patch.setattr(pass_order, "fuse_norm_conv", lambda nodes, outputs, weights: (nodes, 0))
         with load_model(path) as model:
             unfused = model.run(feeds)
     return count, fused, unfused, builders.ort_run(path, feeds)
@@ -133,5 +134,5 @@ def test_the_normalised_activation_never_exists_whole(tmp_path, monkeypatch):
     path, feeds = norm_conv_model(tmp_path, c=16, hw=(64, 64))
     size = feeds["x"].nbytes
     assert _most_big_arrays_alive(path, feeds, size) == 1
-    monkeypatch.setattr(model_module, "fuse_norm_conv", lambda nodes, outputs, weights: (nodes, 0))
+    monkeypatch.setattr(pass_order, "fuse_norm_conv", lambda nodes, outputs, weights: (nodes, 0))
     assert _most_big_arrays_alive(path, feeds, size) == 2

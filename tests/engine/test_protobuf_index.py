@@ -7,8 +7,8 @@ import onnx
 import pytest
 
 from frame.engine.errors import ModelFormatError
-from frame.engine.protobuf_index import encode_varint, scan_model
-from frame.engine.sources import LocalSource
+from frame.engine.io.protobuf_index import encode_varint, scan_model
+from frame.engine.io.sources import LocalSource
 from tests.engine import builders
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from frame.engine import load_model
-from frame.engine.providers import DiskNoCache, DiskPrefetch, Ram
+from frame.engine.providers import NoCache, Prefetch, Ram
 from frame.errors import UsageError
 from tests.engine import builders
 
@@ -62,7 +62,7 @@ def test_ram_reads_each_weight_once_across_runs(tmp_path):
 
 def test_nocache_reads_every_run(tmp_path):
     proto, feeds = builders.mlp()
-    provider = DiskNoCache()
+    provider = NoCache()
     counter = CountingReads(provider)
     with load_model(builders.save(proto, tmp_path / "m.onnx"), weights=provider) as model:
         model.run(feeds)
@@ -74,7 +74,7 @@ def test_nocache_reads_every_run(tmp_path):
 def test_prefetch_reads_ahead_on_its_thread_within_budget(tmp_path, budget):
     proto, feeds = builders.mlp(hidden=128)
     path = builders.save(proto, tmp_path / "m.onnx", external=True)
-    provider = DiskPrefetch(budget_bytes=budget)
+    provider = Prefetch(budget_bytes=budget)
     counter = CountingReads(provider)
     peak = []
     original_loop_check = provider._can_read
@@ -97,7 +97,7 @@ def test_prefetch_reads_ahead_on_its_thread_within_budget(tmp_path, budget):
 def test_prefetch_recovers_after_a_failed_run(tmp_path):
     proto, feeds = builders.mlp()
     path = builders.save(proto, tmp_path / "m.onnx")
-    with load_model(path, weights=DiskPrefetch(budget_bytes=1)) as model:
+    with load_model(path, weights=Prefetch(budget_bytes=1)) as model:
         calls = {"n": 0}
 
         def fail_midway(i, env):
@@ -158,14 +158,14 @@ def test_prefetch_reads_a_big_weight_ahead_only_when_asked_and_nothing_big_is_he
              numpy_helper.from_array(big[1], "b1")]
     proto = builders.model(nodes, [builders.value("x", [20])], [builders.value("y", [50])], inits)
     path = builders.save(proto, tmp_path / "m.onnx", external=True)
-    strict = DiskPrefetch(budget_bytes=100)
+    strict = Prefetch(budget_bytes=100)
     with load_model(path, weights=strict) as model:
         refs = {r.name: r for r in model.streamed_weights}
         strict.get(refs["s"])
         strict.release(refs["s"])
         with strict._cond:  # default: a weight over the budget waits for the engine's request
             assert not strict._cond.wait_for(lambda: refs["b0"].index in strict._ready, timeout=0.3)
-    provider = DiskPrefetch(budget_bytes=100, big_weights_ahead=True)
+    provider = Prefetch(budget_bytes=100, big_weights_ahead=True)
     with load_model(path, weights=provider) as model:
         refs = {r.name: r for r in model.streamed_weights}
         assert [r.name for r in model.streamed_weights] == ["s", "b0", "b1"]
@@ -192,7 +192,7 @@ def test_prefetch_reads_a_big_weight_ahead_only_when_asked_and_nothing_big_is_he
 def test_local_weights_over_the_threshold_are_mapped_read_only_and_equal_to_a_read(tmp_path):
     import mmap
 
-    from frame.engine import sources
+    from frame.engine.io import sources
 
     data = np.random.default_rng(0).integers(0, 255, sources.MAP_MIN_BYTES * 3, dtype=np.uint8)
     path = tmp_path / "blob.bin"
@@ -226,7 +226,7 @@ def test_prefetch_counts_held_weights_against_the_budget(tmp_path):
     inits = [numpy_helper.from_array(v, k) for k, v in weights.items()]
     proto = builders.model(nodes, [builders.value("x", [20])], [builders.value("y", [70])], inits)
     path = builders.save(proto, tmp_path / "m.onnx", external=True)
-    provider = DiskPrefetch(budget_bytes=5000)
+    provider = Prefetch(budget_bytes=5000)
     with load_model(path, weights=provider) as model:
         refs = {r.name: r for r in model.streamed_weights}
 

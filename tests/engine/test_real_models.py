@@ -32,7 +32,7 @@ def test_paddle_classifier_with_question_mark_dims_matches_onnxruntime():
     assert feeds["x"].shape == (1, 3, 48, 192)  # height and width differ, both declared "?"
     with load_model(str(CLS)) as model:
         assert model.inputs[0].shape == (-1, 3, "?", "?")
-        assert model.fused_conv_affine_count > 0  # its Conv -> BatchNormalization pairs
+        assert model.rewrites["conv_affine"] > 0  # its Conv -> BatchNormalization pairs
         got = model.run(feeds)
         flipped = model.run({"x": np.ascontiguousarray(feeds["x"][:, :, ::-1, ::-1])})
     want = builders.ort_run(str(CLS), feeds)
@@ -47,7 +47,7 @@ def test_paddle_classifier_from_an_image_through_the_cli(tmp_path, capsys):
 
     from PIL import Image
 
-    from frame.engine import commands
+    from frame.cli import engine as commands
 
     image = tmp_path / "line.png"
     Image.fromarray(model_suite.text_image("Stable Diffusion frame 2026", 60, 240, 27)).save(image)

@@ -1,5 +1,5 @@
 """A narrowing 1x1 conv that is the last reader of its input runs right after that input's previous
-reader (frame/engine/schedule.py): same results, the big input dies earlier; widening convs stay."""
+reader (frame/engine/passes/hoist_narrowing.py): same results, the big input dies earlier; widening convs stay."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def test_narrowing_shortcut_runs_after_the_first_conv_and_frees_its_input(tmp_pa
         assert [s.node.name for s in model.steps] == ["first", "conv1", "shortcut", "relu", "conv2", "add"]
         assert "x" in next(s for s in model.steps if s.node.name == "shortcut").free
         got = model.run(feeds)["y"]
-        assert model.hoisted_conv_count == 1
+        assert model.rewrites["hoist_narrowing"] == 1
     assert builders.rel_l2(got, builders.ort_run(path, feeds)["y"]) < 1e-6
 
 
@@ -43,6 +43,6 @@ def test_widening_shortcut_stays_where_it_is(tmp_path):
     path, feeds = resnet(tmp_path, c_in=4, c_out=8)
     with load_model(path) as model:
         assert [s.node.name for s in model.steps] == ["first", "conv1", "relu", "conv2", "shortcut", "add"]
-        assert model.hoisted_conv_count == 0
+        assert model.rewrites["hoist_narrowing"] == 0
         got = model.run(feeds)["y"]
     assert builders.rel_l2(got, builders.ort_run(path, feeds)["y"]) < 1e-6

@@ -7,11 +7,11 @@ import pytest
 
 from frame.engine import load_model
 from frame.engine.errors import InputError
-from frame.engine.providers import DiskPrefetch
+from frame.engine.providers import Prefetch
 from tests.engine import builders
 
 
-class CountingPrefetch(DiskPrefetch):
+class CountingPrefetch(Prefetch):
     """The default provider, counting the weights handed to the engine."""
 
     def __init__(self) -> None:

@@ -7,7 +7,7 @@ import pytest
 from onnx import helper
 
 from frame.engine import load_model
-from frame.engine.silu import CHUNK, silu
+from frame.engine.passes.silu import CHUNK, silu
 from tests.engine import builders
 
 
@@ -40,7 +40,7 @@ def test_fused_in_models_and_matches_onnxruntime(tmp_path, order):
     path = builders.save(proto, tmp_path / "m.onnx")
     feeds = {"x": np.random.default_rng(1).standard_normal((2, 70000)).astype(np.float32) * 4}
     with load_model(path) as model:
-        assert model.fused_silu_count == 1
+        assert model.rewrites["silu"] == 1
         assert [s.node.op_type for s in model.steps] == ["Add", "SiLU"]
         assert model.steps[1].reuse  # a dies in the SiLU: computed in place
         got = model.run(feeds)["y"]
@@ -54,7 +54,7 @@ def test_not_fused_when_sigmoid_output_is_used_elsewhere(tmp_path):
     path = builders.save(proto, tmp_path / "m.onnx")
     feeds = {"x": np.arange(4, dtype=np.float32)}
     with load_model(path) as model:
-        assert model.fused_silu_count == 0
+        assert model.rewrites["silu"] == 0
         got = model.run(feeds)
     expected = builders.ort_run(path, feeds)
     assert all(builders.rel_l2(got[k], expected[k]) < 1e-6 for k in ("y", "z"))

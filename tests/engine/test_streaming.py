@@ -12,13 +12,13 @@ import pytest
 from onnx import helper
 
 from frame.engine import load_model
-from frame.engine.executor import NodeError
-from frame.engine.providers import DiskNoCache
+from frame.engine.errors import NodeError
+from frame.engine.providers import NoCache
 from tests.engine import builders
 
 
-class RecordingProvider(DiskNoCache):
-    """DiskNoCache that logs every call into a shared event list."""
+class RecordingProvider(NoCache):
+    """NoCache that logs every call into a shared event list."""
 
     def __init__(self, events: list) -> None:
         super().__init__()
@@ -155,7 +155,7 @@ def test_gather_from_weight_reads_only_needed_rows(tmp_path):
 
 def test_gather_from_weight_falls_back_for_providers_without_get_rows(tmp_path):
     path, feeds = _embedding_model(tmp_path)
-    inner = DiskNoCache()
+    inner = NoCache()
 
     class Minimal:
         def prepare(self, refs):

@@ -11,13 +11,12 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from frame.cli.engine import info_command
 from frame.engine import load_model
-from frame.engine.commands import info_command
-from frame.engine.errors import UnsupportedModelError
-from frame.engine.executor import NodeError
-from frame.engine.protobuf_index import scan_model
-from frame.engine.providers import DiskNoCache
-from frame.engine.sources import LocalSource
+from frame.engine.errors import NodeError, UnsupportedModelError
+from frame.engine.io.protobuf_index import scan_model
+from frame.engine.io.sources import LocalSource
+from frame.engine.providers import NoCache
 from tests.engine import builders
 
 F, B, I64 = TensorProto.FLOAT, TensorProto.BOOL, TensorProto.INT64
@@ -42,7 +41,7 @@ def _if_model(then_op="Add", else_op="Mul") -> onnx.ModelProto:
                           [builders.value("y", [2, 3])])
 
 
-class Recording(DiskNoCache):
+class Recording(NoCache):
     def __init__(self) -> None:
         super().__init__()
         self.gets: list[tuple[str, int]] = []

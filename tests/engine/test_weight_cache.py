@@ -8,8 +8,9 @@ import os
 import numpy as np
 import pytest
 
-from frame.engine import http_settings, load_model
-from frame.engine.http_settings import HttpSettings
+from frame.engine import load_model
+from frame.engine.io import http_settings
+from frame.engine.io.http_settings import HttpSettings
 from tests.engine import builders
 from tests.modelserver.conftest import Served
 

@@ -1,4 +1,4 @@
-"""8-bit and fp16 weights decoded inside their ops, block by block (frame/engine/weight_decoding.py)."""
+"""8-bit and fp16 weights decoded inside their ops, block by block (frame/engine/passes/weight_decoding.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-from frame.engine import load_model, weight_decoding
+from frame.engine import load_model
+from frame.engine.passes import weight_decoding
 from tests.engine.builders import model, value
 from tests.engine.builders import save as _save
 
@@ -102,7 +103,7 @@ def test_decoded_ops_match_the_onnx_reference_in_one_block_or_many(tmp_path, mon
     path = save(proto, tmp_path / "m.onnx", external=True)
     expected = ReferenceEvaluator(proto).run(None, _feeds())
     with load_model(path) as m:
-        assert m.decoded_weight_count == 7
+        assert m.rewrites["weight_decoding"] == 7
         assert "DequantizeLinear" not in {s.node.op_type for s in m.steps}
         got = m.run(_feeds())
     for name, want in zip(("g2", "up"), expected):
@@ -167,7 +168,7 @@ def test_fp16_weights_are_handed_over_as_float16_only_when_every_use_widens_them
         got = m.run(feeds)
         gather = next(s for s in m.steps if s.node.op_type == "Gather")
         assert gather.gather_rows is not None and gather.gather_rows.name == "table_fp16"  # only 2 rows read
-        assert m.decoded_weight_count == (1 if extra_use else 2)
+        assert m.rewrites["weight_decoding"] == (1 if extra_use else 2)
     assert "table_fp16" not in fetched
     if not extra_use:
         assert fetched["w_fp16"].dtype == np.float16
@@ -184,7 +185,7 @@ def test_a_weight_that_is_not_an_initializer_is_left_alone(tmp_path):
                   [numpy_helper.from_array(np.array(0.5, np.float32), "s")], opset=19)
     feeds = {"x": np.ones((2, 4), np.float32), "q": np.arange(12, dtype=np.int8).reshape(4, 3)}
     with load_model(save(proto, tmp_path / "m.onnx")) as m:
-        assert m.decoded_weight_count == 0
+        assert m.rewrites["weight_decoding"] == 0
         np.testing.assert_allclose(m.run(feeds)["y"], ReferenceEvaluator(proto).run(None, feeds)[0])
 
 
@@ -211,7 +212,7 @@ def test_onnx_reference_agrees_with_the_converted_fixture_pipeline_unet(tmp_path
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     want = ort.InferenceSession(str(dst), options, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
     with load_model(str(dst)) as m:
-        assert m.decoded_weight_count > 50
+        assert m.rewrites["weight_decoding"] > 50
         np.testing.assert_allclose(m.run(feeds)["out_sample"], want, rtol=1e-3, atol=1e-4)
 
 
@@ -243,14 +244,14 @@ def test_big_stored_weights_are_read_block_by_block(tmp_path, monkeypatch, weigh
     """Every decoded op whose output channels lead the weight (Conv, Gemm transB, UpsampleConv) reads its
     stored weight per block through the provider's row reads: same results, and no read of a whole
     row-streamed weight (the uint8/fp16 bytes of one block are all that is in memory)."""
-    from frame.engine.providers import DiskNoCache, DiskPrefetch, Ram
+    from frame.engine.providers import NoCache, Prefetch, Ram
 
     monkeypatch.setattr(weight_decoding, "BLOCK_BYTES", 64)
     monkeypatch.setattr(weight_decoding, "MIN_BLOCK_CHANNELS", 1)
     monkeypatch.setattr(weight_decoding, "STREAM_ROWS_MIN_BYTES", 0)
     proto = _every_op_model()
     path = save(proto, tmp_path / "m.onnx", external=True)
-    provider = {"nocache": DiskNoCache, "prefetch": DiskPrefetch, "ram": Ram}[weights]()
+    provider = {"nocache": NoCache, "prefetch": Prefetch, "ram": Ram}[weights]()
     whole, rows = [], []
     get, get_rows = provider.get, provider.get_rows
     monkeypatch.setattr(provider, "get", lambda ref: whole.append(ref.name) or get(ref))
@@ -278,9 +279,9 @@ def test_a_shared_run_reads_row_streamed_weights_for_every_item(tmp_path, monkey
     path = save(_every_op_model(), tmp_path / "m.onnx", external=True)
     rng = np.random.default_rng(11)
     other = {name: rng.standard_normal(value.shape).astype(np.float32) for name, value in _feeds().items()}
-    from frame.engine.providers import DiskPrefetch
+    from frame.engine.providers import Prefetch
 
-    provider = DiskPrefetch()
+    provider = Prefetch()
     rows = []
     get_rows = provider.get_rows
     monkeypatch.setattr(provider, "get_rows", lambda ref, r: rows.append(ref.name) or get_rows(ref, r))

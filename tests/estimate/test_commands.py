@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from frame.cli import main
+from frame.cli.program import main
 from frame.config import Config, WebConfig, load_config
-from frame.daemon.statefile import read_json
 from frame.estimate.choice import StepChoice
+from frame.statefile import read_json
 
 
 def test_estimate_prints_counts_memory_and_both_projections(capsys, tmp_path):
@@ -105,7 +105,7 @@ def fake_estimate(monkeypatch, in_process):
 @pytest.fixture
 def in_process(monkeypatch):
     """The worker runs the estimate in a child process; here in-process, so the fakes apply."""
-    from frame.estimate import nightly
+    from frame.worker import step_choice as nightly
 
     def run(job_dir, size, timeout=0):
         job = read_json(job_dir / "job.json")
@@ -119,16 +119,14 @@ def in_process(monkeypatch):
 
 
 def _tonight(tmp_path, deadline, emitted):
-    from frame.daemon.statefile import write_json
-    from frame.daemon.steps import _steps_for_tonight
+    from frame.worker.records import RenderJob, write_job
+    from frame.worker.render import _steps_for_tonight
 
-    job = {"deadline": deadline, "state_dir": str(tmp_path)}
-    (tmp_path / "job").mkdir(exist_ok=True)
-    write_json(tmp_path / "job" / "job.json", job)
+    job = RenderJob(render_id=1, render_kind="night", state_dir=tmp_path, seed=1, deadline=deadline)
     job_dir = tmp_path / "job"
     job_dir.mkdir(exist_ok=True)
-    return _steps_for_tonight(job, load_config(None), object(), (512, 512), job_dir,
-                              lambda event, **f: emitted.append((event, f)))
+    write_job(job_dir, job)
+    return _steps_for_tonight(job, load_config(None), object(), (512, 512), job_dir, emitted.append)
 
 
 def test_the_worker_keeps_every_step_that_fits(tmp_path, fake_estimate):
@@ -136,7 +134,7 @@ def test_the_worker_keeps_every_step_that_fits(tmp_path, fake_estimate):
 
     emitted = []
     assert _tonight(tmp_path, time.time() + 6 * 3600, emitted) == 20
-    assert any("all 20 steps" in f.get("step_choice", "") for _, f in emitted)
+    assert any("all 20 steps" in (event.step_choice or "") for event in emitted)
     saved = read_json(tmp_path / "job" / "step_choice.json")
     assert saved["steps"] == 20 and saved["fits"]
     assert read_json(tmp_path / "estimate.json")["step_choice"]["steps"] == 20
@@ -147,11 +145,11 @@ def test_the_worker_renders_fewer_steps_when_the_night_is_short(tmp_path, fake_e
 
     emitted = []
     fake_estimate.step = 200.0  # fixed part still ahead: 600 s (text 10 + vae 590)
-    with caplog.at_level(logging.INFO, logger="frame.daemon.steps"):
+    with caplog.at_level(logging.INFO, logger="frame.worker.render"):
         steps = _tonight(tmp_path, time.time() + 600 + 14 * 200 + 50, emitted)
     assert steps == 14
     assert "14 of 20 steps" in caplog.text
-    assert any("14 of 20 steps" in f.get("step_choice", "") for _, f in emitted)
+    assert any("14 of 20 steps" in (event.step_choice or "") for event in emitted)
 
 
 def test_the_worker_keeps_the_minimum_when_nothing_fits_and_reuses_the_choice(tmp_path, fake_estimate):
@@ -160,7 +158,7 @@ def test_the_worker_keeps_the_minimum_when_nothing_fits_and_reuses_the_choice(tm
     emitted = []
     fake_estimate.step = 200.0
     assert _tonight(tmp_path, time.time() + 60, emitted) == 10
-    assert any("the minimum" in f.get("step_choice", "") for _, f in emitted)
+    assert any("the minimum" in (event.step_choice or "") for event in emitted)
     fake_estimate.step = 1.0  # a restarted worker: the saved choice wins (checkpoints depend on it)
     assert _tonight(tmp_path, time.time() + 6 * 3600, []) == 10
     assert len(fake_estimate) == 1
@@ -179,8 +177,9 @@ def test_without_a_deadline_or_with_a_failing_estimate_the_configured_steps_run(
 
 
 def test_the_job_carries_the_deadline(tmp_path):
-    from frame.daemon import night, statefile
-    from frame.daemon.store import Store
+    from frame import statefile
+    from frame.daemon.jobs import night
+    from frame.daemon.store.database import Store
 
     store = Store.open(tmp_path)
     try:
@@ -195,7 +194,7 @@ def test_the_job_carries_the_deadline(tmp_path):
 # the phone's pages ------------------------------------------------------------------------------
 
 def test_settings_page_shows_the_last_estimate_and_the_progress_card_the_step_choice(tmp_path):
-    from frame.daemon.statefile import write_json
+    from frame.statefile import write_json
     from frame.web.present import progress_view
     from frame.web.settings import last_estimate
 
@@ -214,16 +213,16 @@ def test_settings_page_shows_the_last_estimate_and_the_progress_card_the_step_ch
 
 
 def test_config_page_renders_the_estimate_card(tmp_path):
-    from frame.daemon.app import create_app
-    from frame.daemon.statefile import write_json
-    from frame.daemon.store import Store
+    from frame.daemon.http.app import create_app
+    from frame.daemon.store.database import Store
+    from frame.statefile import write_json
     from frame.web import create_blueprint
 
     write_json(tmp_path / "estimate.json", {"made_at": 0, "origin": "frame estimate", "lines": ["peak memory: 289 MB"]})
     config = Config(state_dir=str(tmp_path), web=WebConfig(token="t" * 20))
     store = Store.open(tmp_path)
     try:
-        app = create_app(config, store, token="t" * 20, state_dir=tmp_path, web=False)
+        app = create_app(config, store, token="t" * 20, state_dir=tmp_path)
         app.register_blueprint(create_blueprint(config, store))
         html = app.test_client().get("/config").get_data(as_text=True)
     finally:
@@ -232,17 +231,19 @@ def test_config_page_renders_the_estimate_card(tmp_path):
 
 
 def test_the_estimate_child_on_the_demo_model_saves_a_choice(tmp_path):
-    """The real child process (python -m frame.estimate.nightly) on the bundled model: a generous
+    """The real child process (python -m frame.worker.step_choice) on the bundled model: a generous
     deadline keeps every configured step; the figures land in estimate.json."""
     import time
 
-    from frame.daemon.night import write_job_files
-    from frame.estimate.nightly import night_steps_in_child
+    from frame.daemon.jobs.night import write_job_files
+    from frame.worker.records import RenderJob
+    from frame.worker.step_choice import night_steps_in_child
 
     config = Config(state_dir=str(tmp_path))
     job_dir = tmp_path / "job"
     job_dir.mkdir()
-    write_job_files(job_dir, config, {"deadline": time.time() + 6 * 3600, "state_dir": str(tmp_path)})
+    write_job_files(job_dir, config, RenderJob(render_id=1, render_kind="night", state_dir=tmp_path, seed=1,
+                                               deadline=time.time() + 6 * 3600))
     choice = night_steps_in_child(job_dir, (256, 256), timeout=300)
     assert choice.fits and choice.steps == choice.configured == 8  # the demo model's own default
     assert read_json(tmp_path / "estimate.json")["step_choice"]["steps"] == 8

@@ -88,9 +88,9 @@ class CountingProvider:
     """A no-cache disk provider that adds up every byte it reads (rows included)."""
 
     def __init__(self) -> None:
-        from frame.engine.providers import DiskNoCache
+        from frame.engine.providers import NoCache
 
-        self.inner = DiskNoCache()
+        self.inner = NoCache()
         self.read = 0
 
     def prepare(self, refs) -> None:

@@ -114,8 +114,9 @@ def test_the_nightly_step_choice_counts_the_passes_as_tonights_render_runs_them(
                                                                                 monkeypatch):
     import time
 
-    from frame.daemon.statefile import read_json
-    from frame.estimate import configured, nightly
+    from frame.estimate import configured
+    from frame.statefile import read_json
+    from frame.worker import step_choice as nightly
 
     monkeypatch.setattr(configured, "measure_throughput", lambda *args, **kwargs: RATES)
     path = tmp_path / "config.yaml"

@@ -74,9 +74,9 @@ def test_read_ahead_stops_at_the_budget_and_at_a_weight_bigger_than_it():
     """In 32ths of the budget (the disk provider's own default): after step 0 the reader can hold
     10 + 20 (the next 40 is read on request); after step 1 nothing (the 40 comes next); after step 2:
     5 + 25."""
-    from frame.engine.providers.disk import DiskPrefetch
+    from frame.engine.providers.prefetch import Prefetch
 
-    assert memory.BUDGETS["prefetch"] == DiskPrefetch().budget_bytes  # follows the engine
+    assert memory.BUDGETS["prefetch"] == Prefetch().budget_bytes  # follows the engine
     mb = memory.BUDGETS["prefetch"] // 32
     count = _count([(4 * mb,), (10 * mb, 20 * mb), (40 * mb,), (5 * mb, 25 * mb), (3 * mb,)])
     ahead = memory.readahead_bytes(count, "prefetch")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from frame.daemon.server import HttpServer
-from frame.modelserver.app import ModelServerApp
+from frame.net.server import HttpServer
+from frame.serve.model.app import ModelServerApp
 
 TOKEN = "s3cret-token-0123456789"
 

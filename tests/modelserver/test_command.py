@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from frame.cli import main
+from frame.cli.program import main
 from tests.modelserver.conftest import TOKEN
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 from frame.config.schema import Config, DisplayConfig, RemoteRenderConfig, RenderConfig
-from frame.diffusion.pngmeta import A1111_SAMPLER_NAMES
+from frame.diffusion.samplers import sampler_names
 from frame.remote import RemoteJob, RemoteUnavailable, night_job
 from frame.remote.a1111 import (
     a1111_sampler,
@@ -26,7 +26,7 @@ from frame.remote.picture import check_picture, decode_base64_image
 JOB = RemoteJob("a koi pond", "", 20, 6.5, "euler_a", 7, 512, 320)
 
 
-@pytest.mark.parametrize("frame_name", sorted(A1111_SAMPLER_NAMES))
+@pytest.mark.parametrize("frame_name", sampler_names())
 def test_sampler_names_round_trip(frame_name):
     assert frame_sampler(a1111_sampler(frame_name)) == frame_name
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from frame.cli import main
-from frame.config import check_config
+from frame.cli.program import main
 from frame.errors import ConfigError
+from frame.worker.checks import check_config
 from tests.remote.fake_a1111 import FakeA1111, free_port
 
 

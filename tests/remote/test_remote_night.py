@@ -10,13 +10,16 @@ import os
 import signal
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from PIL import Image
 
-from frame.daemon import gallery, night
-from frame.daemon.store import Store
-from frame.remote.nightstep import remote_budget
+from frame.daemon.jobs import night
+from frame.daemon.store import gallery
+from frame.daemon.store.database import Store
+from frame.worker.records import ThemeChoice, Why
+from frame.worker.remote_step import remote_budget
 from tests.daemon.conftest import make_config
 from tests.remote.fake_a1111 import INFOTEXT, FakeA1111, free_port
 
@@ -202,10 +205,10 @@ def test_a_stopped_worker_interrupts_the_server_and_the_restart_asks_again(tmp_p
 def test_the_server_gets_at_most_half_of_what_is_left_of_the_window(tmp_path):
     config = make_config(tmp_path)
     now = time.time()
-    assert remote_budget({"deadline": None}, config) is None  # only job_timeout_minutes then
-    assert remote_budget({"deadline": now + 600}, config, now=now) == 300
-    assert remote_budget({"deadline": now + 7200}, config, now=now) == 30 * 60  # job_timeout_minutes
-    assert remote_budget({"deadline": now - 5}, config, now=now) == 0
+    assert remote_budget(_job(None), config) is None  # only job_timeout_minutes then
+    assert remote_budget(_job(now + 600), config, now=now) == 300
+    assert remote_budget(_job(now + 7200), config, now=now) == 30 * 60  # job_timeout_minutes
+    assert remote_budget(_job(now - 5), config, now=now) == 0
 
 
 def test_a_worker_restarted_after_the_fallback_began_does_not_ask_again(tmp_path, closing):
@@ -287,13 +290,20 @@ def _step_config(tmp_path, url: str):
     return make_config(tmp_path, render={"backend": "remote", "remote": RemoteRenderConfig(url=url, **FAST)})
 
 
-JOB = {"seed": 7, "deadline": None}
-CHOICE = {"prompt": "a fox", "negative_prompt": ""}
+def _job(deadline=None):
+    from frame.worker.records import RenderJob
+
+    return RenderJob(render_id=1, render_kind="night", state_dir=Path("/nowhere"), seed=7, deadline=deadline)
+
+
+JOB = _job()
+CHOICE = ThemeChoice(prompt="a fox", negative_prompt="", theme="", style="", origin="queue", why=Why("queue", ""))
 
 
 def test_an_unexpected_error_in_the_remote_path_falls_back_and_is_recorded(tmp_path, monkeypatch, caplog):
-    from frame.daemon.statefile import read_json
-    from frame.remote import nightstep, render
+    from frame.remote import render
+    from frame.statefile import read_json
+    from frame.worker import remote_step as nightstep
 
     def broken(*args, **kwargs):
         raise ValueError("a bug")
@@ -302,34 +312,34 @@ def test_an_unexpected_error_in_the_remote_path_falls_back_and_is_recorded(tmp_p
     events = []
     with FakeA1111() as fake:
         painted = nightstep.paint_remotely(JOB, _step_config(tmp_path, fake.url), CHOICE, tmp_path,
-                                           lambda event, **fields: events.append(fields), lambda report: None)
+                                           events.append, lambda report: None)
     assert painted is False and not (tmp_path / "image.png").exists()
     state = read_json(tmp_path / "remote.json")
     assert state["state"] == "failed" and state["reason"] == "unexpected" and "ValueError: a bug" in state["message"]
-    assert "painting tonight's picture on the frame instead" in events[-1]["backend_note"]
+    assert "painting tonight's picture on the frame instead" in events[-1].backend_note
     assert "the remote render failed unexpectedly" in caplog.text
 
 
 def test_no_request_when_the_window_has_too_little_time_left(tmp_path):
-    from frame.daemon.statefile import read_json
-    from frame.remote import nightstep
+    from frame.statefile import read_json
+    from frame.worker import remote_step as nightstep
 
     with FakeA1111() as fake:
-        painted = nightstep.paint_remotely({"seed": 7, "deadline": time.time() + 4}, _step_config(tmp_path, fake.url),
-                                           CHOICE, tmp_path, lambda event, **fields: None, lambda report: None)
+        painted = nightstep.paint_remotely(_job(time.time() + 4), _step_config(tmp_path, fake.url),
+                                           CHOICE, tmp_path, lambda event: None, lambda report: None)
     assert painted is False and fake.requests == []
     assert read_json(tmp_path / "remote.json")["reason"] == "timeout"
 
 
 def test_a_slow_server_is_given_up_at_half_the_window_and_interrupted(tmp_path, monkeypatch):
-    from frame.daemon.statefile import read_json
-    from frame.remote import nightstep
+    from frame.statefile import read_json
+    from frame.worker import remote_step as nightstep
 
     monkeypatch.setattr(nightstep, "MIN_REMOTE_SECONDS", 0.5)
     with FakeA1111(job_seconds=30.0) as fake:
         started = time.time()
-        painted = nightstep.paint_remotely({"seed": 7, "deadline": started + 6.0}, _step_config(tmp_path, fake.url),
-                                           CHOICE, tmp_path, lambda event, **fields: None, lambda report: None)
+        painted = nightstep.paint_remotely(_job(started + 6.0), _step_config(tmp_path, fake.url),
+                                           CHOICE, tmp_path, lambda event: None, lambda report: None)
         elapsed = time.time() - started
         assert fake.interrupted.is_set()
     assert painted is False and 2.9 < elapsed < 5.5  # 3 s of the 6 s left (+ the interrupt); the frame has the rest

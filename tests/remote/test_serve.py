@@ -12,12 +12,12 @@ import pytest
 import requests
 from PIL import Image
 
+from frame.cli.serve_render import RenderServer, start_server
 from frame.config.schema import ModelConfig, RemoteRenderConfig
 from frame.diffusion import load_pipeline
 from frame.models import resolve_model_source
 from frame.remote import RemoteJob, RemoteUnavailable, render_remote
-from frame.remote.commands import RenderServer, start_server
-from frame.remote.serve.engines import onnxruntime_installed
+from frame.serve.render.engines import onnxruntime_installed
 
 TOKEN = "serve-token-for-tests"
 JOB = RemoteJob(prompt="a quiet harbour at dawn, watercolor painting", negative_prompt="blurry", steps=2,

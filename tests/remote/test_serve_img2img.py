@@ -16,12 +16,12 @@ import pytest
 import requests
 from PIL import Image
 
+from frame.cli.serve_render import start_server
 from frame.config.schema import ModelConfig
 from frame.diffusion import load_pipeline
 from frame.models import resolve_model_source
 from frame.remote import RemoteJob, RemoteUnavailable
-from frame.remote.commands import start_server
-from frame.remote.serve.engines import onnxruntime_installed
+from frame.serve.render.engines import onnxruntime_installed
 from tests.remote.test_serve import TOKEN, run_clients, through
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 from frame.config import Config, WebConfig
-from frame.daemon.store import Store
+from frame.daemon.store.database import Store
 
 TOKEN = "owner-token-for-tests-42"
 CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
@@ -107,10 +107,12 @@ class FakeController:
 
 
 def make_app(store: Store, state_dir: Path, controller=None, config: Config | None = None):
-    from frame.daemon.app import create_app
+    from frame.daemon.http.app import create_app
+    from frame.web import create_blueprint
 
     config = config or Config(state_dir=str(state_dir), web=WebConfig(token=TOKEN))
-    app = create_app(config, store, token=TOKEN, controller=controller, state_dir=state_dir)
+    app = create_app(config, store, token=TOKEN, controller=controller, state_dir=state_dir,
+                     pages=create_blueprint)
     app.testing = True
     return app
 

@@ -104,7 +104,7 @@ def test_owner_logs_in_rates_and_queues(server, page, store, pictures, controlle
     page.get_by_label("Prompt", exact=True).fill("a paper lantern festival on a river, ukiyo-e woodblock print")
     page.get_by_role("button", name="Queue it").click()
     expect(page.get_by_role("status")).to_contain_text("Queued for the next night")
-    assert [q["prompt"] for q in store.queued_prompts()] == [
+    assert [q.prompt for q in store.queued_prompts()] == [
         "a paper lantern festival on a river, ukiyo-e woodblock print"]
     shot(page, "4-queue")
 

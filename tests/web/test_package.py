@@ -13,7 +13,7 @@ WEB = Path(frame.web.__file__).parent
 
 
 def test_import_is_cheap():
-    code = ("import sys, frame.web, frame.buttons\n"
+    code = ("import sys, frame.web, frame.buttons.dispatch\n"
             "heavy = [m for m in ('flask', 'jinja2', 'werkzeug', 'PIL', 'gpiozero') if m in sys.modules]\n"
             "assert not heavy, heavy\n")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=30)
@@ -44,12 +44,14 @@ def test_served_by_the_daemons_waitress_server(store, state_dir, pictures):
     import requests
 
     from frame.config import Config, WebConfig
-    from frame.daemon.app import create_app
-    from frame.daemon.server import HttpServer
+    from frame.daemon.http.app import create_app
+    from frame.net.server import HttpServer
+    from frame.web import create_blueprint
     from tests.web.conftest import TOKEN
 
     config = Config(state_dir=str(state_dir), web=WebConfig(listen="127.0.0.1:0", token=TOKEN))
-    server = HttpServer(create_app(config, store, token=TOKEN, state_dir=state_dir), config.web.listen)
+    server = HttpServer(create_app(config, store, token=TOKEN, state_dir=state_dir, pages=create_blueprint),
+                        config.web.listen)
     server.start()
     try:
         base = f"http://127.0.0.1:{server.port}"

@@ -79,7 +79,7 @@ def test_queue_prompt_form(owner, store):
                                           "theme": "kites", "csrf_token": csrf_from(page)})
     assert response.status_code == 303
     queued = store.queued_prompts()
-    assert [(q["prompt"], q["negative_prompt"], q["theme"]) for q in queued] == [
+    assert [(q.prompt, q.negative_prompt, q.theme) for q in queued] == [
         ("a red kite over dunes", "text", "kites")]
     html = text(owner.get("/queue"))
     assert "Queued for the next night." in html and "<q>a red kite over dunes</q>" in html
@@ -145,9 +145,9 @@ def test_config_page_hides_secrets_and_lists_file_problems(store, state_dir, tmp
     bad = tmp_path / "config.yaml"
     bad.write_text("web:\n  listen: nowhere\nschedule:\n  render_at: '25:00'\n", encoding="utf-8")
     config = Config(state_dir=str(state_dir), web=WebConfig(token=TOKEN), feeds=FeedsConfig())
-    from frame.daemon.app import create_app
+    from frame.daemon.http.app import create_app
 
-    app = create_app(config, store, token=TOKEN, state_dir=state_dir, web=False)
+    app = create_app(config, store, token=TOKEN, state_dir=state_dir)
     from frame.web import create_blueprint
 
     app.register_blueprint(create_blueprint(config, store, config_path=bad))

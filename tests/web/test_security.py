@@ -100,10 +100,11 @@ def test_new_token_invalidates_old_sessions(store, state_dir, pictures):
     login(client)
     assert "Log out" in html(client.get("/"))
     from frame.config import Config, WebConfig
-    from frame.daemon.app import create_app
+    from frame.daemon.http.app import create_app
+    from frame.web import create_blueprint
 
     config = Config(state_dir=str(state_dir), web=WebConfig(token="another-owner-token-99"))
-    second = create_app(config, store, token="another-owner-token-99", state_dir=state_dir)
+    second = create_app(config, store, token="another-owner-token-99", state_dir=state_dir, pages=create_blueprint)
     second_client = second.test_client()
     second_client.set_cookie("frame_session", client.get_cookie("frame_session").value)
     assert "Log out" not in html(second_client.get("/"))

@@ -33,7 +33,7 @@ def test_logout_revokes_every_copy_of_the_cookie(app, store):
     assert phone.post("/logout", data={"csrf_token": _csrf(phone)}).status_code == 303
     assert not _can_queue(thief, "must not be stored", csrf)
     assert "Log in" in thief.get("/").get_data(as_text=True)
-    assert [p["prompt"] for p in store.queued_prompts()] == ["copied cookie works while the owner is logged in"]
+    assert [p.prompt for p in store.queued_prompts()] == ["copied cookie works while the owner is logged in"]
 
 
 def test_log_out_everywhere_from_the_settings_page(app, store):

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from frame.diffusion.samplers.schedule import ScheduleConfig
+from frame.diffusion.samplers.schedule import SchedulerConfig
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ class Sampler(ABC):
     """
 
     name: str
-    config: ScheduleConfig
+    config: SchedulerConfig
     timesteps: np.ndarray
     init_noise_sigma: float
     #: whether ``step`` draws from ``state.noise`` (so the seed matters beyond the initial latent)

@@ -11,15 +11,17 @@ import numpy as np
 
 from frame.diffusion.samplers.base import Sampler, SamplerState, StepResult
 from frame.diffusion.samplers.parameterisation import predict_eps, predict_x0
-from frame.diffusion.samplers.schedule import ScheduleConfig, alphas_cumprod, spaced_timesteps
+from frame.diffusion.samplers.registry import register_sampler
+from frame.diffusion.samplers.schedule import LINEAR_BETAS, SchedulerConfig, alphas_cumprod, spaced_timesteps
 
 
+@register_sampler("ddim", a1111="DDIM", class_defaults={
+    **LINEAR_BETAS, "timestep_spacing": "leading", "clip_sample": True, "set_alpha_to_one": True})
 class DDIM(Sampler):
     """Deterministic DDIM; clips x0 to ``clip_sample_range`` when the config asks for it."""
 
-    name = "ddim"
 
-    def __init__(self, config: ScheduleConfig, steps: int) -> None:
+    def __init__(self, config: SchedulerConfig, steps: int) -> None:
         self.config = config
         self.alphas_cumprod = alphas_cumprod(config, finite_terminal_sigma=False)
         self.final_alpha_cumprod = np.float32(1.0) if config.set_alpha_to_one else self.alphas_cumprod[0]

@@ -13,8 +13,10 @@ import numpy as np
 
 from frame.diffusion.samplers.base import Sampler, SamplerState, StepResult
 from frame.diffusion.samplers.parameterisation import predict_x0
+from frame.diffusion.samplers.registry import register_sampler
 from frame.diffusion.samplers.schedule import (
-    ScheduleConfig,
+    LINEAR_BETAS,
+    SchedulerConfig,
     alphas_cumprod,
     dpm_timesteps,
     interp_sigmas,
@@ -36,10 +38,15 @@ def _alpha_sigma_lambda(k_sigma: np.float32) -> tuple[np.float32, np.float32, np
     return alpha, sigma, lam
 
 
+@register_sampler("dpm++2m", a1111="DPM++ 2M", aliases=("dpmpp_2m", "dpm++_2m"),
+                  class_defaults={**LINEAR_BETAS, "timestep_spacing": "linspace"})
+@register_sampler("dpm++2m_karras", a1111="DPM++ 2M Karras",
+                  aliases=("dpmpp_2m_karras", "dpm++_2m_karras", "dpm++2m_k"),
+                  class_defaults={**LINEAR_BETAS, "timestep_spacing": "linspace"}, karras=True)
 class DPMSolver2M(Sampler):
     """Deterministic second-order multistep solver; ``karras=True`` gives "dpm++2m_karras"."""
 
-    def __init__(self, config: ScheduleConfig, steps: int, karras: bool = False) -> None:
+    def __init__(self, config: SchedulerConfig, steps: int, karras: bool = False) -> None:
         self.config = config
         self.name = "dpm++2m_karras" if karras else "dpm++2m"
         table = train_sigmas(alphas_cumprod(config))

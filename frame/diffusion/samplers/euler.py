@@ -11,8 +11,10 @@ import numpy as np
 
 from frame.diffusion.samplers.base import Sampler, SamplerState, StepResult
 from frame.diffusion.samplers.parameterisation import predict_x0_k
+from frame.diffusion.samplers.registry import register_sampler
 from frame.diffusion.samplers.schedule import (
-    ScheduleConfig,
+    LINEAR_BETAS,
+    SchedulerConfig,
     alphas_cumprod,
     interp_sigmas,
     karras_sigmas,
@@ -22,12 +24,13 @@ from frame.diffusion.samplers.schedule import (
 )
 
 
+@register_sampler("euler", a1111="Euler", aliases=("k_euler",),
+                  class_defaults={**LINEAR_BETAS, "timestep_spacing": "linspace"})
 class Euler(Sampler):
     """First-order ODE steps; deterministic. Honours ``use_karras_sigmas`` like diffusers' Euler."""
 
-    name = "euler"
 
-    def __init__(self, config: ScheduleConfig, steps: int) -> None:
+    def __init__(self, config: SchedulerConfig, steps: int) -> None:
         self.config = config
         table = train_sigmas(alphas_cumprod(config))
         timesteps = spaced_timesteps(config, steps, "k")
@@ -59,13 +62,14 @@ class Euler(Sampler):
         return StepResult((sample + derivative * (sigma_next - sigma)).astype(np.float32), denoised)
 
 
+@register_sampler("euler_a", a1111="Euler a", aliases=("euler_ancestral", "k_euler_a"),
+                  class_defaults={**LINEAR_BETAS, "timestep_spacing": "linspace", "use_karras_sigmas": False})
 class EulerAncestral(Euler):
     """Euler step to a lower noise level ``sigma_down``, then fresh noise back up to ``sigma_next``.
 
     frame's default sampler. Noise comes from ``state.noise`` (seeded numpy), drawn once per step.
     """
 
-    name = "euler_a"
     stochastic = True
 
     def step(self, index: int, output: np.ndarray, sample: np.ndarray, state: SamplerState) -> StepResult:

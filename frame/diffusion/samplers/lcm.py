@@ -11,19 +11,22 @@ import numpy as np
 
 from frame.diffusion.samplers.base import Sampler, SamplerState, StepResult
 from frame.diffusion.samplers.parameterisation import predict_x0
-from frame.diffusion.samplers.schedule import ScheduleConfig, alphas_cumprod, lcm_timesteps
+from frame.diffusion.samplers.registry import register_sampler
+from frame.diffusion.samplers.schedule import SchedulerConfig, alphas_cumprod, lcm_timesteps
 
 SIGMA_DATA = np.float32(0.5)
 ONE = np.float32(1)
 HALF = np.float32(0.5)
 
 
+@register_sampler("lcm", a1111="LCM", class_defaults={
+    "beta_start": 0.00085, "beta_end": 0.012, "beta_schedule": "scaled_linear", "steps_offset": 0,
+    "timestep_spacing": "leading", "clip_sample": False, "set_alpha_to_one": True})
 class LCM(Sampler):
     """Few-step sampler for LCM-distilled models (and the LCM-LoRA family)."""
 
-    name = "lcm"
 
-    def __init__(self, config: ScheduleConfig, steps: int) -> None:
+    def __init__(self, config: SchedulerConfig, steps: int) -> None:
         self.config = config
         self.alphas_cumprod = alphas_cumprod(config, finite_terminal_sigma=False)
         self.final_alpha_cumprod = np.float32(1.0) if config.set_alpha_to_one else self.alphas_cumprod[0]

@@ -17,13 +17,16 @@ import numpy as np
 
 from frame.errors import FrameError
 
+# The linear beta schedule of the classic diffusers schedulers, for keys a scheduler_config.json leaves out.
+LINEAR_BETAS = {"beta_start": 0.0001, "beta_end": 0.02, "beta_schedule": "linear", "steps_offset": 0}
+
 
 @dataclass(frozen=True)
-class ScheduleConfig:
+class SchedulerConfig:
     """The ``scheduler_config.json`` keys frame understands, with diffusers' EulerDiscreteScheduler defaults.
 
-    Each sampler overlays the defaults of its own diffusers class (:data:`CLASS_DEFAULTS`) before the
-    file's values, exactly like ``SomeScheduler.from_config(config)`` does for keys the file omits.
+    Each sampler overlays the defaults of its own diffusers class (its ``class_defaults`` in the
+    registry) before the file's values, exactly like ``SomeScheduler.from_config(config)`` does for keys the file omits.
     """
 
     num_train_timesteps: int = 1000
@@ -45,7 +48,7 @@ class ScheduleConfig:
     extras: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], defaults: dict[str, Any] | None = None) -> ScheduleConfig:
+    def from_json(cls, data: dict[str, Any], defaults: dict[str, Any] | None = None) -> SchedulerConfig:
         """Overlay ``defaults`` (a diffusers class's defaults) and then the file's keys."""
         names = {f.name for f in dataclasses.fields(cls)} - {"extras", "class_name"}
         merged = dict(defaults or {})
@@ -102,7 +105,7 @@ def _rescale_zero_terminal_snr(betas: np.ndarray) -> np.ndarray:
     return (1 - alphas).astype(np.float32)
 
 
-def alphas_cumprod(config: ScheduleConfig, finite_terminal_sigma: bool = True) -> np.ndarray:
+def alphas_cumprod(config: SchedulerConfig, finite_terminal_sigma: bool = True) -> np.ndarray:
     """Cumulative product of (1 - beta) over the training timesteps, float32 like diffusers.
 
     With ``rescale_betas_zero_snr`` the last value is 0; the sigma-based schedulers (Euler, DPM-Solver)
@@ -132,7 +135,7 @@ def train_sigmas(cumulative: np.ndarray) -> np.ndarray:
     return (((1 - cumulative) / cumulative) ** 0.5).astype(np.float32)
 
 
-def spaced_timesteps(config: ScheduleConfig, steps: int, style: str) -> np.ndarray:
+def spaced_timesteps(config: SchedulerConfig, steps: int, style: str) -> np.ndarray:
     """Timesteps visited for ``steps`` steps, per diffusers' ``set_timesteps`` of the given ``style``.
 
     ``style`` "k" (Euler schedulers: float timesteps, ``steps`` values) or "ddim" (int64 timesteps).
@@ -150,7 +153,7 @@ def spaced_timesteps(config: ScheduleConfig, steps: int, style: str) -> np.ndarr
     return np.arange(n, 0, -ratio).round().astype(dtype) - 1
 
 
-def dpm_timesteps(config: ScheduleConfig, steps: int) -> np.ndarray:
+def dpm_timesteps(config: SchedulerConfig, steps: int) -> np.ndarray:
     """DPMSolverMultistepScheduler.set_timesteps: ``steps + 1`` spaced points with the last one dropped."""
     n, spacing = config.num_train_timesteps, config.timestep_spacing
     if spacing == "linspace":
@@ -161,7 +164,7 @@ def dpm_timesteps(config: ScheduleConfig, steps: int) -> np.ndarray:
     return np.arange(n, 0, -n / steps).round().astype(np.int64) - 1
 
 
-def lcm_timesteps(config: ScheduleConfig, steps: int) -> np.ndarray:
+def lcm_timesteps(config: SchedulerConfig, steps: int) -> np.ndarray:
     """LCMScheduler.set_timesteps: ``steps`` evenly chosen from the distillation schedule."""
     original = config.original_inference_steps
     if not 1 <= steps <= original:

@@ -1,10 +1,16 @@
-"""Panel drivers: one module per controller, all behind ``drivers.base.Driver``."""
+"""Panel drivers: one module per controller, all behind ``drivers.base.Driver``.
 
-import importlib
+Importing this package imports every driver module, whose ``@register_driver`` fills the table in
+``registry`` (``driver_for(panel.driver)`` reads it).
+"""
 
-from frame.display.drivers.base import Driver
+from frame.display.drivers import (  # noqa: F401  (imported to register their drivers)
+    inky,
+    virtual,
+    waveshare_7in3e,
+    waveshare_7in3f,
+    waveshare_7in5_v2,
+)
+from frame.display.drivers.registry import DRIVERS, driver_for
 
-
-def driver_class(module: str) -> type[Driver]:
-    """The driver class in ``frame.display.drivers.<module>`` (its ``DRIVER`` attribute)."""
-    return importlib.import_module(f"frame.display.drivers.{module}").DRIVER
+__all__ = ["DRIVERS", "driver_for"]

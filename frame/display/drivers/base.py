@@ -11,11 +11,13 @@ import abc
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image
 
-from frame.display.bus import SPI_HINT, Bus, Clock, SystemClock
+from frame.display.bus import SPI_HINT, Bus, Clock, SpiGpioBus, SystemClock
 from frame.display.panels import Panel
 from frame.errors import FrameError
 
@@ -39,11 +41,33 @@ class PanelNotResponding(PanelError):
     """BUSY never went active after a command that must make the panel busy."""
 
 
+@dataclass(frozen=True)
+class OpenRequest:
+    """What ``Driver.open`` may need besides the panel: display settings, the state folder, and the
+    hardware or files tests put in place of the real ones."""
+
+    out_dir: str = ""                  # display.out_dir (virtual panel; "" = <state_dir>/display)
+    busy_timeout: float = 120.0        # display.busy_timeout_seconds (Waveshare panels)
+    state_dir: Path | None = None
+    bus: Bus | None = None             # Waveshare: the SPI + GPIO bus (None = the real one)
+    clock: Clock | None = None
+    inky_module: Any = None            # Inky: the inky library (None = import it)
+    out_file: Path | None = None       # virtual panel: the PNG to write (the CLI's --out)
+
+
+SPI_SPEED_HZ = 4_000_000
+
+
 class Driver(abc.ABC):
     """init / show / clear / sleep / close, usable as a context manager."""
 
     def __init__(self, panel: Panel) -> None:
         self.panel = panel
+
+    @classmethod
+    @abc.abstractmethod
+    def open(cls, panel: Panel, request: OpenRequest) -> Driver:
+        """A driver for ``panel`` ready to show (``open_display`` calls this for the panel's driver id)."""
 
     @abc.abstractmethod
     def init(self) -> None:
@@ -98,6 +122,15 @@ class WaveshareDriver(Driver):
         super().__init__(panel)
         self.bus, self.clock, self.busy_timeout, self.pins = bus, clock or SystemClock(), busy_timeout, pins
         self._closed = False
+
+    @classmethod
+    def open(cls, panel: Panel, request: OpenRequest) -> WaveshareDriver:
+        pins = Pins()
+        bus = request.bus
+        if bus is None:
+            bus = SpiGpioBus(outputs=(pins.reset, pins.dc, pins.power), inputs=(pins.busy,),
+                             speed_hz=SPI_SPEED_HZ).open()
+        return cls(panel, bus, clock=request.clock, busy_timeout=request.busy_timeout, pins=pins)
 
     # ----- protocol primitives ----------------------------------------------------------------------
     def command(self, code: int, data: bytes | bytearray | list[int] = b"") -> None:

@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from frame.display.drivers.base import Driver, PanelError
+from frame.display.drivers.base import Driver, OpenRequest, PanelError
+from frame.display.drivers.registry import register_driver
 from frame.display.panels import Panel, get_panel
 from frame.display.spidev_compat import SpiDevCompat
 from frame.errors import FrameError
@@ -81,8 +82,16 @@ def detect(inky_module: Any) -> tuple[Any, Panel]:
     return board, get_panel(MODELS[key])
 
 
+@register_driver("inky")
 class InkyDriver(Driver):
     """Shows prepared pictures through an inky board object (detected in ``init``)."""
+
+    @classmethod
+    def open(cls, panel: Panel | None, request: OpenRequest) -> InkyDriver:
+        """``panel`` None: the model is read from the HAT's EEPROM (``display.panel: inky``)."""
+        driver = cls(panel, inky_module=request.inky_module)
+        driver.init()  # reads the EEPROM: a model that differs from it is refused now, not after preparing
+        return driver
 
     def __init__(self, panel: Panel | None = None, inky_module: Any = None,
                  has_spidev: Callable[[], bool] = spidev_installed) -> None:
@@ -139,5 +148,3 @@ class InkyDriver(Driver):
     def close(self) -> None:
         self._board = None
 
-
-DRIVER = InkyDriver

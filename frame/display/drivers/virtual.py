@@ -12,14 +12,27 @@ from pathlib import Path
 from PIL import Image
 
 from frame.atomicfile import make_dirs
-from frame.display.drivers.base import Driver
+from frame.display.drivers.base import Driver, OpenRequest
+from frame.display.drivers.registry import register_driver
 from frame.display.files import save_png_atomic
 from frame.display.panels import Panel
+from frame.errors import UsageError
 
 log = logging.getLogger(__name__)
 
 
+@register_driver("virtual")
 class VirtualDriver(Driver):
+    @classmethod
+    def open(cls, panel: Panel, request: OpenRequest) -> VirtualDriver:
+        if request.out_dir:
+            out_dir = Path(request.out_dir).expanduser()
+        elif request.state_dir is None:
+            raise UsageError("the virtual panel needs display.out_dir or a state directory to write into")
+        else:
+            out_dir = Path(request.state_dir).expanduser() / "display"
+        return cls(panel, out_dir, request.out_file)
+
     def __init__(self, panel: Panel, out_dir: Path, out_file: Path | None = None) -> None:
         super().__init__(panel)
         self.out_dir = Path(out_dir)
@@ -54,5 +67,3 @@ class VirtualDriver(Driver):
     def close(self) -> None:
         """Nothing to release."""
 
-
-DRIVER = VirtualDriver

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from frame.display.drivers.base import WaveshareDriver, pack_4bpp
+from frame.display.drivers.registry import register_driver
 
 # Register names from the controller datasheet.
 CMDH, PSR, PWR, POF, POFS, PON, BTST1, BTST2, DSLP, BTST3, DTM, DRF = (
@@ -29,6 +30,7 @@ INIT = (
 )
 
 
+@register_driver("waveshare_7in3e")
 class Waveshare7in3E(WaveshareDriver):
     def init_registers(self) -> None:
         self.wait_idle("reset")
@@ -49,5 +51,3 @@ class Waveshare7in3E(WaveshareDriver):
         self.command(POF, b"\x00")
         self.wait_idle("power off")
 
-
-DRIVER = Waveshare7in3E

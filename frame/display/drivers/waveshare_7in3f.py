@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from frame.display.drivers.base import WaveshareDriver, pack_4bpp
+from frame.display.drivers.registry import register_driver
 
 CMDH, PSR, PWR, POF, POFS, PON, BTST1, BTST2, BTST3, IPC, DTM, DRF = (
     0xAA, 0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x08, 0x13, 0x10, 0x12)
@@ -35,6 +36,7 @@ INIT = (
 )
 
 
+@register_driver("waveshare_7in3f")
 class Waveshare7in3F(WaveshareDriver):
     def init_registers(self) -> None:
         self.wait_idle("reset")
@@ -53,5 +55,3 @@ class Waveshare7in3F(WaveshareDriver):
         self.command(POF, b"\x00")
         self.wait_idle("power off")
 
-
-DRIVER = Waveshare7in3F

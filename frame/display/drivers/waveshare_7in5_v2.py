@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from frame.display.drivers.base import WaveshareDriver, pack_1bpp
+from frame.display.drivers.registry import register_driver
 
 PSR, PWR, POF, PON, BTST, DSLP, DTM1, DRF, DTM2, DUSPI, CDI, TCON, TRES, FLG = (
     0x00, 0x01, 0x02, 0x04, 0x06, 0x07, 0x10, 0x12, 0x13, 0x15, 0x50, 0x60, 0x61, 0x71)
@@ -24,6 +25,7 @@ PANEL = (
 )
 
 
+@register_driver("waveshare_7in5_v2")
 class Waveshare7in5V2(WaveshareDriver):
     status_poll = FLG
 
@@ -51,5 +53,3 @@ class Waveshare7in5V2(WaveshareDriver):
         self.wait_idle("power off")
         super().sleep()
 
-
-DRIVER = Waveshare7in5V2

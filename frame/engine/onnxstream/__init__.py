@@ -9,6 +9,17 @@ data), ``source`` (folders, URLs, file checks).
 
 from __future__ import annotations
 
-from frame.engine.onnxstream.source import OnnxStreamSource, is_onnxstream_source, read_structure
+from typing import TYPE_CHECKING
+
+from frame.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from frame.engine.onnxstream.source import OnnxStreamSource, is_onnxstream_source, read_structure
 
 __all__ = ["OnnxStreamSource", "is_onnxstream_source", "read_structure"]
+
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "OnnxStreamSource": "frame.engine.onnxstream.source",
+    "is_onnxstream_source": "frame.engine.onnxstream.source",
+    "read_structure": "frame.engine.onnxstream.source",
+})

@@ -22,7 +22,7 @@ import numpy as np
 from onnx import helper
 
 from frame.engine.errors import ModelFormatError
-from frame.engine.weights import WeightRef
+from frame.engine.io.weights import WeightRef
 
 log = logging.getLogger(__name__)
 

@@ -29,13 +29,13 @@ from onnx import helper
 
 from frame.engine.errors import ModelFormatError
 from frame.engine.graph import Node
+from frame.engine.io.weights import WeightRef
 from frame.engine.onnxstream import dtypes
 from frame.engine.onnxstream.attributes import node_attributes
 from frame.engine.onnxstream.names import unescape
 from frame.engine.onnxstream.refs import weight_ref
 from frame.engine.onnxstream.text import OpLine, TensorDecl
 from frame.engine.ops.registry import UnsupportedOp, bind_node
-from frame.engine.weights import WeightRef
 
 DEFAULT_OPSET = 17
 NUMPY_DTYPES = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16),

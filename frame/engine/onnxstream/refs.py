@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from frame.engine.errors import WeightDataError
-from frame.engine.weights import WeightRef
+from frame.engine.io.weights import WeightRef
 
 
 @dataclass(eq=False)

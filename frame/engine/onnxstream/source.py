@@ -18,10 +18,10 @@ from urllib.parse import urlsplit
 
 from frame.config.redact import redact_url
 from frame.engine.errors import EngineError, ModelFormatError, WeightDataError
+from frame.engine.io.sources import SourcePool, is_url
 from frame.engine.onnxstream.activations import parse_range_data, quantise_activations
 from frame.engine.onnxstream.build import Structure, WeightFile, build_structure
 from frame.engine.onnxstream.text import parse_model_text
-from frame.engine.sources import SourcePool, is_url
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +139,7 @@ class UrlResolver:
 
 
 def _url_exists(url: str) -> bool:
-    from frame.engine.http import HttpSource
+    from frame.engine.io.http import HttpSource
 
     source = HttpSource(url, retries=2, backoff=0.5, timeout=30.0)
     try:

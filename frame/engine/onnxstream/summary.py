@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from frame.engine.io.sources import SourcePool
 from frame.engine.onnxstream.build import weight_bytes
 from frame.engine.onnxstream.names import unescape
 from frame.engine.onnxstream.source import model_txt_location, read_text
 from frame.engine.onnxstream.text import OpLine, parse_model_text
-from frame.engine.sources import SourcePool
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from frame.engine.ops import conv_winograd
 from frame.engine.ops.blocks import gemm_pieces, matmul_into, run_tasks
 from frame.engine.ops.conv_grouped import NARROW_RATIO, depthwise_conv2d, grouped_conv2d, narrow_conv2d
 from frame.engine.ops.conv_nd import conv_nd, conv_transpose_nd
+from frame.engine.ops.conv_params import spatial_params
 from frame.engine.ops.linalg import float32_operands
 from frame.engine.ops.padded_rows import PaddedRows
 from frame.engine.ops.registry import UnsupportedOp, register
@@ -48,26 +49,6 @@ def validate_conv(attrs: dict) -> None:
     for name in ("kernel_shape", "strides", "dilations"):
         if name in attrs and len(attrs[name]) not in (1, 2, 3):
             raise UnsupportedOp(f"attribute {name!r} = {attrs[name]}: only 1-D, 2-D and 3-D are supported")
-
-
-def spatial_params(kernel: tuple[int, ...], in_shape: tuple[int, ...], strides, dilations, pads,
-                   auto_pad: str) -> tuple[list[int], list[int], list[int]]:
-    """Strides, dilations and [begin..., end...] pads for the spatial dims, resolving auto_pad."""
-    rank = len(kernel)
-    strides = list(strides or [1] * rank)
-    dilations = list(dilations or [1] * rank)
-    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        begins, ends = [], []
-        for size, k, s, d in zip(in_shape, kernel, strides, dilations):
-            out = -(-size // s)
-            total = max((out - 1) * s + (k - 1) * d + 1 - size, 0)
-            small, large = total // 2, total - total // 2
-            begins.append(large if auto_pad == "SAME_LOWER" else small)
-            ends.append(small if auto_pad == "SAME_LOWER" else large)
-        pads = begins + ends
-    elif auto_pad == "VALID" or not pads:
-        pads = [0] * (2 * rank)
-    return strides, dilations, list(pads)
 
 
 def _as_2d(x: np.ndarray, w: np.ndarray, strides, dilations, pads):

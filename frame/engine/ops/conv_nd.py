@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 
+from frame.engine.ops.conv_params import spatial_params
 from frame.engine.ops.registry import register
 
 
@@ -112,8 +113,6 @@ def conv_integer(x: np.ndarray, w: np.ndarray, x_zero_point: np.ndarray | None =
                  dilations: list[int] | None = None, group: int = 1, kernel_shape: list[int] | None = None,
                  pads: list[int] | None = None, strides: list[int] | None = None) -> np.ndarray:
     """int32 (x - x_zero_point) ⊛ (w - w_zero_point); padding contributes zero (after the shift)."""
-    from frame.engine.ops.conv import spatial_params
-
     if x_zero_point is not None and np.asarray(x_zero_point).size != 1:
         raise ValueError("ConvInteger: the input zero point must be a scalar")
     strides, dilations, pads = spatial_params(w.shape[2:], x.shape[2:], strides, dilations, pads, auto_pad)

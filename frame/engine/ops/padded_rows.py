@@ -23,7 +23,7 @@ class PaddedRows:
         """Rows ``first .. first+count`` (padded coordinates) of the padded ``x`` (C, H, W); ``x`` may
         have fewer channels than the buffer (the last block of a channel-blocked caller).
 
-        ``transform`` (``frame.engine.norm_conv``) maps the copied rows in place before the conv reads
+        ``transform`` (``frame.engine.passes.norm_conv``) maps the copied rows in place before the conv reads
         them (normalisation + SiLU of the conv's input, so that input never exists whole); the pads
         are zeroed after it, as the conv pads the transformed image."""
         c, h, w = x.shape

@@ -12,7 +12,8 @@ import itertools
 
 import numpy as np
 
-from frame.engine.ops.conv import spatial_params, validate_conv
+from frame.engine.ops.conv import validate_conv
+from frame.engine.ops.conv_params import spatial_params
 from frame.engine.ops.registry import UnsupportedOp, register
 
 

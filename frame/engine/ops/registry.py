@@ -40,6 +40,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
 if TYPE_CHECKING:
     import onnx
 
@@ -81,7 +85,6 @@ def _hint_names(fn: Kernel) -> frozenset[str]:
 def _ieee(fn: Kernel) -> Kernel:
     """Run ``fn`` with numpy floating-point warnings off: ONNX arithmetic is plain IEEE, so x/0 = inf
     and log(0) = -inf are results, not problems worth a warning on every run."""
-    import numpy as np
 
     @functools.wraps(fn)
     def kernel(*args, **kwargs):
@@ -128,8 +131,6 @@ def decode_attributes(node: onnx.NodeProto) -> dict:
     sparse tensors, type protos and references to function attributes have no kernel here, so they
     raise ``UnsupportedOp`` naming the attribute.
     """
-    import onnx  # lazy: importing the registry must stay cheap
-    from onnx import numpy_helper
 
     kinds = onnx.AttributeProto
     attrs: dict = {}

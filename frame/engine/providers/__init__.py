@@ -1,35 +1,16 @@
-"""Weights providers (see ``base`` for the interface) and the name → provider table of ``load_model``."""
+"""Weights providers (see ``base`` for the interface) and the name → provider table of ``load_model``.
+
+Importing this package imports every provider module, whose ``@register_provider`` fills the table in
+``registry`` (``make_provider`` reads it).
+"""
 
 from __future__ import annotations
 
 from frame.engine.providers.base import ReadingProvider, WeightsProvider
-from frame.engine.providers.disk import DiskNoCache, DiskPrefetch
-from frame.engine.providers.http import Http
+from frame.engine.providers.http import HttpPrefetch
+from frame.engine.providers.prefetch import NoCache, Prefetch
 from frame.engine.providers.ram import Ram
-from frame.errors import UsageError
+from frame.engine.providers.registry import PROVIDERS, make_provider, provider_names
 
-__all__ = ["DiskNoCache", "DiskPrefetch", "Http", "Ram", "ReadingProvider", "WeightsProvider",
-           "make_provider", "PROVIDER_NAMES"]
-
-PROVIDER_NAMES = ("nocache", "prefetch", "ram", "http")
-
-
-def make_provider(weights: str | WeightsProvider, source_is_url: bool) -> WeightsProvider:
-    """A provider for ``load_model(weights=...)``: a name from PROVIDER_NAMES or a provider object.
-
-    Over a URL every named provider reads with HTTP Range requests; "prefetch" (the default) means
-    the ``Http`` provider there, whose budget and retries suit a network.
-    """
-    if not isinstance(weights, str):
-        missing = [m for m in ("prepare", "get", "release") if not callable(getattr(weights, m, None))]
-        if missing:
-            raise UsageError(f"weights provider {type(weights).__name__} lacks method(s): {', '.join(missing)}")
-        return weights
-    if weights == "http" or (weights == "prefetch" and source_is_url):
-        if not source_is_url:
-            raise UsageError("weights='http' needs an http(s) URL as the model source")
-        return Http()
-    table = {"nocache": DiskNoCache, "prefetch": DiskPrefetch, "ram": Ram}
-    if weights not in table:
-        raise UsageError(f"unknown weights provider {weights!r}; choose one of {', '.join(PROVIDER_NAMES)}")
-    return table[weights]()
+__all__ = ["PROVIDERS", "HttpPrefetch", "NoCache", "Prefetch", "Ram", "ReadingProvider", "WeightsProvider",
+           "make_provider", "provider_names"]

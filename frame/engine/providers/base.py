@@ -8,7 +8,7 @@ float32 from ``get``). ``close()`` is optional.
 
 Any object with these methods can be passed as ``load_model(..., weights=provider)``; subclassing
 ``ReadingProvider`` gives it ``read(ref)``, which fetches and checks one tensor's bytes, and the
-weight cache for URLs when the current ``HttpSettings`` turn it on (``frame.engine.weight_cache``).
+weight cache for URLs when the current ``HttpSettings`` turn it on (``frame.engine.io.weight_cache``).
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from frame.engine.errors import WeightDataError
-from frame.engine.sources import SourcePool, SourceTruncated, is_url
-from frame.engine.weight_cache import WeightCache
-from frame.engine.weights import WeightRef
+from frame.engine.errors import SourceTruncated, WeightDataError
+from frame.engine.io.sources import SourcePool, is_url
+from frame.engine.io.weight_cache import WeightCache
+from frame.engine.io.weights import WeightRef
 
 
 @runtime_checkable

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from frame.engine.io.weights import WeightRef
 from frame.engine.providers.base import ReadingProvider
-from frame.engine.weights import WeightRef
+from frame.engine.providers.registry import register_provider
 
 
+@register_provider("ram")
 class Ram(ReadingProvider):
     """Caches each weight on first use; cached arrays are read-only so no op can corrupt them."""
 

@@ -1,0 +1,132 @@
+"""``frame config check`` and ``frame config show``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import yaml
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    config = subparsers.add_parser("config", help="check or print the configuration")
+    config_sub = config.add_subparsers(dest="config_command", metavar="ACTION")
+    check = config_sub.add_parser(
+        "check", help="validate a configuration file and report every problem at once",
+        description="Validate FILE (default: the file frame would use) layered over the built-in defaults "
+                    "and FRAME_* environment overrides. Exit 0 when valid, 2 with one line per problem.")
+    check.add_argument("file", nargs="?", metavar="FILE", help="file to check")
+    check.set_defaults(func=_config_check)
+    show = config_sub.add_parser("show", help="print the effective configuration (secrets hidden)")
+    show.add_argument("file", nargs="?", metavar="FILE", help="file to layer over the defaults")
+    show.set_defaults(func=_config_show)
+    config.set_defaults(func=lambda args: config.print_help(sys.stderr) or 2)
+
+
+def _config_check(args: argparse.Namespace) -> int:
+    from frame.worker.checks import check_config
+
+    path = args.file or args.config
+    config = check_config(path)
+    print(f"{path or 'configuration'}: ok")
+    _describe_rule_warnings(config)
+    _describe_onnxstream(config)
+    _describe_model(config)
+    _describe_remote(config)
+    if _describe_model_url(config):  # the estimate would only repeat why the model cannot be read
+        _describe_estimate(config)
+    return 0
+
+
+def _describe_remote(config) -> None:
+    """Reach the render server once (GET /sdapi/v1/sd-models, 5 s): unreachable is a warning, not an
+    error, because the frame falls back to painting on the device."""
+    remote = config.render.remote
+    if not remote.url:
+        return
+    from frame.remote import RemoteUnavailable, check_reachable
+
+    try:
+        titles = check_reachable(remote, seconds=5.0)
+    except RemoteUnavailable as exc:
+        fallback = " (nights fall back to painting on the frame)" if config.render.backend == "remote" else ""
+        print(f"render.remote.url: warning: {exc}{fallback}")
+        return
+    models = f": {', '.join(titles[:3])}{', ...' if len(titles) > 3 else ''}" if titles else ""
+    print(f"render.remote.url: {remote.url and _redacted(remote.url)} answers, {len(titles)} model"
+          f"{'s' if len(titles) != 1 else ''}{models}")
+
+
+def _redacted(url: str) -> str:
+    from frame.config.redact import redact_url
+
+    return redact_url(url)
+
+
+def _describe_model_url(config) -> bool:
+    """A URL model: is its server reachable, does it serve ranges (issue 12); warnings, never a failure.
+    False when a warning said the model cannot be streamed from there."""
+    from frame.diffusion.url_check import check_model_url
+    from frame.engine.io.http_settings import from_model_config
+    from frame.models import resolve_model_source
+
+    source = resolve_model_source(config.model.source)
+    if not source.startswith(("http://", "https://")):
+        return True
+    readable = True
+    for level, line in check_model_url(source, from_model_config(config.model, source, config.state_dir)):
+        print(f"model.source: {'warning: ' if level == 'warning' else ''}{line}")
+        readable = readable and level != "warning"
+    return readable
+
+
+def _describe_rule_warnings(config) -> None:
+    """Settings the night accepts but the model is not made for (Turbo with many steps or guidance)."""
+    from frame.worker.model_rules import model_findings
+
+    for finding in model_findings(config):
+        if finding.warning:
+            print(f"model.{finding.key}: warning: {finding.message}")
+
+
+def _describe_onnxstream(config) -> None:
+    """Say what an OnnxStream model folder holds: model kind, and each component's weight precision."""
+    from frame.diffusion.onnxstream_layout import OnnxStreamFiles, is_onnxstream_folder
+    from frame.models import resolve_model_source
+
+    source = resolve_model_source(config.model.source)
+    if "://" in source or not is_onnxstream_folder(source):
+        return
+    for line in OnnxStreamFiles(source).summary_lines():
+        print(f"model.source: {line}")
+
+
+def _describe_model(config) -> None:
+    """The model folder's weight precision per component, and a VAE that cannot be tiled (issue 11)."""
+    from pathlib import Path
+
+    from frame.diffusion.model_check import describe_folder
+    from frame.diffusion.onnxstream_layout import is_onnxstream_folder
+    from frame.models import resolve_model_source
+
+    source = resolve_model_source(config.model.source)
+    if "://" in source or not Path(source).expanduser().is_dir() or is_onnxstream_folder(source):
+        return
+    for level, line in describe_folder(Path(source).expanduser(), config.model.vae_tile):
+        print(f"model.source: {'warning: ' if level == 'warning' else ''}{line}")
+
+
+def _describe_estimate(config) -> None:
+    """The night's estimate (``frame estimate`` has the details and a longer measurement)."""
+    from frame.cli.estimate import config_check_lines
+
+    for line in config_check_lines(config):
+        print(f"estimate: {line}")
+
+
+def _config_show(args: argparse.Namespace) -> int:
+    from frame.config import load_config, to_plain
+
+    config = load_config(args.file or args.config)
+    yaml.safe_dump(to_plain(config), sys.stdout, sort_keys=False, allow_unicode=True)
+    return 0

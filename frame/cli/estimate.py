@@ -1,0 +1,100 @@
+"""``frame estimate``: how long tonight's render takes here and on a Pi Zero 2 W, and whether it fits."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "estimate", help="count the configured model and project the night here and on a Pi Zero 2 W",
+        description="Count the configured model from its graph (multiply-adds and weight bytes per step, peak "
+                    "memory, bytes read per night; no weights are read), measure this machine for a few "
+                    "seconds through the engine, and project the night here and on a Raspberry Pi Zero 2 W "
+                    "against the configured render window. Options override the configuration.")
+    parser.add_argument("--source", metavar="FOLDER|URL", help="model to estimate (default: model.source)")
+    parser.add_argument("--size", metavar="WxH", help="picture size (default: model.size)")
+    parser.add_argument("--steps", type=int, metavar="N", help="denoising steps (default: model.steps)")
+    parser.add_argument("--guidance", type=float, metavar="G", help="guidance scale (default: model.guidance)")
+    parser.add_argument("--sampler", help="sampler (default: model.sampler)")
+    parser.add_argument("--queued", action="store_true",
+                        help="a night that renders a queued prompt: no taste choice (no prompt embeddings)")
+    parser.add_argument("--measure-seconds", type=float, default=8.0, metavar="S",
+                        help="time spent measuring this machine (default 8; longer probes more step kinds)")
+    parser.add_argument("--link-mbit", type=float, metavar="MBIT",
+                        help="the Pi's Wi-Fi throughput for a URL model, in Mbit/s (default 24)")
+    parser.add_argument("--state-dir", metavar="DIR",
+                        help="also write the result to DIR/estimate.json for the phone's settings page")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.set_defaults(func=_estimate)
+
+
+def _overrides(config, args: argparse.Namespace):  # noqa: ANN001, ANN202
+    from dataclasses import replace
+
+    model = config.model
+    changes = {k: v for k, v in (("source", args.source), ("size", args.size), ("guidance", args.guidance),
+                                 ("sampler", args.sampler), ("steps", args.steps)) if v is not None}
+    return replace(config, model=replace(model, **changes)) if changes else config
+
+
+def _ratings(config) -> int | None:  # noqa: ANN001
+    """Rated pictures in the configured state folder (None when there is no store)."""
+    import sqlite3
+    from pathlib import Path
+
+    from frame.config import state_dir
+
+    path = Path(state_dir(config)) / "frame.db"
+    if not path.is_file():
+        return None
+    try:  # read-only: estimating never changes the store
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+            row = conn.execute("SELECT COUNT(DISTINCT picture_id) FROM ratings").fetchone()
+        return int(row[0])
+    except sqlite3.Error:  # an unreadable store only means "unknown"
+        return None
+
+
+def config_check_lines(config, measure_seconds: float = 1.0) -> list[str]:  # noqa: ANN001
+    """``frame config check``'s estimate lines (a short measurement); a failure is one warning line,
+    never a failed check: the estimate is advice, the configuration may still be valid."""
+    from frame.estimate.configured import estimate_config
+    from frame.estimate.report import lines
+
+    try:
+        return lines(estimate_config(config, measure_seconds=measure_seconds, ratings=_ratings(config)))
+    except Exception as exc:  # noqa: BLE001 - reported, not raised (see above)
+        return [f"warning: no estimate: {exc}"]
+
+
+def _estimate(args: argparse.Namespace) -> int:
+    from frame.config import load_config
+    from frame.errors import UsageError
+    from frame.estimate.configured import estimate_config
+    from frame.estimate.report import lines, to_dict
+
+    if args.steps is not None and args.steps < 1:
+        raise UsageError(f"--steps must be at least 1, got {args.steps}")
+    if args.measure_seconds <= 0:
+        raise UsageError(f"--measure-seconds must be positive, got {args.measure_seconds}")
+    config = _overrides(load_config(args.config), args)
+    link = args.link_mbit * 1e6 / 8 if args.link_mbit else None
+    result = estimate_config(config, measure_seconds=args.measure_seconds, link_bytes=link,
+                             ratings=_ratings(config), texts=0 if args.queued else None)
+    figures = to_dict(result, "frame estimate")
+    if args.state_dir:
+        from pathlib import Path
+
+        from frame.statefile import write_json
+
+        write_json(Path(args.state_dir) / "estimate.json", figures)
+    if args.json:
+        json.dump(figures, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    for line in lines(result):
+        print(line)
+    return 0

@@ -1,0 +1,2 @@
+"""The daemon's HTTP side: ``app`` (the JSON API and the app the phone pages join) and ``token``
+(the owner token)."""

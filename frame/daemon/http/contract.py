@@ -1,0 +1,61 @@
+"""What the daemon's HTTP side and the phone pages (``frame.web``) agree on, so that the web depends
+on the daemon and never the other way round: the ``Controller`` the running daemon offers, ``Busy``
+when a render is already running, the ``<id:...>`` URL converter, how a full disk is recognised, and
+the ``PageFactory`` ``frame run`` hands the daemon (``frame.web.create_blueprint``).
+
+Standard library and werkzeug's routing only: the daemon imports it at start.
+"""
+
+from __future__ import annotations
+
+import errno
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from werkzeug.routing import IntegerConverter
+
+if TYPE_CHECKING:
+    from flask import Blueprint
+
+    from frame.config import Config
+    from frame.daemon.store.database import Store
+
+SQLITE_MAX_INT = 2 ** 63 - 1
+
+
+class Busy(Exception):
+    """A render is already running (only one at a time)."""
+
+
+class Controller(Protocol):
+    """What the API and the pages ask of the running daemon (``service.Daemon`` implements it)."""
+
+    def status(self) -> dict[str, Any]: ...
+
+    def render_now(self) -> dict[str, Any]: ...
+
+    def show(self, picture_id: int) -> dict[str, Any]: ...
+
+
+class PageFactory(Protocol):
+    """Builds the phone pages' blueprint for the daemon's app (``frame.web.create_blueprint``)."""
+
+    def __call__(self, config: Config, store: Store, status: Callable[[], dict] | None = None,
+                 config_path: str | Path | None = None) -> Blueprint: ...
+
+
+class IdConverter(IntegerConverter):
+    """``<id:name>``: a row id in a URL. Digits beyond SQLite's INTEGER range match no route (404)
+    instead of overflowing inside SQLite (an unhandled 500)."""
+
+    def __init__(self, url_map: Any) -> None:
+        super().__init__(url_map, max=SQLITE_MAX_INT)
+
+
+def storage_full(exc: BaseException) -> bool:
+    """True when ``exc`` means the disk (or the database's allowed size) is full."""
+    if isinstance(exc, sqlite3.OperationalError):
+        return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "is full" in str(exc)
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)

@@ -1,0 +1,338 @@
+"""One night's render from the daemon's side: describe the job, run it in a supervised worker, publish
+the picture, show it; and ``run_night`` — the same thing synchronously for ``frame demo``.
+
+The job description (seed, chosen prompt or candidates, rating history) is written once into
+``<state_dir>/checkpoints/render-<id>/`` before the first worker starts, so every restart — after a
+crash, an OOM kill or a daemon restart — renders exactly the same picture from its checkpoint.
+
+The folder is created and removed durably (its parent fsynced), and only after the render's record is
+committed (created) or finished (removed). A render whose job file never reached the card is not
+resumed under its id with a new seed: the daemon closes it and starts a new render
+(``job_resumable``); folders of renders that are not running are removed at start (``sweep_jobs``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+import secrets
+import shutil
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from frame.atomicfile import make_dirs, remove_tree, write_bytes_atomic
+from frame.config import state_dir as config_state_dir
+from frame.config import to_plain
+from frame.config.schema import Config
+from frame.daemon.jobs.supervisor import Outcome, StatusEvent, Supervisor, worker_command
+from frame.daemon.status import LiveStatus
+from frame.daemon.store import gallery
+from frame.daemon.store.database import Store
+from frame.daemon.store.recovery import backup_path
+from frame.errors import FrameError
+from frame.seeds import random_seed
+from frame.statefile import read_json
+from frame.worker.records import (
+    Job,
+    JobCandidate,
+    RatedPicture,
+    RenderJob,
+    RenderKind,
+    RenderOutput,
+    ShowJob,
+    ShowOutput,
+    ThemeChoice,
+    Why,
+    write_job,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RenderContext:
+    """What a render needs from the daemon (or from ``run_night``)."""
+
+    config: Config
+    store: Store
+    state_dir: Path
+    status: LiveStatus = field(default_factory=LiveStatus)
+    stop: threading.Event = field(default_factory=threading.Event)
+    supervisor_factory: Callable[..., Supervisor] = Supervisor
+    supervisor: Supervisor | None = None
+
+
+@dataclass(frozen=True)
+class NightResult:
+    """A finished night: the stored picture and its files (``shown`` is what the panel got)."""
+
+    picture_id: int
+    render_id: int
+    image: Path
+    panel: Path | None
+    shown: Path | None
+    prompt: str
+    theme: str
+    style: str
+    restarts: int
+    seconds: float
+    peak_rss_mb: float
+
+
+def job_dir(state_dir: Path, render_id: int) -> Path:
+    return Path(state_dir) / "checkpoints" / f"render-{render_id}"
+
+
+def discard_job(state_dir: Path, render_id: int) -> None:
+    """Remove a render's checkpoint folder once it can no longer be resumed (durably)."""
+    folder = job_dir(state_dir, render_id)
+    if folder.exists():
+        remove_tree(folder)
+
+
+def job_resumable(state_dir: Path, render_id: int) -> bool:
+    """Whether the render's job file is on disk and intact (else resuming would need a new seed)."""
+    return isinstance(read_json(job_dir(state_dir, render_id) / "job.json"), dict)
+
+
+def sweep_jobs(state_dir: Path, running: set[int]) -> None:
+    """At start: remove job folders of renders that are not running (their removal was cut short, or
+    the store was restored from an older backup and the ids will be used again) and leftover
+    show and info-screen folders (no show runs yet)."""
+    folder = Path(state_dir) / "checkpoints"
+    if not folder.is_dir():
+        return
+    for entry in folder.iterdir():
+        match = re.fullmatch(r"render-(\d+)", entry.name)
+        if (match and int(match.group(1)) not in running) or entry.name.startswith(("show-", "info-")):
+            log.info("removing the leftover job folder %s", entry)
+            remove_tree(entry)
+
+
+def write_job_files(folder: Path, config: Config, job: Job) -> None:
+    """A worker's input: ``config.yaml`` (without the owner token, which the worker never needs) and
+    then ``job.json``, whose presence marks the folder complete."""
+
+    plain = to_plain(config, reveal_secrets=True)
+    plain["web"]["token"] = ""
+    write_bytes_atomic(folder / "config.yaml", yaml.safe_dump(plain, sort_keys=False, allow_unicode=True).encode())
+    write_job(folder, job)
+
+
+def candidates(config: Config, store: Store) -> tuple[JobCandidate, ...]:
+    """Feed prompts valid now (unused first) followed by every theme × style combination."""
+    items = [JobCandidate(prompt=i["prompt"], theme=i["theme"], style="", negative_prompt=i["negative_prompt"],
+                          weight=i["weight"], origin=f"feed:{i['feed']}", feed_item_id=i["id"])
+             for i in store.feed_items()]
+    combos = [JobCandidate(prompt=f"{theme}, {style}", theme=theme, style=style, weight=1.0, origin="theme")
+              for theme in config.taste.themes for style in config.taste.styles]
+    return tuple(items + combos)
+
+
+def _history(store: Store) -> tuple[RatedPicture, ...]:
+    """Rated pictures for the taste model: what they were made from and the latest rating."""
+    history = []
+    for picture in store.rating_history():
+        why = picture.get("why") if isinstance(picture.get("why"), dict) else {}
+        history.append(RatedPicture(
+            id=picture["id"], prompt=picture["prompt"], theme=picture.get("theme"), style=picture.get("style"),
+            origin=picture.get("origin"), rating_kind=picture["rating_kind"], rating_value=picture["rating_value"],
+            candidate=why.get("candidate")))
+    return tuple(history)
+
+
+def _recent_themes(store: Store, count: int) -> tuple[str, ...]:
+    """Themes of the last ``count`` pictures, newest last (the picker avoids repeating them)."""
+    return tuple(p["theme"] for p in reversed(store.pictures(limit=max(count, 1))) if p["theme"])
+
+
+def build_job(ctx: RenderContext, render_id: int, kind: RenderKind, deadline: float | None = None) -> RenderJob:
+    """A new job: a queued prompt if any (oldest first), else candidates for the theme choice.
+    ``deadline`` (epoch seconds) lets the worker choose the step count that fits (``frame.estimate``)."""
+    queued = ctx.store.queued_prompts()
+    choice = None
+    if queued:
+        q = queued[0]
+        choice = ThemeChoice(prompt=q.prompt, negative_prompt=q.negative_prompt, theme=q.theme, style="",
+                             origin="queue", prompt_id=q.id, why=Why("queue", "you queued this prompt"))
+    return RenderJob(render_kind=kind, render_id=render_id, state_dir=Path(ctx.state_dir), seed=random_seed(),
+                     choice=choice, candidates=() if choice else candidates(ctx.config, ctx.store),
+                     history=() if choice else _history(ctx.store),
+                     recent_themes=_recent_themes(ctx.store, ctx.config.taste.avoid_recent), deadline=deadline)
+
+
+def ensure_job(ctx: RenderContext, render_id: int, kind: RenderKind, resume: bool = False,
+               deadline: float | None = None) -> Path:
+    """The job folder for ``render_id``: written on first use, reused (never rewritten) after.
+
+    ``resume``: the render was started before (a restart); its job file must be there — a new one
+    would render a different picture under the same id. A new render never reuses a folder it finds
+    (left by a render of the same id in a store later restored from an older backup)."""
+    folder = job_dir(ctx.state_dir, render_id)
+    if resume:
+        if not job_resumable(ctx.state_dir, render_id):
+            raise FrameError(f"render {render_id} cannot be resumed: its job file {folder / 'job.json'} is gone")
+        return folder
+    if folder.exists():
+        log.warning("removing the stale job folder %s before render %d starts", folder, render_id)
+        remove_tree(folder)
+    make_dirs(folder)
+    write_job_files(folder, ctx.config, build_job(ctx, render_id, kind, deadline))
+    return folder
+
+
+def _supervise(ctx: RenderContext, folder: Path, deadline: float | None, max_restarts: int,
+               render_id: int | None, entry: str = "render") -> Outcome:
+    worker = ctx.config.worker
+
+    def on_restart(count: int, reason: str) -> None:
+        if render_id is not None:
+            ctx.store.count_restart(render_id)
+        ctx.status.render_progress(stage=f"restarting worker ({reason})", restarts=count)
+
+    def on_event(event: StatusEvent) -> None:
+        ctx.status.render_progress(**event.progress())
+
+    supervisor = ctx.supervisor_factory(
+        worker.memory_limit_mb, max_restarts, on_restart=on_restart, command=worker_command(entry),
+        on_event=on_event)
+    ctx.supervisor = supervisor
+    try:
+        return supervisor.run(folder, stop=ctx.stop, deadline=deadline)
+    finally:
+        ctx.supervisor = None
+
+
+def render(ctx: RenderContext, render_id: int, kind: RenderKind, deadline: float | None = None,
+           resume: bool = False) -> tuple[Outcome, int | None]:
+    """Run (or with ``resume``, continue) render ``render_id`` to the end; publish on success. Returns
+    the outcome and the new picture id. ``stopped`` leaves the render open so the next start resumes it."""
+    started = time.monotonic()
+    folder = ensure_job(ctx, render_id, kind, resume=resume, deadline=deadline)
+    ctx.status.render_started(render_id, kind)
+    log.info("render %d (%s) started in %s", render_id, kind, folder)
+    try:
+        outcome = _supervise(ctx, folder, deadline, ctx.config.worker.max_restarts, render_id)
+        outcome, picture_id = _finish(ctx, render_id, outcome, time.monotonic() - started)
+    finally:
+        ctx.status.render_finished()
+    log.info("render %d ended: %s after %.1f s (%d restarts, worker peak %.0f MiB)", render_id,
+             outcome.status, time.monotonic() - started, outcome.restarts, outcome.peak_rss_mb)
+    return outcome, picture_id
+
+
+def _finish(ctx: RenderContext, render_id: int, outcome: Outcome, seconds: float) -> tuple[Outcome, int | None]:
+    """Record how the render ended and publish its picture; the outcome (failed at step "store" when
+    the picture could not be saved) and the new picture's id."""
+    if outcome.status == "stopped":
+        return outcome, None  # the checkpoint stays: the next start resumes this render
+    if outcome.status == "deadline":
+        ctx.store.finish_render(render_id, "missed", error="the render missed its deadline")
+        discard_job(ctx.state_dir, render_id)
+        return outcome, None
+    result = outcome.result
+    if outcome.status != "done" or not isinstance(result, RenderOutput):
+        step = f" at step {outcome.step!r}" if outcome.step else ""
+        ctx.store.finish_render(render_id, "failed", error=f"failed{step}: {outcome.error}")
+        discard_job(ctx.state_dir, render_id)
+        return outcome, None
+    meta = dataclasses.replace(result.meta, timings={**result.meta.timings, "total": round(seconds, 2)})
+    try:
+        picture_id = gallery.publish(ctx.store, ctx.state_dir, render_id, result.image, result.panel, meta,
+                                     why_plot=result.why_plot)
+    except FrameError as exc:
+        log.error("render %d: %s; the previous picture stays shown", render_id, exc)
+        ctx.store.finish_render(render_id, "failed", error=str(exc))
+        discard_job(ctx.state_dir, render_id)  # frees the space the failed save needed
+        return dataclasses.replace(outcome, status="failed", error=str(exc), step="store"), None
+    if result.prompt_id:
+        ctx.store.mark_prompt_used(result.prompt_id, picture_id)
+    if result.feed_item_id:
+        ctx.store.mark_feed_item_used(result.feed_item_id)
+    ctx.store.finish_render(render_id, "done", picture_id=picture_id, timings=dict(meta.timings))
+    _housekeeping(ctx, render_id)
+    return outcome, picture_id
+
+
+def _housekeeping(ctx: RenderContext, render_id: int) -> None:
+    """After a stored picture: retention, a fresh database backup, drop the checkpoint folder."""
+    shown = ctx.store.last_shown()
+    policy = gallery.Retention(ctx.config.gallery.max_pictures, ctx.config.gallery.max_disk_mb)
+    try:
+        gallery.apply_retention(ctx.store, ctx.state_dir, policy, keep={shown["picture_id"]} if shown else set())
+        ctx.store.backup(backup_path(ctx.store.path))
+    except (OSError, sqlite3.Error, FrameError) as exc:
+        log.error("housekeeping after render %d failed: %s", render_id, exc)
+    discard_job(ctx.state_dir, render_id)
+
+
+def show_picture(ctx: RenderContext, picture_id: int, reason: str) -> ShowOutput:
+    """Send a stored picture to the panel in a worker (drivers and dithering stay out of the daemon).
+
+    Returns the display's answer: ``status`` shown / unchanged / too-soon (then ``retry_at``) and
+    ``shown`` (the virtual panel's PNG). Raises FrameError when the display step fails.
+    """
+    picture = ctx.store.picture(picture_id)
+    if picture is None:
+        raise FrameError(f"no picture with id {picture_id}")
+    folder = Path(ctx.state_dir) / "checkpoints" / f"show-{picture_id}-{secrets.token_hex(4)}"
+    make_dirs(folder)  # transient (swept at start), but it may be what creates checkpoints/
+    panel = gallery.picture_path(ctx.state_dir, picture["panel_file"])
+    write_job_files(folder, ctx.config, ShowJob(state_dir=Path(ctx.state_dir),
+                                                image=gallery.picture_path(ctx.state_dir, picture["file"]),
+                                                panel=panel))
+    started = time.monotonic()
+    try:
+        outcome = _supervise(ctx, folder, None, 1, None, entry="show")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    result = outcome.result
+    if outcome.status != "done" or not isinstance(result, ShowOutput):
+        raise FrameError(f"showing picture {picture_id} failed at step {outcome.step or 'show'!r}: "
+                         f"{outcome.error or outcome.status}")
+    if result.status == "too-soon":
+        log.info("the panel declined picture %d: %s", picture_id, result.message)
+        return result
+    ctx.store.record_shown(picture_id, reason)
+    ctx.status.update(shown={"picture_id": picture_id, "reason": reason, "since": time.time(),
+                             "output": result.shown})
+    log.info("showed picture %d (%s, %s) in %.1f s", picture_id, reason, result.status,
+             time.monotonic() - started)
+    return result
+
+
+def run_night(config: Config, *, show: bool = True, progress: Callable[[dict], None] | None = None) -> NightResult:
+    """Run one whole night synchronously (``frame demo``): choose, generate, prepare, store, show.
+
+    Raises FrameError naming the step that failed or is not available yet; nothing is faked.
+    """
+
+    state = config_state_dir(config)
+    store = Store.open(state)
+    ctx = RenderContext(config=config, store=store, state_dir=state)
+    if progress is not None:
+        ctx.status.add_listener(lambda line: progress(ctx.status.snapshot()))
+    try:
+        render_id = store.start_render("now", None)
+        outcome, picture_id = render(ctx, render_id, "now")
+        if picture_id is None:
+            step = f" at step {outcome.step!r}" if outcome.step else ""
+            raise FrameError(f"the night's render {outcome.status}{step}: {outcome.error or 'no picture'}")
+        shown = show_picture(ctx, picture_id, "demo").shown if show else None
+        picture = store.picture(picture_id)
+        return NightResult(
+            picture_id=picture_id, render_id=render_id,
+            image=gallery.picture_path(state, picture["file"]),
+            panel=gallery.picture_path(state, picture["panel_file"]), shown=Path(shown) if shown else None,
+            prompt=picture["prompt"],
+            theme=picture["theme"], style=picture["style"], restarts=outcome.restarts,
+            seconds=(picture["timings"] or {}).get("total", 0.0), peak_rss_mb=outcome.peak_rss_mb)
+    finally:
+        store.close()

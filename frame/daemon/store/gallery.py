@@ -1,0 +1,128 @@
+"""The gallery folder: publishing a finished render and the retention policy.
+
+A picture is first written complete into the gallery under a temp name, fsynced and renamed, and only
+then recorded in the store — so the database never points at a half-written file, and a full disk
+fails the save cleanly while the previous picture stays on the panel. File names are made from the
+time and the render id only: prompt or feed text never becomes part of a path.
+
+Retention runs the other way round: the record is deleted (a durable commit) before the files, so a
+power cut in between leaves unreferenced files, never a record pointing at a missing one; those files
+are removed by the next retention run (``_leftover_files``).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from frame.atomicfile import fsync_dir, make_dirs, write_bytes_atomic
+from frame.daemon.store.database import Store
+from frame.errors import FrameError
+from frame.worker.records import PictureMeta
+
+log = logging.getLogger(__name__)
+
+
+def gallery_dir(state_dir: Path) -> Path:
+    return Path(state_dir) / "gallery"
+
+
+@dataclass(frozen=True)
+class Retention:
+    max_pictures: int
+    max_disk_mb: int
+
+
+def publish(store: Store, state_dir: Path, render_id: int, image: Path, panel: Path | None,
+            meta: PictureMeta, why_plot: Path | None = None) -> int:
+    """Copy the worker's output into the gallery atomically and record it; return the picture id.
+    The explanation plot, when there is one, is named in the stored ``why["plot"]``.
+
+    Raises FrameError when the files cannot be written (e.g. disk full); nothing is recorded then.
+    """
+    folder = gallery_dir(state_dir)
+    make_dirs(folder)
+    stem = f"{datetime.now(UTC):%Y%m%d-%H%M%S}-r{render_id}"
+    sources = {f"{stem}.png": image, f"{stem}-panel.png": panel, f"{stem}-why.png": why_plot}
+    written: list[Path] = []
+    try:
+        for name, source in sources.items():
+            if source is not None:
+                write_bytes_atomic(folder / name, Path(source).read_bytes())
+                written.append(folder / name)
+    except OSError as exc:
+        for path in written:
+            path.unlink(missing_ok=True)
+        raise FrameError(f"could not save the new picture into {folder}: {exc.strerror or exc}") from exc
+    fields = meta.to_json()
+    if why_plot is not None:
+        fields["why"] = {**(meta.why or {}), "plot": f"{stem}-why.png"}
+    size = sum(p.stat().st_size for p in written)
+    return store.add_picture(file=f"{stem}.png", panel_file=f"{stem}-panel.png" if panel else None, bytes=size,
+                             **fields)
+
+
+def picture_path(state_dir: Path, name: str | None) -> Path | None:
+    """Absolute path of a gallery file name from the store (refusing anything that leaves the folder)."""
+    if not name:
+        return None
+    folder = gallery_dir(state_dir).resolve()
+    path = (folder / name).resolve()
+    if path.parent != folder:
+        raise FrameError(f"refusing gallery file name outside the gallery: {name!r}")
+    return path
+
+
+def apply_retention(store: Store, state_dir: Path, policy: Retention, keep: set[int] = frozenset()) -> list[int]:
+    """Delete the oldest pictures beyond ``max_pictures`` or ``max_disk_mb``; never favourites, never
+    ids in ``keep`` (e.g. the one on the panel). Returns the deleted ids."""
+    protected = set(store.favourite_ids()) | set(keep)
+    rows = store.query("SELECT id, file, panel_file, bytes, json_extract(why, '$.plot') AS plot "
+                       "FROM pictures ORDER BY id")
+    count = len(rows)
+    total = sum(r["bytes"] or 0 for r in rows)
+    limit_bytes = policy.max_disk_mb * 1024 * 1024
+    deleted: list[int] = []
+    files: list[Path] = []
+    for row in rows:
+        if count <= policy.max_pictures and total <= limit_bytes:
+            break
+        if row["id"] in protected:
+            continue
+        store.delete_picture(row["id"])  # the record first: it never points at a deleted file
+        files += [p for p in (picture_path(state_dir, n) for n in (row["file"], row["panel_file"], row["plot"])) if p]
+        deleted.append(row["id"])
+        count -= 1
+        total -= row["bytes"] or 0
+    files += _leftover_files(store, state_dir)
+    for path in files:
+        path.unlink(missing_ok=True)
+    if files:
+        fsync_dir(gallery_dir(state_dir))
+    if deleted:
+        log.info("gallery retention removed %d pictures (now %d, %.1f MB)", len(deleted), count, total / 2**20)
+    return deleted
+
+
+_RENDER_OF_FILE = re.compile(r"-r(\d+)(?:-panel|-why)?\.png$")
+
+
+def _leftover_files(store: Store, state_dir: Path) -> list[Path]:
+    """Gallery files of pictures retention already deleted from the store (a power cut came between
+    the record and the files). Only files of a render that finished with a picture that no longer
+    exists qualify: after a restore from an older backup, newer pictures' files stay untouched."""
+    folder = gallery_dir(state_dir)
+    try:
+        names = [p.name for p in folder.iterdir() if _RENDER_OF_FILE.search(p.name)]
+    except FileNotFoundError:
+        return []
+    referenced = {name for row in store.query(
+        "SELECT file, panel_file, json_extract(why, '$.plot') FROM pictures") for name in row if name}
+    gone = {row[0] for row in store.query(
+        "SELECT r.id FROM renders r WHERE r.status = 'done' AND r.picture_id IS NOT NULL AND "
+        "NOT EXISTS (SELECT 1 FROM pictures p WHERE p.id = r.picture_id)")}
+    return [folder / name for name in names
+            if name not in referenced and int(_RENDER_OF_FILE.search(name).group(1)) in gone]

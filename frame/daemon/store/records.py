@@ -1,0 +1,124 @@
+"""The store's rows as frozen records, and the JSON the API answers with (``to_json``/``api_json``).
+
+``from_row`` takes a row as ``Store`` reads it (``sqlite3.Row`` or its dict, the JSON columns of a
+picture already decoded); ``to_json`` gives back exactly the keys and values of today's answers —
+``/api/pictures``, ``/api/pictures/<id>``, ``/api/prompts`` and the feeds in ``/api/status`` — which
+frame.js, ``frame status --json`` and owners' scripts read (``tests/daemon/test_api_answers.py``
+compares them with answers captured before these records).
+
+A picture's ``why`` stays a mapping: it is the explanation *as stored* (older pictures hold other
+shapes; ``frame.web.present`` reads it tolerantly); ``frame.worker.records.Why`` types what the
+worker writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any, Literal
+
+from frame.config.redact import redact_url
+
+RatingKind = Literal["thumb", "stars"]
+
+
+def _from_row(cls: type, row: Mapping[str, Any]) -> dict[str, Any]:
+    """The record's fields from ``row`` (a column a later version added is ignored)."""
+    data = dict(row)
+    return {field.name: data.get(field.name) for field in fields(cls)}
+
+
+@dataclass(frozen=True)
+class StoredPicture:
+    """A picture in the gallery with its latest rating (``Store.picture``)."""
+
+    id: int
+    created_at: str
+    night: str | None
+    file: str
+    panel_file: str | None
+    bytes: int
+    prompt: str
+    negative_prompt: str
+    theme: str
+    style: str
+    origin: str
+    seed: int | None
+    sampler: str | None
+    steps: int | None
+    guidance: float | None
+    width: int | None
+    height: int | None
+    model: str | None
+    features: Mapping[str, float] | None
+    why: Mapping[str, Any] | None
+    timings: Mapping[str, float] | None
+    rating_kind: RatingKind | None
+    rating_value: int | None
+    favourite: bool
+
+    # what the API shows of every picture, in this order; ``detail`` adds why, features and timings
+    PUBLIC = ("id", "created_at", "night", "prompt", "negative_prompt", "theme", "style", "origin", "seed",
+              "sampler", "steps", "guidance", "width", "height", "model", "rating_kind", "rating_value",
+              "favourite")
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> StoredPicture:
+        values = _from_row(cls, row)
+        values["favourite"] = bool(values["favourite"])
+        return cls(**values)
+
+    def api_json(self, detail: bool = False) -> dict[str, Any]:
+        """The picture in ``/api/pictures`` (and with ``detail``, ``/api/pictures/<id>``)."""
+        data = {key: getattr(self, key) for key in self.PUBLIC}
+        data["model"] = redact_url(self.model)  # pictures painted before redaction may hold a model URL
+        data["image_url"] = f"/api/pictures/{self.id}/image"
+        data["panel_url"] = f"/api/pictures/{self.id}/image?variant=panel" if self.panel_file else None
+        if detail:
+            data.update(why=self.why, features=self.features, timings=self.timings)
+        return data
+
+
+@dataclass(frozen=True)
+class QueuedPrompt:
+    """A prompt an owner queued for a coming night (``/api/prompts``)."""
+
+    id: int
+    prompt: str
+    negative_prompt: str
+    theme: str
+    created_at: str
+    used_at: str | None
+    picture_id: int | None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> QueuedPrompt:
+        return cls(**_from_row(cls, row))
+
+    def to_json(self) -> dict[str, Any]:
+        return {field.name: getattr(self, field.name) for field in fields(self)}
+
+
+@dataclass(frozen=True)
+class FeedHealth:
+    """How a prompt feed's last fetch went (``/api/status``'s ``feeds``; ``from_cache`` 0/1 there)."""
+
+    name: str
+    url: str
+    last_attempt_at: str | None
+    last_ok_at: str | None
+    last_error: str | None
+    items: int
+    from_cache: bool
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> FeedHealth:
+        values = _from_row(cls, row)
+        values["from_cache"] = bool(values["from_cache"])
+        return cls(**values)
+
+    def to_json(self) -> dict[str, Any]:
+        data = {field.name: getattr(self, field.name) for field in fields(self)}
+        data["from_cache"] = int(self.from_cache)  # as SQLite stores it: what the API has always said
+        return data
+

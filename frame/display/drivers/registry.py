@@ -1,0 +1,41 @@
+"""The driver table: each driver class registers the id that panel rows name (``Panel.driver``).
+
+Panel rows (``frame.display.panels``) name their driver by id, not by class, because the panel table is
+read in the daemon (the settings page's checks) and the driver classes import numpy and Pillow.
+``DriverName`` there is the list of ids; registering an id it does not list fails at import, and
+``tests/display/test_panel_registry.py`` checks every row's driver is registered and every driver drives
+a row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar, get_args
+
+from frame.display.panels import DriverName
+
+if TYPE_CHECKING:
+    from frame.display.drivers.base import Driver
+
+D = TypeVar("D", bound=type)
+
+DRIVERS: dict[str, type[Driver]] = {}
+
+
+def register_driver(name: str) -> Callable[[D], D]:
+    """Class decorator: the driver for panel rows whose ``driver`` is ``name``."""
+    if name not in get_args(DriverName):
+        raise ValueError(f"driver {name!r} is not in frame.display.panels.DriverName: add it there first")
+    if name in DRIVERS:
+        raise ValueError(f"driver {name!r} registered twice")
+
+    def decorate(cls: D) -> D:
+        DRIVERS[name] = cls
+        return cls
+
+    return decorate
+
+
+def driver_for(name: str) -> type[Driver]:
+    """The driver class registered as ``name`` (an id from ``DriverName``)."""
+    return DRIVERS[name]

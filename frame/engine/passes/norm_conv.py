@@ -1,0 +1,308 @@
+"""Load-time rewrite: GroupNorm → [SiLU] → Conv runs as one conv that normalises its input band by band.
+
+Every resnet of the SD UNet and VAE starts ``norm1 → SiLU → conv1`` and continues ``norm2 → SiLU →
+conv2``. Exported (TorchScript and dynamo alike) a GroupNorm is ``Reshape(x, [N, G, -1]) →
+InstanceNormalization → Reshape(·, Shape(x)) → Mul(γ) → Add(β)``, and run that way the normalised
+tensor is a second activation as large as ``x`` that lives until the conv is done: 67 MB at the VAE's
+256-channel 256×256 stage of a 32×32-latent tile, 63 MB in the SDXL UNet's last up block at 1024².
+Here the chain becomes two nodes:
+
+* ``GroupNormStats(x, target, s, b, γ, β)``: one pass over ``x`` for each group's mean and variance
+  (one group row at a time, no output-sized temporary), returning a small ``(N, C, 3)`` table: the
+  mean to subtract and the scale and shift that make ``(x - mean) * scale + shift`` equal the whole
+  normalisation and affine (InstanceNormalization's own ``s``/``b`` per group included);
+* ``NormConv(x, w, bias, table)``: the conv, whose banded im2col (``ops.conv``) applies the table and
+  the SiLU to each band of padded input rows as it copies them, so the normalised tensor never exists.
+  1×1 convs normalise blocks of pixels before each GEMM instead.
+
+Output channels stay independent, so ``weight_decoding`` can still decode 8-bit/fp16 weights per block
+of output channels around a NormConv (the stats are computed once, before). Statistics are the same
+float32 mean and centred-dot-product variance as ``ops.norm``; results agree with the unfused graph
+to float32 rounding.
+
+Fused only when the pattern is exactly that: every intermediate has one consumer and is no graph
+output, the first Reshape's target is ``[0 or N, G, -1]`` (checked at load when it is a constant,
+else on every run), the second Reshape's target is ``Shape(x)``, and the conv is a plain Conv. At
+run time, operands that are not the expected per-channel shapes make ``GroupNormStats`` run the
+original kernels and hand over the normalised activation itself, which ``NormConv`` then convolves
+as is, so results never change.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from functools import partial
+
+import numpy as np
+
+from frame.engine import buffers
+from frame.engine.graph import Node, consumer_index, producer_index, rewrite_nodes
+from frame.engine.io.weights import WeightRef
+from frame.engine.ops import conv as conv_ops
+from frame.engine.ops.blocks import map_row_blocks
+from frame.engine.ops.linalg import float32_operands
+from frame.engine.ops.registry import OpSpec
+from frame.engine.passes.silu import _silu_block, silu
+
+log = logging.getLogger(__name__)
+
+DOMAIN = "frame.engine"
+PIXEL_BLOCK_BYTES = 4 << 20  # 1x1 convs: normalised input block per GEMM
+
+
+# ------------------------------------------------------------------------------------------ kernels
+def _per_channel(value: np.ndarray, channels: int) -> np.ndarray | None:
+    """``value`` as a (C,) float32 vector if it broadcasts per channel against (N, C, H, W), else None."""
+    if value.ndim > 4:
+        return None
+    shape = (1,) * (4 - value.ndim) + value.shape
+    if shape[0] != 1 or shape[2:] != (1, 1) or shape[1] not in (1, channels):
+        return None
+    return np.broadcast_to(value.reshape(-1).astype(np.float32), (channels,))
+
+
+def _group_stats(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and variance of each row as ``ops.norm._normalize_rows`` computes them (the mean, then the
+    centred values' dot product), one row-sized temporary per worker thread instead of a full copy."""
+    stats = np.empty((rows.shape[0], 2), np.float32)
+
+    def block(part: np.ndarray, out: np.ndarray) -> None:
+        mean = part.mean(axis=1, keepdims=True, dtype=np.float32)
+        for k in range(part.shape[0]):
+            centred = part[k] - mean[k]
+            out[k, 1] = np.dot(centred, centred) / np.float32(part.shape[1])
+        out[:, 0] = mean[:, 0]
+
+    if rows.size:
+        map_row_blocks(block, rows, stats)
+    return stats[:, 0], stats[:, 1]
+
+
+def group_norm_stats(x: np.ndarray, target: np.ndarray, s: np.ndarray, b: np.ndarray, gamma: np.ndarray,
+                     beta: np.ndarray, /, *, _epsilon: float, _original) -> np.ndarray:
+    """(N, C, 3) float32 [mean, scale, shift] per image and channel, or (fallback) the activation itself."""
+    groups = int(target.reshape(-1)[1]) if target.size == 3 else 0
+    if x.ndim == 4 and x.dtype == np.float32 and groups > 0 and x.shape[1] % groups == 0 \
+            and int(target.reshape(-1)[0]) in (0, x.shape[0]) and int(target.reshape(-1)[2]) == -1:
+        n, c = x.shape[:2]
+        g_vec = _per_channel(gamma, c)
+        b_vec = _per_channel(beta, c)
+        if g_vec is not None and b_vec is not None and s.size in (1, groups) and b.size in (1, groups):
+            mean, var = _group_stats(x.reshape(n * groups, -1))
+            inv = 1.0 / np.sqrt(var + np.float32(_epsilon), dtype=np.float32)
+            per_group_scale = np.broadcast_to(s.reshape(-1).astype(np.float32), (groups,))
+            per_group_shift = np.broadcast_to(b.reshape(-1).astype(np.float32), (groups,))
+            table = np.empty((n, c, 3), np.float32)
+            width = c // groups
+            table[:, :, 0] = np.repeat(mean.reshape(n, groups), width, axis=1)
+            table[:, :, 1] = np.repeat((inv.reshape(n, groups) * per_group_scale), width, axis=1) * g_vec
+            table[:, :, 2] = np.repeat(np.broadcast_to(per_group_shift, (n, groups)), width, axis=1) * g_vec + b_vec
+            return table
+    log.debug("GroupNormStats: operands %s not a per-channel GroupNorm; running the original chain", x.shape)
+    return _original(x, target, s, b, gamma, beta)
+
+
+def _original_chain(x, target, s, b, gamma, beta, *, reshape, instance_norm, mul_first, add_first, act):
+    """The unfused GroupNorm (+ SiLU) with the nodes' own kernels."""
+    y = instance_norm(reshape(x, target), s, b)
+    y = y.reshape(x.shape)
+    y = y * gamma if mul_first else gamma * y
+    y = y + beta if add_first else beta + y
+    return silu(np.ascontiguousarray(y)) if act else y
+
+
+def _transform(table: np.ndarray, act: bool):
+    """In-place ``act((v - mean) * scale + shift)`` on a (C, rows, cols) view of one image whose
+    (rows, cols) planes are each contiguous (a band of ``ops.conv``'s padded rows, a pixel block)."""
+    mean, scale, shift = (np.ascontiguousarray(table[:, k, None]) for k in range(3))
+
+    def apply(view: np.ndarray) -> None:
+        flat = view.reshape(view.shape[0], -1)
+        if not np.shares_memory(flat, view):  # cannot happen for the callers' layouts
+            raise ValueError("NormConv: the band view is not channel-planar")
+        flat -= mean
+        flat *= scale
+        flat += shift
+        if act:
+            map_row_blocks(_silu_block, flat, flat)
+
+    return apply
+
+
+def norm_conv(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, table: np.ndarray, /, *, _act: bool,
+              _conv, _attrs: dict, _full_channels: int | None = None) -> np.ndarray:
+    """Conv of the normalised (and SiLU'd) ``x``, with the normalisation applied per band."""
+    if table.ndim == 4:  # GroupNormStats fell back: ``table`` is the activation itself
+        return _conv(table, w, bias, _full_channels=_full_channels)
+    (x32, w32, b32), dtype = float32_operands(x, w, bias)
+    if x32.ndim != 4 or w32.ndim != 4 or _attrs.get("group", 1) != 1 or table.shape[:2] != x32.shape[:2]:
+        return _conv(_materialise(x32, table, _act), w, bias, _full_channels=_full_channels)
+    strides, dilations, pads = conv_ops.spatial_params(w32.shape[2:], x32.shape[2:], _attrs.get("strides"),
+                                                       _attrs.get("dilations"), _attrs.get("pads"),
+                                                       _attrs.get("auto_pad", "NOTSET"))
+    n, c, h, wd = x32.shape
+    m, _, kh, kw = w32.shape
+    ho = (h + pads[0] + pads[2] - (kh - 1) * dilations[0] - 1) // strides[0] + 1
+    wo = (wd + pads[1] + pads[3] - (kw - 1) * dilations[1] - 1) // strides[1] + 1
+    one_by_one = kh == kw == 1 and strides == [1, 1] and not any(pads)
+    if not one_by_one and (ho <= 0 or wo <= 0 or (strides == [1, 1] and kh * kw > 1
+                                                  and c >= conv_ops.NARROW_RATIO * (_full_channels or m))):
+        return _conv(_materialise(x32, table, _act), w, bias, _full_channels=_full_channels)
+    out = buffers.empty((n, m, ho, wo), np.float32)
+    w32 = np.ascontiguousarray(w32)
+    for i in range(n):
+        transform = _transform(table[i], _act)
+        if one_by_one:
+            _pixel_blocks(x32[i].reshape(c, h * wd), w32.reshape(m, c), transform, out[i].reshape(m, h * wd))
+        else:
+            conv_ops._conv_image(x32[i], w32, 1, strides, dilations, pads, (ho, wo), out[i], transform=transform)
+    if b32 is not None:
+        out += b32.reshape(1, m, 1, 1)
+    return out.astype(dtype, copy=False)
+
+
+def _pixel_blocks(x: np.ndarray, w: np.ndarray, transform, out: np.ndarray) -> None:
+    """1x1 conv ``w @ act(norm(x))`` over column blocks of x (C, P): one block normalised at a time."""
+    c, pixels = x.shape
+    step = max(256, PIXEL_BLOCK_BYTES // (4 * c))
+    block = buffers.empty((c, min(step, pixels)), np.float32)
+    for p0 in range(0, pixels, step):
+        p1 = min(pixels, p0 + step)
+        part = block[:, :p1 - p0]
+        part[:] = x[:, p0:p1]
+        transform(part[:, None, :])
+        np.matmul(w, part, out=out[:, p0:p1])
+
+
+def _materialise(x: np.ndarray, table: np.ndarray, act: bool) -> np.ndarray:
+    y = np.array(x, dtype=np.float32, copy=True)
+    for i in range(y.shape[0]):
+        _transform(table[i], act)(y[i].reshape(y.shape[1], 1, -1))
+    return y
+
+
+# ------------------------------------------------------------------------------------------ the pass
+@dataclass
+class _Chain:
+    """The matched nodes, from the first Reshape to the conv (positions in ``nodes``)."""
+
+    reshape: int
+    instance_norm: int
+    reshape_back: int
+    mul: int
+    add: int
+    act: int | None
+    conv: int
+    x: str
+    target: str
+    gamma: str
+    beta: str
+
+
+def _only_input(node: Node, name: str) -> str | None:
+    """The other operand of a binary Mul/Add whose one operand is ``name``."""
+    if node.domain or len(node.inputs) != 2 or name not in node.inputs or node.inputs[0] == node.inputs[1]:
+        return None
+    return node.inputs[1] if node.inputs[0] == name else node.inputs[0]
+
+
+def _known(name: str, nodes: list[Node], producer: dict[str, int], weights: dict[str, WeightRef]):
+    ref = weights.get(name)
+    if ref is not None:
+        return ref.value
+    i = producer.get(name)
+    if i is not None and nodes[i].op_type == "Constant" and not nodes[i].domain:
+        value = nodes[i].attrs.get("value")
+        return value if isinstance(value, np.ndarray) else None
+    return None
+
+
+def _match(conv_index: int, nodes: list[Node], producer: dict[str, int], uses: dict[str, int],
+           outputs: set[str], weights: dict[str, WeightRef]) -> _Chain | None:
+    def single(name: str, op: str) -> int | None:
+        j = producer.get(name)
+        if j is None or uses.get(name) != 1 or name in outputs or nodes[j].op_type != op:
+            return None
+        if op not in ("SiLU",) and nodes[j].domain:
+            return None
+        return j
+
+    conv = nodes[conv_index]
+    if conv.op_type != "Conv" or conv.domain or len(conv.inputs) < 2 or conv.spec is None:
+        return None
+    act = single(conv.inputs[0], "SiLU")
+    add_out = nodes[act].inputs[0] if act is not None else conv.inputs[0]
+    add = single(add_out, "Add")
+    if add is None:
+        return None
+    for mul_out in nodes[add].inputs:
+        mul = single(mul_out, "Mul")
+        if mul is not None:
+            break
+    else:
+        return None
+    beta = _only_input(nodes[add], mul_out)
+    for back_out in nodes[mul].inputs:
+        back = single(back_out, "Reshape")
+        if back is not None:
+            break
+    else:
+        return None
+    gamma = _only_input(nodes[mul], back_out)
+    norm = single(nodes[back].inputs[0], "InstanceNormalization")
+    first = single(nodes[norm].inputs[0], "Reshape") if norm is not None else None
+    if None in (beta, gamma, norm, first) or len(nodes[norm].inputs) != 3:
+        return None
+    x = nodes[first].inputs[0]
+    shape_of = producer.get(nodes[back].inputs[1]) if len(nodes[back].inputs) > 1 else None
+    if (shape_of is None or nodes[shape_of].op_type != "Shape" or nodes[shape_of].inputs[0] != x
+            or nodes[shape_of].attrs.get("start", 0) != 0 or nodes[shape_of].attrs.get("end") is not None):
+        return None
+    target = _known(nodes[first].inputs[1], nodes, producer, weights)  # streamed: checked per run
+    if nodes[first].attrs.get("allowzero", 0) or (target is not None and (
+            target.size != 3 or int(target.reshape(-1)[1]) <= 0 or int(target.reshape(-1)[2]) != -1)):
+        return None
+    return _Chain(first, norm, back, mul, add, act, conv_index, x, nodes[first].inputs[1], gamma, beta)
+
+
+def _fused(chain: _Chain, nodes: list[Node]) -> tuple[Node, Node]:
+    norm, conv = nodes[chain.instance_norm], nodes[chain.conv]
+    mul, add = nodes[chain.mul], nodes[chain.add]
+    original = partial(_original_chain, reshape=partial(nodes[chain.reshape].spec.fn, **nodes[chain.reshape].attrs),
+                       instance_norm=partial(norm.spec.fn, **norm.attrs),
+                       mul_first=mul.inputs[1] == chain.gamma, add_first=add.inputs[1] == chain.beta,
+                       act=chain.act is not None)
+    stats_fn = partial(group_norm_stats, _epsilon=float(norm.attrs.get("epsilon", 1e-5)), _original=original)
+    table = f"{conv.name}/group_norm_table"
+    stats = Node(f"{norm.name}/group_norm_stats", "GroupNormStats", DOMAIN,
+                 [chain.x, chain.target, norm.inputs[1], norm.inputs[2], chain.gamma, chain.beta], [table], {},
+                 OpSpec("GroupNormStats", 1, stats_fn, DOMAIN))
+    conv_fn = partial(norm_conv, _act=chain.act is not None, _conv=partial(conv.spec.fn, **conv.attrs),
+                      _attrs=dict(conv.attrs))
+    bias = conv.inputs[2] if len(conv.inputs) > 2 else ""
+    fused = Node(f"{conv.name}/norm_conv", "NormConv", DOMAIN, [chain.x, conv.inputs[1], bias, table],
+                 list(conv.outputs), {}, OpSpec("NormConv", 1, conv_fn, DOMAIN))
+    return stats, fused
+
+
+def fuse_norm_conv(nodes: list[Node], graph_outputs: set[str], weights: dict[str, WeightRef]
+                   ) -> tuple[list[Node], int]:
+    """``nodes`` with every GroupNorm → [SiLU] → Conv chain as GroupNormStats + NormConv, and the count."""
+    producer = producer_index(nodes)
+    uses = {name: len(readers) for name, readers in consumer_index(nodes).items()}
+    replaced: dict[int, Node] = {}
+    removed: set[int] = set()
+    for i in range(len(nodes)):
+        chain = _match(i, nodes, producer, uses, graph_outputs, weights)
+        if chain is None:
+            continue
+        stats, fused = _fused(chain, nodes)
+        replaced[chain.instance_norm] = stats
+        replaced[chain.conv] = fused
+        removed |= {chain.reshape, chain.reshape_back, chain.mul, chain.add}
+        if chain.act is not None:
+            removed.add(chain.act)
+    if replaced:
+        log.debug("fused %d GroupNorm -> Conv chain(s)", len(replaced) // 2)
+    return rewrite_nodes(nodes, replaced, removed), len(replaced) // 2

@@ -1,0 +1,152 @@
+"""Load-time rewrite: ``Resize(nearest, ×2) → Conv(3×3, pads 1)`` → one ``UpsampleConv`` node.
+
+Every SD VAE decoder and UNet up block ends with this pair. Unfused, the Resize materialises a 4×
+larger activation (256 MB at the VAE's 256×512×512 stage) that only the Conv reads, and the Conv then
+spends 9 multiply-adds per output on it. ``ops.conv.upsample2x_conv3x3`` computes the same numbers as
+four 2×2 convs on the small image (4/9 of the FLOPs, no upsampled tensor).
+
+Fused only when it is exact: Resize (opset ≥ 11) in nearest mode with a coordinate/rounding pair
+that maps output index ``o`` to source ``o // 2`` at scale 2 (``EXACT_MODES``), no ``axes``, a
+``stretch`` aspect policy; its output feeds only input 0 of one Conv and is no graph output; the Conv
+has pads 1 on every side, stride 1, dilation 1 and (where known at load) a 3×3 weight. The scale
+itself is checked at load when it is a constant the graph holds (a Constant node or an inline
+initializer); a streamed initializer (as the dynamo exporter writes) stays an input of the fused node
+and is checked on every run, as is the weight's shape. When a run-time check fails the node runs the
+original Resize and Conv kernels, so the rewrite can never change results, only speed.
+
+Weights stay streamed: the fused node's inputs are the Conv's weight and bias (fetched just before
+it, released after) plus the Resize's small scales/sizes tensor.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+
+import numpy as np
+
+from frame.engine.graph import Node, consumer_index, producer_index, rewrite_nodes
+from frame.engine.io.weights import WeightRef
+from frame.engine.ops.conv import upsample2x_conv3x3
+from frame.engine.ops.registry import OpSpec
+
+log = logging.getLogger(__name__)
+
+DOMAIN = "frame.engine"
+# (coordinate_transformation_mode, nearest_mode) pairs for which a ×2 nearest resize reads source
+# pixel o // 2 for output o (half_pixel: o/2 - 0.25 rounds to o // 2; asymmetric: o/2 floors or, at
+# the .5 ties, rounds down to it; tf_half_pixel_for_nn: o/2 + 0.25 floors to it).
+EXACT_MODES = frozenset({
+    ("asymmetric", "floor"), ("asymmetric", "round_prefer_floor"),
+    ("half_pixel", "round_prefer_floor"), ("half_pixel", "round_prefer_ceil"),
+    ("pytorch_half_pixel", "round_prefer_floor"), ("pytorch_half_pixel", "round_prefer_ceil"),
+    ("tf_half_pixel_for_nn", "floor"),
+})
+
+
+def is_exact_2x(shape: tuple[int, ...], scales: np.ndarray | None, sizes: np.ndarray | None) -> bool:
+    """True if Resize ``scales`` (or, when scales are empty, ``sizes``) double H and W of an NCHW ``shape``."""
+    if len(shape) != 4:
+        return False
+    if scales is not None and scales.size:
+        return scales.shape == (4,) and np.array_equal(scales, [1, 1, 2, 2])
+    n, c, h, w = shape
+    return sizes is not None and sizes.shape == (4,) and np.array_equal(sizes, [n, c, 2 * h, 2 * w])
+
+
+def upsample_conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, scales: np.ndarray | None = None,
+                  sizes: np.ndarray | None = None, /, *, _resize, _conv) -> np.ndarray:
+    """The fused node's kernel: ``upsample2x_conv3x3`` when the run-time operands allow it, else the
+    original kernels (``_resize`` and ``_conv`` are those nodes' kernels with their attributes bound)."""
+    group = _conv.keywords.get("group", 1)
+    if w.ndim == 4 and w.shape[2:] == (3, 3) and is_exact_2x(x.shape, scales, sizes):
+        return upsample2x_conv3x3(x, w, b, group=group)
+    log.debug("UpsampleConv: operands not an exact x2 + 3x3 conv (x %s, w %s), running Resize then Conv",
+              x.shape, w.shape)
+    upsampled = _resize(x, None, scales, sizes)
+    return _conv(upsampled, w, b)
+
+
+def _resize_ok(node: Node) -> bool:
+    attrs = node.attrs
+    if node.op_type != "Resize" or node.domain or node.spec is None or node.spec.since < 11:
+        return False
+    modes = (attrs.get("coordinate_transformation_mode", "half_pixel"), attrs.get("nearest_mode", "round_prefer_floor"))
+    return (attrs.get("mode", "nearest") == "nearest" and modes in EXACT_MODES and attrs.get("axes") is None
+            and attrs.get("keep_aspect_ratio_policy", "stretch") == "stretch")
+
+
+def _conv_ok(node: Node, weights: dict[str, WeightRef]) -> bool:
+    attrs = node.attrs
+    if node.op_type != "Conv" or node.domain or len(node.inputs) < 2:
+        return False
+    ones = (None, [1, 1])
+    ref = weights.get(node.inputs[1])
+    shape_ok = ref is None or (len(ref.shape) == 4 and tuple(ref.shape[2:]) == (3, 3))
+    return (attrs.get("auto_pad", "NOTSET") == "NOTSET" and attrs.get("pads") == [1, 1, 1, 1]
+            and attrs.get("strides") in ones and attrs.get("dilations") in ones
+            and attrs.get("kernel_shape") in (None, [3, 3]) and shape_ok)
+
+
+def _known_value(name: str, nodes: list[Node], producer: dict[str, int], weights: dict[str, WeightRef]
+                 ) -> np.ndarray | None:
+    """The value of a constant the graph holds (Constant node or inline initializer), else None."""
+    ref = weights.get(name)
+    if ref is not None:
+        return ref.value
+    i = producer.get(name)
+    if i is not None and nodes[i].op_type == "Constant" and not nodes[i].domain:
+        value = nodes[i].attrs.get("value")
+        return value if isinstance(value, np.ndarray) else None
+    return None
+
+
+def _scale_ok(resize: Node, nodes: list[Node], producer: dict[str, int], weights: dict[str, WeightRef]) -> bool:
+    """False only if the scales/sizes are load-time constants that are not ×2 on H and W."""
+    names = (resize.inputs + ["", "", ""])[2:4]
+    known = [_known_value(n, nodes, producer, weights) if n else np.zeros(0, np.float32) for n in names]
+    if any(k is None for k in known):
+        return True  # streamed: checked on every run
+    scales, sizes = known
+    if scales.size:
+        return is_exact_2x((1, 1, 1, 1), scales, None)
+    return sizes.shape == (4,)  # sizes depend on the input's shape: checked at run time
+
+
+def _fused_node(resize: Node, conv: Node) -> Node:
+    resize_fn = partial(resize.spec.fn, **resize.attrs)
+    conv_fn = partial(conv.spec.fn, **conv.attrs)
+    spec = OpSpec("UpsampleConv", 1, partial(upsample_conv, _resize=resize_fn, _conv=conv_fn), DOMAIN)
+    extra = (resize.inputs + ["", "", ""])[2:4]
+    bias = conv.inputs[2] if len(conv.inputs) > 2 else ""
+    inputs = [resize.inputs[0], conv.inputs[1], bias, *extra]
+    while inputs and not inputs[-1]:
+        inputs.pop()
+    return Node(f"{conv.name}/upsample_conv", "UpsampleConv", DOMAIN, inputs, list(conv.outputs),
+                {}, spec)
+
+
+def fuse_upsample_conv(nodes: list[Node], graph_outputs: set[str], weights: dict[str, WeightRef]
+                       ) -> tuple[list[Node], int]:
+    """``nodes`` with every qualifying Resize → Conv pair replaced by one UpsampleConv node, and the count."""
+    producer = producer_index(nodes)
+    uses = {name: len(readers) for name, readers in consumer_index(nodes).items()}
+    removed: set[int] = set()
+    replaced: dict[int, Node] = {}
+    for i, conv in enumerate(nodes):
+        if not conv.inputs or not _conv_ok(conv, weights):
+            continue
+        j = producer.get(conv.inputs[0])
+        if j is None or j in removed:
+            continue
+        resize = nodes[j]
+        middle = conv.inputs[0]
+        if (not _resize_ok(resize) or uses.get(middle) != 1 or middle in graph_outputs
+                or len([o for o in resize.outputs if o]) != 1 or not _scale_ok(resize, nodes, producer, weights)):
+            continue
+        replaced[i] = _fused_node(resize, conv)
+        removed.add(j)
+    fused = rewrite_nodes(nodes, replaced, removed)
+    if replaced:
+        log.debug("fused %d Resize -> Conv pair(s)", len(replaced))
+    return fused, len(replaced)

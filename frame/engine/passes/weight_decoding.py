@@ -1,0 +1,331 @@
+"""Load-time rewrite: 8-bit and float16 weights are decoded inside the op that uses them, in blocks.
+
+A uint8 model feeds each weight through ``DequantizeLinear(q, scale, zero_point)`` (``frame model
+convert --weights uint8``, onnxruntime's QDQ weights), an fp16 model through ``Cast(to=FLOAT)``.
+Run as written, either materialises the whole float32 weight before the op: 118 MB for SD 1.5's
+1280×2560×3×3 convs, beside the 30 MB of 8-bit data it came from. Here the op that reads the weight
+(MatMul, Gemm, Conv, ConvTranspose, or the fused UpsampleConv and NormConv) becomes one ``DecodedWeight`` node
+that takes the stored weight, its scale and zero point, and runs the original kernel once per block of
+output channels, each block decoded to float32 just before (``BLOCK_BYTES``, or ``MIN_BLOCK_CHANNELS``
+channels if those are larger). Output channels
+are independent, so the result is the same as the unfused graph's, to float32 rounding; weights
+smaller than one block take a single call, exactly as before.
+
+Also rewired: ``Gather`` reading an fp16 table through ``Cast(to=FLOAT)`` (fp16 token embeddings)
+reads the table itself, so the executor gathers only the prompt's rows instead of widening the
+whole table (the gathered rows are widened instead).
+
+Patterns (after ``graph.compute_in_float32``, which turns every Cast to float16 into one to float):
+``DequantizeLinear(initializer, scale, zp) → [Cast(to=FLOAT)]* → op.weight`` and
+``fp16 initializer → [Cast(to=FLOAT)]* → op.weight``. An fp16 weight is only fused when every use of
+it is fused (the executor then hands it over as float16, see ``WeightRef.keep_float16``); anything
+else stays as exported.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from functools import partial
+
+import numpy as np
+
+from frame.engine.graph import Node, consumer_index, producer_index, rewrite_nodes
+from frame.engine.io.weights import WeightRef
+from frame.engine.ops.registry import OpSpec
+
+log = logging.getLogger(__name__)
+
+DOMAIN = "frame.engine"
+BLOCK_BYTES = 16 << 20
+MIN_BLOCK_CHANNELS = 256
+FLOAT = 1
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a fused op's output channels are: ``weight_axis`` of the weight (blocked), ``output_axis``
+    of the result (filled per block) and input ``bias_input`` (sliced per block, if given).
+    ``blockable`` is False for grouped convs, whose weight is decoded whole."""
+
+    weight_axis: int
+    output_axis: int
+    bias_input: int | None
+    blockable: bool = True
+
+
+def layout_of(node: Node, weight_rank: int | None) -> Layout | None:
+    """The Layout of an op that may take a decoded weight as input 1, else None."""
+    op = node.op_type
+    if node.domain == "" and op == "MatMul":
+        return Layout(1, -1, None) if weight_rank in (None, 2) else None
+    if node.domain == "" and op == "Gemm":
+        return Layout(0 if node.attrs.get("transB", 0) else 1, 1, 2)
+    group = node.attrs.get("group", 1)
+    if node.domain == DOMAIN and op == "UpsampleConv" and node.spec is not None:
+        group = node.spec.fn.keywords["_conv"].keywords.get("group", 1)
+    elif node.domain == DOMAIN and op == "NormConv" and node.spec is not None:
+        group = node.spec.fn.keywords["_attrs"].get("group", 1)
+    elif node.domain != "" or op not in ("Conv", "ConvTranspose"):
+        return None
+    return Layout(1 if op == "ConvTranspose" else 0, 1, 2, blockable=group == 1)
+
+
+def decode_block(q: np.ndarray, scale: np.ndarray | None, zero_point: np.ndarray | None, quant_axis: int,
+                 block_axis: int, start: int, stop: int) -> np.ndarray:
+    """float32 channels ``start:stop`` (along ``block_axis``) of ``(q - zero_point) * scale``, or of
+    the float16 ``q`` widened when ``scale`` is None."""
+    index = [slice(None)] * q.ndim
+    index[block_axis] = slice(start, stop)
+    if scale is None:
+        return q[tuple(index)].astype(np.float32)
+    rank, axis = q.ndim, quant_axis % q.ndim
+
+    def per_channel(values: np.ndarray) -> np.ndarray:
+        if values.size == 1:
+            return values.reshape(()).astype(np.float32)
+        shape = [1] * rank
+        shape[axis] = -1
+        shaped = values.astype(np.float32).reshape(shape)
+        return shaped[tuple(index)] if axis == block_axis % rank else shaped
+
+    step = per_channel(scale)
+    block = np.multiply(q[tuple(index)], step, dtype=np.float32)  # q * scale in one pass, then the offset
+    if zero_point is not None and np.any(zero_point):
+        block -= per_channel(zero_point) * step
+    return block
+
+
+def _channel_blocks(q: np.ndarray, axis: int) -> list[tuple[int, int]]:
+    """Blocks of about BLOCK_BYTES of float32 but at least MIN_BLOCK_CHANNELS channels, equal in size:
+    a GEMM with fewer output rows loses most of its speed to thread synchronisation (measured with
+    two OpenBLAS threads: 160 rows × 11520 × 256 ran at 3 GFLOP/s against 40-50 from 288 rows up)."""
+    channels = q.shape[axis]
+    per_channel = max(1, (q.size // max(channels, 1)) * 4)
+    step = max(1, MIN_BLOCK_CHANNELS, BLOCK_BYTES // per_channel)
+    count = -(-channels // step)
+    step = -(-channels // count)
+    return [(start, min(channels, start + step)) for start in range(0, channels, step)]
+
+
+def _bias_block(bias: np.ndarray | None, start: int, stop: int, channels: int) -> np.ndarray | None:
+    if bias is None or bias.ndim == 0 or bias.shape[-1] != channels:
+        return bias
+    return bias[..., start:stop]
+
+
+class WeightRows:
+    """A stored weight handed to a DecodedWeight op unread: the op reads one block of leading-axis rows
+    (output channels) at a time, so only that block's stored bytes are ever in memory (not the whole
+    59 MB fp16 weight of SDXL's 2560 -> 1280 conv next to its decoded block). See ``stream_weight_rows``."""
+
+    def __init__(self, ref: WeightRef, provider) -> None:
+        self.ref, self.provider = ref, provider
+        self.shape, self.dtype = tuple(ref.shape), ref.dtype
+        self.ndim, self.size = len(self.shape), int(np.prod(self.shape))
+
+    def read(self, start: int, stop: int) -> np.ndarray:
+        get_rows = getattr(self.provider, "get_rows", None)
+        if get_rows is not None:
+            return get_rows(self.ref, np.arange(start, stop))
+        whole = self.provider.get(self.ref)  # a provider without row reads: whole, then sliced
+        try:
+            return np.array(whole[start:stop])
+        finally:
+            self.provider.release(self.ref)
+
+
+def _stored_block(q, scale, zero_point, quant_axis: int, axis: int, start: int, stop: int) -> np.ndarray:
+    """``decode_block`` of channels start:stop, reading them first when ``q`` is WeightRows (axis 0)."""
+    if not isinstance(q, WeightRows):
+        return decode_block(q, scale, zero_point, quant_axis, axis, start, stop)
+    rows = q.read(start, stop)
+
+    def local(values):
+        if values is None or values.size == 1 or quant_axis % q.ndim != 0:
+            return values
+        return values.reshape(-1)[start:stop]
+
+    return decode_block(rows, local(scale), local(zero_point), quant_axis, axis, 0, stop - start)
+
+
+def decoded_weight_op(x: np.ndarray, q: np.ndarray | WeightRows, scale: np.ndarray | None = None,
+                      zero_point: np.ndarray | None = None, /, *rest: np.ndarray | None, _kernel, _layout: Layout,
+                      _quant_axis: int = 1) -> np.ndarray:
+    """The fused node's kernel: ``_kernel(x, weight, *rest)`` computed per block of output channels."""
+    return decoded_weight_items([x], q, scale, zero_point, *rest, _kernel=_kernel, _layout=_layout,
+                                _quant_axis=_quant_axis)[0]
+
+
+def decoded_weight_items(xs: list[np.ndarray], q: np.ndarray | WeightRows, scale: np.ndarray | None = None,
+                         zero_point: np.ndarray | None = None, /, *rest: np.ndarray | None, _kernel,
+                         _layout: Layout, _quant_axis: int = 1) -> list[np.ndarray]:
+    """``decoded_weight_op`` for several data inputs that share the weight (a shared run's items): each
+    block is decoded, and read when ``q`` is WeightRows, once for all of them, so guidance's two passes
+    still read a row-streamed weight once per step."""
+    weight_axis = _layout.weight_axis % q.ndim
+    blocks = _channel_blocks(q, weight_axis) if _layout.blockable else []
+    if len(blocks) <= 1:
+        weight = _stored_block(q, scale, zero_point, _quant_axis, weight_axis, 0, q.shape[weight_axis])
+        return [_kernel(x, weight, *rest) for x in xs]
+    channels = q.shape[weight_axis]
+    outs: list[np.ndarray | None] = [None] * len(xs)
+    bias_at = None if _layout.bias_input is None else _layout.bias_input - 2
+    for start, stop in blocks:
+        weight = _stored_block(q, scale, zero_point, _quant_axis, weight_axis, start, stop)
+        args = list(rest)
+        if bias_at is not None and bias_at < len(args):
+            args[bias_at] = _bias_block(args[bias_at], start, stop, channels)
+        for item, x in enumerate(xs):
+            part = _kernel(x, weight, *args)
+            axis = _layout.output_axis % part.ndim
+            if outs[item] is None:
+                outs[item] = np.empty(part.shape[:axis] + (channels,) + part.shape[axis + 1:], dtype=part.dtype)
+            target = [slice(None)] * part.ndim
+            target[axis] = slice(start, stop)
+            outs[item][tuple(target)] = part
+            del part
+        del weight, args
+    return outs
+
+
+STREAM_ROWS_MIN_BYTES = 4 << 20
+
+
+def stream_weight_rows(steps) -> int:
+    """Mark DecodedWeight steps whose stored weight (≥ STREAM_ROWS_MIN_BYTES, output channels on axis 0,
+    read only by that step) is read block by block (``WeightRows``) instead of whole before the step.
+    Call after ``graph.make_plan`` and before the provider is prepared; returns how many were marked."""
+    marked = 0
+    for step in steps:
+        node = step.node
+        if node.domain != DOMAIN or node.op_type != "DecodedWeight" or node.spec is None:
+            continue
+        layout = node.spec.fn.keywords.get("_layout")
+        ref = next((r for r in step.fetch if r.name == node.inputs[1]), None)
+        if layout is None or not layout.blockable or ref is None or ref.value is not None:
+            continue
+        if (ref.nbytes < STREAM_ROWS_MIN_BYTES or layout.weight_axis % len(ref.shape) != 0
+                or ref not in step.release or node.inputs.count(ref.name) != 1):
+            continue
+        step.fetch.remove(ref)
+        step.release.remove(ref)
+        step.weight_rows = ref
+        marked += 1
+    return marked
+
+
+# ------------------------------------------------------------------------------------------ the pass
+@dataclass
+class _Source:
+    """Where a weight operand really comes from: the stored tensor and, for 8-bit, its DequantizeLinear."""
+
+    stored: str
+    scale: str = ""
+    zero_point: str = ""
+    quant_axis: int = 1
+    float16: bool = False
+
+
+def _trace(name: str, nodes: list[Node], producer: dict[str, int], weights: dict[str, WeightRef],
+           graph_outputs: set[str]) -> _Source | None:
+    """Follow ``name`` back through Cast(to=FLOAT) nodes to a DequantizeLinear of an initializer or to
+    a float16 initializer."""
+    while name not in weights:
+        i = producer.get(name)
+        if i is None or name in graph_outputs:
+            return None
+        node = nodes[i]
+        if node.domain:
+            return None
+        if node.op_type == "Cast" and node.attrs.get("to") == FLOAT:
+            name = node.inputs[0]
+            continue
+        if node.op_type == "DequantizeLinear" and node.inputs[0] in weights and not node.attrs.get("block_size"):
+            inputs = node.inputs + ["", ""]
+            return _Source(node.inputs[0], inputs[1], inputs[2], node.attrs.get("axis", 1))
+        return None
+    ref = weights[name]
+    return _Source(name, float16=True) if ref.dtype == np.float16 else None
+
+
+# Kernels whose choice of algorithm depends on the output channel count: given the whole weight's count,
+# so a block of output channels runs the algorithm the whole conv would (a 1920 -> 640 conv decoded in
+# blocks of 214 channels looked "narrow" and padded its 31 MB input whole, see ops.conv).
+_CHANNEL_AWARE = {("", "Conv"), (DOMAIN, "NormConv")}
+
+
+def _fused(node: Node, source: _Source, layout: Layout, weights: dict[str, WeightRef]) -> Node:
+    attrs = dict(node.attrs)
+    if (node.domain, node.op_type) in _CHANNEL_AWARE and len(weights[source.stored].shape) > 1:
+        attrs["_full_channels"] = weights[source.stored].shape[0]
+    fn = partial(decoded_weight_op, _kernel=partial(node.spec.fn, **attrs), _layout=layout,
+                 _quant_axis=source.quant_axis)
+    spec = OpSpec("DecodedWeight", 1, fn, DOMAIN)
+    inputs = [node.inputs[0], source.stored, source.scale, source.zero_point, *node.inputs[2:]]
+    return Node(f"{node.name}/decoded_weight", "DecodedWeight", DOMAIN, inputs, list(node.outputs),
+                {}, spec)
+
+
+def fuse_weight_decoding(nodes: list[Node], graph_outputs: set[str], weights: dict[str, WeightRef]
+                         ) -> tuple[list[Node], int]:
+    """``nodes`` with every decodable weight operand fused into its op (see the module docstring),
+    and how many ops were fused."""
+    producer = producer_index(nodes)
+    consumers = consumer_index(nodes)
+    replaced: dict[int, Node] = {}
+    fp16_fused: dict[str, set[int]] = {}
+    for i, node in enumerate(nodes):
+        if len(node.inputs) < 2 or not node.inputs[1] or node.spec is None:
+            continue
+        source = _trace(node.inputs[1], nodes, producer, weights, graph_outputs)
+        layout = layout_of(node, len(weights[source.stored].shape)) if source is not None else None
+        if layout is None:
+            continue
+        replaced[i] = _fused(node, source, layout, weights)
+        if source.float16:
+            fp16_fused.setdefault(source.stored, set()).add(i)
+    rewired = _rewire_gathers(nodes, producer, weights, graph_outputs)
+    for name, fused in fp16_fused.items():
+        if _all_uses_fused(name, fused | set(rewired), nodes, consumers):
+            weights[name].keep_float16 = True
+        else:  # another use needs it widened by the executor: leave this weight's ops as exported
+            for i in fused:
+                del replaced[i]
+    replaced.update({i: n for i, n in rewired.items() if i not in replaced})
+    if replaced:
+        log.debug("decoding %d weight(s) inside their ops", len(replaced))
+    return rewrite_nodes(nodes, replaced, set()), len(replaced)
+
+
+def _rewire_gathers(nodes: list[Node], producer: dict[str, int], weights: dict[str, WeightRef],
+                    graph_outputs: set[str]) -> dict[int, Node]:
+    """Gather(Cast(fp16 table)) → Gather(fp16 table): the executor widens only the gathered rows."""
+    rewired: dict[int, Node] = {}
+    for i, node in enumerate(nodes):
+        if node.op_type != "Gather" or node.domain or not node.inputs or node.inputs[0] in weights:
+            continue
+        source = _trace(node.inputs[0], nodes, producer, weights, graph_outputs)
+        if source is not None and source.float16:
+            spec = OpSpec("Gather", node.spec.since, partial(_widened, _kernel=node.spec.fn), "")
+            rewired[i] = Node(node.name, node.op_type, node.domain, [source.stored, *node.inputs[1:]],
+                              list(node.outputs), node.attrs, spec)
+    return rewired
+
+
+def _widened(table: np.ndarray, *args, _kernel, **attrs) -> np.ndarray:
+    """A rewired Gather run by its kernel (when the executor cannot read just the rows): float32 out."""
+    result = _kernel(table, *args, **attrs)
+    return result.astype(np.float32) if result.dtype == np.float16 else result
+
+
+def _all_uses_fused(name: str, fused: set[int], nodes: list[Node], consumers: dict[str, list[int]]) -> bool:
+    """True if every path from weight ``name`` through Cast nodes ends in a fused (or rewired) node."""
+    for i in consumers.get(name, []):
+        if i in fused:
+            continue
+        node = nodes[i]
+        if node.op_type != "Cast" or node.domain or not all(
+                _all_uses_fused(out, fused, nodes, consumers) for out in node.outputs if out):
+            return False
+    return True

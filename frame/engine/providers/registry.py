@@ -1,0 +1,64 @@
+"""The weights-provider table: each provider class registers the name ``load_model(weights=...)`` takes.
+
+``@register_provider("prefetch", url_variant="http")`` on the class fills ``PROVIDERS`` when its module
+is imported (``frame.engine.providers`` imports them all). ``make_provider`` and the CLI's ``--weights``
+choices read the table. The engine stays free of the configuration: the owner's names (``model.weights``
+in the schema, plus "auto") are tied to this table by ``tests/engine/test_provider_registry.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+from frame.engine.providers.base import WeightsProvider
+from frame.errors import UsageError, unknown_choice
+
+P = TypeVar("P", bound=type)
+
+PROVIDERS: dict[str, type] = {}
+# name → the provider used instead when the model source is an http(s) URL
+URL_VARIANTS: dict[str, str] = {}
+URL_ONLY: set[str] = set()
+
+
+def register_provider(name: str, *, url_variant: str | None = None, url_only: bool = False
+                      ) -> Callable[[P], P]:
+    """Class decorator: ``name`` builds this provider (``cls()``). ``url_variant``: the provider that
+    stands in for it over a URL; ``url_only``: the provider needs an http(s) source."""
+    if name in PROVIDERS:
+        raise ValueError(f"weights provider {name!r} registered twice")
+
+    def decorate(cls: P) -> P:
+        PROVIDERS[name] = cls
+        if url_variant:
+            URL_VARIANTS[name] = url_variant
+        if url_only:
+            URL_ONLY.add(name)
+        return cls
+
+    return decorate
+
+
+def provider_names() -> tuple[str, ...]:
+    return tuple(PROVIDERS)
+
+
+def make_provider(weights: str | WeightsProvider, source_is_url: bool) -> WeightsProvider:
+    """A provider for ``load_model(weights=...)``: a registered name or a provider object.
+
+    Over a URL a name with a URL variant builds that variant instead ("prefetch", the default, means
+    the ``HttpPrefetch`` provider there, whose budget and retries suit a network).
+    """
+    if not isinstance(weights, str):
+        missing = [m for m in ("prepare", "get", "release") if not callable(getattr(weights, m, None))]
+        if missing:
+            raise UsageError(f"weights provider {type(weights).__name__} lacks method(s): {', '.join(missing)}")
+        return weights
+    if weights not in PROVIDERS:
+        raise unknown_choice("weights provider", weights, provider_names())
+    if weights in URL_ONLY and not source_is_url:
+        raise UsageError(f"weights={weights!r} needs an http(s) URL as the model source")
+    if source_is_url:
+        weights = URL_VARIANTS.get(weights, weights)
+    return PROVIDERS[weights]()

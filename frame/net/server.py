@@ -1,0 +1,79 @@
+"""Serving the Flask app with waitress (a production WSGI server, pure Python, no C build on the Pi) in
+a background thread of the daemon, on ``web.listen``."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from waitress.server import create_server
+
+from frame.errors import FrameError
+
+log = logging.getLogger(__name__)
+
+# How long waitress's socket loop sleeps in select() when nothing happens. waitress reads this setting
+# as an int: 0.5 became 0, a zero-timeout poll that kept one core busy forever. 1 s also bounds how
+# long close() waits for the loop to notice.
+LOOP_TIMEOUT_SECONDS = 1
+# Request headers are kept in memory while they arrive; browsers and the CLI send well under this.
+MAX_HEADER_BYTES = 32 * 1024
+RECV_SLACK = 64 * 1024
+
+
+def split_listen(listen: str) -> tuple[str, int]:
+    host, _, port = listen.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+class HttpServer:
+    """A waitress server running in a daemon thread; ``close()`` stops it.
+
+    Request bodies are capped at the server, before any application code, authentication included,
+    sees them: ``max_body`` defaults to the Flask app's ``MAX_CONTENT_LENGTH``. A larger declared
+    ``Content-Length`` is answered 413 from the headers alone, a chunked body is cut off when it passes
+    the cap, and every accepted body fits waitress's in-memory buffer, so no client can make the frame
+    write request bodies to its SD card (waitress otherwise spools up to 1 GiB per request to /tmp).
+    """
+
+    def __init__(self, app: Any, listen: str, threads: int = 4, max_body: int | None = None,
+                 announce: str = "API listening on http://%s:%d/api/status") -> None:
+        if max_body is None:
+            max_body = int(getattr(app, "config", {}).get("MAX_CONTENT_LENGTH") or 64 * 1024)
+        host, port = split_listen(listen)
+        try:
+            # waitress refuses bodies of max_request_body_size bytes or more, so +1 admits max_body.
+            # A chunked body is checked after each socket read (recv_bytes, 8 KiB), so it can overshoot
+            # the cap by one read: the in-memory limit (inbuf_overflow) leaves room for that.
+            self._server = create_server(app, host=host, port=port, threads=threads, ident="frame",
+                                         asyncore_loop_timeout=LOOP_TIMEOUT_SECONDS,
+                                         max_request_body_size=max_body + 1, inbuf_overflow=max_body + RECV_SLACK,
+                                         max_request_header_size=MAX_HEADER_BYTES,
+                                         clear_untrusted_proxy_headers=True)
+        except OSError as exc:
+            raise FrameError(f"cannot listen on {listen} (web.listen): {exc.strerror or exc}") from exc
+        self._closing = False
+        self._announce = announce
+        self._thread = threading.Thread(target=self._serve, name="http", daemon=True)
+
+    def _serve(self) -> None:
+        try:
+            self._server.run()
+        except OSError:
+            if not self._closing:  # a select() on the sockets close() just closed is expected
+                raise
+
+    @property
+    def port(self) -> int:
+        return int(self._server.effective_port)
+
+    def start(self) -> None:
+        self._thread.start()
+        log.info(self._announce, self._server.effective_host, self.port)
+
+    def close(self, timeout: float = 2.0) -> None:
+        self._closing = True
+        self._server.close()
+        self._server.task_dispatcher.shutdown(timeout=timeout)
+        self._thread.join(timeout=timeout)

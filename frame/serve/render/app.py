@@ -1,0 +1,185 @@
+"""The Flask app of ``frame serve-render``: AUTOMATIC1111's API subset on frame's pipeline.
+
+Routes (JSON as A1111 serves it, so A1111 clients work too): ``POST /sdapi/v1/txt2img`` and
+``/sdapi/v1/img2img``, ``GET /sdapi/v1/progress``, ``GET /sdapi/v1/sd-models``, ``GET /sdapi/v1/options``.
+
+img2img takes A1111's ``init_images`` (the first is painted from), ``denoising_strength`` (default
+0.75) and ``resize_mode`` (see ``serve.img2img``) besides txt2img's fields, and runs
+``Pipeline.generate(init_image=..., strength=...)``: the picture is fitted to ``width`` x ``height`` as
+the frame's own image-to-image does, so a frame's picture sent back with the same seed paints exactly
+what the frame would paint itself. A model without ``vae_encoder/model.onnx`` (OnnxStream folders, some
+exports) answers img2img with 422 saying so. Both kinds wait in the same queue, one job at a time.
+
+Every route needs the token: ``Authorization: Bearer TOKEN``, or HTTP basic auth with the token as
+password (any user name), for clients that only know A1111's ``--api-auth``. Ten wrong tokens from one
+address within five minutes lock it out for the rest of the window (429), as on the frame's own API.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+import json
+import logging
+import secrets
+from typing import TYPE_CHECKING, Any
+
+from flask import Flask, jsonify, request
+
+import frame
+from frame.diffusion.pngmeta import png_bytes
+from frame.diffusion.samplers.registry import SAMPLERS, a1111_names, frame_name
+from frame.errors import UsageError
+from frame.net.ratelimit import FailureLimiter
+from frame.remote.a1111 import a1111_sampler
+from frame.serve.render import img2img as init_fields
+from frame.serve.render.jobs import QueueFull, RenderQueue, RenderRequest
+
+if TYPE_CHECKING:
+    from frame.diffusion.pipeline import Settings
+
+log = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 48 << 20  # txt2img: a few hundred bytes; img2img: a base64 photo (a 12 MP JPEG ~ 8 MB)
+MAX_STEPS = 150           # AUTOMATIC1111's own slider limit
+MAX_PIXELS = 2048 * 2048
+
+
+class BadRequest(Exception):
+    """A request frame cannot paint; answered 422 with ``detail`` as A1111/FastAPI do."""
+
+
+def create_app(pipe: Any, jobs: RenderQueue, token: str, model_name: str) -> Flask:
+    app = Flask("frame.serve.render")
+    app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
+    limiter = FailureLimiter()
+
+    @app.before_request
+    def authenticate() -> Any:
+        address = request.remote_addr or "?"
+        if limiter.blocked(address):
+            return jsonify(detail="too many wrong tokens; try again later"), 429, {
+                "Retry-After": str(limiter.retry_after(address))}
+        if not _token_matches(request.headers.get("Authorization", ""), token):
+            limiter.failed(address)
+            return jsonify(detail="Not authenticated"), 401, {"WWW-Authenticate": 'Basic realm="frame"'}
+        limiter.succeeded(address)
+        return None
+
+    @app.get("/sdapi/v1/sd-models")
+    def sd_models() -> Any:
+        return jsonify([{"title": model_name, "model_name": model_name, "hash": None, "sha256": None,
+                         "filename": model_name, "config": None}])
+
+    @app.get("/sdapi/v1/options")
+    def options() -> Any:
+        return jsonify(sd_model_checkpoint=model_name)
+
+    @app.get("/sdapi/v1/progress")
+    def progress() -> Any:
+        skip = request.args.get("skip_current_image", "false").lower() in ("1", "true", "yes")
+        return jsonify(jobs.progress(with_image=not skip))
+
+    def paint(body: Any, init: bool) -> Any:
+        try:
+            request_ = _img2img_request(pipe, body) if init else RenderRequest(_settings(pipe, body))
+            future = jobs.submit(request_)
+        except BadRequest as exc:
+            return jsonify(error="ValidationError", detail=str(exc)), 422
+        except QueueFull as exc:
+            return jsonify(error="Busy", detail=str(exc)), 503, {"Retry-After": "60"}
+        try:
+            image = future.result()
+        except Exception as exc:  # noqa: BLE001 - the server's error, in A1111's error shape
+            return jsonify(error=type(exc).__name__, detail=str(exc)), 500
+        return jsonify(_answer(pipe, request_.settings, image, body, model_name))
+
+    @app.post("/sdapi/v1/txt2img")
+    def txt2img() -> Any:
+        return paint(request.get_json(silent=True), init=False)
+
+    @app.post("/sdapi/v1/img2img")
+    def img2img() -> Any:
+        return paint(request.get_json(silent=True), init=True)
+
+    return app
+
+
+def _token_matches(header: str, token: str) -> bool:
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() == "basic":
+        try:
+            value = base64.b64decode(value.strip(), validate=True).decode("latin-1").partition(":")[2]
+        except (binascii.Error, ValueError):
+            return False
+    elif scheme.lower() != "bearer":
+        return False
+    return hmac.compare_digest(value.strip().encode("latin-1", "replace"), token.encode("latin-1"))
+
+
+def _img2img_request(pipe: Any, body: Any) -> RenderRequest:
+    """An img2img request checked field by field (``serve.img2img``), the model's encoder included."""
+    if not isinstance(body, dict):
+        raise BadRequest("the body must be a JSON object")
+    try:
+        pipe.vae_encoder_source()  # first: no other field can make up for a model without an encoder
+    except UsageError as exc:
+        raise BadRequest(f"init_images: this server's model cannot start from a picture: {exc}") from None
+    try:
+        strength = init_fields.denoising_strength(body)
+        picture = init_fields.init_image(body)
+        settings = _settings(pipe, body, strength)
+        init_fields.check_steps(settings.steps, strength)
+        picture = init_fields.resized(picture, body, settings.width, settings.height)
+    except init_fields.FieldError as exc:
+        raise BadRequest(str(exc)) from None
+    return RenderRequest(settings, picture)
+
+
+def _settings(pipe: Any, body: Any, strength: float | None = None) -> Any:
+    """The request's values, checked, as the pipeline's resolved ``Settings``; BadRequest names a bad one."""
+    if not isinstance(body, dict):
+        raise BadRequest("the body must be a JSON object")
+    for key in ("batch_size", "n_iter"):
+        if body.get(key, 1) not in (1, None):
+            raise BadRequest(f"{key} must be 1: frame paints one picture per request")
+    sampler = body.get("sampler_name") or body.get("sampler_index")
+    if sampler is not None:
+        sampler = frame_name(sampler) or sampler
+        if sampler not in SAMPLERS:
+            raise BadRequest(f"sampler_name: unknown sampler {body.get('sampler_name')!r} (known: "
+                             f"{', '.join(a1111_names().values())})")
+    seed = body.get("seed", -1)
+    if seed is None or seed == -1:
+        seed = secrets.randbelow(2**32)
+    steps, width, height = body.get("steps"), body.get("width"), body.get("height")
+    if isinstance(steps, int) and steps > MAX_STEPS:
+        raise BadRequest(f"steps: at most {MAX_STEPS}, got {steps}")
+    if isinstance(width, int) and isinstance(height, int) and width * height > MAX_PIXELS:
+        raise BadRequest(f"width x height: at most {MAX_PIXELS} pixels, got {width}x{height}")
+    try:
+        return pipe.settings(str(body.get("prompt", "")), str(body.get("negative_prompt", "")), steps,
+                             body.get("cfg_scale"), sampler, seed, width, height, strength)
+    except (UsageError, TypeError, ValueError) as exc:
+        raise BadRequest(str(exc)) from None
+
+
+def _answer(pipe: Any, settings: Settings, image: Any, body: dict, model_name: str) -> dict[str, Any]:
+    """A1111's answer: the PNG (with its parameters chunk), the request echoed (without the init
+    images unless ``include_init_images``, as A1111), ``info`` as JSON text."""
+    params = pipe.parameters(settings)
+    infotext = image.info.get("parameters") or params.to_text()
+    info = {
+        "prompt": params.prompt, "all_prompts": [params.prompt], "negative_prompt": params.negative_prompt,
+        "all_negative_prompts": [params.negative_prompt], "seed": params.seed, "all_seeds": [params.seed],
+        "subseed": -1, "all_subseeds": [-1], "subseed_strength": 0, "width": params.width, "height": params.height,
+        "sampler_name": a1111_sampler(params.sampler), "cfg_scale": params.guidance, "steps": params.steps,
+        "batch_size": 1, "sd_model_name": model_name, "sd_model_hash": None,
+        "denoising_strength": settings.strength,
+        "index_of_first_image": 0, "infotexts": [infotext], "version": f"frame {frame.__version__}",
+    }
+    encoded = base64.b64encode(png_bytes(image, infotext)).decode("ascii")
+    if "init_images" in body and not body.get("include_init_images"):
+        body = {**body, "init_images": None}
+    return {"images": [encoded], "parameters": body, "info": json.dumps(info)}

@@ -1,0 +1,147 @@
+"""Which engine runs the served pipeline: onnxruntime (``pip install 'frame[desktop]'``) or frame's own.
+
+On a desktop the memory that frame's streaming engine saves does not matter and onnxruntime's kernels
+are faster, so "auto" takes onnxruntime when it is installed and the model is a local diffusers ONNX
+export; frame's engine otherwise (OnnxStream folders, http(s) sources, no onnxruntime). Frame's engine
+gives exactly the picture a frame paints on its own; onnxruntime's differs in the last bits.
+
+img2img's VAE encoder loads through the same loader. An encoder exported with ``latent_dist.sample()``
+traced (optimum < 1.23, diffusers' conversion script, the demo model) draws its posterior noise with
+a RandomNormalLike node; onnxruntime would draw it from its own generator, which the request's seed
+does not reach, so the picture would not be the one the frame paints with that seed (PSNR 20.5 dB from
+it on the demo model, against > 40 dB with the seeded draw). Such a graph (the encoder runs once per picture, before the
+UNet's steps) is loaded on frame's engine, which hands that op frame's seeded draw
+(``vae_encode``); an encoder with ``latent_parameters`` output (optimum >= 1.23) runs on onnxruntime.
+
+``OrtModel`` wraps an ``InferenceSession`` in the interface the pipeline uses from frame's ``Model``:
+``inputs``/``outputs`` (``TensorInfo``), ``run(feeds, progress)``, ``override_input_shape`` and
+``close``.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib.util
+import logging
+import os
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import onnx
+
+from frame.diffusion import load_pipeline
+from frame.diffusion.pipeline import engine_loader
+from frame.diffusion.vae_encode import RANDOM_OPS
+from frame.engine.model import TensorInfo
+from frame.errors import UsageError
+
+if TYPE_CHECKING:
+    from frame.config.schema import ModelConfig
+
+log = logging.getLogger(__name__)
+ENGINES = ("auto", "frame", "onnxruntime")
+_ORT_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64,
+              "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(int8)": np.int8,
+              "tensor(uint8)": np.uint8, "tensor(bool)": np.bool_}
+ORT_VAE_TILE = 128  # latent pixels
+_SKIPPED_PROVIDERS = {"TensorrtExecutionProvider"}  # needs TensorRT libraries and long engine builds
+
+
+def onnxruntime_installed() -> bool:
+    return importlib.util.find_spec("onnxruntime") is not None
+
+
+class OrtModel:
+    """An onnxruntime session that looks like a frame ``Model`` to the diffusion pipeline."""
+
+    def __init__(self, path: str) -> None:
+        import onnxruntime as ort
+
+        providers = [p for p in ort.get_available_providers() if p not in _SKIPPED_PROVIDERS]
+        self.session = ort.InferenceSession(path, providers=providers)
+        self.inputs = [_info(i) for i in self.session.get_inputs()]
+        self.outputs = [_info(o) for o in self.session.get_outputs()]
+
+    def run(self, feeds: Mapping[str, np.ndarray], progress: Callable[[float], None] | None = None
+            ) -> dict[str, np.ndarray]:
+        declared = {i.name: i.dtype for i in self.inputs}
+        arrays = {name: np.asarray(value).astype(declared.get(name) or np.asarray(value).dtype, copy=False)
+                  for name, value in feeds.items()}
+        results = self.session.run(None, arrays)
+        if progress is not None:
+            progress(1.0)  # onnxruntime reports nothing in between
+        return {o.name: value for o, value in zip(self.outputs, results)}
+
+    def override_input_shape(self, name: str, shape: tuple[int | str | None, ...]) -> None:
+        for index, info in enumerate(self.inputs):
+            if info.name == name:
+                self.inputs[index] = TensorInfo(name, info.dtype, tuple(shape))
+                return
+        raise UsageError(f"the model has no input {name!r}")
+
+    def close(self) -> None:
+        self.session = None
+        gc.collect()
+
+
+def _info(node: Any) -> TensorInfo:
+    dtype = _ORT_TYPES.get(node.type)
+    shape = tuple(d if isinstance(d, (int, str)) else None for d in node.shape) if node.shape is not None else None
+    return TensorInfo(node.name, np.dtype(dtype) if dtype is not None else None, shape)
+
+
+def ort_loader(source: Any) -> OrtModel:
+    if not isinstance(source, (str, os.PathLike)) or "://" in str(source) or not os.path.isfile(source):
+        raise UsageError(f"onnxruntime runs local .onnx files only, not {source!r}: use --engine frame")
+    return OrtModel(str(source))
+
+
+def draws_noise(path: str) -> bool:
+    """True when the graph at ``path`` has a random op (weights are not read: external data stays out)."""
+
+    graph = onnx.load(path, load_external_data=False).graph
+    return any(node.op_type in RANDOM_OPS for node in graph.node)
+
+
+def ort_loader_with_seeded_encoder(frame_loader: Callable[[str], Any]) -> Callable[[Any], Any]:
+    """``ort_loader``, except a VAE encoder that draws its own noise loads on ``frame_loader`` (module doc)."""
+
+    def load(source: Any) -> Any:
+        path = str(source)
+        if os.path.basename(os.path.dirname(path)) == "vae_encoder" and os.path.isfile(path) and draws_noise(path):
+            log.info("vae_encoder draws its own posterior noise: running it on frame's engine (seeded)")
+            return frame_loader(path)
+        return ort_loader(source)
+
+    return load
+
+
+def choose_engine(engine: str, source: str) -> str:
+    """"frame" or "onnxruntime" for ``--engine`` ``engine`` and the model ``source``."""
+    if engine not in ENGINES:
+        raise UsageError(f"unknown engine {engine!r} (choose from {', '.join(ENGINES)})")
+    local_export = "://" not in source and os.path.isfile(os.path.join(os.path.expanduser(source),
+                                                                       "model_index.json"))
+    if engine == "onnxruntime":
+        if not onnxruntime_installed():
+            raise UsageError("onnxruntime is not installed: pip install 'frame[desktop]' (or use --engine frame)")
+        if not local_export:
+            raise UsageError(f"onnxruntime needs a local diffusers ONNX export folder, not {source}")
+        return "onnxruntime"
+    if engine == "auto" and onnxruntime_installed() and local_export:
+        return "onnxruntime"
+    return "frame"
+
+
+def load_served_pipeline(source: str, engine: str, config_model: ModelConfig) -> tuple[Any, str]:
+    """The pipeline for ``source`` on the chosen engine, and that engine's name."""
+
+    chosen = choose_engine(engine, source)
+    frame_loader = engine_loader(config_model.weights, config_model.attention_slices)
+    loader = ort_loader_with_seeded_encoder(frame_loader) if chosen == "onnxruntime" else frame_loader
+    # onnxruntime on a desktop has the memory to decode up to 1024 px in one piece (faster, no seams)
+    vae_tile = max(config_model.vae_tile, ORT_VAE_TILE) if chosen == "onnxruntime" else config_model.vae_tile
+    pipe = load_pipeline(source, cache_dir=config_model.cache_dir or None, vae_tile=vae_tile,
+                         vae_tile_overlap=config_model.vae_tile_overlap, loader=loader)
+    return pipe, chosen

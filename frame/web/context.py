@@ -1,0 +1,70 @@
+"""What the phone pages share (``WebContext``): configuration, store, the daemon's live status and the
+login bookkeeping. Its own module so the route modules (``views``, ``images``) and the blueprint that
+registers them (``blueprint``) need not import each other."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from flask import session
+
+from frame.config import Config
+from frame.daemon.http.token import ensure_token
+from frame.errors import FrameError
+from frame.web import auth
+from frame.web.sessions import SESSIONS_FILE, SessionRegistry
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class WebContext:
+    """What the views share: configuration, store, the daemon's live status and login bookkeeping."""
+
+    config: Config
+    store: Any
+    state_dir: Path
+    status: Callable[[], dict] | None = None
+    config_path: Path | None = None
+    token: str | None = None
+    controller: Any = None
+    limiter: auth.LoginLimiter = field(default_factory=auth.LoginLimiter)
+    sessions: SessionRegistry | None = None  # created with the app (it needs the final state dir)
+
+    def adopt(self, shared: dict[str, Any]) -> None:
+        """Take the daemon's shared objects (``app.extensions["frame"]``): token, controller, state dir
+        and the failed-token limiter the API counts into too."""
+        self.token = shared.get("token") or self.token
+        self.controller = shared.get("controller") or self.controller
+        self.limiter = shared.get("limiter") or self.limiter
+        if shared.get("state_dir"):
+            self.state_dir = Path(shared["state_dir"])
+        if self.status is None and self.controller is not None:
+            self.status = self.controller.status
+
+    def owner_token(self) -> str:
+        if self.token:
+            return self.token
+        return ensure_token(self.config.web.token, self.state_dir)
+
+    def session_registry(self) -> SessionRegistry:
+        if self.sessions is None:
+            self.sessions = SessionRegistry(self.state_dir / SESSIONS_FILE)
+        return self.sessions
+
+    def logged_in(self) -> bool:
+        """The session was opened by a login that has not been logged out (here or everywhere) and
+        was made with the current owner token."""
+        remembered = session.get("owner")
+        if not remembered or not self.session_registry().valid(session.get("sid")):
+            return False
+        try:
+            expected = auth.fingerprint(self.owner_token())
+        except FrameError as exc:  # e.g. a token file others can read: nobody is logged in until fixed
+            log.warning("web: no usable owner token: %s", exc)
+            return False
+        return auth.tokens_match(remembered, expected)

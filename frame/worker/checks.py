@@ -1,0 +1,77 @@
+"""Can the worker use this configuration? Checks that need more than the schema: names known to other
+parts (panels, palettes), files that must exist, and the rules the configured model imposes on the
+``model`` section (``model_rules``). They live with the worker, above display and diffusion, so that
+``frame.config`` stays at the bottom of the layers.
+
+Kept out of ``load_config`` so the daemon's start-up stays cheap; ``frame config check`` runs them
+together with the schema checks (``check_config``), so one run reports every problem with its line.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from frame.config.loader import validate
+from frame.config.redact import redact_text
+from frame.config.schema import Config
+from frame.config.validate import Path as KeyPath
+from frame.config.validate import did_you_mean, format_path
+from frame.display import palette_names, panel_names
+from frame.errors import ConfigError, FrameError
+from frame.models import resolve_model_source
+from frame.worker.model_rules import model_findings
+
+
+def _suggestion(value: str, known: list[str]) -> str:
+    return did_you_mean(value, known) or f" (known: {', '.join(known)})"
+
+
+def deep_problems(config: Config) -> list[tuple[KeyPath, str]]:
+    """``(key path, message)`` for each value the schema accepts but the rest of frame cannot use."""
+
+    problems: list[tuple[KeyPath, str]] = []
+    source = resolve_model_source(config.model.source)
+    if "://" not in source and not (Path(source).expanduser() / "model_index.json").is_file():
+        problems.extend((("model", "source"), message) for message in _onnxstream_problems(source))
+    if config.render.backend == "remote" and not config.render.remote.url:
+        problems.append((("render", "remote", "url"), "is empty, but render.backend is remote: set the render "
+                         "server's URL (e.g. http://192.168.1.20:7860) or set render.backend: local"))
+    problems.extend((("model", f.key), f.message) for f in model_findings(config) if not f.warning)
+    panels = list(panel_names())
+    if config.display.panel not in panels:
+        problems.append((("display", "panel"), f"unknown panel {config.display.panel!r}"
+                         + _suggestion(config.display.panel, panels)))
+    palettes = list(palette_names())
+    if config.display.palette not in palettes:
+        problems.append((("display", "palette"), f"unknown palette {config.display.palette!r}"
+                         + _suggestion(config.display.palette, palettes)))
+    return problems
+
+
+def _onnxstream_problems(source: str) -> list[str]:
+    """No model_index.json: fine if it is an OnnxStream folder frame can run, else say what is missing."""
+    from frame.diffusion.onnxstream_layout import OnnxStreamFiles, is_onnxstream_folder
+
+    if not is_onnxstream_folder(source):
+        return [f"{source} is neither a diffusers ONNX export folder (no model_index.json there) nor an "
+                "OnnxStream model folder (tokenizer/vocab.txt or sdxl_tokenizer/vocab.txt plus model.txt folders)"]
+    try:
+        OnnxStreamFiles(source).model_info()
+    except FrameError as exc:
+        return [str(exc)]
+    return []
+
+
+def check_config(path: str | os.PathLike | None = None, environ: Mapping[str, str] | None = None) -> Config:
+    """``load_config`` plus the checks that need other parts (panel names, the model folder), all
+    reported together, each with its line; what ``frame config check`` runs."""
+    config, problems, source = validate(path, environ)
+    reported = {line.split(":", 1)[0] for line in problems.lines}
+    for key_path, message in deep_problems(config):
+        if format_path(key_path) not in reported:  # a value the schema rejected was replaced by its default
+            problems.add(key_path, redact_text(message))  # they may quote a URL with its credentials
+    if problems.lines:
+        raise ConfigError(problems.lines, source)
+    return config

@@ -1,0 +1,506 @@
+"""What the daemon and the worker processes exchange, as frozen records: the job (``job.json``), the
+theme choice (``choice.json``), the generation settings (``generation.json``), the worker's events
+on stdout and the results they carry, and the exit codes.
+
+Each record's ``to_json`` writes exactly the keys frame 0.1 wrote and ``from_json`` reads them back —
+a missing optional key (a file from 0.1) takes its default and an unknown one (a file from a later
+version) is ignored — so a job folder left by an older daemon resumes under this code
+(``tests/worker/test_formats.py``). The taste explanation (``Why.details``) and the picture's stored
+"why" are open mappings on purpose: the picker writes its own explanation and older pictures hold
+other shapes.
+
+The daemon imports this module, so it stays standard-library only.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from frame.statefile import read_json, write_json
+
+EXIT_PERMANENT = 3  # a missing part, a bad model: restarting cannot help
+EXIT_STOPPED = 143  # SIGTERM: the job resumes from its last checkpoint
+
+StepName = Literal["job", "choose", "load model", "generate", "prepare", "show", "store", "info screen", "render"]
+RenderKind = Literal["night", "now"]
+JobKind = Literal["render", "show"]
+# display.care's SHOWN / UNCHANGED / TOO_SOON, declared here because display imports Pillow and the
+# daemon imports this module (tests/worker/test_records.py ties the two).
+PanelStatus = Literal["shown", "unchanged", "too-soon"]
+
+
+def _optional_path(value: Any) -> Path | None:
+    return Path(value) if value else None
+
+
+def _text(value: Path | None) -> str | None:
+    return str(value) if value is not None else None
+
+
+# the job ----------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class JobCandidate:
+    """One candidate for tonight's theme (``job.candidates[i]``): a theme × style combination
+    (``origin`` "theme") or a feed prompt (``origin`` "feed:<name>", with its item id)."""
+
+    prompt: str
+    theme: str
+    style: str
+    weight: float
+    origin: str
+    negative_prompt: str | None = None  # feed items only (0.1 wrote no key for theme combinations)
+    feed_item_id: int | None = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> JobCandidate:
+        return cls(prompt=data["prompt"], theme=data.get("theme") or "", style=data.get("style") or "",
+                   weight=float(data.get("weight", 1.0)), origin=data.get("origin") or "theme",
+                   negative_prompt=data.get("negative_prompt"), feed_item_id=data.get("feed_item_id"))
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"prompt": self.prompt, "theme": self.theme, "style": self.style,
+                                "weight": self.weight, "origin": self.origin}
+        if self.negative_prompt is not None:
+            data["negative_prompt"] = self.negative_prompt
+        if self.feed_item_id is not None:
+            data["feed_item_id"] = self.feed_item_id
+        return data
+
+
+@dataclass(frozen=True)
+class RatedPicture:
+    """A rated picture for the taste model (``job.history[i]``); the taste ``Candidate`` it was made
+    from is nested under ``why`` as the store keeps it."""
+
+    id: int
+    prompt: str
+    theme: str | None
+    style: str | None
+    origin: str | None
+    rating_kind: Literal["thumb", "stars"]
+    rating_value: int
+    candidate: Mapping[str, Any] | None = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RatedPicture:
+        why = data.get("why") if isinstance(data.get("why"), Mapping) else {}
+        return cls(id=data["id"], prompt=data["prompt"], theme=data.get("theme"), style=data.get("style"),
+                   origin=data.get("origin"), rating_kind=data["rating_kind"], rating_value=data["rating_value"],
+                   candidate=why.get("candidate"))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "prompt": self.prompt, "theme": self.theme, "style": self.style,
+                "origin": self.origin, "rating_kind": self.rating_kind, "rating_value": self.rating_value,
+                "why": {"candidate": self.candidate}}
+
+
+@dataclass(frozen=True)
+class Why:
+    """Why tonight's picture was chosen: the method ("queue", "taste (model|explore|variety)"), the
+    owner-facing sentence and the rest as written (the picker's ``Choice.to_dict()``: candidate,
+    mode, score, reason, explanation; ``plot``/``plot_note``; ``painted``/``remote_fallback``)."""
+
+    method: str
+    sentence: str
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def plot(self) -> str | None:
+        """The explanation plot's file name in the job folder, if one was drawn."""
+        plot = self.details.get("plot")
+        return plot if isinstance(plot, str) and plot else None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> Why:
+        data = dict(data or {})
+        return cls(method=str(data.pop("method", "") or ""), sentence=str(data.pop("sentence", "") or ""),
+                   details=data)
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.details, "sentence": self.sentence, "method": self.method}
+
+    def with_details(self, **extra: Any) -> Why:
+        return Why(self.method, self.sentence, {**self.details, **extra})
+
+
+@dataclass(frozen=True)
+class ThemeChoice:
+    """Tonight's prompt (``choice.json``; ``job.choice`` for a queued prompt)."""
+
+    prompt: str
+    negative_prompt: str
+    theme: str
+    style: str
+    origin: str  # "queue" | "theme" | "feed:<name>"
+    why: Why
+    features: Mapping[str, float] | None = None
+    prompt_id: int | None = None  # a queued prompt
+    feed_item_id: int | None = None  # a feed prompt
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ThemeChoice:
+        return cls(prompt=data["prompt"], negative_prompt=data.get("negative_prompt") or "",
+                   theme=data.get("theme") or "", style=data.get("style") or "", origin=data.get("origin") or "",
+                   why=Why.from_json(data.get("why")), features=data.get("features"),
+                   prompt_id=data.get("prompt_id"), feed_item_id=data.get("feed_item_id"))
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"prompt": self.prompt, "negative_prompt": self.negative_prompt, "theme": self.theme,
+                                "style": self.style, "origin": self.origin, "why": self.why.to_json()}
+        if self.origin == "queue" or self.prompt_id is not None:
+            data["prompt_id"] = self.prompt_id
+        else:  # the taste picker's keys, written as 0.1 did (feed_item_id null for a theme)
+            data.update(features=self.features, feed_item_id=self.feed_item_id)
+        return data
+
+
+@dataclass(frozen=True)
+class RenderJob:
+    """A render job (``job.json``, kind "render"), written once by the daemon before the first worker."""
+
+    render_id: int
+    render_kind: RenderKind
+    state_dir: Path
+    seed: int
+    choice: ThemeChoice | None = None
+    candidates: tuple[JobCandidate, ...] = ()
+    history: tuple[RatedPicture, ...] = ()
+    recent_themes: tuple[str, ...] = ()
+    deadline: float | None = None  # epoch seconds: the worker picks the steps that fit (absent in 0.1)
+    kind: Literal["render"] = "render"
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RenderJob:
+        choice = data.get("choice")
+        return cls(render_id=data.get("render_id") or 0, render_kind=data.get("render_kind") or "now",
+                   state_dir=Path(data["state_dir"]), seed=int(data["seed"]),
+                   choice=ThemeChoice.from_json(choice) if choice else None,
+                   candidates=tuple(JobCandidate.from_json(c) for c in data.get("candidates") or ()),
+                   history=tuple(RatedPicture.from_json(h) for h in data.get("history") or ()),
+                   recent_themes=tuple(data.get("recent_themes") or ()), deadline=data.get("deadline"))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "render_kind": self.render_kind, "render_id": self.render_id,
+                "state_dir": str(self.state_dir), "seed": self.seed,
+                "choice": self.choice.to_json() if self.choice else None,
+                "candidates": [c.to_json() for c in self.candidates], "history": [h.to_json() for h in self.history],
+                "recent_themes": list(self.recent_themes), "deadline": self.deadline}
+
+
+@dataclass(frozen=True)
+class InfoFacts:
+    """What the info screen draws (``job.info``): the worker that draws it reads no database."""
+
+    picture_id: int | None
+    image: str | None
+    title: str
+    prompt: str
+    details: tuple[tuple[str, str], ...]
+    why: str
+    url: str
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> InfoFacts:
+        details = tuple((str(label), str(value)) for label, value in data.get("details") or ())
+        return cls(picture_id=data.get("picture_id"), image=data.get("image"), title=data.get("title") or "",
+                   prompt=data.get("prompt") or "", details=details, why=data.get("why") or "",
+                   url=data.get("url") or "")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"picture_id": self.picture_id, "image": self.image, "title": self.title, "prompt": self.prompt,
+                "details": [list(pair) for pair in self.details], "why": self.why, "url": self.url}
+
+
+@dataclass(frozen=True)
+class ShowJob:
+    """A show job (``job.json``, kind "show"): a stored picture, or the info screen (``info``) drawn
+    into ``image`` first."""
+
+    state_dir: Path
+    image: Path
+    panel: Path | None = None
+    info: InfoFacts | None = None
+    kind: Literal["show"] = "show"
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ShowJob:
+        info = data.get("info")
+        return cls(state_dir=Path(data["state_dir"]), image=Path(data["image"]),
+                   panel=_optional_path(data.get("panel")), info=InfoFacts.from_json(info) if info else None)
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"kind": self.kind, "state_dir": str(self.state_dir), "image": str(self.image),
+                                "panel": _text(self.panel)}
+        if self.info is not None:
+            data["info"] = self.info.to_json()
+        return data
+
+
+Job = RenderJob | ShowJob
+JOB_FILE = "job.json"
+
+
+class JobUnreadable(ValueError):
+    """``job.json`` holds something that is not a job of a known kind."""
+
+
+def job_from_json(data: Any) -> Job:
+    if not isinstance(data, Mapping):
+        raise JobUnreadable("not a JSON object")
+    try:
+        if data.get("kind") == "render":
+            return RenderJob.from_json(data)
+        if data.get("kind") == "show":
+            return ShowJob.from_json(data)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise JobUnreadable(f"a {data.get('kind')} job without a usable {exc}") from exc
+    raise JobUnreadable(f"unknown job kind {data.get('kind')!r}")
+
+
+def read_job(folder: Path) -> Job | None:
+    """The job in ``folder``, or None when ``job.json`` is missing or damaged (``statefile`` sets a
+    damaged one aside). Raises ``JobUnreadable`` for a readable file that is not a job."""
+    data = read_json(Path(folder) / JOB_FILE)
+    return None if data is None else job_from_json(data)
+
+
+def write_job(folder: Path, job: Job) -> None:
+    write_json(Path(folder) / JOB_FILE, job.to_json())
+
+
+# step outputs -----------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Generation:
+    """The settings the picture was generated with (``generation.json``); ``backend``/``server`` when
+    the LAN render server painted it."""
+
+    steps: int
+    guidance: float
+    sampler: str
+    width: int
+    height: int
+    model: str
+    backend: str | None = None
+    server: str | None = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Generation:
+        return cls(steps=data["steps"], guidance=data["guidance"], sampler=data["sampler"], width=data["width"],
+                   height=data["height"], model=data.get("model") or "", backend=data.get("backend"),
+                   server=data.get("server"))
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"steps": self.steps, "guidance": self.guidance, "sampler": self.sampler,
+                                "width": self.width, "height": self.height, "model": self.model}
+        if self.backend is not None:
+            data.update(backend=self.backend, server=self.server)
+        return data
+
+
+# Seconds per step ("choose", "generate", "prepare"; the daemon adds "total"), summed over restarts
+# (``timings.json``, ``pictures.timings``): a mapping is the honest type.
+Timings = dict[str, float]
+
+
+@dataclass(frozen=True)
+class PictureMeta:
+    """What the store keeps about a new picture (``done.result.meta`` → ``Store.add_picture``)."""
+
+    prompt: str
+    negative_prompt: str
+    theme: str
+    style: str
+    origin: str
+    seed: int
+    sampler: str | None
+    steps: int | None
+    guidance: float | None
+    width: int | None
+    height: int | None
+    model: str | None
+    why: Mapping[str, Any] | None
+    features: Mapping[str, float] | None = None
+    timings: Mapping[str, float] = field(default_factory=dict)
+
+    FIELDS = ("prompt", "negative_prompt", "theme", "style", "origin", "seed", "sampler", "steps", "guidance",
+              "width", "height", "model", "why", "features", "timings")
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> PictureMeta:
+        return cls(prompt=data["prompt"], negative_prompt=data.get("negative_prompt") or "",
+                   theme=data.get("theme") or "", style=data.get("style") or "", origin=data.get("origin") or "",
+                   seed=data["seed"], sampler=data.get("sampler"), steps=data.get("steps"),
+                   guidance=data.get("guidance"), width=data.get("width"), height=data.get("height"),
+                   model=data.get("model"), why=data.get("why"), features=data.get("features"),
+                   timings=dict(data.get("timings") or {}))
+
+    def to_json(self) -> dict[str, Any]:
+        data = {name: getattr(self, name) for name in self.FIELDS}
+        data["timings"] = dict(self.timings)
+        return data
+
+
+@dataclass(frozen=True)
+class RenderOutput:
+    """A finished render job (``done.result``): the files to publish and what to store."""
+
+    image: Path
+    panel: Path | None
+    meta: PictureMeta
+    why_plot: Path | None = None
+    prompt_id: int | None = None
+    feed_item_id: int | None = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RenderOutput:
+        return cls(image=Path(data["image"]), panel=_optional_path(data.get("panel")),
+                   meta=PictureMeta.from_json(data["meta"]), why_plot=_optional_path(data.get("why_plot")),
+                   prompt_id=data.get("prompt_id"), feed_item_id=data.get("feed_item_id"))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"image": str(self.image), "panel": _text(self.panel), "meta": self.meta.to_json(),
+                "why_plot": _text(self.why_plot), "prompt_id": self.prompt_id, "feed_item_id": self.feed_item_id}
+
+
+@dataclass(frozen=True)
+class ShowOutput:
+    """The panel's answer to a show job: ``shown`` is the virtual panel's PNG (or the first path)."""
+
+    status: PanelStatus
+    message: str = ""
+    paths: tuple[str, ...] = ()
+    retry_at: float | None = None
+    shown: str | None = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ShowOutput:
+        return cls(status=data.get("status") or "shown", message=data.get("message") or "",
+                   paths=tuple(data.get("paths") or ()), retry_at=data.get("retry_at"), shown=data.get("shown"))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"status": self.status, "message": self.message, "paths": list(self.paths),
+                "retry_at": self.retry_at, "shown": self.shown}
+
+
+Output = RenderOutput | ShowOutput
+
+
+# events -----------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class StageEvent:
+    """The worker entered a stage (choosing, loading model, generating …)."""
+
+    stage: str
+    steps: int | None = None
+    step_choice: str | None = None  # the step estimate's sentence
+    backend_note: str | None = None  # where tonight's picture is painted (render server or frame)
+
+    def progress(self) -> dict[str, Any]:
+        """The fields the live status takes."""
+        return {k: v for k, v in _fields(self).items() if v is not None}
+
+
+@dataclass(frozen=True)
+class ProgressEvent:
+    """Progress inside generation: after every finished step, and at most once a second in between."""
+
+    stage: str
+    step: int
+    steps: int
+    fraction: float
+    eta_seconds: float | None = None
+    preview: bool = False  # JOB_DIR/preview.png was just written
+    bytes_per_step: int | None = None  # weight bytes fetched per step (streamed models)
+    link_rate: int | None = None  # HTTP bytes per second
+
+    def progress(self) -> dict[str, Any]:
+        fields = {k: v for k, v in _fields(self).items() if v is not None}
+        if not self.preview:
+            fields.pop("preview")
+        return fields
+
+
+@dataclass(frozen=True)
+class ErrorEvent:
+    """A job failed in ``step``; the exit code says whether a restart may help."""
+
+    step: str
+    message: str
+
+
+@dataclass(frozen=True)
+class DoneEvent:
+    """The job finished: its output, the time it took and the worker's own peak memory."""
+
+    result: Output
+    seconds: float
+    peak_rss_mb: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"event": "done", "result": self.result.to_json(), "seconds": self.seconds,
+                "peak_rss_mb": self.peak_rss_mb}
+
+
+Event = StageEvent | ProgressEvent | ErrorEvent | DoneEvent
+_NAMES: dict[type, str] = {StageEvent: "stage", ProgressEvent: "progress", ErrorEvent: "error", DoneEvent: "done"}
+
+
+def _fields(event: Any) -> dict[str, Any]:
+    return {name: getattr(event, name) for name in event.__dataclass_fields__}
+
+
+def event_json(event: Event) -> dict[str, Any]:
+    """``{"event": "<name>", ...fields}`` as the worker writes it (optional fields left out when unset)."""
+    if isinstance(event, DoneEvent):
+        return event.to_json()
+    if isinstance(event, ErrorEvent):
+        return {"event": "error", "step": event.step, "message": event.message}
+    return {"event": _NAMES[type(event)], **event.progress()}
+
+
+def event_line(event: Event) -> str:
+    return json.dumps(event_json(event))
+
+
+def output_from_json(data: Mapping[str, Any]) -> Output:
+    """A render job's result carries ``meta``; a show job's the panel's ``status``."""
+    return RenderOutput.from_json(data) if "meta" in data else ShowOutput.from_json(data)
+
+
+def event_from_json(data: Any) -> Event | None:
+    """The event in one decoded line, or None when it is not one of the protocol's four (a stray print)."""
+    if not isinstance(data, Mapping):
+        return None
+    name = data.get("event")
+    try:
+        if name == "stage":
+            return StageEvent(stage=str(data.get("stage", "")), steps=data.get("steps"),
+                              step_choice=data.get("step_choice"), backend_note=data.get("backend_note"))
+        if name == "progress":
+            return ProgressEvent(stage=str(data.get("stage", "")), step=int(data["step"]), steps=int(data["steps"]),
+                                 fraction=float(data.get("fraction", 0.0)), eta_seconds=data.get("eta_seconds"),
+                                 preview=bool(data.get("preview", False)), bytes_per_step=data.get("bytes_per_step"),
+                                 link_rate=data.get("link_rate"))
+        if name == "error":
+            return ErrorEvent(step=str(data.get("step") or "render"), message=str(data.get("message")))
+        if name == "done":
+            return DoneEvent(result=output_from_json(data["result"]), seconds=float(data.get("seconds") or 0.0),
+                             peak_rss_mb=float(data.get("peak_rss_mb") or 0.0))
+    except (KeyError, TypeError, ValueError):
+        return None
+    return None
+
+
+def parse_event(line: bytes | str) -> Event | None:
+    """One stdout line of a worker as an event; None for anything that is not the protocol."""
+    try:
+        return event_from_json(json.loads(line))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None

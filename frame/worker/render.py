@@ -1,0 +1,246 @@
+"""The render worker, ``python -m frame.worker.render JOB_DIR``: choose → generate → prepare.
+
+Each step writes its output into the job folder atomically and is skipped when that output exists,
+so a worker restarted after a crash or SIGKILL continues where the last one stopped; generation itself
+resumes from the diffusion pipeline's per-step state in ``JOB_DIR/diffusion``. A part of frame that is
+not available raises ``StepUnavailable`` naming the step — never a placeholder result. The process
+around the steps (locks, signals, events, exit codes) is ``frame.worker.process``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import logging
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from PIL import PngImagePlugin
+
+from frame.atomicfile import write_bytes_atomic
+from frame.config.redact import redact_url
+from frame.config.schema import Config
+from frame.diffusion.sizes import night_size
+from frame.statefile import read_json, write_json
+from frame.worker import (
+    process,
+    tastechild,  # the trained model runs in a child: no scikit-learn here
+)
+from frame.worker import step_choice as nightly
+from frame.worker.errors import StepFailed, StepUnavailable, step_failed
+from frame.worker.pipeline import PipelineHolder
+from frame.worker.process import Emit
+from frame.worker.records import (
+    Generation,
+    PictureMeta,
+    ProgressEvent,
+    RenderJob,
+    RenderOutput,
+    StageEvent,
+    ThemeChoice,
+    Timings,
+)
+from frame.worker.remote_step import paint_remotely, why_with_backend
+
+log = logging.getLogger(__name__)
+
+
+# choose ---------------------------------------------------------------------------------------------
+
+def choose(job: RenderJob, config: Config, job_dir: Path, emit: Emit, pipeline: PipelineHolder) -> ThemeChoice:
+    """The queued prompt, or the taste picker's choice among the job's candidates (``choice.json``)."""
+    path = job_dir / "choice.json"
+    existing = read_json(path)
+    if existing:
+        return ThemeChoice.from_json(existing)
+    emit(StageEvent("choosing"))
+    if job.choice is not None:
+        choice = job.choice
+    elif not job.candidates:
+        raise StepUnavailable("choose", "no candidate themes or prompts (taste.themes is empty?)")
+    else:
+        choice = tastechild.choose(job, config, lambda texts: pipeline.get(emit).embed_text(texts), job_dir)
+    choice = dataclasses.replace(choice, negative_prompt=choice.negative_prompt or config.model.negative_prompt)
+    write_json(path, choice.to_json())
+    log.info("chose %r (%s)", choice.prompt, choice.why.sentence)
+    return choice
+
+
+# generate -------------------------------------------------------------------------------------------
+
+def _png_bytes(image: Any) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+class ProgressRelay:
+    """Turns the pipeline's progress reports into protocol lines: every finished step (with a small
+    latent preview written to ``JOB_DIR/preview.png`` for the phone page) and at most one in-between
+    update per second (the pipeline reports after every op)."""
+
+    def __init__(self, job_dir: Path, emit: Emit, interval: float = 1.0) -> None:
+        self.job_dir, self.emit, self.interval = job_dir, emit, interval
+        self._last = 0.0
+
+    def __call__(self, report: Any) -> None:
+        now = time.monotonic()
+        if not report.step_done and now - self._last < self.interval:
+            return
+        self._last = now
+        preview = report.preview(scale=2) if report.step_done else None
+        if preview is not None:
+            write_bytes_atomic(self.job_dir / "preview.png", _png_bytes(preview))
+        self.emit(ProgressEvent(
+            stage=f"generating ({report.phase})", step=int(report.step), steps=int(report.steps),
+            fraction=round(float(report.fraction), 4),
+            eta_seconds=round(float(report.eta_seconds), 1) if report.eta_seconds is not None else None,
+            preview=preview is not None, bytes_per_step=_rounded(report, "bytes_per_step"),
+            link_rate=_rounded(report, "link_rate")))
+
+
+def _rounded(report: Any, name: str) -> int | None:
+    """Weight bytes per step or HTTP bytes per second, when the model counted them."""
+    value = getattr(report, name, None)
+    return round(float(value)) if value is not None else None
+
+
+def _png_with_parameters(image: Any) -> bytes:
+    info = PngImagePlugin.PngInfo()
+    if image.info.get("parameters"):
+        info.add_text("parameters", image.info["parameters"])  # A1111-style, readable by other tools
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG", pnginfo=info)
+    return buffer.getvalue()
+
+
+def _steps_for_tonight(job: RenderJob, config: Config, pipe: Any, size: tuple[int, int], job_dir: Path,
+                       emit: Emit) -> int | None:
+    """The largest step count whose estimated night fits before the job's deadline (never above the
+    configured steps, never below the model's minimum; ``frame.worker.step_choice``). Without a
+    deadline, or if the estimate fails, the configured steps: the estimate must never cost a night."""
+    if job.deadline is None and not (job_dir / "step_choice.json").exists():
+        return config.model.steps
+    emit(StageEvent("estimating tonight's steps"))
+    try:
+        choice = nightly.night_steps_in_child(job_dir, size)
+    except Exception as exc:  # noqa: BLE001 - see the docstring
+        log.warning("no step estimate (%s): rendering the configured steps", exc)
+        return config.model.steps
+    log.info("steps: %s", choice.sentence())
+    emit(StageEvent("generating", step_choice=choice.sentence()))
+    return choice.steps
+
+
+def generate(job: RenderJob, config: Config, choice: ThemeChoice, job_dir: Path, emit: Emit,
+             pipeline: PipelineHolder) -> Path:
+    """Generate ``image.png`` (resuming from ``JOB_DIR/diffusion``) and record the resolved settings."""
+    out = job_dir / "image.png"
+    if out.exists():
+        return out
+    if config.render.backend == "remote":  # the LAN render server first; False: paint here (issue 17)
+
+        if paint_remotely(job, config, choice, job_dir, emit, ProgressRelay(job_dir, emit)):
+            return out
+    pipe = pipeline.get(emit)
+    model = config.model
+
+    width, height = night_size(config, pipe)
+    steps = _steps_for_tonight(job, config, pipe, (width, height), job_dir, emit)
+    settings = pipe.settings(choice.prompt, choice.negative_prompt, steps, model.guidance,
+                             model.sampler, job.seed, width, height)
+    write_json(job_dir / "generation.json", Generation(
+        steps=settings.steps, guidance=settings.guidance, sampler=settings.sampler, width=settings.width,
+        height=settings.height, model=pipe.info.name).to_json())
+    emit(StageEvent("generating", steps=settings.steps))
+    image = pipe.generate(settings.prompt, negative_prompt=settings.negative_prompt, steps=settings.steps,
+                          guidance=settings.guidance, sampler=settings.sampler, seed=settings.seed,
+                          width=settings.width, height=settings.height, callback=ProgressRelay(job_dir, emit),
+                          resume_dir=job_dir / "diffusion")
+    write_bytes_atomic(out, _png_with_parameters(image))
+    return out
+
+
+# prepare --------------------------------------------------------------------------------------------
+
+def prepare_for_panel(config: Config, image_path: Path, job_dir: Path, emit: Emit) -> Path:
+    out = job_dir / "panel.png"
+    if out.exists():
+        return out
+    try:
+        import frame.display as display
+        from frame.display.device import DisplaySettings
+    except ImportError as exc:
+        raise StepUnavailable("prepare", f"panel preparation is not available: {exc}") from exc
+    emit(StageEvent("preparing for the panel"))
+    if config.display.panel == "inky":  # size and inks are known only from the board's EEPROM
+        with display.open_display(DisplaySettings.from_section(config.display)) as device:
+            _, prepared = device.prepare(image_path)
+    else:
+        panel = display.get_panel(config.display.panel, config.display.size, config.display.palette)
+        prepared = display.prepare(image_path, panel, fit=config.display.fit, rotate=config.display.rotate,
+                                   saturation=config.display.saturation, dither=config.display.dither)
+    write_bytes_atomic(out, _png_bytes(prepared))
+    return out
+
+
+# the job --------------------------------------------------------------------------------------------
+
+def _timed(timings: Timings, name: str, func: Callable[[], Any]) -> Any:
+    """Run step ``name``, adding its duration to ``timings``; a failure is re-raised as
+    ``StepFailed`` naming the step, with the error chained as its cause."""
+    started = time.monotonic()
+    try:
+        value = func()
+    except StepFailed:
+        raise  # named where it happened ("load model" while choosing or generating)
+    except Exception as exc:
+        raise step_failed(name, exc) from exc
+    timings[name] = round(timings.get(name, 0.0) + time.monotonic() - started, 3)  # summed over restarts
+    return value
+
+
+def _generation(job_dir: Path) -> Generation | None:
+    data = read_json(job_dir / "generation.json")
+    return Generation.from_json(data) if data else None
+
+
+def picture_meta(job: RenderJob, config: Config, choice: ThemeChoice, generation: Generation | None,
+                 timings: Timings, job_dir: Path) -> PictureMeta:
+    """What the store keeps about tonight's picture."""
+    return PictureMeta(
+        prompt=choice.prompt, negative_prompt=choice.negative_prompt, theme=choice.theme, style=choice.style,
+        origin=choice.origin, seed=job.seed, sampler=generation.sampler if generation else None,
+        steps=generation.steps if generation else None, guidance=generation.guidance if generation else None,
+        width=generation.width if generation else None, height=generation.height if generation else None,
+        # stored and shown: no credentials
+        model=redact_url((generation.model if generation else "") or config.model.source),
+        why=why_with_backend(choice.why, job_dir).to_json(), features=choice.features, timings=dict(timings))
+
+
+def run_render(job: RenderJob, config: Config, job_dir: Path, emit: Emit) -> RenderOutput:
+    """Run a ``render`` job; return what the daemon needs to publish it."""
+    timings: Timings = read_json(job_dir / "timings.json", default={})
+    pipeline = PipelineHolder(config)
+    choice = _timed(timings, "choose", lambda: choose(job, config, job_dir, emit, pipeline))
+    image = _timed(timings, "generate", lambda: generate(job, config, choice, job_dir, emit, pipeline))
+    write_json(job_dir / "timings.json", timings)
+    panel = _timed(timings, "prepare", lambda: prepare_for_panel(config, image, job_dir, emit))
+    write_json(job_dir / "timings.json", timings)
+    meta = picture_meta(job, config, choice, _generation(job_dir), timings, job_dir)
+    plot = choice.why.plot
+    return RenderOutput(image=image, panel=panel, meta=meta, why_plot=job_dir / plot if plot else None,
+                        prompt_id=choice.prompt_id, feed_item_id=choice.feed_item_id)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return process.main(argv, "render", run_render)
+
+
+if __name__ == "__main__":  # run the importable module, so its logger is frame.worker.render
+    from frame.worker import render
+
+    sys.exit(render.main())

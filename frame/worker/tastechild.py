@@ -1,0 +1,181 @@
+"""The taste model's choice in a short child of the render worker: ``python -m frame.worker.tastechild JOB_DIR``.
+
+Why a child: the trained taste model imports scikit-learn and scipy, its explanation plot matplotlib.
+Imported in the worker they (and the allocator arenas the fit leaves) stay resident for the whole
+render, taken from the UNet on a 512 MB Pi (README, "Footprint on the Pi"). The child exits before
+generation starts, so the worker never imports them. Without enough ratings the picker chooses for
+variety with numpy alone, and that stays in the worker (no child to start).
+
+The worker keeps the text encoder: it embeds every text the picker can ask for (the concept axes'
+ends, the candidates, the rated pictures) and hands the vectors over. Files in the job folder, each
+written atomically (``statefile.write_json``, checksummed):
+
+* ``taste-input.json``, worker → child: ``{"texts": [...], "vectors": [[...], ...]}``;
+* ``taste-choice.json``, child → worker: what ``tastechoice.pick`` returns (its plot is ``why.png``).
+
+A worker restarted after a power cut takes ``taste-choice.json`` if it exists (the choice is never
+made twice) and otherwise reuses ``taste-input.json`` (nothing is embedded twice). The child's failure
+is the choose step's failure, with the child's last line as the message.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from frame.config import load_config
+from frame.config.schema import Config
+from frame.errors import FrameError
+from frame.statefile import read_json, write_json
+from frame.worker import choose as tastechoice
+from frame.worker.choose import pick
+from frame.worker.process import _die_with_parent
+from frame.worker.records import JobUnreadable, RenderJob, ThemeChoice, read_job
+
+log = logging.getLogger(__name__)
+
+INPUT_NAME = "taste-input.json"
+CHOICE_NAME = "taste-choice.json"
+CHILD_TIMEOUT = 900.0  # seconds; generous: the child took 3.8 s CPU here, a Cortex-A53 is several times slower
+EXIT_PERMANENT = 3
+
+
+class ChoiceFailed(FrameError):
+    """The child could not choose for a reason a retry cannot fix (bad input, bad ratings)."""
+
+    step = "choose"
+
+
+def choose(job: RenderJob, config: Config, embed: Any, job_dir: Path) -> ThemeChoice:
+    """Tonight's taste choice (``choose.pick``'s): in this process when the picker chooses for variety,
+    in a child process when it trains the model."""
+
+    saved = read_json(job_dir / CHOICE_NAME)
+    if saved is not None:
+        return ThemeChoice.from_json(saved)
+    ratings = [tastechoice.to_rating(p) for p in job.history]
+    if not tastechoice.picker_for(config, embed).uses_model(ratings):
+        return tastechoice.pick(job, config, embed, job_dir)
+    if read_json(job_dir / INPUT_NAME) is None:
+        texts = sorted(set(texts_to_embed(job, config)))
+        write_json(job_dir / INPUT_NAME, {"texts": texts, "vectors": _plain_rows(embed(texts), len(texts))})
+    return run_child(job_dir)
+
+
+def texts_to_embed(job: RenderJob, config: Config) -> list[str]:
+    """Every text the picker embeds for this job: the axes' ends, the candidates, the rated pictures."""
+
+    features = tastechoice.picker_for(config, _no_embed).features
+    ends = [text for pair in features.axes.values() for text in pair]
+    candidates = [tastechoice.to_candidate(item).text for item in job.candidates]
+    rated = [tastechoice.to_rating(p).candidate.text for p in job.history]
+    return ends + candidates + rated
+
+
+def _no_embed(texts: list[str]) -> Any:
+    raise AssertionError("texts_to_embed only reads the configured axes")
+
+
+def _plain_rows(vectors: Any, count: int) -> list[list[float]]:
+    rows = np.asarray(vectors, dtype=np.float64)
+    if rows.ndim != 2 or rows.shape[0] != count:
+        raise FrameError(f"the text encoder returned shape {rows.shape} for {count} texts")
+    return rows.tolist()  # float64 → JSON → float64 is exact: the child sees the worker's numbers
+
+
+def run_child(job_dir: Path, timeout: float = CHILD_TIMEOUT) -> ThemeChoice:
+    """Run the child on ``job_dir``; its choice, or the step's failure with the child's last line."""
+    command = [sys.executable, "-m", "frame.worker.tastechild", str(job_dir)]
+    started, worker_mb = time.monotonic(), _status_mb("VmRSS")
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        raise ChoiceFailed(f"the taste model took more than {timeout:.0f} s to choose") from exc
+    choice = read_json(job_dir / CHOICE_NAME)
+    if done.returncode == 0 and choice is not None:
+        report = json.loads(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else {}
+        log.info("taste model chose in a child process: %.1f s (%.1f s CPU), its peak RSS %.1f MiB "
+                 "beside the worker's %.1f MiB", time.monotonic() - started, report.get("cpu_s", 0.0),
+                 report.get("peak_rss_mb", 0.0), worker_mb)
+        return ThemeChoice.from_json(choice)
+    lines = (done.stderr or "").strip().splitlines()
+    message = f"the taste model could not choose: {lines[-1] if lines else f'exit status {done.returncode}'}"
+    if done.returncode == EXIT_PERMANENT:
+        raise ChoiceFailed(message)
+    raise RuntimeError(message)  # a crash or a kill (out of memory?): the supervisor retries the job
+
+
+def lookup_embed(inputs: dict[str, Any]) -> Any:
+    """``embed(texts)`` answered from the worker's vectors; a text it did not embed is a clear error."""
+
+    rows = dict(zip(inputs["texts"], inputs["vectors"]))
+
+    def embed(texts: list[str]) -> Any:
+        missing = [t for t in texts if t not in rows]
+        if missing:
+            raise FrameError(f"{INPUT_NAME} has no embedding for {missing[0]!r}")
+        return np.array([rows[t] for t in texts], dtype=np.float64)
+
+    return embed
+
+
+def choose_here(job_dir: Path) -> ThemeChoice:
+    """The child's work: read the job, config and vectors; choose; store ``taste-choice.json``."""
+
+    try:
+        job = read_job(job_dir)
+    except JobUnreadable:
+        job = None
+    inputs = read_json(job_dir / INPUT_NAME)
+    if not isinstance(job, RenderJob) or not isinstance(inputs, dict):
+        raise FrameError(f"no readable job.json and {INPUT_NAME} in {job_dir}")
+    config = load_config(job_dir / "config.yaml", environ={})
+    choice = pick(job, config, lookup_embed(inputs), job_dir)
+    write_json(job_dir / CHOICE_NAME, choice.to_json())
+    return choice
+
+
+def _status_mb(field: str) -> float:
+    """``VmHWM`` (own peak) or ``VmRSS`` of this process from /proc/self/status, in MiB (0 if unknown)."""
+    try:
+        with open("/proc/self/status") as status:
+            return next((int(line.split()[1]) / 1024 for line in status if line.startswith(field + ":")), 0.0)
+    except OSError:
+        return 0.0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Child entry point: exit 0 with ``taste-choice.json`` written, 3 for a permanent error, 1 else;
+    the error's one line on stderr, the child's own peak memory and CPU time on stdout."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        sys.stderr.write("usage: python -m frame.worker.tastechild JOB_DIR\n")
+        return 2
+
+    _die_with_parent(os.getppid())  # a worker killed mid-choice leaves no orphan choosing
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="taste child %(levelname)s: %(message)s")
+    try:
+        choose_here(Path(args[0]))
+    except FrameError as exc:
+        print(str(exc), file=sys.stderr)
+        return EXIT_PERMANENT
+    except Exception as exc:  # noqa: BLE001 - one line for the worker, which reports it as the step's failure
+        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = usage.ru_utime + usage.ru_stime
+    print(json.dumps({"peak_rss_mb": round(_status_mb("VmHWM"), 1), "cpu_s": round(cpu, 2)}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
