@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import os
+import resource
 import sys
 import threading
 from collections.abc import Callable
@@ -142,8 +143,6 @@ class BufferPool:
 def _rss_and_peak() -> tuple[int | None, int]:
     """(resident bytes now, peak resident bytes so far) of this process; (None, 0) off Linux."""
     try:
-        import resource
-
         with open("/proc/self/statm", "rb") as statm:
             rss = int(statm.read().split()[1]) * _PAGE
     except (ImportError, OSError, ValueError, IndexError):

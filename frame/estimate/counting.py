@@ -21,6 +21,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from frame.diffusion.guidance_plan import precision_of
+from frame.engine import blas_threads as bt
 from frame.engine import graph as g
 from frame.engine.io.sources import SourcePool
 from frame.engine.model import Model, read_structure
@@ -209,8 +210,6 @@ def _inherits_one_thread(steps: list[g.Step], table: ShapeTable) -> list[bool]:
     engine (``frame.engine.blas_threads``) holds BLAS on one thread for its self-splitting kernels,
     fits it to the work for other GEMM steps, and leaves it as it is for every other op (GegluFF's
     products included), from its default count at the start of a run."""
-    from frame.engine import blas_threads as bt
-
     one, inherited = False, []
     for step in steps:
         op = step.node.op_type

@@ -15,6 +15,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
+from threadpoolctl import ThreadpoolController
 
 from frame.taste import combine, search
 from frame.taste.explain import explain_row
@@ -36,8 +37,6 @@ def _one_thread():
     and spin-waiting cost ~9× the work itself (a 60-night picker simulation: 17.4 s CPU with the
     default threads, 1.9 s with one, on the shared 2-core build machine)."""
     if not _THREADS:
-        from threadpoolctl import ThreadpoolController
-
         _THREADS.append(ThreadpoolController())
     return _THREADS[0].limit(limits=1, user_api="openmp")
 
