@@ -138,18 +138,22 @@ def encode_prompts(encoders: list[Encoder], load: Callable[[str], Any], info: Mo
 TEXTS_PER_PASS = 4
 
 
-def text_passes(texts: list[str]) -> list[list[str]]:
-    """``texts`` in consecutive groups whose sizes differ by at most one, none over ``TEXTS_PER_PASS``
-    (``frame.estimate.plan`` counts the same passes, each as long as the first)."""
-    if not texts:
+def pass_sizes(count: int) -> list[int]:
+    """How many texts each shared pass takes for ``count`` texts: sizes that differ by at most one,
+    none over ``TEXTS_PER_PASS`` (``frame.estimate.plan`` counts the same passes)."""
+    if count <= 0:
         return []
-    count = -(-len(texts) // TEXTS_PER_PASS)
-    size, longer = divmod(len(texts), count)  # the first ``longer`` passes take one text more
+    passes = -(-count // TEXTS_PER_PASS)
+    size, longer = divmod(count, passes)  # the first ``longer`` passes take one text more
+    return [size + (index < longer) for index in range(passes)]
+
+
+def text_passes(texts: list[str]) -> list[list[str]]:
+    """``texts`` in consecutive groups of ``pass_sizes(len(texts))``."""
     groups, start = [], 0
-    for index in range(count):
-        stop = start + size + (index < longer)
-        groups.append(texts[start:stop])
-        start = stop
+    for size in pass_sizes(len(texts)):
+        groups.append(texts[start:start + size])
+        start += size
     return groups
 
 

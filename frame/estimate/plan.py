@@ -28,7 +28,7 @@ import os
 from dataclasses import dataclass, field
 
 from frame.diffusion import guidance_plan
-from frame.diffusion.conditioning import text_passes
+from frame.diffusion.conditioning import pass_sizes
 from frame.diffusion.model_info import SDXL
 from frame.diffusion.onnxstream_layout import OnnxStreamFiles
 from frame.diffusion.vae import tile_starts
@@ -206,10 +206,10 @@ def build_plan(pipe, width: int, height: int, steps: int | None, guidance: float
     for encoder in pipe.encoders:
         count = _count(encoder.source, lambda d: {k: concrete(v, (1, TOKENS)) for k, v in d.items()})
         plan.runs.append(Run("text", encoder.name, count, prompts))
-    if choose_texts:  # the picker's texts in shared passes (frame.diffusion.conditioning.text_passes)
+    if choose_texts:  # the picker's texts in shared passes (frame.diffusion.conditioning.pass_sizes)
         last = plan.runs_of("text")[-1]
-        passes = text_passes(["" for _ in range(choose_texts)])
-        plan.runs.append(Run("choose", last.name, last.count, len(passes), items=len(passes[0])))
+        sizes = pass_sizes(choose_texts)  # each pass counted as long as the first (at most one text more)
+        plan.runs.append(Run("choose", last.name, last.count, len(sizes), items=sizes[0]))
     source, tile_hw, tiles, note = _vae_run(pipe, latent, vae_tile, vae_tile_overlap)
     vae = _count(source, lambda d: {k: concrete(v, (1, 4, *tile_hw)) for k, v in d.items()})
     plan.runs.append(Run("vae", "vae_decoder", vae, tiles))
