@@ -134,8 +134,8 @@ def encode_prompts(encoders: list[Encoder], load: Callable[[str], Any], info: Mo
 
 # Texts per shared pass. Each extra text costs about 14.5 MB more peak on SDXL's OpenCLIP encoder
 # (fp16, VmHWM of one shared run: 1 text 104 MB, 4 texts 148, 8 texts 206, 14 texts 300;
-# benchmarks/text_passes_memory.py). Four
-# keep the encoder far below the night's VAE peak and read its weights a quarter as often.
+# benchmarks/text_passes_memory.py). Four keep the encoder far below the night's VAE peak and read
+# its weights a quarter as often.
 TEXTS_PER_PASS = 4
 
 
