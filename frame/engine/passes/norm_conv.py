@@ -37,7 +37,7 @@ from functools import partial
 import numpy as np
 
 from frame.engine import buffers
-from frame.engine.graph import Node, consumer_index, producer_index, rewrite_nodes
+from frame.engine.graph import Node, consumer_index, known_value, producer_index, rewrite_nodes
 from frame.engine.io.weights import WeightRef
 from frame.engine.ops import conv as conv_ops
 from frame.engine.ops.blocks import map_row_blocks
@@ -207,16 +207,6 @@ def _only_input(node: Node, name: str) -> str | None:
     return node.inputs[1] if node.inputs[0] == name else node.inputs[0]
 
 
-def _known(name: str, nodes: list[Node], producer: dict[str, int], weights: dict[str, WeightRef]):
-    ref = weights.get(name)
-    if ref is not None:
-        return ref.value
-    i = producer.get(name)
-    if i is not None and nodes[i].op_type == "Constant" and not nodes[i].domain:
-        value = nodes[i].attrs.get("value")
-        return value if isinstance(value, np.ndarray) else None
-    return None
-
 
 def _match(conv_index: int, nodes: list[Node], producer: dict[str, int], uses: dict[str, int],
            outputs: set[str], weights: dict[str, WeightRef]) -> _Chain | None:
@@ -259,7 +249,7 @@ def _match(conv_index: int, nodes: list[Node], producer: dict[str, int], uses: d
     if (shape_of is None or nodes[shape_of].op_type != "Shape" or nodes[shape_of].inputs[0] != x
             or nodes[shape_of].attrs.get("start", 0) != 0 or nodes[shape_of].attrs.get("end") is not None):
         return None
-    target = _known(nodes[first].inputs[1], nodes, producer, weights)  # streamed: checked per run
+    target = known_value(nodes[first].inputs[1], nodes, producer, weights)  # streamed: checked per run
     if nodes[first].attrs.get("allowzero", 0) or (target is not None and (
             target.size != 3 or int(target.reshape(-1)[1]) <= 0 or int(target.reshape(-1)[2]) != -1)):
         return None

@@ -25,7 +25,7 @@ from functools import partial
 
 import numpy as np
 
-from frame.engine.graph import Node, consumer_index, producer_index, rewrite_nodes
+from frame.engine.graph import Node, consumer_index, known_value, producer_index, rewrite_nodes
 from frame.engine.io.weights import WeightRef
 from frame.engine.ops.conv import upsample2x_conv3x3
 from frame.engine.ops.registry import OpSpec
@@ -88,23 +88,11 @@ def _conv_ok(node: Node, weights: dict[str, WeightRef]) -> bool:
             and attrs.get("kernel_shape") in (None, [3, 3]) and shape_ok)
 
 
-def _known_value(name: str, nodes: list[Node], producer: dict[str, int], weights: dict[str, WeightRef]
-                 ) -> np.ndarray | None:
-    """The value of a constant the graph holds (Constant node or inline initializer), else None."""
-    ref = weights.get(name)
-    if ref is not None:
-        return ref.value
-    i = producer.get(name)
-    if i is not None and nodes[i].op_type == "Constant" and not nodes[i].domain:
-        value = nodes[i].attrs.get("value")
-        return value if isinstance(value, np.ndarray) else None
-    return None
-
 
 def _scale_ok(resize: Node, nodes: list[Node], producer: dict[str, int], weights: dict[str, WeightRef]) -> bool:
     """False only if the scales/sizes are load-time constants that are not ×2 on H and W."""
     names = (resize.inputs + ["", "", ""])[2:4]
-    known = [_known_value(n, nodes, producer, weights) if n else np.zeros(0, np.float32) for n in names]
+    known = [known_value(n, nodes, producer, weights) if n else np.zeros(0, np.float32) for n in names]
     if any(k is None for k in known):
         return True  # streamed: checked on every run
     scales, sizes = known
