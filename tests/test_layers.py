@@ -57,8 +57,8 @@ PACKAGE = ROOT / "frame"
 
 # (part, level, prefixes): lowest level first.
 PARTS: tuple[tuple[str, int, tuple[str, ...]], ...] = (
-    ("base", 0, ("frame", "frame.errors", "frame.atomicfile", "frame.statefile", "frame.models", "frame.net",
-                 "frame.install_hints", "frame.seeds", "frame.lazy")),
+    ("base", 0, ("frame", "frame.clock", "frame.errors", "frame.atomicfile", "frame.statefile", "frame.models",
+                 "frame.net", "frame.install_hints", "frame.seeds", "frame.lazy")),
     ("config", 1, ("frame.config",)),
     ("engine", 2, ("frame.engine",)),
     ("display", 2, ("frame.display",)),

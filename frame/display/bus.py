@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib
 import logging
-import time
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any, Protocol
@@ -41,21 +40,6 @@ class Bus(Protocol):
 
     def close(self) -> None: ...
 
-
-class Clock(Protocol):
-    def monotonic(self) -> float: ...
-
-    def sleep(self, seconds: float) -> None: ...
-
-
-class SystemClock:
-    """Real time; tests pass a fake clock so timeouts fire instantly."""
-
-    def monotonic(self) -> float:
-        return time.monotonic()
-
-    def sleep(self, seconds: float) -> None:
-        time.sleep(seconds)
 
 
 Importer = Callable[[str], ModuleType]

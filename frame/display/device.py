@@ -18,8 +18,9 @@ from typing import Any
 
 from PIL import Image
 
+from frame.clock import Clock
 from frame.display import preparation
-from frame.display.bus import Bus, Clock
+from frame.display.bus import Bus
 from frame.display.care import SHOWN, RefreshGuard, ShowResult, picture_digest
 from frame.display.dither import resolve_dither
 from frame.display.drivers import driver_for

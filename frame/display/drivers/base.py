@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from frame.display.bus import SPI_HINT, Bus, Clock, SpiGpioBus, SystemClock
+from frame.clock import Clock, SystemClock
+from frame.display.bus import SPI_HINT, Bus, SpiGpioBus
 from frame.display.panels import Panel
 from frame.errors import FrameError
 

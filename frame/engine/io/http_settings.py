@@ -21,27 +21,12 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import urlsplit
 
-
-class Clock(Protocol):
-    """What the retry loop needs of time: tests inject a clock that does not really sleep."""
-
-    def monotonic(self) -> float: ...
-
-    def sleep(self, seconds: float) -> None: ...
-
-
-class SystemClock:
-    def monotonic(self) -> float:
-        return time.monotonic()
-
-    def sleep(self, seconds: float) -> None:
-        time.sleep(seconds)
+from frame.clock import SystemClock
 
 
 @dataclass(frozen=True)
