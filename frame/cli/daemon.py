@@ -86,7 +86,9 @@ def _status_offline(config: Config) -> dict[str, Any]:
 
     store = Store.open(state_dir(config))
     try:
-        return redact_deep({"state": "daemon not running", "shown": store.last_shown(), "renders": store.renders(3),
+        shown = store.last_shown()
+        return redact_deep({"state": "daemon not running", "shown": shown.to_json() if shown else None,
+                            "renders": [render.to_json() for render in store.renders(3)],
                             "feeds": [feed.to_json() for feed in store.feed_health()],
                             "queued_prompts": len(store.queued_prompts())})
     finally:

@@ -102,8 +102,8 @@ class Daemon:
     def start(self) -> None:
         last = self.store.last_shown()
         if last:
-            self.live.update(shown={"picture_id": last["picture_id"], "reason": last["reason"],
-                                      "since": last["shown_at"], "output": None})
+            self.live.update(shown={"picture_id": last.picture_id, "reason": last.reason,
+                                      "since": last.shown_at, "output": None})
         self.scheduler = schedule.build_scheduler(self.config, self.tz, {
             "night": self._job("night", self.nightly), "deadline": self._job("deadline", self.deadline_passed),
             "show": self._job("show", self.show_time), "feeds": self._job("feeds", self.refresh_feeds),
@@ -231,25 +231,25 @@ class Daemon:
         now = datetime.now(self.tz)
         unfinished = self.store.unfinished_renders()
         for stale in unfinished[:-1]:
-            self.store.finish_render(stale["id"], "failed", error="superseded by a newer render")
-            nights.discard_job(self.state_dir, stale["id"])
-        nights.sweep_jobs(self.state_dir, {r["id"] for r in unfinished[-1:]})
+            self.store.finish_render(stale.id, "failed", error="superseded by a newer render")
+            nights.discard_job(self.state_dir, stale.id)
+        nights.sweep_jobs(self.state_dir, {r.id for r in unfinished[-1:]})
         if unfinished:
             last = unfinished[-1]
-            night = schedule.night_at(now, self.config.schedule, self.tz) if last["kind"] == "night" else None
-            if night is not None and (night.key != last["night"] or not night.contains(now)):
-                self.store.finish_render(last["id"], "missed", error="the daemon was down until after the deadline")
-                nights.discard_job(self.state_dir, last["id"])
-            elif not nights.job_resumable(self.state_dir, last["id"]):
+            night = schedule.night_at(now, self.config.schedule, self.tz) if last.kind == "night" else None
+            if night is not None and (night.key != last.night or not night.contains(now)):
+                self.store.finish_render(last.id, "missed", error="the daemon was down until after the deadline")
+                nights.discard_job(self.state_dir, last.id)
+            elif not nights.job_resumable(self.state_dir, last.id):
                 log.warning("render %d cannot be resumed: its job file never reached the card (power cut?); "
-                            "starting it again as a new render", last["id"])
-                self.store.finish_render(last["id"], "failed", error="its job file was lost (power cut); restarted")
-                nights.discard_job(self.state_dir, last["id"])
-                self.start_render(last["kind"], night, None)
+                            "starting it again as a new render", last.id)
+                self.store.finish_render(last.id, "failed", error="its job file was lost (power cut); restarted")
+                nights.discard_job(self.state_dir, last.id)
+                self.start_render(last.kind, night, None)
                 return
             else:
-                log.info("resuming render %d from its checkpoint", last["id"])
-                self.start_render(last["kind"], night, last["id"])
+                log.info("resuming render %d from its checkpoint", last.id)
+                self.start_render(last.kind, night, last.id)
                 return
         tonight = schedule.night_at(now, self.config.schedule, self.tz)
         night = schedule.catch_up_night(now, self.config.schedule, self.tz, self.store.night_done(tonight.key))
@@ -280,7 +280,7 @@ class Daemon:
         rows = self.store.query("SELECT picture_id FROM renders WHERE night = ? AND status = 'done' AND "
                                 "picture_id IS NOT NULL ORDER BY id DESC LIMIT 1", (night.key,))
         shown = self.store.last_shown()
-        if rows and (shown is None or shown["picture_id"] != rows[0][0]):
+        if rows and (shown is None or shown.picture_id != rows[0][0]):
             self.request_show(rows[0][0], "tonight's picture")
 
     def refresh_feeds(self) -> None:
@@ -293,7 +293,7 @@ class Daemon:
         if not favourites:
             return
         shown = self.store.last_shown()
-        current = shown["picture_id"] if shown else None
+        current = shown.picture_id if shown else None
         later = [f for f in favourites if current is None or f > current]
         self.request_show((later or favourites)[0], "rotation")
 
@@ -316,7 +316,7 @@ class Daemon:
     def on_panel(self) -> int | None:
         """The picture the panel shows (also while the info screen covers it), or None."""
         shown = self.store.last_shown()
-        return shown["picture_id"] if shown else None
+        return shown.picture_id if shown else None
 
     def browse_base(self) -> int | None:
         """Where previous/next start from: the picture last asked for, else the one on the panel."""

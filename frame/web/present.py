@@ -11,15 +11,16 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from frame.config.redact import redact_url
+from frame.config.redact import redact_deep, redact_text, redact_url
 from frame.daemon import notices
+from frame.daemon.store.records import FeedHealth, RenderRow, StoredPicture
 
 STARS = 5
 
 
-def rating_label(picture: Mapping[str, Any]) -> str:
+def rating_label(picture: StoredPicture) -> str:
     """The picture's latest rating in words: "liked", "disliked", "★★★☆☆" or "not rated"."""
-    kind, value = picture.get("rating_kind"), picture.get("rating_value")
+    kind, value = picture.rating_kind, picture.rating_value
     if kind == "thumb":
         return "liked" if value == 1 else "disliked"
     if kind == "stars" and isinstance(value, int):
@@ -67,37 +68,38 @@ def why_details(why: Any) -> list[tuple[str, str]]:
     return details
 
 
-def picture_view(picture: Mapping[str, Any]) -> dict[str, Any]:
+def picture_view(picture: StoredPicture) -> dict[str, Any]:
     """One gallery picture as the templates need it."""
-    why = picture.get("why")
+    why = picture.why
     return {
-        "id": picture["id"],
-        "prompt": picture.get("prompt") or "",
-        "negative_prompt": picture.get("negative_prompt") or "",
-        "theme": picture.get("theme") or "",
-        "style": picture.get("style") or "",
-        "origin": picture.get("origin") or "",
-        "created": short_time(picture.get("created_at")),
+        "id": picture.id,
+        "prompt": picture.prompt or "",
+        "negative_prompt": picture.negative_prompt or "",
+        "theme": picture.theme or "",
+        "style": picture.style or "",
+        "origin": picture.origin or "",
+        "created": short_time(picture.created_at),
         "rating": rating_label(picture),
-        "rating_kind": picture.get("rating_kind"),
-        "rating_value": picture.get("rating_value"),
-        "favourite": bool(picture.get("favourite")),
+        "rating_kind": picture.rating_kind,
+        "rating_value": picture.rating_value,
+        "favourite": picture.favourite,
         "why": why_sentence(why),
         "why_details": why_details(why),
         "has_plot": why_plot_name(why) is not None,
         "plot_note": why_plot_note(why),
-        "has_panel": bool(picture.get("panel_file")),
+        "has_panel": bool(picture.panel_file),
         "facts": _facts(picture),
     }
 
 
-def _facts(picture: Mapping[str, Any]) -> list[tuple[str, str]]:
+def _facts(picture: StoredPicture) -> list[tuple[str, str]]:
     facts = []
-    for key, label in (("seed", "seed"), ("sampler", "sampler"), ("steps", "steps"), ("model", "model")):
-        if picture.get(key) not in (None, ""):
-            facts.append((label, redact_url(str(picture[key]))))  # a model URL may carry credentials
-    if picture.get("width") and picture.get("height"):
-        facts.append(("size", f"{picture['width']}×{picture['height']}"))
+    for label, value in (("seed", picture.seed), ("sampler", picture.sampler), ("steps", picture.steps),
+                         ("model", picture.model)):
+        if value not in (None, ""):
+            facts.append((label, redact_url(str(value))))  # a model URL may carry credentials
+    if picture.width and picture.height:
+        facts.append(("size", f"{picture.width}×{picture.height}"))
     return facts
 
 
@@ -173,17 +175,21 @@ def progress_view(status: Mapping[str, Any] | None) -> dict[str, Any]:
     }
 
 
-def render_row_view(render: Mapping[str, Any]) -> dict[str, Any]:
+def render_row_view(render: RenderRow) -> dict[str, Any]:
     """One row of the render history: times, and for a render that gave no picture the owner's
-    sentence (``failure``) with the raw error kept as ``details``."""
-    failed = render.get("status") in ("failed", "missed")
-    return dict(render, started=short_time(render.get("started_at")), finished=short_time(render.get("finished_at")),
-                failure=notices.render_failure(str(render.get("status")), render.get("error")) if failed else "",
-                details=str(render.get("error") or ""))
+    sentence (``failure``) with the raw error kept as ``details`` (credentials in it redacted)."""
+    error = redact_text(render.error) if render.error else None
+    failed = render.status in ("failed", "missed")
+    return dict(redact_deep(render.to_json()), started=short_time(render.started_at),
+                finished=short_time(render.finished_at),
+                failure=notices.render_failure(render.status, error) if failed else "", details=error or "")
 
 
-def feed_view(feed: Mapping[str, Any]) -> dict[str, Any]:
-    """One feed's health: times, and when its last fetch failed a sentence plus the error as details."""
-    return dict(feed, last_ok=short_time(feed.get("last_ok_at")), last_attempt=short_time(feed.get("last_attempt_at")),
-                failure=notices.feed_failure(bool(feed.get("from_cache"))) if feed.get("last_error") else "",
-                details=str(feed.get("last_error") or ""))
+def feed_view(feed: FeedHealth) -> dict[str, Any]:
+    """One feed's health: times, and when its last fetch failed a sentence plus the error as details
+    (the feed's URL and error lose their credentials)."""
+    error = redact_text(feed.last_error) if feed.last_error else None
+    return dict(redact_deep(feed.to_json()), last_ok=short_time(feed.last_ok_at),
+                last_attempt=short_time(feed.last_attempt_at),
+                failure=notices.feed_failure(feed.from_cache) if error else "",
+                details=error or "")

@@ -66,7 +66,7 @@ def on_panel(ctx: WebContext, status: dict[str, Any]) -> tuple[int | None, bool]
         if info:
             return None, True
     last = ctx.store.last_shown()
-    return (last["picture_id"], last.get("reason") == INFO_REASON) if last else (None, False)
+    return (last.picture_id, last.reason == INFO_REASON) if last else (None, False)
 
 
 # now showing, one picture, the gallery, and the rate / show-on-frame actions ---------------------
@@ -183,8 +183,8 @@ def queue() -> Any:
 def status() -> Any:
     ctx = web_context()
     live = redact_deep(live_status(ctx))
-    renders = [present.render_row_view(r) for r in redact_deep(ctx.store.renders(10))]
-    feeds = [present.feed_view(f) for f in redact_deep([feed.to_json() for feed in ctx.store.feed_health()])]
+    renders = [present.render_row_view(r) for r in ctx.store.renders(10)]
+    feeds = [present.feed_view(f) for f in ctx.store.feed_health()]
     next_runs = sorted((name, present.short_time(when) or str(when))
                        for name, when in (live.get("next_runs") or {}).items() if when)
     return render_template("status.html", progress=present.progress_view(live), renders=renders,

@@ -29,4 +29,4 @@ def test_a_night_renders_from_a_converted_folder(tmp_path, store, weights):
     render_id = store.start_render("now", None)
     outcome, picture_id = night.render(ctx, render_id, "now")
     assert outcome.status == "done", outcome.error
-    assert store.picture(picture_id)["prompt"]
+    assert store.picture(picture_id).prompt

@@ -184,7 +184,7 @@ def full(state_dir: Path, out_dir: Path) -> None:
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
             render = daemon.store.render(render_id)
-            if render["status"] != "running":
+            if render.status != "running":
                 break
             step = (daemon.live.snapshot().get("render") or {}).get("step")
             supervisor = daemon.ctx.supervisor
@@ -192,10 +192,10 @@ def full(state_dir: Path, out_dir: Path) -> None:
                 os.kill(supervisor.pid, signal.SIGKILL)
                 killed = True
             time.sleep(0.05)
-        picture_id = daemon.store.render(render_id)["picture_id"]
+        picture_id = daemon.store.render(render_id).picture_id
         if picture_id is None or not killed:
             raise SystemExit(f"the recorded render did not go as planned: {daemon.store.render(render_id)}")
-        while daemon.store.last_shown() is None or daemon.store.last_shown()["picture_id"] != picture_id:
+        while daemon.store.last_shown() is None or daemon.store.last_shown().picture_id != picture_id:
             if time.monotonic() > deadline:
                 raise SystemExit("the new picture was never shown")
             time.sleep(0.05)

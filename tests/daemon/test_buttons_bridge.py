@@ -80,24 +80,24 @@ def _shown_count(daemon: Daemon) -> int:
 def test_like_and_dislike_rate_the_picture_on_the_panel(running):
     daemon, ids, factory = running
     _press(factory, LIKE)
-    rating = _wait(lambda: daemon.store.picture(ids[1])["rating_kind"])
-    assert (rating, daemon.store.picture(ids[1])["rating_value"]) == ("thumb", 1)
-    assert daemon.store.picture(ids[1])["favourite"]
+    rating = _wait(lambda: daemon.store.picture(ids[1]).rating_kind)
+    assert (rating, daemon.store.picture(ids[1]).rating_value) == ("thumb", 1)
+    assert daemon.store.picture(ids[1]).favourite
     _press(factory, DISLIKE)
-    _wait(lambda: daemon.store.picture(ids[1])["rating_value"] == -1)
-    assert [daemon.store.picture(i)["rating_kind"] for i in (ids[0], ids[2])] == [None, None]
+    _wait(lambda: daemon.store.picture(ids[1]).rating_value == -1)
+    assert [daemon.store.picture(i).rating_kind for i in (ids[0], ids[2])] == [None, None]
 
 
 def test_next_and_previous_show_the_gallery_neighbours(running):
     daemon, ids, factory = running
     _press(factory, NEXT)
-    _wait(lambda: daemon.store.last_shown()["picture_id"] == ids[2])
-    assert daemon.store.last_shown()["reason"] == "next button"
+    _wait(lambda: daemon.store.last_shown().picture_id == ids[2])
+    assert daemon.store.last_shown().reason == "next button"
     assert daemon.status()["shown"]["output"].endswith("panel.png")
     _press(factory, PREVIOUS)
     _press(factory, PREVIOUS)  # two quick presses: two pictures back, at most one refresh each
-    _wait(lambda: daemon.store.last_shown()["picture_id"] == ids[0])
-    assert daemon.store.last_shown()["reason"] == "previous button"
+    _wait(lambda: daemon.store.last_shown().picture_id == ids[0])
+    assert daemon.store.last_shown().reason == "previous button"
 
 
 def test_hold_shows_the_info_screen_and_holding_again_returns(running):
@@ -108,14 +108,14 @@ def test_hold_shows_the_info_screen_and_holding_again_returns(running):
     with Image.open(panel_png) as info:
         assert info.size == PANEL
         info_pixels = info.convert("RGB").tobytes()
-    assert daemon.store.picture(ids[1])["rating_kind"] is None
+    assert daemon.store.picture(ids[1]).rating_kind is None
     shown = daemon.status()["shown"]
     assert (shown["picture_id"], shown["reason"]) == (ids[1], INFO_REASON) and shown["output"] == str(panel_png)
     _press(factory, LIKE)  # a like while the info screen is up rates the picture behind it
-    _wait(lambda: daemon.store.picture(ids[1])["rating_value"] == 1)
+    _wait(lambda: daemon.store.picture(ids[1]).rating_value == 1)
     _press(factory, DISLIKE, seconds=HOLD)  # held again: back to the picture
     _wait(lambda: _shown_count(daemon) > 1)
-    assert daemon.store.last_shown()["picture_id"] == ids[1] and not daemon.info_on_panel()
+    assert daemon.store.last_shown().picture_id == ids[1] and not daemon.info_on_panel()
     with Image.open(panel_png) as picture:
         assert picture.size == PANEL and picture.convert("RGB").tobytes() != info_pixels
 
@@ -132,7 +132,7 @@ def test_a_failing_action_is_logged_and_the_next_press_works(running, monkeypatc
         _wait(lambda: "button action like failed" in caplog.text)
     assert "database on fire" in caplog.text
     _press(factory, NEXT)
-    _wait(lambda: daemon.store.last_shown()["picture_id"] == ids[2])
+    _wait(lambda: daemon.store.last_shown().picture_id == ids[2])
     assert daemon.status()["state"] == "idle"
 
 

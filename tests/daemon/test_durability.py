@@ -62,7 +62,7 @@ def test_housekeeping_survives_any_sqlite_error(ctx, store, monkeypatch, caplog)
     render_id = store.start_render("now", None)
     with caplog.at_level(logging.ERROR):
         outcome, picture_id = night.render(ctx, render_id, "now")
-    assert outcome.status == "done" and store.render(render_id)["status"] == "done"
+    assert outcome.status == "done" and store.render(render_id).status == "done"
     assert "housekeeping after render" in caplog.text
     assert not night.job_dir(ctx.state_dir, render_id).exists()
 
@@ -76,7 +76,7 @@ def test_a_new_render_never_reuses_a_job_folder_it_finds(ctx, store):
                                               "choice": {"prompt": "from another life"}})
     store.queue_prompt("tonight's prompt")
     outcome, picture_id = night.render(ctx, render_id, "now")
-    assert store.picture(picture_id)["prompt"] == "tonight's prompt"
+    assert store.picture(picture_id).prompt == "tonight's prompt"
 
 
 def _daemon(tmp_path):
@@ -97,9 +97,9 @@ def test_a_render_whose_job_file_was_lost_is_restarted_as_a_new_render(tmp_path,
             daemon.start()
             for thread in list(daemon._threads):
                 thread.join(timeout=10)
-        renders = {r["id"]: r for r in daemon.store.renders()}
-        assert renders[lost]["status"] == "failed" and "job file was lost" in renders[lost]["error"]
-        assert len(renders) == 2 and max(renders) != lost and renders[max(renders)]["status"] == "done"
+        renders = {r.id: r for r in daemon.store.renders()}
+        assert renders[lost].status == "failed" and "job file was lost" in renders[lost].error
+        assert len(renders) == 2 and max(renders) != lost and renders[max(renders)].status == "done"
         assert "cannot be resumed" in caplog.text
     finally:
         daemon.stop()
@@ -125,8 +125,8 @@ def test_a_render_with_its_job_file_is_resumed_with_the_same_seed(tmp_path):
         daemon.start()
         for thread in list(daemon._threads):
             thread.join(timeout=10)
-        assert seen == [4242] and daemon.store.render(render_id)["status"] == "done"
-        assert daemon.store.picture(daemon.store.render(render_id)["picture_id"])["seed"] == 4242
+        assert seen == [4242] and daemon.store.render(render_id).status == "done"
+        assert daemon.store.picture(daemon.store.render(render_id).picture_id).seed == 4242
     finally:
         FakeSupervisor.run = real_run
         daemon.stop()

@@ -25,9 +25,9 @@ def test_publish_copies_files_and_records(tmp_path, store):
     image, panel = _outputs(tmp_path)
     pid = gallery.publish(store, tmp_path, 4, image, panel, _meta(prompt="fox", seed=3))
     picture = store.picture(pid)
-    assert picture["bytes"] == 1500 and picture["prompt"] == "fox"
-    assert gallery.picture_path(tmp_path, picture["file"]).read_bytes() == b"I" * 1000
-    assert gallery.picture_path(tmp_path, picture["panel_file"]).read_bytes() == b"P" * 500
+    assert picture.bytes == 1500 and picture.prompt == "fox"
+    assert gallery.picture_path(tmp_path, picture.file).read_bytes() == b"I" * 1000
+    assert gallery.picture_path(tmp_path, picture.panel_file).read_bytes() == b"P" * 500
 
 
 def test_publish_on_full_disk_records_nothing_and_leaves_no_files(tmp_path, store, monkeypatch):
@@ -67,7 +67,7 @@ def test_retention_keeps_favourites_and_shown(tmp_path, store):
     deleted = gallery.apply_retention(store, tmp_path, gallery.Retention(max_pictures=3, max_disk_mb=10),
                                       keep={ids[3]})
     assert deleted == [ids[2], ids[4], ids[5]]
-    remaining = {p["id"] for p in store.pictures()}
+    remaining = {p.id for p in store.pictures()}
     assert remaining == {ids[0], ids[1], ids[3]}
     assert not (folder / "2.png").exists() and (folder / "0.png").exists()
 
@@ -104,7 +104,7 @@ def test_retention_deletes_the_record_before_the_files(tmp_path, store, monkeypa
     with pytest.raises(KeyboardInterrupt):
         gallery.apply_retention(store, tmp_path, gallery.Retention(max_pictures=2, max_disk_mb=10))
     for picture in store.pictures():
-        assert (folder / picture["file"]).exists() and (folder / picture["panel_file"]).exists()
+        assert (folder / picture.file).exists() and (folder / picture.panel_file).exists()
 
 
 def test_files_left_by_a_cut_after_the_record_are_removed_by_the_next_retention(tmp_path, store, monkeypatch):

@@ -60,7 +60,7 @@ def picture(store, tmp_path):
 
 
 def test_info_facts_from_the_store(store, tmp_path, picture):
-    created = store.picture(picture)["created_at"]
+    created = store.picture(picture).created_at
     facts = info_facts(store, tmp_path, picture, "http://x:1/", ZoneInfo("Pacific/Auckland"))
     assert facts.title == f"Picture {picture}" and facts.prompt == "a red barn in the snow"
     assert facts.why == "you liked snowy scenes" and facts.url == "http://x:1/"

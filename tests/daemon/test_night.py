@@ -29,8 +29,8 @@ def test_render_publishes_and_cleans_up(ctx, store):
     outcome, picture_id = night.render(ctx, render_id, "now")
     assert outcome.status == "done"
     picture = store.picture(picture_id)
-    assert picture["prompt"] == "a red fox" and picture["timings"]["total"] >= 0
-    assert store.queued_prompts() == [] and store.render(render_id)["status"] == "done"
+    assert picture.prompt == "a red fox" and picture.timings["total"] >= 0
+    assert store.queued_prompts() == [] and store.render(render_id).status == "done"
     assert not night.job_dir(ctx.state_dir, render_id).exists()
     assert (ctx.state_dir / "frame.db.bak").exists()
     assert prompt_id
@@ -45,7 +45,7 @@ def test_queued_prompts_get_a_random_seed_stored_with_the_picture(ctx, store):
         folder = night.ensure_job(ctx, render_id, "now")
         job_seed = statefile.read_json(folder / "job.json")["seed"]
         _, picture_id = night.render(ctx, render_id, "now", resume=True)
-        assert store.picture(picture_id)["seed"] == job_seed
+        assert store.picture(picture_id).seed == job_seed
         seeds.append(job_seed)
     assert seeds[0] != seeds[1] and all(0 <= s < 2**32 for s in seeds)
 
@@ -85,8 +85,8 @@ def test_disk_full_while_saving_keeps_previous_picture(ctx, store, monkeypatch, 
         outcome, picture_id = night.render(ctx, render_id, "now")
     assert picture_id is None and outcome.status == "failed"
     assert "No space left" in caplog.text and "previous picture stays shown" in caplog.text
-    assert store.render(render_id)["status"] == "failed"
-    assert store.last_shown()["picture_id"] == previous and store.count_pictures() == 1
+    assert store.render(render_id).status == "failed"
+    assert store.last_shown().picture_id == previous and store.count_pictures() == 1
     assert not night.job_dir(ctx.state_dir, render_id).exists()  # space given back
 
 
@@ -119,8 +119,8 @@ def test_render_now_shows_the_new_picture_and_is_exclusive(daemon):
     daemon._render_lock.release()
     daemon.render_now()
     _wait(lambda: daemon.store.last_shown() is not None)
-    assert daemon.store.last_shown()["reason"] == "new picture"
-    assert daemon.status()["shown"]["picture_id"] == daemon.store.last_shown()["picture_id"]
+    assert daemon.store.last_shown().reason == "new picture"
+    assert daemon.status()["shown"]["picture_id"] == daemon.store.last_shown().picture_id
 
 
 def test_failed_render_falls_back_to_a_favourite(daemon):
@@ -130,7 +130,7 @@ def test_failed_render_falls_back_to_a_favourite(daemon):
     daemon.render_now()
     _wait(lambda: daemon.store.last_shown() is not None)
     shown = daemon.store.last_shown()
-    assert (shown["picture_id"], shown["reason"]) == (favourite, "fallback")
+    assert (shown.picture_id, shown.reason) == (favourite, "fallback")
     status = daemon.status()
     assert status["notice"].startswith("No new picture — it was not finished by the deadline")
     assert f"favourite {favourite} is shown" in status["notice"]
@@ -152,7 +152,7 @@ def test_quiet_hours_defer_the_panel_refresh(daemon):
     daemon.config = make_config(daemon.state_dir)
     daemon._flush_pending_show()
     _wait(lambda: daemon.store.last_shown() is not None)
-    assert daemon.store.last_shown()["picture_id"] == picture
+    assert daemon.store.last_shown().picture_id == picture
 
 
 def test_rotation_cycles_favourites(daemon):
@@ -164,7 +164,7 @@ def test_rotation_cycles_favourites(daemon):
         count = len(daemon.store.query("SELECT * FROM shown"))
         daemon.rotate()
         _wait(lambda c=count: len(daemon.store.query("SELECT * FROM shown")) > c)
-        shown.append(daemon.store.last_shown()["picture_id"])
+        shown.append(daemon.store.last_shown().picture_id)
     assert shown == [ids[0], ids[2], ids[0]]
 
 
@@ -182,8 +182,8 @@ def test_missed_night_is_caught_up_at_start_and_shown_after_show_time(tmp_path):
         daemon.start()
         _wait(lambda: daemon.store.last_shown() is not None)
         render = daemon.store.renders(1)[0]
-        assert (render["kind"], render["status"]) == ("night", "done") and render["night"]
-        assert daemon.store.last_shown()["reason"] == "new picture"
+        assert (render.kind, render.status) == ("night", "done") and render.night
+        assert daemon.store.last_shown().reason == "new picture"
         daemon.nightly()  # the night already has its picture: no second render
         assert len(daemon.store.renders()) == 1
     finally:
@@ -194,12 +194,12 @@ def test_picture_waits_for_show_time(tmp_path):
     daemon = _daemon(tmp_path, render_at=clock(-30), deadline=clock(120), show_at=clock(60))
     try:
         daemon.start()
-        _wait(lambda: daemon.store.renders(1) and daemon.store.renders(1)[0]["status"] == "done")
+        _wait(lambda: daemon.store.renders(1) and daemon.store.renders(1)[0].status == "done")
         time.sleep(0.2)
         assert daemon.store.last_shown() is None
         daemon.show_time()
         _wait(lambda: daemon.store.last_shown() is not None)
-        assert daemon.store.last_shown()["reason"] == "tonight's picture"
+        assert daemon.store.last_shown().reason == "tonight's picture"
     finally:
         daemon.stop()
 
@@ -212,7 +212,7 @@ def test_phone_page_says_nothing_is_shown_until_show_time(tmp_path):
     daemon = _daemon(tmp_path, render_at=clock(-30), deadline=clock(120), show_at=clock(60))
     try:
         daemon.start()
-        _wait(lambda: daemon.store.renders(1) and daemon.store.renders(1)[0]["status"] == "done")
+        _wait(lambda: daemon.store.renders(1) and daemon.store.renders(1)[0].status == "done")
         page = requests.get(f"http://127.0.0.1:{daemon.server.port}/", timeout=5).text
         assert daemon.status()["shown"] is None
         assert "Nothing on the frame yet" in page and "Now showing" not in page
@@ -230,7 +230,7 @@ def test_unfinished_render_of_a_past_night_is_marked_missed(tmp_path):
     night.job_dir(daemon.state_dir, stale).mkdir(parents=True)
     try:
         daemon.start()
-        assert daemon.store.render(stale)["status"] == "missed"
+        assert daemon.store.render(stale).status == "missed"
         assert not night.job_dir(daemon.state_dir, stale).exists()
         assert FakeSupervisor.runs == []
     finally:
@@ -245,7 +245,7 @@ def test_deadline_without_any_render_falls_back(tmp_path):
         daemon.start()
         daemon.deadline_passed()
         _wait(lambda: daemon.store.last_shown() is not None)
-        assert daemon.store.last_shown()["reason"] == "fallback"
+        assert daemon.store.last_shown().reason == "fallback"
         assert "no render ran" in daemon.status()["notice"]
     finally:
         daemon.stop()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from frame.daemon import notices
+from frame.daemon.store.records import FeedHealth, RenderRow
 from frame.web.present import feed_view, render_row_view
 
 RAW = "RuntimeError: onnx node /unet/down_blocks.0/attentions.0/Softmax: shape (1, 8, 4096, 4096)"
@@ -45,9 +46,10 @@ def test_fallback_and_show_notices():
 
 
 def test_history_rows_keep_the_raw_error_as_details():
-    row = render_row_view({"id": 1, "status": "failed", "error": f"failed at step 'load model': {RAW}",
-                           "started_at": "2026-11-29T01:00:00+00:00", "finished_at": None})
+    failed = {"id": 1, "status": "failed", "error": f"failed at step 'load model': {RAW}",
+              "started_at": "2026-11-29T01:00:00+00:00", "finished_at": None}
+    row = render_row_view(RenderRow.from_row(failed))
     assert row["failure"].startswith("The model could not be loaded") and row["details"].endswith(RAW)
-    assert render_row_view({"id": 2, "status": "done", "error": None})["failure"] == ""
-    feed = feed_view({"name": "news", "last_error": RAW, "from_cache": 1})
+    assert render_row_view(RenderRow.from_row({"id": 2, "status": "done", "error": None}))["failure"] == ""
+    feed = feed_view(FeedHealth.from_row({"name": "news", "last_error": RAW, "from_cache": 1}))
     assert feed["failure"].startswith("The last fetch failed; its last good prompts") and feed["details"] == RAW

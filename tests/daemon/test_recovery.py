@@ -21,7 +21,7 @@ def test_corrupt_database_is_restored_from_backup(tmp_path, caplog):
     _corrupt(tmp_path / "frame.db")
     with caplog.at_level(logging.WARNING):
         reopened = Store.open(tmp_path)
-    assert reopened.picture(pid)["prompt"] == "kept in backup"
+    assert reopened.picture(pid).prompt == "kept in backup"
     assert "damaged" in caplog.text and "restored" in caplog.text
     assert list(tmp_path.glob("frame.db.corrupt-*"))
     reopened.close()
@@ -56,7 +56,7 @@ def test_missing_store_with_a_backup_is_restored_not_started_empty(tmp_path, cap
     (tmp_path / "frame.db").unlink()
     with caplog.at_level(logging.WARNING):
         reopened = Store.open(tmp_path)
-    assert reopened.picture(pid)["prompt"] == "kept in backup"
+    assert reopened.picture(pid).prompt == "kept in backup"
     assert "missing" in caplog.text and "restored the store from its backup" in caplog.text
     reopened.close()
 
@@ -67,7 +67,7 @@ def test_zero_byte_store_is_damaged_and_restored_from_backup(tmp_path, caplog):
     (tmp_path / "frame.db").write_bytes(b"")
     with caplog.at_level(logging.WARNING):
         reopened = Store.open(tmp_path)
-    assert reopened.picture(pid)["prompt"] == "kept in backup"
+    assert reopened.picture(pid).prompt == "kept in backup"
     assert "0 bytes" in caplog.text and "restored the store from its backup" in caplog.text
     aside = list(tmp_path.glob("frame.db.corrupt-*"))
     assert aside and aside[0].stat().st_size == 0
@@ -105,7 +105,7 @@ def test_restore_never_replays_the_damaged_stores_wal(tmp_path):
     _corrupt(tmp_path / "frame.db")
     (tmp_path / "frame.db-wal").write_bytes(wal)
     reopened = Store.open(tmp_path)
-    assert [p["id"] for p in reopened.pictures()] == [pid]
+    assert [p.id for p in reopened.pictures()] == [pid]
     assert list(tmp_path.glob("frame.db.corrupt-*-wal"))
     reopened.close()
 

@@ -91,12 +91,12 @@ def test_sigkilled_worker_still_produces_the_identical_picture(tmp_path):
         assert any(step > 1 for step in killer.first_steps[1:]), killer.first_steps  # resumed mid-way
 
         def pixels(ctx, picture_id, column):
-            name = ctx.store.picture(picture_id)[column]
+            name = getattr(ctx.store.picture(picture_id), column)
             return np.asarray(Image.open(ctx.state_dir / "gallery" / name))
 
         for column in ("file", "panel_file"):
             assert np.array_equal(pixels(calm, calm_picture, column), pixels(chaos, chaos_picture, column))
-        assert chaos.store.render(render_id)["restarts"] == outcome.restarts
+        assert chaos.store.render(render_id).restarts == outcome.restarts
     finally:
         calm.store.close()
         chaos.store.close()
@@ -172,6 +172,6 @@ def test_daemon_stopped_or_killed_mid_render_resumes(tmp_path, daemon_config):
     assert resumed_from[0] == 0 and all(n > 0 for n in resumed_from[1:]) and 2 <= len(resumed_from) <= 3, resumed_from
     store = Store.open(state)
     try:
-        assert store.render(render_id)["status"] == "done" and store.count_pictures() == 1
+        assert store.render(render_id).status == "done" and store.count_pictures() == 1
     finally:
         store.close()

@@ -1,9 +1,11 @@
+import dataclasses
 import sqlite3
 
 import pytest
 
 from frame.daemon.store import migrations
 from frame.daemon.store.database import Store
+from frame.daemon.store.records import RenderRow, ShownEvent, StoredPicture
 from frame.errors import FrameError
 from tests.daemon.conftest import add_picture
 
@@ -23,7 +25,7 @@ def test_migrates_an_old_database_step_by_step(tmp_path):
     conn.close()
     opened = Store.open(tmp_path)
     assert opened.query("PRAGMA user_version")[0][0] == migrations.SCHEMA_VERSION
-    assert opened.picture(1)["prompt"] == "kept"
+    assert opened.picture(1).prompt == "kept"
     assert opened.feed_health() == []  # table from migration 2 exists
     opened.close()
 
@@ -40,9 +42,9 @@ def test_picture_round_trip_with_json_columns(store):
     pid = add_picture(store, why={"sentence": "you liked harbours"}, features={"warm": 0.5},
                       timings={"generate": 3.2}, theme="harbour", style="watercolor")
     picture = store.picture(pid)
-    assert picture["why"] == {"sentence": "you liked harbours"}
-    assert picture["features"] == {"warm": 0.5}
-    assert picture["theme"] == "harbour" and picture["favourite"] is False
+    assert picture.why == {"sentence": "you liked harbours"}
+    assert picture.features == {"warm": 0.5}
+    assert picture.theme == "harbour" and picture.favourite is False
     assert store.picture(pid + 100) is None
     with pytest.raises(ValueError, match="unknown picture fields"):
         store.add_picture(file="a", prompt="p", colour="red")
@@ -53,7 +55,7 @@ def test_picture_round_trip_with_json_columns(store):
 def test_favourite_is_like_or_four_stars(store, kind, value, favourite):
     pid = add_picture(store)
     store.rate(pid, kind, value)
-    assert store.picture(pid)["favourite"] is favourite
+    assert store.picture(pid).favourite is favourite
     assert (store.favourite_ids() == [pid]) is favourite
 
 
@@ -62,8 +64,8 @@ def test_latest_rating_wins(store):
     store.rate(pid, "thumb", 1)
     store.rate(pid, "stars", 2)
     picture = store.picture(pid)
-    assert (picture["rating_kind"], picture["rating_value"], picture["favourite"]) == ("stars", 2, False)
-    assert [p["id"] for p in store.rating_history()] == [pid]
+    assert (picture.rating_kind, picture.rating_value, picture.favourite) == ("stars", 2, False)
+    assert [p.id for p in store.rating_history()] == [pid]
 
 
 def test_rating_validation_and_unknown_picture(store):
@@ -99,12 +101,28 @@ def test_feed_items_validity_and_used_order(store):
 
 def test_render_history(store):
     rid = store.start_render("night", "2026-11-29")
-    assert store.unfinished_renders()[0]["id"] == rid
+    assert store.unfinished_renders()[0].id == rid
     assert not store.night_done("2026-11-29")
     assert store.count_restart(rid) == 1
     store.finish_render(rid, "done", picture_id=3, timings={"total": 1.0})
     assert store.night_done("2026-11-29") and store.unfinished_renders() == []
-    assert store.render(rid)["picture_id"] == 3
+    assert store.render(rid).picture_id == 3
+
+
+def test_readers_return_typed_records_whose_json_is_the_row(store):
+    """Readers hand out frozen records; ``to_json`` is the row as ``frame status --json`` printed it."""
+    rid = store.start_render("now", None)
+    store.finish_render(rid, "failed", error="boom", timings={"total": 2.5})
+    pid = add_picture(store, theme="harbour")
+    store.record_shown(pid, "rotation")
+    render, shown, picture = store.render(rid), store.last_shown(), store.picture(pid)
+    assert isinstance(render, RenderRow) and isinstance(shown, ShownEvent) and isinstance(picture, StoredPicture)
+    assert render.timings == {"total": 2.5} and (render.kind, render.status, render.error) == ("now", "failed", "boom")
+    assert render.to_json() == dict(store.query("SELECT * FROM renders WHERE id = ?", (rid,))[0])
+    assert shown.to_json() == dict(store.query("SELECT * FROM shown")[0])
+    assert [p.theme for p in store.pictures()] == ["harbour"] and store.renders(1) == [render]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        picture.theme = "other"
 
 
 def test_transaction_rolls_back(store):

@@ -35,7 +35,7 @@ def test_show_runs_the_display_in_a_worker(ctx):
     result = night.show_picture(ctx, picture_id, "owner")
     assert result.status == "shown"
     assert Image.open(result.shown).size == (80, 48)
-    assert ctx.store.last_shown()["picture_id"] == picture_id
+    assert ctx.store.last_shown().picture_id == picture_id
     assert ctx.status.snapshot()["shown"]["picture_id"] == picture_id
     assert night.show_picture(ctx, picture_id, "owner").status == "unchanged"
 
@@ -45,7 +45,7 @@ def test_missing_model_fails_at_the_load_model_step_without_retries(ctx):
     outcome, picture_id = night.render(ctx, render_id, "now")
     assert picture_id is None and outcome.status == "failed" and outcome.step == "load model"
     assert outcome.restarts == 0
-    assert "load model" in ctx.store.render(render_id)["error"]
+    assert "load model" in ctx.store.render(render_id).error
 
 
 def test_run_night_raises_naming_the_step(ctx):
@@ -125,11 +125,11 @@ def test_taste_model_choice_is_explained_with_a_plot(tmp_path, store, monkeypatc
     render_id = store.start_render("now", None)
     outcome, picture_id = night.render(ctx, render_id, "now")
     assert outcome.status == "done", outcome.error
-    why = store.picture(picture_id)["why"]
+    why = store.picture(picture_id).why
     assert why["mode"] == "model" and why["sentence"].startswith("expected liking")
     assert why["candidate"]["theme"] in config.taste.themes
     assert gallery.picture_path(tmp_path, why["plot"]).read_bytes()[:4] == b"\x89PNG"
-    assert set(store.picture(picture_id)["features"]) >= {"warmth", "drama"}
+    assert set(store.picture(picture_id).features) >= {"warmth", "drama"}
     # the render worker runs as `python -m frame.worker.render` (argv[0] is that file)
     processes = [json.loads(f.read_text()) for f in probe.glob("modules-*.json")]
     worker = [p for p in processes if p["argv"][0].endswith(os.path.join("worker", "render.py"))]

@@ -44,7 +44,7 @@ def _render(ctx, prompt: str = "a lighthouse in a storm", **kwargs):
 
 
 def _parameters(ctx, picture) -> str:
-    return Image.open(gallery.picture_path(ctx.state_dir, picture["file"])).info.get("parameters", "")
+    return Image.open(gallery.picture_path(ctx.state_dir, picture.file)).info.get("parameters", "")
 
 
 def _posts(fake) -> list[dict]:
@@ -67,15 +67,15 @@ def test_the_night_is_painted_on_the_server_with_its_parameters(tmp_path, closin
     assert outcome.status == "done", outcome.error
     picture = ctx.store.picture(picture_id)
     [body] = _posts(fake)
-    assert body["prompt"] == picture["prompt"] == "a lighthouse in a storm"
-    assert (body["seed"], body["width"], body["height"], body["steps"]) == (picture["seed"], 96, 64, 25)
-    assert (picture["model"], picture["steps"], picture["sampler"], picture["width"]) == (
+    assert body["prompt"] == picture.prompt == "a lighthouse in a storm"
+    assert (body["seed"], body["width"], body["height"], body["steps"]) == (picture.seed, 96, 64, 25)
+    assert (picture.model, picture.steps, picture.sampler, picture.width) == (
         "dreamshaper_8", 25, "dpm++2m_karras", 96)
     assert _parameters(ctx, picture) == INFOTEXT.format(prompt=body["prompt"], negative=body["negative_prompt"],
                                                         steps=25, cfg=7.0, seed=body["seed"], width=96, height=64)
-    assert picture["why"]["painted"] == f"on the render server {fake.url} (dreamshaper_8)"
-    assert "remote_fallback" not in picture["why"] and picture["why"]["method"] == "queue"
-    assert Image.open(gallery.picture_path(ctx.state_dir, picture["panel_file"])).size == (80, 48)
+    assert picture.why["painted"] == f"on the render server {fake.url} (dreamshaper_8)"
+    assert "remote_fallback" not in picture.why and picture.why["method"] == "queue"
+    assert Image.open(gallery.picture_path(ctx.state_dir, picture.panel_file)).size == (80, 48)
 
 
 def test_progress_and_preview_reach_the_live_status(tmp_path, closing):
@@ -117,13 +117,13 @@ def test_each_fault_falls_back_to_the_frame_in_the_same_render(tmp_path, closing
             render_id, outcome, picture_id = _render(ctx)
         assert len(_posts(fake)) == 1
     assert outcome.status == "done" and outcome.restarts == 0, outcome.error
-    assert ctx.store.render(render_id)["status"] == "done" and ctx.store.count_pictures() == 1
+    assert ctx.store.render(render_id).status == "done" and ctx.store.count_pictures() == 1
     picture = ctx.store.picture(picture_id)
-    assert picture["model"].endswith("models/demo") and (picture["width"], picture["steps"]) == (64, 2)  # local
+    assert picture.model.endswith("models/demo") and (picture.width, picture.steps) == (64, 2)  # local
     assert _parameters(ctx, picture).startswith("a lighthouse in a storm\n") and "dreamshaper" not in _parameters(
         ctx, picture)
-    assert picture["why"]["remote_fallback"] == reason
-    assert picture["why"]["painted"].startswith("on this frame, because render server")
+    assert picture.why["remote_fallback"] == reason
+    assert picture.why["painted"].startswith("on this frame, because render server")
     log = capfd.readouterr().err
     assert f"remote render failed (reason: {reason}): Render server " in log
     assert "painting tonight's picture on the frame instead." in log
@@ -136,7 +136,7 @@ def test_the_local_backend_never_asks_the_server(tmp_path, closing):
         _, outcome, picture_id = _render(ctx)
     assert outcome.status == "done" and fake.requests == []
     picture = ctx.store.picture(picture_id)
-    assert picture["model"].endswith("models/demo") and "painted" not in picture["why"]
+    assert picture.model.endswith("models/demo") and "painted" not in picture.why
 
 
 class _KillDuringRemoteJob:
@@ -164,7 +164,7 @@ def test_a_worker_killed_mid_remote_job_asks_the_server_again(tmp_path, closing)
     assert outcome.status == "done" and outcome.restarts == 1, outcome.error
     first, again = _posts(fake)
     assert first == again  # the same prompt and seed: the same picture
-    assert ctx.store.count_pictures() == 1 and ctx.store.picture(picture_id)["model"] == "dreamshaper_8"
+    assert ctx.store.count_pictures() == 1 and ctx.store.picture(picture_id).model == "dreamshaper_8"
 
 
 def test_a_worker_killed_twice_mid_remote_job_paints_on_the_frame(tmp_path, closing):
@@ -176,8 +176,8 @@ def test_a_worker_killed_twice_mid_remote_job_paints_on_the_frame(tmp_path, clos
     assert outcome.status == "done" and outcome.restarts == 2, outcome.error
     assert len(_posts(fake)) == 2 and ctx.store.count_pictures() == 1
     picture = ctx.store.picture(picture_id)
-    assert picture["model"].endswith("models/demo") and picture["why"]["remote_fallback"] == "died"
-    assert "interrupted 2 times" in picture["why"]["painted"]
+    assert picture.model.endswith("models/demo") and picture.why["remote_fallback"] == "died"
+    assert "interrupted 2 times" in picture.why["painted"]
 
 
 def test_a_stopped_worker_interrupts_the_server_and_the_restart_asks_again(tmp_path, closing):
@@ -199,7 +199,7 @@ def test_a_stopped_worker_interrupts_the_server_and_the_restart_asks_again(tmp_p
         outcome, picture_id = night.render(ctx, render_id, "now", resume=True)
     assert outcome.status == "done", outcome.error
     assert len(_posts(fake)) == 2 and ctx.store.count_pictures() == 1
-    assert ctx.store.picture(picture_id)["model"] == "dreamshaper_8"
+    assert ctx.store.picture(picture_id).model == "dreamshaper_8"
 
 
 def test_the_server_gets_at_most_half_of_what_is_left_of_the_window(tmp_path):
@@ -229,7 +229,7 @@ def test_a_worker_restarted_after_the_fallback_began_does_not_ask_again(tmp_path
         _, outcome, picture_id = _render(ctx)
     assert outcome.status == "done" and outcome.restarts == 1, outcome.error
     assert len(_posts(fake)) == 1 and ctx.store.count_pictures() == 1
-    assert ctx.store.picture(picture_id)["why"]["remote_fallback"] == "server-error"
+    assert ctx.store.picture(picture_id).why["remote_fallback"] == "server-error"
 
 
 def test_the_phone_page_shows_where_the_picture_is_painted(tmp_path):

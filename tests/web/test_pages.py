@@ -66,10 +66,10 @@ def test_rate_like_and_stars(owner, store, pictures):
                           data={"rating": "4", "csrf_token": csrf_from(page), "next": "/"})
     assert response.status_code == 303 and response.headers["Location"] == "/"
     picture = store.picture(pictures["new"])
-    assert (picture["rating_kind"], picture["rating_value"], picture["favourite"]) == ("stars", 4, True)
+    assert (picture.rating_kind, picture.rating_value, picture.favourite) == ("stars", 4, True)
     owner.post(f"/pictures/{pictures['new']}/rate", data={"rating": "dislike", "csrf_token": csrf_from(page)})
     picture = store.picture(pictures["new"])
-    assert (picture["rating_kind"], picture["rating_value"], picture["favourite"]) == ("thumb", -1, False)
+    assert (picture.rating_kind, picture.rating_value, picture.favourite) == ("thumb", -1, False)
     assert "Rating saved" in text(owner.get("/"))  # flash message after redirect
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from frame.config import Config, WebConfig
+from frame.daemon.store.records import StoredPicture
 from frame.web import present
 from frame.web.forms import FormError, check_blocklist, clean_text, parse_page, parse_rating, safe_next
 from frame.web.settings import flatten, grouped, notes
@@ -15,7 +16,7 @@ from frame.web.settings import flatten, grouped, notes
     (None, None, "not rated"),
 ])
 def test_rating_label(kind, value, label):
-    assert present.rating_label({"rating_kind": kind, "rating_value": value}) == label
+    assert present.rating_label(StoredPicture.from_row({"rating_kind": kind, "rating_value": value})) == label
 
 
 def test_why_in_its_shapes():
@@ -111,5 +112,5 @@ def test_settings_flatten_and_notes():
 
 def test_plot_note_is_shown_instead_of_a_missing_plot():
     why = {"sentence": "s", "plot": None, "plot_note": "needs matplotlib"}
-    view = present.picture_view({"id": 1, "why": why})
+    view = present.picture_view(StoredPicture.from_row({"id": 1, "why": why}))
     assert view["has_plot"] is False and view["plot_note"] == "needs matplotlib" and view["why_details"] == []

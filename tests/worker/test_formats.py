@@ -118,8 +118,8 @@ def test_the_0_1_database_opens_with_every_picture(tmp_path):
     try:
         pictures = store.pictures()
         assert len(pictures) == 4
-        assert all(picture["prompt"] and picture["file"] for picture in pictures)
-        assert store.picture(pictures[0]["id"])["why"]["sentence"]
+        assert all(picture.prompt and picture.file for picture in pictures)
+        assert store.picture(pictures[0].id).why["sentence"]
     finally:
         store.close()
 

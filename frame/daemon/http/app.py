@@ -123,7 +123,7 @@ class _Deps:
         picture = self.store.picture(picture_id)
         if picture is None:
             raise ApiError(404, f"no picture with id {picture_id}")
-        return StoredPicture.from_row(picture)
+        return picture
 
 
 def _deps() -> _Deps:
@@ -168,7 +168,7 @@ def pictures():
         raise ApiError(400, f"limit must be 1..500 and offset from 0 to {SQLITE_MAX_INT}")
     favourites = request.args.get("favourites", "") in ("1", "true")
     rows = store.pictures(limit, offset, favourites_only=favourites)
-    return jsonify({"pictures": [StoredPicture.from_row(row).api_json() for row in rows],
+    return jsonify({"pictures": [row.api_json() for row in rows],
                     "total": store.count_pictures()})
 
 

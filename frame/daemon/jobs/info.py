@@ -20,16 +20,17 @@ import secrets
 import shutil
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, tzinfo
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from frame.atomicfile import make_dirs
 from frame.daemon.jobs.night import write_job_files
 from frame.daemon.jobs.supervisor import worker_command
 from frame.daemon.store import gallery
 from frame.daemon.store.database import Store
+from frame.daemon.store.records import StoredPicture
 from frame.errors import FrameError
 from frame.worker.records import InfoFacts, ShowJob, ShowOutput
 
@@ -76,15 +77,15 @@ def page_url(listen: str, port: int | None = None, lan: Callable[[], str | None]
     return f"http://{host}:{port}/"
 
 
-def _rating_text(picture: dict[str, Any]) -> str:
-    kind, value = picture.get("rating_kind"), picture.get("rating_value")
+def _rating_text(picture: StoredPicture) -> str:
+    kind, value = picture.rating_kind, picture.rating_value
     if kind == "thumb":
         text = "liked" if value == 1 else "disliked"
     elif kind == "stars":
         text = f"{value} of 5 stars"
     else:
         return "not rated yet"
-    return f"{text} (a favourite)" if picture.get("favourite") else text
+    return f"{text} (a favourite)" if picture.favourite else text
 
 
 def _date_text(created_at: str | None, tz: tzinfo) -> str:
@@ -100,12 +101,12 @@ def info_facts(store: Store, state_dir: Path, picture_id: int | None, url: str, 
     if picture is None:
         return InfoFacts(picture_id=None, image=None, title="No picture on the frame yet", prompt="", details=(),
                          why="", url=url)
-    why = picture.get("why") if isinstance(picture.get("why"), dict) else {}
-    image = gallery.picture_path(state_dir, picture.get("file"))
-    details = (("Theme", ", ".join(p for p in (picture.get("theme"), picture.get("style")) if p) or "none"),
-               ("Rating", _rating_text(picture)), ("Painted", _date_text(picture.get("created_at"), tz)))
-    return InfoFacts(picture_id=picture["id"], image=str(image) if image and image.is_file() else None,
-                     title=f"Picture {picture['id']}", prompt=picture.get("prompt") or "", details=details,
+    why = picture.why if isinstance(picture.why, Mapping) else {}
+    image = gallery.picture_path(state_dir, picture.file)
+    details = (("Theme", ", ".join(p for p in (picture.theme, picture.style) if p) or "none"),
+               ("Rating", _rating_text(picture)), ("Painted", _date_text(picture.created_at, tz)))
+    return InfoFacts(picture_id=picture.id, image=str(image) if image and image.is_file() else None,
+                     title=f"Picture {picture.id}", prompt=picture.prompt or "", details=details,
                      why=str(why.get("sentence") or ""), url=url)
 
 

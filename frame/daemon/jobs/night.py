@@ -21,7 +21,7 @@ import shutil
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -140,17 +140,17 @@ def _history(store: Store) -> tuple[RatedPicture, ...]:
     """Rated pictures for the taste model: what they were made from and the latest rating."""
     history = []
     for picture in store.rating_history():
-        why = picture.get("why") if isinstance(picture.get("why"), dict) else {}
+        why = picture.why if isinstance(picture.why, Mapping) else {}
         history.append(RatedPicture(
-            id=picture["id"], prompt=picture["prompt"], theme=picture.get("theme"), style=picture.get("style"),
-            origin=picture.get("origin"), rating_kind=picture["rating_kind"], rating_value=picture["rating_value"],
+            id=picture.id, prompt=picture.prompt, theme=picture.theme, style=picture.style,
+            origin=picture.origin, rating_kind=picture.rating_kind, rating_value=picture.rating_value,
             candidate=why.get("candidate")))
     return tuple(history)
 
 
 def _recent_themes(store: Store, count: int) -> tuple[str, ...]:
     """Themes of the last ``count`` pictures, newest last (the picker avoids repeating them)."""
-    return tuple(p["theme"] for p in reversed(store.pictures(limit=max(count, 1))) if p["theme"])
+    return tuple(p.theme for p in reversed(store.pictures(limit=max(count, 1))) if p.theme)
 
 
 def build_job(ctx: RenderContext, render_id: int, kind: RenderKind, deadline: float | None = None) -> RenderJob:
@@ -266,7 +266,7 @@ def _housekeeping(ctx: RenderContext, render_id: int) -> None:
     shown = ctx.store.last_shown()
     policy = gallery.Retention(ctx.config.gallery.max_pictures, ctx.config.gallery.max_disk_mb)
     try:
-        gallery.apply_retention(ctx.store, ctx.state_dir, policy, keep={shown["picture_id"]} if shown else set())
+        gallery.apply_retention(ctx.store, ctx.state_dir, policy, keep={shown.picture_id} if shown else set())
         ctx.store.backup(backup_path(ctx.store.path))
     except (OSError, sqlite3.Error, FrameError) as exc:
         log.error("housekeeping after render %d failed: %s", render_id, exc)
@@ -284,9 +284,9 @@ def show_picture(ctx: RenderContext, picture_id: int, reason: str) -> ShowOutput
         raise FrameError(f"no picture with id {picture_id}")
     folder = Path(ctx.state_dir) / "checkpoints" / f"show-{picture_id}-{secrets.token_hex(4)}"
     make_dirs(folder)  # transient (swept at start), but it may be what creates checkpoints/
-    panel = gallery.picture_path(ctx.state_dir, picture["panel_file"])
+    panel = gallery.picture_path(ctx.state_dir, picture.panel_file)
     write_job_files(folder, ctx.config, ShowJob(state_dir=Path(ctx.state_dir),
-                                                image=gallery.picture_path(ctx.state_dir, picture["file"]),
+                                                image=gallery.picture_path(ctx.state_dir, picture.file),
                                                 panel=panel))
     started = time.monotonic()
     try:
@@ -329,10 +329,9 @@ def run_night(config: Config, *, show: bool = True, progress: Callable[[dict], N
         picture = store.picture(picture_id)
         return NightResult(
             picture_id=picture_id, render_id=render_id,
-            image=gallery.picture_path(state, picture["file"]),
-            panel=gallery.picture_path(state, picture["panel_file"]), shown=Path(shown) if shown else None,
-            prompt=picture["prompt"],
-            theme=picture["theme"], style=picture["style"], restarts=outcome.restarts,
-            seconds=(picture["timings"] or {}).get("total", 0.0), peak_rss_mb=outcome.peak_rss_mb)
+            image=gallery.picture_path(state, picture.file),
+            panel=gallery.picture_path(state, picture.panel_file), shown=Path(shown) if shown else None,
+            prompt=picture.prompt, theme=picture.theme, style=picture.style, restarts=outcome.restarts,
+            seconds=(picture.timings or {}).get("total", 0.0), peak_rss_mb=outcome.peak_rss_mb)
     finally:
         store.close()

@@ -29,7 +29,7 @@ from typing import Any
 
 from frame.atomicfile import make_dirs
 from frame.daemon.store.migrations import migrate
-from frame.daemon.store.records import FeedHealth, QueuedPrompt
+from frame.daemon.store.records import FeedHealth, QueuedPrompt, RenderRow, ShownEvent, StoredPicture
 from frame.daemon.store.recovery import open_checked, write_backup
 
 log = logging.getLogger(__name__)
@@ -56,12 +56,11 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def _picture_row(row: sqlite3.Row) -> dict[str, Any]:
+def _picture_row(row: sqlite3.Row) -> StoredPicture:
     data = dict(row)
     for column in JSON_COLUMNS:
         data[column] = json.loads(data[column]) if data.get(column) else None
-    data["favourite"] = bool(data.get("favourite"))
-    return data
+    return StoredPicture.from_row(data)
 
 
 class Store:
@@ -128,11 +127,11 @@ class Store:
         marks = ", ".join(f":{k}" for k in values)
         return self.execute(f"INSERT INTO pictures ({columns}) VALUES ({marks})", values)
 
-    def picture(self, picture_id: int) -> dict[str, Any] | None:
+    def picture(self, picture_id: int) -> StoredPicture | None:
         rows = self.query(f"{_PICTURE_SELECT} WHERE p.id = ?", (picture_id,))
         return _picture_row(rows[0]) if rows else None
 
-    def pictures(self, limit: int = 50, offset: int = 0, favourites_only: bool = False) -> list[dict]:
+    def pictures(self, limit: int = 50, offset: int = 0, favourites_only: bool = False) -> list[StoredPicture]:
         where = f"WHERE {FAVOURITE_SQL}" if favourites_only else ""
         rows = self.query(f"{_PICTURE_SELECT} {where} ORDER BY p.id DESC LIMIT ? OFFSET ?", (limit, offset))
         return [_picture_row(r) for r in rows]
@@ -148,7 +147,7 @@ class Store:
             conn.execute("DELETE FROM ratings WHERE picture_id = ?", (picture_id,))
             conn.execute("DELETE FROM pictures WHERE id = ?", (picture_id,))
 
-    def rating_history(self) -> list[dict[str, Any]]:
+    def rating_history(self) -> list[StoredPicture]:
         """Every rated picture with its latest rating and stored features, oldest first (taste input)."""
         rows = self.query(
             f"{_PICTURE_SELECT} WHERE EXISTS (SELECT 1 FROM ratings r WHERE r.picture_id = p.id) ORDER BY p.id")
@@ -241,15 +240,16 @@ class Store:
         self.execute("UPDATE renders SET restarts = restarts + 1 WHERE id = ?", (render_id,))
         return self.query("SELECT restarts FROM renders WHERE id = ?", (render_id,))[0][0]
 
-    def render(self, render_id: int) -> dict[str, Any] | None:
+    def render(self, render_id: int) -> RenderRow | None:
         rows = self.query("SELECT * FROM renders WHERE id = ?", (render_id,))
-        return dict(rows[0]) if rows else None
+        return RenderRow.from_row(rows[0]) if rows else None
 
-    def renders(self, limit: int = 20) -> list[dict[str, Any]]:
-        return [dict(r) for r in self.query("SELECT * FROM renders ORDER BY id DESC LIMIT ?", (limit,))]
+    def renders(self, limit: int = 20) -> list[RenderRow]:
+        return [RenderRow.from_row(r) for r in self.query("SELECT * FROM renders ORDER BY id DESC LIMIT ?", (limit,))]
 
-    def unfinished_renders(self) -> list[dict[str, Any]]:
-        return [dict(r) for r in self.query("SELECT * FROM renders WHERE status = 'running' ORDER BY id")]
+    def unfinished_renders(self) -> list[RenderRow]:
+        return [RenderRow.from_row(r) for r in
+                self.query("SELECT * FROM renders WHERE status = 'running' ORDER BY id")]
 
     def night_done(self, night: str) -> bool:
         rows = self.query("SELECT 1 FROM renders WHERE night = ? AND kind = 'night' AND status != 'running'",
@@ -260,9 +260,9 @@ class Store:
         self.execute("INSERT INTO shown (picture_id, shown_at, reason) VALUES (?, ?, ?)",
                      (picture_id, now_iso(), reason))
 
-    def last_shown(self) -> dict[str, Any] | None:
+    def last_shown(self) -> ShownEvent | None:
         rows = self.query("SELECT * FROM shown ORDER BY id DESC LIMIT 1")
-        return dict(rows[0]) if rows else None
+        return ShownEvent.from_row(rows[0]) if rows else None
 
 
 def connect(path: Path) -> sqlite3.Connection:

@@ -13,6 +13,7 @@ worker writes.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Literal
@@ -20,6 +21,8 @@ from typing import Any, Literal
 from frame.config.redact import redact_url
 
 RatingKind = Literal["thumb", "stars"]
+RenderKind = Literal["night", "now"]
+RenderStatus = Literal["running", "done", "failed", "missed"]
 
 
 def _from_row(cls: type, row: Mapping[str, Any]) -> dict[str, Any]:
@@ -122,3 +125,49 @@ class FeedHealth:
         data["from_cache"] = int(self.from_cache)  # as SQLite stores it: what the API has always said
         return data
 
+
+
+@dataclass(frozen=True)
+class RenderRow:
+    """One render attempt (``Store.render``/``renders``/``unfinished_renders``): the status page's
+    history, the resume at start, and ``frame status``. ``timings`` is decoded from its JSON column."""
+
+    id: int
+    night: str | None
+    kind: RenderKind
+    status: RenderStatus
+    started_at: str
+    finished_at: str | None
+    restarts: int
+    picture_id: int | None
+    error: str | None
+    timings: Mapping[str, float] | None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> RenderRow:
+        values = _from_row(cls, row)
+        values["timings"] = json.loads(values["timings"]) if values["timings"] else None
+        return cls(**values)
+
+    def to_json(self) -> dict[str, Any]:
+        """The row as ``frame status --json`` has always printed it (``timings`` as its stored JSON text)."""
+        data = {field.name: getattr(self, field.name) for field in fields(self)}
+        data["timings"] = json.dumps(self.timings) if self.timings else None
+        return data
+
+
+@dataclass(frozen=True)
+class ShownEvent:
+    """A picture sent to the panel (``Store.last_shown``): what the panel shows after a restart."""
+
+    id: int
+    picture_id: int
+    shown_at: str
+    reason: str
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> ShownEvent:
+        return cls(**_from_row(cls, row))
+
+    def to_json(self) -> dict[str, Any]:
+        return {field.name: getattr(self, field.name) for field in fields(self)}
