@@ -233,6 +233,7 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("frame.web.images", "PIL"): "Pillow +2.2 MiB in the daemon; only from the first thumbnail",
     ("frame.web.settings", "frame.worker.checks"): "the deep checks load frame.diffusion's rules and model-file "
                                                    "readers; only once the settings page is viewed",
+    ("frame.daemon.settings", "frame.worker.checks"): "as frame.web.settings; only once a setting is saved",
     ("frame.web.settings", "gpiozero"): "whether the optional extra is installed is the question",
     ("frame.diffusion.configured", "frame.diffusion.pipeline"): "onnx +20.0 MiB/0.56 s in every render worker (over "
                                                                 "its numpy+Pillow); only once it paints locally",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 import yaml
@@ -17,8 +18,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "and FRAME_* environment overrides. Exit 0 when valid, 2 with one line per problem.")
     check.add_argument("file", nargs="?", metavar="FILE", help="file to check")
     check.set_defaults(func=_config_check)
-    show = config_sub.add_parser("show", help="print the effective configuration (secrets hidden)")
+    show = config_sub.add_parser(
+        "show", help="print the effective configuration (secrets hidden)",
+        description="Print the configuration frame runs with: built-in defaults < FILE < the settings made on "
+                    "the phone (STATE_DIR/settings.yaml) < FRAME_* environment overrides.")
     show.add_argument("file", nargs="?", metavar="FILE", help="file to layer over the defaults")
+    show.add_argument("--origin", action="store_true",
+                      help="print one key a line with where its value comes from (default, file line, "
+                           "settings.yaml, environment variable)")
     show.set_defaults(func=_config_show)
     config.set_defaults(func=lambda args: config.print_help(sys.stderr) or 2)
 
@@ -127,6 +134,45 @@ def _describe_estimate(config) -> None:
 def _config_show(args: argparse.Namespace) -> int:
     from frame.config import load_config, to_plain
 
+    if args.origin:
+        return _config_origins(args.file or args.config)
     config = load_config(args.file or args.config)
     yaml.safe_dump(to_plain(config), sys.stdout, sort_keys=False, allow_unicode=True)
+    return 0
+
+
+def origin_lines(path: str | None, environ: dict | None = None) -> list[str]:
+    """``key: value  # origin`` for every key of the effective configuration (secrets hidden)."""
+    from frame.config import to_plain
+    from frame.config.loader import resolve
+    from frame.config.validate import format_path
+    from frame.errors import ConfigError
+
+    resolved = resolve(path, environ)
+    if resolved.problems.lines:
+        raise ConfigError(resolved.problems.lines, resolved.source)
+    layers = resolved.layers
+    if resolved.owner_problems:
+        layers.owner = None  # not used: every value comes from below it
+    lines = [f"# not used: {problem}" for problem in resolved.owner_problems]
+    for key_path, value in _leaves(to_plain(resolved.config)):
+        shown = json.dumps(value, ensure_ascii=False)
+        lines.append(f"{format_path(key_path)}: {shown}  # {layers.origin(key_path)}")
+    return lines
+
+
+def _leaves(plain, path: tuple = ()):
+    """(key path, value) of every leaf; lists are one value (a layer replaces a list whole)."""
+    if isinstance(plain, dict) and plain:
+        for key, value in plain.items():
+            yield from _leaves(value, (*path, key))
+    else:
+        yield path, plain
+
+
+def _config_origins(path: str | None) -> int:
+    from frame.config.redact import redact_text
+
+    for line in origin_lines(path):
+        print(redact_text(line))
     return 0

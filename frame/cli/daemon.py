@@ -56,14 +56,35 @@ def _setup_logging(config: Config, debug: bool) -> None:
         logging.getLogger("apscheduler").setLevel(logging.WARNING)
 
 
+def _settings_aside(resolved: Any) -> str | None:
+    """A ``settings.yaml`` the daemon cannot use is renamed aside (never deleted) and the daemon runs
+    on the layers below it; the sentence returned goes on the phone page and into the log."""
+    from frame.config import owner, state_dir
+    from frame.config.redact import redact_text
+
+    if not resolved.owner_problems:
+        return None
+    aside = owner.set_aside(state_dir(resolved.config))
+    where = f"; it was moved to {aside} for you to read" if aside else ""
+    problem = (f"The settings made on the phone could not be used ({redact_text('; '.join(resolved.owner_problems))})"
+               f"{where}. The frame runs on its configuration file; set them again on the settings page.")
+    log.error("%s", problem)
+    return problem
+
+
 def cmd_run(args: argparse.Namespace) -> int:
-    from frame.config.loader import config_file_path
+    from frame.config.loader import config_file_path, resolve
     from frame.daemon.service import Daemon
+    from frame.errors import ConfigError
     from frame.web import create_blueprint
 
-    config = _config(args)
+    resolved = resolve(args.config)
+    if resolved.problems.lines:
+        raise ConfigError(resolved.problems.lines, resolved.source)
+    config = resolved.config
     _setup_logging(config, args.debug)
-    daemon = Daemon(config, config_path=config_file_path(args.config, os.environ), pages=create_blueprint)
+    daemon = Daemon(config, config_path=config_file_path(args.config, os.environ), pages=create_blueprint,
+                    settings_problem=_settings_aside(resolved))
 
     def on_signal(signum: int, frame: Any) -> None:
         log.info("received %s; shutting down", signal.Signals(signum).name)
@@ -76,7 +97,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         daemon.run_forever()
     finally:
         daemon.stop()
-    return 0
+    return daemon.exit_code  # RESTART_EXIT_CODE when the owner asked for a restart
 
 
 def _status_offline(config: Config) -> dict[str, Any]:

@@ -1,4 +1,8 @@
-"""Layered configuration loading: built-in defaults < config file < ``FRAME_*`` environment overrides.
+"""Layered configuration loading: built-in defaults < config file < owner layer < ``FRAME_*`` environment
+overrides.
+
+The owner layer is ``<state_dir>/settings.yaml``, written by the phone's settings page (``owner.py``);
+its folder comes from the file and the environment, never from itself.
 
 The file is ``--config FILE`` when given, else ``$FRAME_CONFIG``, else ``/etc/frame/config.yaml`` when it
 exists (the systemd unit's ConfigurationDirectory). Environment overrides name a key path with ``__``
@@ -9,68 +13,27 @@ between levels: ``FRAME_STATE_DIR=/var/lib/frame``, ``FRAME_MODEL__SOURCE=https:
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
-import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path as FsPath
 from typing import Any
 
 import yaml
 
+from frame.config import owner
+from frame.config.owner import OwnerLayer
 from frame.config.schema import Config
 from frame.config.validate import Path, Problems, build, format_path, hide_secrets
+from frame.config.yamltext import ConfigLoader, read_yaml
 from frame.errors import ConfigError
 
 SYSTEM_CONFIG = FsPath("/etc/frame/config.yaml")
 ENV_PREFIX = "FRAME_"
 ENV_NOT_OVERRIDES = {"FRAME_CONFIG"}
 
-
-class _Loader(yaml.SafeLoader):
-    """SafeLoader without YAML 1.1's base-60 numbers, so ``render_at: 01:30`` stays the string "01:30"."""
-
-
-_Loader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers if tag not in (
-        "tag:yaml.org,2002:int", "tag:yaml.org,2002:float")]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:int", re.compile(r"^[-+]?(0|[1-9][0-9_]*|0x[0-9a-fA-F_]+|0o[0-7_]+)$"),
-    list("-+0123456789"))
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?([0-9][0-9_]*)?\.[0-9_]*([eE][-+]?[0-9]+)?$|^[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+$"
-               r"|^[-+]?\.(inf|Inf|INF)$|^\.(nan|NaN|NAN)$"),
-    list("-+0123456789."))
-
-
-def _line_map(node: yaml.Node, path: Path = ()) -> dict[Path, int]:
-    """Line number (1-based) of every key and list item in a composed YAML document."""
-    lines: dict[Path, int] = {}
-    if isinstance(node, yaml.MappingNode):
-        for key_node, value_node in node.value:
-            child = (*path, str(key_node.value))
-            lines[child] = key_node.start_mark.line + 1
-            lines.update(_line_map(value_node, child))
-    elif isinstance(node, yaml.SequenceNode):
-        for index, item in enumerate(node.value):
-            lines[(*path, index)] = item.start_mark.line + 1
-            lines.update(_line_map(item, (*path, index)))
-    return lines
-
-
-def read_yaml(text: str, source: str) -> tuple[Any, dict[Path, int]]:
-    """Parse YAML text; a syntax error becomes a ConfigError with its line number."""
-    try:
-        node = yaml.compose(text, Loader=_Loader)
-        data = yaml.load(text, Loader=_Loader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError([f"not valid YAML: {problem}{where}"], source) from None
-    return data, (_line_map(node) if node is not None else {})
+log = logging.getLogger(__name__)
 
 
 def env_overrides(environ: Mapping[str, str]) -> tuple[dict, dict[Path, str], list[str]]:
@@ -83,7 +46,7 @@ def env_overrides(environ: Mapping[str, str]) -> tuple[dict, dict[Path, str], li
             continue
         path = tuple(part.lower() for part in name[len(ENV_PREFIX):].split("__"))
         try:
-            value = yaml.load(environ[name], Loader=_Loader) if environ[name] != "" else ""
+            value = yaml.load(environ[name], Loader=ConfigLoader) if environ[name] != "" else ""
         except yaml.YAMLError:
             problems.append(f"{'.'.join(path)}: value of {name} is not a valid YAML value")
             continue
@@ -117,9 +80,50 @@ def config_file_path(path: str | os.PathLike | None, environ: Mapping[str, str])
     return SYSTEM_CONFIG if SYSTEM_CONFIG.is_file() else None
 
 
-def validate(path: str | os.PathLike | None, environ: Mapping[str, str] | None) -> tuple[Config, Problems, str]:
-    """Layer and validate; return the configuration (invalid values left at their defaults), the
-    problems found and where the file layer came from."""
+@dataclass
+class Layers:
+    """The raw layers under one configuration: the file (``source`` names it), the environment and the
+    owner layer (``settings.yaml`` in the state folder the file and environment name; None when not
+    read)."""
+
+    source: str
+    file_data: dict
+    file_lines: dict[Path, int]
+    env_data: dict
+    env_origins: dict[Path, str]
+    env_problems: list[str]
+    owner: OwnerLayer | None
+
+    def below_owner(self) -> dict:
+        """The plain data of the layers the owner layer sits on (file, then environment)."""
+        return _merge(self.file_data, self.env_data)
+
+    def origin(self, path: Path) -> str:
+        """Where the value at ``path`` comes from: an environment variable, the owner layer, the
+        file (with its line) or the built-in default."""
+        for n in range(len(path), 0, -1):
+            if path[:n] in self.env_origins:
+                return self.env_origins[path[:n]]
+        if self.owner is not None and owner.get_path(self.owner.data, path)[0]:
+            line = self._line(self.owner.lines, path)
+            return f"{self.owner.path}{f' line {line}' if line else ''} (set on the settings page)"
+        if owner.get_path(self.file_data, path)[0]:
+            line = self._line(self.file_lines, path)
+            return f"{self.source}{f' line {line}' if line else ''}"
+        return "built-in default"
+
+    @staticmethod
+    def _line(lines: dict[Path, int], path: Path) -> int | None:
+        for n in range(len(path), 0, -1):
+            if path[:n] in lines:
+                return lines[path[:n]]
+        return None
+
+
+def read_layers(path: str | os.PathLike | None, environ: Mapping[str, str] | None, *,
+                with_owner: bool = True) -> Layers:
+    """Read the file, the ``FRAME_*`` overrides and (``with_owner``) ``<state_dir>/settings.yaml``,
+    whose folder comes from the file and environment only; a broken file is a ConfigError."""
     environ = os.environ if environ is None else environ
     file_path = config_file_path(path, environ)
     data: Any = {}
@@ -136,28 +140,101 @@ def validate(path: str | os.PathLike | None, environ: Mapping[str, str] | None) 
         data, lines = read_yaml(text, source)
         data = {} if data is None else data
     overrides, origins, env_problems = env_overrides(environ)
+    layers = Layers(source, data, lines, overrides, origins, env_problems, None)
+    if with_owner and isinstance(data, dict):
+        folder = layers.below_owner().get("state_dir", Config.state_dir)
+        if isinstance(folder, str) and folder:
+            layers.owner = owner.read_owner_layer(folder)
+    return layers
+
+
+@dataclass
+class Resolved:
+    """A validated configuration and how it was reached. ``owner_problems`` lists why the owner layer
+    could not be used; ``config`` and ``problems`` are then those of the layers below it."""
+
+    config: Config
+    problems: Problems
+    layers: Layers
+    owner_problems: list[str]
+    owner_items: list[tuple[Path, str]] = dataclasses.field(default_factory=list)  # the same, by key path
+
+    @property
+    def source(self) -> str:
+        return self.layers.source
+
+
+def _build(layers: Layers, owner_data: dict | None) -> tuple[Config, Problems]:
+    owner_lines = layers.owner.lines if layers.owner is not None and owner_data is layers.owner.data else {}
+    owner_name = layers.owner.path.name if layers.owner is not None else owner.SETTINGS_FILE
 
     def locate(p: Path) -> str | None:
         for n in range(len(p), 0, -1):
-            if p[:n] in origins:
-                return origins[p[:n]]
-        return f"line {lines[p]}" if p in lines else None
+            if p[:n] in layers.env_origins:
+                return layers.env_origins[p[:n]]
+        if owner_data is not None and owner.get_path(owner_data, p)[0]:
+            return f"{owner_name} line {owner_lines[p]}" if p in owner_lines else f"set in {owner_name}"
+        return f"line {layers.file_lines[p]}" if p in layers.file_lines else None
 
     problems = Problems(locate)
-    problems.lines.extend(env_problems)
+    problems.lines.extend(layers.env_problems)
+    data = layers.file_data
     if not isinstance(data, dict):
         problems.add((), f"the file must be a mapping of sections, got {type(data).__name__}")
         data = {}
-    config = build(Config, _merge(data, overrides), (), problems)
-    return config, problems, source
+    if owner_data:
+        if "state_dir" in owner_data:
+            problems.add(("state_dir",), f"cannot be set in {owner_name}: the file lives in the state folder; "
+                                         "set state_dir in the configuration file or FRAME_STATE_DIR")
+            owner_data = {k: v for k, v in owner_data.items() if k != "state_dir"}
+        data = _merge(data, owner_data)
+    return build(Config, _merge(data, layers.env_data), (), problems), problems
+
+
+def resolve(path: str | os.PathLike | None = None, environ: Mapping[str, str] | None = None, *,
+            with_owner: bool = True, owner_data: dict | None = None) -> Resolved:
+    """Layer and validate: defaults < file < owner layer < environment. ``owner_data`` stands in for
+    ``settings.yaml`` (the settings page checks what it is about to save)."""
+    layers = read_layers(path, environ, with_owner=with_owner or owner_data is not None)
+    base, base_problems = _build(layers, None)
+    if owner_data is None:
+        if layers.owner is None or not (layers.owner.data or layers.owner.unusable):
+            return Resolved(base, base_problems, layers, [])
+        if layers.owner.unusable:
+            return Resolved(base, base_problems, layers, [f"{layers.owner.path}: {layers.owner.unusable}"])
+        owner_data = layers.owner.data
+    config, problems = _build(layers, owner_data)
+    known = {format_path(p) for p, _ in base_problems.items}
+    pairs = zip(problems.items, problems.lines[len(layers.env_problems):], strict=True)
+    own = [(item, line) for item, line in pairs if format_path(item[0]) not in known]
+    lines, items = [line for _, line in own], [item for item, _ in own]
+    if own and not base_problems.lines:
+        return Resolved(base, base_problems, layers, lines, items)
+    return Resolved(config, problems, layers, lines, items)
+
+
+def validate(path: str | os.PathLike | None, environ: Mapping[str, str] | None) -> tuple[Config, Problems, str]:
+    """Layer and validate; return the configuration (invalid values left at their defaults), the
+    problems found (the owner layer's included: ``frame config check`` is strict) and where the file
+    layer came from."""
+    resolved = resolve(path, environ)
+    problems = resolved.problems
+    if resolved.owner_problems and not problems.lines:
+        problems = Problems(lambda p: None)
+        problems.lines.extend(resolved.owner_problems)
+    return resolved.config, problems, resolved.source
 
 
 def load_config(path: str | os.PathLike | None = None, environ: Mapping[str, str] | None = None) -> Config:
-    """Load, layer and validate the configuration; raise ConfigError listing every problem."""
-    config, problems, source = validate(path, environ)
-    if problems.lines:
-        raise ConfigError(problems.lines, source)
-    return config
+    """Load, layer and validate the configuration; raise ConfigError listing every problem of the
+    file and environment. An owner layer (``settings.yaml``) that cannot be used is skipped with a
+    warning: the frame keeps working on the layers below it (``frame run`` also sets the file aside)."""
+    resolved = resolve(path, environ)
+    if resolved.problems.lines:
+        raise ConfigError(resolved.problems.lines, resolved.source)
+    if resolved.owner_problems:
+        log.warning("the settings made on the phone are not used: %s", "; ".join(resolved.owner_problems))
+    return resolved.config
 
 
 def to_plain(config: Config, reveal_secrets: bool = False) -> dict:
@@ -177,7 +254,8 @@ def _tuples_to_lists(value: Any) -> Any:
     return value
 
 
-__all__ = ["load_config", "validate", "to_plain", "read_yaml", "env_overrides", "format_path", "SYSTEM_CONFIG"]
+__all__ = ["load_config", "validate", "resolve", "read_layers", "Layers", "Resolved", "to_plain", "read_yaml",
+           "env_overrides", "format_path", "SYSTEM_CONFIG"]
 
 
 def state_dir(config: Config) -> FsPath:

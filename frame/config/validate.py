@@ -28,15 +28,18 @@ def format_path(path: Path) -> str:
 
 
 class Problems:
-    """Collects ``path: message`` lines, adding where each value came from when known."""
+    """Collects ``path: message`` lines, adding where each value came from when known; ``items`` keeps
+    the same problems as ``(key path, message)`` so a form can put each next to its field."""
 
     def __init__(self, locate: Callable[[Path], str | None]) -> None:
         self._locate = locate
         self.lines: list[str] = []
+        self.items: list[tuple[Path, str]] = []
 
     def add(self, path: Path, message: str) -> None:
         where = self._locate(path)
         self.lines.append(f"{format_path(path)}: {message}" + (f" ({where})" if where else ""))
+        self.items.append((path, message))
 
 
 def did_you_mean(value: str, known: list[str]) -> str:

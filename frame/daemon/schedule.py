@@ -105,27 +105,46 @@ def build_scheduler(config: Config, tz: tzinfo, jobs: dict[str, Callable[[], Non
     """A BackgroundScheduler with the daemon's jobs; ``jobs`` maps names to callables:
     ``night``, ``deadline``, ``show``, ``feeds`` and (when enabled) ``rotate``."""
 
-    schedule = config.schedule
-    grace = max(1, schedule.misfire_grace_minutes * 60)
+    grace = max(1, config.schedule.misfire_grace_minutes * 60)
     scheduler = BackgroundScheduler(timezone=tz, job_defaults={
         "coalesce": True, "max_instances": 1, "misfire_grace_time": grace})
+    add_jobs(scheduler, config, tz, jobs)
+    return scheduler
+
+
+def add_jobs(scheduler: BackgroundScheduler, config: Config, tz: tzinfo, jobs: dict[str, Callable[[], None]], *,
+             feeds_now: bool = True) -> None:
+    """Add the daemon's jobs for ``config``; also how a running daemon takes over new settings
+    (``reschedule``). ``feeds_now``: fetch the feeds at once (at start, or when they changed)."""
+
+    schedule = config.schedule
+    grace = max(1, schedule.misfire_grace_minutes * 60)
 
     def cron(clock: str) -> CronTrigger:
         at = parse_clock(clock)
         return CronTrigger(hour=at.hour, minute=at.minute, timezone=tz)
 
-    scheduler.add_job(jobs["night"], cron(schedule.render_at), id="night", name="nightly render")
+    scheduler.add_job(jobs["night"], cron(schedule.render_at), id="night", name="nightly render",
+                      misfire_grace_time=grace)
     scheduler.add_job(jobs["deadline"], cron(schedule.deadline), id="deadline", name="render deadline",
                       misfire_grace_time=None)
     scheduler.add_job(jobs["show"], cron(schedule.show_at), id="show", name="show tonight's picture",
                       misfire_grace_time=None)
     if config.feeds.sources:
+        first = {"next_run_time": datetime.now(tz)} if feeds_now else {}
         scheduler.add_job(jobs["feeds"], IntervalTrigger(minutes=config.feeds.refresh_minutes, timezone=tz),
-                          id="feeds", name="refresh feeds", next_run_time=datetime.now(tz))
+                          id="feeds", name="refresh feeds", **first)
     if schedule.rotate_favourites_minutes and "rotate" in jobs:
         scheduler.add_job(jobs["rotate"], IntervalTrigger(minutes=schedule.rotate_favourites_minutes,
                                                           timezone=tz), id="rotate", name="rotate favourites")
-    return scheduler
+
+
+def reschedule(scheduler: BackgroundScheduler, config: Config, tz: tzinfo, jobs: dict[str, Callable[[], None]], *,
+               feeds_now: bool) -> None:
+    """Replace every job with those of ``config`` in the running scheduler (new times, zone, feeds,
+    rotation): no restart, and a job running now finishes undisturbed."""
+    scheduler.remove_all_jobs()
+    add_jobs(scheduler, config, tz, jobs, feeds_now=feeds_now)
 
 
 def next_runs(scheduler: BackgroundScheduler) -> dict[str, str | None]:

@@ -15,6 +15,7 @@ than the panel can refresh end in one refresh, for the last one.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -26,9 +27,9 @@ from frame.atomicfile import make_dirs
 from frame.buttons.dispatch import Buttons
 from frame.config import state_dir
 from frame.config.schema import Config
-from frame.daemon import buttons_bridge, notices, schedule
+from frame.daemon import buttons_bridge, notices, panel_options, schedule
 from frame.daemon.feeds.fetch import FeedFetcher, refresh_feeds
-from frame.daemon.http.app import create_app
+from frame.daemon.http.app import create_app, update_config
 from frame.daemon.http.contract import Busy, PageFactory
 from frame.daemon.http.token import ensure_token
 from frame.daemon.jobs import info as infoscreen
@@ -36,6 +37,7 @@ from frame.daemon.jobs import night as nights
 from frame.daemon.jobs.supervisor import Supervisor
 from frame.daemon.lock import StateDirLock
 from frame.daemon.sdnotify import Notifier, watchdog_interval
+from frame.daemon.settings import changed_fields
 from frame.daemon.status import LiveStatus
 from frame.daemon.store.database import Store
 from frame.errors import FrameError
@@ -47,6 +49,9 @@ if TYPE_CHECKING:  # apscheduler is imported when the scheduler is built (schedu
 log = logging.getLogger(__name__)
 
 STOP_TIMEOUT_SECONDS = 9.0
+# ``frame run`` exits with this when the owner asks for a restart; the unit restarts on it
+# (RestartForceExitStatus=) without counting it as a failure (SuccessExitStatus=). EX_TEMPFAIL.
+RESTART_EXIT_CODE = 75
 
 
 class Daemon:
@@ -55,13 +60,18 @@ class Daemon:
     def __init__(self, config: Config, *, notifier: Notifier | None = None,
                  supervisor_factory: Callable[..., Supervisor] = Supervisor,
                  config_path: str | Path | None = None, pin_factory: Any = None,
-                 pages: PageFactory | None = None) -> None:
+                 pages: PageFactory | None = None, settings_problem: str | None = None) -> None:
         """``config_path``: the file ``config`` came from (the web page's settings check re-reads it);
         ``pin_factory``: a gpiozero pin factory for the buttons (tests use ``MockFactory``); ``pages``:
         builds the phone pages served next to the API (``frame run`` passes
-        ``frame.web.create_blueprint``; without it the daemon serves the JSON API only)."""
+        ``frame.web.create_blueprint``; without it the daemon serves the JSON API only);
+        ``settings_problem``: why the owner's ``settings.yaml`` was set aside at start."""
 
         self.config = config
+        self.started_config = config  # what the settings that need a restart still are
+        self.settings_problem = settings_problem
+        self.exit_code = 0
+        self._config_lock = threading.Lock()
         self.config_path = config_path
         self.pages = pages
         self._pin_factory = pin_factory
@@ -79,7 +89,8 @@ class Daemon:
         self.live = LiveStatus()
         self.stop_event = threading.Event()
         self.ctx = nights.RenderContext(config, self.store, self.state_dir, self.live, self.stop_event,
-                                        supervisor_factory)
+                                        supervisor_factory, panel_since=panel_options.note(self.state_dir,
+                                                                                           config.display))
         self.notifier = notifier or Notifier()
         self.live.add_listener(self.notifier.status)
         # retry pauses scale with the timeout: a feed with a short timeout is a local, fast one
@@ -104,16 +115,15 @@ class Daemon:
         if last:
             self.live.update(shown={"picture_id": last.picture_id, "reason": last.reason,
                                       "since": last.shown_at, "output": None})
-        self.scheduler = schedule.build_scheduler(self.config, self.tz, {
-            "night": self._job("night", self.nightly), "deadline": self._job("deadline", self.deadline_passed),
-            "show": self._job("show", self.show_time), "feeds": self._job("feeds", self.refresh_feeds),
-            "rotate": self._job("rotate", self.rotate)})
+        self.scheduler = schedule.build_scheduler(self.config, self.tz, self._jobs())
         self.scheduler.start()
-        app = create_app(self.config, self.store, token=self.token, controller=self, state_dir=self.state_dir,
-                         pages=self.pages, config_path=self.config_path)
-        self.server = HttpServer(app, self.config.web.listen)
+        self.app = create_app(self.config, self.store, token=self.token, controller=self, state_dir=self.state_dir,
+                              pages=self.pages, config_path=self.config_path)
+        self.server = HttpServer(self.app, self.config.web.listen)
         self.server.start()
         self.buttons = buttons_bridge.start(self, self.config.buttons, self._pin_factory)
+        if self.settings_problem:
+            self.live.update(notice=self.settings_problem, notice_details=None)
         self._resume_or_catch_up()
         self._refresh_status()
         self.notifier.ready(self.live.snapshot().get("state", ""))
@@ -147,6 +157,11 @@ class Daemon:
         finally:
             self.lock.release()
         log.info("frame daemon stopped in %.1f s", time.monotonic() - started)
+
+    def _jobs(self) -> dict[str, Callable[[], None]]:
+        return {"night": self._job("night", self.nightly), "deadline": self._job("deadline", self.deadline_passed),
+                "show": self._job("show", self.show_time), "feeds": self._job("feeds", self.refresh_feeds),
+                "rotate": self._job("rotate", self.rotate)}
 
     def _job(self, name: str, func: Callable[[], Any]) -> Callable[[], None]:
         """Scheduler job wrapper: one log line at start and end with the duration; never raises."""
@@ -186,6 +201,54 @@ class Daemon:
 
     def show(self, picture_id: int) -> dict[str, Any]:
         return self.request_show(picture_id, "owner")
+
+    # settings from the phone (frame.daemon.settings checks and saves them first) ------------------------
+
+    def apply_settings(self, config: Config) -> dict[str, Any]:
+        """Take over a new configuration without a restart: the scheduler's jobs (times, zone, feeds,
+        rotation), the feed fetcher, quiet hours, the panel options (the picture on the panel is
+        shown again with them) and the pages' and API's copy. A render already running keeps the
+        settings it started with. Returns what changed and what still needs a restart."""
+        with self._config_lock:
+            old, self.config = self.config, config
+            changed = changed_fields(old, config)
+            self.ctx.config = config
+            self.tz = schedule.resolve_timezone(config.schedule.timezone)
+            if config.feeds != old.feeds:
+                self.fetcher = FeedFetcher(config.feeds, self.state_dir / "feeds",
+                                           backoff=min(2.0, config.feeds.timeout_seconds / 5))
+            if self.scheduler is not None:
+                schedule.reschedule(self.scheduler, config, self.tz, self._jobs(),
+                                    feeds_now=config.feeds.sources != old.feeds.sources)
+            panel_changed = config.display != old.display
+            if panel_changed:
+                self.ctx.panel_since = panel_options.note(self.state_dir, config.display)
+            if getattr(self, "app", None) is not None:
+                update_config(self.app, config)
+        if changed:
+            log.info("settings changed from the phone: %s", ", ".join(sorted(changed)))
+        self._refresh_status()
+        shown = self.on_panel()
+        if panel_changed and shown is not None:
+            self.request_show(shown, "panel settings changed")
+        return {"changed": changed, **self.settings_state()}
+
+    def settings_state(self) -> dict[str, Any]:
+        """For the settings page: the settings waiting for a restart, whether this daemon can be
+        restarted from the page (it runs under systemd), and why settings.yaml was set aside."""
+        waiting = [key for key, applies in changed_fields(self.started_config, self.config).items()
+                   if applies == "restart"]
+        return {"restart_needed": sorted(waiting), "can_restart": bool(os.environ.get("INVOCATION_ID")),
+                "settings_problem": self.settings_problem}
+
+    def request_restart(self, delay: float = 0.5) -> None:
+        """Stop, and exit with RESTART_EXIT_CODE so systemd starts the daemon again (after ``delay``,
+        so the page that asked gets its answer first)."""
+        log.info("restart requested from the phone")
+        self.exit_code = RESTART_EXIT_CODE
+        timer = threading.Timer(delay, self.stop_event.set)
+        timer.daemon = True
+        timer.start()
 
     # renders --------------------------------------------------------------------------------------
 

@@ -37,6 +37,9 @@ ConfigurationDirectory=frame
 WatchdogSec=120
 Restart=on-failure
 RestartSec=10
+# "Restart" on the phone's settings page: the daemon exits with 75, which restarts it and is no failure.
+RestartForceExitStatus=75
+SuccessExitStatus=75
 # SIGTERM: the render worker stops (its last per-step checkpoint is on disk) and the daemon exits.
 TimeoutStopSec=15
 KillMode=mixed

@@ -15,12 +15,13 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from flask import Flask, abort, render_template, request, session
+from flask import Flask, abort, jsonify, render_template, request, session
 from flask.blueprints import BlueprintSetupState
 from flask.sessions import SecureCookieSessionInterface
 
 from frame.config import Config, state_dir
-from frame.web import auth, images, views  # noqa: F401 - importing them adds their routes to bp
+from frame.daemon.http.token import token_matches
+from frame.web import auth, images, settings_views, views  # noqa: F401 - importing them adds their routes to bp
 from frame.web.context import WebContext
 from frame.web.forms import safe_next
 from frame.web.routes import WEB_KEY, bp, web_context
@@ -44,6 +45,9 @@ def _configure_app(setup: BlueprintSetupState) -> None:
     app, ctx = setup.app, setup.options[CONTEXT_OPTION]
     ctx.adopt(app.extensions.get("frame") or {})
     app.extensions[WEB_KEY] = ctx
+    listeners = (app.extensions.get("frame") or {}).get("config_listeners")
+    if listeners is not None:  # settings the daemon takes over reach the pages too
+        listeners.append(lambda config: setattr(ctx, "config", config))
     ctx.session_registry()
     if not app.secret_key:
         app.secret_key = auth.load_or_create_secret(ctx.state_dir)
@@ -123,13 +127,36 @@ def _guard(ctx: WebContext) -> Any:
         log.warning("refused a %s to %s from origin %s", request.method, request.path,
                     request.headers.get("Origin"))
         abort(403)
+    if request.path.startswith("/api/"):
+        return _api_guard(ctx)
     if request.endpoint != "web.login" and not ctx.logged_in():
         back = safe_next(request.form.get("next"), "/")
         return render_template("login.html", error="Log in with the owner token to make changes.",
                                next=back), 401
-    problem = auth.csrf_problem(session, request.form.get(auth.CSRF_FIELD))
+    return _csrf(request.form.get(auth.CSRF_FIELD))
+
+
+def _csrf(submitted: str | None) -> None:
+    problem = auth.csrf_problem(session, submitted)
     if problem is not None:
         log.warning("refused a %s to %s: %s CSRF token", request.method, request.path,
                     "missing" if problem == 400 else "wrong")
         abort(problem)
-    return None
+
+
+def _api_guard(ctx: WebContext) -> Any:
+    """The pages' JSON routes (``/api/settings``): the owner token as a bearer header (counted in the
+    shared wrong-token limiter), or a logged-in session with its CSRF token in ``X-CSRF-Token``."""
+    header = request.headers.get("Authorization")
+    if header is not None:
+        address = request.remote_addr or "?"
+        if ctx.limiter.blocked(address):
+            abort(429)
+        if not token_matches(header, ctx.owner_token()):
+            ctx.limiter.failed(address)
+            return jsonify({"error": "this change needs the owner token: Authorization: Bearer TOKEN"}), 401
+        ctx.limiter.succeeded(address)
+        return None
+    if not ctx.logged_in():
+        return jsonify({"error": "log in, or send the owner token: Authorization: Bearer TOKEN"}), 401
+    return _csrf(request.headers.get("X-CSRF-Token"))

@@ -35,7 +35,6 @@ from frame.web.forms import (
     safe_next,
 )
 from frame.web.routes import bp, web_context
-from frame.web.settings import settings_report
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +136,7 @@ def gallery() -> Any:
                            total=ctx.store.count_pictures())
 
 
-# queue a prompt, render now, the status page and the read-only settings --------------------------
+# queue a prompt, render now and the status page (the settings: settings_views.py) --------------------------
 
 @bp.post("/render")
 def render_now() -> Any:
@@ -190,12 +189,6 @@ def status() -> Any:
     return render_template("status.html", progress=present.progress_view(live), renders=renders,
                            feeds=feeds, next_runs=next_runs, live=bool(live),
                            state=str(live.get("state") or ""), queued=len(ctx.store.queued_prompts()))
-
-
-@bp.get("/config")
-def config() -> Any:
-    ctx = web_context()
-    return render_template("config.html", report=settings_report(ctx.config, ctx.config_path))
 
 
 # login (token form → session), logout, and logout of every session -------------------------------

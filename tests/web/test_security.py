@@ -243,7 +243,9 @@ def test_only_the_reviewed_routes_exist(app):
     routes = sorted((rule.rule, ",".join(sorted(rule.methods - {"HEAD", "OPTIONS"})))
                     for rule in app.url_map.iter_rules() if rule.endpoint.startswith("web."))
     assert routes == [
-        ("/", "GET"), ("/config", "GET"), ("/gallery", "GET"), ("/login", "GET,POST"), ("/logout", "POST"),
+        ("/", "GET"), ("/api/settings", "GET"), ("/api/settings", "PUT"), ("/api/settings/restore", "POST"),
+        ("/config", "GET"), ("/config", "POST"), ("/config/restart", "POST"), ("/config/restore", "POST"),
+        ("/gallery", "GET"), ("/login", "GET,POST"), ("/logout", "POST"),
         ("/logout-everywhere", "POST"),
         ("/pictures/<id:picture_id>", "GET"), ("/pictures/<id:picture_id>/image", "GET"),
         ("/pictures/<id:picture_id>/panel", "GET"), ("/pictures/<id:picture_id>/rate", "POST"),

@@ -257,6 +257,21 @@ def _register_pages(app: Flask, pages: PageFactory, config: Config, store: Store
         log.exception("the web pages could not be built; running the JSON API only")
 
 
+CONFIG_LISTENERS = "config_listeners"
+
+
+def update_config(app: Flask, config: Config) -> None:
+    """Give the API and the pages a configuration the running daemon took over (settings from the
+    phone): the API's prompt limits and blocklist, and whatever the pages registered in
+    ``app.extensions["frame"]["config_listeners"]``."""
+    shared = app.extensions["frame"]
+    shared["config"] = config
+    deps = app.extensions[API_KEY]
+    deps.sanitiser = Sanitiser(config.feeds.max_prompt_chars, tuple(config.feeds.blocklist))
+    for listener in shared.get(CONFIG_LISTENERS, []):
+        listener(config)
+
+
 def create_app(config: Config, store: Store, *, token: str, controller: Controller | None = None,
                state_dir: Path | None = None, pages: PageFactory | None = None,
                config_path: str | Path | None = None, limiter: FailureLimiter | None = None) -> Flask:
@@ -272,7 +287,7 @@ def create_app(config: Config, store: Store, *, token: str, controller: Controll
     app.url_map.converters["id"] = IdConverter
     limiter = limiter or FailureLimiter()  # one for the API and the login form: same token, same count
     app.extensions["frame"] = {"config": config, "store": store, "token": token, "controller": controller,
-                               "state_dir": state, "limiter": limiter}
+                               "state_dir": state, "limiter": limiter, CONFIG_LISTENERS: []}
     app.extensions[API_KEY] = _Deps(config, store, controller, state, token, limiter)
     app.register_blueprint(api)
 

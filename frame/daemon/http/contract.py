@@ -38,6 +38,14 @@ class Controller(Protocol):
 
     def show(self, picture_id: int) -> dict[str, Any]: ...
 
+    # settings from the phone; a controller without them (a test's) serves a page that only saves
+
+    def apply_settings(self, config: Config) -> dict[str, Any]: ...
+
+    def settings_state(self) -> dict[str, Any]: ...
+
+    def request_restart(self) -> None: ...
+
 
 class PageFactory(Protocol):
     """Builds the phone pages' blueprint for the daemon's app (``frame.web.create_blueprint``)."""

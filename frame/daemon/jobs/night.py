@@ -67,6 +67,7 @@ class RenderContext:
     stop: threading.Event = field(default_factory=threading.Event)
     supervisor_factory: Callable[..., Supervisor] = Supervisor
     supervisor: Supervisor | None = None
+    panel_since: str = ""  # pictures made at or before this (UTC ISO) are prepared again (panel_options)
 
 
 @dataclass(frozen=True)
@@ -285,6 +286,8 @@ def show_picture(ctx: RenderContext, picture_id: int, reason: str) -> ShowOutput
     folder = Path(ctx.state_dir) / "checkpoints" / f"show-{picture_id}-{secrets.token_hex(4)}"
     make_dirs(folder)  # transient (swept at start), but it may be what creates checkpoints/
     panel = gallery.picture_path(ctx.state_dir, picture.panel_file)
+    if ctx.panel_since and picture.created_at <= ctx.panel_since:
+        panel = None  # dithered with panel options that have changed since: prepare it again
     write_job_files(folder, ctx.config, ShowJob(state_dir=Path(ctx.state_dir),
                                                 image=gallery.picture_path(ctx.state_dir, picture.file),
                                                 panel=panel))

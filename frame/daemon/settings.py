@@ -1,0 +1,194 @@
+"""Editing the owner layer (``settings.yaml``): what the settings page and ``/api/settings`` show, check
+and save. The page and the API share this, so both give the same answers.
+
+A change is checked exactly as ``frame config check`` checks a file (the schema, then the deep
+checks of ``frame.worker.checks``), with the proposed owner layer in place, and every problem is
+tied to the field it belongs to. ``settings.yaml`` keeps only values that differ from the layers
+below it (defaults and the configuration file): setting a field back to the file's value removes it.
+
+Secrets never travel to the browser: ``model.token`` is shown as set or not, and an empty answer
+keeps it. URLs that may carry credentials are shown redacted; sending the redacted text back
+unchanged keeps the stored URL, so a save never writes ``***`` into a URL.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from frame.config import fields as owner_fields
+from frame.config import owner
+from frame.config.loader import Layers, read_layers, resolve, to_plain
+from frame.config.redact import redact_text, redact_url
+from frame.config.schema import Config
+from frame.config.validate import format_path
+
+GENERAL = ""  # the key of problems that belong to no field on the page
+
+
+@dataclass
+class Proposal:
+    """A checked change: the owner layer it would write, the configuration it gives, problems per
+    field key (``GENERAL`` for the rest) and the keys that differ from what is in effect now."""
+
+    owner_data: dict
+    config: Config | None
+    problems: dict[str, list[str]] = field(default_factory=dict)
+    others: list[str] = field(default_factory=list)  # problems already there, not caused by this change
+    changed: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": self.ok, "problems": self.problems, "other_problems": self.others, "changed": self.changed}
+
+
+def field_for(path: tuple) -> str:
+    """The page's field key a problem's key path belongs to (``feeds.sources[2].url`` →
+    ``feeds.sources``), or ``GENERAL``."""
+    keys = owner_fields.by_key()
+    names = tuple(str(p) for p in path if not isinstance(p, int))
+    for n in range(len(names), 0, -1):
+        if ".".join(names[:n]) in keys:
+            return ".".join(names[:n])
+    return GENERAL
+
+
+class SettingsEditor:
+    """The owner layer of one configuration (``config_path`` and ``environ`` as ``load_config`` takes)."""
+
+    def __init__(self, config_path: str | os.PathLike | None = None, environ: Mapping[str, str] | None = None) -> None:
+        self.config_path = config_path
+        self.environ = dict(os.environ if environ is None else environ)
+
+    def _layers(self) -> Layers:
+        return read_layers(self.config_path, self.environ)
+
+    def state_dir(self) -> Path:
+        return Path(str(self._layers().below_owner().get("state_dir", Config.state_dir))).expanduser()
+
+    # what the page shows ---------------------------------------------------------------------------
+
+    def current(self) -> dict[str, Any]:
+        """Every field's value in effect (secrets hidden), where it comes from, whether an environment
+        variable fixes it, and whether a previous version can be restored."""
+        resolved = resolve(self.config_path, self.environ)
+        plain = to_plain(resolved.config, reveal_secrets=True)
+        values = {}
+        for spec in owner_fields.FIELDS:
+            value = owner.get_path(plain, spec.path)[1]
+            origin = resolved.layers.origin(spec.path)
+            values[spec.key] = {"value": _shown(spec, value), "origin": origin,
+                                "locked": origin.startswith("from environment variable"),
+                                "set": bool(value) if spec.kind == "secret" else None,
+                                "applies": spec.applies}
+        state = Path(str(resolved.layers.below_owner().get("state_dir", Config.state_dir))).expanduser()
+        return {"values": values, "file": resolved.source, "settings_file": str(owner.settings_path(state)),
+                "previous": owner.previous_path(state).is_file(),
+                "owner_problems": [redact_text(p) for p in resolved.owner_problems]}
+
+    # checking and saving ---------------------------------------------------------------------------
+
+    def propose(self, changes: Mapping[str, Any]) -> Proposal:
+        """Check ``changes`` (field key → typed value, as the JSON API takes them) against every rule."""
+        layers = self._layers()
+        keys = owner_fields.by_key()
+        below = to_plain(resolve(self.config_path, self.environ, with_owner=False).config, reveal_secrets=True)
+        now = to_plain(resolve(self.config_path, self.environ).config, reveal_secrets=True)
+        data = copy.deepcopy(layers.owner.data) if layers.owner and not layers.owner.unusable else {}
+        problems: dict[str, list[str]] = {}
+        changed = []
+        for key, value in changes.items():
+            spec = keys.get(key)
+            if spec is None:
+                problems.setdefault(GENERAL, []).append(f"{key}: not a setting this page changes")
+                continue
+            origin = layers.origin(spec.path)
+            current = owner.get_path(now, spec.path)[1]
+            value = _kept_secrets(spec, value, current)
+            if value == current:
+                continue
+            if origin.startswith("from environment variable"):
+                problems.setdefault(key, []).append(f"is set {origin}, which wins over this page")
+                continue
+            changed.append(key)
+            if value == owner.get_path(below, spec.path)[1]:
+                owner.drop_path(data, spec.path)
+            else:
+                owner.set_path(data, spec.path, value)
+        proposal = Proposal(data, None, problems, changed=changed)
+        if not problems:
+            self._check(proposal)
+        return proposal
+
+    def _check(self, proposal: Proposal) -> None:
+        from frame.worker.checks import deep_problems  # the model and panel checks, loaded on first save
+
+        resolved = resolve(self.config_path, self.environ, owner_data=proposal.owner_data)
+        found = list(resolved.problems.items) + resolved.owner_items
+        known = {format_path(p) for p, _ in found}
+        found += [(p, m) for p, m in deep_problems(resolved.config) if format_path(p) not in known]
+        for path, message in found:
+            key = field_for(path)
+            message = redact_text(message)
+            if key in proposal.changed or owner.get_path(proposal.owner_data, path)[0]:
+                proposal.problems.setdefault(key, []).append(message)
+            else:
+                proposal.others.append(f"{format_path(path)}: {message}")
+        proposal.config = resolved.config
+
+    def save(self, proposal: Proposal) -> None:
+        """Write the checked owner layer atomically, keeping the current one as the previous version."""
+        if not proposal.ok:
+            raise ValueError("refusing to save settings with problems")
+        owner.save(self.state_dir(), proposal.owner_data)
+
+    def restore_previous(self) -> tuple[bool, Config | None, list[str]]:
+        """Swap in ``settings.previous.yaml``; when the previous version no longer passes the checks
+        (an upgrade changed a rule) swap back and say why. (restored, configuration, problems)."""
+        folder = self.state_dir()
+        if not owner.restore_previous(folder):
+            return False, None, ["there is no previous version of the settings"]
+        resolved = resolve(self.config_path, self.environ)
+        if resolved.owner_problems or resolved.problems.lines:
+            owner.restore_previous(folder)
+            return False, None, [redact_text(p) for p in resolved.owner_problems or resolved.problems.lines]
+        return True, resolved.config, []
+
+
+def _shown(spec: owner_fields.Field, value: Any) -> Any:
+    if spec.kind == "secret":
+        return ""
+    if spec.url_secret and isinstance(value, str):
+        return redact_url(value)
+    if spec.kind == "feeds":
+        return [dict(item, url=redact_url(item.get("url", ""))) for item in value or []]
+    return value
+
+
+def _kept_secrets(spec: owner_fields.Field, value: Any, current: Any) -> Any:
+    """What the owner meant: an empty secret keeps the stored one; a URL sent back exactly as the page
+    showed it (redacted) keeps the stored URL; the same for each feed's URL."""
+    if spec.kind == "secret":
+        return current if value in (None, "") else value
+    if spec.url_secret and isinstance(value, str) and isinstance(current, str) and value == redact_url(current):
+        return current
+    if spec.kind == "feeds" and isinstance(value, list):
+        stored = {redact_url(item.get("url", "")): item.get("url", "") for item in current or []}
+        return [dict(item, url=stored.get(item.get("url"), item.get("url"))) if isinstance(item, dict) else item
+                for item in value]
+    return value
+
+
+def changed_fields(old: Config, new: Config) -> dict[str, str]:
+    """Field key → when it applies, for every page field whose value differs between two configurations."""
+    before, after = dataclasses.asdict(old), dataclasses.asdict(new)
+    return {spec.key: spec.applies for spec in owner_fields.FIELDS
+            if owner.get_path(before, spec.path)[1] != owner.get_path(after, spec.path)[1]}
