@@ -121,9 +121,10 @@ class Layers:
 
 
 def read_layers(path: str | os.PathLike | None, environ: Mapping[str, str] | None, *,
-                with_owner: bool = True) -> Layers:
+                with_owner: bool = True, owner_dir: str | os.PathLike | None = None) -> Layers:
     """Read the file, the ``FRAME_*`` overrides and (``with_owner``) ``<state_dir>/settings.yaml``,
-    whose folder comes from the file and environment only; a broken file is a ConfigError."""
+    whose folder comes from the file and environment only (or ``owner_dir``: the running daemon's
+    state folder); a broken file is a ConfigError."""
     environ = os.environ if environ is None else environ
     file_path = config_file_path(path, environ)
     data: Any = {}
@@ -142,7 +143,7 @@ def read_layers(path: str | os.PathLike | None, environ: Mapping[str, str] | Non
     overrides, origins, env_problems = env_overrides(environ)
     layers = Layers(source, data, lines, overrides, origins, env_problems, None)
     if with_owner and isinstance(data, dict):
-        folder = layers.below_owner().get("state_dir", Config.state_dir)
+        folder = str(owner_dir) if owner_dir is not None else layers.below_owner().get("state_dir", Config.state_dir)
         if isinstance(folder, str) and folder:
             layers.owner = owner.read_owner_layer(folder)
     return layers
@@ -192,10 +193,11 @@ def _build(layers: Layers, owner_data: dict | None) -> tuple[Config, Problems]:
 
 
 def resolve(path: str | os.PathLike | None = None, environ: Mapping[str, str] | None = None, *,
-            with_owner: bool = True, owner_data: dict | None = None) -> Resolved:
+            with_owner: bool = True, owner_data: dict | None = None,
+            owner_dir: str | os.PathLike | None = None) -> Resolved:
     """Layer and validate: defaults < file < owner layer < environment. ``owner_data`` stands in for
     ``settings.yaml`` (the settings page checks what it is about to save)."""
-    layers = read_layers(path, environ, with_owner=with_owner or owner_data is not None)
+    layers = read_layers(path, environ, with_owner=with_owner or owner_data is not None, owner_dir=owner_dir)
     base, base_problems = _build(layers, None)
     if owner_data is None:
         if layers.owner is None or not (layers.owner.data or layers.owner.unusable):
@@ -208,7 +210,7 @@ def resolve(path: str | os.PathLike | None = None, environ: Mapping[str, str] | 
     pairs = zip(problems.items, problems.lines[len(layers.env_problems):], strict=True)
     own = [(item, line) for item, line in pairs if format_path(item[0]) not in known]
     lines, items = [line for _, line in own], [item for item, _ in own]
-    if own and not base_problems.lines:
+    if own or base_problems.lines:  # a broken file stays an error even where the owner layer covers it
         return Resolved(base, base_problems, layers, lines, items)
     return Resolved(config, problems, layers, lines, items)
 

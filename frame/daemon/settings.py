@@ -62,16 +62,24 @@ def field_for(path: tuple) -> str:
 
 
 class SettingsEditor:
-    """The owner layer of one configuration (``config_path`` and ``environ`` as ``load_config`` takes)."""
+    """The owner layer of one configuration (``config_path`` and ``environ`` as ``load_config`` takes;
+    ``state_dir``: the running daemon's state folder, else the one the file and environment name)."""
 
-    def __init__(self, config_path: str | os.PathLike | None = None, environ: Mapping[str, str] | None = None) -> None:
+    def __init__(self, config_path: str | os.PathLike | None = None, environ: Mapping[str, str] | None = None,
+                 state_dir: str | os.PathLike | None = None) -> None:
         self.config_path = config_path
         self.environ = dict(os.environ if environ is None else environ)
+        self._state_dir = state_dir
 
     def _layers(self) -> Layers:
-        return read_layers(self.config_path, self.environ)
+        return read_layers(self.config_path, self.environ, owner_dir=self._state_dir)
+
+    def _resolve(self, **options: Any) -> Any:
+        return resolve(self.config_path, self.environ, owner_dir=self._state_dir, **options)
 
     def state_dir(self) -> Path:
+        if self._state_dir is not None:
+            return Path(self._state_dir)
         return Path(str(self._layers().below_owner().get("state_dir", Config.state_dir))).expanduser()
 
     # what the page shows ---------------------------------------------------------------------------
@@ -79,7 +87,7 @@ class SettingsEditor:
     def current(self) -> dict[str, Any]:
         """Every field's value in effect (secrets hidden), where it comes from, whether an environment
         variable fixes it, and whether a previous version can be restored."""
-        resolved = resolve(self.config_path, self.environ)
+        resolved = self._resolve()
         plain = to_plain(resolved.config, reveal_secrets=True)
         values = {}
         for spec in owner_fields.FIELDS:
@@ -89,7 +97,7 @@ class SettingsEditor:
                                 "locked": origin.startswith("from environment variable"),
                                 "set": bool(value) if spec.kind == "secret" else None,
                                 "applies": spec.applies}
-        state = Path(str(resolved.layers.below_owner().get("state_dir", Config.state_dir))).expanduser()
+        state = self.state_dir()
         return {"values": values, "file": resolved.source, "settings_file": str(owner.settings_path(state)),
                 "previous": owner.previous_path(state).is_file(),
                 "owner_problems": [redact_text(p) for p in resolved.owner_problems]}
@@ -100,8 +108,8 @@ class SettingsEditor:
         """Check ``changes`` (field key → typed value, as the JSON API takes them) against every rule."""
         layers = self._layers()
         keys = owner_fields.by_key()
-        below = to_plain(resolve(self.config_path, self.environ, with_owner=False).config, reveal_secrets=True)
-        now = to_plain(resolve(self.config_path, self.environ).config, reveal_secrets=True)
+        below = to_plain(self._resolve(with_owner=False).config, reveal_secrets=True)
+        now = to_plain(self._resolve().config, reveal_secrets=True)
         data = copy.deepcopy(layers.owner.data) if layers.owner and not layers.owner.unusable else {}
         problems: dict[str, list[str]] = {}
         changed = []
@@ -131,7 +139,7 @@ class SettingsEditor:
     def _check(self, proposal: Proposal) -> None:
         from frame.worker.checks import deep_problems  # the model and panel checks, loaded on first save
 
-        resolved = resolve(self.config_path, self.environ, owner_data=proposal.owner_data)
+        resolved = self._resolve(owner_data=proposal.owner_data)
         found = list(resolved.problems.items) + resolved.owner_items
         known = {format_path(p) for p, _ in found}
         found += [(p, m) for p, m in deep_problems(resolved.config) if format_path(p) not in known]
@@ -156,7 +164,7 @@ class SettingsEditor:
         folder = self.state_dir()
         if not owner.restore_previous(folder):
             return False, None, ["there is no previous version of the settings"]
-        resolved = resolve(self.config_path, self.environ)
+        resolved = self._resolve()
         if resolved.owner_problems or resolved.problems.lines:
             owner.restore_previous(folder)
             return False, None, [redact_text(p) for p in resolved.owner_problems or resolved.problems.lines]

@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 
 def editor(ctx: WebContext) -> SettingsEditor:
-    return SettingsEditor(ctx.config_path)
+    return SettingsEditor(ctx.config_path, state_dir=ctx.state_dir)
 
 
 def daemon_state(ctx: WebContext) -> dict[str, Any]:

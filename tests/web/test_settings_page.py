@@ -1,0 +1,66 @@
+"""The settings page and /api/settings: a real form whose problems sit next to their fields, saves
+that reach settings.yaml, restore, and the same owner checks as every other change."""
+
+from __future__ import annotations
+
+import re
+
+import yaml
+
+from tests.web.conftest import TOKEN, csrf_from
+
+
+def _form(owner) -> tuple[str, str]:
+    html = owner.get("/config").get_data(as_text=True)
+    return html, csrf_from(html)
+
+
+def test_the_form_offers_the_schemas_names_as_select_lists(owner):
+    html, _ = _form(owner)
+    sampler = re.search(r'<select id="f-model-sampler".*?</select>', html, re.S).group(0)
+    assert all(f'value="{name}"' in sampler for name in ("euler_a", "ddim", "dpm++2m_karras", "lcm"))
+    render_at = re.search(r'<input id="f-schedule-render_at"[^>]*>', html, re.S).group(0)
+    assert 'type="time"' in render_at and 'value="01:00"' in render_at
+    assert 'type="password"' in html and TOKEN not in html
+
+
+def test_a_bad_value_is_refused_next_to_its_field(owner, state_dir):
+    _, token = _form(owner)
+    response = owner.post("/config", data={"csrf_token": token, "display.saturation": "1.5",
+                                           "schedule.quiet_hours": "22:00-07:00", "feeds.sources-0-url": ""})
+    html = response.get_data(as_text=True)
+    assert response.status_code == 400
+    assert re.search(r'id="f-display-saturation-problem">must be between 0 and 1, got 1.5', html)
+    assert 'aria-invalid="true"' in html
+    assert 'value="22:00-07:00"' in html  # what the owner typed stays in the form
+    assert not (state_dir / "settings.yaml").exists()
+
+
+def test_a_good_save_writes_only_the_change_and_restore_brings_the_old_back(owner, state_dir):
+    _, token = _form(owner)
+    response = owner.post("/config", data={"csrf_token": token, "schedule.render_at": "02:30",
+                                           "feeds.sources-0-url": ""})
+    assert response.status_code == 303
+    assert yaml.safe_load((state_dir / "settings.yaml").read_text()) == {"schedule": {"render_at": "02:30"}}
+    html, token = _form(owner)
+    assert "Saved. applies at once: Start painting at." in html
+    assert 'value="02:30"' in html and "Changed here." in html
+    owner.post("/config", data={"csrf_token": token, "schedule.render_at": "04:00", "feeds.sources-0-url": ""})
+    owner.post("/config/restore", data={"csrf_token": token})
+    assert yaml.safe_load((state_dir / "settings.yaml").read_text()) == {"schedule": {"render_at": "02:30"}}
+
+
+def test_the_api_needs_the_owner_and_answers_per_field(client, owner, state_dir):
+    anonymous = client.application.test_client()
+    assert anonymous.put("/api/settings", json={"model.steps": 4}).status_code == 401
+    assert anonymous.get("/api/settings").json["settings"]["model.steps"]["origin"] == "built-in default"
+    _, token = _form(owner)
+    assert owner.put("/api/settings", json={"model.steps": 4}).status_code == 400  # no CSRF header
+    bad = owner.put("/api/settings", json={"model.steps": 0, "model.size": "513x320"}, headers={"X-CSRF-Token": token})
+    assert bad.status_code == 422
+    assert set(bad.json["problems"]) == {"model.steps", "model.size"}
+    good = anonymous.put("/api/settings", json={"model.steps": 4}, headers={"Authorization": f"Bearer {TOKEN}"})
+    assert good.status_code == 200 and good.json["applies"] == {"model.steps": "next render"}
+    assert yaml.safe_load((state_dir / "settings.yaml").read_text()) == {"model": {"steps": 4}}
+    wrong = anonymous.put("/api/settings", json={"model.steps": 5}, headers={"Authorization": "Bearer wrong-token-1"})
+    assert wrong.status_code == 401
