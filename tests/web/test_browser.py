@@ -175,3 +175,65 @@ def test_long_failures_fit_a_phone_screen(server, page, controller, store):
     table = page.locator(".table-wrap")
     assert table.evaluate("el => el.scrollWidth <= el.clientWidth"), "the renders table is clipped"
     sync_api.expect(page.locator("table")).to_contain_text("The model could not be loaded: check model.source")
+
+
+@pytest.fixture
+def running_daemon(tmp_path):
+    """The real daemon (fake workers) with its phone pages on an ephemeral port: what a save changes."""
+    import dataclasses
+
+    from frame.config import Config, ScheduleConfig, WebConfig
+    from frame.daemon.service import Daemon
+    from frame.web import create_blueprint
+    from tests.daemon.conftest import clock
+    from tests.daemon.fakesupervisor import FakeSupervisor
+
+    config = Config(state_dir=str(tmp_path / "state"), web=WebConfig(listen="127.0.0.1:0", token=TOKEN),
+                    schedule=ScheduleConfig(timezone="UTC", render_at=clock(180), deadline=clock(240),
+                                            show_at=clock(250)))
+    daemon = Daemon(dataclasses.replace(config), supervisor_factory=FakeSupervisor, pages=create_blueprint)
+    daemon.start()
+    try:
+        yield daemon, f"http://127.0.0.1:{daemon.server.port}"
+    finally:
+        daemon.stop()
+
+
+def test_owner_changes_a_setting_and_sees_it_applied(running_daemon, page):
+    """Issue 16: a bad value is refused next to its field, a good one is saved to settings.yaml and the
+    running daemon's schedule follows at once (the status page's next render), and one tap restores."""
+    from tests.daemon.conftest import clock
+
+    expect = sync_api.expect
+    daemon, base = running_daemon
+    page.goto(base + "/login?next=/config")
+    page.get_by_label("Owner token").fill(TOKEN)
+    page.get_by_role("button", name="Log in").click()
+    expect(page.get_by_role("button", name="Save settings")).to_be_visible()
+
+    page.get_by_label("Saturation").fill("1.5")
+    page.get_by_label("Dither").select_option("atkinson")
+    page.get_by_role("button", name="Save settings").click()
+    saturation = page.get_by_label("Saturation")
+    expect(saturation).to_have_attribute("aria-invalid", "true")
+    expect(page.locator("#f-display-saturation-problem")).to_have_text("must be between 0 and 1, got 1.5")
+    expect(page.get_by_label("Dither")).to_have_value("atkinson")  # the rest of the answer is kept
+    assert not (daemon.state_dir / "settings.yaml").exists()
+    _no_horizontal_overflow(page)
+    shot(page, "9-settings-refused")
+
+    new_time = clock(120)
+    saturation.fill("")
+    page.get_by_label("Start painting at").fill(new_time)
+    page.get_by_role("button", name="Save settings").click()
+    expect(page.get_by_role("status")).to_contain_text("Saved. applies at once")
+    expect(page.get_by_label("Start painting at")).to_have_value(new_time)
+    assert daemon.config.schedule.render_at == new_time and daemon.config.display.dither == "atkinson"
+    shot(page, "10-settings-saved")
+    page.get_by_role("link", name="Status").click()
+    expect(page.locator("dl")).to_contain_text(f"{new_time} UTC")  # the running scheduler moved
+
+    page.get_by_role("link", name="Settings").click()
+    page.get_by_role("button", name="Restore the previous settings").click()
+    expect(page.get_by_role("status")).to_contain_text("The previous settings are back")
+    assert daemon.config.schedule.render_at != new_time
