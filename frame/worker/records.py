@@ -160,6 +160,47 @@ class ThemeChoice:
 
 
 @dataclass(frozen=True)
+class PromptSettings:
+    """A queued prompt's own generation settings (``job.settings``); None: the night's setting
+    (``model.*``, the step estimate). The seed travels as ``RenderJob.seed``."""
+
+    steps: int | None = None
+    sampler: str | None = None
+    guidance: float | None = None
+    width: int | None = None
+    height: int | None = None
+
+    @property
+    def empty(self) -> bool:
+        return all(getattr(self, name) is None for name in self.__dataclass_fields__)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> PromptSettings:
+        data = data or {}
+        return cls(steps=data.get("steps"), sampler=data.get("sampler"), guidance=data.get("guidance"),
+                   width=data.get("width"), height=data.get("height"))
+
+    def to_json(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
+@dataclass(frozen=True)
+class Variation:
+    """"More like this" (``job.variation``): image-to-image from a gallery picture at ``strength``."""
+
+    image: Path
+    strength: float
+    picture_id: int
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Variation:
+        return cls(image=Path(data["image"]), strength=float(data["strength"]), picture_id=int(data["picture_id"]))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"image": str(self.image), "strength": self.strength, "picture_id": self.picture_id}
+
+
+@dataclass(frozen=True)
 class RenderJob:
     """A render job (``job.json``, kind "render"), written once by the daemon before the first worker."""
 
@@ -172,24 +213,33 @@ class RenderJob:
     history: tuple[RatedPicture, ...] = ()
     recent_themes: tuple[str, ...] = ()
     deadline: float | None = None  # epoch seconds: the worker picks the steps that fit (absent in 0.1)
+    settings: PromptSettings = field(default_factory=PromptSettings)  # a queued prompt's own (issue 16)
+    variation: Variation | None = None  # "more like this": img2img from a gallery picture (issue 16)
     kind: Literal["render"] = "render"
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> RenderJob:
-        choice = data.get("choice")
+        choice, variation = data.get("choice"), data.get("variation")
         return cls(render_id=data.get("render_id") or 0, render_kind=data.get("render_kind") or "now",
                    state_dir=Path(data["state_dir"]), seed=int(data["seed"]),
                    choice=ThemeChoice.from_json(choice) if choice else None,
                    candidates=tuple(JobCandidate.from_json(c) for c in data.get("candidates") or ()),
                    history=tuple(RatedPicture.from_json(h) for h in data.get("history") or ()),
-                   recent_themes=tuple(data.get("recent_themes") or ()), deadline=data.get("deadline"))
+                   recent_themes=tuple(data.get("recent_themes") or ()), deadline=data.get("deadline"),
+                   settings=PromptSettings.from_json(data.get("settings")),
+                   variation=Variation.from_json(variation) if variation else None)
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "render_kind": self.render_kind, "render_id": self.render_id,
+        data = {"kind": self.kind, "render_kind": self.render_kind, "render_id": self.render_id,
                 "state_dir": str(self.state_dir), "seed": self.seed,
                 "choice": self.choice.to_json() if self.choice else None,
                 "candidates": [c.to_json() for c in self.candidates], "history": [h.to_json() for h in self.history],
                 "recent_themes": list(self.recent_themes), "deadline": self.deadline}
+        if not self.settings.empty:  # keys only when used: a job without them is byte-for-byte 0.1's
+            data["settings"] = self.settings.to_json()
+        if self.variation is not None:
+            data["variation"] = self.variation.to_json()
+        return data
 
 
 @dataclass(frozen=True)

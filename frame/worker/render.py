@@ -27,6 +27,7 @@ from frame.diffusion.sizes import night_size
 from frame.statefile import read_json, write_json
 from frame.worker import (
     process,
+    prompt_settings,
     tastechild,  # the trained model runs in a child: no scikit-learn here
 )
 from frame.worker import step_choice as nightly
@@ -42,10 +43,13 @@ from frame.worker.records import (
     StageEvent,
     ThemeChoice,
     Timings,
+    Why,
 )
 from frame.worker.remote_step import paint_remotely, why_with_backend
 
 log = logging.getLogger(__name__)
+
+OWN_SETTINGS = "own_settings.json"  # written only when the model refused a queued prompt's own settings
 
 
 # choose ---------------------------------------------------------------------------------------------
@@ -137,21 +141,24 @@ def _steps_for_tonight(job: RenderJob, config: Config, pipe: Any, size: tuple[in
 
 def generate(job: RenderJob, config: Config, choice: ThemeChoice, job_dir: Path, emit: Emit,
              pipeline: PipelineHolder) -> Path:
-    """Generate ``image.png`` (resuming from ``JOB_DIR/diffusion``) and record the resolved settings."""
+    """Generate ``image.png`` (resuming from ``JOB_DIR/diffusion``) and record the resolved settings:
+    with a queued prompt's own settings (``prompt_settings``), and for "more like this" image-to-image
+    from its gallery picture (always painted on the frame: the render server is asked text-to-image only)."""
     out = job_dir / "image.png"
     if out.exists():
         return out
-    if config.render.backend == "remote":  # the LAN render server first; False: paint here (issue 17)
-
+    if config.render.backend == "remote" and job.variation is None:  # the LAN render server first (issue 17)
         if paint_remotely(job, config, choice, job_dir, emit, ProgressRelay(job_dir, emit)):
             return out
     pipe = pipeline.get(emit)
+    config = _own_settings(job, config, pipe, job_dir)
     model = config.model
-
     width, height = night_size(config, pipe)
     steps = _steps_for_tonight(job, config, pipe, (width, height), job_dir, emit)
+    variation = job.variation
+    strength = variation.strength if variation else None
     settings = pipe.settings(choice.prompt, choice.negative_prompt, steps, model.guidance,
-                             model.sampler, job.seed, width, height)
+                             model.sampler, job.seed, width, height, strength)
     write_json(job_dir / "generation.json", Generation(
         steps=settings.steps, guidance=settings.guidance, sampler=settings.sampler, width=settings.width,
         height=settings.height, model=pipe.info.name).to_json())
@@ -159,9 +166,23 @@ def generate(job: RenderJob, config: Config, choice: ThemeChoice, job_dir: Path,
     image = pipe.generate(settings.prompt, negative_prompt=settings.negative_prompt, steps=settings.steps,
                           guidance=settings.guidance, sampler=settings.sampler, seed=settings.seed,
                           width=settings.width, height=settings.height, callback=ProgressRelay(job_dir, emit),
-                          resume_dir=job_dir / "diffusion")
+                          resume_dir=job_dir / "diffusion", init_image=variation.image if variation else None,
+                          strength=strength)
     write_bytes_atomic(out, _png_with_parameters(image))
     return out
+
+
+def _own_settings(job: RenderJob, config: Config, pipe: Any, job_dir: Path) -> Config:
+    """The configuration with the queued prompt's own settings, or the night's when this model refuses
+    them (the reason is kept in ``JOB_DIR/own_settings.json`` for the picture's "why")."""
+    own = prompt_settings.with_prompt_settings(config, job.settings)
+    if own is config or read_json(job_dir / OWN_SETTINGS):  # none, or refused before a restart
+        return config
+    problem = prompt_settings.refused(pipe, job.settings, own, night_size(own, pipe))
+    if problem is None:
+        return own
+    write_json(job_dir / OWN_SETTINGS, {"refused": problem})
+    return config
 
 
 # prepare --------------------------------------------------------------------------------------------
@@ -218,7 +239,15 @@ def picture_meta(job: RenderJob, config: Config, choice: ThemeChoice, generation
         width=generation.width if generation else None, height=generation.height if generation else None,
         # stored and shown: no credentials
         model=redact_url((generation.model if generation else "") or config.model.source),
-        why=why_with_backend(choice.why, job_dir).to_json(), features=choice.features, timings=dict(timings))
+        why=_with_refusal(why_with_backend(choice.why, job_dir), job_dir).to_json(), features=choice.features,
+        timings=dict(timings))
+
+
+def _with_refusal(why: Why, job_dir: Path) -> Why:
+    refusal = read_json(job_dir / OWN_SETTINGS)
+    if not isinstance(refusal, dict):
+        return why
+    return why.with_details(own_settings=f"painted with the night's settings: {refusal.get('refused')}")
 
 
 def run_render(job: RenderJob, config: Config, job_dir: Path, emit: Emit) -> RenderOutput:

@@ -27,6 +27,7 @@ from frame.estimate.choice import StepChoice, choose_steps
 from frame.statefile import read_json, write_json
 from frame.worker.errors import StepFailed
 from frame.worker.pipeline import PipelineHolder
+from frame.worker.prompt_settings import with_prompt_settings
 from frame.worker.records import RenderJob, read_job
 
 log = logging.getLogger(__name__)
@@ -127,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
         job = read_job(job_dir)
         if not isinstance(job, RenderJob):
             raise FrameError(f"no readable render job in {job_dir}")
+        if not (job_dir / "own_settings.json").exists():  # the owner's steps cap the choice (render.generate)
+            config = with_prompt_settings(config, job.settings)
         pipe = PipelineHolder(config).get(lambda event: None)
         check_memory_for_counting(pipe)
         night_steps(config, pipe, size, job.deadline, job_dir, job.state_dir)

@@ -32,9 +32,11 @@ from frame.config import state_dir as config_state_dir
 from frame.config import to_plain
 from frame.config.schema import Config
 from frame.daemon.jobs.supervisor import Outcome, StatusEvent, Supervisor, worker_command
+from frame.daemon.queue import DEFAULT_STRENGTH
 from frame.daemon.status import LiveStatus
 from frame.daemon.store import gallery
 from frame.daemon.store.database import Store
+from frame.daemon.store.records import QueuedPrompt, StoredPicture
 from frame.daemon.store.recovery import backup_path
 from frame.errors import FrameError
 from frame.seeds import random_seed
@@ -42,6 +44,7 @@ from frame.statefile import read_json
 from frame.worker.records import (
     Job,
     JobCandidate,
+    PromptSettings,
     RatedPicture,
     RenderJob,
     RenderKind,
@@ -49,6 +52,7 @@ from frame.worker.records import (
     ShowJob,
     ShowOutput,
     ThemeChoice,
+    Variation,
     Why,
     write_job,
 )
@@ -155,18 +159,52 @@ def _recent_themes(store: Store, count: int) -> tuple[str, ...]:
 
 
 def build_job(ctx: RenderContext, render_id: int, kind: RenderKind, deadline: float | None = None) -> RenderJob:
-    """A new job: a queued prompt if any (oldest first), else candidates for the theme choice.
-    ``deadline`` (epoch seconds) lets the worker choose the step count that fits (``frame.estimate``)."""
-    queued = ctx.store.queued_prompts()
-    choice = None
-    if queued:
-        q = queued[0]
-        choice = ThemeChoice(prompt=q.prompt, negative_prompt=q.negative_prompt, theme=q.theme, style="",
-                             origin="queue", prompt_id=q.id, why=Why("queue", "you queued this prompt"))
-    return RenderJob(render_kind=kind, render_id=render_id, state_dir=Path(ctx.state_dir), seed=random_seed(),
-                     choice=choice, candidates=() if choice else candidates(ctx.config, ctx.store),
-                     history=() if choice else _history(ctx.store),
-                     recent_themes=_recent_themes(ctx.store, ctx.config.taste.avoid_recent), deadline=deadline)
+    """A new job: the first queued prompt if any (with its own settings, seed and, for "more like
+    this", the picture it varies), else candidates for the theme choice. ``deadline`` (epoch seconds)
+    lets the worker choose the step count that fits (``frame.estimate``)."""
+    queued = next((q for q in ctx.store.queued_prompts() if _paintable(ctx, q)), None)
+    if queued is None:
+        return RenderJob(render_kind=kind, render_id=render_id, state_dir=Path(ctx.state_dir), seed=random_seed(),
+                         candidates=candidates(ctx.config, ctx.store), history=_history(ctx.store),
+                         recent_themes=_recent_themes(ctx.store, ctx.config.taste.avoid_recent), deadline=deadline)
+    variation = _variation(ctx, queued)
+    why = (Why("variation", f"you asked for more like picture {queued.source_picture_id}",
+               {"source_picture_id": queued.source_picture_id, "strength": queued.strength})
+           if variation else Why("queue", "you queued this prompt"))
+    choice = ThemeChoice(prompt=queued.prompt, negative_prompt=queued.negative_prompt, theme=queued.theme, style="",
+                         origin="queue", prompt_id=queued.id, why=why)
+    settings = PromptSettings(steps=queued.steps, sampler=queued.sampler, guidance=queued.guidance,
+                              width=queued.width, height=queued.height)
+    return RenderJob(render_kind=kind, render_id=render_id, state_dir=Path(ctx.state_dir),
+                     seed=random_seed() if queued.seed is None else queued.seed, choice=choice,
+                     recent_themes=_recent_themes(ctx.store, ctx.config.taste.avoid_recent), deadline=deadline,
+                     settings=settings, variation=variation)
+
+
+def _source_picture(ctx: RenderContext, prompt: QueuedPrompt) -> Path | None:
+    """The gallery file a variation starts from, when it is still there."""
+    row = ctx.store.picture(prompt.source_picture_id) if prompt.source_picture_id is not None else None
+    picture = StoredPicture.from_row(row) if isinstance(row, dict) else row
+    path = gallery.picture_path(ctx.state_dir, picture.file) if picture is not None else None
+    return path if path is not None and path.is_file() else None
+
+
+def _paintable(ctx: RenderContext, prompt: QueuedPrompt) -> bool:
+    """A plain prompt always; a variation while its picture is in the gallery. One whose picture was
+    deleted stays queued (the queue page says so) and the night takes the next prompt."""
+    if not prompt.variation or _source_picture(ctx, prompt) is not None:
+        return True
+    log.warning("queued variation %d skipped: picture %s is no longer in the gallery", prompt.id,
+                prompt.source_picture_id)
+    return False
+
+
+def _variation(ctx: RenderContext, prompt: QueuedPrompt) -> Variation | None:
+    if not prompt.variation:
+        return None
+    path = _source_picture(ctx, prompt)
+    assert path is not None and prompt.source_picture_id is not None  # _paintable chose it
+    return Variation(image=path, strength=prompt.strength or DEFAULT_STRENGTH, picture_id=prompt.source_picture_id)
 
 
 def ensure_job(ctx: RenderContext, render_id: int, kind: RenderKind, resume: bool = False,

@@ -100,7 +100,24 @@ CREATE TABLE feed_health (
 );
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2)
+# The owner's queue (issue 16): an order of its own (``position``, so a prompt can be moved), the
+# per-prompt settings (NULL: the night's settings; ``seed`` NULL: a random seed) and, for "more like
+# this", the gallery picture a variation starts from and its img2img strength.
+_V3 = """
+ALTER TABLE prompts ADD COLUMN position INTEGER;
+UPDATE prompts SET position = id;
+ALTER TABLE prompts ADD COLUMN steps INTEGER;
+ALTER TABLE prompts ADD COLUMN sampler TEXT;
+ALTER TABLE prompts ADD COLUMN guidance REAL;
+ALTER TABLE prompts ADD COLUMN seed INTEGER;
+ALTER TABLE prompts ADD COLUMN width INTEGER;
+ALTER TABLE prompts ADD COLUMN height INTEGER;
+ALTER TABLE prompts ADD COLUMN source_picture_id INTEGER;
+ALTER TABLE prompts ADD COLUMN strength REAL;
+CREATE INDEX prompts_waiting ON prompts(used_at, position)
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -84,7 +84,10 @@ class StoredPicture:
 
 @dataclass(frozen=True)
 class QueuedPrompt:
-    """A prompt an owner queued for a coming night (``/api/prompts``)."""
+    """A prompt an owner queued for a coming night (``/api/prompts``), in queue order (``position``).
+
+    ``steps`` … ``height`` None: the night's setting; ``seed`` None: a random seed. A "more like this"
+    variation names its gallery picture (``source_picture_id``) and img2img ``strength``."""
 
     id: int
     prompt: str
@@ -93,10 +96,32 @@ class QueuedPrompt:
     created_at: str
     used_at: str | None
     picture_id: int | None
+    position: int | None = None
+    steps: int | None = None
+    sampler: str | None = None
+    guidance: float | None = None
+    seed: int | None = None
+    width: int | None = None
+    height: int | None = None
+    source_picture_id: int | None = None
+    strength: float | None = None
+
+    # the columns an owner may set (``Store.queue_prompt`` / ``Store.update_prompt``)
+    EDITABLE = ("prompt", "negative_prompt", "theme", "steps", "sampler", "guidance", "seed", "width", "height",
+                "strength")
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> QueuedPrompt:
         return cls(**_from_row(cls, row))
+
+    @property
+    def size(self) -> str | None:
+        """``"WxH"`` when the prompt has its own size."""
+        return f"{self.width}x{self.height}" if self.width and self.height else None
+
+    @property
+    def variation(self) -> bool:
+        return self.source_picture_id is not None
 
     def to_json(self) -> dict[str, Any]:
         return {field.name: getattr(self, field.name) for field in fields(self)}

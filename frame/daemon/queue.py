@@ -1,0 +1,172 @@
+"""What an owner may ask of a queued prompt, checked once for the JSON API and the phone page: its own
+steps, sampler, guidance, seed and size, the strength of a "more like this" variation, and whether
+the configured model can paint a variation at all.
+
+Every check runs when the prompt is queued, so a mistake is a clear answer to the owner then, never a
+failed night. What only the model can judge (a size its export's fixed axes refuse, a sampler its
+kind cannot use) is checked again by the worker, which then paints with the night's settings and
+says so in the picture's "why" rather than losing the night.
+
+Standard library, ``frame.config`` and the store only: the daemon imports it at start.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, get_args
+
+from frame.config.schema import Config, SamplerName
+from frame.daemon.store import gallery
+from frame.daemon.store.database import Store
+from frame.daemon.store.records import StoredPicture
+from frame.models import resolve_model_source
+from frame.seeds import RANDOM, SEED_LIMIT
+
+log = logging.getLogger(__name__)
+
+SETTING_FIELDS = ("steps", "sampler", "guidance", "seed", "size")
+MAX_STEPS = 150  # A1111's slider; a night on a Pi Zero takes minutes per step
+MAX_GUIDANCE = 30.0
+MAX_SIDE = 2048
+SIZE_STEP = 64  # a latent side must be a multiple of 8 (64 pixels) for SD 1.5 and SDXL (diffusion.sizes)
+STRENGTH_RANGE = (0.3, 0.8)  # below: hardly changes the picture; above: hardly keeps it
+DEFAULT_STRENGTH = 0.6  # frame.diffusion.img2img.DEFAULT_STRENGTH (tests/daemon/test_queue.py ties them)
+SAMPLERS = get_args(SamplerName)
+STRONG_LIKE_STARS = 5  # "more like this" is recorded as the top of the star scale (frame.taste.ratings)
+_WHOLE = re.compile(r"-?[0-9]{1,12}")  # ASCII digits only (str.isdigit() accepts "²")
+
+
+class QueueError(ValueError):
+    """A queued prompt's field is unusable; ``field`` names it for the owner's message."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field} {message}")
+        self.field = field
+        self.message = message
+
+
+def _blank(value: Any) -> bool:
+    """Nothing given: absent, null, or an empty form field (the night's setting)."""
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
+def _integer(field: str, value: Any, low: int, high: int) -> int:
+    if isinstance(value, str) and _WHOLE.fullmatch(value.strip()):
+        value = int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise QueueError(field, f"must be a whole number, got {value!r}")
+    if not low <= value <= high:
+        raise QueueError(field, f"must be from {low} to {high}, got {value}")
+    return value
+
+
+def _number(field: str, value: Any, low: float, high: float) -> float:
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            raise QueueError(field, f"must be a number, got {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise QueueError(field, f"must be a number, got {value!r}")
+    if not low <= value <= high:
+        raise QueueError(field, f"must be from {low:g} to {high:g}, got {value:g}")
+    return float(value)
+
+
+def parse_seed(value: Any) -> int | None:
+    """A seed (0 .. 2^32-1), or None for random: blank or -1 (AUTOMATIC1111's convention)."""
+    if _blank(value):
+        return None
+    seed = _integer("seed", value, RANDOM, SEED_LIMIT - 1)
+    return None if seed == RANDOM else seed
+
+
+def parse_size(value: Any) -> tuple[int | None, int | None]:
+    """``"WxH"`` (multiples of 64, at most 2048) → (width, height); blank → the night's size."""
+    if _blank(value):
+        return None, None
+    if not isinstance(value, str):
+        raise QueueError("size", f"must be WIDTHxHEIGHT like 768x512, got {value!r}")
+    parts = value.strip().lower().replace("×", "x").split("x")
+    if len(parts) != 2 or not all(_WHOLE.fullmatch(p.strip()) and "-" not in p for p in parts):
+        raise QueueError("size", f"must be WIDTHxHEIGHT like 768x512, got {value!r}")
+    width, height = (int(p) for p in parts)
+    if not (SIZE_STEP <= width <= MAX_SIDE and SIZE_STEP <= height <= MAX_SIDE) or width % SIZE_STEP \
+            or height % SIZE_STEP:
+        raise QueueError("size", f"must have sides that are multiples of {SIZE_STEP} from {SIZE_STEP} to "
+                                 f"{MAX_SIDE} pixels, got {value!r}")
+    return width, height
+
+
+def parse_settings(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The store's columns for the ``SETTING_FIELDS`` present in ``values`` (JSON values or form text);
+    a blank one is None, the night's setting. Raises ``QueueError`` naming the first bad field."""
+    settings: dict[str, Any] = {}
+    if "steps" in values:
+        settings["steps"] = None if _blank(values["steps"]) else _integer("steps", values["steps"], 1, MAX_STEPS)
+    if "sampler" in values:
+        sampler = values["sampler"]
+        if not _blank(sampler) and sampler not in SAMPLERS:
+            raise QueueError("sampler", f"must be one of {', '.join(SAMPLERS)}, got {sampler!r}")
+        settings["sampler"] = None if _blank(sampler) else sampler
+    if "guidance" in values:
+        guidance = values["guidance"]
+        settings["guidance"] = None if _blank(guidance) else _number("guidance", guidance, 0.0, MAX_GUIDANCE)
+    if "seed" in values:
+        settings["seed"] = parse_seed(values["seed"])
+    if "size" in values:
+        settings["width"], settings["height"] = parse_size(values["size"])
+    return settings
+
+
+def parse_strength(value: Any) -> float:
+    """A variation's strength: 0.3 (close to the picture) to 0.8 (freer); blank: 0.6."""
+    if _blank(value):
+        return DEFAULT_STRENGTH
+    return _number("strength", value, *STRENGTH_RANGE)
+
+
+def variation_problem(config: Config) -> str | None:
+    """Why the configured model cannot paint "more like this" (it needs the VAE encoder of a diffusers
+    ONNX export: ``vae_encoder/model.onnx``), or None. A model streamed over HTTP is not asked here
+    (the daemon does no model I/O); its worker reports a missing encoder."""
+    source = resolve_model_source(config.model.source)
+    if "://" in source:
+        return None
+    folder = Path(source).expanduser()
+    if not (folder / "model_index.json").is_file():
+        return (f"the model in model.source ({config.model.source}) is not a diffusers ONNX export folder, so it "
+                "has no VAE encoder: \"more like this\" needs one with vae_encoder/model.onnx")
+    if not (folder / "vae_encoder" / "model.onnx").is_file():
+        return (f"the model in model.source ({config.model.source}) has no vae_encoder/model.onnx, which "
+                "\"more like this\" needs to start from a picture; export the model with its encoder "
+                "(optimum-cli export onnx includes it) or use one that has it")
+    return None
+
+
+def queue_variation(config: Config, store: Store, state_dir: Path, picture: StoredPicture,
+                    strength: Any) -> tuple[int, float]:
+    """Queue "more like this" of ``picture`` (its prompt and seed, image-to-image from its gallery file at
+    ``strength``) and rate it 5 stars: the strongest like the taste model learns, because asking for
+    more of a picture says more than a thumb. The API's and the phone page's one path; returns the
+    prompt's id and the strength.
+
+    Raises ``QueueError``: field ``model`` when the configured model has no VAE encoder, ``strength``
+    outside 0.3..0.8, ``picture`` when its file is gone. Nothing is stored then."""
+    value = parse_strength(strength)
+    problem = variation_problem(config)
+    if problem:
+        raise QueueError("model", problem)
+    path = gallery.picture_path(state_dir, picture.file)
+    if path is None or not path.is_file():
+        raise QueueError("picture", f"{picture.id}'s image is missing from the gallery")
+    prompt_id = store.queue_prompt(picture.prompt, picture.negative_prompt, picture.theme, seed=picture.seed,
+                                   source_picture_id=picture.id, strength=value)
+    store.rate(picture.id, "stars", STRONG_LIKE_STARS)
+    log.info("queued prompt %d: a variation of picture %d at strength %.2f (rated %d stars)", prompt_id,
+             picture.id, value, STRONG_LIKE_STARS)
+    return prompt_id, value

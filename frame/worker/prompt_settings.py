@@ -1,0 +1,51 @@
+"""A queued prompt's own settings (``RenderJob.settings``) as the configuration the worker renders with.
+
+The owner's steps, sampler, guidance and size replace ``model.steps``/``sampler``/``guidance``/
+``size`` of the job's ``config.yaml``; everything downstream then reads them where it reads the
+night's: ``night_size``, the model rules, and the step estimate (its child applies them too, so the
+owner's steps are the most it may choose, as the configured ones are for a night from themes).
+
+The daemon checked them against what any model allows when the prompt was queued; a value this model
+refuses (a size its fixed axes do not allow, a sampler its kind cannot use) is reported by
+``refused`` and the worker paints with the night's settings instead of losing the night.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+from frame.config.schema import Config
+from frame.errors import UsageError
+from frame.worker.records import PromptSettings
+
+log = logging.getLogger(__name__)
+
+
+def with_prompt_settings(config: Config, settings: PromptSettings) -> Config:
+    """``config`` with the prompt's own values in its ``model`` section (unchanged when it has none)."""
+    if settings.empty:
+        return config
+    changes: dict[str, object] = {}
+    if settings.steps is not None:
+        changes["steps"] = settings.steps
+    if settings.sampler is not None:
+        changes["sampler"] = settings.sampler
+    if settings.guidance is not None:
+        changes["guidance"] = settings.guidance
+    if settings.width and settings.height:
+        changes["size"] = f"{settings.width}x{settings.height}"
+    return dataclasses.replace(config, model=dataclasses.replace(config.model, **changes))
+
+
+def refused(pipe: object, settings: PromptSettings, config: Config, size: tuple[int, int]) -> str | None:
+    """Why this model refuses the prompt's own settings (the pipeline's own check), or None."""
+    if settings.empty:
+        return None
+    model = config.model
+    try:
+        pipe.settings("", "", model.steps, model.guidance, model.sampler, 0, size[0], size[1])  # type: ignore[attr-defined]
+    except UsageError as exc:
+        log.warning("the queued prompt's own settings do not suit this model (%s): using the night's", exc)
+        return str(exc)
+    return None
