@@ -14,6 +14,7 @@ import signal
 import sys
 from typing import TYPE_CHECKING, Any
 
+from frame.cli import queue as queue_cli  # argparse only
 from frame.errors import FrameError, UsageError
 
 if TYPE_CHECKING:
@@ -194,11 +195,9 @@ def cmd_rate(args: argparse.Namespace) -> int:
 
 
 def cmd_queue(args: argparse.Namespace) -> int:
-    if not args.prompt.strip():
-        raise UsageError("queue: the prompt is empty; say what to paint, e.g. frame queue 'a lighthouse at dusk'")
-    body = {"prompt": args.prompt, "negative_prompt": args.negative, "theme": args.theme}
-    result = _client(_config(args), with_token=True).request("POST", "/api/prompts", body)
-    print(f"queued prompt {result['id']}: {result['prompt']}")
+    client = _client(_config(args), with_token=queue_cli.wants_token(args))
+    for line in queue_cli.run(args, client):
+        print(line)
     return 0
 
 
@@ -250,10 +249,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     rate.add_argument("rating", help="like or +1, dislike or -1, or 1..5 stars (4-5 = liked, 3 = neutral, "
                                      "1-2 = disliked)")
     rate.set_defaults(func=cmd_rate)
-    queue = subparsers.add_parser("queue", help="queue a prompt for the next render")
-    queue.add_argument("prompt", help="the prompt text")
-    queue.add_argument("--negative", default="", help="negative prompt (default: model.negative_prompt)")
-    queue.add_argument("--theme", default="", help="theme name to file it under")
+    queue = subparsers.add_parser("queue", help="queue a prompt for the next render; list, edit, move or remove "
+                                               "queued ones")
+    queue_cli.add_arguments(queue)
     queue.set_defaults(func=cmd_queue)
     render = subparsers.add_parser("render-now", help="start a render now (one at a time)")
     render.set_defaults(func=cmd_render_now)
