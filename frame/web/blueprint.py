@@ -1,7 +1,7 @@
 """The phone page's blueprint set-up: per-app context, session settings and the guard every POST passes.
 
-The routes are module-level (``views.py``, ``images.py`` on ``routes.bp``, added when those modules are
-imported here). ``create_blueprint`` (offered as ``frame.web.create_blueprint``, what the daemon's app
+The routes are module-level (``views.py``, ``queue_pages.py``, ``images.py`` on ``routes.bp``, added when
+those modules are imported here). ``create_blueprint`` (offered as ``frame.web.create_blueprint``, what the daemon's app
 factory registers) pairs ``bp`` with one app's ``WebContext``; at registration ``record_once`` puts the context in
 ``app.extensions`` and sets the session (signed cookie, HttpOnly, SameSite=Strict, Secure over https)
 described in ``auth.py``.
@@ -21,7 +21,13 @@ from flask.sessions import SecureCookieSessionInterface
 
 from frame.config import Config, state_dir
 from frame.daemon.http.token import token_matches
-from frame.web import auth, images, settings_views, views  # noqa: F401 - importing them adds their routes to bp
+from frame.web import (  # noqa: F401 - importing them adds their routes to bp
+    auth,
+    images,
+    queue_pages,
+    settings_views,
+    views,
+)
 from frame.web.context import WebContext
 from frame.web.forms import safe_next
 from frame.web.routes import WEB_KEY, bp, web_context

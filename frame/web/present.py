@@ -88,6 +88,7 @@ def picture_view(picture: StoredPicture) -> dict[str, Any]:
         "has_plot": why_plot_name(why) is not None,
         "plot_note": why_plot_note(why),
         "has_panel": bool(picture.panel_file),
+        "seed": picture.seed,
         "facts": _facts(picture),
     }
 

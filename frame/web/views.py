@@ -1,4 +1,5 @@
-"""The pages: now showing, one picture, gallery, queue, status and configuration, plus login/logout.
+"""The pages: now showing, one picture, gallery, status and configuration, plus login/logout (the queue
+and a picture's "reuse seed" / "more like this": ``queue_pages``).
 
 Routes of the module-level blueprint ``frame.web.routes.bp``, added when this module is imported;
 each reads its app's ``WebContext`` with ``web_context()``.
@@ -22,18 +23,7 @@ from frame.daemon.jobs.info import INFO_REASON
 from frame.errors import FrameError
 from frame.web import auth, present
 from frame.web.context import WebContext
-from frame.web.forms import (
-    NEGATIVE_MAX,
-    PROMPT_MAX,
-    THEME_MAX,
-    TOKEN_MAX,
-    FormError,
-    check_blocklist,
-    clean_text,
-    parse_page,
-    parse_rating,
-    safe_next,
-)
+from frame.web.forms import TOKEN_MAX, FormError, parse_page, parse_rating, safe_next
 from frame.web.routes import bp, web_context
 
 log = logging.getLogger(__name__)
@@ -136,7 +126,7 @@ def gallery() -> Any:
                            total=ctx.store.count_pictures())
 
 
-# queue a prompt, render now and the status page (the settings: settings_views.py) --------------------------
+# render now and the status page (the queue: queue_pages.py; the settings: settings_views.py) ----------
 
 @bp.post("/render")
 def render_now() -> Any:
@@ -152,30 +142,6 @@ def render_now() -> Any:
             log.info("web: render requested")
             flash("Rendering a new picture now.")
     return redirect(url_for("web.status"), 303)
-
-
-@bp.route("/queue", methods=["GET", "POST"])
-def queue() -> Any:
-    ctx = web_context()
-    values = {"prompt": "", "negative_prompt": "", "theme": ""}
-    limits = {"prompt": min(PROMPT_MAX, ctx.config.feeds.max_prompt_chars), "negative_prompt": NEGATIVE_MAX,
-              "theme": THEME_MAX}
-    error = None
-    if request.method == "POST":
-        try:
-            values = {name: clean_text(request.form, name, limit, required=name == "prompt")
-                      for name, limit in limits.items()}
-            check_blocklist(values, ctx.config.feeds.blocklist)
-        except FormError as exc:
-            error = exc
-            values = {k: str(request.form.get(k, ""))[:PROMPT_MAX] for k in values}
-        else:
-            prompt_id = ctx.store.queue_prompt(**values)
-            log.info("web: queued prompt %d (%d characters)", prompt_id, len(values["prompt"]))
-            flash("Queued for the next night.")
-            return redirect(url_for("web.queue"), 303)
-    return render_template("queue.html", queued=ctx.store.queued_prompts(), values=values, error=error,
-                           limits=limits), (400 if error else 200)
 
 
 @bp.get("/status")

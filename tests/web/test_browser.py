@@ -119,6 +119,65 @@ def test_owner_logs_in_rates_and_queues(server, page, store, pictures, controlle
     shot(page, "6-settings")
 
 
+def _log_in(page, server: str, path: str = "/") -> None:
+    page.goto(server + "/login?next=" + path)
+    page.get_by_label("Owner token").fill(TOKEN)
+    page.get_by_role("button", name="Log in").click()
+    sync_api.expect(page.get_by_role("button", name="Log out")).to_be_visible()
+
+
+def test_queue_reorder_remove_and_more_like_this(server, page, store, pictures):
+    """Issue 16: the seed on the picture, "reuse seed", "more like this" queueing an img2img job (a
+    strong like), a prompt with its own steps, and reordering and removing in the queue."""
+    expect = sync_api.expect
+    shown = pictures["new"]
+    _log_in(page, server, f"/pictures/{shown}")
+    expect(page.locator("figcaption .seed")).to_have_text("seed 1234")
+    page.get_by_role("button", name="Reuse seed 1234").click()
+    expect(page.get_by_role("status")).to_contain_text("Queued: the same prompt with seed 1234")
+
+    page.goto(server + f"/pictures/{shown}")
+    page.get_by_label("How much may change").fill("0.4")
+    shot(page, "7-picture-more-like-this")
+    page.get_by_role("button", name="More like this").click()
+    expect(page.get_by_role("status")).to_contain_text("Queued a variation of this picture (strength 0.4)")
+    variation = store.queued_prompts()[-1]
+    assert (variation.source_picture_id, variation.strength, variation.seed) == (shown, 0.4, 1234)
+    assert (store.picture(shown)["rating_kind"], store.picture(shown)["rating_value"]) == ("stars", 5)
+
+    page.get_by_label("Prompt", exact=True).fill("a heron in reeds, ink wash")
+    page.get_by_text("More options").click()
+    page.get_by_label("Steps").fill("12")
+    page.get_by_label("Sampler").select_option("ddim")
+    page.get_by_role("button", name="Queue it").click()
+    expect(page.get_by_role("status")).to_contain_text("Queued for the next night")
+    reuse, _, heron = (q.id for q in store.queued_prompts())
+    items = page.locator("#queued > li")
+    expect(items).to_have_count(3)
+    expect(items.nth(1)).to_contain_text(f"more like picture {shown}, strength 0.4")
+    expect(items.nth(2)).to_contain_text("steps 12")
+
+    page.get_by_role("button", name="Move up: a heron in reeds, ink wash").click()
+    expect(items.nth(1)).to_contain_text("a heron in reeds")
+    assert [q.id for q in store.queued_prompts()] == [reuse, heron, variation.id]
+    expect(items.nth(0).get_by_role("button", name="Move up:")).to_be_disabled()  # the first cannot go up
+    items.nth(0).get_by_role("button", name="Move down:").click()
+    expect(items.nth(0)).to_contain_text("a heron in reeds")
+    items.nth(1).get_by_role("button", name="Remove:").click()
+    expect(page.get_by_role("status")).to_contain_text("Removed from the queue")
+    expect(items).to_have_count(2)
+    assert [q.id for q in store.queued_prompts()] == [heron, variation.id]
+    shot(page, "8-queue-managed")
+
+    page.get_by_role("link", name="Edit: a heron in reeds, ink wash").click()
+    page.get_by_label("Steps").fill("")
+    page.get_by_label("Seed (-1 or empty: random)").fill("99")
+    page.get_by_role("button", name="Save").click()
+    expect(page.get_by_role("status")).to_contain_text("Saved")
+    edited = store.queued_prompt(heron)
+    assert (edited.steps, edited.seed, edited.sampler) == (None, 99, "ddim")
+
+
 def test_progress_is_polled_without_reload(server, page, controller, store, state_dir):
     from tests.web.conftest import write_png
 

@@ -1,0 +1,190 @@
+"""The queue pages: queue a prompt with its own settings; move, edit and remove queued ones; and a
+picture's "reuse seed" and "more like this".
+
+Routes of ``frame.web.routes.bp`` (added when ``blueprint`` imports this module). Every POST has
+passed ``blueprint._guard`` (logged in, CSRF, same origin) and is checked by ``forms.clean_text`` and
+``frame.daemon.queue`` — the rules the JSON API applies — before anything is stored; then a 303
+back to the queue, so a reload never repeats it. Plain forms: the page works without JavaScript.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from flask import abort, flash, redirect, render_template, request, url_for
+
+from frame.daemon import queue as queue_rules
+from frame.daemon.store import gallery
+from frame.daemon.store.records import QueuedPrompt, StoredPicture
+from frame.web.context import WebContext
+from frame.web.forms import NEGATIVE_MAX, PROMPT_MAX, THEME_MAX, FormError, check_blocklist, clean_text
+from frame.web.routes import bp, web_context
+
+log = logging.getLogger(__name__)
+
+TEXT_FIELDS = ("prompt", "negative_prompt", "theme")
+EMPTY = {"prompt": "", "negative_prompt": "", "theme": "", "steps": "", "sampler": "", "guidance": "", "seed": "",
+         "size": "", "strength": ""}
+
+
+def _limits(ctx: WebContext) -> dict[str, int]:
+    return {"prompt": min(PROMPT_MAX, ctx.config.feeds.max_prompt_chars), "negative_prompt": NEGATIVE_MAX,
+            "theme": THEME_MAX}
+
+
+def _submitted(ctx: WebContext, form: Mapping[str, Any], variation: bool) -> dict[str, Any]:
+    """The store's columns from the form, or FormError naming the field (nothing stored)."""
+    values: dict[str, Any] = {name: clean_text(form, name, limit, required=name == "prompt")
+                              for name, limit in _limits(ctx).items()}
+    check_blocklist(values, ctx.config.feeds.blocklist)
+    try:
+        values.update(queue_rules.parse_settings({k: form.get(k, "") for k in queue_rules.SETTING_FIELDS}))
+        if variation:
+            values["strength"] = queue_rules.parse_strength(form.get("strength"))
+    except queue_rules.QueueError as exc:
+        raise FormError(exc.field, exc.message) from None
+    return values
+
+
+def _as_form(prompt: QueuedPrompt) -> dict[str, str]:
+    """A queued prompt's values as the edit form shows them (blank: the night's setting)."""
+    def text(value: Any) -> str:
+        return "" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+
+    return {"prompt": prompt.prompt, "negative_prompt": prompt.negative_prompt, "theme": prompt.theme,
+            "steps": text(prompt.steps), "sampler": prompt.sampler or "", "guidance": text(prompt.guidance),
+            "seed": text(prompt.seed), "size": prompt.size or "", "strength": text(prompt.strength)}
+
+
+def queued_view(ctx: WebContext, prompt: QueuedPrompt) -> dict[str, Any]:
+    """One waiting prompt for the list: its text, what it sets itself, and for a variation whether its
+    picture is still there (a deleted one waits; the night takes the next prompt)."""
+    own = [f"{name} {getattr(prompt, name):g}" if isinstance(getattr(prompt, name), float)
+           else f"{name} {getattr(prompt, name)}" for name in ("steps", "sampler", "guidance", "seed")
+           if getattr(prompt, name) is not None]
+    if prompt.size:
+        own.append(f"size {prompt.size}")
+    missing = False
+    if prompt.variation:
+        row = ctx.store.picture(prompt.source_picture_id)
+        picture = StoredPicture.from_row(row) if isinstance(row, dict) else row
+        path = gallery.picture_path(ctx.state_dir, picture.file) if picture else None
+        missing = path is None or not path.is_file()
+    return {"id": prompt.id, "prompt": prompt.prompt, "theme": prompt.theme, "own": own,
+            "source": prompt.source_picture_id, "strength": prompt.strength, "missing": missing}
+
+
+def _page(ctx: WebContext, values: Mapping[str, str], error: FormError | None) -> Any:
+    queued = [queued_view(ctx, prompt) for prompt in ctx.store.queued_prompts()]
+    return render_template("queue.html", queued=queued, values=values, error=error, limits=_limits(ctx),
+                           samplers=queue_rules.SAMPLERS), (400 if error else 200)
+
+
+@bp.route("/queue", methods=["GET", "POST"])
+def queue() -> Any:
+    ctx = web_context()
+    if request.method == "GET":
+        return _page(ctx, EMPTY, None)
+    try:
+        values = _submitted(ctx, request.form, variation=False)
+    except FormError as exc:
+        return _page(ctx, {k: str(request.form.get(k, ""))[:PROMPT_MAX] for k in EMPTY}, exc)
+    prompt_id = ctx.store.queue_prompt(**values)
+    log.info("web: queued prompt %d (%d characters)", prompt_id, len(values["prompt"]))
+    flash("Queued for the next night.")
+    return redirect(url_for("web.queue"), 303)
+
+
+def _waiting(ctx: WebContext, prompt_id: int) -> QueuedPrompt:
+    prompt = ctx.store.queued_prompt(prompt_id)
+    if prompt is None:
+        abort(404)
+    return prompt
+
+
+@bp.route("/queue/<id:prompt_id>/edit", methods=["GET", "POST"])
+def edit_prompt(prompt_id: int) -> Any:
+    ctx = web_context()
+    prompt = _waiting(ctx, prompt_id)
+    values, error = _as_form(prompt), None
+    if request.method == "POST":
+        try:
+            changes = _submitted(ctx, request.form, variation=prompt.variation)
+        except FormError as exc:
+            error, values = exc, {k: str(request.form.get(k, ""))[:PROMPT_MAX] for k in EMPTY}
+        else:
+            ctx.store.update_prompt(prompt_id, **changes)
+            log.info("web: queued prompt %d edited", prompt_id)
+            flash("Saved.")
+            return redirect(url_for("web.queue"), 303)
+    return render_template("queue_edit.html", prompt=prompt, values=values, error=error, limits=_limits(ctx),
+                           samplers=queue_rules.SAMPLERS), (400 if error else 200)
+
+
+@bp.post("/queue/<id:prompt_id>/move")
+def move_prompt(prompt_id: int) -> Any:
+    """``direction`` up/down by one, or ``position`` (1 = next night; what a drag sends)."""
+    ctx = web_context()
+    _waiting(ctx, prompt_id)
+    order = [p.id for p in ctx.store.queued_prompts()]
+    here = order.index(prompt_id) + 1
+    direction, position = request.form.get("direction"), request.form.get("position", "")
+    if direction in ("up", "down"):
+        target = max(1, min(len(order), here + (-1 if direction == "up" else 1)))
+    elif position.isascii() and position.isdigit():
+        target = int(position)
+    else:
+        raise FormError("position", "must be up, down or a position in the queue")
+    try:
+        ctx.store.move_prompt(prompt_id, target)
+    except ValueError as exc:
+        raise FormError("position", str(exc)) from None
+    log.info("web: queued prompt %d moved from %d to %d", prompt_id, here, target)
+    return redirect(url_for("web.queue"), 303)
+
+
+@bp.post("/queue/<id:prompt_id>/remove")
+def remove_prompt(prompt_id: int) -> Any:
+    ctx = web_context()
+    try:
+        ctx.store.remove_prompt(prompt_id)
+    except KeyError:
+        abort(404)
+    log.info("web: queued prompt %d removed", prompt_id)
+    flash("Removed from the queue.")
+    return redirect(url_for("web.queue"), 303)
+
+
+def _picture(ctx: WebContext, picture_id: int) -> StoredPicture:
+    row = ctx.store.picture(picture_id)
+    if row is None:
+        abort(404)
+    return StoredPicture.from_row(row) if isinstance(row, dict) else row
+
+
+@bp.post("/pictures/<id:picture_id>/reuse-seed")
+def reuse_seed(picture_id: int) -> Any:
+    ctx = web_context()
+    picture = _picture(ctx, picture_id)
+    if picture.seed is None:
+        raise FormError("seed", f"picture {picture_id} has no stored seed")
+    prompt_id = ctx.store.queue_prompt(picture.prompt, picture.negative_prompt, picture.theme, seed=picture.seed)
+    log.info("web: queued prompt %d: picture %d's prompt with seed %d", prompt_id, picture_id, picture.seed)
+    flash(f"Queued: the same prompt with seed {picture.seed}.")
+    return redirect(url_for("web.queue"), 303)
+
+
+@bp.post("/pictures/<id:picture_id>/more-like-this")
+def more_like_this(picture_id: int) -> Any:
+    ctx = web_context()
+    picture = _picture(ctx, picture_id)
+    try:
+        _, strength = queue_rules.queue_variation(ctx.config, ctx.store, ctx.state_dir, picture,
+                                                  request.form.get("strength"))
+    except queue_rules.QueueError as exc:
+        flash(f"No variation queued: {exc.message if exc.field == 'model' else exc}.")
+        return redirect(url_for("web.picture", picture_id=picture_id), 303)
+    flash(f"Queued a variation of this picture (strength {strength:g}); it counts as a strong like.")
+    return redirect(url_for("web.queue"), 303)
