@@ -68,8 +68,7 @@ def queued_view(ctx: WebContext, prompt: QueuedPrompt) -> dict[str, Any]:
         own.append(f"size {prompt.size}")
     missing = False
     if prompt.variation:
-        row = ctx.store.picture(prompt.source_picture_id)
-        picture = StoredPicture.from_row(row) if isinstance(row, dict) else row
+        picture = ctx.store.picture(prompt.source_picture_id)
         path = gallery.picture_path(ctx.state_dir, picture.file) if picture else None
         missing = path is None or not path.is_file()
     return {"id": prompt.id, "prompt": prompt.prompt, "theme": prompt.theme, "own": own,
@@ -158,10 +157,10 @@ def remove_prompt(prompt_id: int) -> Any:
 
 
 def _picture(ctx: WebContext, picture_id: int) -> StoredPicture:
-    row = ctx.store.picture(picture_id)
-    if row is None:
+    picture = ctx.store.picture(picture_id)
+    if picture is None:
         abort(404)
-    return StoredPicture.from_row(row) if isinstance(row, dict) else row
+    return picture
 
 
 @bp.post("/pictures/<id:picture_id>/reuse-seed")

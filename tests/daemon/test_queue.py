@@ -147,7 +147,7 @@ def _picture(store: Store, state, **fields) -> StoredPicture:
     (folder / "p.png").write_bytes(b"png")
     picture_id = add_picture(store, "a red boat", file="p.png", seed=1234, theme="sea", negative_prompt="fog",
                              **fields)
-    return StoredPicture.from_row(store.picture(picture_id))
+    return store.picture(picture_id)
 
 
 def test_more_like_this_queues_a_variation_and_is_the_strongest_like(tmp_path, store):
@@ -157,7 +157,7 @@ def test_more_like_this_queues_a_variation_and_is_the_strongest_like(tmp_path, s
     queued = store.queued_prompt(prompt_id)
     assert (queued.prompt, queued.negative_prompt, queued.seed, queued.source_picture_id, queued.strength) == \
         ("a red boat", "fog", 1234, picture.id, 0.4) and strength == 0.4
-    rated = StoredPicture.from_row(store.picture(picture.id))
+    rated = store.picture(picture.id)
     assert (rated.rating_kind, rated.rating_value, rated.favourite) == ("stars", 5, True)
     store.remove_prompt(prompt_id)  # the night's taste history (a job from themes) sees the strong like
     job = build_job(RenderContext(config=make_config(tmp_path), store=store, state_dir=tmp_path), 1, "night")

@@ -30,7 +30,7 @@ def _paint(ctx) -> StoredPicture:
     render_id = ctx.store.start_render("now", None)
     outcome, picture_id = night.render(ctx, render_id, "now")
     assert outcome.status == "done", outcome.error
-    return StoredPicture.from_row(ctx.store.picture(picture_id))
+    return ctx.store.picture(picture_id)
 
 
 def test_a_prompts_own_settings_and_seed_make_the_picture(ctx):

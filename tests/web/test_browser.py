@@ -143,7 +143,7 @@ def test_queue_reorder_remove_and_more_like_this(server, page, store, pictures):
     expect(page.get_by_role("status")).to_contain_text("Queued a variation of this picture (strength 0.4)")
     variation = store.queued_prompts()[-1]
     assert (variation.source_picture_id, variation.strength, variation.seed) == (shown, 0.4, 1234)
-    assert (store.picture(shown)["rating_kind"], store.picture(shown)["rating_value"]) == ("stars", 5)
+    assert (store.picture(shown).rating_kind, store.picture(shown).rating_value) == ("stars", 5)
 
     page.get_by_label("Prompt", exact=True).fill("a heron in reeds, ink wash")
     page.get_by_text("More options").click()

@@ -36,7 +36,7 @@ from frame.daemon.queue import DEFAULT_STRENGTH
 from frame.daemon.status import LiveStatus
 from frame.daemon.store import gallery
 from frame.daemon.store.database import Store
-from frame.daemon.store.records import QueuedPrompt, StoredPicture
+from frame.daemon.store.records import QueuedPrompt
 from frame.daemon.store.recovery import backup_path
 from frame.errors import FrameError
 from frame.seeds import random_seed
@@ -183,8 +183,7 @@ def build_job(ctx: RenderContext, render_id: int, kind: RenderKind, deadline: fl
 
 def _source_picture(ctx: RenderContext, prompt: QueuedPrompt) -> Path | None:
     """The gallery file a variation starts from, when it is still there."""
-    row = ctx.store.picture(prompt.source_picture_id) if prompt.source_picture_id is not None else None
-    picture = StoredPicture.from_row(row) if isinstance(row, dict) else row
+    picture = ctx.store.picture(prompt.source_picture_id) if prompt.source_picture_id is not None else None
     path = gallery.picture_path(ctx.state_dir, picture.file) if picture is not None else None
     return path if path is not None and path.is_file() else None
 
