@@ -2,6 +2,11 @@
 
 A verdict is a like/dislike (bool or word) or 1–5 stars: 4–5 stars = liked, 3 = neutral, 1–2 =
 disliked. ``UTILITY`` turns class probabilities into one "expected liking" number for ranking.
+
+"More like this" on the phone page is stored as 5 stars (``frame.daemon.queue.STRONG_LIKE_STARS``),
+the strongest verdict there is: it replaces an earlier rating of the picture as its latest one, so the
+model learns it as liked whatever the owner said before (``tests/daemon/test_queue.py``). The
+classifier has no per-rating weights, so "strong" means the top of the scale, not a heavier vote.
 """
 
 from __future__ import annotations
