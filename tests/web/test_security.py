@@ -248,10 +248,12 @@ def test_only_the_reviewed_routes_exist(app):
         ("/gallery", "GET"), ("/login", "GET,POST"), ("/logout", "POST"),
         ("/logout-everywhere", "POST"),
         ("/pictures/<id:picture_id>", "GET"), ("/pictures/<id:picture_id>/image", "GET"),
-        ("/pictures/<id:picture_id>/panel", "GET"), ("/pictures/<id:picture_id>/rate", "POST"),
+        ("/pictures/<id:picture_id>/panel", "GET"), ("/pictures/<id:picture_id>/preview.png", "GET"),
+        ("/pictures/<id:picture_id>/rate", "POST"),
         ("/pictures/<id:picture_id>/show", "POST"), ("/pictures/<id:picture_id>/thumb", "GET"),
         ("/pictures/<id:picture_id>/why.png", "GET"), ("/queue", "GET,POST"), ("/render", "POST"),
-        ("/render/preview", "GET"), ("/status", "GET"), ("/web-static/<path:filename>", "GET"),
+        ("/render/preview", "GET"), ("/status", "GET"), ("/upload", "GET"), ("/upload", "POST"),
+        ("/web-static/<path:filename>", "GET"),
     ]
 
 
