@@ -78,7 +78,7 @@ def _open(data: bytes) -> Any:
     except (Image.DecompressionBombWarning, Image.DecompressionBombError):
         raise FormError(FIELD, "has too many pixels to be a photo") from None
     except (OSError, SyntaxError, ValueError) as exc:
-        raise FormError(FIELD, f"could not be read: {exc}") from None
+        raise FormError(FIELD, f"is damaged or cut short: {exc}") from None
     width, height = image.size
     if width * height > MAX_PIXELS:
         raise FormError(FIELD, f"is {width}×{height} pixels; at most {MAX_PIXELS // 1_000_000} megapixels")

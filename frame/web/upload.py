@@ -57,14 +57,13 @@ class InMemoryFiles(Request):
 def upload_policy(app: Flask, ctx: WebContext):
     """The server's body policy for ``app``: ``UPLOAD_REQUEST_MAX`` for the owner's upload, else the
     default. Reads the signed session cookie itself, since no request exists yet."""
-    cookie_name = app.config.get("SESSION_COOKIE_NAME", "session")
 
     def policy(head: RequestHead) -> int | None:
         if head.method != "POST" or head.path != UPLOAD_PATH or head.content_length is None:
             return None
         if head.content_length > UPLOAD_REQUEST_MAX:
             return None
-        value = parse_cookie(head.headers.get("COOKIE", "")).get(cookie_name)
+        value = parse_cookie(head.headers.get("COOKIE", "")).get(app.config["SESSION_COOKIE_NAME"])
         serializer = app.session_interface.get_signing_serializer(app)
         if not value or serializer is None:
             return None
