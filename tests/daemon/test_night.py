@@ -179,7 +179,7 @@ def test_rotation_mixes_uploaded_photos_in_with_the_favourites(daemon):
         count = len(daemon.store.query("SELECT * FROM shown"))
         daemon.rotate()
         _wait(lambda c=count: len(daemon.store.query("SELECT * FROM shown")) > c)
-        shown.append(daemon.store.last_shown()["picture_id"])
+        shown.append(daemon.store.last_shown().picture_id)
     assert shown == [painted[0], photo, painted[0]]
 
 

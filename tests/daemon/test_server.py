@@ -178,7 +178,7 @@ def test_the_owners_3_mb_upload_is_held_in_memory_and_stored(server):
     assert answer.startswith(b"HTTP/1.1 303"), answer[:300]
     assert server.spooled == [] and temporary == []
     [picture] = server.store.pictures()
-    assert picture["origin"] == "upload" and (picture["width"], picture["height"]) == (1600, 1200)
+    assert picture.origin == "upload" and (picture.width, picture.height) == (1600, 1200)
 
 
 def test_a_chunked_upload_is_not_admitted(server):

@@ -42,8 +42,8 @@ def post_photo(client, data: bytes | None, *, csrf: str | None = "page", caption
     return client.post("/upload", data=form, content_type="multipart/form-data")
 
 
-def uploads(store) -> list[dict]:
-    return [p for p in store.pictures(limit=100) if p["origin"] == "upload"]
+def uploads(store) -> list:
+    return [p for p in store.pictures(limit=100) if p.origin == "upload"]
 
 
 def test_upload_needs_the_owner_session(client, store, pictures):
@@ -64,39 +64,40 @@ def test_a_photo_is_stored_upright_without_exif_and_listed_like_a_painted_pictur
     response = post_photo(owner, jpeg(orientation=6, gps=True), caption="Grandma's  garden")
     assert response.status_code == 303
     [stored] = uploads(store)
-    assert response.headers["Location"].endswith(f"/pictures/{stored['id']}")
-    assert stored["prompt"] == "Grandma's garden" and stored["panel_file"] is None
-    path = gallery.picture_path(state_dir, stored["file"])
+    assert response.headers["Location"].endswith(f"/pictures/{stored.id}")
+    assert stored.prompt == "Grandma's garden" and stored.panel_file is None
+    path = gallery.picture_path(state_dir, stored.file)
     with Image.open(path) as image:
-        assert image.format == "JPEG" and image.size == (40, 60) == (stored["width"], stored["height"])
+        assert image.format == "JPEG" and image.size == (40, 60) == (stored.width, stored.height)
         assert not image.getexif(), "EXIF (orientation, GPS) must not be kept"
         top, bottom = image.convert("RGB").getpixel((20, 5)), image.convert("RGB").getpixel((20, 55))
     assert top[0] > 200 > top[2] and bottom[2] > 200 > bottom[0]  # turned clockwise: red (left) on top
-    assert stored["bytes"] == path.stat().st_size
+    assert stored.bytes == path.stat().st_size
     # listed and served like the generated pictures: gallery, picture page, image, thumbnail, API
-    assert f"/pictures/{stored['id']}/thumb" in owner.get("/gallery").get_data(as_text=True)
-    page = owner.get(f"/pictures/{stored['id']}").get_data(as_text=True)
+    assert f"/pictures/{stored.id}/thumb" in owner.get("/gallery").get_data(as_text=True)
+    page = owner.get(f"/pictures/{stored.id}").get_data(as_text=True)
     assert "Grandma&#39;s garden" in page and "from: upload" in page and "added" in page
-    assert f"/pictures/{stored['id']}/preview.png" in page
-    assert owner.get(f"/pictures/{stored['id']}/image").data == path.read_bytes()
-    assert owner.get(f"/pictures/{stored['id']}/thumb").mimetype == "image/jpeg"
+    assert f"/pictures/{stored.id}/preview.png" in page
+    assert owner.get(f"/pictures/{stored.id}/image").data == path.read_bytes()
+    assert owner.get(f"/pictures/{stored.id}/thumb").mimetype == "image/jpeg"
     api = owner.get("/api/pictures").get_json()
     assert api["pictures"][0]["origin"] == "upload" and api["total"] == 3
-    assert owner.get(api["pictures"][0]["image_url"]).data == path.read_bytes()
+    served = owner.get(api["pictures"][0]["image_url"])
+    assert served.data == path.read_bytes() and served.mimetype == "image/jpeg"
 
 
 def test_a_png_stays_lossless_and_transparency_lands_on_white(owner, store, state_dir):
     assert post_photo(owner, png(mode="RGBA", colour=(0, 0, 0, 0)), name="drawing.png").status_code == 303
     [stored] = uploads(store)
-    assert stored["file"].endswith(".png") and stored["prompt"] == "A photo"
-    with Image.open(gallery.picture_path(state_dir, stored["file"])) as image:
+    assert stored.file.endswith(".png") and stored.prompt == "A photo"
+    with Image.open(gallery.picture_path(state_dir, stored.file)) as image:
         assert image.mode == "RGB" and image.getpixel((3, 3)) == (255, 255, 255)
 
 
 def test_a_large_photo_is_scaled_to_the_stored_size(owner, store, state_dir):
     assert post_photo(owner, jpeg(size=(4000, 3000))).status_code == 303
     [stored] = uploads(store)
-    assert (stored["width"], stored["height"]) == (photos.MAX_SIDE, photos.MAX_SIDE * 3 // 4)
+    assert (stored.width, stored.height) == (photos.MAX_SIDE, photos.MAX_SIDE * 3 // 4)
 
 
 @pytest.mark.parametrize(("data", "message"), [
@@ -146,5 +147,5 @@ def test_retention_never_deletes_an_upload(owner, store, state_dir):
     assert post_photo(owner, jpeg()).status_code == 303
     [stored] = uploads(store)
     gallery.apply_retention(store, state_dir, gallery.Retention(max_pictures=0, max_disk_mb=0))
-    assert [p["id"] for p in store.pictures(limit=100)] == [stored["id"]] + store.favourite_ids()
-    assert gallery.picture_path(state_dir, stored["file"]).is_file()
+    assert [p.id for p in store.pictures(limit=100)] == [stored.id] + store.favourite_ids()
+    assert gallery.picture_path(state_dir, stored.file).is_file()

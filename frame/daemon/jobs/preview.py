@@ -70,11 +70,11 @@ def cached(ctx: RenderContext, picture_id: int, file: str) -> Path:
     return preview_dir(ctx.state_dir) / f"p{picture_id}-{preview_key(ctx, file)}.png"
 
 
-def panel_preview(ctx: RenderContext, picture_id: int, wait: float = WAIT_SECONDS) -> Path:
+def panel_preview(ctx: RenderContext, picture_id: int, wait: float | None = None) -> Path:
     """The PNG of what the panel will show for ``picture_id`` (made now when not cached).
 
     Raises KeyError for an unknown picture, PreviewBusy when another preview holds the worker for
-    longer than ``wait`` seconds, FrameError when the worker fails."""
+    longer than ``wait`` seconds (default ``WAIT_SECONDS``), FrameError when the worker fails."""
     picture = ctx.store.picture(picture_id)
     if picture is None:
         raise KeyError(picture_id)
@@ -82,7 +82,7 @@ def panel_preview(ctx: RenderContext, picture_id: int, wait: float = WAIT_SECOND
     if path.is_file():
         os.utime(path)  # recently used: the last to be pruned
         return path
-    if not _WORKER.acquire(timeout=wait):
+    if not _WORKER.acquire(timeout=WAIT_SECONDS if wait is None else wait):
         raise PreviewBusy("another preview is being prepared; try again in a minute")
     try:
         if not path.is_file():  # made by the request we waited for
@@ -107,6 +107,7 @@ def _make(ctx: RenderContext, picture_id: int, file: str, panel_file: str | None
         if outcome.status != "done" or not isinstance(result, PreviewOutput):
             raise FrameError(f"the preview of picture {picture_id} failed at step {outcome.step or 'show'!r}: "
                              f"{outcome.error or outcome.status}")
+        make_dirs(out.parent)
         write_bytes_atomic(out, result.preview.read_bytes())
         if result.prepared is not None:
             gallery.add_panel_file(ctx.store, ctx.state_dir, picture_id, file, result.prepared)
