@@ -35,13 +35,10 @@ class WebContext:
     controller: Any = None
     limiter: auth.LoginLimiter = field(default_factory=auth.LoginLimiter)
     sessions: SessionRegistry | None = None  # created with the app (it needs the final state dir)
-    _render_context: RenderContext | None = field(default=None, init=False, repr=False)
-
     def render_context(self) -> RenderContext:
-        """What the preview worker needs (configuration, store, state dir), made once per app."""
-        if self._render_context is None:
-            self._render_context = RenderContext(self.config, self.store, self.state_dir)
-        return self._render_context
+        """What the preview worker needs: today's configuration (the settings page replaces
+        ``config`` when the owner saves), the store and the state dir."""
+        return RenderContext(self.config, self.store, self.state_dir)
 
     def adopt(self, shared: dict[str, Any]) -> None:
         """Take the daemon's shared objects (``app.extensions["frame"]``): token, controller, state dir

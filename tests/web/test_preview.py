@@ -107,6 +107,11 @@ def test_the_preview_is_cached_and_redone_when_the_display_settings_change(store
     assert changed != data and len(worker_runs) == 2
     assert len(list((state_dir / "previews").iterdir())) == 1, "the preview for the old settings is dropped"
 
+    # the settings page replaces the running app's configuration: the next preview follows it
+    other.application.extensions["frame.web"].config = small_config(state_dir, dither="atkinson")
+    assert other.get(f"/pictures/{picture}/preview.png").data not in (data, changed)
+    assert len(worker_runs) == 3
+
 
 def test_preview_errors(owner, store, state_dir, pictures, monkeypatch):
     assert owner.get("/pictures/999/preview.png").status_code == 404
