@@ -231,6 +231,8 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("frame.taste.picker", "frame.taste.classifier"): "scikit-learn +118 MiB/1.06 s; only once the model decides",
     ("frame.taste.search", "sklearn"): "+126 MiB; only the faithful cross-validation",
     ("frame.web.images", "PIL"): "Pillow +2.2 MiB in the daemon; only from the first thumbnail",
+    ("frame.web.photos", "PIL"): "Pillow +2.2 MiB in the daemon; only from the first photo upload",
+    ("frame.web.photos", "pillow_heif"): "optional HEIC plugin (pip install pillow-heif); libheif only when asked",
     ("frame.web.settings", "frame.worker.checks"): "the deep checks load frame.diffusion's rules and model-file "
                                                    "readers; only once the settings page is viewed",
     ("frame.daemon.settings", "frame.worker.checks"): "as frame.web.settings; only once a setting is saved",

@@ -54,6 +54,12 @@ STOP_TIMEOUT_SECONDS = 9.0
 RESTART_EXIT_CODE = 75
 
 
+def next_in_rotation(ids: list[int], current: int | None) -> int | None:
+    """The rotation's next picture after ``current``: the next larger id, wrapping to the first."""
+    later = [i for i in ids if current is None or i > current]
+    return (later or ids or [None])[0]
+
+
 class Daemon:
     """The running frame; ``start()``, then ``run_forever()`` until ``stop_event`` is set, then ``stop()``."""
 
@@ -350,15 +356,14 @@ class Daemon:
         refresh_feeds(self.store, self.config, self.fetcher)
 
     def rotate(self) -> None:
+        """Every ``schedule.rotate_favourites_minutes``: the next favourite or uploaded photo
+        (``Store.rotation_ids``), so family photos come round between generated nights."""
         if self._quiet() or self._render_lock.locked():
             return
-        favourites = self.store.favourite_ids()
-        if not favourites:
-            return
         shown = self.store.last_shown()
-        current = shown.picture_id if shown else None
-        later = [f for f in favourites if current is None or f > current]
-        self.request_show((later or favourites)[0], "rotation")
+        picture_id = next_in_rotation(self.store.rotation_ids(), shown.picture_id if shown else None)
+        if picture_id is not None:
+            self.request_show(picture_id, "rotation")
 
     # showing --------------------------------------------------------------------------------------
 

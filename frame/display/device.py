@@ -57,6 +57,36 @@ class DisplaySettings:
         return cls(**{f.name: getattr(section, f.name) for f in fields(cls)})
 
 
+def prepare_for(panel: Panel, settings: DisplaySettings,
+                image: Image.Image | str | Path) -> tuple[Image.Image, Image.Image]:
+    """(fitted RGB picture, prepared "P" image) of ``image`` for ``panel`` with ``settings``."""
+    resolve_dither(settings.dither)  # a bad name fails before the expensive steps
+    fitted, mask = preparation.fit_for_panel(image, panel, settings.fit, settings.rotate)
+    prepared = preparation.render(fitted, panel, settings.saturation, settings.dither, mask)
+    return fitted, prepared
+
+
+def matches(panel: Panel, prepared: Image.Image) -> bool:
+    """Whether ``prepared`` was made for ``panel``: "P" mode, panel size, this panel's inks."""
+    inks = [c for ink in panel.palette for c in ink]
+    if prepared.mode != "P" or prepared.size != panel.size:
+        return False
+    return (prepared.getpalette() or [])[:len(inks)] == inks
+
+
+def panel_picture(panel: Panel, settings: DisplaySettings, stored: Image.Image | None,
+                  original: Image.Image | str | Path) -> tuple[Image.Image | None, Image.Image]:
+    """What ``panel`` shows for a stored picture: (the fitted picture when it was prepared now, else
+    None; the "P" image). The stored panel image when it was made for this panel, else ``original``
+    prepared again — the one decision both a show (``Display.show_prepared``) and the phone page's
+    preview (``frame.worker.show``) take, so the preview is the panel's picture."""
+    if stored is not None and matches(panel, stored):
+        return None, stored
+    if stored is not None:
+        log.info("stored panel picture does not match %s; preparing it again", panel.name)
+    return prepare_for(panel, settings, original)
+
+
 class Display:
     """A panel plus its driver and refresh guard. Use as a context manager; ``close`` releases hardware."""
 
@@ -65,10 +95,7 @@ class Display:
 
     def prepare(self, image: Image.Image | str | Path) -> tuple[Image.Image, Image.Image]:
         """(fitted RGB picture, prepared "P" image) with this display's settings."""
-        resolve_dither(self.settings.dither)  # a bad name fails before the expensive steps
-        fitted, mask = preparation.fit_for_panel(image, self.panel, self.settings.fit, self.settings.rotate)
-        prepared = preparation.render(fitted, self.panel, self.settings.saturation, self.settings.dither, mask)
-        return fitted, prepared
+        return prepare_for(self.panel, self.settings, image)
 
     def show(self, image: Image.Image | str | Path, force: bool = False) -> ShowResult:
         """Prepare ``image`` and refresh the panel unless it is unchanged or too soon.
@@ -84,10 +111,7 @@ class Display:
 
     def matches(self, prepared: Image.Image) -> bool:
         """Whether ``prepared`` was made for this panel: "P" mode, panel size, this panel's inks."""
-        inks = [c for ink in self.panel.palette for c in ink]
-        if prepared.mode != "P" or prepared.size != self.panel.size:
-            return False
-        return (prepared.getpalette() or [])[:len(inks)] == inks
+        return matches(self.panel, prepared)
 
     def show_prepared(self, prepared: Image.Image, original: Image.Image | str | Path | None = None,
                       force: bool = False) -> ShowResult:
@@ -100,8 +124,7 @@ class Display:
             if original is None:
                 raise UsageError(f"the picture was prepared for another panel or palette than "
                                  f"{self.panel.name} ({self.panel.palette_name}); pass the original to redo it")
-            log.info("stored panel picture does not match %s; preparing it again", self.panel.name)
-            original, prepared = self.prepare(original)
+            original, prepared = panel_picture(self.panel, self.settings, prepared, original)
         digest = picture_digest(self.panel, prepared.tobytes())
         blocked = self.guard.check(digest, force=force)
         if blocked is not None:

@@ -10,6 +10,7 @@ from typing import Any
 from waitress.server import create_server
 
 from frame.errors import FrameError
+from frame.net.bodylimit import BODY_POLICY_KEY, RECV_SLACK, BodyPolicy, install
 
 log = logging.getLogger(__name__)
 
@@ -19,7 +20,6 @@ log = logging.getLogger(__name__)
 LOOP_TIMEOUT_SECONDS = 1
 # Request headers are kept in memory while they arrive; browsers and the CLI send well under this.
 MAX_HEADER_BYTES = 32 * 1024
-RECV_SLACK = 64 * 1024
 
 
 def split_listen(listen: str) -> tuple[str, int]:
@@ -35,12 +35,18 @@ class HttpServer:
     ``Content-Length`` is answered 413 from the headers alone, a chunked body is cut off when it passes
     the cap, and every accepted body fits waitress's in-memory buffer, so no client can make the frame
     write request bodies to its SD card (waitress otherwise spools up to 1 GiB per request to /tmp).
+
+    ``body_policy`` (default: the app's ``extensions[BODY_POLICY_KEY]``, which the phone pages set for
+    the photo upload) may raise the cap for one request from its headers alone (``bodylimit``).
     """
 
     def __init__(self, app: Any, listen: str, threads: int = 4, max_body: int | None = None,
-                 announce: str = "API listening on http://%s:%d/api/status") -> None:
+                 announce: str = "API listening on http://%s:%d/api/status",
+                 body_policy: BodyPolicy | None = None) -> None:
         if max_body is None:
             max_body = int(getattr(app, "config", {}).get("MAX_CONTENT_LENGTH") or 64 * 1024)
+        if body_policy is None:
+            body_policy = getattr(app, "extensions", {}).get(BODY_POLICY_KEY)
         host, port = split_listen(listen)
         try:
             # waitress refuses bodies of max_request_body_size bytes or more, so +1 admits max_body.
@@ -53,6 +59,8 @@ class HttpServer:
                                          clear_untrusted_proxy_headers=True)
         except OSError as exc:
             raise FrameError(f"cannot listen on {listen} (web.listen): {exc.strerror or exc}") from exc
+        if body_policy is not None:
+            install(self._server, body_policy)
         self._closing = False
         self._announce = announce
         self._thread = threading.Thread(target=self._serve, name="http", daemon=True)

@@ -15,17 +15,20 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import flask
 from flask import Flask, abort, jsonify, render_template, request, session
 from flask.blueprints import BlueprintSetupState
 from flask.sessions import SecureCookieSessionInterface
 
 from frame.config import Config, state_dir
 from frame.daemon.http.token import token_matches
+from frame.net.bodylimit import BODY_POLICY_KEY
 from frame.web import (  # noqa: F401 - importing them adds their routes to bp
     auth,
     images,
     queue_pages,
     settings_views,
+    upload,
     views,
 )
 from frame.web.context import WebContext
@@ -58,6 +61,9 @@ def _configure_app(setup: BlueprintSetupState) -> None:
     if not app.secret_key:
         app.secret_key = auth.load_or_create_secret(ctx.state_dir)
     app.session_interface = _SessionInterface()
+    if app.request_class is flask.Request:
+        app.request_class = upload.InMemoryFiles
+    app.extensions[BODY_POLICY_KEY] = upload.upload_policy(app, ctx)  # the server lets the upload be larger
     app.config.update(
         SESSION_COOKIE_NAME=SESSION_COOKIE,
         SESSION_COOKIE_HTTPONLY=True,
@@ -124,11 +130,16 @@ def common() -> dict[str, Any]:
 
 
 def _guard(ctx: WebContext) -> Any:
-    """Every state-changing request: size limit, same origin, logged in (except login), CSRF token."""
+    """Every state-changing request: size limit (the photo upload's own, else ``MAX_FORM_BYTES``), same
+    origin, logged in (except login), CSRF token."""
     if request.method in ("GET", "HEAD", "OPTIONS"):
         return None
-    if request.content_length is not None and request.content_length > MAX_FORM_BYTES:
+    uploading = request.endpoint == "web.upload"
+    limit = upload.UPLOAD_REQUEST_MAX if uploading else MAX_FORM_BYTES
+    if request.content_length is not None and request.content_length > limit:
         abort(413)
+    if uploading:
+        request.max_content_length = limit  # also caps a body sent without a Content-Length
     if not auth.same_origin(request.headers.get("Origin"), request.host_url):
         log.warning("refused a %s to %s from origin %s", request.method, request.path,
                     request.headers.get("Origin"))
@@ -136,7 +147,8 @@ def _guard(ctx: WebContext) -> Any:
     if request.path.startswith("/api/"):
         return _api_guard(ctx)
     if request.endpoint != "web.login" and not ctx.logged_in():
-        back = safe_next(request.form.get("next"), "/")
+        # an upload's body is not even parsed for someone who is not logged in
+        back = upload.UPLOAD_PATH if uploading else safe_next(request.form.get("next"), "/")
         return render_template("login.html", error="Log in with the owner token to make changes.",
                                next=back), 401
     return _csrf(request.form.get(auth.CSRF_FIELD))

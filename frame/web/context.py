@@ -5,7 +5,7 @@ registers them (``blueprint``) need not import each other."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,6 +14,7 @@ from flask import session
 
 from frame.config import Config
 from frame.daemon.http.token import ensure_token
+from frame.daemon.jobs.night import RenderContext
 from frame.errors import FrameError
 from frame.web import auth
 from frame.web.sessions import SESSIONS_FILE, SessionRegistry
@@ -34,6 +35,10 @@ class WebContext:
     controller: Any = None
     limiter: auth.LoginLimiter = field(default_factory=auth.LoginLimiter)
     sessions: SessionRegistry | None = None  # created with the app (it needs the final state dir)
+    def render_context(self) -> RenderContext:
+        """What the preview worker needs: today's configuration (the settings page replaces
+        ``config`` when the owner saves), the store and the state dir."""
+        return RenderContext(self.config, self.store, self.state_dir)
 
     def adopt(self, shared: dict[str, Any]) -> None:
         """Take the daemon's shared objects (``app.extensions["frame"]``): token, controller, state dir
@@ -59,8 +64,13 @@ class WebContext:
     def logged_in(self) -> bool:
         """The session was opened by a login that has not been logged out (here or everywhere) and
         was made with the current owner token."""
-        remembered = session.get("owner")
-        if not remembered or not self.session_registry().valid(session.get("sid")):
+        return self.owner_session(session)
+
+    def owner_session(self, data: Mapping[str, Any]) -> bool:
+        """``logged_in`` for a session's decoded contents; also usable outside a request (the upload's
+        body policy reads the cookie before the request exists)."""
+        remembered = data.get("owner")
+        if not remembered or not self.session_registry().valid(data.get("sid")):
             return False
         try:
             expected = auth.fingerprint(self.owner_token())

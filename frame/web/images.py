@@ -18,6 +18,7 @@ from typing import Any
 
 from flask import abort, current_app, send_file
 
+from frame.daemon.jobs import preview as previews
 from frame.daemon.jobs.night import job_dir
 from frame.daemon.store.gallery import picture_path
 from frame.daemon.store.records import StoredPicture
@@ -106,6 +107,25 @@ def panel(picture_id: int) -> Any:
     ctx = web_context()
     path = gallery_file(ctx, _stored(ctx, picture_id).panel_file)
     return send_file(path, conditional=True, max_age=MAX_AGE_SECONDS)
+
+
+@bp.get("/pictures/<id:picture_id>/preview.png")
+def panel_preview(picture_id: int) -> Any:
+    """Exactly what the panel will show for this picture (``frame.daemon.jobs.preview``: made by the
+    show worker on first request, then cached on the card). Revalidated on every view (ETag), since a
+    change of the display settings changes it under the same URL."""
+    ctx = web_context()
+    try:
+        path = previews.panel_preview(ctx.render_context(), picture_id)
+    except KeyError:
+        abort(404)
+    except previews.PreviewBusy as exc:
+        log.info("web: preview of picture %d: %s", picture_id, exc)
+        return str(exc), 503, {"Retry-After": "30", "Content-Type": "text/plain; charset=utf-8"}
+    except FrameError as exc:
+        log.error("web: %s", exc)
+        abort(404)
+    return send_file(path, mimetype="image/png", conditional=True, max_age=0)
 
 
 @bp.get("/pictures/<id:picture_id>/thumb")

@@ -89,6 +89,7 @@ def picture_view(picture: StoredPicture) -> dict[str, Any]:
         "plot_note": why_plot_note(why),
         "has_panel": bool(picture.panel_file),
         "seed": picture.seed,
+        "uploaded": picture.origin == "upload",
         "facts": _facts(picture),
     }
 
@@ -194,3 +195,16 @@ def feed_view(feed: FeedHealth) -> dict[str, Any]:
                 last_attempt=short_time(feed.last_attempt_at),
                 failure=notices.feed_failure(feed.from_cache) if error else "",
                 details=error or "")
+
+
+def panel_view(display: Any) -> dict[str, Any]:
+    """The configured panel in words for the preview's caption ("virtual panel, 800×480, spectra6
+    inks"; a hardware panel by its model name, whose size and inks are its own) and how far the panel
+    image is turned from upright (``display.rotate``)."""
+    if display.panel == "virtual":
+        label = f"virtual panel, {str(display.size).replace('x', '×')}, {display.palette} inks"
+    elif display.panel == "inky":
+        label = "the Inky panel found on the frame, with its measured inks"
+    else:
+        label = f"{display.panel}, with its measured inks"
+    return {"label": label, "turned": int(display.rotate or 0)}

@@ -73,6 +73,7 @@ def now() -> Any:
         newest = ctx.store.pictures(limit=1)
         picture = newest[0] if newest else None
     return render_template("picture.html", picture=present.picture_view(picture) if picture else None,
+                           panel=present.panel_view(ctx.config.display),
                            now_showing=now_showing, home=True, info_screen=info_screen,
                            progress=present.progress_view(status))
 
@@ -84,6 +85,7 @@ def picture(picture_id: int) -> Any:
     if row is None:
         abort(404)
     return render_template("picture.html", picture=present.picture_view(row), now_showing=False,
+                           panel=present.panel_view(ctx.config.display),
                            home=False, info_screen=False, progress=None)
 
 

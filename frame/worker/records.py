@@ -276,18 +276,25 @@ class ShowJob:
     panel: Path | None = None
     info: InfoFacts | None = None
     kind: Literal["show"] = "show"
+    # a preview for the phone page instead of a refresh: write what the panel would show to
+    # ``preview`` (and a freshly prepared "P" image to ``prepared``, when given); the panel is untouched
+    preview: Path | None = None
+    prepared: Path | None = None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ShowJob:
         info = data.get("info")
         return cls(state_dir=Path(data["state_dir"]), image=Path(data["image"]),
-                   panel=_optional_path(data.get("panel")), info=InfoFacts.from_json(info) if info else None)
+                   panel=_optional_path(data.get("panel")), info=InfoFacts.from_json(info) if info else None,
+                   preview=_optional_path(data.get("preview")), prepared=_optional_path(data.get("prepared")))
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"kind": self.kind, "state_dir": str(self.state_dir), "image": str(self.image),
                                 "panel": _text(self.panel)}
         if self.info is not None:
             data["info"] = self.info.to_json()
+        if self.preview is not None:  # keys only when set: a show job stays what 0.1 wrote
+            data.update(preview=str(self.preview), prepared=_text(self.prepared))
         return data
 
 
@@ -438,7 +445,23 @@ class ShowOutput:
                 "retry_at": self.retry_at, "shown": self.shown}
 
 
-Output = RenderOutput | ShowOutput
+@dataclass(frozen=True)
+class PreviewOutput:
+    """A preview job's result: the PNG of what the panel would show, and the "P" image it prepared
+    (None when the stored panel image was still right for the panel)."""
+
+    preview: Path
+    prepared: Path | None = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> PreviewOutput:
+        return cls(preview=Path(data["preview"]), prepared=_optional_path(data.get("prepared")))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"preview": str(self.preview), "prepared": _text(self.prepared)}
+
+
+Output = RenderOutput | ShowOutput | PreviewOutput
 
 
 # events -----------------------------------------------------------------------------------------------
@@ -520,8 +543,10 @@ def event_line(event: Event) -> str:
 
 
 def output_from_json(data: Mapping[str, Any]) -> Output:
-    """A render job's result carries ``meta``; a show job's the panel's ``status``."""
-    return RenderOutput.from_json(data) if "meta" in data else ShowOutput.from_json(data)
+    """A render job's result carries ``meta``, a preview's ``preview``; a show job's the panel's ``status``."""
+    if "meta" in data:
+        return RenderOutput.from_json(data)
+    return PreviewOutput.from_json(data) if "preview" in data else ShowOutput.from_json(data)
 
 
 def event_from_json(data: Any) -> Event | None:

@@ -168,6 +168,38 @@ def test_rotation_cycles_favourites(daemon):
     assert shown == [ids[0], ids[2], ids[0]]
 
 
+def test_rotation_mixes_uploaded_photos_in_with_the_favourites(daemon):
+    """An uploaded photo comes round in the rotation without being rated; unrated painted ones do not."""
+    painted = [add_picture(daemon.store) for _ in range(2)]
+    photo = add_picture(daemon.store, "a photo", origin=gallery.UPLOAD_ORIGIN)
+    daemon.store.rate(painted[0], "stars", 5)
+    assert daemon.store.rotation_ids() == [painted[0], photo]
+    shown = []
+    for _ in range(3):
+        count = len(daemon.store.query("SELECT * FROM shown"))
+        daemon.rotate()
+        _wait(lambda c=count: len(daemon.store.query("SELECT * FROM shown")) > c)
+        shown.append(daemon.store.last_shown().picture_id)
+    assert shown == [painted[0], photo, painted[0]]
+
+
+@pytest.mark.parametrize(("ids", "current", "expected"), [
+    ([], None, None), ([], 4, None), ([2, 5, 9], None, 2), ([2, 5, 9], 5, 9), ([2, 5, 9], 9, 2),
+    ([2, 5, 9], 6, 9), ([2, 5, 9], 100, 2)])
+def test_next_in_rotation(ids, current, expected):
+    from frame.daemon.service import next_in_rotation
+
+    assert next_in_rotation(ids, current) == expected
+
+
+def test_rated_uploads_stay_out_of_the_taste_history(ctx, store):
+    painted = add_picture(store, "a lighthouse", theme="a lighthouse in a storm")
+    photo = add_picture(store, "Grandma's garden", origin=gallery.UPLOAD_ORIGIN)
+    store.rate(painted, "thumb", 1)
+    store.rate(photo, "thumb", 1)
+    assert [rated.id for rated in night._history(store)] == [painted]
+
+
 def _daemon(tmp_path, **schedule_fields):
     FakeSupervisor.render_status = "done"
     FakeSupervisor.runs = []

@@ -14,6 +14,8 @@ from frame.web import create_blueprint
 from tests.daemon.conftest import make_config
 
 TEN_MB = 10 * 1024 * 1024
+ONE_GB = 1024 ** 3
+TOKEN = "server-test-token-1"
 
 
 @pytest.fixture
@@ -30,9 +32,11 @@ def server(tmp_path, monkeypatch):
     monkeypatch.setattr(waitress.buffers.TempfileBasedBuffer, "newfile", recording_newfile)
     store = Store.open(tmp_path)
     config = make_config(tmp_path)
-    http = HttpServer(create_app(config, store, token="server-test-token-1", pages=create_blueprint), "127.0.0.1:0")
+    app = create_app(config, store, token=TOKEN, pages=create_blueprint)
+    http = HttpServer(app, "127.0.0.1:0")
     http.start()
     http.spooled = spooled
+    http.app, http.store = app, store
     yield http
     http.close()
     store.close()
@@ -94,3 +98,95 @@ def test_a_body_at_the_limit_still_reaches_the_app(server):
     assert answer.startswith(b"HTTP/1.1 401"), answer[:200]
     over = head.replace(str(MAX_BODY), str(MAX_BODY + 1))
     assert _request(server.port, over).startswith(b"HTTP/1.1 413")
+
+
+def _owner_cookie(app) -> tuple[str, str]:
+    """A logged-in owner session (cookie header value) and its CSRF token, made through the login form."""
+    from tests.web.conftest import csrf_from
+
+    client = app.test_client()
+    page = client.get("/login").get_data(as_text=True)
+    assert client.post("/login", data={"token": TOKEN, "csrf_token": csrf_from(page), "next": "/"}).status_code == 303
+    csrf = csrf_from(client.get("/upload").get_data(as_text=True))
+    return f"frame_session={client.get_cookie('frame_session').value}", csrf
+
+
+def _upload_head(length: int, cookie: str = "", boundary: str = "b0undary") -> str:
+    return (f"POST /upload HTTP/1.1\r\nHost: frame\r\nContent-Type: multipart/form-data; boundary={boundary}\r\n"
+            f"Content-Length: {length}\r\n{'Cookie: ' + cookie + chr(13) + chr(10) if cookie else ''}"
+            "Connection: close\r\n\r\n")
+
+
+def _multipart(csrf: str, photo: bytes, boundary: str = "b0undary") -> bytes:
+    return (f"--{boundary}\r\nContent-Disposition: form-data; name=\"csrf_token\"\r\n\r\n{csrf}\r\n"
+            f"--{boundary}\r\nContent-Disposition: form-data; name=\"photo\"; filename=\"p.jpg\"\r\n"
+            f"Content-Type: image/jpeg\r\n\r\n").encode() + photo + f"\r\n--{boundary}--\r\n".encode()
+
+
+@pytest.mark.parametrize("owner", [False, True])
+def test_a_1_gb_upload_is_refused_at_once_and_nothing_is_spooled(server, owner):
+    """Declared 1 GB: 413 from the headers alone, with or without the owner's session; the server
+    never waits for the body."""
+    import time
+
+    cookie = _owner_cookie(server.app)[0] if owner else ""
+    started = time.monotonic()
+    answer = _request(server.port, _upload_head(ONE_GB, cookie), timeout=3.0)
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+    assert time.monotonic() - started < 2.0
+    assert server.spooled == []
+
+
+def test_an_upload_without_a_session_keeps_the_64_kib_cap(server):
+    """1 MB to /upload without (or with a forged) session: 413, nothing spooled, nothing stored."""
+    for cookie in ("", "frame_session=eyJvd25lciI6IngifQ.forged.signature"):
+        answer = _request(server.port, _upload_head(1_000_000, cookie), [b"x" * 65536] * 16)
+        assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+    assert server.spooled == [] and server.store.count_pictures() == 0
+
+
+def test_a_logged_out_session_loses_the_larger_cap(server):
+    cookie, csrf = _owner_cookie(server.app)
+    server.app.extensions["frame.web"].session_registry().revoke_all()
+    answer = _request(server.port, _upload_head(1_000_000, cookie), [b"x" * 65536] * 16)
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+
+
+def test_the_owners_3_mb_upload_is_held_in_memory_and_stored(server):
+    """Over the 64 KiB default but under 20 MB, with the owner's session and CSRF token: read in full,
+    kept in memory (no temporary file from waitress or werkzeug) and stored as a picture."""
+    import io
+    import tempfile
+
+    import numpy as np
+    from PIL import Image
+
+    cookie, csrf = _owner_cookie(server.app)
+    noise = np.random.default_rng(1).integers(0, 256, (1200, 1600, 3), dtype=np.uint8)
+    buffer = io.BytesIO()
+    Image.fromarray(noise).save(buffer, "JPEG", quality=98)
+    photo = buffer.getvalue()
+    assert 2_000_000 < len(photo) < 20_000_000
+    body = _multipart(csrf, photo)
+    temporary = []
+    original = tempfile.TemporaryFile
+    tempfile.TemporaryFile = lambda *a, **k: temporary.append(1) or original(*a, **k)
+    try:
+        answer = _request(server.port, _upload_head(len(body), cookie), [body])
+    finally:
+        tempfile.TemporaryFile = original
+    assert answer.startswith(b"HTTP/1.1 303"), answer[:300]
+    assert server.spooled == [] and temporary == []
+    [picture] = server.store.pictures()
+    assert picture.origin == "upload" and (picture.width, picture.height) == (1600, 1200)
+
+
+def test_a_chunked_upload_is_not_admitted(server):
+    """No declared length, no larger cap: a chunked body to /upload is cut off at 64 KiB."""
+    cookie, _ = _owner_cookie(server.app)
+    chunk = b"10000\r\n" + b"x" * 0x10000 + b"\r\n"
+    head = ("POST /upload HTTP/1.1\r\nHost: frame\r\nContent-Type: multipart/form-data; boundary=b\r\n"
+            f"Cookie: {cookie}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
+    answer = _request(server.port, head, [chunk] * 32)
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+    assert server.spooled == []

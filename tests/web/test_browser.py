@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import threading
 from pathlib import Path
 
 import pytest
 
-from tests.web.conftest import TOKEN, make_app
+from tests.web.conftest import TOKEN, FakeController, make_app
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -32,18 +31,47 @@ else:
         pytest.skip(f"{CHROMIUM} is missing: {INSTALL}", allow_module_level=True)
 
 
+def _serve(app):
+    """The daemon's own server (waitress with its body caps) on an ephemeral port; yields its base URL."""
+    from frame.net.server import HttpServer
+
+    httpd = HttpServer(app, "127.0.0.1:0")
+    httpd.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.port}"
+    finally:
+        httpd.close()
+
+
 @pytest.fixture
 def server(store, state_dir, pictures, controller):
-    """The real WSGI app served by waitress on an ephemeral port; yields its base URL."""
-    from waitress import create_server
+    """The real WSGI app served by the daemon's server; yields its base URL."""
+    yield from _serve(make_app(store, state_dir, controller))
 
-    app = make_app(store, state_dir, controller)
-    httpd = create_server(app, host="127.0.0.1", port=0, threads=4)
-    thread = threading.Thread(target=httpd.run, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.effective_port}"
-    httpd.close()
-    thread.join(5)
+
+class PanelController(FakeController):
+    """The daemon's show path for real: "show on frame" runs the show worker on the virtual panel."""
+
+    def __init__(self, store, state_dir) -> None:
+        super().__init__()
+        from frame.config import Config, WebConfig
+        from frame.daemon.jobs.night import RenderContext
+
+        self.config = Config(state_dir=str(state_dir), web=WebConfig(token=TOKEN))
+        self.ctx = RenderContext(self.config, store, state_dir)
+
+    def show(self, picture_id: int) -> dict:
+        from frame.daemon.jobs.night import show_picture
+
+        super().show(picture_id)
+        show_picture(self.ctx, picture_id, "owner")
+        return {"picture_id": picture_id}
+
+
+@pytest.fixture
+def panel_server(store, state_dir, pictures):
+    controller = PanelController(store, state_dir)
+    yield from _serve(make_app(store, state_dir, controller, config=controller.config))
 
 
 @pytest.fixture(scope="module")
@@ -296,3 +324,41 @@ def test_owner_changes_a_setting_and_sees_it_applied(running_daemon, page):
     page.get_by_role("button", name="Restore the previous settings").click()
     expect(page.get_by_role("status")).to_contain_text("The previous settings are back")
     assert daemon.config.schedule.render_at != new_time
+
+
+def test_owner_uploads_a_photo_shows_it_and_the_virtual_panel_shows_the_preview(panel_server, page, store,
+                                                                                 state_dir, tmp_path):
+    """A phone photo (stored sideways, EXIF says turn it) goes up through the form, its picture page
+    shows the panel preview, "show on frame" puts it on the virtual panel: the panel's PNG is the
+    preview, byte for byte."""
+    from tests.web.test_upload import jpeg
+
+    expect = sync_api.expect
+    photo = tmp_path / "IMG_0042.jpg"
+    photo.write_bytes(jpeg(size=(900, 600), orientation=6))
+    page.goto(panel_server + "/login?next=/gallery")
+    page.get_by_label("Owner token").fill(TOKEN)
+    page.get_by_role("button", name="Log in").click()
+    page.get_by_role("link", name="Add a photo").click()
+    page.get_by_label("Photo", exact=True).set_input_files(str(photo))
+    page.get_by_label("Caption (optional)").fill("The garden in May")
+    shot(page, "12-upload")
+    page.get_by_role("button", name="Upload").click()
+    expect(page.get_by_role("status")).to_contain_text("Photo added to the gallery")
+    expect(page.locator("q.prompt")).to_have_text("The garden in May")
+    [uploaded] = [p for p in store.pictures() if p.origin == "upload"]
+    assert page.url.endswith(f"/pictures/{uploaded.id}")
+
+    preview = page.get_by_alt_text(f"What the panel will show: picture {uploaded.id} dithered to the panel's inks")
+    assert preview.evaluate("img => img.decode().then(() => img.naturalWidth)") == 800
+    expect(page.locator(".panel-preview figcaption")).to_contain_text("virtual panel, 800×480, spectra6 inks")
+    shot(page, "13-upload-preview")
+    served = page.request.get(panel_server + f"/pictures/{uploaded.id}/preview.png").body()
+
+    page.get_by_role("button", name="Show this on the frame").click()
+    expect(page.get_by_role("status")).to_contain_text("Sent to the frame")
+    assert store.last_shown().picture_id == uploaded.id
+    assert (state_dir / "display" / "panel.png").read_bytes() == served
+    page.get_by_role("link", name="Gallery").click()
+    expect(page.locator(".grid li")).to_have_count(3)
+    shot(page, "14-gallery-with-upload")

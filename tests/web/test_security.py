@@ -249,13 +249,14 @@ def test_only_the_reviewed_routes_exist(app):
         ("/logout-everywhere", "POST"),
         ("/pictures/<id:picture_id>", "GET"), ("/pictures/<id:picture_id>/image", "GET"),
         ("/pictures/<id:picture_id>/more-like-this", "POST"),
-        ("/pictures/<id:picture_id>/panel", "GET"), ("/pictures/<id:picture_id>/rate", "POST"),
-        ("/pictures/<id:picture_id>/reuse-seed", "POST"),
+        ("/pictures/<id:picture_id>/panel", "GET"), ("/pictures/<id:picture_id>/preview.png", "GET"),
+        ("/pictures/<id:picture_id>/rate", "POST"), ("/pictures/<id:picture_id>/reuse-seed", "POST"),
         ("/pictures/<id:picture_id>/show", "POST"), ("/pictures/<id:picture_id>/thumb", "GET"),
         ("/pictures/<id:picture_id>/why.png", "GET"), ("/queue", "GET,POST"),
         ("/queue/<id:prompt_id>/edit", "GET,POST"), ("/queue/<id:prompt_id>/move", "POST"),
         ("/queue/<id:prompt_id>/remove", "POST"), ("/render", "POST"),
-        ("/render/preview", "GET"), ("/status", "GET"), ("/web-static/<path:filename>", "GET"),
+        ("/render/preview", "GET"), ("/status", "GET"), ("/upload", "GET"), ("/upload", "POST"),
+        ("/web-static/<path:filename>", "GET"),
     ]
 
 

@@ -64,3 +64,15 @@ def test_a_named_failure_keeps_its_step():
     with pytest.raises(StepFailed) as failed:  # a missing text encoder while choosing is generate's part
         _timed({}, "choose", _fail(StepUnavailable("generate", "no diffusion pipeline")))
     assert failed.value.step == "generate" and failed.value.permanent
+
+
+def test_a_preview_job_round_trips_and_a_show_job_keeps_its_keys(tmp_path):
+    from frame.worker.records import PreviewOutput, ShowJob, job_from_json, output_from_json
+
+    show = ShowJob(state_dir=tmp_path, image=tmp_path / "a.jpg")
+    assert set(show.to_json()) == {"kind", "state_dir", "image", "panel"}  # what 0.1 wrote
+    preview = ShowJob(state_dir=tmp_path, image=tmp_path / "a.jpg", preview=tmp_path / "p.png",
+                      prepared=tmp_path / "q.png")
+    assert job_from_json(preview.to_json()) == preview
+    result = PreviewOutput(preview=tmp_path / "p.png", prepared=None)
+    assert output_from_json(result.to_json()) == result

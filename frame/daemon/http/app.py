@@ -189,7 +189,8 @@ def image(picture_id: int):
     path = gallery.picture_path(deps.state_dir, name)
     if path is None or not path.is_file():
         raise ApiError(404, f"the {variant} image of picture {picture_id} is missing")
-    return send_file(path, mimetype="image/png", max_age=3600)
+    # painted pictures and panel images are PNG; an uploaded photo is kept as JPEG or PNG
+    return send_file(path, mimetype="image/jpeg" if path.suffix == ".jpg" else "image/png", max_age=3600)
 
 
 @api.get("/render/preview")

@@ -110,13 +110,13 @@ def job_resumable(state_dir: Path, render_id: int) -> bool:
 def sweep_jobs(state_dir: Path, running: set[int]) -> None:
     """At start: remove job folders of renders that are not running (their removal was cut short, or
     the store was restored from an older backup and the ids will be used again) and leftover
-    show and info-screen folders (no show runs yet)."""
+    show, preview and info-screen folders (no show runs yet)."""
     folder = Path(state_dir) / "checkpoints"
     if not folder.is_dir():
         return
     for entry in folder.iterdir():
         match = re.fullmatch(r"render-(\d+)", entry.name)
-        if (match and int(match.group(1)) not in running) or entry.name.startswith(("show-", "info-")):
+        if (match and int(match.group(1)) not in running) or entry.name.startswith(("show-", "info-", "preview-")):
             log.info("removing the leftover job folder %s", entry)
             remove_tree(entry)
 
@@ -142,9 +142,12 @@ def candidates(config: Config, store: Store) -> tuple[JobCandidate, ...]:
 
 
 def _history(store: Store) -> tuple[RatedPicture, ...]:
-    """Rated pictures for the taste model: what they were made from and the latest rating."""
+    """Rated pictures for the taste model: what they were made from and the latest rating. Uploaded
+    photos are left out: liking a family photo says nothing about which themes to paint."""
     history = []
     for picture in store.rating_history():
+        if picture.origin == gallery.UPLOAD_ORIGIN:
+            continue
         why = picture.why if isinstance(picture.why, Mapping) else {}
         history.append(RatedPicture(
             id=picture.id, prompt=picture.prompt, theme=picture.theme, style=picture.style,

@@ -150,6 +150,20 @@ class Store:
     def favourite_ids(self) -> list[int]:
         return [r[0] for r in self.query(f"SELECT p.id FROM pictures p WHERE {FAVOURITE_SQL} ORDER BY p.id")]
 
+    def upload_ids(self) -> list[int]:
+        """The owner's uploaded photos (``origin`` "upload"), oldest first."""
+        return [r[0] for r in self.query("SELECT id FROM pictures WHERE origin = 'upload' ORDER BY id")]
+
+    def rotation_ids(self) -> list[int]:
+        """What the daytime rotation cycles through: the favourites and the uploaded photos, by id."""
+        return [r[0] for r in self.query(
+            f"SELECT p.id FROM pictures p WHERE p.origin = 'upload' OR {FAVOURITE_SQL} ORDER BY p.id")]
+
+    def set_panel_file(self, picture_id: int, panel_file: str, panel_bytes: int) -> None:
+        """Record a panel image prepared after the picture was stored (an upload's first preview)."""
+        self.execute("UPDATE pictures SET panel_file = ?, bytes = bytes + ? WHERE id = ? AND panel_file IS NULL",
+                     (panel_file, panel_bytes, picture_id))
+
     def delete_picture(self, picture_id: int) -> None:
         with self.transaction() as conn:
             conn.execute("DELETE FROM ratings WHERE picture_id = ?", (picture_id,))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import re
+import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -65,6 +66,40 @@ def publish(store: Store, state_dir: Path, render_id: int, image: Path, panel: P
                              **fields)
 
 
+UPLOAD_ORIGIN = "upload"
+
+
+def publish_upload(store: Store, state_dir: Path, data: bytes, suffix: str, *, caption: str, width: int,
+                   height: int) -> int:
+    """Store an owner's photo (already decoded, upright and re-encoded by the web page) like a
+    generated picture: the file written atomically into the gallery first, then its record with
+    ``origin`` "upload". It has no panel file yet; the first preview or show prepares one.
+
+    Raises FrameError when the file cannot be written (e.g. disk full); nothing is recorded then."""
+    if suffix not in (".jpg", ".png"):
+        raise ValueError(f"an upload is stored as .jpg or .png, not {suffix!r}")
+    folder = gallery_dir(state_dir)
+    make_dirs(folder)
+    name = f"{datetime.now(UTC):%Y%m%d-%H%M%S}-upload-{secrets.token_hex(4)}{suffix}"
+    try:
+        write_bytes_atomic(folder / name, data)
+    except OSError as exc:
+        (folder / name).unlink(missing_ok=True)
+        raise FrameError(f"could not save the photo into {folder}: {exc.strerror or exc}") from exc
+    return store.add_picture(file=name, bytes=len(data), prompt=caption, origin=UPLOAD_ORIGIN, width=width,
+                             height=height)
+
+
+def add_panel_file(store: Store, state_dir: Path, picture_id: int, file: str, prepared_png: Path) -> str:
+    """Keep the panel image a preview prepared for a picture that had none (an upload, gallery name
+    ``file``) beside it in the gallery, so later shows need no dithering; returns its gallery name."""
+    name = f"{Path(file).stem}-panel.png"
+    data = Path(prepared_png).read_bytes()
+    write_bytes_atomic(gallery_dir(state_dir) / name, data)
+    store.set_panel_file(picture_id, name, len(data))
+    return name
+
+
 def picture_path(state_dir: Path, name: str | None) -> Path | None:
     """Absolute path of a gallery file name from the store (refusing anything that leaves the folder)."""
     if not name:
@@ -78,8 +113,9 @@ def picture_path(state_dir: Path, name: str | None) -> Path | None:
 
 def apply_retention(store: Store, state_dir: Path, policy: Retention, keep: set[int] = frozenset()) -> list[int]:
     """Delete the oldest pictures beyond ``max_pictures`` or ``max_disk_mb``; never favourites, never
-    ids in ``keep`` (e.g. the one on the panel). Returns the deleted ids."""
-    protected = set(store.favourite_ids()) | set(keep)
+    ids in ``keep`` (e.g. the one on the panel), never the owner's uploaded photos (only the owner
+    has them; the frame cannot paint them again). Returns the deleted ids."""
+    protected = set(store.favourite_ids()) | set(store.upload_ids()) | set(keep)
     rows = store.query("SELECT id, file, panel_file, bytes, json_extract(why, '$.plot') AS plot "
                        "FROM pictures ORDER BY id")
     count = len(rows)

@@ -21,6 +21,12 @@ from frame.errors import UsageError
 log = logging.getLogger(__name__)
 
 
+def simulate(prepared: Image.Image) -> Image.Image:
+    """What the wall shows for a prepared "P" image: every pixel in its ink's measured colour (the
+    virtual panel's ``panel.png``, and the phone page's preview of a picture)."""
+    return prepared.convert("RGB")
+
+
 @register_driver("virtual")
 class VirtualDriver(Driver):
     @classmethod
@@ -43,7 +49,7 @@ class VirtualDriver(Driver):
 
     def show(self, prepared: Image.Image, original: Image.Image | None = None) -> list[str]:
         self.init()
-        simulated = prepared.convert("RGB")
+        simulated = simulate(prepared)
         panel_path = self.out_file or self.out_dir / "panel.png"
         preview_path = panel_path.with_name(panel_path.stem + "-preview.png") if self.out_file \
             else self.out_dir / "preview.png"

@@ -1,0 +1,104 @@
+"""Per-request body limits for waitress, decided from the request's headers before any body byte is read.
+
+waitress reads a whole request body before the application sees the request, spooling anything above
+``inbuf_overflow`` to a temporary file, and it has one ``max_request_body_size`` for every request. The
+frame needs two: 64 KiB for everything (so nobody on the LAN can make it buffer or spool large bodies),
+and 20 MB for one route, the owner's photo upload. A ``BodyPolicy`` looks at the request line and the
+headers (the session cookie, the declared ``Content-Length``) as soon as they are parsed and may raise
+the cap for that one request; everything else keeps the server's cap. A raised cap also raises the
+in-memory buffer with it, so an admitted upload is held in memory and never written to the SD card.
+
+The policy runs in waitress's socket thread: it must be quick and must not raise (an exception counts
+as "no", and is logged).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from waitress.buffers import OverflowableBuffer
+from waitress.channel import HTTPChannel
+from waitress.parser import HTTPRequestParser
+from waitress.receiver import FixedStreamReceiver
+
+log = logging.getLogger(__name__)
+
+# Where an app offers its policy (``app.extensions[BODY_POLICY_KEY]``); ``HttpServer`` picks it up.
+BODY_POLICY_KEY = "frame.net.body_policy"
+# An admitted body is kept in memory up to its cap plus this much (the last socket read may overshoot).
+RECV_SLACK = 64 * 1024
+
+
+@dataclass(frozen=True)
+class RequestHead:
+    """What a policy may look at: the method, the path (percent-decoded, as WSGI's ``PATH_INFO``) and
+    the headers as waitress keeps them (upper case, ``-`` as ``_``: ``COOKIE``, ``CONTENT_LENGTH``).
+    ``content_length`` is the declared length; None for a chunked body, which no policy can admit."""
+
+    method: str
+    path: str
+    headers: Mapping[str, str]
+    content_length: int | None
+
+
+# The body cap (bytes) for this request, or None for the server's default.
+BodyPolicy = Callable[[RequestHead], int | None]
+
+
+class _Widened:
+    """waitress ``Adjustments`` copies with a larger body cap, one per cap (they are read-only)."""
+
+    def __init__(self) -> None:
+        self._copies: dict[tuple[int, int], Any] = {}
+        self._lock = threading.Lock()
+
+    def get(self, adj: Any, cap: int) -> Any:
+        key = (id(adj), cap)
+        with self._lock:
+            widened = self._copies.get(key)
+            if widened is None:
+                widened = copy.copy(adj)
+                widened.max_request_body_size = cap + 1  # waitress refuses bodies of this size or more
+                widened.inbuf_overflow = cap + RECV_SLACK
+                self._copies[key] = widened
+        return widened
+
+
+def _policy_parser(policy: BodyPolicy) -> type[HTTPRequestParser]:
+    widened = _Widened()
+
+    class PolicyParser(HTTPRequestParser):
+        def parse_header(self, header_plus: bytes) -> None:
+            super().parse_header(header_plus)
+            head = RequestHead(self.command, self.path, self.headers,
+                               None if self.chunked else self.content_length)
+            try:
+                cap = policy(head)
+            except Exception:
+                log.exception("the request body policy failed for %s %s; using the default cap",
+                              self.command, self.path)
+                cap = None
+            if cap is None or self.chunked or cap < self.adj.max_request_body_size:
+                return
+            self.adj = widened.get(self.adj, cap)
+            if self.body_rcv is not None and self.content_length <= cap:
+                # the body is not read yet: give it a buffer that holds the admitted size in memory
+                self.body_rcv = FixedStreamReceiver(self.content_length, OverflowableBuffer(self.adj.inbuf_overflow))
+
+    return PolicyParser
+
+
+def install(server: Any, policy: BodyPolicy) -> None:
+    """Make the waitress ``server`` (what ``create_server`` returns: one listening server, or several
+    behind a ``MultiSocketServer``) ask ``policy`` for each request's body cap."""
+    parser = _policy_parser(policy)
+    channel = type("PolicyChannel", (HTTPChannel,), {"parser_class": parser})
+    servers = [server] if hasattr(server, "channel_class") else [
+        s for s in getattr(server, "map", {}).values() if hasattr(s, "channel_class")]
+    for listening in servers:
+        listening.channel_class = channel

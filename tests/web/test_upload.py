@@ -1,0 +1,151 @@
+"""Photos from elsewhere: the owner's upload (session, CSRF, decoding, EXIF, storage, listing, retention)."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from PIL import Image
+
+from frame.daemon.store import gallery
+from frame.web import photos
+from tests.web.conftest import csrf_from
+
+
+def jpeg(size=(60, 40), orientation: int | None = None, gps: bool = False) -> bytes:
+    """Left half red, right half blue; ``orientation`` as a phone writes it into EXIF."""
+    image = Image.new("RGB", size, (0, 0, 255))
+    image.paste((255, 0, 0), (0, 0, size[0] // 2, size[1]))
+    exif = Image.Exif()
+    if orientation is not None:
+        exif[0x0112] = orientation
+    if gps:
+        exif[0x8825] = {1: "N", 2: (52.0, 31.0, 12.0)}  # GPSInfo: where the photo was taken
+    buffer = io.BytesIO()
+    image.save(buffer, "JPEG", quality=95, exif=exif.tobytes())
+    return buffer.getvalue()
+
+
+def png(size=(64, 48), mode="RGB", colour=(10, 200, 30)) -> bytes:
+    buffer = io.BytesIO()
+    Image.new(mode, size, colour).save(buffer, "PNG")
+    return buffer.getvalue()
+
+
+def post_photo(client, data: bytes | None, *, csrf: str | None = "page", caption: str = "", name="photo.jpg"):
+    token = csrf_from(client.get("/upload").get_data(as_text=True)) if csrf == "page" else csrf
+    form = {"caption": caption}
+    if token is not None:
+        form["csrf_token"] = token
+    if data is not None:
+        form["photo"] = (io.BytesIO(data), name)
+    return client.post("/upload", data=form, content_type="multipart/form-data")
+
+
+def uploads(store) -> list:
+    return [p for p in store.pictures(limit=100) if p.origin == "upload"]
+
+
+def test_upload_needs_the_owner_session(client, store, pictures):
+    page = client.get("/upload").get_data(as_text=True)
+    assert "Log in to add a photo" in page and 'type="file"' not in page
+    response = client.post("/upload", data={"photo": (io.BytesIO(jpeg()), "a.jpg")},
+                           content_type="multipart/form-data")
+    assert response.status_code == 401 and uploads(store) == []
+
+
+@pytest.mark.parametrize(("csrf", "status"), [(None, 400), ("wrong-token", 403)])
+def test_upload_needs_the_csrf_token(owner, store, csrf, status):
+    assert post_photo(owner, jpeg(), csrf=csrf).status_code == status
+    assert uploads(store) == []
+
+
+def test_a_photo_is_stored_upright_without_exif_and_listed_like_a_painted_picture(owner, store, state_dir):
+    response = post_photo(owner, jpeg(orientation=6, gps=True), caption="Grandma's  garden")
+    assert response.status_code == 303
+    [stored] = uploads(store)
+    assert response.headers["Location"].endswith(f"/pictures/{stored.id}")
+    assert stored.prompt == "Grandma's garden" and stored.panel_file is None
+    path = gallery.picture_path(state_dir, stored.file)
+    with Image.open(path) as image:
+        assert image.format == "JPEG" and image.size == (40, 60) == (stored.width, stored.height)
+        assert not image.getexif(), "EXIF (orientation, GPS) must not be kept"
+        top, bottom = image.convert("RGB").getpixel((20, 5)), image.convert("RGB").getpixel((20, 55))
+    assert top[0] > 200 > top[2] and bottom[2] > 200 > bottom[0]  # turned clockwise: red (left) on top
+    assert stored.bytes == path.stat().st_size
+    # listed and served like the generated pictures: gallery, picture page, image, thumbnail, API
+    assert f"/pictures/{stored.id}/thumb" in owner.get("/gallery").get_data(as_text=True)
+    page = owner.get(f"/pictures/{stored.id}").get_data(as_text=True)
+    assert "Grandma&#39;s garden" in page and "from: upload" in page and "added" in page
+    assert f"/pictures/{stored.id}/preview.png" in page
+    assert owner.get(f"/pictures/{stored.id}/image").data == path.read_bytes()
+    assert owner.get(f"/pictures/{stored.id}/thumb").mimetype == "image/jpeg"
+    api = owner.get("/api/pictures").get_json()
+    assert api["pictures"][0]["origin"] == "upload" and api["total"] == 3
+    served = owner.get(api["pictures"][0]["image_url"])
+    assert served.data == path.read_bytes() and served.mimetype == "image/jpeg"
+
+
+def test_a_png_stays_lossless_and_transparency_lands_on_white(owner, store, state_dir):
+    assert post_photo(owner, png(mode="RGBA", colour=(0, 0, 0, 0)), name="drawing.png").status_code == 303
+    [stored] = uploads(store)
+    assert stored.file.endswith(".png") and stored.prompt == "A photo"
+    with Image.open(gallery.picture_path(state_dir, stored.file)) as image:
+        assert image.mode == "RGB" and image.getpixel((3, 3)) == (255, 255, 255)
+
+
+def test_a_large_photo_is_scaled_to_the_stored_size(owner, store, state_dir):
+    assert post_photo(owner, jpeg(size=(4000, 3000))).status_code == 303
+    [stored] = uploads(store)
+    assert (stored.width, stored.height) == (photos.MAX_SIDE, photos.MAX_SIDE * 3 // 4)
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    (b"%PDF-1.4 not a photo at all", "photo is not a picture this frame can read"),
+    (b"", "photo is empty: choose a photo"),
+    (None, "photo is empty: choose a photo"),
+    (jpeg()[:200], "photo is damaged or cut short"),
+])
+def test_what_is_not_a_photo_gets_a_clear_error_and_nothing_is_stored(owner, store, state_dir, data, message):
+    response = post_photo(owner, data)
+    assert response.status_code == 400
+    assert message in response.get_data(as_text=True)
+    assert uploads(store) == [] and not list((state_dir / "gallery").glob("*upload*"))
+
+
+def test_a_decompression_bomb_is_refused_before_decoding(owner, store, monkeypatch):
+    monkeypatch.setattr(photos, "MAX_PIXELS", 1000)
+    response = post_photo(owner, png(size=(64, 48)))
+    assert response.status_code == 400 and "at most 0 megapixels" in response.get_data(as_text=True)
+    assert uploads(store) == []
+
+
+def test_pillows_own_bomb_limit_is_an_error_not_a_warning(owner, store, monkeypatch):
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)  # 3072 px: above the warning, below the error
+    response = post_photo(owner, png(size=(64, 48)))
+    assert response.status_code == 400 and "too many pixels" in response.get_data(as_text=True)
+
+
+def test_more_than_20_mb_is_refused(owner, store):
+    """The app's own checks behind the server's (a test client has no server in front): a photo over
+    20 MB is named as such, a request over the upload's cap is 413."""
+    from frame.web.upload import UPLOAD_REQUEST_MAX
+
+    response = post_photo(owner, b"\xff\xd8" + b"\0" * photos.MAX_UPLOAD_BYTES)
+    assert response.status_code == 400 and "photo is 20.0 MB; at most 20 MB" in response.get_data(as_text=True)
+    assert post_photo(owner, b"\0" * UPLOAD_REQUEST_MAX).status_code == 413
+    assert uploads(store) == []
+
+
+def test_heic_is_offered_only_with_its_plugin(owner, monkeypatch):
+    monkeypatch.setattr(photos, "heif_available", lambda: False)
+    page = owner.get("/upload").get_data(as_text=True)
+    assert 'accept="image/jpeg,image/png,image/webp"' in page and "HEIC" not in page
+
+
+def test_retention_never_deletes_an_upload(owner, store, state_dir):
+    assert post_photo(owner, jpeg()).status_code == 303
+    [stored] = uploads(store)
+    gallery.apply_retention(store, state_dir, gallery.Retention(max_pictures=0, max_disk_mb=0))
+    assert [p.id for p in store.pictures(limit=100)] == [stored.id] + store.favourite_ids()
+    assert gallery.picture_path(state_dir, stored.file).is_file()
