@@ -120,13 +120,15 @@ def test_an_undecodable_init_image_is_rejected_and_the_client_falls_back(served)
 
 
 class SlowPipe:
-    """Stands in for the pipeline in the queue test: each job takes 0.4 s and reports two steps."""
+    """Stands in for the pipeline in the queue test: each job reports two steps and, after the first,
+    waits for ``gate`` — so the test sees a job running and one waiting however loaded the machine is."""
 
     def __init__(self):
         self.real = load_pipeline(resolve_model_source("demo"))
         self.real.settings("warm-up")  # reads the UNet's structure once, before the timed part
         self.spans: list[tuple[float, float]] = []
         self.lock = threading.Lock()
+        self.gate = threading.Event()
 
     def __getattr__(self, name):
         return getattr(self.real, name)
@@ -136,8 +138,9 @@ class SlowPipe:
 
         started = time.monotonic()
         for step in range(2):
-            time.sleep(0.2)
+            time.sleep(0.05)
             callback(Progress("unet", step + 1, 2, 0.0, (step + 1) / 2, 0.1, True, None, None))
+            self.gate.wait(30)
         image = Image.new("RGB", (kwargs["width"], kwargs["height"]), (9, 9, 9))
         image.info["parameters"] = "p"
         with self.lock:
@@ -157,9 +160,16 @@ def test_jobs_run_one_at_a_time_and_progress_reports_the_running_one():
             errors.append(exc)
 
     def watch():
-        time.sleep(0.4)  # the first job runs (from 0.15 s, for 0.4 s), the second waits (from 0.3 s)
-        running.update(requests.get(server.url + "/sdapi/v1/progress", headers={"Authorization": f"Bearer {TOKEN}"},
-                                    timeout=5).json())
+        """Read the progress once the first job has made a step and another waits; then let them finish
+        (after the third client was turned away, or a deadline that the assertions below then report)."""
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            running.update(requests.get(server.url + "/sdapi/v1/progress",
+                                        headers={"Authorization": f"Bearer {TOKEN}"}, timeout=5).json())
+            if running["state"]["queued"] == 1 and running["progress"] > 0 and errors:
+                break
+            time.sleep(0.02)
+        pipe.gate.set()
 
     try:
         run_clients(server, watch, *[lambda seed=seed: one(seed) for seed in (1, 2, 3)], stagger=0.15)
