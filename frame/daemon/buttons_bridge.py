@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from frame.buttons.dispatch import ButtonCallbacks, Buttons, start_buttons
 from frame.config.schema import ButtonsConfig
-from frame.daemon.http.app import rate_picture
+from frame.daemon.http.api import rate_picture
 from frame.daemon.store.database import Store
 from frame.errors import FrameError
 

@@ -1,0 +1,131 @@
+"""The prompt queue on the JSON API: queue, edit, move and remove prompts; "reuse seed" and "more like
+this" (an image-to-image variation) of a stored picture. The checks on a prompt's own settings live in
+``frame.daemon.queue``, shared with the phone page."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from flask import jsonify
+
+from frame.daemon import queue as queue_rules
+from frame.daemon.feeds.parse import Sanitiser
+from frame.daemon.http.api import ApiError, api, api_deps, request_body, text_field
+from frame.daemon.store.database import Store
+from frame.daemon.store.records import QueuedPrompt
+
+log = logging.getLogger(__name__)
+
+
+@api.get("/prompts")
+def queued():
+    return jsonify({"prompts": [prompt.to_json() for prompt in api_deps().store.queued_prompts()]})
+
+
+PROMPT_TEXT = ("prompt", "negative_prompt", "theme")
+
+
+def _prompt_fields(body: dict[str, Any], sanitiser: Sanitiser, new: bool, variation: bool = False) -> dict[str, Any]:
+    """A queued prompt's columns from a request body: its texts (sanitised) and its own settings
+    (``frame.daemon.queue``); ``new`` requires the prompt, an edit changes only what it sends."""
+    allowed = set(PROMPT_TEXT) | set(queue_rules.SETTING_FIELDS) | ({"strength"} if variation else set())
+    unknown = set(body) - allowed
+    if unknown:
+        extra = " (strength is for a variation)" if "strength" in unknown else ""
+        raise ApiError(400, f"unknown fields: {', '.join(sorted(unknown))}{extra}")
+    values = {key: text_field(body, key, sanitiser, required=key == "prompt")
+              for key in PROMPT_TEXT if new or key in body}
+    try:
+        values.update(queue_rules.parse_settings(body))
+        if "strength" in body:
+            values["strength"] = queue_rules.parse_strength(body["strength"])
+    except queue_rules.QueueError as exc:
+        raise ApiError(400, str(exc)) from None
+    return values
+
+
+def _need_waiting(store: Store, prompt_id: int) -> QueuedPrompt:
+    prompt = store.queued_prompt(prompt_id)
+    if prompt is None:
+        raise ApiError(404, f"no queued prompt with id {prompt_id} (already painted or removed?)")
+    return prompt
+
+
+@api.post("/prompts")
+def queue():
+    deps = api_deps()
+    values = _prompt_fields(request_body(), deps.sanitiser, new=True)
+    prompt_id = deps.store.queue_prompt(**values)
+    log.info("queued prompt %d", prompt_id)
+    return jsonify({"id": prompt_id, "prompt": values["prompt"]}), 201
+
+
+@api.patch("/prompts/<id:prompt_id>")
+def edit_prompt(prompt_id: int):
+    deps = api_deps()
+    body = request_body()
+    values = _prompt_fields(body, deps.sanitiser, new=False,
+                            variation=_need_waiting(deps.store, prompt_id).variation)
+    try:
+        prompt = deps.store.update_prompt(prompt_id, **values)
+    except KeyError:
+        raise ApiError(404, f"no queued prompt with id {prompt_id}") from None
+    log.info("queued prompt %d edited (%s)", prompt_id, ", ".join(sorted(values)) or "nothing")
+    return jsonify(prompt.to_json())
+
+
+@api.delete("/prompts/<id:prompt_id>")
+def remove_prompt(prompt_id: int):
+    deps = api_deps()
+    try:
+        deps.store.remove_prompt(prompt_id)
+    except KeyError:
+        raise ApiError(404, f"no queued prompt with id {prompt_id} (already painted or removed?)") from None
+    log.info("queued prompt %d removed", prompt_id)
+    return jsonify({"removed": prompt_id})
+
+
+@api.post("/prompts/<id:prompt_id>/move")
+def move_prompt(prompt_id: int):
+    deps = api_deps()
+    body = request_body()
+    if set(body) != {"position"}:
+        raise ApiError(400, 'send {"position": N}: 1 is the next night\'s prompt')
+    _need_waiting(deps.store, prompt_id)
+    try:
+        prompts = deps.store.move_prompt(prompt_id, body["position"])
+    except ValueError as exc:
+        raise ApiError(400, str(exc)) from None
+    log.info("queued prompt %d moved to position %s", prompt_id, body["position"])
+    return jsonify({"prompts": [prompt.to_json() for prompt in prompts]})
+
+
+@api.post("/pictures/<id:picture_id>/reuse-seed")
+def reuse_seed(picture_id: int):
+    """Queue the picture's prompt again with its seed (the night's other settings)."""
+    deps = api_deps()
+    picture = deps.need_picture(picture_id)
+    if picture.seed is None:
+        raise ApiError(422, f"picture {picture_id} has no stored seed")
+    prompt_id = deps.store.queue_prompt(picture.prompt, picture.negative_prompt, picture.theme, seed=picture.seed)
+    log.info("queued prompt %d: picture %d's prompt with seed %d", prompt_id, picture_id, picture.seed)
+    return jsonify({"id": prompt_id, "prompt": picture.prompt, "seed": picture.seed}), 201
+
+
+@api.post("/pictures/<id:picture_id>/variation")
+def variation(picture_id: int):
+    """"More like this": queue an image-to-image variation (``{"strength": 0.3..0.8}``, default 0.6) that
+    counts as the strongest like (``frame.daemon.queue.queue_variation``)."""
+    deps = api_deps()
+    body = request_body()
+    if set(body) - {"strength"}:
+        raise ApiError(400, f"unknown fields: {', '.join(sorted(set(body) - {'strength'}))}")
+    picture = deps.need_picture(picture_id)
+    try:
+        prompt_id, strength = queue_rules.queue_variation(deps.config, deps.store, deps.state_dir, picture,
+                                                           body.get("strength"))
+    except queue_rules.QueueError as exc:
+        raise ApiError(400 if exc.field == "strength" else 422, str(exc)) from None
+    return jsonify({"id": prompt_id, "prompt": picture.prompt, "source_picture_id": picture_id,
+                    "strength": strength}), 201
