@@ -122,6 +122,21 @@ def faithful_folds(y: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
     return list(StratifiedKFold(n_splits).split(np.zeros((len(y), 1)), y))
 
 
+def selection_splits(y: np.ndarray, repeats: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The inner splits on which the product default compares the two searches: ``repeats`` ×
+    StratifiedKFold(5) (fewer folds when a class has < 5 rows), the first without shuffle as the
+    original's own folds, the others shuffled with seeds 1, 2, ... Deterministic, so a fit gives
+    the same model for the same ratings."""
+    from sklearn.model_selection import StratifiedKFold
+
+    n_splits = max(2, min(5, int(np.bincount(y).min())))
+    rows = np.zeros((len(y), 1))
+    splits = list(StratifiedKFold(n_splits).split(rows, y))
+    for seed in range(1, repeats):
+        splits += StratifiedKFold(n_splits, shuffle=True, random_state=seed).split(rows, y)
+    return splits
+
+
 def _faithful_cv(X: np.ndarray, y: np.ndarray, k: int, folds=None) -> float:
     """Mean test macro-F1 of ``cross_validate(KNN(k), X, y, cv=5, scoring="f1_macro")``.
 

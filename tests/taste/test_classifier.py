@@ -35,6 +35,7 @@ def test_is_classifier_and_clone_round_trips_every_parameter():
         scaling="none",
         diversity=0.3,
         select_by_cv=False,
+        selection_repeats=3,
     )
     clf = IKNNClassifier(**params)
     assert is_classifier(clf)

@@ -8,11 +8,14 @@ docs/iknn.md). The product mode may lose at most 0.01 on any dataset.
 import numpy as np
 import pytest
 from sklearn.datasets import load_breast_cancer, load_digits, load_iris, load_wine
-from sklearn.model_selection import StratifiedKFold, cross_val_score
+from sklearn.metrics import f1_score
+from sklearn.model_selection import RepeatedStratifiedKFold, StratifiedKFold, cross_val_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
+from benchmarks.iknn_datasets import dataset
 from frame.taste import IKNNClassifier
+from frame.taste.search import selection_splits
 
 ORIGINAL = {
     ("iris", False): 0.960,
@@ -80,3 +83,39 @@ def test_selection_scores_and_explanations_follow_the_chosen_mode():
     assert sum(sum(v.contribution.values()) for v in explanation.subspaces) == pytest.approx(1.0)
     assert IKNNClassifier(select_by_cv=False).fit(X, y).mode_ == "product"
     assert IKNNClassifier(faithful=True).fit(X, y).selection_scores_ == {}
+
+
+def repeated_gap(X, y, standardise, **params):
+    """Mean over RepeatedStratifiedKFold(5 × 3, random_state=0) of default − faithful macro-F1, paired
+    on the same splits, as benchmarks/iknn_vs_knn.py measures it."""
+    gaps = []
+    for train, test in RepeatedStratifiedKFold(n_splits=5, n_repeats=3, random_state=0).split(X, y):
+        X_train, X_test = X[train], X[test]
+        if standardise:
+            scaler = StandardScaler().fit(X_train)
+            X_train, X_test = scaler.transform(X_train), scaler.transform(X_test)
+        scores = [
+            f1_score(y[test], IKNNClassifier(**kw).fit(X_train, y[train]).predict(X_test), average="macro")
+            for kw in (params, {"faithful": True})
+        ]
+        gaps.append(scores[0] - scores[1])
+    return float(np.mean(gaps))
+
+
+def test_repeated_inner_cv_keeps_the_default_within_001_of_the_original():
+    """Issue 13 item 27: on 20 rows (linnerud split at its median, standardised) one inner 5-fold
+    run picked the worse search often enough to lose 0.016 to the original on the repeated
+    benchmark; two inner repeats pick better (+0.038)."""
+    X, y = dataset("linnerud>median")
+    assert repeated_gap(X, y, True, selection_repeats=1) < -0.01  # the old default's loss
+    assert repeated_gap(X, y, True) >= -0.01
+
+
+def test_selection_repeats_is_validated_and_splits_are_paired():
+    with pytest.raises(ValueError, match="selection_repeats"):
+        IKNNClassifier(selection_repeats=0).fit(np.eye(4), [0, 0, 1, 1])
+    y = np.repeat([0, 1], 10)
+    one, two = selection_splits(y, 1), selection_splits(y, 2)
+    assert len(one) == 5 and len(two) == 10
+    assert all((a[1] == b[1]).all() for a, b in zip(one, two[:5]))  # first repeat = the unshuffled folds
+    assert not all((a[1] == b[1]).all() for a, b in zip(two[:5], two[5:]))
