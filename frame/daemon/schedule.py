@@ -10,10 +10,11 @@ daemon also calls ``catch_up_night`` at start: a frame switched on at 03:00 stil
 from __future__ import annotations
 
 import logging
+import time as clock
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, time, timedelta, tzinfo
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -99,6 +100,21 @@ def in_quiet_hours(moment: datetime, quiet: str, tz: tzinfo) -> bool:
     if first <= last:
         return first <= local < last
     return local >= first or local < last
+
+
+def logged_job(name: str, func: Callable[[], Any]) -> Callable[[], None]:
+    """A scheduler job: one log line at start and one at the end with the duration; it never raises
+    (a failure is logged with its traceback, and the job runs again at its next time)."""
+    def run() -> None:
+        started = clock.monotonic()
+        log.info("job %s started", name)
+        try:
+            func()
+        except Exception:
+            log.exception("job %s failed after %.1f s", name, clock.monotonic() - started)
+            return
+        log.info("job %s finished in %.1f s", name, clock.monotonic() - started)
+    return run
 
 
 def build_scheduler(config: Config, tz: tzinfo, jobs: dict[str, Callable[[], None]]) -> BackgroundScheduler:

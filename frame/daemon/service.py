@@ -15,7 +15,6 @@ than the panel can refresh end in one refresh, for the last one.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -29,15 +28,16 @@ from frame.config import state_dir
 from frame.config.schema import Config
 from frame.daemon import buttons_bridge, notices, panel_options, schedule
 from frame.daemon.feeds.fetch import FeedFetcher, refresh_feeds
-from frame.daemon.http.app import create_app, update_config
+from frame.daemon.http.app import create_app
 from frame.daemon.http.contract import Busy, PageFactory
 from frame.daemon.http.token import ensure_token
+from frame.daemon.jobs import at_start
 from frame.daemon.jobs import info as infoscreen
 from frame.daemon.jobs import night as nights
 from frame.daemon.jobs.supervisor import Supervisor
+from frame.daemon.live_settings import LiveSettings, feed_fetcher
 from frame.daemon.lock import StateDirLock
 from frame.daemon.sdnotify import Notifier, watchdog_interval
-from frame.daemon.settings import changed_fields
 from frame.daemon.status import LiveStatus
 from frame.daemon.store.database import Store
 from frame.errors import FrameError
@@ -45,13 +45,11 @@ from frame.net.server import HttpServer
 
 if TYPE_CHECKING:  # apscheduler is imported when the scheduler is built (schedule.build_scheduler)
     from apscheduler.schedulers.background import BackgroundScheduler
+    from flask import Flask
 
 log = logging.getLogger(__name__)
 
 STOP_TIMEOUT_SECONDS = 9.0
-# ``frame run`` exits with this when the owner asks for a restart; the unit restarts on it
-# (RestartForceExitStatus=) without counting it as a failure (SuccessExitStatus=). EX_TEMPFAIL.
-RESTART_EXIT_CODE = 75
 
 
 def next_in_rotation(ids: list[int], current: int | None) -> int | None:
@@ -74,10 +72,6 @@ class Daemon:
         ``settings_problem``: why the owner's ``settings.yaml`` was set aside at start."""
 
         self.config = config
-        self.started_config = config  # what the settings that need a restart still are
-        self.settings_problem = settings_problem
-        self.exit_code = 0
-        self._config_lock = threading.Lock()
         self.config_path = config_path
         self.pages = pages
         self._pin_factory = pin_factory
@@ -99,9 +93,7 @@ class Daemon:
                                                                                            config.display))
         self.notifier = notifier or Notifier()
         self.live.add_listener(self.notifier.status)
-        # retry pauses scale with the timeout: a feed with a short timeout is a local, fast one
-        self.fetcher = FeedFetcher(config.feeds, self.state_dir / "feeds",
-                                   backoff=min(2.0, config.feeds.timeout_seconds / 5))
+        self.fetcher: FeedFetcher = feed_fetcher(config.feeds, self.state_dir)
         self._render_lock = threading.Lock()
         self._show_lock = threading.Lock()
         self._threads: list[threading.Thread] = []
@@ -111,8 +103,10 @@ class Daemon:
         self._ticket = 0  # the newest show request; older ones still waiting are skipped
         self._requested: int | None = None  # the picture last asked for (on the panel or on its way)
         self.scheduler: BackgroundScheduler | None = None
+        self.app: Flask | None = None
         self.server: HttpServer | None = None
         self.buttons: Buttons | None = None
+        self.settings = LiveSettings(self, settings_problem)
 
     # lifecycle ------------------------------------------------------------------------------------
 
@@ -121,17 +115,17 @@ class Daemon:
         if last:
             self.live.update(shown={"picture_id": last.picture_id, "reason": last.reason,
                                       "since": last.shown_at, "output": None})
-        self.scheduler = schedule.build_scheduler(self.config, self.tz, self._jobs())
+        self.scheduler = schedule.build_scheduler(self.config, self.tz, self.jobs())
         self.scheduler.start()
         self.app = create_app(self.config, self.store, token=self.token, controller=self, state_dir=self.state_dir,
                               pages=self.pages, config_path=self.config_path)
         self.server = HttpServer(self.app, self.config.web.listen)
         self.server.start()
         self.buttons = buttons_bridge.start(self, self.config.buttons, self._pin_factory)
-        if self.settings_problem:
-            self.live.update(notice=self.settings_problem, notice_details=None)
+        if self.settings.problem:
+            self.live.update(notice=self.settings.problem, notice_details=None)
         self._resume_or_catch_up()
-        self._refresh_status()
+        self.refresh_status()
         self.notifier.ready(self.live.snapshot().get("state", ""))
         log.info("frame daemon started (state in %s)", self.state_dir)
 
@@ -142,7 +136,7 @@ class Daemon:
         while not self.stop_event.wait(interval):
             self.notifier.watchdog()
             self._flush_pending_show()
-            self._refresh_status()
+            self.refresh_status()
 
     def stop(self) -> None:
         """Stop everything within ~10 s: workers get SIGTERM (their checkpoint is on disk)."""
@@ -164,23 +158,11 @@ class Daemon:
             self.lock.release()
         log.info("frame daemon stopped in %.1f s", time.monotonic() - started)
 
-    def _jobs(self) -> dict[str, Callable[[], None]]:
-        return {"night": self._job("night", self.nightly), "deadline": self._job("deadline", self.deadline_passed),
-                "show": self._job("show", self.show_time), "feeds": self._job("feeds", self.refresh_feeds),
-                "rotate": self._job("rotate", self.rotate)}
-
-    def _job(self, name: str, func: Callable[[], Any]) -> Callable[[], None]:
-        """Scheduler job wrapper: one log line at start and end with the duration; never raises."""
-        def run() -> None:
-            started = time.monotonic()
-            log.info("job %s started", name)
-            try:
-                func()
-            except Exception:
-                log.exception("job %s failed after %.1f s", name, time.monotonic() - started)
-                return
-            log.info("job %s finished in %.1f s", name, time.monotonic() - started)
-        return run
+    def jobs(self) -> dict[str, Callable[[], None]]:
+        job = schedule.logged_job
+        return {"night": job("night", self.nightly), "deadline": job("deadline", self.deadline_passed),
+                "show": job("show", self.show_time), "feeds": job("feeds", self.refresh_feeds),
+                "rotate": job("rotate", self.rotate)}
 
     def _spawn(self, name: str, target: Callable[[], None]) -> threading.Thread:
         thread = threading.Thread(target=target, name=name, daemon=True)
@@ -188,7 +170,7 @@ class Daemon:
         thread.start()
         return thread
 
-    def _refresh_status(self) -> None:
+    def refresh_status(self) -> None:
         now = datetime.now(self.tz)
         runs = schedule.next_runs(self.scheduler) if self.scheduler else {}
         self.live.update(quiet=schedule.in_quiet_hours(now, self.config.schedule.quiet_hours, self.tz),
@@ -208,53 +190,21 @@ class Daemon:
     def show(self, picture_id: int) -> dict[str, Any]:
         return self.request_show(picture_id, "owner")
 
-    # settings from the phone (frame.daemon.settings checks and saves them first) ------------------------
+    # settings from the phone (frame.daemon.settings checks and saves them, live_settings takes them over)
+
+    @property
+    def exit_code(self) -> int:
+        """What ``frame run`` exits with: 0, or ``RESTART_EXIT_CODE`` after the owner asked for a restart."""
+        return self.settings.exit_code
 
     def apply_settings(self, config: Config) -> dict[str, Any]:
-        """Take over a new configuration without a restart: the scheduler's jobs (times, zone, feeds,
-        rotation), the feed fetcher, quiet hours, the panel options (the picture on the panel is
-        shown again with them) and the pages' and API's copy. A render already running keeps the
-        settings it started with. Returns what changed and what still needs a restart."""
-        with self._config_lock:
-            old, self.config = self.config, config
-            changed = changed_fields(old, config)
-            self.ctx.config = config
-            self.tz = schedule.resolve_timezone(config.schedule.timezone)
-            if config.feeds != old.feeds:
-                self.fetcher = FeedFetcher(config.feeds, self.state_dir / "feeds",
-                                           backoff=min(2.0, config.feeds.timeout_seconds / 5))
-            if self.scheduler is not None:
-                schedule.reschedule(self.scheduler, config, self.tz, self._jobs(),
-                                    feeds_now=config.feeds.sources != old.feeds.sources)
-            panel_changed = config.display != old.display
-            if panel_changed:
-                self.ctx.panel_since = panel_options.note(self.state_dir, config.display)
-            if getattr(self, "app", None) is not None:
-                update_config(self.app, config)
-        if changed:
-            log.info("settings changed from the phone: %s", ", ".join(sorted(changed)))
-        self._refresh_status()
-        shown = self.on_panel()
-        if panel_changed and shown is not None:
-            self.request_show(shown, "panel settings changed")
-        return {"changed": changed, **self.settings_state()}
+        return self.settings.apply(config)
 
     def settings_state(self) -> dict[str, Any]:
-        """For the settings page: the settings waiting for a restart, whether this daemon can be
-        restarted from the page (it runs under systemd), and why settings.yaml was set aside."""
-        waiting = [key for key, applies in changed_fields(self.started_config, self.config).items()
-                   if applies == "restart"]
-        return {"restart_needed": sorted(waiting), "can_restart": bool(os.environ.get("INVOCATION_ID")),
-                "settings_problem": self.settings_problem}
+        return self.settings.state()
 
     def request_restart(self, delay: float = 0.5) -> None:
-        """Stop, and exit with RESTART_EXIT_CODE so systemd starts the daemon again (after ``delay``,
-        so the page that asked gets its answer first)."""
-        log.info("restart requested from the phone")
-        self.exit_code = RESTART_EXIT_CODE
-        timer = threading.Timer(delay, self.stop_event.set)
-        timer.daemon = True
-        timer.start()
+        self.settings.request_restart(delay)
 
     # renders --------------------------------------------------------------------------------------
 
@@ -297,34 +247,10 @@ class Daemon:
 
     def _resume_or_catch_up(self) -> None:
         """Resume a render cut short by a stop/crash/power cut, or start tonight's if it was missed."""
-        now = datetime.now(self.tz)
-        unfinished = self.store.unfinished_renders()
-        for stale in unfinished[:-1]:
-            self.store.finish_render(stale.id, "failed", error="superseded by a newer render")
-            nights.discard_job(self.state_dir, stale.id)
-        nights.sweep_jobs(self.state_dir, {r.id for r in unfinished[-1:]})
-        if unfinished:
-            last = unfinished[-1]
-            night = schedule.night_at(now, self.config.schedule, self.tz) if last.kind == "night" else None
-            if night is not None and (night.key != last.night or not night.contains(now)):
-                self.store.finish_render(last.id, "missed", error="the daemon was down until after the deadline")
-                nights.discard_job(self.state_dir, last.id)
-            elif not nights.job_resumable(self.state_dir, last.id):
-                log.warning("render %d cannot be resumed: its job file never reached the card (power cut?); "
-                            "starting it again as a new render", last.id)
-                self.store.finish_render(last.id, "failed", error="its job file was lost (power cut); restarted")
-                nights.discard_job(self.state_dir, last.id)
-                self.start_render(last.kind, night, None)
-                return
-            else:
-                log.info("resuming render %d from its checkpoint", last.id)
-                self.start_render(last.kind, night, last.id)
-                return
-        tonight = schedule.night_at(now, self.config.schedule, self.tz)
-        night = schedule.catch_up_night(now, self.config.schedule, self.tz, self.store.night_done(tonight.key))
-        if night is not None:
-            log.info("the render for night %s was missed; starting it now", night.key)
-            self.start_render("night", night, None)
+        start = at_start.render_to_start(self.store, self.state_dir, self.config.schedule, datetime.now(self.tz),
+                                         self.tz)
+        if start is not None:
+            self.start_render(start.kind, start.night, start.render_id)
 
     # jobs -----------------------------------------------------------------------------------------
 

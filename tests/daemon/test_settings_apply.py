@@ -11,7 +11,8 @@ import yaml
 
 from frame.config import owner
 from frame.config.loader import resolve
-from frame.daemon.service import RESTART_EXIT_CODE, Daemon
+from frame.daemon.live_settings import RESTART_EXIT_CODE
+from frame.daemon.service import Daemon
 from frame.daemon.settings import SettingsEditor
 from tests.daemon.conftest import add_picture, clock
 from tests.daemon.fakesupervisor import FakeSupervisor
