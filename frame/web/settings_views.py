@@ -62,7 +62,8 @@ def _summary(changed: dict[str, str] | list[str]) -> str:
     parts: dict[str, list[str]] = {}
     for key in changed:
         parts.setdefault(APPLIES[keys[key].applies], []).append(keys[key].label.replace(" …", ""))
-    return "; ".join(f"{when}: {', '.join(labels)}" for when, labels in parts.items())
+    text = "; ".join(f"{when}: {', '.join(labels)}" for when, labels in parts.items())
+    return text[:1].upper() + text[1:]
 
 
 @bp.get("/config")

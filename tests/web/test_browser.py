@@ -286,6 +286,23 @@ def running_daemon(tmp_path):
         daemon.stop()
 
 
+def _box(locator) -> dict:
+    box = locator.bounding_box()
+    assert box is not None, f"{locator} is not on the page"
+    return box
+
+
+def _stacked_full_width(page, label: str) -> None:
+    """The field named ``label`` sits under its label and is as wide as the text fields of its group
+    (a bare select once sat beside its label, 120 px wide, at 390 px)."""
+    field = page.get_by_label(label, exact=True)
+    caption = page.locator(f"label[for='{field.get_attribute('id')}']")
+    reference = page.get_by_label("Saturation", exact=True)
+    box, text = _box(field), _box(caption)
+    assert box["y"] >= text["y"] + text["height"] - 1, f"{label}: the field is beside its label, not under it"
+    assert abs(box["width"] - _box(reference)["width"]) <= 1, f"{label}: {box['width']} px wide, not full width"
+
+
 def test_owner_changes_a_setting_and_sees_it_applied(running_daemon, page):
     """Issue 16: a bad value is refused next to its field, a good one is saved to settings.yaml and the
     running daemon's schedule follows at once (the status page's next render), and one tap restores."""
@@ -307,13 +324,20 @@ def test_owner_changes_a_setting_and_sees_it_applied(running_daemon, page):
     expect(page.get_by_label("Dither")).to_have_value("atkinson")  # the rest of the answer is kept
     assert not (daemon.state_dir / "settings.yaml").exists()
     _no_horizontal_overflow(page)
+    for label in ("Dither", "Fit", "Log level", "Start painting at"):
+        _stacked_full_width(page, label)
+    problem, box = _box(page.locator("#f-display-saturation-problem")), _box(saturation)
+    assert 0 <= problem["y"] - (box["y"] + box["height"]) <= 12, "the problem is not right under its field"
+    assert page.locator("#f-display-saturation-problem").evaluate(
+        "el => getComputedStyle(el).color") == page.locator("p.error[role=alert]").first.evaluate(
+        "el => getComputedStyle(el).color"), "the problem is not in the page's error style"
     shot(page, "9-settings-refused")
 
     new_time = clock(120)
     saturation.fill("")
     page.get_by_label("Start painting at").fill(new_time)
     page.get_by_role("button", name="Save settings").click()
-    expect(page.get_by_role("status")).to_contain_text("Saved. applies at once")
+    expect(page.get_by_role("status")).to_contain_text("Saved. Applies at once")
     expect(page.get_by_label("Start painting at")).to_have_value(new_time)
     assert daemon.config.schedule.render_at == new_time and daemon.config.display.dither == "atkinson"
     shot(page, "10-settings-saved")

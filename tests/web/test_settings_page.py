@@ -43,7 +43,7 @@ def test_a_good_save_writes_only_the_change_and_restore_brings_the_old_back(owne
     assert response.status_code == 303
     assert yaml.safe_load((state_dir / "settings.yaml").read_text()) == {"schedule": {"render_at": "02:30"}}
     html, token = _form(owner)
-    assert "Saved. applies at once: Start painting at." in html
+    assert "Saved. Applies at once: Start painting at." in html
     assert 'value="02:30"' in html and "Changed here." in html
     owner.post("/config", data={"csrf_token": token, "schedule.render_at": "04:00", "feeds.sources-0-url": ""})
     owner.post("/config/restore", data={"csrf_token": token})
