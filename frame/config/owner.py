@@ -23,10 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from frame.atomicfile import replace_durably, write_private_atomic
-from frame.config.yamltext import read_yaml
+from frame.config.yamltext import dump_yaml, read_yaml
 from frame.errors import ConfigError
 
 SETTINGS_FILE = "settings.yaml"
@@ -78,8 +76,9 @@ def read_owner_layer(state_dir: str | Path) -> OwnerLayer:
 
 
 def dump(data: dict) -> bytes:
-    return (HEADER + yaml.safe_dump(data, sort_keys=False, allow_unicode=True)).encode("utf-8") if data \
-        else HEADER.encode("utf-8")
+    """The file's bytes: the header, then ``data`` with every string that another YAML reader could take
+    for a time, number or boolean quoted (``yamltext.dump_yaml``)."""
+    return (HEADER + dump_yaml(data)).encode("utf-8") if data else HEADER.encode("utf-8")
 
 
 def save(state_dir: str | Path, data: dict) -> None:

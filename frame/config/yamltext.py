@@ -1,5 +1,14 @@
-"""Reading YAML text for the configuration layers: a SafeLoader without YAML 1.1's base-60 numbers, the
-line of every key (so problems can say where), and syntax errors as ``ConfigError`` with their line."""
+"""YAML text for the configuration layers. Reading: a SafeLoader without YAML 1.1's base-60 numbers, the
+line of every key (so problems can say where), and syntax errors as ``ConfigError`` with their line.
+Writing (``dump_yaml``): every string another YAML reader could take for something else is quoted.
+
+Why quote more than PyYAML does: ``yaml.safe_dump`` quotes only what PyYAML itself would misread, so
+``render_at: 02:00``, ``y``, ``1e3`` and ``0o17`` come out bare. A YAML 1.1 reader takes ``y`` and
+``n`` for booleans, a YAML 1.2 one ``1e3`` for a float and ``0o17`` for 15, and an owner who edits
+``02:00`` to ``12:30`` by hand gets the base-60 number 750 in every YAML 1.1 reader. So a string that
+starts like a number (a digit, or a sign or dot before one) or is a YAML 1.1 boolean or null word in
+any spelling is written in single quotes; the others stay plain, as the owner would write them.
+"""
 
 from __future__ import annotations
 
@@ -29,6 +38,30 @@ ConfigLoader.add_implicit_resolver(
     re.compile(r"^[-+]?([0-9][0-9_]*)?\.[0-9_]*([eE][-+]?[0-9]+)?$|^[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+$"
                r"|^[-+]?\.(inf|Inf|INF)$|^\.(nan|NaN|NAN)$"),
     list("-+0123456789."))
+
+
+# YAML 1.1's booleans (y|yes|true|on and their negatives) and nulls, any capitalisation; .inf/.nan
+_WORDS = re.compile(r"^(y|n|yes|no|true|false|on|off|null|~|[-+]?\.inf|\.nan)$", re.IGNORECASE)
+_NUMBER_LIKE = re.compile(r"^[-+]?\.?[0-9]")
+
+
+class QuotingDumper(yaml.SafeDumper):
+    """SafeDumper that single-quotes every string a YAML 1.1 or 1.2 reader could read as another type."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    if _WORDS.match(value) or _NUMBER_LIKE.match(value):
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="'")
+    return dumper.represent_str(value)
+
+
+QuotingDumper.add_representer(str, _represent_str)
+
+
+def dump_yaml(data: Any, stream: Any = None) -> Any:
+    """``yaml.safe_dump`` in file order with unicode kept, quoting as the module docstring says;
+    returns the text when ``stream`` is None."""
+    return yaml.dump(data, stream, Dumper=QuotingDumper, sort_keys=False, allow_unicode=True)
 
 
 def _line_map(node: yaml.Node, path: Path = ()) -> dict[Path, int]:

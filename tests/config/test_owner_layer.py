@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+import yaml
 
 from frame.config import load_config, owner
 from frame.config.loader import resolve
@@ -102,3 +103,30 @@ def test_set_aside_keeps_the_file(tmp_path):
     aside = owner.set_aside(tmp_path)
     assert aside is not None and aside.read_text() == "schedule: [\n"
     assert not (tmp_path / "settings.yaml").exists()
+
+
+MISREAD = ["02:00", "07:00", "12:30", "22:00-07:00", "yes", "no", "on", "off", "y", "N", "True", "null", "~",
+           "1e3", "0o17", "0x1F", "1.0", "0123", ".5", "+1", "-1", "1_000", ".inf"]
+
+
+def test_strings_other_yaml_readers_would_misread_are_written_quoted(tmp_path):
+    """settings.yaml once said ``render_at: 02:00`` bare: a hand edit to 12:30 is the base-60 number 750
+    for a YAML 1.1 reader, and ``y``/``1e3``/``0o17`` came out bare too (a boolean, a float, 15)."""
+    from frame.daemon.settings import SettingsEditor
+
+    path, environ = _setup(tmp_path, "", None)
+    editor = SettingsEditor(path, environ)
+    proposal = editor.propose({"schedule.render_at": "02:00", "schedule.quiet_hours": "22:00-07:00",
+                               "taste.themes": MISREAD + ["a quiet harbour"], "model.size": "512x320"})
+    assert proposal.ok, proposal.problems
+    editor.save(proposal)
+    text = owner.settings_path(tmp_path / "state").read_text(encoding="utf-8")
+    for value in MISREAD + ["512x320"]:
+        assert f"'{value}'" in text, f"{value!r} is written bare:\n{text}"
+    assert "- a quiet harbour\n" in text  # plain words stay plain, as the owner would write them
+    plain = yaml.safe_load(text)  # a plain reader, not the project's own loader
+    assert plain["schedule"] == {"render_at": "02:00", "quiet_hours": "22:00-07:00"}
+    assert plain["taste"]["themes"] == MISREAD + ["a quiet harbour"]
+    assert plain["model"]["size"] == "512x320"
+    assert owner.read_owner_layer(tmp_path / "state").data == plain
+    assert load_config(path, environ={}).schedule.render_at == "02:00"
