@@ -124,7 +124,10 @@ class Daemon:
         self.buttons = buttons_bridge.start(self, self.config.buttons, self._pin_factory)
         if self.settings.problem:
             self.live.update(notice=self.settings.problem, notice_details=None)
-        self._resume_or_catch_up()
+        # resume a render cut short by a stop, crash or power cut, or start tonight's if it was missed
+        begin = at_start.render_to_start(self.store, self.state_dir, self.config.schedule, self.tz)
+        if begin is not None:
+            self.start_render(begin.kind, begin.night, begin.render_id)
         self.refresh_status()
         self.notifier.ready(self.live.snapshot().get("state", ""))
         log.info("frame daemon started (state in %s)", self.state_dir)
@@ -244,13 +247,6 @@ class Daemon:
             step = f" at step {outcome.step!r}" if outcome is not None and outcome.step else ""
             error = f"the render failed{step}: {outcome.error if outcome else 'internal error (see the log)'}"
             self.fallback(notices.render_advice("failed", error), error)
-
-    def _resume_or_catch_up(self) -> None:
-        """Resume a render cut short by a stop/crash/power cut, or start tonight's if it was missed."""
-        start = at_start.render_to_start(self.store, self.state_dir, self.config.schedule, datetime.now(self.tz),
-                                         self.tz)
-        if start is not None:
-            self.start_render(start.kind, start.night, start.render_id)
 
     # jobs -----------------------------------------------------------------------------------------
 

@@ -31,9 +31,10 @@ class StartRender:
     render_id: int | None
 
 
-def render_to_start(store: Store, state_dir: Path, sched: ScheduleConfig, now: datetime,
-                    tz: tzinfo) -> StartRender | None:
-    """Close what cannot run any more and return the render to start now, or None."""
+def render_to_start(store: Store, state_dir: Path, sched: ScheduleConfig, tz: tzinfo,
+                    now: datetime | None = None) -> StartRender | None:
+    """Close what cannot run any more and return the render to start ``now`` (default: this moment), or None."""
+    now = now or datetime.now(tz)
     unfinished = store.unfinished_renders()
     for stale in unfinished[:-1]:
         store.finish_render(stale.id, "failed", error="superseded by a newer render")
