@@ -4,6 +4,7 @@ message, or ``None`` when the value is fine. Kept apart from the schema so the r
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -18,6 +19,18 @@ def positive(value) -> str | None:
 
 def non_negative(value) -> str | None:
     return None if value is None or value >= 0 else f"must be 0 or more, got {value}"
+
+
+MINUTES_A_YEAR = 525_600  # the longest interval: a timedelta and APScheduler's timers hold it
+
+
+def within(low: int, high: int) -> Callable[[int | None], str | None]:
+    """A check for ``low <= value <= high``. The upper end keeps a number inside what its user holds:
+    ``rotate_favourites_minutes: 10**20`` once passed ``non_negative`` and then crashed the daemon's
+    scheduler (OverflowError), and SQLite's integers end at 2**63."""
+    def check(value: int | None) -> str | None:
+        return None if value is None or low <= value <= high else f"must be from {low} to {high}, got {value}"
+    return check
 
 
 def unit_interval(value) -> str | None:

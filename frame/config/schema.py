@@ -131,7 +131,7 @@ class FeedSource:
 @dataclass(frozen=True)
 class FeedsConfig:
     sources: tuple[FeedSource, ...] = ()
-    refresh_minutes: int = _opt(180, checks.positive)
+    refresh_minutes: int = _opt(180, checks.within(1, checks.MINUTES_A_YEAR))
     timeout_seconds: float = _opt(10.0, checks.positive)
     max_bytes: int = _opt(1_000_000, checks.positive)
     max_prompt_chars: int = _opt(300, checks.positive)
@@ -145,8 +145,8 @@ class ScheduleConfig:
     deadline: str = _opt("07:00", checks.clock_time)
     show_at: str = _opt("07:00", checks.clock_time)
     quiet_hours: str = _opt("", checks.time_range_or_empty)
-    rotate_favourites_minutes: int = _opt(0, checks.non_negative)
-    misfire_grace_minutes: int = _opt(360, checks.non_negative)
+    rotate_favourites_minutes: int = _opt(0, checks.within(0, checks.MINUTES_A_YEAR))
+    misfire_grace_minutes: int = _opt(360, checks.within(0, checks.MINUTES_A_YEAR))
 
 
 @dataclass(frozen=True)
@@ -173,8 +173,8 @@ class ButtonsConfig:
 
 @dataclass(frozen=True)
 class GalleryConfig:
-    max_pictures: int = _opt(365, checks.positive)
-    max_disk_mb: int = _opt(1024, checks.positive)
+    max_pictures: int = _opt(365, checks.within(1, 10_000_000))
+    max_disk_mb: int = _opt(1024, checks.within(1, 100_000_000))  # 100 TB
 
 
 @dataclass(frozen=True)

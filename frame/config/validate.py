@@ -8,6 +8,7 @@ shapes the schema uses (str, int, float, bool, ``X | None``, ``Literal``, ``tupl
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from collections.abc import Callable
@@ -95,6 +96,10 @@ def _convert(value: Any, tp: Any, path: Path, problems: Problems, secret: bool) 
 def _convert_scalar(value: Any, tp: type, path: Path, problems: Problems, secret: bool) -> Any:
     if tp is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
+    if tp is float and isinstance(value, float) and not math.isfinite(value):
+        # YAML's .inf/.nan and JSON's Infinity/NaN: inf passes every minimum, nan every range check
+        problems.add(path, f"must be a finite number, got {value!r}")
+        return _MISSING
     if isinstance(value, tp) and not (tp is int and isinstance(value, bool)):
         return value
     shown = "" if secret else f" {value!r}"

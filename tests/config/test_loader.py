@@ -119,6 +119,18 @@ def test_type_errors_and_nested_lists(tmp_path):
     assert problems[2].startswith("feeds.sources[1].weight: must be a number, got str")
 
 
+def test_numbers_must_be_finite(tmp_path):
+    """``guidance: .inf`` once passed (inf >= 0) and reached the render, where it makes every pixel NaN."""
+    path = write(tmp_path, "model:\n  guidance: .inf\ntaste:\n  explore_rate: .nan\n"
+                           "feeds:\n  sources:\n    - {url: 'https://example.org/f', weight: .inf}\n")
+    problems = problems_of(path)
+    assert problems[0].startswith("model.guidance: must be a finite number, got inf (line 2)")
+    assert problems[1].startswith("taste.explore_rate: must be a finite number, got nan")
+    assert problems[2].startswith("feeds.sources[0].weight: must be a finite number, got inf")
+    assert len(problems) == 3
+    assert load_config(write(tmp_path, "model:\n  guidance: 7\n")).model.guidance == 7.0  # an int still converts
+
+
 def test_secret_values_never_appear(tmp_path):
     path = write(tmp_path, "web:\n  token: [not, a, string]\n")
     (problem,) = problems_of(path)

@@ -156,3 +156,26 @@ def test_frame_run_sets_a_corrupt_settings_file_aside_and_starts_on_the_layers_b
     assert not owner.settings_path(tmp_path / "state").exists()
     (aside,) = (tmp_path / "state").glob("settings.yaml.unusable-*")
     assert aside.read_text() == "schedule: [\n"
+
+
+def test_numbers_the_scheduler_and_the_store_cannot_hold_are_refused(tmp_path):
+    """``schedule.rotate_favourites_minutes: 10**20`` once passed the checks, was saved, and then crashed
+    the running daemon's reschedule (OverflowError), and every later start with it. What the checks
+    accept must be what the daemon can take: each of these is refused next to its field."""
+    path = _config_file(tmp_path)
+    editor = SettingsEditor(path, environ={})
+    huge = 10 ** 20
+    for key in ("schedule.rotate_favourites_minutes", "feeds.refresh_minutes", "gallery.max_pictures",
+                "gallery.max_disk_mb"):
+        proposal = editor.propose({key: huge})
+        assert set(proposal.problems) == {key}, (key, proposal.problems)
+        assert f"got {huge}" in proposal.problems[key][0]
+    daemon = _running(path)
+    try:
+        daemon.start()
+        a_year = editor.propose({"schedule.rotate_favourites_minutes": 525_600, "feeds.refresh_minutes": 525_600})
+        assert a_year.ok, a_year.problems
+        assert daemon.apply_settings(a_year.config)["changed"]  # the largest accepted values still schedule
+        assert daemon.status()["next_runs"]["rotate"]
+    finally:
+        daemon.stop()

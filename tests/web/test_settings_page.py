@@ -64,3 +64,33 @@ def test_the_api_needs_the_owner_and_answers_per_field(client, owner, state_dir)
     assert yaml.safe_load((state_dir / "settings.yaml").read_text()) == {"model": {"steps": 4}}
     wrong = anonymous.put("/api/settings", json={"model.steps": 5}, headers={"Authorization": "Bearer wrong-token-1"})
     assert wrong.status_code == 401
+
+
+def test_hostile_settings_puts_are_refused_and_nothing_is_written(client, state_dir):
+    """Each case is refused with a reason and settings.yaml stays absent. JSON's Infinity and NaN once
+    passed the minimum check (``model.guidance: .inf`` was saved and reached the render)."""
+    bearer = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+    for body, status, key in [
+        ('{"model.guidance": Infinity}', 422, "model.guidance"),
+        ('{"taste.explore_rate": NaN}', 422, "taste.explore_rate"),
+        ('{"feeds.sources": [{"url": "https://example.org/f", "weight": Infinity}]}', 422, "feeds.sources"),
+        ('{"web.token": "chosen-by-the-attacker"}', 422, ""),  # not on the page: no key the page does not own
+        ('{"state_dir": "/tmp"}', 422, ""),
+        ('{"model.steps": true}', 422, "model.steps"),
+        ('{"schedule.render_at": ["02:00"]}', 422, "schedule.render_at"),
+        ('{"feeds.sources": [{"url": "https://example.org/f", "extra": 1}]}', 422, "feeds.sources"),
+        ('[["model.steps", 4]]', 400, None), ('{"model.steps": 4', 400, None), ("[" * 100_000, 413, None),
+    ]:
+        response = client.put("/api/settings", data=body, headers=bearer)
+        assert response.status_code == status, (body[:60], response.get_data(as_text=True)[:300])
+        if key is not None:
+            assert response.json["problems"][key], body
+        assert not (state_dir / "settings.yaml").exists(), body
+
+
+def test_the_form_refuses_infinite_numbers(owner, state_dir):
+    _, token = _form(owner)
+    response = owner.post("/config", data={"csrf_token": token, "model.guidance": "inf", "feeds.sources-0-url": ""})
+    assert response.status_code == 400
+    assert re.search(r'id="f-model-guidance-problem">must be a finite number', response.get_data(as_text=True))
+    assert not (state_dir / "settings.yaml").exists()
