@@ -138,8 +138,9 @@ def _guard(ctx: WebContext) -> Any:
     limit = upload.UPLOAD_REQUEST_MAX if uploading else MAX_FORM_BYTES
     if request.content_length is not None and request.content_length > limit:
         abort(413)
-    if uploading:
-        request.max_content_length = limit  # also caps a body sent without a Content-Length
+    request.max_content_length = limit  # also caps a body sent without a Content-Length (chunked)
+    if request.content_length is None and not uploading and len(request.get_data(cache=True)) >= limit:
+        abort(413)  # werkzeug's capped stream ends at the cap without a word: a cut body is never parsed
     if not auth.same_origin(request.headers.get("Origin"), request.host_url):
         log.warning("refused a %s to %s from origin %s", request.method, request.path,
                     request.headers.get("Origin"))

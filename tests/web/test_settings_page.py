@@ -94,3 +94,43 @@ def test_the_form_refuses_infinite_numbers(owner, state_dir):
     assert response.status_code == 400
     assert re.search(r'id="f-model-guidance-problem">must be a finite number', response.get_data(as_text=True))
     assert not (state_dir / "settings.yaml").exists()
+
+
+def test_a_settings_body_without_a_length_is_capped_too(client, state_dir):
+    """The 16 kB cap was checked against Content-Length only: a chunked PUT of 60 kB (under the server's
+    64 KiB) was read and parsed whole. Now the same cap stops the read."""
+    import io
+
+    themes = ["a quiet harbour at dawn, oil on canvas"] * 1500  # ~60 kB of JSON
+    body = ('{"taste.themes": ' + __import__("json").dumps(themes) + "}").encode()
+    assert 16 * 1024 < len(body) < 64 * 1024
+    response = client.put("/api/settings", input_stream=io.BytesIO(body),
+                          headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json",
+                                   "Transfer-Encoding": "chunked"},
+                          environ_overrides={"wsgi.input_terminated": True})  # as waitress hands it over, de-chunked
+    assert response.status_code == 413, response.get_data(as_text=True)[:200]
+    assert not (state_dir / "settings.yaml").exists()
+
+
+def test_a_settings_form_without_a_length_is_refused_whole_never_saved_cut(owner, state_dir):
+    """A chunked form skipped the 16 kB check (it looked at Content-Length only) and was read up to the
+    app's cap, where werkzeug's stream ends without a word: past it the cut form would be saved, its last
+    theme cut mid-word. A body without a length that reaches the cap is refused whole."""
+    import io
+    from urllib.parse import urlencode
+
+    _, token = _form(owner)
+    themes = "\n".join(f"theme number {i}" for i in range(1500))
+    body = urlencode({"csrf_token": token, "feeds.sources-0-url": "", "taste.themes": themes}).encode()
+    assert 16 * 1024 < len(body) < 64 * 1024
+    response = owner.post("/config", input_stream=io.BytesIO(body),
+                          headers={"Content-Type": "application/x-www-form-urlencoded", "Transfer-Encoding": "chunked"},
+                          environ_overrides={"wsgi.input_terminated": True})
+    assert response.status_code == 413
+    assert not (state_dir / "settings.yaml").exists()
+    small = urlencode({"csrf_token": token, "feeds.sources-0-url": "", "schedule.render_at": "02:30"}).encode()
+    response = owner.post("/config", input_stream=io.BytesIO(small),
+                          headers={"Content-Type": "application/x-www-form-urlencoded", "Transfer-Encoding": "chunked"},
+                          environ_overrides={"wsgi.input_terminated": True})
+    assert response.status_code == 303  # a small chunked form is still read whole and saved
+    assert yaml.safe_load((state_dir / "settings.yaml").read_text()) == {"schedule": {"render_at": "02:30"}}
