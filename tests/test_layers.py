@@ -18,7 +18,7 @@ A module belongs to the part whose prefix matches it (``frame`` only matches the
 It may import its own part and any part of a lower level; never a part of its own level or above.
 Second rule, for the daemon process (which must stay at ~45 MiB: no numpy, onnx, scikit-learn,
 matplotlib): daemon and web modules import nothing from engine, diffusion, display, taste, convert,
-remote or serve, and from the worker only ``frame.worker.records`` (the job, choice, events and
+remote or serve, and from the worker only ``frame.worker.records``, ``frame.worker.events`` (the job, choice, events and
 results the processes exchange) and ``frame.worker.checks`` (what the settings page re-validates).
 
 ``UNPLACED`` places today's top-level modules that no prefix covers yet; each entry is deleted when its
@@ -79,7 +79,7 @@ LEVEL = {part: level for part, level, _ in PARTS}
 # Parts whose code never runs in the daemon process, and what of the worker the daemon may import.
 HEAVY_PARTS = ("engine", "diffusion", "display", "taste", "convert", "remote", "serve")
 DAEMON_PROCESS_PARTS = ("daemon", "web")
-WORKER_MODULES_FOR_THE_DAEMON = ("frame.worker.records", "frame.worker.checks")
+WORKER_MODULES_FOR_THE_DAEMON = ("frame.worker.records", "frame.worker.events", "frame.worker.checks")
 
 # Today's top-level modules that no prefix places yet, with the part they move to (plan-15.md,
 # "old path -> new path"). Delete each entry when its module moves; at the end this is empty.

@@ -24,7 +24,8 @@ from frame.display import get_panel, open_display
 from frame.display.device import DisplaySettings
 from frame.errors import UsageError
 from frame.worker import process
-from frame.worker.records import EXIT_PERMANENT, ErrorEvent, InfoFacts, JobUnreadable, ShowJob, read_job
+from frame.worker.events import ErrorEvent
+from frame.worker.records import EXIT_PERMANENT, InfoFacts, JobUnreadable, ShowJob, read_job
 from frame.worker.show import run_show
 
 log = logging.getLogger(__name__)

@@ -7,8 +7,8 @@ from typing import Any
 
 from frame.config.schema import Config
 from frame.worker.errors import StepFailed, StepUnavailable
+from frame.worker.events import StageEvent
 from frame.worker.process import Emit
-from frame.worker.records import StageEvent
 
 
 class PipelineHolder:

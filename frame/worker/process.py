@@ -37,19 +37,8 @@ from frame.config import load_config
 from frame.config.schema import Config
 from frame.errors import FrameError
 from frame.worker.errors import StepFailed, StepUnavailable
-from frame.worker.records import (
-    EXIT_PERMANENT,
-    EXIT_STOPPED,
-    DoneEvent,
-    ErrorEvent,
-    Event,
-    Job,
-    JobUnreadable,
-    Output,
-    StageEvent,
-    event_line,
-    read_job,
-)
+from frame.worker.events import DoneEvent, ErrorEvent, Event, Output, StageEvent, event_line
+from frame.worker.records import EXIT_PERMANENT, EXIT_STOPPED, Job, JobUnreadable, read_job
 
 log = logging.getLogger(__name__)
 

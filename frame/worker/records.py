@@ -1,6 +1,6 @@
-"""What the daemon and the worker processes exchange, as frozen records: the job (``job.json``), the
-theme choice (``choice.json``), the generation settings (``generation.json``), the worker's events
-on stdout and the results they carry, and the exit codes.
+"""What the daemon hands the worker processes, as frozen records: the job (``job.json``), the theme
+choice (``choice.json``) and the exit codes. What comes back — the step outputs, the worker's events on
+stdout and the results they carry — is in ``frame.worker.events``.
 
 Each record's ``to_json`` writes exactly the keys frame 0.1 wrote and ``from_json`` reads them back —
 a missing optional key (a file from 0.1) takes its default and an unknown one (a file from a later
@@ -14,7 +14,6 @@ The daemon imports this module, so it stays standard-library only.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,11 +32,11 @@ JobKind = Literal["render", "show"]
 PanelStatus = Literal["shown", "unchanged", "too-soon"]
 
 
-def _optional_path(value: Any) -> Path | None:
+def optional_path(value: Any) -> Path | None:
     return Path(value) if value else None
 
 
-def _text(value: Path | None) -> str | None:
+def path_text(value: Path | None) -> str | None:
     return str(value) if value is not None else None
 
 
@@ -285,16 +284,16 @@ class ShowJob:
     def from_json(cls, data: Mapping[str, Any]) -> ShowJob:
         info = data.get("info")
         return cls(state_dir=Path(data["state_dir"]), image=Path(data["image"]),
-                   panel=_optional_path(data.get("panel")), info=InfoFacts.from_json(info) if info else None,
-                   preview=_optional_path(data.get("preview")), prepared=_optional_path(data.get("prepared")))
+                   panel=optional_path(data.get("panel")), info=InfoFacts.from_json(info) if info else None,
+                   preview=optional_path(data.get("preview")), prepared=optional_path(data.get("prepared")))
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"kind": self.kind, "state_dir": str(self.state_dir), "image": str(self.image),
-                                "panel": _text(self.panel)}
+                                "panel": path_text(self.panel)}
         if self.info is not None:
             data["info"] = self.info.to_json()
         if self.preview is not None:  # keys only when set: a show job stays what 0.1 wrote
-            data.update(preview=str(self.preview), prepared=_text(self.prepared))
+            data.update(preview=str(self.preview), prepared=path_text(self.prepared))
         return data
 
 
@@ -328,254 +327,3 @@ def read_job(folder: Path) -> Job | None:
 
 def write_job(folder: Path, job: Job) -> None:
     write_json(Path(folder) / JOB_FILE, job.to_json())
-
-
-# step outputs -----------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Generation:
-    """The settings the picture was generated with (``generation.json``); ``backend``/``server`` when
-    the LAN render server painted it."""
-
-    steps: int
-    guidance: float
-    sampler: str
-    width: int
-    height: int
-    model: str
-    backend: str | None = None
-    server: str | None = None
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Generation:
-        return cls(steps=data["steps"], guidance=data["guidance"], sampler=data["sampler"], width=data["width"],
-                   height=data["height"], model=data.get("model") or "", backend=data.get("backend"),
-                   server=data.get("server"))
-
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"steps": self.steps, "guidance": self.guidance, "sampler": self.sampler,
-                                "width": self.width, "height": self.height, "model": self.model}
-        if self.backend is not None:
-            data.update(backend=self.backend, server=self.server)
-        return data
-
-
-# Seconds per step ("choose", "generate", "prepare"; the daemon adds "total"), summed over restarts
-# (``timings.json``, ``pictures.timings``): a mapping is the honest type.
-Timings = dict[str, float]
-
-
-@dataclass(frozen=True)
-class PictureMeta:
-    """What the store keeps about a new picture (``done.result.meta`` → ``Store.add_picture``)."""
-
-    prompt: str
-    negative_prompt: str
-    theme: str
-    style: str
-    origin: str
-    seed: int
-    sampler: str | None
-    steps: int | None
-    guidance: float | None
-    width: int | None
-    height: int | None
-    model: str | None
-    why: Mapping[str, Any] | None
-    features: Mapping[str, float] | None = None
-    timings: Mapping[str, float] = field(default_factory=dict)
-
-    FIELDS = ("prompt", "negative_prompt", "theme", "style", "origin", "seed", "sampler", "steps", "guidance",
-              "width", "height", "model", "why", "features", "timings")
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> PictureMeta:
-        return cls(prompt=data["prompt"], negative_prompt=data.get("negative_prompt") or "",
-                   theme=data.get("theme") or "", style=data.get("style") or "", origin=data.get("origin") or "",
-                   seed=data["seed"], sampler=data.get("sampler"), steps=data.get("steps"),
-                   guidance=data.get("guidance"), width=data.get("width"), height=data.get("height"),
-                   model=data.get("model"), why=data.get("why"), features=data.get("features"),
-                   timings=dict(data.get("timings") or {}))
-
-    def to_json(self) -> dict[str, Any]:
-        data = {name: getattr(self, name) for name in self.FIELDS}
-        data["timings"] = dict(self.timings)
-        return data
-
-
-@dataclass(frozen=True)
-class RenderOutput:
-    """A finished render job (``done.result``): the files to publish and what to store."""
-
-    image: Path
-    panel: Path | None
-    meta: PictureMeta
-    why_plot: Path | None = None
-    prompt_id: int | None = None
-    feed_item_id: int | None = None
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> RenderOutput:
-        return cls(image=Path(data["image"]), panel=_optional_path(data.get("panel")),
-                   meta=PictureMeta.from_json(data["meta"]), why_plot=_optional_path(data.get("why_plot")),
-                   prompt_id=data.get("prompt_id"), feed_item_id=data.get("feed_item_id"))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"image": str(self.image), "panel": _text(self.panel), "meta": self.meta.to_json(),
-                "why_plot": _text(self.why_plot), "prompt_id": self.prompt_id, "feed_item_id": self.feed_item_id}
-
-
-@dataclass(frozen=True)
-class ShowOutput:
-    """The panel's answer to a show job: ``shown`` is the virtual panel's PNG (or the first path)."""
-
-    status: PanelStatus
-    message: str = ""
-    paths: tuple[str, ...] = ()
-    retry_at: float | None = None
-    shown: str | None = None
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ShowOutput:
-        return cls(status=data.get("status") or "shown", message=data.get("message") or "",
-                   paths=tuple(data.get("paths") or ()), retry_at=data.get("retry_at"), shown=data.get("shown"))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"status": self.status, "message": self.message, "paths": list(self.paths),
-                "retry_at": self.retry_at, "shown": self.shown}
-
-
-@dataclass(frozen=True)
-class PreviewOutput:
-    """A preview job's result: the PNG of what the panel would show, and the "P" image it prepared
-    (None when the stored panel image was still right for the panel)."""
-
-    preview: Path
-    prepared: Path | None = None
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> PreviewOutput:
-        return cls(preview=Path(data["preview"]), prepared=_optional_path(data.get("prepared")))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"preview": str(self.preview), "prepared": _text(self.prepared)}
-
-
-Output = RenderOutput | ShowOutput | PreviewOutput
-
-
-# events -----------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class StageEvent:
-    """The worker entered a stage (choosing, loading model, generating …)."""
-
-    stage: str
-    steps: int | None = None
-    step_choice: str | None = None  # the step estimate's sentence
-    backend_note: str | None = None  # where tonight's picture is painted (render server or frame)
-
-    def progress(self) -> dict[str, Any]:
-        """The fields the live status takes."""
-        return {k: v for k, v in _fields(self).items() if v is not None}
-
-
-@dataclass(frozen=True)
-class ProgressEvent:
-    """Progress inside generation: after every finished step, and at most once a second in between."""
-
-    stage: str
-    step: int
-    steps: int
-    fraction: float
-    eta_seconds: float | None = None
-    preview: bool = False  # JOB_DIR/preview.png was just written
-    bytes_per_step: int | None = None  # weight bytes fetched per step (streamed models)
-    link_rate: int | None = None  # HTTP bytes per second
-
-    def progress(self) -> dict[str, Any]:
-        fields = {k: v for k, v in _fields(self).items() if v is not None}
-        if not self.preview:
-            fields.pop("preview")
-        return fields
-
-
-@dataclass(frozen=True)
-class ErrorEvent:
-    """A job failed in ``step``; the exit code says whether a restart may help."""
-
-    step: str
-    message: str
-
-
-@dataclass(frozen=True)
-class DoneEvent:
-    """The job finished: its output, the time it took and the worker's own peak memory."""
-
-    result: Output
-    seconds: float
-    peak_rss_mb: float
-
-    def to_json(self) -> dict[str, Any]:
-        return {"event": "done", "result": self.result.to_json(), "seconds": self.seconds,
-                "peak_rss_mb": self.peak_rss_mb}
-
-
-Event = StageEvent | ProgressEvent | ErrorEvent | DoneEvent
-_NAMES: dict[type, str] = {StageEvent: "stage", ProgressEvent: "progress", ErrorEvent: "error", DoneEvent: "done"}
-
-
-def _fields(event: Any) -> dict[str, Any]:
-    return {name: getattr(event, name) for name in event.__dataclass_fields__}
-
-
-def event_json(event: Event) -> dict[str, Any]:
-    """``{"event": "<name>", ...fields}`` as the worker writes it (optional fields left out when unset)."""
-    if isinstance(event, DoneEvent):
-        return event.to_json()
-    if isinstance(event, ErrorEvent):
-        return {"event": "error", "step": event.step, "message": event.message}
-    return {"event": _NAMES[type(event)], **event.progress()}
-
-
-def event_line(event: Event) -> str:
-    return json.dumps(event_json(event))
-
-
-def output_from_json(data: Mapping[str, Any]) -> Output:
-    """A render job's result carries ``meta``, a preview's ``preview``; a show job's the panel's ``status``."""
-    if "meta" in data:
-        return RenderOutput.from_json(data)
-    return PreviewOutput.from_json(data) if "preview" in data else ShowOutput.from_json(data)
-
-
-def event_from_json(data: Any) -> Event | None:
-    """The event in one decoded line, or None when it is not one of the protocol's four (a stray print)."""
-    if not isinstance(data, Mapping):
-        return None
-    name = data.get("event")
-    try:
-        if name == "stage":
-            return StageEvent(stage=str(data.get("stage", "")), steps=data.get("steps"),
-                              step_choice=data.get("step_choice"), backend_note=data.get("backend_note"))
-        if name == "progress":
-            return ProgressEvent(stage=str(data.get("stage", "")), step=int(data["step"]), steps=int(data["steps"]),
-                                 fraction=float(data.get("fraction", 0.0)), eta_seconds=data.get("eta_seconds"),
-                                 preview=bool(data.get("preview", False)), bytes_per_step=data.get("bytes_per_step"),
-                                 link_rate=data.get("link_rate"))
-        if name == "error":
-            return ErrorEvent(step=str(data.get("step") or "render"), message=str(data.get("message")))
-        if name == "done":
-            return DoneEvent(result=output_from_json(data["result"]), seconds=float(data.get("seconds") or 0.0),
-                             peak_rss_mb=float(data.get("peak_rss_mb") or 0.0))
-    except (KeyError, TypeError, ValueError):
-        return None
-    return None
-
-
-def parse_event(line: bytes | str) -> Event | None:
-    """One stdout line of a worker as an event; None for anything that is not the protocol."""
-    try:
-        return event_from_json(json.loads(line))
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return None

@@ -39,7 +39,8 @@ from frame.diffusion.pngmeta import png_bytes
 from frame.remote.errors import DIED, TIMEOUT, RemoteUnavailable
 from frame.remote.night import night_job
 from frame.statefile import read_json, write_json
-from frame.worker.records import Generation, RenderJob, StageEvent, ThemeChoice, Why
+from frame.worker.events import Generation, StageEvent
+from frame.worker.records import RenderJob, ThemeChoice, Why
 
 log = logging.getLogger(__name__)
 

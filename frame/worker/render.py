@@ -32,19 +32,10 @@ from frame.worker import (
 )
 from frame.worker import step_choice as nightly
 from frame.worker.errors import StepFailed, StepUnavailable, step_failed
+from frame.worker.events import Generation, PictureMeta, ProgressEvent, RenderOutput, StageEvent, Timings
 from frame.worker.pipeline import PipelineHolder
 from frame.worker.process import Emit
-from frame.worker.records import (
-    Generation,
-    PictureMeta,
-    ProgressEvent,
-    RenderJob,
-    RenderOutput,
-    StageEvent,
-    ThemeChoice,
-    Timings,
-    Why,
-)
+from frame.worker.records import RenderJob, ThemeChoice, Why
 from frame.worker.remote_step import paint_remotely, why_with_backend
 
 log = logging.getLogger(__name__)

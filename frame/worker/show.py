@@ -15,8 +15,9 @@ from typing import Any
 from frame.config.schema import Config
 from frame.worker import process
 from frame.worker.errors import StepUnavailable
+from frame.worker.events import PreviewOutput, ShowOutput, StageEvent
 from frame.worker.process import Emit
-from frame.worker.records import PreviewOutput, ShowJob, ShowOutput, StageEvent
+from frame.worker.records import ShowJob
 
 
 def _stored(job: ShowJob) -> tuple[Any, Any]:

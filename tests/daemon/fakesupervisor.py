@@ -9,7 +9,8 @@ from pathlib import Path
 from PIL import Image
 
 from frame.daemon.jobs.supervisor import Outcome
-from frame.worker.records import PictureMeta, ProgressEvent, RenderOutput, ShowOutput, read_job
+from frame.worker.events import PictureMeta, ProgressEvent, RenderOutput, ShowOutput
+from frame.worker.records import read_job
 
 
 class FakeSupervisor:

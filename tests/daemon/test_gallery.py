@@ -5,7 +5,7 @@ import pytest
 from frame import statefile
 from frame.daemon.store import gallery
 from frame.errors import FrameError
-from frame.worker.records import PictureMeta
+from frame.worker.events import PictureMeta
 from tests.daemon.conftest import add_picture
 
 

@@ -12,7 +12,7 @@ from frame.daemon.jobs import night
 from frame.daemon.jobs.night import RenderContext
 from frame.daemon.status import LiveStatus
 from frame.diffusion.progress import Progress
-from frame.worker.records import ProgressEvent, event_json, parse_event
+from frame.worker.events import ProgressEvent, event_json, parse_event
 from frame.worker.render import ProgressRelay
 
 

@@ -6,7 +6,7 @@ from PIL import Image
 
 import frame.display
 from frame.config import DisplayConfig, load_config
-from frame.worker.records import StageEvent
+from frame.worker.events import StageEvent
 from frame.worker.render import prepare_for_panel
 from tests.display.test_device import InkyE673, _fake_inky
 

@@ -5,7 +5,7 @@ import time
 from pathlib import Path
 
 from frame.daemon.jobs.supervisor import Supervisor, rss_mb
-from frame.worker.records import ProgressEvent, ShowOutput
+from frame.worker.events import ProgressEvent, ShowOutput
 
 FAKE = [sys.executable, str(Path(__file__).with_name("fakeworker.py"))]
 

@@ -23,19 +23,16 @@ import pytest
 import frame
 from frame.daemon.store.database import Store
 from frame.statefile import read_json, write_json
-from frame.worker.records import (
+from frame.worker.events import (
     DoneEvent,
     Generation,
-    RenderJob,
     RenderOutput,
-    ShowJob,
     ShowOutput,
-    ThemeChoice,
     event_json,
     output_from_json,
     parse_event,
-    read_job,
 )
+from frame.worker.records import RenderJob, ShowJob, ThemeChoice, read_job
 
 FORMATS = Path(__file__).resolve().parents[1] / "fixtures" / "formats"
 JOBS = sorted((FORMATS / "jobs").iterdir())

@@ -8,14 +8,8 @@ import pytest
 
 from frame.errors import FrameError
 from frame.worker.errors import StepFailed, StepUnavailable
-from frame.worker.records import (
-    ErrorEvent,
-    PanelStatus,
-    ProgressEvent,
-    StageEvent,
-    event_json,
-    parse_event,
-)
+from frame.worker.events import ErrorEvent, ProgressEvent, StageEvent, event_json, parse_event
+from frame.worker.records import PanelStatus
 from frame.worker.render import _timed
 
 
@@ -67,7 +61,8 @@ def test_a_named_failure_keeps_its_step():
 
 
 def test_a_preview_job_round_trips_and_a_show_job_keeps_its_keys(tmp_path):
-    from frame.worker.records import PreviewOutput, ShowJob, job_from_json, output_from_json
+    from frame.worker.events import PreviewOutput, output_from_json
+    from frame.worker.records import ShowJob, job_from_json
 
     show = ShowJob(state_dir=tmp_path, image=tmp_path / "a.jpg")
     assert set(show.to_json()) == {"kind", "state_dir", "image", "panel"}  # what 0.1 wrote

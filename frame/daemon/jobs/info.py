@@ -32,7 +32,8 @@ from frame.daemon.store import gallery
 from frame.daemon.store.database import Store
 from frame.daemon.store.records import StoredPicture
 from frame.errors import FrameError
-from frame.worker.records import InfoFacts, ShowJob, ShowOutput
+from frame.worker.events import ShowOutput
+from frame.worker.records import InfoFacts, ShowJob
 
 if TYPE_CHECKING:
     from frame.daemon.jobs.night import RenderContext

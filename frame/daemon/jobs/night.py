@@ -41,6 +41,7 @@ from frame.daemon.store.recovery import backup_path
 from frame.errors import FrameError
 from frame.seeds import random_seed
 from frame.statefile import read_json
+from frame.worker.events import RenderOutput, ShowOutput
 from frame.worker.records import (
     Job,
     JobCandidate,
@@ -48,9 +49,7 @@ from frame.worker.records import (
     RatedPicture,
     RenderJob,
     RenderKind,
-    RenderOutput,
     ShowJob,
-    ShowOutput,
     ThemeChoice,
     Variation,
     Why,

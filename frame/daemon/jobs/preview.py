@@ -39,7 +39,8 @@ from frame.daemon.jobs.night import RenderContext, write_job_files
 from frame.daemon.jobs.supervisor import worker_command
 from frame.daemon.store import gallery
 from frame.errors import FrameError
-from frame.worker.records import PreviewOutput, ShowJob
+from frame.worker.events import PreviewOutput
+from frame.worker.records import ShowJob
 
 log = logging.getLogger(__name__)
 

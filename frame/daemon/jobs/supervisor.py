@@ -25,16 +25,8 @@ from pathlib import Path
 from typing import Literal
 
 import frame
-from frame.worker.records import (
-    EXIT_PERMANENT,
-    DoneEvent,
-    ErrorEvent,
-    Event,
-    Output,
-    ProgressEvent,
-    StageEvent,
-    parse_event,
-)
+from frame.worker.events import DoneEvent, ErrorEvent, Event, Output, ProgressEvent, StageEvent, parse_event
+from frame.worker.records import EXIT_PERMANENT
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from frame.atomicfile import fsync_dir, make_dirs, write_bytes_atomic
 from frame.daemon.store.database import Store
 from frame.errors import FrameError
-from frame.worker.records import PictureMeta
+from frame.worker.events import PictureMeta
 
 log = logging.getLogger(__name__)
 
