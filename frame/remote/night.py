@@ -3,7 +3,9 @@
 The server's model is not frame's: steps, guidance and sampler come from ``render.remote`` (a desktop
 SD 1.5 or SDXL checkpoint wants ~25 steps and guidance ~7, whatever the frame's local Turbo model
 needs), and the size from ``render.remote.size`` — "auto" is SD 1.5's 512×512 pixel area at the panel's
-aspect ratio in multiples of 64 px, as a local SD 1.5 render would get.
+aspect ratio in multiples of 64 px, as a local SD 1.5 render would get. A queued prompt's own steps,
+sampler, guidance and size are already in ``render.remote`` when the worker calls ``night_job``
+(``frame.worker.prompt_settings.with_remote_prompt_settings``).
 """
 
 from __future__ import annotations

@@ -39,6 +39,7 @@ from frame.diffusion.pngmeta import png_bytes
 from frame.remote.errors import DIED, TIMEOUT, RemoteUnavailable
 from frame.remote.night import night_job
 from frame.statefile import read_json, write_json
+from frame.worker import prompt_settings
 from frame.worker.events import Generation, StageEvent
 from frame.worker.records import RenderJob, ThemeChoice, Why
 
@@ -103,9 +104,11 @@ def _ask(job: RenderJob, config: Config, choice: ThemeChoice, emit: Emit, progre
 
     server = redact_url(config.render.remote.url or "")
     note = f"Painting on the render server {server}" + (" (asking again after a restart)" if resumed else "")
-    log.info("%s: %r, seed %d", note, choice.prompt, job.seed)
-    emit(StageEvent("asking the render server", backend_note=note + "."))
+    config = prompt_settings.with_remote_prompt_settings(config, job.settings)  # a queued prompt's own
     remote_job = night_job(config, choice.prompt, choice.negative_prompt, job.seed)
+    log.info("%s: %r, seed %d, %d steps %s, guidance %g, %dx%d", note, choice.prompt, job.seed, remote_job.steps,
+             remote_job.sampler, remote_job.guidance, remote_job.width, remote_job.height)
+    emit(StageEvent("asking the render server", backend_note=note + "."))
     result = render_remote(config.render.remote, remote_job, progress=progress, deadline_seconds=budget)
     emit(StageEvent("picture received from the render server",
                     backend_note=f"Painted on the render server {result.server} in {result.seconds:.0f} s."))

@@ -28,7 +28,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from PIL import Image, PngImagePlugin
 
-INFOTEXT = ("{prompt}\nNegative prompt: {negative}\nSteps: {steps}, Sampler: DPM++ 2M, Schedule type: Karras, "
+INFOTEXT = ("{prompt}\nNegative prompt: {negative}\nSteps: {steps}, Sampler: {sampler}, Schedule type: {schedule}, "
             "CFG scale: {cfg}, Seed: {seed}, Size: {width}x{height}, Model hash: 879db523c3, Model: dreamshaper_8, "
             "Version: v1.10.1")
 
@@ -45,6 +45,14 @@ def gradient_png(width: int, height: int, text: str = "") -> bytes:
     return buffer.getvalue()
 
 
+def split_sampler(name: str) -> tuple[str, str]:
+    """A requested sampler as A1111 1.9+ reports it: "DPM++ 2M Karras" → ("DPM++ 2M", "Karras"),
+    "Euler a" → ("Euler a", "Automatic")."""
+    if name.endswith(" Karras"):
+        return name[: -len(" Karras")], "Karras"
+    return name, "Automatic"
+
+
 class FakeA1111:
     def __init__(self, mode: str = "ok", job_seconds: float = 0.4, user: str = "", password: str = "",
                  token: str = "", drip_seconds: float = 0.2) -> None:
@@ -52,6 +60,7 @@ class FakeA1111:
         self.user, self.password, self.token = user, password, token
         self.requests: list[tuple[str, str, dict, object]] = []
         self.job_started: float | None = None
+        self.job_steps = 25  # the running job's steps, as its progress reports them
         self.stop = threading.Event()
         self.interrupted = threading.Event()  # POST /sdapi/v1/interrupt ends the running job early
         fake = self
@@ -130,10 +139,11 @@ class FakeA1111:
         preview = base64.b64encode(gradient_png(64, 40)).decode()
         return {"progress": fraction, "eta_relative": max(0.0, self.job_seconds - elapsed),
                 "state": {"skipped": False, "interrupted": False, "job": "txt2img", "job_count": 1, "job_no": 0,
-                          "sampling_step": int(fraction * 25), "sampling_steps": 25},
+                          "sampling_step": int(fraction * self.job_steps), "sampling_steps": self.job_steps},
                 "current_image": preview, "textinfo": None}
 
     def job(self, handler: BaseHTTPRequestHandler, body: dict) -> None:
+        self.job_steps = int(body.get("steps", 20))
         self.job_started = time.monotonic()
         if self.mode in ("die", "vanish"):
             self.stop.wait(self.job_seconds)
@@ -155,7 +165,9 @@ class FakeA1111:
         if self.mode == "not-json":
             return self.send(handler, 200, b"<html><body>Stable Diffusion</body></html>", "text/html")
         width, height = int(body.get("width", 512)), int(body.get("height", 512))
+        sampler, schedule = split_sampler(body.get("sampler_name", "Euler"))
         text = INFOTEXT.format(prompt=body.get("prompt", ""), negative=body.get("negative_prompt", ""),
+                               sampler=sampler, schedule=schedule,
                                steps=body.get("steps", 20), cfg=body.get("cfg_scale", 7), seed=body.get("seed", -1),
                                width=width, height=height)
         png = gradient_png(width // 2 if self.mode == "wrong-size" else width, height, text)
@@ -164,7 +176,7 @@ class FakeA1111:
         info = {"prompt": body.get("prompt"), "all_prompts": [body.get("prompt")],
                 "negative_prompt": body.get("negative_prompt"), "seed": body.get("seed"),
                 "all_seeds": [body.get("seed")], "subseed": 1, "width": width, "height": height,
-                "sampler_name": "DPM++ 2M", "cfg_scale": body.get("cfg_scale"), "steps": body.get("steps"),
+                "sampler_name": sampler, "cfg_scale": body.get("cfg_scale"), "steps": body.get("steps"),
                 "batch_size": 1, "sd_model_name": "dreamshaper_8", "sd_model_hash": "879db523c3",
                 "denoising_strength": body.get("denoising_strength"), "infotexts": [text]}
         self.send_json(handler, 200, {"images": [base64.b64encode(png).decode()], "parameters": body,

@@ -72,7 +72,8 @@ def test_the_night_is_painted_on_the_server_with_its_parameters(tmp_path, closin
     assert (picture.model, picture.steps, picture.sampler, picture.width) == (
         "dreamshaper_8", 25, "dpm++2m_karras", 96)
     assert _parameters(ctx, picture) == INFOTEXT.format(prompt=body["prompt"], negative=body["negative_prompt"],
-                                                        steps=25, cfg=7.0, seed=body["seed"], width=96, height=64)
+                                                        steps=25, sampler="DPM++ 2M", schedule="Karras", cfg=7.0,
+                                                        seed=body["seed"], width=96, height=64)
     assert picture.why["painted"] == f"on the render server {fake.url} (dreamshaper_8)"
     assert "remote_fallback" not in picture.why and picture.why["method"] == "queue"
     assert Image.open(gallery.picture_path(ctx.state_dir, picture.panel_file)).size == (80, 48)
