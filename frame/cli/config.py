@@ -6,8 +6,6 @@ import argparse
 import json
 import sys
 
-import yaml
-
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     config = subparsers.add_parser("config", help="check or print the configuration")
@@ -132,12 +130,16 @@ def _describe_estimate(config) -> None:
 
 
 def _config_show(args: argparse.Namespace) -> int:
+    """Print with ``dump_yaml``, the owner layer's writer: ``yaml.safe_dump`` left ``render_at: 02:00``
+    bare, which a YAML 1.1 reader takes for the number 120, so a copy of what this prints into another
+    tool or back into a config file would not read back the same."""
     from frame.config import load_config, to_plain
+    from frame.config.yamltext import dump_yaml
 
     if args.origin:
         return _config_origins(args.file or args.config)
     config = load_config(args.file or args.config)
-    yaml.safe_dump(to_plain(config), sys.stdout, sort_keys=False, allow_unicode=True)
+    dump_yaml(to_plain(config), sys.stdout)
     return 0
 
 

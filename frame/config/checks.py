@@ -4,6 +4,7 @@ message, or ``None`` when the value is fine. Kept apart from the schema so the r
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -31,6 +32,43 @@ def within(low: int, high: int) -> Callable[[int | None], str | None]:
     def check(value: int | None) -> str | None:
         return None if value is None or low <= value <= high else f"must be from {low} to {high}, got {value}"
     return check
+
+
+MAX_GUIDANCE = 30.0  # AUTOMATIC1111's CFG slider ends here; far above it every model paints noise
+
+
+def guidance(value: float | None) -> str | None:
+    """Classifier-free guidance from 0 to ``MAX_GUIDANCE``: the one limit the configuration, the settings
+    page and the queue (``frame.daemon.queue``) share."""
+    if value is None or 0 <= value <= MAX_GUIDANCE:
+        return None
+    return f"must be from 0 to {MAX_GUIDANCE:g}, got {value:g}"
+
+
+# Typed text may hold tab, CR and LF (whitespace) but none of these: control characters (Cc: NUL, ESC,
+# DEL), format characters (Cf: the bidi overrides U+202A-U+202E and isolates U+2066-U+2069, which make
+# text read differently from what it holds, zero-width spaces), unpaired surrogates (Cs: not text,
+# SQLite cannot store them) and private-use characters (Co: no meaning a model learned).
+_REFUSED_CATEGORIES = ("Cc", "Cf", "Cs", "Co")
+_ALLOWED_CONTROLS = "\t\r\n"
+
+
+def control_character(text: str) -> str | None:
+    """The first character of ``text`` that typed text must not hold, or None."""
+    return next((c for c in text if unicodedata.category(c) in _REFUSED_CATEGORIES and c not in _ALLOWED_CONTROLS),
+                None)
+
+
+def plain_text(value: str, secret: bool = False) -> str | None:
+    """The rule for every free-text value, in the configuration and on the queue form alike
+    (``frame.web.forms.clean_text``): the problem names the character (not for a secret's value)."""
+    found = control_character(value)
+    if found is None:
+        return None
+    if secret:
+        return "contains a control character"
+    name = unicodedata.name(found, "")
+    return f"contains a control character U+{ord(found):04X}" + (f" ({name})" if name else "")
 
 
 def unit_interval(value) -> str | None:

@@ -18,6 +18,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from frame.config import checks
 from frame.config.schema import Config
 
 Applies = Literal["now", "next render", "restart"]
@@ -112,7 +113,8 @@ FIELDS: tuple[Field, ...] = (
     field("model.token", "Model", "Model server token", NEXT, "Leave empty to keep the current one."),
     field("model.sampler", "Painting", "Sampler", NEXT),
     field("model.steps", "Painting", "Steps", NEXT, "Empty: the largest count that fits the window.", minimum=1),
-    field("model.guidance", "Painting", "Guidance", NEXT, "Empty: the model's default.", minimum=0, step="0.5"),
+    field("model.guidance", "Painting", "Guidance", NEXT, "Empty: the model's default.", minimum=0,
+          maximum=checks.MAX_GUIDANCE, step="0.5"),
     field("model.size", "Painting", "Size", NEXT, "auto, or WIDTHxHEIGHT in multiples of 8 like 512x320."),
     field("gallery.max_pictures", "Gallery", "Keep at most … pictures", NEXT, minimum=1, maximum=10_000_000),
     field("gallery.max_disk_mb", "Gallery", "Keep at most … MB of pictures", NEXT, minimum=1, maximum=100_000_000),

@@ -49,7 +49,7 @@ class ModelConfig:
     attention_slices: int | None = _opt(None, checks.positive)
     sampler: SamplerName = "euler_a"
     steps: int | None = _opt(None, checks.positive)
-    guidance: float | None = _opt(None, checks.non_negative)
+    guidance: float | None = _opt(None, checks.guidance)
     negative_prompt: str = "blurry, low quality, text, watermark, signature, frame, border"
     size: str = _opt("auto", checks.size_or_auto)
     vae_tile: int = _opt(32, checks.positive)
@@ -70,7 +70,7 @@ class RemoteRenderConfig:
     password: str = _opt("", secret=True)
     token: str = _opt("", secret=True)
     steps: int = _opt(25, checks.positive)
-    guidance: float = _opt(7.0, checks.non_negative)
+    guidance: float = _opt(7.0, checks.guidance)
     sampler: SamplerName = "dpm++2m_karras"
     size: str = _opt("auto", checks.size_or_auto)
     connect_timeout_seconds: float = _opt(5.0, checks.positive)

@@ -14,6 +14,7 @@ import typing
 from collections.abc import Callable
 from typing import Any, Literal
 
+from frame.config.checks import plain_text
 from frame.config.redact import redact_url
 from frame.errors import closest
 
@@ -100,6 +101,12 @@ def _convert_scalar(value: Any, tp: type, path: Path, problems: Problems, secret
         # YAML's .inf/.nan and JSON's Infinity/NaN: inf passes every minimum, nan every range check
         problems.add(path, f"must be a finite number, got {value!r}")
         return _MISSING
+    if tp is str and isinstance(value, str):
+        problem = plain_text(value, secret)  # every string: themes, prompts, feed names, paths, URLs
+        if problem:
+            problems.add(path, problem)
+            return _MISSING
+        return value
     if isinstance(value, tp) and not (tp is int and isinstance(value, bool)):
         return value
     shown = "" if secret else f" {value!r}"

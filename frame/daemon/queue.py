@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, get_args
 
+from frame.config.checks import MAX_GUIDANCE
 from frame.config.schema import Config, SamplerName
 from frame.daemon.store import gallery
 from frame.daemon.store.database import Store
@@ -30,7 +31,6 @@ log = logging.getLogger(__name__)
 
 SETTING_FIELDS = ("steps", "sampler", "guidance", "seed", "size")
 MAX_STEPS = 150  # A1111's slider; a night on a Pi Zero takes minutes per step
-MAX_GUIDANCE = 30.0
 MAX_SIDE = 2048
 SIZE_STEP = 64  # a latent side must be a multiple of 8 (64 pixels) for SD 1.5 and SDXL (diffusion.sizes)
 STRENGTH_RANGE = (0.3, 0.8)  # below: hardly changes the picture; above: hardly keeps it

@@ -61,6 +61,17 @@ def field_for(path: tuple) -> str:
     return GENERAL
 
 
+def _item(path: tuple, key: str) -> str:
+    """Which part of a field a problem is about, as the page shows it: ``line 3: `` of a one-per-line
+    list (``taste.themes[2]``), ``feed 1, name: `` of a feed row; ``""`` for the field itself."""
+    rest = path[len(key.split(".")):] if key != GENERAL else ()
+    if len(rest) == 1 and isinstance(rest[0], int):
+        return f"line {rest[0] + 1}: "
+    if len(rest) == 2 and isinstance(rest[0], int):
+        return f"feed {rest[0] + 1}, {rest[1]}: "
+    return ""
+
+
 class SettingsEditor:
     """The owner layer of one configuration (``config_path`` and ``environ`` as ``load_config`` takes;
     ``state_dir``: the running daemon's state folder, else the one the file and environment name)."""
@@ -145,7 +156,7 @@ class SettingsEditor:
         found += [(p, m) for p, m in deep_problems(resolved.config) if format_path(p) not in known]
         for path, message in found:
             key = field_for(path)
-            message = redact_text(message)
+            message = redact_text(_item(path, key) + message)
             if key in proposal.changed or owner.get_path(proposal.owner_data, path)[0]:
                 proposal.problems.setdefault(key, []).append(message)
             else:

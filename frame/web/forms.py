@@ -7,8 +7,9 @@ views turn into a 400 page (or a message next to the form) with nothing stored.
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Mapping
+
+from frame.config.checks import plain_text
 
 PROMPT_MAX = 300
 NEGATIVE_MAX = 300
@@ -35,8 +36,9 @@ def clean_text(form: Mapping[str, str], field: str, max_chars: int, required: bo
         raise FormError(field, "must be text")
     if len(raw) > max_chars * 4:
         raise FormError(field, f"is too long (at most {max_chars} characters)")
-    if any(unicodedata.category(c) in ("Cc", "Cf", "Cs", "Co") and c not in "\t\r\n" for c in raw):
-        raise FormError(field, "contains control characters")
+    problem = plain_text(raw)  # the configuration's rule for free text (frame.config.checks)
+    if problem:
+        raise FormError(field, problem)
     text = " ".join(raw.split())
     if required and not text:
         raise FormError(field, "must not be empty")

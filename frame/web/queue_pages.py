@@ -25,6 +25,7 @@ from frame.web.routes import bp, web_context
 log = logging.getLogger(__name__)
 
 TEXT_FIELDS = ("prompt", "negative_prompt", "theme")
+MAXIMA = {"steps": queue_rules.MAX_STEPS, "guidance": f"{queue_rules.MAX_GUIDANCE:g}"}  # the inputs' max
 EMPTY = {"prompt": "", "negative_prompt": "", "theme": "", "steps": "", "sampler": "", "guidance": "", "seed": "",
          "size": "", "strength": ""}
 
@@ -78,7 +79,7 @@ def queued_view(ctx: WebContext, prompt: QueuedPrompt) -> dict[str, Any]:
 def _page(ctx: WebContext, values: Mapping[str, str], error: FormError | None) -> Any:
     queued = [queued_view(ctx, prompt) for prompt in ctx.store.queued_prompts()]
     return render_template("queue.html", queued=queued, values=values, error=error, limits=_limits(ctx),
-                           samplers=queue_rules.SAMPLERS), (400 if error else 200)
+                           samplers=queue_rules.SAMPLERS, maxima=MAXIMA), (400 if error else 200)
 
 
 @bp.route("/queue", methods=["GET", "POST"])
@@ -119,7 +120,7 @@ def edit_prompt(prompt_id: int) -> Any:
             flash("Saved.")
             return redirect(url_for("web.queue"), 303)
     return render_template("queue_edit.html", prompt=prompt, values=values, error=error, limits=_limits(ctx),
-                           samplers=queue_rules.SAMPLERS), (400 if error else 200)
+                           samplers=queue_rules.SAMPLERS, maxima=MAXIMA), (400 if error else 200)
 
 
 @bp.post("/queue/<id:prompt_id>/move")

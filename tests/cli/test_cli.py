@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from frame.cli.program import build_parser, main
+from frame.config import load_config
 
 THREE_MISTAKES = "model:\n  sampler: eulr\ndisplay:\n  fitt: cover\nschedule:\n  show_at: 7pm\n"
 
@@ -117,6 +118,20 @@ def test_config_show_hides_token(tmp_path, capsys):
     assert main(["config", "show", str(path)]) == 0
     out = capsys.readouterr().out
     assert "very-secret" not in out and "token: '***'" in out
+
+
+def test_config_show_prints_yaml_that_every_reader_reads_back_the_same(tmp_path, capsys):
+    """``yaml.safe_dump`` left ``02:00`` (base 60 in YAML 1.1: 120), ``y`` (a YAML 1.1 boolean) and
+    ``1e3`` (a YAML 1.2 float) bare; ``config show`` quotes them as ``settings.yaml`` does."""
+    path = tmp_path / "c.yaml"
+    path.write_text("schedule:\n  render_at: '02:00'\ntaste:\n  themes: ['y', '1e3', a harbour]\n")
+    assert main(["config", "show", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "  render_at: '02:00'\n" in out and "  - 'y'\n" in out and "  - '1e3'\n" in out
+    assert "  - a harbour\n" in out  # ordinary text stays plain
+    again = tmp_path / "again.yaml"
+    again.write_text(out.replace("'***'", "''"))  # the hidden token is not a valid one
+    assert load_config(again, environ={}) == load_config(path, environ={})
 
 
 @pytest.mark.parametrize("command", [[], ["demo"], ["config"], ["config", "check"]])

@@ -67,10 +67,22 @@ def test_clean_text():
         clean_text({"p": " \t"}, "p", 20, required=True)
     with pytest.raises(FormError, match="too long"):
         clean_text({"p": "x" * 21}, "p", 20)
-    with pytest.raises(FormError, match="control characters"):
+    with pytest.raises(FormError, match=r"p: contains a control character U\+0007"):
         clean_text({"p": "bell\x07"}, "p", 20)
-    with pytest.raises(FormError, match="control characters"):
+    with pytest.raises(FormError, match=r"contains a control character U\+200B \(ZERO WIDTH SPACE\)"):
         clean_text({"p": "zero\u200bwidth"}, "p", 20)
+
+
+def test_the_queue_form_and_the_configuration_share_one_text_rule():
+    """One helper (``frame.config.checks.plain_text``) for both, so a theme the settings page refuses is
+    refused on the queue form with the same words, and the other way round."""
+    from frame.config import checks
+
+    for text in ("a\x00b", "a\u202eb", "a\u2066b", "a\ud800b", "a\ue000b", "a\x7fb"):
+        with pytest.raises(FormError) as info:
+            clean_text({"p": text}, "p", 20)
+        assert info.value.message == checks.plain_text(text)
+    assert clean_text({"p": "tab\tand\r\nnewline"}, "p", 40) == "tab and newline"
 
 
 def test_blocklist_is_case_insensitive():

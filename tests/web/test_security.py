@@ -128,8 +128,8 @@ def test_rating_unknown_picture_is_404(owner):
     ("", "prompt must not be empty"),
     ("   ", "prompt must not be empty"),
     ("x" * 301, "prompt is too long"),
-    ("a cat\x1b[31m", "prompt contains control characters"),
-    ("a \u202eflipped cat", "prompt contains control characters"),
+    ("a cat\x1b[31m", "prompt contains a control character U+001B"),
+    ("a \u202eflipped cat", "prompt contains a control character U+202E (RIGHT-TO-LEFT OVERRIDE)"),
 ])
 def test_bad_prompts_are_rejected(owner, store, prompt, message):
     csrf = csrf_from(html(owner.get("/queue")))

@@ -134,3 +134,35 @@ def test_a_settings_form_without_a_length_is_refused_whole_never_saved_cut(owner
                           environ_overrides={"wsgi.input_terminated": True})
     assert response.status_code == 303  # a small chunked form is still read whole and saved
     assert yaml.safe_load((state_dir / "settings.yaml").read_text()) == {"schedule": {"render_at": "02:30"}}
+
+
+def test_control_characters_are_refused_with_the_line_and_the_character(owner, client, state_dir):
+    """Themes, styles, the negative prompt and feed texts took NUL and U+202E (which makes text read
+    other than it is) although the queue form refuses them; the page now says which line and which one."""
+    _, token = _form(owner)
+    response = owner.post("/config", data={"csrf_token": token, "taste.themes": "a harbour\nthe \u202esea",
+                                           "model.negative_prompt": "blurry\x00", "feeds.sources-0-url": ""})
+    html = response.get_data(as_text=True)
+    assert response.status_code == 400
+    assert re.search(r'id="f-taste-themes-problem">line 2: contains a control character U\+202E '
+                     r'\(RIGHT-TO-LEFT OVERRIDE\)', html)
+    assert re.search(r'id="f-model-negative_prompt-problem">contains a control character U\+0000', html)
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+    feed = {"url": "https://example.org/f", "name": "news\u2067", "template": "{title}"}
+    response = client.put("/api/settings", json={"feeds.sources": [feed]}, headers=bearer)
+    assert response.status_code == 422
+    assert response.json["problems"]["feeds.sources"] == [
+        "feed 1, name: contains a control character U+2067 (RIGHT-TO-LEFT ISOLATE)"]
+    assert not (state_dir / "settings.yaml").exists()
+
+
+def test_guidance_has_an_upper_end_and_the_inputs_say_so(owner, state_dir):
+    html, token = _form(owner)
+    guidance = re.search(r'<input id="f-model-guidance"[^>]*>', html, re.S).group(0)
+    assert 'max="30' in guidance
+    queue_input = re.search(r'<input id="guidance"[^>]*>', owner.get("/queue").get_data(as_text=True)).group(0)
+    assert 'max="30"' in queue_input
+    response = owner.post("/config", data={"csrf_token": token, "model.guidance": "31", "feeds.sources-0-url": ""})
+    assert response.status_code == 400
+    assert re.search(r'id="f-model-guidance-problem">must be from 0 to 30, got 31', response.get_data(as_text=True))
+    assert not (state_dir / "settings.yaml").exists()
