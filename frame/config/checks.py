@@ -50,7 +50,9 @@ def guidance(value: float | None) -> str | None:
 # text read differently from what it holds, zero-width spaces), unpaired surrogates (Cs: not text,
 # SQLite cannot store them) and private-use characters (Co: no meaning a model learned).
 _REFUSED_CATEGORIES = ("Cc", "Cf", "Cs", "Co")
-_ALLOWED_CONTROLS = "\t\r\n"
+# whitespace, and the zero-width (non-)joiner: format characters that real text needs (emoji such as
+# 👨‍👩‍👧, Persian and Indic scripts), unlike the bidi overrides and invisible spaces the rule is for
+_ALLOWED_CONTROLS = "\t\r\n\u200c\u200d"
 
 
 def control_character(text: str) -> str | None:

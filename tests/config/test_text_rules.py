@@ -69,6 +69,9 @@ def test_the_rule_allows_whitespace_and_names_what_it_refuses():
         assert checks.plain_text(text).startswith("contains a control character U+")
     assert checks.plain_text("a\x00b", secret=True) == "contains a control character"
     assert checks.plain_text("tab\tand\r\nnewline") is None
+    # joiners are part of real text: a family emoji, Persian "می‌خواهم" (zero-width non-joiner)
+    assert checks.plain_text("\U0001F468\u200d\U0001F469\u200d\U0001F467") is None
+    assert checks.plain_text("\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645") is None
 
 
 @pytest.mark.parametrize("key", ["model:\n  guidance", "render:\n  remote:\n    guidance"])
