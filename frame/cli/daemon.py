@@ -1,4 +1,5 @@
-"""CLI twins of the daemon: ``frame run | status | rate | queue | render-now | token | install-service``.
+"""CLI twins of the daemon: ``frame run | status | rate | delete | queue | render-now | token |
+install-service``.
 
 Import-light on purpose (the ``frame`` CLI imports every part's commands): Flask, requests and the
 daemon modules are imported inside the handlers.
@@ -194,6 +195,24 @@ def cmd_rate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_delete(args: argparse.Namespace) -> int:
+    """Delete a picture through the API, after a y/N question on a terminal (``--yes`` skips it)."""
+    client = _client(_config(args), with_token=True)
+    picture = client.request("GET", f"/api/pictures/{args.id}")
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise UsageError(f"delete: picture {args.id} would be gone for good; add --yes to delete without asking")
+        what = "photo" if picture.get("origin") == "upload" else "picture"
+        answer = input(f"Delete {what} {args.id} ({picture.get('prompt', '')!r}) from the frame for good? [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            print(f"picture {args.id} kept")
+            return 1
+    result = client.request("DELETE", f"/api/pictures/{args.id}")
+    kept = "; its rating stays: the frame keeps learning your taste from it" if result.get("rating_kept") else ""
+    print(f"deleted picture {args.id}{kept}")
+    return 0
+
+
 def cmd_queue(args: argparse.Namespace) -> int:
     client = _client(_config(args), with_token=queue_cli.wants_token(args))
     for line in queue_cli.run(args, client):
@@ -249,6 +268,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     rate.add_argument("rating", help="like or +1, dislike or -1, or 1..5 stars (4-5 = liked, 3 = neutral, "
                                      "1-2 = disliked)")
     rate.set_defaults(func=cmd_rate)
+    delete = subparsers.add_parser("delete", help="delete a picture or uploaded photo and its files (not the one "
+                                                 "on the panel)")
+    delete.add_argument("id", type=int, help="picture id (see the web page or /api/pictures)")
+    delete.add_argument("--yes", action="store_true", help="do not ask first")
+    delete.set_defaults(func=cmd_delete)
     queue = subparsers.add_parser("queue", help="queue a prompt for the next render; list, edit, move or remove "
                                                "queued ones")
     queue_cli.add_arguments(queue)

@@ -1,5 +1,5 @@
-"""The pages: now showing, one picture, gallery, status and configuration, plus login/logout (the queue
-and a picture's "reuse seed" / "more like this": ``queue_pages``).
+"""The pages: now showing, one picture (rate, show, delete), gallery, status and configuration, plus
+login/logout (the queue and a picture's "reuse seed" / "more like this": ``queue_pages``).
 
 Routes of the module-level blueprint ``frame.web.routes.bp``, added when this module is imported;
 each reads its app's ``WebContext`` with ``web_context()``.
@@ -18,8 +18,8 @@ from flask import abort, flash, redirect, render_template, request, session, url
 from werkzeug.exceptions import HTTPException
 
 from frame.config.redact import redact_deep
+from frame.daemon import deletion
 from frame.daemon.http.contract import Busy, storage_full
-from frame.daemon.jobs.info import INFO_REASON
 from frame.errors import FrameError
 from frame.web import auth, present
 from frame.web.context import WebContext
@@ -43,19 +43,10 @@ def live_status(ctx: WebContext) -> dict[str, Any]:
 
 
 def on_panel(ctx: WebContext, status: dict[str, Any]) -> tuple[int | None, bool]:
-    """What the panel shows: (picture id or None, whether the info screen covers it). The daemon's live
-    status first, then the store's display history. None means the panel has shown nothing yet — a
-    finished picture may still wait for its show time, and must not be called "now showing"."""
-    shown = status.get("shown")
-    if isinstance(shown, dict):
-        picture_id = shown.get("picture_id")
-        info = shown.get("reason") == INFO_REASON
-        if isinstance(picture_id, int) and not isinstance(picture_id, bool):
-            return picture_id, info
-        if info:
-            return None, True
-    last = ctx.store.last_shown()
-    return (last.picture_id, last.reason == INFO_REASON) if last else (None, False)
+    """What the panel shows: (picture id or None, whether the info screen covers it). None means the
+    panel has shown nothing yet — a finished picture may still wait for its show time, and must not be
+    called "now showing". The rule the delete refusal uses too (``frame.daemon.deletion``)."""
+    return deletion.panel_picture(status, ctx.store)
 
 
 # now showing, one picture, the gallery, and the rate / show-on-frame actions ---------------------
@@ -114,6 +105,40 @@ def show(picture_id: int) -> Any:
         log.info("web: asked to show picture %d", picture_id)
         flash("Sent to the frame: the panel refreshes in a minute.")
     return redirect(url_for("web.picture", picture_id=picture_id), 303)
+
+
+def _delete_page(ctx: WebContext, row: Any, problem: str | None, status: int = 200) -> Any:
+    waiting = sum(1 for q in ctx.store.queued_prompts() if q.source_picture_id == row.id)
+    return render_template("delete.html", picture=present.picture_view(row), problem=problem,
+                           waiting_variations=waiting), status
+
+
+@bp.get("/pictures/<id:picture_id>/delete")
+def confirm_delete(picture_id: int) -> Any:
+    """The confirmation step: what deleting this picture does (or why it cannot be deleted now), and
+    the one form that deletes. A plain page, so it works without JavaScript."""
+    ctx = web_context()
+    row = ctx.store.picture(picture_id)
+    if row is None:
+        abort(404)
+    return _delete_page(ctx, row, deletion.deletion_problem(ctx.store, ctx.state_dir, picture_id, live_status(ctx)))
+
+
+@bp.post("/pictures/<id:picture_id>/delete")
+def delete(picture_id: int) -> Any:
+    ctx = web_context()
+    row = ctx.store.picture(picture_id)
+    if row is None:
+        abort(404)
+    try:
+        deletion.delete_picture(ctx.store, ctx.state_dir, picture_id, live_status(ctx))
+    except KeyError:
+        abort(404)
+    except deletion.PictureInUse as exc:
+        return _delete_page(ctx, row, str(exc), 409)
+    log.info("web: picture %d deleted", picture_id)
+    flash(f"Picture {picture_id} deleted.")
+    return redirect(url_for("web.gallery"), 303)
 
 
 @bp.get("/gallery")

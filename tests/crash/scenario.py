@@ -113,9 +113,9 @@ def install_markers() -> None:
         mark("rating", id=rating_id, picture=picture_id)
         return rating_id
 
-    def delete_picture(self, picture_id):
+    def delete_picture(self, picture_id, **options):
         mark("deleting", id=picture_id)
-        originals["delete_picture"](self, picture_id)
+        return originals["delete_picture"](self, picture_id, **options)
 
     def finish_render(self, render_id, status, **kwargs):
         originals["finish_render"](self, render_id, status, **kwargs)

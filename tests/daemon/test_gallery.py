@@ -97,7 +97,7 @@ def test_retention_deletes_the_record_before_the_files(tmp_path, store, monkeypa
     """A cut between the two must leave files without a record, never a record without its files."""
     folder, ids = _gallery_of(tmp_path, store, 3)
 
-    def cut(picture_id):
+    def cut(picture_id, **options):
         raise KeyboardInterrupt("power cut")
 
     monkeypatch.setattr(store, "delete_picture", cut)

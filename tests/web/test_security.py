@@ -247,7 +247,8 @@ def test_only_the_reviewed_routes_exist(app):
         ("/config", "GET"), ("/config", "POST"), ("/config/restart", "POST"), ("/config/restore", "POST"),
         ("/gallery", "GET"), ("/login", "GET,POST"), ("/logout", "POST"),
         ("/logout-everywhere", "POST"),
-        ("/pictures/<id:picture_id>", "GET"), ("/pictures/<id:picture_id>/image", "GET"),
+        ("/pictures/<id:picture_id>", "GET"), ("/pictures/<id:picture_id>/delete", "GET"),
+        ("/pictures/<id:picture_id>/delete", "POST"), ("/pictures/<id:picture_id>/image", "GET"),
         ("/pictures/<id:picture_id>/more-like-this", "POST"),
         ("/pictures/<id:picture_id>/panel", "GET"), ("/pictures/<id:picture_id>/preview.png", "GET"),
         ("/pictures/<id:picture_id>/rate", "POST"), ("/pictures/<id:picture_id>/reuse-seed", "POST"),
@@ -257,6 +258,22 @@ def test_only_the_reviewed_routes_exist(app):
         ("/queue/<id:prompt_id>/remove", "POST"), ("/render", "POST"),
         ("/render/preview", "GET"), ("/status", "GET"), ("/upload", "GET"), ("/upload", "POST"),
         ("/web-static/<path:filename>", "GET"),
+    ]
+
+
+def test_only_the_reviewed_api_routes_exist(app):
+    """The JSON API's routes too (every change there needs the bearer token): a new one is added here on
+    purpose, after checking what it can change and delete."""
+    routes = sorted((rule.rule, ",".join(sorted(rule.methods - {"HEAD", "OPTIONS"})))
+                    for rule in app.url_map.iter_rules() if rule.endpoint.startswith("api."))
+    assert routes == [
+        ("/api/pictures", "GET"), ("/api/pictures/<id:picture_id>", "DELETE"),
+        ("/api/pictures/<id:picture_id>", "GET"), ("/api/pictures/<id:picture_id>/image", "GET"),
+        ("/api/pictures/<id:picture_id>/rating", "POST"), ("/api/pictures/<id:picture_id>/reuse-seed", "POST"),
+        ("/api/pictures/<id:picture_id>/variation", "POST"), ("/api/prompts", "GET"), ("/api/prompts", "POST"),
+        ("/api/prompts/<id:prompt_id>", "DELETE"), ("/api/prompts/<id:prompt_id>", "PATCH"),
+        ("/api/prompts/<id:prompt_id>/move", "POST"), ("/api/render", "POST"), ("/api/render/preview", "GET"),
+        ("/api/show/<id:picture_id>", "POST"), ("/api/status", "GET"),
     ]
 
 

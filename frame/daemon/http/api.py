@@ -3,8 +3,8 @@
 Reads are open to the LAN; every change (POST, PATCH, DELETE) needs ``Authorization: Bearer TOKEN``.
 Every request body is validated before anything is stored; bad JSON, wrong types or unknown ids give
 a 4xx with ``{"error": "..."}`` (``ApiError``, turned into JSON by ``app.create_app``). The routes
-belong to the module-level blueprint ``api``: the pictures, ratings, render and show routes here, the
-prompt queue's in ``queue_api``. They read what they share from ``app.extensions[API_KEY]``
+belong to the module-level blueprint ``api``: the pictures (read, rate, delete), render and show routes
+here, the prompt queue's in ``queue_api``. They read what they share from ``app.extensions[API_KEY]``
 (``ApiDeps``), which ``create_app`` sets for each app.
 """
 
@@ -19,6 +19,7 @@ from flask import Blueprint, current_app, jsonify, request, send_file
 
 from frame.config.redact import redact_deep
 from frame.config.schema import Config
+from frame.daemon import deletion
 from frame.daemon.feeds.parse import Sanitiser
 from frame.daemon.http.contract import SQLITE_MAX_INT, Busy, Controller
 from frame.daemon.http.token import token_matches
@@ -213,3 +214,20 @@ def show(picture_id: int):
     deps = api_deps()
     deps.need_picture(picture_id)
     return jsonify(deps.need_controller().show(picture_id)), 202
+
+
+@api.delete("/pictures/<id:picture_id>")
+def delete(picture_id: int):
+    """Delete a picture and its files (``frame.daemon.deletion``): 200 with ``rating_kept`` (a painted
+    picture's rating stays taste input), 404 for an unknown id, 409 while it is on the panel or a render
+    varies it (the message says what to do)."""
+    deps = api_deps()
+    deps.need_picture(picture_id)
+    try:
+        kept = deletion.delete_picture(deps.store, deps.state_dir, picture_id,
+                                       deps.controller.status() if deps.controller else {})
+    except KeyError:
+        raise ApiError(404, f"no picture with id {picture_id}") from None
+    except deletion.PictureInUse as exc:
+        raise ApiError(409, str(exc)) from None
+    return jsonify({"deleted": picture_id, "rating_kept": kept})

@@ -141,9 +141,12 @@ def candidates(config: Config, store: Store) -> tuple[JobCandidate, ...]:
 
 
 def _history(store: Store) -> tuple[RatedPicture, ...]:
-    """Rated pictures for the taste model: what they were made from and the latest rating. Uploaded
+    """Rated pictures for the taste model: what they were made from and the latest rating, with the
+    ratings of painted pictures the owner deleted (``Store.remembered_ratings``), oldest first. Uploaded
     photos are left out: liking a family photo says nothing about which themes to paint."""
-    history = []
+    history = [RatedPicture(id=kept.picture_id, prompt=kept.prompt, theme=kept.theme, style=kept.style,
+                            origin=kept.origin, rating_kind=kept.rating_kind, rating_value=kept.rating_value,
+                            candidate=kept.candidate) for kept in store.remembered_ratings()]
     for picture in store.rating_history():
         if picture.origin == gallery.UPLOAD_ORIGIN:
             continue
@@ -152,7 +155,7 @@ def _history(store: Store) -> tuple[RatedPicture, ...]:
             id=picture.id, prompt=picture.prompt, theme=picture.theme, style=picture.style,
             origin=picture.origin, rating_kind=picture.rating_kind, rating_value=picture.rating_value,
             candidate=why.get("candidate")))
-    return tuple(history)
+    return tuple(sorted(history, key=lambda rated: rated.id))
 
 
 def _recent_themes(store: Store, count: int) -> tuple[str, ...]:

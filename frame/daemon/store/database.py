@@ -29,7 +29,7 @@ from typing import Any
 
 from frame.atomicfile import make_dirs
 from frame.daemon.store.migrations import migrate
-from frame.daemon.store.records import FeedHealth, QueuedPrompt, RenderRow, ShownEvent, StoredPicture
+from frame.daemon.store.records import FeedHealth, QueuedPrompt, RememberedRating, RenderRow, ShownEvent, StoredPicture
 from frame.daemon.store.recovery import open_checked, write_backup
 
 log = logging.getLogger(__name__)
@@ -49,6 +49,11 @@ FAVOURITE_SQL = (
 _PICTURE_SELECT = (
     f"SELECT p.*, {_LATEST_RATING.format(col='kind')} AS rating_kind, "
     f"{_LATEST_RATING.format(col='value')} AS rating_value, {FAVOURITE_SQL} AS favourite FROM pictures p")
+
+
+# above every id in use and ``picture_id_floor`` (ids of deleted pictures are never handed out again)
+_NEXT_PICTURE_ID = ("(SELECT MAX(COALESCE(MAX(id), 0), (SELECT value FROM counters WHERE name = 'picture_id_floor'))"
+                    " + 1 FROM pictures)")
 
 
 def now_iso() -> str:
@@ -133,7 +138,7 @@ class Store:
         values["created_at"] = now_iso()
         columns = ", ".join(values)
         marks = ", ".join(f":{k}" for k in values)
-        return self.execute(f"INSERT INTO pictures ({columns}) VALUES ({marks})", values)
+        return self.execute(f"INSERT INTO pictures (id, {columns}) VALUES ({_NEXT_PICTURE_ID}, {marks})", values)
 
     def picture(self, picture_id: int) -> StoredPicture | None:
         rows = self.query(f"{_PICTURE_SELECT} WHERE p.id = ?", (picture_id,))
@@ -164,10 +169,47 @@ class Store:
         self.execute("UPDATE pictures SET panel_file = ?, bytes = bytes + ? WHERE id = ? AND panel_file IS NULL",
                      (panel_file, panel_bytes, picture_id))
 
-    def delete_picture(self, picture_id: int) -> None:
+    def delete_picture(self, picture_id: int, *, remember_rating: bool) -> list[str]:
+        """Delete a picture's record and ratings, naming its gallery files in ``gallery_trash`` in the
+        same commit (``gallery`` removes them after it, so a power cut leaves named leftovers, never a
+        record without its file); returns those names, KeyError for an unknown id.
+
+        ``remember_rating`` (the owner deleted it): a painted picture's latest rating moves to
+        ``taste_memory``, so the taste model still learns from it. Retention passes False: it deletes
+        only what the owner left unloved, and keeps its old behaviour of forgetting those ratings."""
         with self.transaction() as conn:
+            row = conn.execute("SELECT file, panel_file, json_extract(why, '$.plot') FROM pictures WHERE id = ?",
+                               (picture_id,)).fetchone()
+            if row is None:
+                raise KeyError(picture_id)
+            names = [name for name in row if name]
+            stamp = now_iso()
+            if remember_rating:
+                conn.execute(
+                    "INSERT OR REPLACE INTO taste_memory (picture_id, prompt, theme, style, origin, candidate, "
+                    "rating_kind, rating_value, deleted_at) SELECT p.id, p.prompt, p.theme, p.style, p.origin, "
+                    "CASE json_type(p.why, '$.candidate') WHEN 'object' THEN json_extract(p.why, '$.candidate') END, "
+                    "r.kind, r.value, ? FROM pictures p JOIN ratings r ON r.picture_id = p.id "
+                    "WHERE p.id = ? AND p.origin != 'upload' ORDER BY r.id DESC LIMIT 1", (stamp, picture_id))
+            conn.execute("UPDATE counters SET value = MAX(value, ?) WHERE name = 'picture_id_floor'", (picture_id,))
+            conn.executemany("INSERT OR REPLACE INTO gallery_trash (name, deleted_at) VALUES (?, ?)",
+                             [(name, stamp) for name in names])
             conn.execute("DELETE FROM ratings WHERE picture_id = ?", (picture_id,))
             conn.execute("DELETE FROM pictures WHERE id = ?", (picture_id,))
+        return names
+
+    def trashed_files(self) -> list[str]:
+        """Gallery names of deleted pictures whose files may still be on the card."""
+        return [r[0] for r in self.query("SELECT name FROM gallery_trash ORDER BY name")]
+
+    def empty_trash(self, names: list[str]) -> None:
+        """Forget trashed names once their files are durably gone."""
+        with self.transaction() as conn:
+            conn.executemany("DELETE FROM gallery_trash WHERE name = ?", [(name,) for name in names])
+
+    def remembered_ratings(self) -> list[RememberedRating]:
+        """Latest ratings of painted pictures the owner deleted, oldest picture first (taste input)."""
+        return [RememberedRating.from_row(r) for r in self.query("SELECT * FROM taste_memory ORDER BY picture_id")]
 
     def rating_history(self) -> list[StoredPicture]:
         """Every rated picture with its latest rating and stored features, oldest first (taste input)."""

@@ -5,9 +5,10 @@ then recorded in the store — so the database never points at a half-written fi
 fails the save cleanly while the previous picture stays on the panel. File names are made from the
 time and the render id only: prompt or feed text never becomes part of a path.
 
-Retention runs the other way round: the record is deleted (a durable commit) before the files, so a
-power cut in between leaves unreferenced files, never a record pointing at a missing one; those files
-are removed by the next retention run (``_leftover_files``).
+Deleting runs the other way round, for retention and for the owner's delete (``remove_picture``) alike:
+the record is deleted (a durable commit that also names its files in the store's ``gallery_trash``)
+before the files, so a power cut in between leaves unreferenced files, never a record pointing at a
+missing one; those files are removed by the next deletion or retention run (``_sweep``).
 """
 
 from __future__ import annotations
@@ -111,52 +112,82 @@ def picture_path(state_dir: Path, name: str | None) -> Path | None:
     return path
 
 
+def remove_picture(store: Store, state_dir: Path, picture_id: int) -> None:
+    """The owner's delete: the record first (with its files named in the trash, and a painted
+    picture's latest rating kept for the taste model, in one commit), then the files. KeyError for an
+    unknown id. What may not be deleted (the picture on the panel) is the caller's to refuse."""
+    store.delete_picture(picture_id, remember_rating=True)
+    log.info("picture %d deleted by the owner", picture_id)
+    _sweep(store, state_dir)
+
+
 def apply_retention(store: Store, state_dir: Path, policy: Retention, keep: set[int] = frozenset()) -> list[int]:
     """Delete the oldest pictures beyond ``max_pictures`` or ``max_disk_mb``; never favourites, never
     ids in ``keep`` (e.g. the one on the panel), never the owner's uploaded photos (only the owner
     has them; the frame cannot paint them again). Returns the deleted ids."""
     protected = set(store.favourite_ids()) | set(store.upload_ids()) | set(keep)
-    rows = store.query("SELECT id, file, panel_file, bytes, json_extract(why, '$.plot') AS plot "
-                       "FROM pictures ORDER BY id")
+    rows = store.query("SELECT id, bytes FROM pictures ORDER BY id")
     count = len(rows)
     total = sum(r["bytes"] or 0 for r in rows)
     limit_bytes = policy.max_disk_mb * 1024 * 1024
     deleted: list[int] = []
-    files: list[Path] = []
     for row in rows:
         if count <= policy.max_pictures and total <= limit_bytes:
             break
         if row["id"] in protected:
             continue
-        store.delete_picture(row["id"])  # the record first: it never points at a deleted file
-        files += [p for p in (picture_path(state_dir, n) for n in (row["file"], row["panel_file"], row["plot"])) if p]
+        store.delete_picture(row["id"], remember_rating=False)  # the record first: it never points at a deleted file
         deleted.append(row["id"])
         count -= 1
         total -= row["bytes"] or 0
-    files += _leftover_files(store, state_dir)
-    for path in files:
-        path.unlink(missing_ok=True)
-    if files:
-        fsync_dir(gallery_dir(state_dir))
+    _sweep(store, state_dir)
     if deleted:
         log.info("gallery retention removed %d pictures (now %d, %.1f MB)", len(deleted), count, total / 2**20)
     return deleted
 
 
+def _sweep(store: Store, state_dir: Path) -> None:
+    """Remove the files of deleted pictures — those the store's trash names, and older leftovers of
+    renders (``_leftover_files``) — durably, then forget the trash names. A cut anywhere in here
+    leaves the names in the trash for the next sweep; a name a picture still uses is never removed."""
+    trashed = store.trashed_files()
+    referenced = _referenced(store)
+    files: list[Path] = []
+    for name in trashed:
+        try:
+            path = picture_path(state_dir, name)
+        except FrameError as exc:
+            log.warning("gallery trash: %s; left alone", exc)
+            continue
+        if path is not None and name not in referenced:
+            files.append(path)
+    files += _leftover_files(store, state_dir, referenced)
+    for path in files:
+        path.unlink(missing_ok=True)
+    if files:
+        fsync_dir(gallery_dir(state_dir))
+    if trashed:
+        store.empty_trash(trashed)
+
+
+def _referenced(store: Store) -> set[str]:
+    return {name for row in store.query(
+        "SELECT file, panel_file, json_extract(why, '$.plot') FROM pictures") for name in row if name}
+
+
 _RENDER_OF_FILE = re.compile(r"-r(\d+)(?:-panel|-why)?\.png$")
 
 
-def _leftover_files(store: Store, state_dir: Path) -> list[Path]:
-    """Gallery files of pictures retention already deleted from the store (a power cut came between
-    the record and the files). Only files of a render that finished with a picture that no longer
-    exists qualify: after a restore from an older backup, newer pictures' files stay untouched."""
+def _leftover_files(store: Store, state_dir: Path, referenced: set[str]) -> list[Path]:
+    """Gallery files of pictures retention deleted from the store before it kept a trash (a power cut
+    came between the record and the files). Only files of a render that finished with a picture that
+    no longer exists qualify: after a restore from an older backup, newer pictures' files stay
+    untouched."""
     folder = gallery_dir(state_dir)
     try:
         names = [p.name for p in folder.iterdir() if _RENDER_OF_FILE.search(p.name)]
     except FileNotFoundError:
         return []
-    referenced = {name for row in store.query(
-        "SELECT file, panel_file, json_extract(why, '$.plot') FROM pictures") for name in row if name}
     gone = {row[0] for row in store.query(
         "SELECT r.id FROM renders r WHERE r.status = 'done' AND r.picture_id IS NOT NULL AND "
         "NOT EXISTS (SELECT 1 FROM pictures p WHERE p.id = r.picture_id)")}

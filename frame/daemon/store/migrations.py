@@ -117,7 +117,39 @@ ALTER TABLE prompts ADD COLUMN strength REAL;
 CREATE INDEX prompts_waiting ON prompts(used_at, position)
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)
+# Deleting from the phone (issue 16): ``gallery_trash`` names the files of deleted pictures, written in the
+# transaction that deletes the record, so files a power cut left behind are found again by name (an
+# upload's name carries no render id to find it by); ``taste_memory`` keeps what the taste model
+# learns from a painted picture's latest rating after the owner deleted the picture. ``counters``
+# holds ``picture_id_floor``, the highest picture id ever used or referenced: new pictures get ids above
+# it, so deleting the newest picture never hands its id (cached images, a queued variation, the display
+# history) to the next one.
+_V4 = """
+CREATE TABLE counters (
+    name TEXT PRIMARY KEY,
+    value INTEGER NOT NULL
+);
+INSERT INTO counters (name, value) SELECT 'picture_id_floor', MAX(
+    COALESCE((SELECT MAX(id) FROM pictures), 0), COALESCE((SELECT MAX(picture_id) FROM renders), 0),
+    COALESCE((SELECT MAX(picture_id) FROM shown), 0), COALESCE((SELECT MAX(source_picture_id) FROM prompts), 0));
+CREATE TABLE gallery_trash (
+    name TEXT PRIMARY KEY,
+    deleted_at TEXT NOT NULL
+);
+CREATE TABLE taste_memory (
+    picture_id INTEGER PRIMARY KEY,
+    prompt TEXT NOT NULL,
+    theme TEXT NOT NULL DEFAULT '',
+    style TEXT NOT NULL DEFAULT '',
+    origin TEXT NOT NULL DEFAULT '',
+    candidate TEXT,
+    rating_kind TEXT NOT NULL CHECK (rating_kind IN ('thumb', 'stars')),
+    rating_value INTEGER NOT NULL,
+    deleted_at TEXT NOT NULL
+)
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

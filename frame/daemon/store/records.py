@@ -83,6 +83,29 @@ class StoredPicture:
 
 
 @dataclass(frozen=True)
+class RememberedRating:
+    """What the taste model keeps of a painted picture the owner deleted (``Store.remembered_ratings``):
+    the prompt, theme, style and taste candidate it was made from and its latest rating. Deleting a
+    disliked picture must not make the frame forget that it was disliked."""
+
+    picture_id: int
+    prompt: str
+    theme: str
+    style: str
+    origin: str
+    candidate: Mapping[str, Any] | None
+    rating_kind: RatingKind
+    rating_value: int
+    deleted_at: str
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> RememberedRating:
+        values = _from_row(cls, row)
+        values["candidate"] = json.loads(values["candidate"]) if values["candidate"] else None
+        return cls(**values)
+
+
+@dataclass(frozen=True)
 class QueuedPrompt:
     """A prompt an owner queued for a coming night (``/api/prompts``), in queue order (``position``).
 
