@@ -230,3 +230,56 @@ def test_api_delete(config, store, tmp_path):
     assert client.get("/api/pictures").get_json()["total"] == 1
     assert _files(tmp_path) == ["lake-panel.png", "lake-why.png", "lake.png"]
     assert client.delete(f"/api/pictures/{picture}", headers=AUTH).status_code == 404
+
+
+# frame delete ID ------------------------------------------------------------------------------------
+
+class _ApiClient:
+    """The CLI's ``Client.request`` answered by the real API app (no socket)."""
+
+    def __init__(self, app) -> None:
+        self.http = app.test_client()
+
+    def request(self, method, path, body=None):
+        from frame.cli.client import BAD_REQUEST_STATUSES
+        from frame.errors import FrameError, UsageError
+
+        response = self.http.open(path, method=method, json=body, headers=AUTH)
+        if response.status_code >= 400:
+            error = UsageError if response.status_code in BAD_REQUEST_STATUSES else FrameError
+            raise error(f"the daemon said: {response.get_json()['error']}")
+        return response.get_json()
+
+
+def _frame_delete(monkeypatch, app, tmp_path, *argv, tty=False, answer=""):
+    import argparse
+
+    from frame.cli import daemon as commands
+
+    monkeypatch.setattr(commands, "_client", lambda config, with_token: _ApiClient(app))
+    monkeypatch.setattr(commands, "_config", lambda args: None)
+    monkeypatch.setattr("sys.stdin.isatty", lambda: tty)
+    monkeypatch.setattr("builtins.input", lambda question: answer)
+    parser = argparse.ArgumentParser()
+    commands.register(parser.add_subparsers())
+    args = parser.parse_args(["delete", *argv])
+    return args.func(args)
+
+
+def test_frame_delete(config, store, tmp_path, monkeypatch, capsys):
+    from frame.errors import FrameError, UsageError
+
+    shown, picture = _painted(store, tmp_path, "lake"), _painted(store, tmp_path, "storm")
+    store.rate(picture, "thumb", -1)
+    app = create_app(config, store, token=TOKEN, controller=_Controller(shown), state_dir=tmp_path)
+    with pytest.raises(UsageError, match="add --yes"):  # a script is never asked, and deletes nothing
+        _frame_delete(monkeypatch, app, tmp_path, str(picture))
+    assert _frame_delete(monkeypatch, app, tmp_path, str(picture), tty=True, answer="n") == 1
+    assert store.picture(picture) is not None and capsys.readouterr().out == f"picture {picture} kept\n"
+    with pytest.raises(FrameError, match="Show another picture first"):
+        _frame_delete(monkeypatch, app, tmp_path, str(shown), "--yes")
+    assert _frame_delete(monkeypatch, app, tmp_path, str(picture), tty=True, answer="y") == 0
+    assert capsys.readouterr().out == (f"deleted picture {picture}; its rating stays: the frame keeps learning your "
+                                       "taste from it\n")
+    with pytest.raises(UsageError, match=f"no picture with id {picture}"):
+        _frame_delete(monkeypatch, app, tmp_path, str(picture), "--yes")

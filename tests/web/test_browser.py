@@ -354,7 +354,8 @@ def test_owner_uploads_a_photo_shows_it_and_the_virtual_panel_shows_the_preview(
                                                                                  state_dir, tmp_path):
     """A phone photo (stored sideways, EXIF says turn it) goes up through the form, its picture page
     shows the panel preview, "show on frame" puts it on the virtual panel: the panel's PNG is the
-    preview, byte for byte."""
+    preview, byte for byte. Then it is deleted again: refused while on the panel, gone after another
+    picture was shown."""
     from tests.web.test_upload import jpeg
 
     expect = sync_api.expect
@@ -386,3 +387,23 @@ def test_owner_uploads_a_photo_shows_it_and_the_virtual_panel_shows_the_preview(
     page.get_by_role("link", name="Gallery").click()
     expect(page.locator(".grid li")).to_have_count(3)
     shot(page, "14-gallery-with-upload")
+
+    # a wrong upload is deleted again: refused while on the panel, gone once another picture is shown
+    page.goto(panel_server + f"/pictures/{uploaded.id}")
+    page.get_by_role("link", name="Delete this picture…").click()
+    expect(page.get_by_role("alert")).to_contain_text("is on the frame now. Show another picture first")
+    expect(page.get_by_role("button", name=f"Delete picture {uploaded.id}")).to_have_count(0)
+    _no_horizontal_overflow(page)
+    other = next(p.id for p in store.pictures() if p.origin != "upload")
+    page.goto(panel_server + f"/pictures/{other}")
+    page.get_by_role("button", name="Show this on the frame").click()
+    expect(page.get_by_role("status")).to_contain_text("Sent to the frame")
+    page.goto(panel_server + f"/pictures/{uploaded.id}")
+    page.get_by_role("link", name="Delete this picture…").click()
+    expect(page.locator("main")).to_contain_text("The frame has no other copy")
+    shot(page, "15-delete-confirm")
+    page.get_by_role("button", name=f"Delete picture {uploaded.id}").click()
+    expect(page.get_by_role("status")).to_contain_text(f"Picture {uploaded.id} deleted.")
+    expect(page.locator(".grid li")).to_have_count(2)
+    assert store.picture(uploaded.id) is None
+    assert not [f for f in (state_dir / "gallery").iterdir() if "-upload-" in f.name]

@@ -162,7 +162,7 @@ def test_config_page_hides_secrets_and_lists_file_problems(store, state_dir, tmp
 
 def test_deleted_shown_picture_falls_back_to_newest(client, store, pictures):
     store.record_shown(pictures["old"], "owner")
-    store.delete_picture(pictures["old"])
+    store.delete_picture(pictures["old"], remember_rating=False)
     html = text(client.get("/"))
     assert f'data-picture-id="{pictures["new"]}"' in html
 
