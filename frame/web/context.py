@@ -10,11 +10,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from flask import session
+from flask import abort, session
 
 from frame.config import Config
 from frame.daemon.http.token import ensure_token
 from frame.daemon.jobs.night import RenderContext
+from frame.daemon.store.records import StoredPicture
 from frame.errors import FrameError
 from frame.web import auth
 from frame.web.sessions import SESSIONS_FILE, SessionRegistry
@@ -39,6 +40,13 @@ class WebContext:
         """What the preview worker needs: today's configuration (the settings page replaces
         ``config`` when the owner saves), the store and the state dir."""
         return RenderContext(self.config, self.store, self.state_dir)
+
+    def picture_or_404(self, picture_id: int) -> StoredPicture:
+        """The stored picture, or the page's 404 (every picture route's first step)."""
+        picture = self.store.picture(picture_id)
+        if picture is None:
+            abort(404)
+        return picture
 
     def adopt(self, shared: dict[str, Any]) -> None:
         """Take the daemon's shared objects (``app.extensions["frame"]``): token, controller, state dir

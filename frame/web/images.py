@@ -21,7 +21,6 @@ from flask import abort, current_app, send_file
 from frame.daemon.jobs import preview as previews
 from frame.daemon.jobs.night import job_dir
 from frame.daemon.store.gallery import picture_path
-from frame.daemon.store.records import StoredPicture
 from frame.errors import FrameError
 from frame.web.context import WebContext
 from frame.web.present import why_plot_name
@@ -83,13 +82,6 @@ def gallery_file(ctx: WebContext, name: str | None) -> Path:
     return path
 
 
-def _stored(ctx: WebContext, picture_id: int) -> StoredPicture:
-    row = ctx.store.picture(picture_id)
-    if row is None:
-        abort(404)
-    return row
-
-
 def _thumbs() -> ThumbCache:
     """This app's thumbnail cache (one per app, like its context)."""
     return current_app.extensions.setdefault(THUMBS_KEY, ThumbCache())
@@ -98,14 +90,14 @@ def _thumbs() -> ThumbCache:
 @bp.get("/pictures/<id:picture_id>/image")
 def image(picture_id: int) -> Any:
     ctx = web_context()
-    path = gallery_file(ctx, _stored(ctx, picture_id).file)
+    path = gallery_file(ctx, ctx.picture_or_404(picture_id).file)
     return send_file(path, conditional=True, max_age=MAX_AGE_SECONDS)
 
 
 @bp.get("/pictures/<id:picture_id>/panel")
 def panel(picture_id: int) -> Any:
     ctx = web_context()
-    path = gallery_file(ctx, _stored(ctx, picture_id).panel_file)
+    path = gallery_file(ctx, ctx.picture_or_404(picture_id).panel_file)
     return send_file(path, conditional=True, max_age=MAX_AGE_SECONDS)
 
 
@@ -131,7 +123,7 @@ def panel_preview(picture_id: int) -> Any:
 @bp.get("/pictures/<id:picture_id>/thumb")
 def thumb(picture_id: int) -> Any:
     ctx = web_context()
-    path = gallery_file(ctx, _stored(ctx, picture_id).file)
+    path = gallery_file(ctx, ctx.picture_or_404(picture_id).file)
     try:
         data = _thumbs().get(path)
     except OSError as exc:
@@ -143,7 +135,7 @@ def thumb(picture_id: int) -> Any:
 @bp.get("/pictures/<id:picture_id>/why.png")
 def why_plot(picture_id: int) -> Any:
     ctx = web_context()
-    path = gallery_file(ctx, why_plot_name(_stored(ctx, picture_id).why))
+    path = gallery_file(ctx, why_plot_name(ctx.picture_or_404(picture_id).why))
     return send_file(path, mimetype="image/png", conditional=True, max_age=MAX_AGE_SECONDS)
 
 

@@ -17,7 +17,7 @@ from flask import abort, flash, redirect, render_template, request, url_for
 
 from frame.daemon import queue as queue_rules
 from frame.daemon.store import gallery
-from frame.daemon.store.records import QueuedPrompt, StoredPicture
+from frame.daemon.store.records import QueuedPrompt
 from frame.web.context import WebContext
 from frame.web.forms import NEGATIVE_MAX, PROMPT_MAX, THEME_MAX, FormError, check_blocklist, clean_text
 from frame.web.routes import bp, web_context
@@ -157,17 +157,10 @@ def remove_prompt(prompt_id: int) -> Any:
     return redirect(url_for("web.queue"), 303)
 
 
-def _picture(ctx: WebContext, picture_id: int) -> StoredPicture:
-    picture = ctx.store.picture(picture_id)
-    if picture is None:
-        abort(404)
-    return picture
-
-
 @bp.post("/pictures/<id:picture_id>/reuse-seed")
 def reuse_seed(picture_id: int) -> Any:
     ctx = web_context()
-    picture = _picture(ctx, picture_id)
+    picture = ctx.picture_or_404(picture_id)
     if picture.seed is None:
         raise FormError("seed", f"picture {picture_id} has no stored seed")
     prompt_id = ctx.store.queue_prompt(picture.prompt, picture.negative_prompt, picture.theme, seed=picture.seed)
@@ -179,7 +172,7 @@ def reuse_seed(picture_id: int) -> Any:
 @bp.post("/pictures/<id:picture_id>/more-like-this")
 def more_like_this(picture_id: int) -> Any:
     ctx = web_context()
-    picture = _picture(ctx, picture_id)
+    picture = ctx.picture_or_404(picture_id)
     try:
         _, strength = queue_rules.queue_variation(ctx.config, ctx.store, ctx.state_dir, picture,
                                                   request.form.get("strength"))

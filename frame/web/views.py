@@ -72,9 +72,7 @@ def now() -> Any:
 @bp.get("/pictures/<id:picture_id>")
 def picture(picture_id: int) -> Any:
     ctx = web_context()
-    row = ctx.store.picture(picture_id)
-    if row is None:
-        abort(404)
+    row = ctx.picture_or_404(picture_id)
     return render_template("picture.html", picture=present.picture_view(row), now_showing=False,
                            panel=present.panel_view(ctx.config.display),
                            home=False, info_screen=False, progress=None)
@@ -96,8 +94,7 @@ def rate(picture_id: int) -> Any:
 @bp.post("/pictures/<id:picture_id>/show")
 def show(picture_id: int) -> Any:
     ctx = web_context()
-    if ctx.store.picture(picture_id) is None:
-        abort(404)
+    ctx.picture_or_404(picture_id)
     if ctx.controller is None:
         flash("The frame's daemon is not running, so nothing can be shown now.")
     else:
@@ -118,18 +115,14 @@ def confirm_delete(picture_id: int) -> Any:
     """The confirmation step: what deleting this picture does (or why it cannot be deleted now), and
     the one form that deletes. A plain page, so it works without JavaScript."""
     ctx = web_context()
-    row = ctx.store.picture(picture_id)
-    if row is None:
-        abort(404)
+    row = ctx.picture_or_404(picture_id)
     return _delete_page(ctx, row, deletion.deletion_problem(ctx.store, ctx.state_dir, picture_id, live_status(ctx)))
 
 
 @bp.post("/pictures/<id:picture_id>/delete")
 def delete(picture_id: int) -> Any:
     ctx = web_context()
-    row = ctx.store.picture(picture_id)
-    if row is None:
-        abort(404)
+    row = ctx.picture_or_404(picture_id)
     try:
         deletion.delete_picture(ctx.store, ctx.state_dir, picture_id, live_status(ctx))
     except KeyError:
