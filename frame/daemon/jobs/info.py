@@ -26,12 +26,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from frame.atomicfile import make_dirs
-from frame.daemon.jobs.night import write_job_files
+from frame.daemon.jobs.night import worker_output, write_job_files
 from frame.daemon.jobs.supervisor import worker_command
 from frame.daemon.store import gallery
 from frame.daemon.store.database import Store
 from frame.daemon.store.records import StoredPicture
-from frame.errors import FrameError
 from frame.worker.events import ShowOutput
 from frame.worker.records import InfoFacts, ShowJob
 
@@ -129,9 +128,6 @@ def show_info(ctx: RenderContext, facts: InfoFacts) -> ShowOutput:
         outcome = supervisor.run(folder, stop=ctx.stop, deadline=None)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    result = outcome.result
-    if outcome.status != "done" or not isinstance(result, ShowOutput):
-        raise FrameError(f"showing the info screen failed at step {outcome.step or 'show'!r}: "
-                         f"{outcome.error or outcome.status}")
+    result = worker_output(outcome, ShowOutput, "showing the info screen")
     log.info("info screen: %s in %.1f s", result.status, time.monotonic() - started)
     return result

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import yaml
 
@@ -57,6 +58,7 @@ from frame.worker.records import (
 )
 
 log = logging.getLogger(__name__)
+OutputT = TypeVar("OutputT")
 
 
 @dataclass
@@ -316,6 +318,14 @@ def _housekeeping(ctx: RenderContext, render_id: int) -> None:
     discard_job(ctx.state_dir, render_id)
 
 
+def worker_output(outcome: Outcome, kind: type[OutputT], what: str) -> OutputT:
+    """The result of a short worker job (show, info screen, preview), or FrameError saying ``what``
+    failed and at which step."""
+    if outcome.status != "done" or not isinstance(outcome.result, kind):
+        raise FrameError(f"{what} failed at step {outcome.step or 'show'!r}: {outcome.error or outcome.status}")
+    return outcome.result
+
+
 def show_picture(ctx: RenderContext, picture_id: int, reason: str) -> ShowOutput:
     """Send a stored picture to the panel in a worker (drivers and dithering stay out of the daemon).
 
@@ -338,10 +348,7 @@ def show_picture(ctx: RenderContext, picture_id: int, reason: str) -> ShowOutput
         outcome = _supervise(ctx, folder, None, 1, None, entry="show")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    result = outcome.result
-    if outcome.status != "done" or not isinstance(result, ShowOutput):
-        raise FrameError(f"showing picture {picture_id} failed at step {outcome.step or 'show'!r}: "
-                         f"{outcome.error or outcome.status}")
+    result = worker_output(outcome, ShowOutput, f"showing picture {picture_id}")
     if result.status == "too-soon":
         log.info("the panel declined picture %d: %s", picture_id, result.message)
         return result

@@ -35,7 +35,7 @@ from pathlib import Path
 import frame
 from frame.atomicfile import make_dirs, write_bytes_atomic
 from frame.config import to_plain
-from frame.daemon.jobs.night import RenderContext, write_job_files
+from frame.daemon.jobs.night import RenderContext, worker_output, write_job_files
 from frame.daemon.jobs.supervisor import worker_command
 from frame.daemon.store import gallery
 from frame.errors import FrameError
@@ -104,10 +104,7 @@ def _make(ctx: RenderContext, picture_id: int, file: str, panel_file: str | None
         write_job_files(folder, ctx.config, job)
         supervisor = ctx.supervisor_factory(ctx.config.worker.memory_limit_mb, 0, command=worker_command("show"))
         outcome = supervisor.run(folder, stop=ctx.stop, deadline=time.time() + WORK_SECONDS)
-        result = outcome.result
-        if outcome.status != "done" or not isinstance(result, PreviewOutput):
-            raise FrameError(f"the preview of picture {picture_id} failed at step {outcome.step or 'show'!r}: "
-                             f"{outcome.error or outcome.status}")
+        result = worker_output(outcome, PreviewOutput, f"the preview of picture {picture_id}")
         make_dirs(out.parent)
         write_bytes_atomic(out, result.preview.read_bytes())
         if result.prepared is not None:
