@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args = sys.argv[1:] if argv is None else argv
     job_dir, size = Path(args[0]), (int(args[1]), int(args[2]))
-    config = load_config(job_dir / "config.yaml")
+    config = load_config(job_dir / "config.yaml", environ={})  # resolved by the daemon, as the worker reads it
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     try:
         job = read_job(job_dir)
