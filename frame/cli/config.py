@@ -38,8 +38,9 @@ def _config_check(args: argparse.Namespace) -> int:
     _describe_onnxstream(config)
     _describe_model(config)
     _describe_remote(config)
+    readable = _describe_model_url(config)
     _describe_last_estimate(config)
-    if _describe_model_url(config):  # the estimate would only repeat why the model cannot be read
+    if readable:  # the estimate would only repeat why the model cannot be read
         _describe_estimate(config)
     return 0
 
