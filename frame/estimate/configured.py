@@ -17,13 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from frame.diffusion import load_pipeline
+from frame.diffusion.configured import load_configured_pipeline
 from frame.diffusion.sizes import night_size
+from frame.engine.io import http_settings
 from frame.estimate import pi
 from frame.estimate.machine import Throughput, component_leaders, heaviest_signatures, measure_throughput, read_rate
 from frame.estimate.night import NightEstimate, estimate_night
 from frame.estimate.plan import NightPlan, build_plan, choose_texts
-from frame.models import resolve_model_source
 
 if TYPE_CHECKING:
     from frame.config.schema import Config, ScheduleConfig
@@ -65,8 +65,11 @@ def alternative_mode(tonight: str) -> str:
 def weight_location(source: Any) -> str | None:
     """The biggest weight file of a component source (local path or URL), for the read-rate probe."""
     text = str(getattr(source, "weights_folder", None) or source)
-    if text.startswith(("http://", "https://")):
-        return text[:-len("model.onnx")] + "model.onnx_data" if text.endswith("model.onnx") else None
+    if text.startswith(("http://", "https://")):  # the file holding the largest weight (data file or model.onnx)
+        from frame.engine.model import read_structure
+
+        refs = [r for r in read_structure(source).weights.values() if r.location]
+        return max(refs, key=lambda r: r.nbytes).location if refs else None
     path = Path(text)
     folder = path if path.is_dir() else path.parent
     files = [p for p in folder.iterdir() if p.is_file()] if folder.is_dir() else []
@@ -99,11 +102,17 @@ def estimate_config(config: Config, pipe: Any = None, steps: int | None = None, 
     CPU second instead of wall second (projects CPU time on a shared machine); ``alternative``: also
     count the other way to run the guidance passes (not needed to choose tonight's steps)."""
 
+    if pipe is None:  # as the render loads it: model.token, the URL's user:password, timeouts, weight cache
+        pipe = load_configured_pipeline(config)
+    with http_settings.using(getattr(pipe, "http", None)):  # counting and the read probe fetch as the render does
+        return _estimate(config, pipe, steps, size, measure_seconds, link_bytes, ratings, rates, texts, cpu,
+                         alternative)
+
+
+def _estimate(config: Config, pipe: Any, steps: int | None, size: tuple[int, int] | None, measure_seconds: float,
+              link_bytes: float | None, ratings: int | None, rates: Throughput | None, texts: int | None,
+              cpu: bool, alternative: bool) -> ConfiguredEstimate:
     model = config.model
-    if pipe is None:
-        pipe = load_pipeline(resolve_model_source(model.source), cache_dir=model.cache_dir or None,
-                             weights=model.weights, attention_slices=model.attention_slices,
-                             vae_tile=model.vae_tile, vae_tile_overlap=model.vae_tile_overlap)
     size = size or night_size(config, pipe)
     texts = choose_texts(config, ratings) if texts is None else texts
     tonight, other = _plans(pipe, config, size, steps if steps is not None else model.steps, texts, alternative)

@@ -344,11 +344,16 @@ def read_rate(location: str, max_bytes: int = 64 << 20, max_seconds: float = 2.0
 
 
 def _url_rate(url: str, max_bytes: int, max_seconds: float) -> float | None:
+    """One Range request, with the current ``HttpSettings``' token for the model's origin (a
+    ``user:password@`` in the URL is sent as basic auth by requests)."""
     import requests
 
+    from frame.engine.io.http_settings import current
+
+    headers = {"Range": f"bytes=0-{max_bytes - 1}", **current().headers_for(url)}
     try:
         started = time.perf_counter()
-        with requests.get(url, headers={"Range": f"bytes=0-{max_bytes - 1}"}, stream=True, timeout=5) as response:
+        with requests.get(url, headers=headers, stream=True, timeout=5) as response:
             if response.status_code not in (200, 206):
                 return None
             done = 0
