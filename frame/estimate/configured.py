@@ -127,7 +127,9 @@ def _estimate(config: Config, pipe: Any, steps: int | None, size: tuple[int, int
             rates = rates.with_read(read_rate(location))
             measured = location
     url = str(pipe.files.source).startswith(("http://", "https://"))
-    machines = [(rates, 1.0), (pi.pi_throughput(rates, link_bytes, url), pi.STEP_OVERHEAD_FACTOR)]
+    signatures = [s.signature for plan in (tonight, other) if plan for r in plan.runs for s in r.count.steps
+                  if s.signature is not None]
+    machines = [(rates, 1.0), (pi.pi_throughput(signatures, link_bytes, url), 1.0)]  # the Pi: count + constants
     taste = ratings is None or ratings >= config.taste.min_ratings
     first = estimate_night(tonight, machines, model.weights, taste_model=taste)
     second = estimate_night(other, machines, model.weights, taste_model=taste) if other else None

@@ -62,6 +62,10 @@ class Throughput:
     label: str = "this machine"
     op_macs: dict[str, float] = field(default_factory=dict)  # averages per signature op (norm_conv, ...)
     decode_seconds: dict[str, float] = field(default_factory=dict)  # per value decoded, by storage
+    # a machine described by constants (the Pi) also fixes these; None: measured (the load timed while
+    # counting, ``night.WORKER_START_SECONDS``)
+    worker_start_seconds: float | None = None
+    load_seconds_per_node: float | None = None
 
     def decode_cost(self, storage: str) -> float:
         """Seconds per weight value read and decoded to float32 inside a DecodedWeight op."""
