@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from frame.diffusion.configured import load_configured_pipeline
 from frame.diffusion.sizes import night_size
 from frame.engine.io import http_settings
+from frame.engine.model import read_structure
 from frame.estimate import pi
 from frame.estimate.machine import Throughput, component_leaders, heaviest_signatures, measure_throughput, read_rate
 from frame.estimate.night import NightEstimate, estimate_night
@@ -66,8 +67,6 @@ def weight_location(source: Any) -> str | None:
     """The biggest weight file of a component source (local path or URL), for the read-rate probe."""
     text = str(getattr(source, "weights_folder", None) or source)
     if text.startswith(("http://", "https://")):  # the file holding the largest weight (data file or model.onnx)
-        from frame.engine.model import read_structure
-
         refs = [r for r in read_structure(source).weights.values() if r.location]
         return max(refs, key=lambda r: r.nbytes).location if refs else None
     path = Path(text)

@@ -38,6 +38,7 @@ import onnx
 from onnx import helper
 
 from frame.engine import load_model
+from frame.engine.io.http_settings import current
 from frame.estimate.counting import count_graph
 from frame.estimate.probes import build_probe, decode_probe, matmul_probe, probe_model
 from frame.estimate.signature import Signature
@@ -351,8 +352,6 @@ def _url_rate(url: str, max_bytes: int, max_seconds: float) -> float | None:
     """One Range request, with the current ``HttpSettings``' token for the model's origin (a
     ``user:password@`` in the URL is sent as basic auth by requests)."""
     import requests
-
-    from frame.engine.io.http_settings import current
 
     headers = {"Range": f"bytes=0-{max_bytes - 1}", **current().headers_for(url)}
     try:

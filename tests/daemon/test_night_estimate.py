@@ -9,6 +9,7 @@ count the picture was rendered with, and the settings page and ``frame config ch
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -34,6 +35,9 @@ def test_a_scheduled_night_runs_the_step_estimate_and_renders_its_choice(tmp_pat
     log = (tmp_path / "config.log").read_text()
     assert "no step estimate" not in log, log
     assert f"frame.worker.render: steps: all {STEPS} steps: about" in log, log
+    # the guidance passes follow the demo UNet's own counted memory, not the full-size SD 1.5 figures
+    assert re.search(r"guidance passes: shared \(weights read once per step: about 1\d\d MB of the worker's "
+                     r"440 MB \(counted for this model\)\)", log), log
     saved = read_json(tmp_path / "state" / "estimate.json")
     choice = saved["step_choice"]
     assert saved["origin"] == "tonight's render" and choice["steps"] == STEPS and choice["fits"], choice
