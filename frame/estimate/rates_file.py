@@ -40,14 +40,17 @@ def _plain(signature: Signature) -> list:
 
 
 def save_rates(folder: Path, rates: Throughput, now: float | None = None) -> None:
-    """Keep ``rates`` in ``folder/machine.json`` (nothing when the folder does not exist: a read-only
-    command never creates the state folder)."""
+    """Keep ``rates`` in ``folder/machine.json`` (nothing when the folder does not exist, a read-only
+    command never creates the state folder, or cannot be written by this user)."""
     if not Path(folder).is_dir():
         return
     plain = {f.name: getattr(rates, f.name) for f in dataclasses.fields(rates)}
     plain["signature_macs"] = [[_plain(s), rate] for s, rate in rates.signature_macs.items()]
-    write_json(Path(folder) / FILE, {"format": FORMAT, "made_at": time.time() if now is None else now,
-                                     "rates": plain})
+    try:
+        write_json(Path(folder) / FILE, {"format": FORMAT, "made_at": time.time() if now is None else now,
+                                         "rates": plain})
+    except OSError:  # a state folder this user may not write (the daemon's): measured again next time
+        return
 
 
 def load_rates(folder: Path, required: Collection[Signature], now: float | None = None) -> Throughput | None:

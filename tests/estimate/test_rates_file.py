@@ -31,6 +31,10 @@ def test_a_damaged_file_means_measure_and_nothing_is_created_without_the_folder(
     assert rates_file.load_rates(tmp_path, set()) is None
     rates_file.save_rates(tmp_path / "missing", RATES)
     assert not (tmp_path / "missing").exists()
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    (locked / rates_file.FILE).mkdir()  # cannot be replaced by a file, even by root
+    rates_file.save_rates(locked, RATES)  # no error: only not kept
 
 
 def test_config_check_measures_once_then_reuses_the_kept_measurement(tmp_path, capsys, monkeypatch):
