@@ -12,11 +12,12 @@ count alone:
 * Cross-check: projected with that rate, OnnxStream's published Pi Zero 2 nights come out 2.4×
   (SD 1.5, 10 steps: 38 min against 1.5 h) and 2.6× (SDXL Turbo, 1 step: 11 min against 29 min)
   too short. Whole-model work on this board runs far below its GEMM figure (512 MB of LPDDR2 at
-  1.3 GB/s feeding four cores), so the rate is calibrated on the SD 1.5 night (``CALIBRATION``:
-  ``benchmarks/estimate_pi_crosscheck.py`` found 0.25, 0.36 and 0.24 in three runs on the loaded dev
-  machine; 0.30 is used); SDXL Turbo, not used to calibrate, is the check (at 0.30: 18 min against
-  29 min published, docs/estimate.md). ``GEMM_MACS`` = 1.85 G multiply-adds per second is what the
-  projection uses.
+  1.3 GB/s feeding four cores), so the rate is calibrated on the SD 1.5 night (``CALIBRATION``):
+  with the op efficiencies below, ``benchmarks/estimate_pi_crosscheck.py`` finds 0.37, the same on
+  every run now that the projection depends on the count alone (it found 0.25, 0.36 and 0.24 while it
+  kept the loaded dev machine's measured efficiencies, and 0.30 was used). SDXL Turbo, not used to
+  calibrate, is the check (docs/estimate.md). ``GEMM_MACS`` = 2.28 G multiply-adds per second is what
+  the projection uses.
 * Memory-bound ops: tinymembench's memcpy on the Zero 2 W moves 1295 MB/s (same review), i.e.
   2.6 GB/s of bytes read plus written (``STREAM_BYTES``). Decoding an fp16 or 8-bit weight to float32
   inside its op is memory-bound too: the stored bytes read plus 4 written per value, at that rate
@@ -49,20 +50,22 @@ from frame.estimate.machine import Throughput
 from frame.estimate.signature import Signature
 
 SOURCE_GEMM_MACS = 6.15e9  # from the published GEMM figures above
-CALIBRATION = 0.30         # OnnxStream cross-check (docs/estimate.md): 0.25, 0.36, 0.24 in three runs
+CALIBRATION = 0.37         # OnnxStream's SD 1.5 night (docs/estimate.md; 0.30 when it followed the load)
 GEMM_MACS = SOURCE_GEMM_MACS * CALIBRATION
 STREAM_BYTES = 2.6e9
 DECODE_BYTES = {"fp16": 2 + 4, "uint8": 1 + 4}  # stored bytes read + float32 written, per weight value
 SD_READ_BYTES = 23e6
 WIFI_READ_BYTES = 3e6
-OP_EFFICIENCY = {"conv": 0.30, "upsample_conv": 0.31, "norm_conv": 0.18, "matmul": 0.20, "geglu": 0.18,
-                 "attention": 0.27, "activation_matmul": 0.27}
+# benchmarks/estimate_pi_constants.py, full-size SD 1.5 export at 512x512, medians of three runs (CPU-time
+# rates, dev machine at load average 13-15): each op's rate as a share of that machine's large-GEMM rate
+OP_EFFICIENCY = {"conv": 1.29, "upsample_conv": 1.62, "norm_conv": 0.94, "matmul": 1.09, "geglu": 1.04,
+                 "attention": 0.66, "activation_matmul": 0.66}
 FEW_ROWS = 256
-FEW_ROWS_EFFICIENCY = {"matmul": 0.12, "geglu": 0.12, "attention": 0.12, "activation_matmul": 0.12}
-KIND_EFFICIENCY = {"conv": 0.25, "matmul": 0.18, "attention": 0.24}  # a step with no signature of its own
-STEP_SECONDS = 8 * 6e-6
-LOAD_SECONDS_PER_NODE = 8 * 40e-6
-WORKER_START_SECONDS = 8 * 2.0
+FEW_ROWS_EFFICIENCY = {"matmul": 0.54, "geglu": 0.54, "attention": 0.54, "activation_matmul": 0.54}  # text encoder
+KIND_EFFICIENCY = {"conv": 0.98, "matmul": 1.03, "attention": 0.66}  # a step with no signature of its own
+STEP_SECONDS = 8 * 8.9e-6          # the dev machine's engine step: 13.4, 8.9, 7.6 us
+LOAD_SECONDS_PER_NODE = 8 * 281e-6  # the dev machine's load per ONNX node: 473, 281, 160 us
+WORKER_START_SECONDS = 8 * 2.0     # a render worker's imports there (README footprint table: 1.4-1.9 s)
 MEMORY_BYTES = 512 * 1024 * 1024
 LABEL = "Raspberry Pi Zero 2 W"
 
