@@ -58,3 +58,4 @@ def test_the_pi_rates_are_a_function_of_the_signature_alone():
     assert (rates.worker_start_seconds, rates.load_seconds_per_node) == (pi.WORKER_START_SECONDS,
                                                                           pi.LOAD_SECONDS_PER_NODE)
     assert pi.pi_throughput([text], url=True).read_bytes == pi.WIFI_READ_BYTES
+
