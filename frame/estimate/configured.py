@@ -2,8 +2,11 @@
 
 ``estimate_config(config)`` opens the configured model (small files only), counts every component
 at the night's size and settings (``frame.estimate.plan``), measures this machine
-(``frame.estimate.machine``; the model's heaviest step signatures, the model's storage or link),
-and projects the night here and on a Raspberry Pi Zero 2 W (``frame.estimate.pi``). With guidance
+(``frame.estimate.machine``; the model's heaviest step signatures, the model's storage or link;
+``rates_dir``: reuse a recent measurement kept in the state folder), and projects the night here and
+on a Raspberry Pi Zero 2 W (``frame.estimate.pi``: from the count and the Pi's constants only, never
+this machine's measurement). The model is opened as the render opens it (``load_configured_pipeline``:
+``model.token``, a URL's ``user:password@``, timeouts), and counted under the same HTTP settings. With guidance
 the night's plan runs the two passes the way tonight's render will (``frame.estimate.plan.
 guidance_mode_tonight``: ``frame.diffusion.guidance_plan.choose`` on the model's kind, the size, the
 UNet weights' precision and ``worker.memory_limit_mb``), and the alternative is the other sensible

@@ -4,8 +4,9 @@ Every probe is a small ONNX graph run by ``frame.engine.load_model`` with its we
 the measured path is the real one (planning, fusions, weight decoding, BLAS thread choice,
 executor). Three fixed probes:
 
-* ``gemm``: a 256 × 1280 → 1280 MatMul (fp32), the machine's large-GEMM rate: the reference the
-  Raspberry Pi projection scales by (``frame.estimate.pi``);
+* ``gemm``: a 256 × 1280 → 1280 MatMul (fp32), the machine's large-GEMM rate (the reference the Pi's
+  op efficiencies were read against once, ``benchmarks/estimate_pi_constants.py``; the Pi projection
+  itself never uses a measurement, ``frame.estimate.pi``);
 * ``element``: the memory-bound ops of a UNet resnet block and of a transformer block (GroupNorm as
   exported, SiLU, LayerNorm, GELU, residual Adds) at SD 1.5's sizes: memory traffic per second,
   counted as a model's is (``frame.estimate.work``), so the rate transfers;
