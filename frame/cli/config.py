@@ -38,7 +38,9 @@ def _config_check(args: argparse.Namespace) -> int:
     _describe_onnxstream(config)
     _describe_model(config)
     _describe_remote(config)
-    if _describe_model_url(config):  # the estimate would only repeat why the model cannot be read
+    readable = _describe_model_url(config)
+    _describe_last_estimate(config)
+    if readable:  # the estimate would only repeat why the model cannot be read
         _describe_estimate(config)
     return 0
 
@@ -119,6 +121,23 @@ def _describe_model(config) -> None:
         return
     for level, line in describe_folder(Path(source).expanduser(), config.model.vae_tile):
         print(f"model.source: {'warning: ' if level == 'warning' else ''}{line}")
+
+
+def _describe_last_estimate(config) -> None:
+    """The estimate saved in the state folder (the settings page's "Night estimate"): tonight's render
+    writes it when it chooses its steps, ``frame estimate --state-dir`` when asked."""
+    from frame.web.settings import last_estimate
+
+    saved = last_estimate(config)
+    if saved is None:
+        print("estimate: no nightly estimate saved yet (the next scheduled night makes one)")
+        return
+    kind = "nightly" if saved["step_choice"] else "saved"
+    print(f"estimate: last {kind} estimate ({saved['origin']}, made {saved['when']})"
+          f"{': ' + saved['step_choice'] if saved['step_choice'] else ''}")
+    for line in saved["lines"]:
+        if line.startswith(("this machine:", "Raspberry Pi Zero 2 W:")):
+            print(f"estimate:   then: {line}")
 
 
 def _describe_estimate(config) -> None:

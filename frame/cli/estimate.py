@@ -61,11 +61,15 @@ def _ratings(config) -> int | None:  # noqa: ANN001
 def config_check_lines(config, measure_seconds: float = 1.0) -> list[str]:  # noqa: ANN001
     """``frame config check``'s estimate lines (a short measurement); a failure is one warning line,
     never a failed check: the estimate is advice, the configuration may still be valid."""
+    from pathlib import Path
+
+    from frame.config import state_dir
     from frame.estimate.configured import estimate_config
     from frame.estimate.report import lines
 
-    try:
-        return lines(estimate_config(config, measure_seconds=measure_seconds, ratings=_ratings(config)))
+    try:  # this machine's last measurement, kept in the state folder, while recent (frame.estimate.rates_file)
+        return lines(estimate_config(config, measure_seconds=measure_seconds, ratings=_ratings(config),
+                                     rates_dir=Path(state_dir(config))))
     except Exception as exc:  # noqa: BLE001 - reported, not raised (see above)
         return [f"warning: no estimate: {exc}"]
 

@@ -8,6 +8,8 @@ The file is ``--config FILE`` when given, else ``$FRAME_CONFIG``, else ``/etc/fr
 exists (the systemd unit's ConfigurationDirectory). Environment overrides name a key path with ``__``
 between levels: ``FRAME_STATE_DIR=/var/lib/frame``, ``FRAME_MODEL__SOURCE=https://...``,
 ``FRAME_WEB__TOKEN=...``; values are parsed as YAML scalars/flow values (``FRAME_TASTE__THEMES='[a, b]'``).
+The few ``FRAME_*`` variables that are not settings (``FRAME_CONFIG``, the daemon's ``FRAME_PARENT_PID``
+for its workers, ...) are listed in ``environment.NOT_SETTINGS`` and skipped.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from frame.config import owner
+from frame.config import environment, owner
 from frame.config.owner import OwnerLayer
 from frame.config.schema import Config
 from frame.config.validate import Path, Problems, build, format_path, hide_secrets
@@ -31,7 +33,7 @@ from frame.errors import ConfigError
 
 SYSTEM_CONFIG = FsPath("/etc/frame/config.yaml")
 ENV_PREFIX = "FRAME_"
-ENV_NOT_OVERRIDES = {"FRAME_CONFIG"}
+ENV_NOT_OVERRIDES = environment.NOT_SETTINGS
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +77,8 @@ def config_file_path(path: str | os.PathLike | None, environ: Mapping[str, str])
     """Which file supplies the file layer, or None for defaults only."""
     if path is not None:
         return FsPath(path)
-    if environ.get("FRAME_CONFIG"):
-        return FsPath(environ["FRAME_CONFIG"])
+    if environ.get(environment.CONFIG_FILE):
+        return FsPath(environ[environment.CONFIG_FILE])
     return SYSTEM_CONFIG if SYSTEM_CONFIG.is_file() else None
 
 

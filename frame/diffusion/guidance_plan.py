@@ -30,10 +30,14 @@ cost of "sequential" (the batch's 10 % CPU gain is not worth its extra memory on
   limit, ``worker.memory_limit_mb``; None = no limit known); "sequential" when it does not, or when
   there is no measured figure for the model (SDXL: not measured yet, so it keeps the smallest peak).
 
-``estimate_render_peak_mb`` is the one place the figures live: the measured one-pass render peak at the
-native size (``benchmarks/sd_memory.py``) plus, per extra pass, one pass's activations measured on the
-UNet alone (43 MB, more than the 14 MB the whole render grew: the estimate errs high), scaled by latent
-area. The graph-based estimate of ``frame estimate`` can replace it without changing ``choose``'s inputs.
+The peaks come from the model's own count when there is one (``counted``: the render peak with one
+and with two passes' activations alive, from ``frame.estimate``'s count of this UNet at tonight's size;
+the night's estimate makes it and the render worker passes it on). Without a count,
+``estimate_render_peak_mb`` holds the measured figures: the one-pass render peak of the full-size SD 1.5
+at the native size (``benchmarks/sd_memory.py``) plus, per extra pass, one pass's activations measured
+on the UNet alone (43 MB, more than the 14 MB the whole render grew: the estimate errs high), scaled by
+latent area. Those are the full-size model's: a small SD 1.5-shaped model (the demo) was told "about
+390 MB of the worker's 440 MB" while its worker peaked at 107-155 MB, hence the count first.
 """
 
 from __future__ import annotations
@@ -74,22 +78,29 @@ def estimate_render_peak_mb(kind: str, width: int, height: int, precision: str, 
 
 
 def choose(kind: str, width: int, height: int, precision: str, memory_limit_mb: float | None,
-           guided: bool = True) -> GuidancePlan:
-    """"shared" (weights read once per step) when it fits the worker's memory limit, else "sequential"."""
+           guided: bool = True, counted: tuple[float, float] | None = None) -> GuidancePlan:
+    """"shared" (weights read once per step) when it fits the worker's memory limit, else "sequential".
+    ``counted``: (one-pass, two-pass) render peaks in MB counted from this model (see the module
+    docstring), used instead of the measured full-size figures."""
+    def peak(passes: int) -> float | None:
+        if counted is not None:
+            return round(counted[passes - 1], 1)
+        return estimate_render_peak_mb(kind, width, height, precision, passes)
+
     if not guided:
-        return GuidancePlan("sequential", estimate_render_peak_mb(kind, width, height, precision, 1),
-                            "one UNet pass per step (no guidance)")
-    shared = estimate_render_peak_mb(kind, width, height, precision, 2)
+        return GuidancePlan("sequential", peak(1), "one UNet pass per step (no guidance)")
+    shared = peak(2)
     if memory_limit_mb is None:
         return GuidancePlan("shared", shared, "weights read once per step (no memory limit given)")
     if shared is None:
         return GuidancePlan("sequential", None, f"no measured memory figures for {kind}: the two passes run "
                             "one after the other, reading the weights twice per step")
     needed = shared + WORKER_EXTRA_MB
+    source = "counted for this model" if counted is not None else f"measured on the full-size {kind} model"
     if needed <= memory_limit_mb:
         return GuidancePlan("shared", shared, f"weights read once per step: about {needed:.0f} MB of the worker's "
-                            f"{memory_limit_mb:.0f} MB")
-    return GuidancePlan("sequential", estimate_render_peak_mb(kind, width, height, precision, 1),
+                            f"{memory_limit_mb:.0f} MB ({source})")
+    return GuidancePlan("sequential", peak(1),
                         f"reading the weights once per step would need about {needed:.0f} MB, over the worker's "
                         f"{memory_limit_mb:.0f} MB: the two passes run one after the other")
 

@@ -112,6 +112,9 @@ class Pipeline:
             raise UsageError(f"unknown guidance mode {guidance_mode!r} "
                              f"(choose from {', '.join(denoise.GUIDANCE_MODES)})")
         self.guidance_mode = guidance_mode
+        # (width, height, (one-pass, two-pass) render peaks in MB) counted for this UNet by the night's
+        # estimate (frame.worker.step_choice); guidance_plan.choose uses them at that size
+        self.counted_guidance: tuple[int, int, tuple[float, float]] | None = None
         self.memory_limit_mb = memory_limit_mb
         if isinstance(files, OnnxStreamFiles):
             self.encoders = files.encoders()
@@ -296,9 +299,11 @@ class Pipeline:
         for this model, size, precision and memory limit (logged with its reason)."""
         if self.guidance_mode is not None:
             return self.guidance_mode
+        counted = self.counted_guidance
+        peaks = counted[2] if counted is not None and counted[:2] == (settings.width, settings.height) else None
         plan = guidance_plan.choose(self.kind, settings.width, settings.height,
                                     guidance_plan.precision_of(getattr(model, "streamed_weights", [])),
-                                    self.memory_limit_mb, settings.guided)
+                                    self.memory_limit_mb, settings.guided, peaks)
         if settings.guided:
             log.info("guidance passes: %s (%s)", plan.mode, plan.reason)
         return plan.mode

@@ -2,8 +2,11 @@
 
 ``estimate_config(config)`` opens the configured model (small files only), counts every component
 at the night's size and settings (``frame.estimate.plan``), measures this machine
-(``frame.estimate.machine``; the model's heaviest step signatures, the model's storage or link),
-and projects the night here and on a Raspberry Pi Zero 2 W (``frame.estimate.pi``). With guidance
+(``frame.estimate.machine``; the model's heaviest step signatures, the model's storage or link;
+``rates_dir``: reuse a recent measurement kept in the state folder), and projects the night here and
+on a Raspberry Pi Zero 2 W (``frame.estimate.pi``: from the count and the Pi's constants only, never
+this machine's measurement). The model is opened as the render opens it (``load_configured_pipeline``:
+``model.token``, a URL's ``user:password@``, timeouts), and counted under the same HTTP settings. With guidance
 the night's plan runs the two passes the way tonight's render will (``frame.estimate.plan.
 guidance_mode_tonight``: ``frame.diffusion.guidance_plan.choose`` on the model's kind, the size, the
 UNet weights' precision and ``worker.memory_limit_mb``), and the alternative is the other sensible
@@ -17,13 +20,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from frame.diffusion import load_pipeline
+from frame.diffusion.configured import load_configured_pipeline
 from frame.diffusion.sizes import night_size
+from frame.engine.io import http_settings
+from frame.engine.model import read_structure
 from frame.estimate import pi
 from frame.estimate.machine import Throughput, component_leaders, heaviest_signatures, measure_throughput, read_rate
 from frame.estimate.night import NightEstimate, estimate_night
 from frame.estimate.plan import NightPlan, build_plan, choose_texts
-from frame.models import resolve_model_source
+from frame.estimate.rates_file import FILE, MAX_AGE_SECONDS, load_rates, save_rates
 
 if TYPE_CHECKING:
     from frame.config.schema import Config, ScheduleConfig
@@ -65,8 +70,9 @@ def alternative_mode(tonight: str) -> str:
 def weight_location(source: Any) -> str | None:
     """The biggest weight file of a component source (local path or URL), for the read-rate probe."""
     text = str(getattr(source, "weights_folder", None) or source)
-    if text.startswith(("http://", "https://")):
-        return text[:-len("model.onnx")] + "model.onnx_data" if text.endswith("model.onnx") else None
+    if text.startswith(("http://", "https://")):  # the file holding the largest weight (data file or model.onnx)
+        refs = [r for r in read_structure(source).weights.values() if r.location]
+        return max(refs, key=lambda r: r.nbytes).location if refs else None
     path = Path(text)
     folder = path if path.is_dir() else path.parent
     files = [p for p in folder.iterdir() if p.is_file()] if folder.is_dir() else []
@@ -91,37 +97,54 @@ def _plans(pipe: Any, config: Config, size: tuple[int, int], steps: int | None, 
 def estimate_config(config: Config, pipe: Any = None, steps: int | None = None, size: tuple[int, int] | None = None,
                     measure_seconds: float = 8.0, link_bytes: float | None = None, ratings: int | None = None,
                     rates: Throughput | None = None, texts: int | None = None,
-                    cpu: bool = False, alternative: bool = True) -> ConfiguredEstimate:
+                    cpu: bool = False, alternative: bool = True, rates_dir: Path | None = None) -> ConfiguredEstimate:
     """The whole estimate (see the module docstring). ``pipe``: an already loaded pipeline;
     ``ratings``: how many pictures are rated (None: unknown, assume a trained taste model);
     ``rates``: measured throughput to reuse (skips the measurement); ``texts``: how many texts the
     prompt choice embeds (default: from the taste settings; 0 for a queued prompt); ``cpu``: rates per
     CPU second instead of wall second (projects CPU time on a shared machine); ``alternative``: also
-    count the other way to run the guidance passes (not needed to choose tonight's steps)."""
+    count the other way to run the guidance passes (not needed to choose tonight's steps); ``rates_dir``:
+    reuse the measurement kept there when recent enough, else keep the new one there
+    (``frame.estimate.rates_file``)."""
 
+    if pipe is None:  # as the render loads it: model.token, the URL's user:password, timeouts, weight cache
+        pipe = load_configured_pipeline(config)
+    with http_settings.using(getattr(pipe, "http", None)):  # counting and the read probe fetch as the render does
+        return _estimate(config, pipe, steps, size, measure_seconds, link_bytes, ratings, rates, texts, cpu,
+                         alternative, rates_dir)
+
+
+def _estimate(config: Config, pipe: Any, steps: int | None, size: tuple[int, int] | None, measure_seconds: float,
+              link_bytes: float | None, ratings: int | None, rates: Throughput | None, texts: int | None,
+              cpu: bool, alternative: bool, rates_dir: Path | None) -> ConfiguredEstimate:
     model = config.model
-    if pipe is None:
-        pipe = load_pipeline(resolve_model_source(model.source), cache_dir=model.cache_dir or None,
-                             weights=model.weights, attention_slices=model.attention_slices,
-                             vae_tile=model.vae_tile, vae_tile_overlap=model.vae_tile_overlap)
     size = size or night_size(config, pipe)
     texts = choose_texts(config, ratings) if texts is None else texts
     tonight, other = _plans(pipe, config, size, steps if steps is not None else model.steps, texts, alternative)
     measured = None
+    weighted = [(r.count.steps, r.evaluations * r.items * (tonight.steps if r.per_step else 1)) for r in tonight.runs]
+    reused = None
+    if rates is None and rates_dir is not None:
+        rates = reused = load_rates(rates_dir, component_leaders(weighted))
     if rates is None:
-        weighted = [(r.count.steps, r.evaluations * r.items * (tonight.steps if r.per_step else 1))
-                    for r in tonight.runs]
         rates = measure_throughput(heaviest_signatures(weighted), budget_seconds=measure_seconds, cpu=cpu,
                                    required=component_leaders(weighted))
         location = weight_location(pipe.unet_source)
         if location:
             rates = rates.with_read(read_rate(location))
             measured = location
+        if rates_dir is not None:
+            save_rates(rates_dir, rates)
     url = str(pipe.files.source).startswith(("http://", "https://"))
-    machines = [(rates, 1.0), (pi.pi_throughput(rates, link_bytes, url), pi.STEP_OVERHEAD_FACTOR)]
+    signatures = [s.signature for plan in (tonight, other) if plan for r in plan.runs for s in r.count.steps
+                  if s.signature is not None]
+    machines = [(rates, 1.0), (pi.pi_throughput(signatures, link_bytes, url), 1.0)]  # the Pi: count + constants
     taste = ratings is None or ratings >= config.taste.min_ratings
     first = estimate_night(tonight, machines, model.weights, taste_model=taste)
     second = estimate_night(other, machines, model.weights, taste_model=taste) if other else None
+    if reused is not None:
+        first.notes.append(f"this machine's figures reuse its measurement kept in {Path(rates_dir) / FILE} "
+                           f"(under {MAX_AGE_SECONDS // 86400} days old); frame estimate measures again")
     window = f"{config.schedule.render_at}-{config.schedule.deadline}"
     return ConfiguredEstimate(first, second, rates, window_seconds(config.schedule), window,
                               config.worker.memory_limit_mb * 1024 * 1024, measured)

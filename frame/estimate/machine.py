@@ -4,8 +4,9 @@ Every probe is a small ONNX graph run by ``frame.engine.load_model`` with its we
 the measured path is the real one (planning, fusions, weight decoding, BLAS thread choice,
 executor). Three fixed probes:
 
-* ``gemm``: a 256 × 1280 → 1280 MatMul (fp32), the machine's large-GEMM rate: the reference the
-  Raspberry Pi projection scales by (``frame.estimate.pi``);
+* ``gemm``: a 256 × 1280 → 1280 MatMul (fp32), the machine's large-GEMM rate (the reference the Pi's
+  op efficiencies were read against once, ``benchmarks/estimate_pi_constants.py``; the Pi projection
+  itself never uses a measurement, ``frame.estimate.pi``);
 * ``element``: the memory-bound ops of a UNet resnet block and of a transformer block (GroupNorm as
   exported, SiLU, LayerNorm, GELU, residual Adds) at SD 1.5's sizes: memory traffic per second,
   counted as a model's is (``frame.estimate.work``), so the rate transfers;
@@ -38,6 +39,7 @@ import onnx
 from onnx import helper
 
 from frame.engine import load_model
+from frame.engine.io.http_settings import current
 from frame.estimate.counting import count_graph
 from frame.estimate.probes import build_probe, decode_probe, matmul_probe, probe_model
 from frame.estimate.signature import Signature
@@ -62,6 +64,10 @@ class Throughput:
     label: str = "this machine"
     op_macs: dict[str, float] = field(default_factory=dict)  # averages per signature op (norm_conv, ...)
     decode_seconds: dict[str, float] = field(default_factory=dict)  # per value decoded, by storage
+    # a machine described by constants (the Pi) also fixes these; None: measured (the load timed while
+    # counting, ``night.WORKER_START_SECONDS``)
+    worker_start_seconds: float | None = None
+    load_seconds_per_node: float | None = None
 
     def decode_cost(self, storage: str) -> float:
         """Seconds per weight value read and decoded to float32 inside a DecodedWeight op."""
@@ -344,11 +350,14 @@ def read_rate(location: str, max_bytes: int = 64 << 20, max_seconds: float = 2.0
 
 
 def _url_rate(url: str, max_bytes: int, max_seconds: float) -> float | None:
+    """One Range request, with the current ``HttpSettings``' token for the model's origin (a
+    ``user:password@`` in the URL is sent as basic auth by requests)."""
     import requests
 
+    headers = {"Range": f"bytes=0-{max_bytes - 1}", **current().headers_for(url)}
     try:
         started = time.perf_counter()
-        with requests.get(url, headers={"Range": f"bytes=0-{max_bytes - 1}"}, stream=True, timeout=5) as response:
+        with requests.get(url, headers=headers, stream=True, timeout=5) as response:
             if response.status_code not in (200, 206):
                 return None
             done = 0

@@ -7,8 +7,9 @@ UNet per step, by guidance mode (``frame.diffusion.guidance_plan``): "sequential
 "batched" 1 evaluation at batch 2 (weights read once); 1 evaluation without guidance.
 
 Each evaluation is ``frame.estimate.timing.evaluation_time`` (compute overlapped with weight reads
-at the storage's rate). Loads and the worker start are measured on this machine (loading is what
-counting does) and multiplied by ``pi.STEP_OVERHEAD_FACTOR`` for the Pi.
+at the storage's rate). On this machine the loads are measured (loading is what counting does); a
+machine described by constants (the Pi, ``frame.estimate.pi``) sets its worker start and its load
+cost per graph node instead, so its projection depends on the count alone.
 """
 
 from __future__ import annotations
@@ -72,11 +73,14 @@ def _run_seconds(run: Run, rates: Throughput, provider: str) -> tuple[float, flo
 
 def project(plan: NightPlan, rates: Throughput, provider: str, load_factor: float = 1.0) -> Projection:
     phases = {phase: 0.0 for phase in PHASES}
-    phases["start"] = WORKER_START_SECONDS * load_factor
+    start = rates.worker_start_seconds
+    phases["start"] = (WORKER_START_SECONDS if start is None else start) * load_factor
     step = stall = 0.0
     for run in plan.runs:
         seconds, waited, _ = _run_seconds(run, rates, provider)
-        phases[run.phase] += run.count.load_seconds * load_factor
+        per_node = rates.load_seconds_per_node
+        load = run.count.load_seconds if per_node is None else run.count.node_count * per_node
+        phases[run.phase] += load * load_factor
         if run.per_step:
             step += seconds
             stall += waited

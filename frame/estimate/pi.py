@@ -1,6 +1,7 @@
 """A Raspberry Pi Zero 2 W, as constants: its CPU, memory, SD card and Wi-Fi (sources: docs/estimate.md).
 
-The Pi cannot be measured from here, so its throughput is derived from published figures:
+The Pi cannot be measured from here, so its throughput is derived from published figures and the
+count alone:
 
 * GEMM: OpenBLAS's Cortex-A53 SGEMM kernel runs at 6.4 GFLOP/s on one core of an RK3399's A53
   cluster (OpenBLAS pull request #2643; ncnn's benchmark README gives that cluster's clock as
@@ -11,52 +12,87 @@ The Pi cannot be measured from here, so its throughput is derived from published
 * Cross-check: projected with that rate, OnnxStream's published Pi Zero 2 nights come out 2.4×
   (SD 1.5, 10 steps: 38 min against 1.5 h) and 2.6× (SDXL Turbo, 1 step: 11 min against 29 min)
   too short. Whole-model work on this board runs far below its GEMM figure (512 MB of LPDDR2 at
-  1.3 GB/s feeding four cores), so the rate is calibrated on the SD 1.5 night (``CALIBRATION``:
-  ``benchmarks/estimate_pi_crosscheck.py`` found 0.25, 0.36 and 0.24 in three runs on the loaded dev
-  machine; 0.30 is used); SDXL Turbo, not used to calibrate, is the check (at 0.30: 18 min against
-  29 min published, docs/estimate.md). ``GEMM_MACS`` = 1.85 G multiply-adds per second is what the
-  projection uses.
+  1.3 GB/s feeding four cores), so the rate is calibrated on the SD 1.5 night (``CALIBRATION``):
+  with the op efficiencies below, ``benchmarks/estimate_pi_crosscheck.py`` finds 0.37, the same on
+  every run now that the projection depends on the count alone (it found 0.25, 0.36 and 0.24 while it
+  kept the loaded dev machine's measured efficiencies, and 0.30 was used). SDXL Turbo, not used to
+  calibrate, is the check (docs/estimate.md). ``GEMM_MACS`` = 2.28 G multiply-adds per second is what
+  the projection uses.
 * Memory-bound ops: tinymembench's memcpy on the Zero 2 W moves 1295 MB/s (same review), i.e.
-  2.6 GB/s of bytes read plus written (``STREAM_BYTES``); decoding fp16/8-bit weights is memory-bound
-  too, so its cost per value is this machine's scaled by the two stream rates.
+  2.6 GB/s of bytes read plus written (``STREAM_BYTES``). Decoding an fp16 or 8-bit weight to float32
+  inside its op is memory-bound too: the stored bytes read plus 4 written per value, at that rate
+  (``DECODE_BYTES``).
 * SD card: sequential reads top out at 23 MB/s, the limit of the Zero 2 W's High Speed SD mode
   (same review, iozone on a SanDisk Extreme Pro A2; a faster card does not help) (``SD_READ_BYTES``).
 * Wi-Fi: 2.4 GHz 802.11n with one antenna: 72.2 Mbit/s on air at best, of which about half is
   usable throughput (cnlab's WLAN performance notes), less a room away from the router: 3 MB/s
   (``WIFI_READ_BYTES``; ``frame estimate --link-mbit`` sets the figure for your network).
-* The engine's fixed cost per step (Python, numpy calls) is taken as 8 × this machine's: an
-  in-order 1 GHz core against a desktop core. It is a small share of a night.
+* Each engine op reaches a share of ``GEMM_MACS`` (``OP_EFFICIENCY``; a product of fewer than
+  ``FEW_ROWS`` rows, such as a text encoder's 77 tokens, ``FEW_ROWS_EFFICIENCY`` instead). The engine's
+  fixed cost per step (Python, numpy calls) is ``STEP_SECONDS``, loading a component
+  ``LOAD_SECONDS_PER_NODE`` per graph node, a worker's imports ``WORKER_START_SECONDS``. The shares are
+  the medians of three runs of ``benchmarks/estimate_pi_constants.py`` on the full-size SD 1.5 export
+  on the development machine (the share of its own large-GEMM rate each op reached, the way
+  ``CALIBRATION`` was fitted); the costs are that machine's medians × 8, for an in-order 1 GHz core
+  against a desktop core (docs/estimate.md).
 
-The projection keeps this machine's *efficiency* per step signature: a step that runs at 60 % of
-this machine's large-GEMM rate is taken to run at 60 % of ``GEMM_MACS`` on the Pi.
+The Pi's figures are the count at these constants only: the same settings give the same Pi projection
+on any machine under any load. (They once kept this machine's measured efficiency per step
+signature, and three runs of one night on a loaded machine projected 29 s, 1 min 45 s and 46 s.) This
+machine's measurement is used for the "this machine" figures alone.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Iterable
 
 from frame.estimate.machine import Throughput
+from frame.estimate.signature import Signature
 
 SOURCE_GEMM_MACS = 6.15e9  # from the published GEMM figures above
-CALIBRATION = 0.30         # OnnxStream cross-check (docs/estimate.md): 0.25, 0.36, 0.24 in three runs
+CALIBRATION = 0.37         # OnnxStream's SD 1.5 night (docs/estimate.md; 0.30 when it followed the load)
 GEMM_MACS = SOURCE_GEMM_MACS * CALIBRATION
 STREAM_BYTES = 2.6e9
+DECODE_BYTES = {"fp16": 2 + 4, "uint8": 1 + 4}  # stored bytes read + float32 written, per weight value
 SD_READ_BYTES = 23e6
 WIFI_READ_BYTES = 3e6
-STEP_OVERHEAD_FACTOR = 8.0
+# benchmarks/estimate_pi_constants.py, full-size SD 1.5 export at 512x512, medians of three runs (CPU-time
+# rates, dev machine at load average 13-15): each op's rate as a share of that machine's large-GEMM rate
+OP_EFFICIENCY = {"conv": 1.29, "upsample_conv": 1.62, "norm_conv": 0.94, "matmul": 1.09, "geglu": 1.04,
+                 "attention": 0.66, "activation_matmul": 0.66}
+FEW_ROWS = 256
+FEW_ROWS_EFFICIENCY = {"matmul": 0.54, "geglu": 0.54, "attention": 0.54, "activation_matmul": 0.54}  # text encoder
+KIND_EFFICIENCY = {"conv": 0.98, "matmul": 1.03, "attention": 0.66}  # a step with no signature of its own
+STEP_SECONDS = 8 * 8.9e-6          # the dev machine's engine step: 13.4, 8.9, 7.6 us
+LOAD_SECONDS_PER_NODE = 8 * 281e-6  # the dev machine's load per ONNX node: 473, 281, 160 us
+WORKER_START_SECONDS = 8 * 2.0     # a render worker's imports there (README footprint table: 1.4-1.9 s)
 MEMORY_BYTES = 512 * 1024 * 1024
 LABEL = "Raspberry Pi Zero 2 W"
 
 
-def pi_throughput(here: Throughput, link_bytes: float | None = None, url: bool = False) -> Throughput:
-    """The Pi's rates: this machine's per-signature efficiency applied to the Pi's GEMM rate, the
-    Pi's memory, step cost and storage (SD card, or Wi-Fi for a URL model)."""
-    scale = GEMM_MACS / here.gemm_macs
+def rows(signature: Signature) -> int:
+    """Rows of a product's activation operand (tokens, query rows); a conv's output pixels."""
+    first = signature.shapes[0] if signature.shapes else ()
+    if signature.kind == "conv":
+        return first[-1] * first[-2] if len(first) >= 2 else 0
+    return first[-2] if len(first) >= 2 else 0
+
+
+def efficiency(signature: Signature) -> float:
+    """The share of ``GEMM_MACS`` a step of ``signature`` runs at on the Pi."""
+    if signature.op in FEW_ROWS_EFFICIENCY and rows(signature) < FEW_ROWS:
+        return FEW_ROWS_EFFICIENCY[signature.op]
+    return OP_EFFICIENCY.get(signature.op, KIND_EFFICIENCY[signature.kind])
+
+
+def pi_throughput(signatures: Iterable[Signature], link_bytes: float | None = None, url: bool = False) -> Throughput:
+    """The Pi's rates for the step ``signatures`` of the nights to project, from the constants above
+    (storage: the SD card, or Wi-Fi for a URL model)."""
     read = (link_bytes or WIFI_READ_BYTES) if url else SD_READ_BYTES
-    return replace(here, gemm_macs=GEMM_MACS, stream_bytes=STREAM_BYTES,
-                   step_seconds=here.step_seconds * STEP_OVERHEAD_FACTOR,
-                   kind_macs={k: v * scale for k, v in here.kind_macs.items()},
-                   signature_macs={k: v * scale for k, v in here.signature_macs.items()},
-                   op_macs={k: v * scale for k, v in here.op_macs.items()},
-                   decode_seconds={k: v * here.stream_bytes / STREAM_BYTES for k, v in here.decode_seconds.items()},
-                   read_bytes=read, cpu_share=1.0, label=LABEL)
+    return Throughput(
+        gemm_macs=GEMM_MACS, stream_bytes=STREAM_BYTES, step_seconds=STEP_SECONDS,
+        kind_macs={kind: GEMM_MACS * share for kind, share in KIND_EFFICIENCY.items()},
+        signature_macs={s: GEMM_MACS * efficiency(s) for s in set(signatures)},
+        read_bytes=read, label=LABEL,
+        decode_seconds={storage: size / STREAM_BYTES for storage, size in DECODE_BYTES.items()},
+        worker_start_seconds=WORKER_START_SECONDS, load_seconds_per_node=LOAD_SECONDS_PER_NODE)

@@ -33,11 +33,13 @@ from frame.diffusion.model_info import SDXL
 from frame.diffusion.onnxstream_layout import OnnxStreamFiles
 from frame.diffusion.vae import tile_starts
 from frame.engine.model import read_structure
+from frame.estimate import memory
 from frame.estimate.choice import minimum_steps
 from frame.estimate.counting import GraphCount, count_graph
 from frame.estimate.shapes import Shape
 
 TOKENS = 77
+MB = 1 << 20
 AXIS_TEXTS = 12  # the six default concept axes, two ends each (frame.taste.features.DEFAULT_AXES)
 
 
@@ -73,6 +75,7 @@ class NightPlan:
     tiles: int = 1
     notes: list[str] = field(default_factory=list)
     guidance_reason: str = ""       # why that mode (``guidance_plan.choose``'s reason, or the setting)
+    counted_peaks_mb: tuple[float, float] | None = None  # ``counted_peaks_mb`` of this UNet at this size
 
     @property
     def min_steps(self) -> int:
@@ -159,11 +162,22 @@ def _vae_run(pipe, latent: tuple[int, int], tile: int, overlap: int) -> tuple[ob
     return source, (th, tw), tiles, None
 
 
+def counted_peaks_mb(unet: GraphCount, url: bool) -> tuple[float, float]:
+    """(one-pass, two-pass) render peaks in MB of this UNet's count (``memory.component_peak`` with one
+    and with both guidance passes' activations alive, plus what the render worker holds beside it):
+    ``guidance_plan.choose``'s ``counted``, so the mode follows this model's own activations."""
+    provider = memory.provider_for("auto", url)
+    return tuple(round((memory.component_peak(unet, provider, items) + memory.PIPELINE_BYTES) / MB, 1)
+                 for items in (1, 2))  # type: ignore[return-value]
+
+
 def guidance_mode_tonight(pipe, settings, batch_dim, precision: str, requested: str | None,  # noqa: ANN001
-                          memory_limit_mb: float | None) -> tuple[str, str]:
+                          memory_limit_mb: float | None, counted: tuple[float, float] | None = None
+                          ) -> tuple[str, str]:
     """(mode, reason) as the render decides it: ``frame.diffusion.denoise.GuidedUNet`` (a fixed batch
     of 2 forces "batched"; a fixed batch of 1 cannot batch) after ``Pipeline.guidance_mode_for``
-    (``requested`` or the pipeline's ``guidance_mode``, else ``guidance_plan.choose``)."""
+    (``requested`` or the pipeline's ``guidance_mode``, else ``guidance_plan.choose`` on ``counted``:
+    the UNet's own peaks, ``counted_peaks_mb``)."""
 
     if not settings.guided:
         return "sequential", "one UNet pass per step (no guidance)"
@@ -171,7 +185,8 @@ def guidance_mode_tonight(pipe, settings, batch_dim, precision: str, requested: 
         return "batched", "the export's fixed batch of 2 runs both passes as one batch"
     requested = requested or getattr(pipe, "guidance_mode", None)
     if requested is None:
-        plan = guidance_plan.choose(pipe.kind, settings.width, settings.height, precision, memory_limit_mb, True)
+        plan = guidance_plan.choose(pipe.kind, settings.width, settings.height, precision, memory_limit_mb, True,
+                                    counted)
         return plan.mode, plan.reason
     if requested == "batched" and isinstance(batch_dim, int):
         return "sequential", "the export's fixed batch of 1 cannot batch the two passes"
@@ -194,9 +209,11 @@ def build_plan(pipe, width: int, height: int, steps: int | None, guidance: float
     batch_dim = unet_declared.get("sample", (None,))[0]
     unet = count_graph(pipe.unet_source, unet_shapes(unet_declared, 1, latent), structure=structure)
     limit = memory_limit_mb if memory_limit_mb is not None else getattr(pipe, "memory_limit_mb", None)
-    mode, reason = guidance_mode_tonight(pipe, settings, batch_dim, unet.precision, guidance_mode, limit)
+    peaks = counted_peaks_mb(unet, str(pipe.files.source).startswith(("http://", "https://")))
+    mode, reason = guidance_mode_tonight(pipe, settings, batch_dim, unet.precision, guidance_mode, limit, peaks)
     plan = NightPlan(info.label, str(pipe.files.source), width, height, settings.steps, settings.sampler,
-                     settings.guidance, settings.guided, mode, info.turbo, guidance_reason=reason)
+                     settings.guidance, settings.guided, mode, info.turbo, guidance_reason=reason,
+                     counted_peaks_mb=peaks)
     if plan.batched and batch_dim != 2:
         unet = count_graph(pipe.unet_source, unet_shapes(unet_declared, 2, latent))
     evaluations = 2 if plan.guided and mode == "sequential" else 1

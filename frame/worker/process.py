@@ -33,7 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from frame.config import load_config
+from frame.config import environment, load_config
 from frame.config.schema import Config
 from frame.errors import FrameError
 from frame.worker.errors import StepFailed, StepUnavailable
@@ -143,7 +143,7 @@ def run_job(job_dir: Path, kind: str, run_steps: JobSteps) -> int:
 def configure_logging() -> None:
     """Worker log lines go to stderr, inherited from the daemon (the journal under systemd); stdout
     carries the JSON events to the supervisor."""
-    logging.basicConfig(stream=sys.stderr, level=os.environ.get("FRAME_WORKER_LOG", "INFO"),
+    logging.basicConfig(stream=sys.stderr, level=os.environ.get(environment.WORKER_LOG, "INFO"),
                         format="worker %(levelname)s %(name)s: %(message)s")
 
 
@@ -154,7 +154,7 @@ def main(argv: list[str] | None, kind: str, run_steps: JobSteps) -> int:
         sys.stderr.write("usage: python -m frame.worker.render|show|infoscreen JOB_DIR\n")
         return 2
     configure_logging()
-    _die_with_parent(int(os.environ.get("FRAME_PARENT_PID", "0") or 0))
+    _die_with_parent(int(os.environ.get(environment.PARENT_PID, "0") or 0))
     signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         return run_job(Path(argv[0]), kind, run_steps)

@@ -146,6 +146,9 @@ def generate(job: RenderJob, config: Config, choice: ThemeChoice, job_dir: Path,
     model = config.model
     width, height = night_size(config, pipe)
     steps = _steps_for_tonight(job, config, pipe, (width, height), job_dir, emit)
+    peaks = nightly.saved_guidance_peaks(job_dir)
+    if peaks is not None:  # the guidance passes run as tonight's estimate counted this model's memory
+        pipe.counted_guidance = (width, height, peaks)
     variation = job.variation
     strength = variation.strength if variation else None
     settings = pipe.settings(choice.prompt, choice.negative_prompt, steps, model.guidance,

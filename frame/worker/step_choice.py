@@ -53,6 +53,16 @@ def saved_choice(job_dir: Path) -> StepChoice | None:
     return None
 
 
+def saved_guidance_peaks(job_dir: Path) -> tuple[float, float] | None:
+    """The (one-pass, two-pass) render peaks in MB tonight's estimate counted for this UNet (None
+    without an estimate): ``guidance_plan.choose``'s ``counted``."""
+    saved = read_json(Path(job_dir) / CHOICE_FILE)
+    peaks = saved.get("guidance_peaks_mb") if isinstance(saved, dict) else None
+    if isinstance(peaks, list) and len(peaks) == 2 and all(isinstance(p, (int, float)) for p in peaks):
+        return float(peaks[0]), float(peaks[1])
+    return None
+
+
 def available_bytes() -> int | None:
     """MemAvailable from /proc/meminfo (None where there is none)."""
     try:
@@ -92,7 +102,8 @@ def night_steps(config: Config, pipe: Any, size: tuple[int, int], deadline: floa
     available = deadline - (time.time() if now is None else now)
     choice = choose_steps(estimate.plan.steps, estimate.plan.min_steps,
                           remaining_fixed_seconds(here, estimate.plan.steps), here.step_seconds, available)
-    write_json(job_dir / CHOICE_FILE, choice.to_dict())
+    # the UNet's own peaks at tonight's size: the render's guidance mode follows them (saved_guidance_peaks)
+    write_json(job_dir / CHOICE_FILE, {**choice.to_dict(), "guidance_peaks_mb": estimate.plan.counted_peaks_mb})
     if state_dir is not None:
         write_json(Path(state_dir) / ESTIMATE_FILE, {**to_dict(result, "tonight's render"),
                                                       "step_choice": choice.to_dict()})
@@ -122,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args = sys.argv[1:] if argv is None else argv
     job_dir, size = Path(args[0]), (int(args[1]), int(args[2]))
-    config = load_config(job_dir / "config.yaml")
+    config = load_config(job_dir / "config.yaml", environ={})  # resolved by the daemon, as the worker reads it
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     try:
         job = read_job(job_dir)

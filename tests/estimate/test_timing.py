@@ -162,17 +162,6 @@ def test_weight_decoding_is_counted_per_call_once_for_all_items_of_a_row_streame
     assert step_compute(replace(step, signature=replace(sig, storage="uint8")), rates) == pytest.approx(1.001)
 
 
-def test_the_pi_projection_scales_op_averages_and_decoding():
-    from frame.estimate import pi
-
-    rates = _rates(conv=1e9, matmul=1e9, attention=1e9)
-    rates.op_macs["norm_conv"] = 5e8
-    rates.decode_seconds["uint8"] = 1e-9
-    board = pi.pi_throughput(rates)
-    assert board.op_macs["norm_conv"] == pytest.approx(5e8 * pi.GEMM_MACS / rates.gemm_macs)
-    assert board.decode_seconds["uint8"] == pytest.approx(1e-9 * rates.stream_bytes / pi.STREAM_BYTES)
-
-
 def test_the_decode_probe_is_all_decoding(tmp_path):
     import numpy as np
     import onnx

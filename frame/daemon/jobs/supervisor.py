@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Literal
 
 import frame
+from frame.config import environment
 from frame.worker.events import DoneEvent, ErrorEvent, Event, Output, ProgressEvent, StageEvent, parse_event
 from frame.worker.records import EXIT_PERMANENT
 
@@ -85,7 +86,7 @@ def worker_env() -> dict[str, str]:
     env = dict(os.environ)
     package_root = str(Path(frame.__file__).resolve().parents[1])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
-    env["FRAME_PARENT_PID"] = str(os.getpid())
+    env[environment.PARENT_PID] = str(os.getpid())  # not a setting: environment.NOT_SETTINGS
     env.setdefault("MALLOC_ARENA_MAX", "2")
     env.pop("NOTIFY_SOCKET", None)  # only the daemon talks to systemd
     return env

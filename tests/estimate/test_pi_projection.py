@@ -1,0 +1,61 @@
+"""The Pi Zero 2 W projection is counted work at documented constants only (issue 28 item 4): the same
+settings give the same Pi figures whatever this machine measured. It once kept this machine's measured
+efficiency per step signature, its step cost and its load times, and three runs of one night on a
+loaded machine projected 29 s, 1 min 45 s and 46 s."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from frame.config import Config, ModelConfig
+from frame.diffusion import load_pipeline
+from frame.estimate import configured, pi
+from frame.estimate.machine import measure_throughput
+from frame.estimate.signature import Signature
+from frame.models import demo_model_path
+
+
+@pytest.fixture(scope="module")
+def demo():
+    return load_pipeline(str(demo_model_path()))
+
+
+def _perturbed(rates, factor: float):
+    """This machine under another load: every measured figure off by its own factor."""
+    return dataclasses.replace(
+        rates, gemm_macs=rates.gemm_macs * factor, stream_bytes=rates.stream_bytes / factor,
+        step_seconds=rates.step_seconds * 3 * factor, kind_macs={k: v * factor for k, v in rates.kind_macs.items()},
+        signature_macs={s: v * factor ** (1 + i % 3) for i, (s, v) in enumerate(rates.signature_macs.items())},
+        op_macs={k: v / factor for k, v in rates.op_macs.items()},
+        decode_seconds={k: v * 7 for k, v in rates.decode_seconds.items()}, read_bytes=1e6 * factor)
+
+
+def test_the_pi_projection_is_the_same_under_any_measurement(demo, monkeypatch):
+    config = dataclasses.replace(Config(), model=ModelConfig(size="256x256", steps=8))
+    measured = measure_throughput([], budget_seconds=0.2)
+    results = []
+    for factor in (1.0, 0.2, 4.5):
+        monkeypatch.setattr(configured, "measure_throughput", lambda *a, f=factor, **k: _perturbed(measured, f))
+        results.append(configured.estimate_config(config, pipe=demo, ratings=0))
+    here = [r.estimate.here for r in results]
+    board = [r.estimate.projections[1] for r in results]
+    assert len({round(h.seconds, 6) for h in here}) == 3  # this machine's figures follow its measurement
+    assert all(b.phases == board[0].phases and b.step_seconds == board[0].step_seconds for b in board), board
+    alternatives = [r.alternative.projections[1].phases for r in results]
+    assert all(a == alternatives[0] for a in alternatives)
+
+
+def test_the_pi_rates_are_a_function_of_the_signature_alone():
+    unet = Signature("matmul", ((1, 4096, 320), (320, 320)))
+    text = Signature("matmul", ((1, 77, 768), (768, 768)))
+    rates = pi.pi_throughput([unet, text, unet])
+    assert rates.signature_macs[unet] == pytest.approx(pi.GEMM_MACS * pi.OP_EFFICIENCY["matmul"])
+    assert rates.signature_macs[text] == pytest.approx(pi.GEMM_MACS * pi.FEW_ROWS_EFFICIENCY["matmul"])
+    assert rates.decode_seconds["fp16"] == pytest.approx(6 / pi.STREAM_BYTES)
+    assert rates.decode_seconds["uint8"] < rates.decode_seconds["fp16"]  # fewer bytes read per value
+    assert (rates.worker_start_seconds, rates.load_seconds_per_node) == (pi.WORKER_START_SECONDS,
+                                                                          pi.LOAD_SECONDS_PER_NODE)
+    assert pi.pi_throughput([text], url=True).read_bytes == pi.WIFI_READ_BYTES
+
