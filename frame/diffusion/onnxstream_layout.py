@@ -112,7 +112,7 @@ class OnnxStreamFiles:
         self.vae_tiles = self._first(self.layout.vae_tiles)
         self.vae = self._first(self.layout.vaes)
         if self.vae is None and self.vae_tiles is None:
-            raise FrameError(f"{self.source}: no VAE decoder folder ({', '.join(self.layout.vaes)})")
+            raise FrameError(f"{redact_url(self.source)}: no VAE decoder folder ({', '.join(self.layout.vaes)})")
         self._summaries: dict[str, ModelSummary] = {}
 
     # -- files ------------------------------------------------------------------------------------
@@ -134,7 +134,7 @@ class OnnxStreamFiles:
     def _required(self, what: str, folders: tuple[str, ...]) -> str:
         found = self._first(folders)
         if found is None:
-            raise FrameError(f"{self.source}: OnnxStream {self.layout.kind} folder without {what} "
+            raise FrameError(f"{redact_url(self.source)}: OnnxStream {self.layout.kind} folder without {what} "
                              f"({' or '.join(f + '/model.txt' for f in folders)})")
         return found
 
@@ -275,7 +275,7 @@ class OnnxStreamFiles:
 
     def model_info(self) -> ModelInfo:
         kind = self.layout.kind
-        name = self.source.rstrip("/").rsplit("/", 1)[-1]
+        name = redact_url(self.source).rstrip("/").rsplit("/", 1)[-1]  # logged and in metadata
         turbo = kind == SDXL and ("turbo" in name.lower() or self.unet == "sdxl_unet_anyshape_fp16")
         unet = self.summary(self.unet)
         sample = dict(unet.inputs).get("sample", ())
