@@ -120,3 +120,32 @@ def test_token_never_reaches_the_log(served_with_token, caplog):
     requests.get(served_with_token.url("weights.bin"), headers={"Authorization": f"Bearer {TOKEN}"}, timeout=5)
     requests.get(served_with_token.url("weights.bin"), headers={"Authorization": "Bearer guessed-wrong-1"}, timeout=5)
     assert TOKEN not in caplog.text and "guessed-wrong" not in caplog.text
+
+
+def _status_from(address: str, port: int, token: str) -> tuple[int, dict]:
+    """One GET of sub/small.json with ``token``, sent from the loopback ``address`` (127.0.0.x)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5, source_address=(address, 0))
+    try:
+        conn.request("GET", "/sub/small.json", headers={"Authorization": f"Bearer {token}"})
+        r = conn.getresponse()
+        r.read()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}
+    finally:
+        conn.close()
+
+
+def test_token_guessing_is_limited_per_address(folder):
+    """Ten wrong tokens from one address lock it out (429 with Retry-After, even for the right token, as
+    on the daemon and serve-render); another address is not affected."""
+    from tests.modelserver.conftest import Served
+
+    served = Served(folder, TOKEN)
+    try:
+        for guess in range(10):
+            assert _status_from("127.0.0.1", served.port, f"guess-{guess:08d}")[0] == 401
+        status, headers = _status_from("127.0.0.1", served.port, "guess-10")
+        assert status == 429 and int(headers["retry-after"]) > 0
+        assert _status_from("127.0.0.1", served.port, TOKEN)[0] == 429
+        assert _status_from("127.0.0.2", served.port, TOKEN)[0] == 200
+    finally:
+        served.close()
