@@ -147,33 +147,14 @@ class OnnxStreamFiles:
         target = self.cache / relative
         if target.is_file():
             return target
-        from frame.engine.io.http import with_retries
+        from frame.engine.io.small_files import fetch_small
 
-        settings = http_settings.current()
-        content = with_retries(settings, self.describe(relative), lambda: self._get(relative, settings))
+        content = fetch_small(urljoin(self.base, relative), http_settings.current(), self.describe(relative))
+        if content is None:
+            raise FileNotFoundError(self.describe(relative))
         target.parent.mkdir(parents=True, exist_ok=True)
         write_bytes_atomic(target, content)
         return target
-
-    def _get(self, relative: str, settings) -> bytes:
-        import requests
-
-        from frame.engine.io.http import Transient, connection_problem, refusal
-
-        url = urljoin(self.base, relative)
-        try:
-            response = requests.get(url, timeout=settings.timeout, headers=settings.headers_for(url))
-        except requests.RequestException as exc:
-            raise connection_problem(exc) from exc
-        if response.status_code == 404:
-            raise FileNotFoundError(redact_url(url))
-        if response.status_code >= 500 or response.status_code == 429:
-            raise Transient(f"HTTP {response.status_code}")
-        if response.status_code in (401, 403):
-            raise refusal(response.status_code, redact_url(url))
-        if response.status_code != 200:
-            raise FrameError(f"cannot fetch {redact_url(url)}: HTTP {response.status_code}")
-        return response.content
 
     def describe(self, relative: str) -> str:
         return redact_url(urljoin(self.base, relative)) if self.is_url else str(self.root / relative)
