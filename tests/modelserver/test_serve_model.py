@@ -149,3 +149,32 @@ def test_token_guessing_is_limited_per_address(folder):
         assert _status_from("127.0.0.2", served.port, TOKEN)[0] == 200
     finally:
         served.close()
+
+
+def test_unread_downloads_do_not_block_the_server(tmp_path):
+    """99 clients ask for a 64 MiB file and never read it (waitress used to hold each connection for
+    two minutes and stop accepting at 100): a new client is still served at once."""
+    import socket
+    import time
+
+    from tests.modelserver.conftest import Served
+
+    (tmp_path / "big.bin").write_bytes(b"\0" * (64 << 20))
+    (tmp_path / "small.json").write_text('{"a": 1}')
+    served = Served(tmp_path)
+    stalled = []
+    try:
+        for _ in range(99):
+            sock = socket.create_connection(("127.0.0.1", served.port), timeout=2)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.sendall(b"GET /big.bin HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            stalled.append(sock)
+        time.sleep(0.5)
+        for _ in range(3):
+            started = time.monotonic()
+            assert requests.get(served.url("small.json"), timeout=5).json() == {"a": 1}
+            assert time.monotonic() - started < 2.0
+    finally:
+        for sock in stalled:
+            sock.close()
+        served.close()
