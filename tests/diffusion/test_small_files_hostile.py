@@ -29,6 +29,15 @@ class Hostile(BaseHTTPRequestHandler):
     def log_message(self, *args) -> None:
         pass
 
+    def do_HEAD(self) -> None:  # noqa: N802 - http.server's name
+        if self.path.split("/")[1] == "driphead":
+            self._send(b"HTTP/1.1 200 OK\r\n")
+            for byte in b"X-Slow: " + b"a" * 60 + b"\r\nContent-Length: 2\r\n\r\n":
+                self._send(bytes([byte]))
+                time.sleep(0.5)
+        else:
+            self.do_GET()
+
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         mode = self.path.split("/")[1]
         self.server.seen.append((mode, self.headers.get("Accept-Encoding")))
@@ -125,3 +134,14 @@ def test_onnxstream_small_files_have_the_same_limits(hostile, tmp_path):
     assert time.monotonic() - started < 5
     with http_settings.using(SETTINGS), pytest.raises(WeightFetchError, match=r"compressed"):
         OnnxStreamFiles(url(hostile, "gzip"), cache_dir=tmp_path)
+
+
+def test_config_checks_probe_ends_when_headers_dribble(hostile):
+    """``frame config check``'s probe of a model URL: headers sent one byte per 0.5 s (35 s in all,
+    each byte within the 5 s timeout) end the check at its 6 s limit with a warning."""
+    from frame.diffusion.url_check import PROBE_TIMEOUT, check_model_url
+
+    started = time.monotonic()
+    lines = list(check_model_url(url(hostile, "driphead")))
+    assert time.monotonic() - started < PROBE_TIMEOUT + 4
+    assert lines and lines[0][0] == "warning" and "did not arrive in time" in lines[0][1]
