@@ -221,7 +221,6 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
                                                            "for a local diffusers folder",
     ("frame.diffusion.model_check", "frame.diffusion.vae_shapes"): "as frame.engine.model",
     ("frame.diffusion.model_files", "requests"): "+9.8 MiB in every render worker; only for a model URL",
-    ("frame.diffusion.onnxstream_layout", "requests"): "as model_files; only for an OnnxStream URL",
     ("frame.engine.blas_threads", "threadpoolctl"): "not a declared dependency: no thread control without it",
     ("frame.engine.io.sources", "frame.engine.io.http"): "requests +13.4 MiB/0.11 s; only for a URL source",
     ("frame.engine.onnxstream.source", "frame.engine.io.http"): "as engine.io.sources",
@@ -239,8 +238,10 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("frame.web.settings", "gpiozero"): "whether the optional extra is installed is the question",
     ("frame.diffusion.configured", "frame.diffusion.pipeline"): "onnx +20.0 MiB/0.56 s in every render worker (over "
                                                                 "its numpy+Pillow); only once it paints locally",
-    ("frame.diffusion.model_files", "frame.engine.io.http"): "requests +13.5 MiB/0.07 s; only for a model URL",
-    ("frame.diffusion.onnxstream_layout", "frame.engine.io.http"): "as model_files; only for an OnnxStream URL",
+    ("frame.diffusion.model_files", "frame.engine.io.small_files"): "requests +13.5 MiB/0.07 s; only for a model "
+                                                                    "URL",
+    ("frame.diffusion.onnxstream_layout", "frame.engine.io.small_files"): "as model_files; only for an OnnxStream "
+                                                                          "URL",
     ("frame.diffusion.rules", "frame.diffusion.samplers"): "numpy +13.1 MiB/0.09 s in the daemon's settings page "
                                                            "(worker.checks -> model_rules -> rules)",
     ("frame.estimate.machine", "requests"): "+9.5 MiB/0.04 s; only to time a URL model's download rate",

@@ -139,6 +139,18 @@ def host_port(value: str) -> str | None:
     return None
 
 
+def host_names(value: tuple[str, ...]) -> str | None:
+    """``web.hosts``: host names without scheme, port or path (``frame.example.org``), or ``"*"``."""
+    for name in value:
+        if name == "*":
+            continue
+        labels = name.rstrip(".").split(".")
+        if not name or not all(label and len(label) <= 63 and label.replace("-", "").isalnum() and label.isascii()
+                               for label in labels):
+            return f"must be host names like frame.example.org (no scheme, port or path) or \"*\", got {name!r}"
+    return None
+
+
 def token(value: str) -> str | None:
     if value and len(value) < 12:
         return "must be empty (generated at first start) or at least 12 characters"

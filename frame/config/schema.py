@@ -160,6 +160,7 @@ class WorkerConfig:
 class WebConfig:
     listen: str = _opt("0.0.0.0:8080", checks.host_port)
     token: str = _opt("", checks.token, secret=True)
+    hosts: tuple[str, ...] = _opt((), checks.host_names)
 
 
 @dataclass(frozen=True)

@@ -2,11 +2,11 @@
 
 The layout is the one ``optimum-cli export onnx`` writes (model_index.json, scheduler/, tokenizer[_2]/,
 text_encoder[_2]/model.onnx, unet/model.onnx (+ external data), vae_decoder/model.onnx, and a
-config.json per component). Small JSON and tokenizer files are fetched once with ``requests`` and kept
-in a cache folder, so a frame that reads its model over Wi-Fi only streams the big weights (through the
-engine) after the first night. Fetches use the same ``HttpSettings`` as the engine (bearer token,
-retries until the time budget runs out, so a NAS still waking up is waited for) and show URLs only
-redacted.
+config.json per component). Small JSON and tokenizer files are fetched once (``small_files``: capped
+in size, uncompressed, one deadline per file) and kept in a cache folder, so a frame that reads its
+model over Wi-Fi only streams the big weights (through the engine) after the first night. Fetches use
+the same ``HttpSettings`` as the engine (bearer token, retries until the time budget runs out, so a NAS
+still waking up is waited for) and show URLs only redacted.
 """
 
 from __future__ import annotations
@@ -143,32 +143,13 @@ class ModelFiles:
             return target
         if relative in self._missing:
             raise MissingFile(f"missing model file: {self.describe(relative)} (HTTP 404)")
-        from frame.engine.io.http import with_retries
+        from frame.engine.io.small_files import fetch_small
 
-        content = with_retries(self.http, self.describe(relative), lambda: self._get(relative))
+        content = fetch_small(urljoin(self.base, relative), self.http, self.describe(relative))
+        if content is None:
+            self._missing.add(relative)
+            raise MissingFile(f"missing model file: {self.describe(relative)} (HTTP 404)")
         target.parent.mkdir(parents=True, exist_ok=True)
         write_bytes_atomic(target, content)  # fsynced: a power cut never leaves an empty cached file
         log.info("cached %s (%d bytes)", self.describe(relative), len(content))
         return target
-
-    def _get(self, relative: str) -> bytes:
-        """One GET of a small file; 404 is ``MissingFile``, 5xx and connection problems are retried."""
-        import requests
-
-        from frame.engine.io.http import Transient, connection_problem, refusal
-
-        url = urljoin(self.base, relative)
-        try:
-            response = requests.get(url, timeout=self.http.timeout, headers=self.http.headers_for(url))
-        except requests.RequestException as exc:
-            raise connection_problem(exc) from exc
-        if response.status_code == 404:
-            self._missing.add(relative)
-            raise MissingFile(f"missing model file: {self.describe(relative)} (HTTP 404)")
-        if response.status_code >= 500 or response.status_code == 429:
-            raise Transient(f"HTTP {response.status_code}")
-        if response.status_code in (401, 403):
-            raise refusal(response.status_code, self.describe(relative))
-        if response.status_code != 200:
-            raise FrameError(f"cannot fetch {self.describe(relative)}: HTTP {response.status_code}")
-        return response.content

@@ -13,6 +13,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from frame.config.redact import redact_text, redact_url
 from frame.diffusion.model_files import ModelFiles
 from frame.errors import FrameError
 from frame.models import DEMO_DEFAULT_STEPS, is_demo_model
@@ -75,9 +76,10 @@ def detect_kind(index: dict[str, Any], files: ModelFiles) -> str:
     has_first = _present(index, "text_encoder") or files.exists("text_encoder/model.onnx")
     has_second = _present(index, "text_encoder_2") or files.exists("text_encoder_2/model.onnx")
     if has_second and not has_first:
-        raise FrameError(f"{files.source}: only text_encoder_2 present — SDXL refiner exports are not supported")
+        raise FrameError(f"{redact_url(files.source)}: only text_encoder_2 present — SDXL refiner exports "
+                         "are not supported")
     if not has_first:
-        raise FrameError(f"{files.source}: model_index.json lists no text_encoder")
+        raise FrameError(f"{redact_url(files.source)}: model_index.json lists no text_encoder")
     return SDXL if has_second else SD15
 
 
@@ -108,7 +110,8 @@ def read_model_info(files: ModelFiles) -> ModelInfo:
     info = ModelInfo(
         kind=kind,
         turbo=is_turbo(name, scheduler),
-        name=str(index.get("_name_or_path") or files.source),
+        # the name goes into logs, messages and every picture's metadata: never a URL's credentials
+        name=redact_text(str(index.get("_name_or_path") or "")) or redact_url(files.source),
         scheduler_config=scheduler,
         native_latent=_sample_size(unet, kind),
         vae_factor=vae_factor,

@@ -112,7 +112,7 @@ class OnnxStreamFiles:
         self.vae_tiles = self._first(self.layout.vae_tiles)
         self.vae = self._first(self.layout.vaes)
         if self.vae is None and self.vae_tiles is None:
-            raise FrameError(f"{self.source}: no VAE decoder folder ({', '.join(self.layout.vaes)})")
+            raise FrameError(f"{redact_url(self.source)}: no VAE decoder folder ({', '.join(self.layout.vaes)})")
         self._summaries: dict[str, ModelSummary] = {}
 
     # -- files ------------------------------------------------------------------------------------
@@ -134,7 +134,7 @@ class OnnxStreamFiles:
     def _required(self, what: str, folders: tuple[str, ...]) -> str:
         found = self._first(folders)
         if found is None:
-            raise FrameError(f"{self.source}: OnnxStream {self.layout.kind} folder without {what} "
+            raise FrameError(f"{redact_url(self.source)}: OnnxStream {self.layout.kind} folder without {what} "
                              f"({' or '.join(f + '/model.txt' for f in folders)})")
         return found
 
@@ -147,33 +147,14 @@ class OnnxStreamFiles:
         target = self.cache / relative
         if target.is_file():
             return target
-        from frame.engine.io.http import with_retries
+        from frame.engine.io.small_files import fetch_small
 
-        settings = http_settings.current()
-        content = with_retries(settings, self.describe(relative), lambda: self._get(relative, settings))
+        content = fetch_small(urljoin(self.base, relative), http_settings.current(), self.describe(relative))
+        if content is None:
+            raise FileNotFoundError(self.describe(relative))
         target.parent.mkdir(parents=True, exist_ok=True)
         write_bytes_atomic(target, content)
         return target
-
-    def _get(self, relative: str, settings) -> bytes:
-        import requests
-
-        from frame.engine.io.http import Transient, connection_problem, refusal
-
-        url = urljoin(self.base, relative)
-        try:
-            response = requests.get(url, timeout=settings.timeout, headers=settings.headers_for(url))
-        except requests.RequestException as exc:
-            raise connection_problem(exc) from exc
-        if response.status_code == 404:
-            raise FileNotFoundError(redact_url(url))
-        if response.status_code >= 500 or response.status_code == 429:
-            raise Transient(f"HTTP {response.status_code}")
-        if response.status_code in (401, 403):
-            raise refusal(response.status_code, redact_url(url))
-        if response.status_code != 200:
-            raise FrameError(f"cannot fetch {redact_url(url)}: HTTP {response.status_code}")
-        return response.content
 
     def describe(self, relative: str) -> str:
         return redact_url(urljoin(self.base, relative)) if self.is_url else str(self.root / relative)
@@ -275,7 +256,7 @@ class OnnxStreamFiles:
 
     def model_info(self) -> ModelInfo:
         kind = self.layout.kind
-        name = self.source.rstrip("/").rsplit("/", 1)[-1]
+        name = redact_url(self.source).rstrip("/").rsplit("/", 1)[-1]  # logged and in metadata
         turbo = kind == SDXL and ("turbo" in name.lower() or self.unet == "sdxl_unet_anyshape_fp16")
         unet = self.summary(self.unet)
         sample = dict(unet.inputs).get("sample", ())

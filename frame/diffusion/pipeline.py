@@ -21,7 +21,7 @@ import numpy as np
 from PIL import Image
 
 from frame import seeds
-from frame.config.redact import redact_text
+from frame.config.redact import redact_text, redact_url
 from frame.diffusion import (
     conditioning,
     denoise,
@@ -324,8 +324,9 @@ class Pipeline:
     def vae_encoder_source(self) -> str:
         """Path or URL of ``vae_encoder/model.onnx``, or a UsageError saying image-to-image needs it."""
         if isinstance(self.files, OnnxStreamFiles) or not self.files.has_model("vae_encoder"):
-            raise UsageError(f"{self.files.source} has no vae_encoder/model.onnx, which image-to-image needs "
-                             "('optimum-cli export onnx' writes it; OnnxStream's folders have none)")
+            raise UsageError(f"{redact_url(self.files.source)} has no vae_encoder/model.onnx, which "
+                             "image-to-image needs ('optimum-cli export onnx' writes it; OnnxStream's folders "
+                             "have none)")
         return self.files.onnx("vae_encoder")
 
     def _noised_picture(self, settings: Settings, sampler: Any, first: int, start_noise: np.ndarray,

@@ -1,11 +1,11 @@
 """What ``frame config check`` says about a model URL: is the server there, and does it serve ranges?
 
-Two quick requests, each with a 5 s timeout and no retries (a check must answer now, not in ten
-minutes): a HEAD of ``model_index.json`` (for an OnnxStream folder, of its tokenizer's ``vocab.txt``)
-and a one-byte Range request on the UNet's weights (OnnxStream: on that ``vocab.txt``). An
-unreachable server, a refusal, a missing file or a server that ignores ranges is a warning that names
-the fix; the configuration itself stays valid (the NAS may simply be asleep while you check). URLs
-are shown redacted.
+Two quick requests, each with a 5 s timeout, its headers complete within 6 s however slowly they
+trickle, and no retries (a check must answer now, not in ten minutes): a HEAD of ``model_index.json`` (for an
+OnnxStream folder, of its tokenizer's ``vocab.txt``) and a one-byte Range request on the UNet's
+weights (OnnxStream: on that ``vocab.txt``). An unreachable server, a refusal, a missing file or a
+server that ignores ranges is a warning that names the fix; the configuration itself stays valid (the
+NAS may simply be asleep while you check). URLs are shown redacted.
 """
 
 from __future__ import annotations
@@ -19,8 +19,10 @@ from frame.config.redact import redact_url
 from frame.engine.io.fetch_stats import format_bytes
 from frame.engine.io.http import SERVERS_THAT_WORK
 from frame.engine.io.http_settings import HttpSettings
+from frame.net.deadline import Deadline, DeadlineSession
 
 PROBE_TIMEOUT = 5.0
+DEADLINE_SLACK = 1.0  # the whole answer's headers: the probe's timeout plus this (a silent server trips the timeout)
 UNET_WEIGHTS = ("unet/model.onnx_data", "unet/model.onnx")
 ONNXSTREAM_MARKERS = ("tokenizer/vocab.txt", "sdxl_tokenizer/vocab.txt")  # range support is the server's:
 # for an OnnxStream folder (one small file per weight) any of its files shows it
@@ -33,12 +35,21 @@ class _Unreachable(Exception):
 
 
 def _request(method: str, url: str, settings: HttpSettings, headers: dict | None = None):
+    """One request whose answer's headers must all arrive within PROBE_TIMEOUT + DEADLINE_SLACK (a server
+    dribbling them a byte at a time never trips the per-read timeout alone; ``frame.net.deadline`` cuts
+    it)."""
+    session = DeadlineSession()
     try:
-        response = requests.request(method, url, headers={**settings.headers_for(url), **(headers or {})},
-                                    timeout=PROBE_TIMEOUT, stream=True, allow_redirects=True)
+        with Deadline(PROBE_TIMEOUT + DEADLINE_SLACK) as deadline:
+            response = session.request(method, url, headers={**settings.headers_for(url), **(headers or {})},
+                                       timeout=PROBE_TIMEOUT, stream=True, allow_redirects=True)
+            response.close()  # a server without ranges would send the whole file: never read it
+            if deadline.expired:  # headers cut short by the deadline read like complete ones
+                raise requests.Timeout()
     except requests.RequestException as exc:
-        raise _Unreachable(type(exc).__name__) from None
-    response.close()  # a server without ranges would send the whole file: never read it
+        raise _Unreachable("its answer did not arrive in time" if deadline.expired else type(exc).__name__) from None
+    finally:
+        session.close()
     return response
 
 

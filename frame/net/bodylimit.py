@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from waitress.buffers import OverflowableBuffer
-from waitress.channel import HTTPChannel
 from waitress.parser import HTTPRequestParser
 from waitress.receiver import FixedStreamReceiver
 
@@ -97,8 +96,8 @@ def install(server: Any, policy: BodyPolicy) -> None:
     """Make the waitress ``server`` (what ``create_server`` returns: one listening server, or several
     behind a ``MultiSocketServer``) ask ``policy`` for each request's body cap."""
     parser = _policy_parser(policy)
-    channel = type("PolicyChannel", (HTTPChannel,), {"parser_class": parser})
     servers = [server] if hasattr(server, "channel_class") else [
         s for s in getattr(server, "map", {}).values() if hasattr(s, "channel_class")]
-    for listening in servers:
-        listening.channel_class = channel
+    for listening in servers:  # keep the server's own channel (``connguard``), with the policy's parser
+        base = listening.channel_class
+        listening.channel_class = type("PolicyChannel", (base,), {"parser_class": parser})

@@ -1,4 +1,5 @@
-"""HTTP for prompt feeds: one wall-clock deadline per fetch, and a redirect policy.
+"""HTTP for prompt feeds and a model's small files: one wall-clock deadline per fetch, and a redirect
+policy (feeds).
 
 Deadline. requests' timeouts apply to each socket operation, so a server that sends its headers (or
 body) one byte a second never trips them: one such feed held a 10 s fetch for 100 s. A ``Deadline``
@@ -38,11 +39,13 @@ class DeadlinePassed(Exception):
 
 
 class Deadline:
-    """``with Deadline(seconds) as deadline:`` — every feed socket this thread opens or reuses inside
-    the block is shut down when ``seconds`` of wall time have passed."""
+    """``with Deadline(seconds) as deadline:`` — every socket a ``DeadlineSession`` opens or reuses in
+    this thread inside the block is shut down when ``seconds`` of wall time have passed. ``setting``
+    names the configuration key that sets ``seconds``, for the message."""
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, seconds: float, setting: str = "feeds.timeout_seconds") -> None:
         self.seconds = seconds
+        self.setting = setting
         self.end = time.monotonic() + seconds
         self.expired = False
         self._sockets: list[socket.socket] = []
@@ -72,7 +75,7 @@ class Deadline:
 
     @property
     def message(self) -> str:
-        return f"no complete answer within {self.seconds:g} s (feeds.timeout_seconds): slow server"
+        return f"no complete answer within {self.seconds:g} s ({self.setting}): slow server"
 
     def watch(self, sock: socket.socket | None) -> None:
         if sock is None:

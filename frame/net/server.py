@@ -7,10 +7,9 @@ import logging
 import threading
 from typing import Any
 
-from waitress.server import create_server
-
 from frame.errors import FrameError
 from frame.net.bodylimit import BODY_POLICY_KEY, RECV_SLACK, BodyPolicy, install
+from frame.net.connguard import create_guarded_server
 
 log = logging.getLogger(__name__)
 
@@ -52,11 +51,12 @@ class HttpServer:
             # waitress refuses bodies of max_request_body_size bytes or more, so +1 admits max_body.
             # A chunked body is checked after each socket read (recv_bytes, 8 KiB), so it can overshoot
             # the cap by one read: the in-memory limit (inbuf_overflow) leaves room for that.
-            self._server = create_server(app, host=host, port=port, threads=threads, ident="frame",
-                                         asyncore_loop_timeout=LOOP_TIMEOUT_SECONDS,
-                                         max_request_body_size=max_body + 1, inbuf_overflow=max_body + RECV_SLACK,
-                                         max_request_header_size=MAX_HEADER_BYTES,
-                                         clear_untrusted_proxy_headers=True)
+            self._server = create_guarded_server(app, host, port, threads=threads, ident="frame",
+                                                 asyncore_loop_timeout=LOOP_TIMEOUT_SECONDS,
+                                                 max_request_body_size=max_body + 1,
+                                                 inbuf_overflow=max_body + RECV_SLACK,
+                                                 max_request_header_size=MAX_HEADER_BYTES,
+                                                 clear_untrusted_proxy_headers=True)
         except OSError as exc:
             raise FrameError(f"cannot listen on {listen} (web.listen): {exc.strerror or exc}") from exc
         if body_policy is not None:

@@ -31,7 +31,7 @@ def server(tmp_path, monkeypatch):
 
     monkeypatch.setattr(waitress.buffers.TempfileBasedBuffer, "newfile", recording_newfile)
     store = Store.open(tmp_path)
-    config = make_config(tmp_path)
+    config = make_config(tmp_path, web={"hosts": ("frame",)})  # the raw requests below say Host: frame
     app = create_app(config, store, token=TOKEN, pages=create_blueprint)
     http = HttpServer(app, "127.0.0.1:0")
     http.start()

@@ -202,3 +202,26 @@ def test_cli_engine_info_and_run_take_a_folder(model, tmp_path):
                     f"x={tmp_path / 'x.npy'}", "--out", str(tmp_path / "out.npz")], check=True, capture_output=True)
     with load_model(folder) as m:
         np.testing.assert_array_equal(np.load(tmp_path / "out.npz")["y"], m.run({"x": _x()})["y"])
+
+
+@pytest.mark.parametrize("escape", ["absolute", "relative"])
+def test_a_weight_file_symlinked_out_of_the_folder_is_refused(model, tmp_path, escape):
+    """A ``.bin`` that is a symlink to a file outside the model folder is not read (as ``frame
+    serve-model`` refuses it): a model folder from elsewhere must not make the frame read other files."""
+    folder = convert_tool.convert(model, tmp_path / "m", "fp32", "nhwc")
+    outside = tmp_path / "secret.bin"
+    bias = folder / "fc_2E_bias.bin"
+    outside.write_bytes(bias.read_bytes())  # same size: only the location is wrong
+    bias.unlink()
+    bias.symlink_to(outside if escape == "absolute" else Path("..") / "secret.bin")
+    with pytest.raises(WeightDataError, match=r"fc_2E_bias.bin is a link to .*outside the model folder"):
+        load_model(folder)
+
+
+def test_a_weight_file_symlinked_inside_the_folder_still_loads(model, tmp_path):
+    folder = convert_tool.convert(model, tmp_path / "m", "fp32", "nhwc")
+    (folder / "shared").mkdir()
+    (folder / "fc_2E_bias.bin").rename(folder / "shared" / "fc_2E_bias.bin")
+    (folder / "fc_2E_bias.bin").symlink_to(Path("shared") / "fc_2E_bias.bin")
+    with load_model(folder) as m:
+        np.testing.assert_allclose(m.run({"x": _x()})["y"], reference(model, _x()), rtol=1e-5, atol=1e-5)

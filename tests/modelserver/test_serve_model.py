@@ -120,3 +120,61 @@ def test_token_never_reaches_the_log(served_with_token, caplog):
     requests.get(served_with_token.url("weights.bin"), headers={"Authorization": f"Bearer {TOKEN}"}, timeout=5)
     requests.get(served_with_token.url("weights.bin"), headers={"Authorization": "Bearer guessed-wrong-1"}, timeout=5)
     assert TOKEN not in caplog.text and "guessed-wrong" not in caplog.text
+
+
+def _status_from(address: str, port: int, token: str) -> tuple[int, dict]:
+    """One GET of sub/small.json with ``token``, sent from the loopback ``address`` (127.0.0.x)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5, source_address=(address, 0))
+    try:
+        conn.request("GET", "/sub/small.json", headers={"Authorization": f"Bearer {token}"})
+        r = conn.getresponse()
+        r.read()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}
+    finally:
+        conn.close()
+
+
+def test_token_guessing_is_limited_per_address(folder):
+    """Ten wrong tokens from one address lock it out (429 with Retry-After, even for the right token, as
+    on the daemon and serve-render); another address is not affected."""
+    from tests.modelserver.conftest import Served
+
+    served = Served(folder, TOKEN)
+    try:
+        for guess in range(10):
+            assert _status_from("127.0.0.1", served.port, f"guess-{guess:08d}")[0] == 401
+        status, headers = _status_from("127.0.0.1", served.port, "guess-10")
+        assert status == 429 and int(headers["retry-after"]) > 0
+        assert _status_from("127.0.0.1", served.port, TOKEN)[0] == 429
+        assert _status_from("127.0.0.2", served.port, TOKEN)[0] == 200
+    finally:
+        served.close()
+
+
+def test_unread_downloads_do_not_block_the_server(tmp_path):
+    """99 clients ask for a 64 MiB file and never read it (waitress used to hold each connection for
+    two minutes and stop accepting at 100): a new client is still served at once."""
+    import socket
+    import time
+
+    from tests.modelserver.conftest import Served
+
+    (tmp_path / "big.bin").write_bytes(b"\0" * (64 << 20))
+    (tmp_path / "small.json").write_text('{"a": 1}')
+    served = Served(tmp_path)
+    stalled = []
+    try:
+        for _ in range(99):
+            sock = socket.create_connection(("127.0.0.1", served.port), timeout=2)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.sendall(b"GET /big.bin HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            stalled.append(sock)
+        time.sleep(0.5)
+        for _ in range(3):
+            started = time.monotonic()
+            assert requests.get(served.url("small.json"), timeout=5).json() == {"a": 1}
+            assert time.monotonic() - started < 2.0
+    finally:
+        for sock in stalled:
+            sock.close()
+        served.close()

@@ -103,7 +103,7 @@ def test_token_is_required_bearer_or_basic(served):
     ({"sampler_name": "Heun"}, "unknown sampler 'Heun'"),
     ({"batch_size": 2}, "batch_size must be 1"),
     ({"width": 100}, "multiples of"),
-    ({"steps": 1000}, "steps: at most 150"),
+    ({"steps": 1000}, "steps must be from 1 to 150"),
 ])
 def test_bad_requests_are_422_with_the_reason(served, change, words):
     body = {"prompt": "x", "steps": 2, "width": 64, "height": 64, **change}

@@ -22,7 +22,9 @@ from frame.daemon.http import queue_api  # noqa: F401 - importing it adds the qu
 from frame.daemon.http.api import API_KEY, ApiDeps, ApiError, api
 from frame.daemon.http.contract import Controller, IdConverter, PageFactory, storage_full
 from frame.daemon.store.database import Store
+from frame.net.hosts import HostPolicy
 from frame.net.ratelimit import FailureLimiter
+from frame.net.server import split_listen
 
 __all__ = ["MAX_BODY", "create_app", "update_config"]
 
@@ -82,6 +84,19 @@ def create_app(config: Config, store: Store, *, token: str, controller: Controll
                                "state_dir": state, "limiter": limiter, CONFIG_LISTENERS: []}
     app.extensions[API_KEY] = ApiDeps(config, store, controller, state, token, limiter)
     app.register_blueprint(api)
+    hosts = HostPolicy(config.web.hosts, split_listen(config.web.listen)[0])
+
+    @app.before_request
+    def known_host():
+        """421 for a Host name the frame does not go by (DNS rebinding; ``frame.net.hosts``)."""
+        header = request.headers.get("Host")
+        if hosts.allows(header):
+            return None
+        log.warning("refused %s %s for Host %r (not one of the frame's names; web.hosts)", request.method,
+                    request.path, (header or "")[:100])
+        if request.path.startswith("/api/"):
+            return jsonify({"error": hosts.refusal(header or "")}), 421
+        return hosts.refusal(header or ""), 421, {"Content-Type": "text/plain; charset=utf-8"}
 
     @app.errorhandler(ApiError)
     def api_error(exc: ApiError):

@@ -99,24 +99,37 @@ def read_text(location: str, pool: SourcePool) -> str:
 
 
 class LocalResolver:
-    """Finds each weight file in a local folder; missing ones are collected, not raised one by one."""
+    """Finds each weight file in a local folder; missing ones are collected, not raised one by one.
+
+    A weight file may be a symlink, but only to a file inside the folder (after resolving every link):
+    one that leads out of it (``../../etc/...``, an absolute path) is refused, as ``frame serve-model``
+    refuses it, so a model folder copied from elsewhere cannot make the frame read other files."""
 
     def __init__(self, folder: str) -> None:
         self.folder = folder
+        self.root = os.path.realpath(folder)
         self.missing: list[str] = []
+        self.outside: list[str] = []
 
     def __call__(self, file_name: str) -> WeightFile:
         path = join(self.folder, file_name)
         if os.path.isfile(path):
-            return WeightFile(path)
+            return WeightFile(self._inside(path))
         if "_nchw.bin" in file_name:
             nhwc = join(self.folder, file_name.replace("_nchw.bin", "_nhwc.bin"))
             if os.path.isfile(nhwc):
-                return WeightFile(nhwc, nhwc=True)
+                return WeightFile(self._inside(nhwc), nhwc=True)
             self.missing.append(f"{file_name} (or its _nhwc.bin)")
         else:
             self.missing.append(file_name)
         return WeightFile(path)
+
+    def _inside(self, path: str) -> str:
+        """``path``, noting it in ``outside`` when its real location is not under the folder."""
+        real = os.path.realpath(path)
+        if not real.startswith(self.root + os.sep):
+            self.outside.append(f"{os.path.basename(path)} is a link to {real}")
+        return path
 
 
 class UrlResolver:
@@ -188,6 +201,10 @@ def _range_data(folder: str, pool: SourcePool) -> dict[str, tuple[float, float]]
 
 
 def _check_local_files(resolver: LocalResolver, structure: Structure, folder: str) -> None:
+    if resolver.outside:
+        more = f" (and {len(resolver.outside) - 1} more)" if len(resolver.outside) > 1 else ""
+        raise WeightDataError(f"{resolver.outside[0]}, outside the model folder {resolver.root}{more}: weight "
+                              "files are read only from inside it; copy the file into the folder instead")
     if resolver.missing:
         shown = ", ".join(resolver.missing[:5])
         more = f" and {len(resolver.missing) - 5} more" if len(resolver.missing) > 5 else ""

@@ -16,7 +16,9 @@ What it adds is the part that must not be got wrong:
 * only GET and HEAD (405 otherwise); request bodies are not read.
 * with a token, every request needs ``Authorization: Bearer TOKEN`` or HTTP basic auth whose password
   is the token (so ``https://frame:TOKEN@nas:8090/`` works as a model URL); compared in constant time.
-  Neither the token nor the Authorization header is ever logged.
+  Neither the token nor the Authorization header is ever logged. Ten wrong tokens from one address
+  within five minutes lock that address out for the rest of the window (429 with ``Retry-After``, the
+  daemon's and serve-render's ``FailureLimiter``), so a token cannot be guessed at hundreds a second.
 """
 
 from __future__ import annotations
@@ -29,8 +31,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound, Unauthorized
+from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound, TooManyRequests, Unauthorized
 from werkzeug.utils import send_file
+
+from frame.net.ratelimit import FailureLimiter
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +51,7 @@ class ModelServerApp:
         if not self.root.is_dir():
             raise FileNotFoundError(f"{folder} is not a folder")
         self.token = token
+        self.limiter = FailureLimiter()
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         response, path = self._respond(environ)
@@ -74,10 +79,10 @@ class ModelServerApp:
 
         if environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
             return MethodNotAllowed(valid_methods=["GET", "HEAD"]).get_response(environ), None
-        if self.token and not self.authorized(environ.get("HTTP_AUTHORIZATION", "")):
-            response = Unauthorized("this model server needs its token").get_response(environ)
-            response.headers["WWW-Authenticate"] = 'Bearer realm="frame model", Basic realm="frame model"'
-            return response, None
+        if self.token:
+            refused = self._check_token(environ)
+            if refused is not None:
+                return refused, None
         path = self.resolve(environ.get("PATH_INFO", ""))
         if path is None:
             return NotFound().get_response(environ), None
@@ -88,6 +93,20 @@ class ModelServerApp:
             return exc.get_response(environ), None
         except OSError:  # vanished or unreadable between the check and the open
             return NotFound().get_response(environ), None
+
+    def _check_token(self, environ: Environ):
+        """None when the request carries the token; else the 401 (counted) or 429 answer."""
+        address = environ.get("REMOTE_ADDR") or "?"
+        if self.limiter.blocked(address):
+            return TooManyRequests("too many wrong tokens from this address; try again later",
+                                   retry_after=self.limiter.retry_after(address)).get_response(environ)
+        if not self.authorized(environ.get("HTTP_AUTHORIZATION", "")):
+            self.limiter.failed(address)
+            response = Unauthorized("this model server needs its token").get_response(environ)
+            response.headers["WWW-Authenticate"] = 'Bearer realm="frame model", Basic realm="frame model"'
+            return response
+        self.limiter.succeeded(address)
+        return None
 
     def authorized(self, header: str) -> bool:
         """``Bearer TOKEN``, or ``Basic`` with any user name and TOKEN as the password."""

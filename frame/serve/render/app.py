@@ -10,6 +10,10 @@ the frame's own image-to-image does, so a frame's picture sent back with the sam
 what the frame would paint itself. A model without ``vae_encoder/model.onnx`` (OnnxStream folders, some
 exports) answers img2img with 422 saying so. Both kinds wait in the same queue, one job at a time.
 
+Every field is checked as A1111's API types it (``serve.render.fields``) before the job is queued: a
+bad one is a 422 naming it, a picture larger than this machine's memory allows included. A body that is
+not JSON is a 400; every error, the server's own included, is a JSON ``{"detail": ...}`` answer.
+
 Every route needs the token: ``Authorization: Bearer TOKEN``, or HTTP basic auth with the token as
 password (any user name), for clients that only know A1111's ``--api-auth``. Ten wrong tokens from one
 address within five minutes lock it out for the rest of the window (429), as on the frame's own API.
@@ -26,6 +30,7 @@ import secrets
 from typing import TYPE_CHECKING, Any
 
 from flask import Flask, jsonify, request
+from werkzeug.exceptions import HTTPException
 
 import frame
 from frame.diffusion.pngmeta import png_bytes
@@ -33,6 +38,7 @@ from frame.diffusion.samplers.registry import SAMPLERS, a1111_names, frame_name
 from frame.errors import UsageError
 from frame.net.ratelimit import FailureLimiter
 from frame.remote.a1111 import a1111_sampler
+from frame.serve.render import fields
 from frame.serve.render import img2img as init_fields
 from frame.serve.render.jobs import QueueFull, RenderQueue, RenderRequest
 
@@ -42,18 +48,32 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 48 << 20  # txt2img: a few hundred bytes; img2img: a base64 photo (a 12 MP JPEG ~ 8 MB)
-MAX_STEPS = 150           # AUTOMATIC1111's own slider limit
-MAX_PIXELS = 2048 * 2048
+MAX_SIDE = 16384  # pixels; the memory limit (fields.pixel_limit) is far below any two such sides
 
 
 class BadRequest(Exception):
     """A request frame cannot paint; answered 422 with ``detail`` as A1111/FastAPI do."""
 
 
+class NotJson(Exception):
+    """A body that does not parse as JSON; answered 400."""
+
+
 def create_app(pipe: Any, jobs: RenderQueue, token: str, model_name: str) -> Flask:
     app = Flask("frame.serve.render")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
     limiter = FailureLimiter()
+    max_pixels = fields.pixel_limit(fields.total_memory_bytes())
+    log.info("the largest picture this server paints: %d pixels", max_pixels)
+
+    @app.errorhandler(HTTPException)
+    def http_error(exc: HTTPException) -> Any:
+        return jsonify(error=exc.name, detail=exc.description or exc.name), exc.code
+
+    @app.errorhandler(Exception)
+    def server_error(exc: Exception) -> Any:
+        log.exception("%s %s failed", request.method, request.path)
+        return jsonify(error=type(exc).__name__, detail="internal error; the server's log has the details"), 500
 
     @app.before_request
     def authenticate() -> Any:
@@ -81,10 +101,14 @@ def create_app(pipe: Any, jobs: RenderQueue, token: str, model_name: str) -> Fla
         skip = request.args.get("skip_current_image", "false").lower() in ("1", "true", "yes")
         return jsonify(jobs.progress(with_image=not skip))
 
-    def paint(body: Any, init: bool) -> Any:
+    def paint(init: bool) -> Any:
         try:
-            request_ = _img2img_request(pipe, body) if init else RenderRequest(_settings(pipe, body))
+            body = _json_body()
+            request_ = _img2img_request(pipe, body, max_pixels) if init else \
+                RenderRequest(_settings(pipe, body, max_pixels))
             future = jobs.submit(request_)
+        except NotJson as exc:
+            return jsonify(error="JSONDecodeError", detail=str(exc)), 400
         except BadRequest as exc:
             return jsonify(error="ValidationError", detail=str(exc)), 422
         except QueueFull as exc:
@@ -97,11 +121,11 @@ def create_app(pipe: Any, jobs: RenderQueue, token: str, model_name: str) -> Fla
 
     @app.post("/sdapi/v1/txt2img")
     def txt2img() -> Any:
-        return paint(request.get_json(silent=True), init=False)
+        return paint(init=False)
 
     @app.post("/sdapi/v1/img2img")
     def img2img() -> Any:
-        return paint(request.get_json(silent=True), init=True)
+        return paint(init=True)
 
     return app
 
@@ -118,7 +142,17 @@ def _token_matches(header: str, token: str) -> bool:
     return hmac.compare_digest(value.strip().encode("latin-1", "replace"), token.encode("latin-1"))
 
 
-def _img2img_request(pipe: Any, body: Any) -> RenderRequest:
+def _json_body() -> Any:
+    """The request's JSON; NotJson for bytes that are not JSON or nest too deep to parse (a RecursionError
+    in the parser, which Flask's ``get_json`` would let through as a 500)."""
+    try:
+        return json.loads(request.get_data(cache=False))
+    except (ValueError, RecursionError) as exc:
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:200]
+        raise NotJson(f"the body is not JSON ({reason})") from None
+
+
+def _img2img_request(pipe: Any, body: Any, max_pixels: int) -> RenderRequest:
     """An img2img request checked field by field (``serve.img2img``), the model's encoder included."""
     if not isinstance(body, dict):
         raise BadRequest("the body must be a JSON object")
@@ -128,40 +162,54 @@ def _img2img_request(pipe: Any, body: Any) -> RenderRequest:
         raise BadRequest(f"init_images: this server's model cannot start from a picture: {exc}") from None
     try:
         strength = init_fields.denoising_strength(body)
+        fields.boolean(body, "include_init_images")
         picture = init_fields.init_image(body)
-        settings = _settings(pipe, body, strength)
+        settings = _settings(pipe, body, max_pixels, strength)
         init_fields.check_steps(settings.steps, strength)
         picture = init_fields.resized(picture, body, settings.width, settings.height)
-    except init_fields.FieldError as exc:
+    except (init_fields.FieldError, fields.FieldError) as exc:
         raise BadRequest(str(exc)) from None
     return RenderRequest(settings, picture)
 
 
-def _settings(pipe: Any, body: Any, strength: float | None = None) -> Any:
+def _settings(pipe: Any, body: Any, max_pixels: int, strength: float | None = None) -> Any:
     """The request's values, checked, as the pipeline's resolved ``Settings``; BadRequest names a bad one."""
     if not isinstance(body, dict):
         raise BadRequest("the body must be a JSON object")
-    for key in ("batch_size", "n_iter"):
-        if body.get(key, 1) not in (1, None):
-            raise BadRequest(f"{key} must be 1: frame paints one picture per request")
-    sampler = body.get("sampler_name") or body.get("sampler_index")
+    try:
+        for key in ("batch_size", "n_iter"):
+            if fields.integer(body, key) not in (1, None):
+                raise fields.FieldError(f"{key} must be 1: frame paints one picture per request")
+        prompt, negative = fields.text(body, "prompt") or "", fields.text(body, "negative_prompt") or ""
+        name, index = fields.text(body, "sampler_name"), fields.text(body, "sampler_index")
+        steps = fields.integer(body, "steps", 1, fields.MAX_STEPS)
+        width, height = fields.integer(body, "width", 1, MAX_SIDE), fields.integer(body, "height", 1, MAX_SIDE)
+        guidance = fields.number(body, "cfg_scale", 0.0, fields.MAX_CFG_SCALE)
+        seed = fields.integer(body, "seed", -1, 2**63 - 1)
+    except fields.FieldError as exc:
+        raise BadRequest(str(exc)) from None
+    sampler = name or index
     if sampler is not None:
         sampler = frame_name(sampler) or sampler
         if sampler not in SAMPLERS:
-            raise BadRequest(f"sampler_name: unknown sampler {body.get('sampler_name')!r} (known: "
+            raise BadRequest(f"sampler_name: unknown sampler {name or index!r} (known: "
                              f"{', '.join(a1111_names().values())})")
-    seed = body.get("seed", -1)
     if seed is None or seed == -1:
         seed = secrets.randbelow(2**32)
-    steps, width, height = body.get("steps"), body.get("width"), body.get("height")
-    if isinstance(steps, int) and steps > MAX_STEPS:
-        raise BadRequest(f"steps: at most {MAX_STEPS}, got {steps}")
-    if isinstance(width, int) and isinstance(height, int) and width * height > MAX_PIXELS:
-        raise BadRequest(f"width x height: at most {MAX_PIXELS} pixels, got {width}x{height}")
+    if width is not None and height is not None:  # before the model's rules, which may name another problem
+        _check_size(width, height, max_pixels)
     try:
-        return pipe.settings(str(body.get("prompt", "")), str(body.get("negative_prompt", "")), steps,
-                             body.get("cfg_scale"), sampler, seed, width, height, strength)
+        settings = pipe.settings(prompt, negative, steps, guidance, sampler, seed, width, height, strength)
     except (UsageError, TypeError, ValueError) as exc:
+        raise BadRequest(str(exc)) from None
+    _check_size(settings.width, settings.height, max_pixels)  # a missing side is the model's default
+    return settings
+
+
+def _check_size(width: int, height: int, max_pixels: int) -> None:
+    try:
+        fields.check_size(width, height, max_pixels)
+    except fields.FieldError as exc:
         raise BadRequest(str(exc)) from None
 
 
