@@ -18,6 +18,17 @@ def positive(value) -> str | None:
     return None if value is None or value > 0 else f"must be greater than 0, got {value}"
 
 
+MAX_FEED_WEIGHT = 100.0  # a feed item's own weight has the same upper end (daemon/feeds/parse.py)
+
+
+def feed_weight(value) -> str | None:
+    """A feed's weight: more than 0, at most 100. ``1e308`` once passed ``positive`` and, times an
+    item's own weight 100, overflowed to inf, which broke every night's choice."""
+    if value is None or 0 < value <= MAX_FEED_WEIGHT:
+        return None
+    return f"must be more than 0 and at most {MAX_FEED_WEIGHT:g}, got {value}"
+
+
 def non_negative(value) -> str | None:
     return None if value is None or value >= 0 else f"must be 0 or more, got {value}"
 

@@ -125,7 +125,7 @@ class FeedSource:
     name: str = ""
     template: str = "{title}, {style}"
     theme: str = ""
-    weight: float = _opt(1.0, checks.positive)
+    weight: float = _opt(1.0, checks.feed_weight)
 
 
 @dataclass(frozen=True)

@@ -166,3 +166,17 @@ def test_guidance_has_an_upper_end_and_the_inputs_say_so(owner, state_dir):
     assert response.status_code == 400
     assert re.search(r'id="f-model-guidance-problem">must be from 0 to 30, got 31', response.get_data(as_text=True))
     assert not (state_dir / "settings.yaml").exists()
+
+
+def test_feed_weights_are_bounded(client, state_dir):
+    """``weight: 1e308`` was saved; times a feed item's own weight 100 it became inf and every night
+    then failed with "No new picture"."""
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+    for weight in (1e308, 101, 0):
+        feed = {"url": "https://example.org/f", "name": "news", "template": "{title}", "weight": weight}
+        response = client.put("/api/settings", json={"feeds.sources": [feed]}, headers=bearer)
+        assert response.status_code == 422, weight
+        assert "weight" in response.json["problems"]["feeds.sources"][0]
+    assert not (state_dir / "settings.yaml").exists()
+    feed["weight"] = 100
+    assert client.put("/api/settings", json={"feeds.sources": [feed]}, headers=bearer).status_code == 200

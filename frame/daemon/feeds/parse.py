@@ -24,7 +24,21 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from frame.config.checks import MAX_FEED_WEIGHT
+
 log = logging.getLogger(__name__)
+
+MAX_ITEM_WEIGHT = 100.0
+
+
+def combined_weight(item_weight: float, feed_weight: float) -> float:
+    """An item's weight times its feed's, capped at the largest the two checks allow (100 × 100).
+
+    The cap holds even when a feed weight never passed the settings check (an older settings file):
+    ``1e308 × 100`` was inf, and one inf made every night's choice fail."""
+    cap = MAX_ITEM_WEIGHT * MAX_FEED_WEIGHT
+    product = float(item_weight) * float(feed_weight)
+    return product if product <= cap else cap  # also catches inf and nan (nan <= cap is False)
 
 TEMPLATE_FIELDS = frozenset({"title", "summary", "style", "theme"})
 _TAG = re.compile(r"<[^>]{0,2000}>")
@@ -106,8 +120,8 @@ def _json_item(raw: Any, default_theme: str) -> dict[str, Any]:
     if not isinstance(prompt, str):
         raise FeedFormatError("prompt must be a string")
     weight = raw.get("weight", 1.0)
-    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 < weight <= 100:
-        raise FeedFormatError("weight must be a number in (0, 100]")
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 < weight <= MAX_ITEM_WEIGHT:
+        raise FeedFormatError(f"weight must be a number in (0, {MAX_ITEM_WEIGHT:g}]")
     for key in ("theme", "negative_prompt"):
         if not isinstance(raw.get(key, ""), str):
             raise FeedFormatError(f"{key} must be a string")
