@@ -25,6 +25,7 @@ from frame.web import auth, present
 from frame.web.context import WebContext
 from frame.web.forms import TOKEN_MAX, FormError, parse_page, parse_rating, safe_next
 from frame.web.routes import bp, web_context
+from frame.web.sessions import FORGOT_ALL, SAVED
 
 log = logging.getLogger(__name__)
 
@@ -215,8 +216,10 @@ def login() -> Any:
 def logout() -> Any:
     """Ends this session on the server too: a copy of its cookie stops working."""
     ctx = web_context()
-    ctx.session_registry().revoke(session.get("sid"))
+    kept = ctx.session_registry().revoke(session.get("sid"))
     session.clear()
+    if kept != SAVED:
+        return _logout_unsaved(kept)
     return redirect(url_for("web.now"), 303)
 
 
@@ -224,11 +227,26 @@ def logout() -> Any:
 def logout_everywhere() -> Any:
     """Ends every session: every phone and browser (and any copied cookie) must log in again."""
     ctx = web_context()
-    count = ctx.session_registry().revoke_all()
+    count, kept = ctx.session_registry().revoke_all()
     session.clear()
     log.info("web: logged out everywhere (%d sessions ended) from %s", count, request.remote_addr)
+    if kept != SAVED:
+        return _logout_unsaved(kept)
     flash(f"Logged out everywhere: {count} session{'s' if count != 1 else ''} ended.")
     return redirect(url_for("web.now"), 303)
+
+
+def _logout_unsaved(kept: str) -> Any:
+    """A logout that holds now but could not be written: say what a restart will do (507)."""
+    if kept == FORGOT_ALL:
+        after = ("So that a restart cannot undo it, the frame forgot every saved login: after its next "
+                 "restart every phone and browser must log in again.")
+    else:
+        after = ("It could not be made to last either: after a restart this login may work again. "
+                 "Free space, then log in and log out again.")
+    return render_template("error.html", code=507, message=(
+        "You are logged out, but the frame's storage is full, so the logout could not be written down. "
+        f"{after} Free space on its SD card (gallery.max_pictures or gallery.max_disk_mb).")), 507
 
 
 # friendly error pages for the blueprint's own 4xx answers, a full disk (507) and bugs (500) ------

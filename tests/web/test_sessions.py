@@ -84,3 +84,65 @@ def test_damaged_registry_file_logs_everyone_out_and_keeps_working(tmp_path):
     registry = SessionRegistry(path)
     assert len(registry) == 0
     assert registry.valid(registry.create())
+
+
+def _disk_full(monkeypatch) -> None:
+    """Every write of the sessions list fails as on a full SD card (the temporary file is not made)."""
+    import errno
+
+    from frame.web import sessions
+
+    def full(path, data, mode=0o644):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(sessions, "write_json", full)
+
+
+def test_a_logout_on_a_full_disk_still_holds_after_a_restart(store, state_dir, pictures, controller, monkeypatch):
+    """The logout answered 303 but the list on disk still named the session, so after a restart the old
+    cookie (or a copy of it) worked again. Now the revocation holds and the owner is told."""
+    first = make_app(store, state_dir, controller)
+    phone, other = first.test_client(), first.test_client()
+    login(phone)
+    login(other)
+    cookie = phone.get_cookie(SESSION_COOKIE).value
+    _disk_full(monkeypatch)
+    response = phone.post("/logout", data={"csrf_token": _csrf(phone)})
+    page = response.get_data(as_text=True)
+    assert response.status_code == 507 and "storage is full" in page and "log in again" in page
+    assert "Log in" in phone.get("/").get_data(as_text=True)  # logged out at once
+    monkeypatch.undo()
+    restarted = make_app(store, state_dir, controller).test_client()
+    restarted.set_cookie(SESSION_COOKIE, cookie)
+    assert not _can_queue(restarted, "the revoked cookie after a restart", _csrf(other))
+    assert store.queued_prompts() == []
+
+
+def test_log_out_everywhere_on_a_full_disk_holds_after_a_restart(store, state_dir, pictures, controller, monkeypatch):
+    first = make_app(store, state_dir, controller)
+    phone = first.test_client()
+    login(phone)
+    cookie, csrf = phone.get_cookie(SESSION_COOKIE).value, _csrf(phone)
+    _disk_full(monkeypatch)
+    response = phone.post("/logout-everywhere", data={"csrf_token": csrf})
+    assert response.status_code == 507 and "storage is full" in response.get_data(as_text=True)
+    monkeypatch.undo()
+    restarted = make_app(store, state_dir, controller).test_client()
+    restarted.set_cookie(SESSION_COOKIE, cookie)
+    assert not _can_queue(restarted, "x", csrf)
+
+
+def test_registry_says_when_a_logout_could_not_be_kept(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from frame.web.sessions import FORGOT_ALL, SAVED, UNSAVED
+
+    registry = SessionRegistry(tmp_path / SESSIONS_FILE)
+    kept, gone, last = registry.create(), registry.create(), registry.create()
+    assert registry.revoke(kept) == SAVED  # a normal logout is written
+    _disk_full(monkeypatch)
+    assert registry.revoke(gone) == FORGOT_ALL and not (tmp_path / SESSIONS_FILE).exists()
+    (tmp_path / SESSIONS_FILE).write_text("{}")
+    monkeypatch.setattr(Path, "unlink", lambda self, missing_ok=False: (_ for _ in ()).throw(PermissionError(13, "no")))
+    assert registry.revoke(last) == UNSAVED
+    assert not registry.valid(gone) and not registry.valid(last)
