@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from flask import abort, flash, redirect, render_template, request, session, url_for
+from flask import abort, flash, jsonify, redirect, render_template, request, session, url_for
 from werkzeug.exceptions import HTTPException
 
 from frame.config.redact import redact_deep
@@ -251,9 +251,16 @@ def _logout_unsaved(kept: str) -> Any:
 
 # friendly error pages for the blueprint's own 4xx answers, a full disk (507) and bugs (500) ------
 
+def _answer(code: int, message: str) -> Any:
+    """An error answer: JSON ``{"error": ...}`` for the JSON API (``/api/settings``), else the page."""
+    if request.path.startswith("/api/"):
+        return jsonify({"error": message}), code
+    return render_template("error.html", code=code, message=message), code
+
+
 @bp.errorhandler(FormError)
 def bad_form(exc: FormError) -> Any:
-    return render_template("error.html", code=400, message=str(exc)), 400
+    return _answer(400, str(exc))
 
 
 @bp.errorhandler(Exception)
@@ -262,13 +269,11 @@ def failed(exc: Exception) -> Any:
         return exc
     if storage_full(exc):
         log.error("web: %s %s refused: %s", request.method, request.path, exc)
-        return render_template("error.html", code=507, message=(
-            "The frame's storage is full, so nothing was saved. Free space on its SD card "
-            "(fewer pictures kept: gallery.max_pictures or gallery.max_disk_mb).")), 507
+        return _answer(507, "The frame's storage is full, so nothing was saved. Free space on its SD card "
+                            "(fewer pictures kept: gallery.max_pictures or gallery.max_disk_mb).")
     log.exception("web: %s %s failed", request.method, request.path)
-    return render_template("error.html", code=500, message=(
-        "Something went wrong on the frame; nothing was changed. Its log has the details "
-        "(journalctl -u frame).")), 500
+    return _answer(500, "Something went wrong on the frame; nothing was changed. Its log has the details "
+                        "(journalctl -u frame).")
 
 
 ERROR_PAGES = ((400, "The request was incomplete (missing form token?). Reload the page."),
@@ -280,7 +285,7 @@ ERROR_PAGES = ((400, "The request was incomplete (missing form token?). Reload t
 
 def _error_page(code: int, message: str) -> Any:
     def handler(_exc: Exception) -> Any:
-        return render_template("error.html", code=code, message=message), code
+        return _answer(code, message)
     return handler
 
 

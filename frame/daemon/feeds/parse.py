@@ -18,13 +18,12 @@ import html
 import json
 import logging
 import re
-import string
 import unicodedata
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from frame.config.checks import MAX_FEED_WEIGHT
+from frame.config.checks import MAX_FEED_WEIGHT, feed_template
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +39,7 @@ def combined_weight(item_weight: float, feed_weight: float) -> float:
     product = float(item_weight) * float(feed_weight)
     return product if product <= cap else cap  # also catches inf and nan (nan <= cap is False)
 
-TEMPLATE_FIELDS = frozenset({"title", "summary", "style", "theme"})
+
 _TAG = re.compile(r"<[^>]{0,2000}>")
 _ANGLE = re.compile(r"[<>]")
 _UNESCAPE_ROUNDS = 4
@@ -88,13 +87,11 @@ class Sanitiser:
 
 
 def check_template(template: str) -> None:
-    """Reject templates with fields other than title/summary/style/theme or attribute access."""
-    for _, name, spec, conv in string.Formatter().parse(template):
-        if name is None:
-            continue
-        if name not in TEMPLATE_FIELDS or spec or conv:
-            raise FeedFormatError(
-                f"template field {{{name}}} is not allowed; use {', '.join(sorted(TEMPLATE_FIELDS))}")
+    """Reject templates with fields other than title/summary/style/theme, attribute access, format
+    specs or conversions (the same rule the settings check applies when a feed is saved)."""
+    problem = feed_template(template)
+    if problem:
+        raise FeedFormatError(problem)
 
 
 def _time(value: Any, field: str) -> str | None:
