@@ -53,16 +53,20 @@ class ReadingProvider:
         if self.cache is not None and is_url(ref.location):
             return self._read_cached([ref])[0]
         try:
-            buf = self._fetch(ref.location, ref.offset, ref.length)
+            buf = self._fetch(ref.location, ref.offset, ref.length, ref.dtype.alignment)
         except SourceTruncated as exc:
             raise WeightDataError(f"weight {ref.name!r}: {exc}") from exc
         return ref.decode(buf)
 
-    def _fetch(self, location: str, offset: int, length: int) -> np.ndarray:
-        """A byte range, mapped where the source can (local files), else read."""
+    def _fetch(self, location: str, offset: int, length: int, alignment: int = 1) -> np.ndarray:
+        """A byte range, mapped where the source can (local files) and the mapping keeps the data
+        aligned to ``alignment`` bytes, else read into a fresh (aligned) buffer: a misaligned view
+        would be copied by ``WeightRef.decode``, holding the weight twice."""
         source = self.sources.get(location)
         map_at = getattr(source, "map_at", None)
-        return map_at(offset, length) if map_at is not None else source.read_at(offset, length)
+        if map_at is not None and offset % alignment == 0:
+            return map_at(offset, length)
+        return source.read_at(offset, length)
 
     def read_group(self, refs: Sequence[WeightRef]) -> list[np.ndarray]:
         """Several weights stored back to back in one file (small gaps are read along), one read."""
