@@ -23,11 +23,13 @@ from frame.atomicfile import write_bytes_atomic
 from frame.config.redact import redact_url
 from frame.engine.io.http_settings import HttpSettings
 from frame.errors import FrameError
+from frame.statefile import read_json, write_json
 
 log = logging.getLogger(__name__)
 
 TOKENIZER_FILES = ("vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json")
 OPTIONAL_FILES = {"tokenizer_config.json", "special_tokens_map.json", "config.json"}
+MISSING_FILE = "missing.json"  # in the cache: files the server had not (answered 404 for)
 
 
 class MissingFile(FrameError, FileNotFoundError):
@@ -143,13 +145,38 @@ class ModelFiles:
             return target
         if relative in self._missing:
             raise MissingFile(f"missing model file: {self.describe(relative)} (HTTP 404)")
-        from frame.engine.io.http import with_retries
+        from frame.engine.io.http import Transient, with_retries
 
-        content = with_retries(self.http, self.describe(relative), lambda: self._get(relative))
+        if relative in self._known_missing():
+            # The server said 404 before (text_encoder_2/model.onnx of an SD 1.5 model): ask once, and
+            # while it is off take that answer instead of retrying for http_give_up_seconds.
+            try:
+                content = self._get(relative)
+            except Transient as exc:
+                log.info("%s: the server cannot be reached (%s); it had no such file when last asked",
+                         self.describe(relative), exc)
+                raise MissingFile(f"missing model file: {self.describe(relative)} (HTTP 404 when last asked)") from None
+        else:
+            content = with_retries(self.http, self.describe(relative), lambda: self._get(relative))
         target.parent.mkdir(parents=True, exist_ok=True)
         write_bytes_atomic(target, content)  # fsynced: a power cut never leaves an empty cached file
         log.info("cached %s (%d bytes)", self.describe(relative), len(content))
         return target
+
+    def _known_missing(self) -> list[str]:
+        """Files the server answered 404 for, kept in the cache (``MISSING_FILE``)."""
+        known = read_json(self.cache / MISSING_FILE, default=[])
+        return known if isinstance(known, list) else []
+
+    def _remember_missing(self, relative: str) -> None:
+        known = self._known_missing()
+        if relative in known:
+            return
+        try:
+            self.cache.mkdir(parents=True, exist_ok=True)
+            write_json(self.cache / MISSING_FILE, sorted([*known, relative]))
+        except OSError as exc:
+            log.warning("cannot note in %s that %s is missing: %s", self.cache, relative, exc)
 
     def _get(self, relative: str) -> bytes:
         """One GET of a small file; 404 is ``MissingFile``, 5xx and connection problems are retried."""
@@ -164,6 +191,7 @@ class ModelFiles:
             raise connection_problem(exc) from exc
         if response.status_code == 404:
             self._missing.add(relative)
+            self._remember_missing(relative)
             raise MissingFile(f"missing model file: {self.describe(relative)} (HTTP 404)")
         if response.status_code >= 500 or response.status_code == 429:
             raise Transient(f"HTTP {response.status_code}")

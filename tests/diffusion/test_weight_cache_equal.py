@@ -62,3 +62,32 @@ def test_renders_from_the_cache_equal_streamed_ones(served, tmp_path):
     first, second = night(True), night(True)
     shutil.rmtree(tmp_path / "state", ignore_errors=True)
     assert np.array_equal(streamed, first) and np.array_equal(streamed, second)
+
+
+def test_a_fully_cached_model_paints_while_the_server_is_off(tmp_path, caplog):
+    """With model.cache on and the NAS off, the render retried text_encoder_2/model.onnx (which an
+    SD 1.5 model does not have) for http_give_up_seconds and failed naming it, although every weight
+    was cached. Now it paints the same picture from the cache, at once, and says so."""
+    import logging
+    import time
+
+    from frame.config import load_config
+    from frame.diffusion.configured import load_configured_pipeline
+
+    server = Served(demo_model_path())
+    path = tmp_path / "config.yaml"
+    path.write_text(f"state_dir: {tmp_path / 'state'}\nmodel:\n  source: {server.url('')}\n"
+                    "  cache_dir: " + str(tmp_path / "files") + "\n"
+                    "  http_give_up_seconds: 300\n  http_timeout_seconds: 5\n"
+                    "  cache:\n    enabled: true\n    max_mb: 64\n")
+    args = dict(steps=2, guidance=7.5, seed=3, width=64, height=64)
+    try:
+        online = np.asarray(load_configured_pipeline(load_config(path, environ={})).generate("a cat", **args))
+    finally:
+        server.close()
+    caplog.set_level(logging.INFO)
+    started = time.monotonic()
+    offline = np.asarray(load_configured_pipeline(load_config(path, environ={})).generate("a cat", **args))
+    assert time.monotonic() - started < 60  # one quick attempt per server, never the 300 s of retries
+    assert np.array_equal(online, offline)
+    assert "cannot be reached" in caplog.text and "using the copy in the weight cache" in caplog.text
