@@ -26,6 +26,7 @@ from frame.engine import ops as _ops  # noqa: F401  (importing the package fills
 from frame.engine.errors import ModelFormatError, NodeError, UnsupportedModelError
 from frame.engine.executor import Executor
 from frame.engine.io import cached_model
+from frame.engine.io.fetch_stats import format_bytes
 from frame.engine.io.protobuf_index import scan_model
 from frame.engine.io.sources import SourcePool, is_url
 from frame.engine.io.weight_cache import WeightCache
@@ -223,7 +224,12 @@ class Model:
         return sources.stats.snapshot() if sources is not None else None
 
     def close(self) -> None:
-        """Stop the provider's reading and give freed memory back (the next model starts on less)."""
+        """Stop the provider's reading and give freed memory back (the next model starts on less).
+        Says how much of its weights came from the weight cache, when any did (``model.cache``)."""
+        stats = self.fetch_stats
+        if stats is not None and stats.bytes.get("cache"):
+            log.info("%s: %s of weights read from the weight cache, %s over HTTP", redact_url(str(self.source)),
+                     format_bytes(stats.bytes["cache"]), format_bytes(stats.bytes.get("http", 0)))
         close = getattr(self.provider, "close", None)
         if close is not None:
             close()

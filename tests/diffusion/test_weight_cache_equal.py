@@ -87,7 +87,12 @@ def test_a_fully_cached_model_paints_while_the_server_is_off(tmp_path, caplog):
         server.close()
     caplog.set_level(logging.INFO)
     started = time.monotonic()
-    offline = np.asarray(load_configured_pipeline(load_config(path, environ={})).generate("a cat", **args))
+    reports = []
+    offline = np.asarray(load_configured_pipeline(load_config(path, environ={})).generate(
+        "a cat", callback=reports.append, **args))
     assert time.monotonic() - started < 60  # one quick attempt per server, never the 300 s of retries
     assert np.array_equal(online, offline)
     assert "cannot be reached" in caplog.text and "using the copy in the weight cache" in caplog.text
+    assert "read from the weight cache, 0 B over HTTP" in caplog.text
+    steps = [r for r in reports if r.step_done and r.bytes_per_step]
+    assert steps and all(r.cache_bytes_per_step == r.bytes_per_step for r in steps)  # the progress line
