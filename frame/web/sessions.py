@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 SESSIONS_FILE = "web-sessions.json"
 MAX_SESSIONS = 64
 SEEN_WRITE_SECONDS = 24 * 3600  # "last used" reaches the disk at most once a day per session
+SAVE_RETRY_SECONDS = 600  # after a failed save (full disk), the list is written again this much later
 
 # how a logout was kept (SessionRegistry.revoke): written; not written, so the file was removed and a
 # restart logs everyone out; not written and not removed, so a restart may undo it
@@ -58,6 +59,7 @@ class SessionRegistry:
             key: float(value) for key, value in (data.items() if isinstance(data, dict) else ())
             if isinstance(key, str) and isinstance(value, (int, float))}
         self._saved_seen = dict(self._seen)
+        self._retry_at: float | None = None  # a save failed: try again then (not on every request)
 
     def create(self) -> str:
         """A new logged-in session; returns its id for the cookie."""
@@ -85,7 +87,10 @@ class SessionRegistry:
                 self._save()
                 return False
             self._seen[key] = now
-            if now - self._saved_seen.get(key, 0.0) > SEEN_WRITE_SECONDS:
+            due = now - self._saved_seen.get(key, 0.0) > SEEN_WRITE_SECONDS
+            if self._retry_at is not None:
+                due = now >= self._retry_at
+            if due:
                 self._save()
             return True
 
@@ -128,7 +133,6 @@ class SessionRegistry:
             return UNSAVED
         log.warning("web sessions: the logout could not be written, so %s was removed: after the next "
                     "restart every phone must log in again", self.path)
-        self._saved_seen = {}
         return FORGOT_ALL
 
     def _save(self) -> bool:
@@ -137,6 +141,8 @@ class SessionRegistry:
             write_json(self.path, self._seen, mode=0o600)
         except OSError as exc:  # a full disk must not break logins: the list still works in memory
             log.error("could not save the web sessions to %s: %s", self.path, exc)
+            self._retry_at = self._clock() + SAVE_RETRY_SECONDS
             return False
         self._saved_seen = dict(self._seen)
+        self._retry_at = None
         return True

@@ -239,8 +239,8 @@ def logout_everywhere() -> Any:
 def _logout_unsaved(kept: str) -> Any:
     """A logout that holds now but could not be written: say what a restart will do (507)."""
     if kept == FORGOT_ALL:
-        after = ("So that a restart cannot undo it, the frame forgot every saved login: after its next "
-                 "restart every phone and browser must log in again.")
+        after = ("So that a restart cannot undo it, the frame forgot its saved logins: unless its storage "
+                 "has room again before then, every phone and browser must log in again after the next restart.")
     else:
         after = ("It could not be made to last either: after a restart this login may work again. "
                  "Free space, then log in and log out again.")

@@ -146,3 +146,27 @@ def test_registry_says_when_a_logout_could_not_be_kept(tmp_path, monkeypatch):
     monkeypatch.setattr(Path, "unlink", lambda self, missing_ok=False: (_ for _ in ()).throw(PermissionError(13, "no")))
     assert registry.revoke(last) == UNSAVED
     assert not registry.valid(gone) and not registry.valid(last)
+
+
+def test_after_a_failed_save_the_list_is_written_again_later_not_on_every_request(tmp_path, monkeypatch):
+    """The logout that removed the file is made to last once there is room again: the remaining
+    sessions reach the disk at the next try (every 10 minutes), not on every request meanwhile."""
+    from frame.web import sessions
+
+    now = [1_000_000.0]
+    registry = SessionRegistry(tmp_path / SESSIONS_FILE, clock=lambda: now[0])
+    gone, kept = registry.create(), registry.create()
+    writes = []
+    real = sessions.write_json
+    _disk_full(monkeypatch)
+    full = sessions.write_json
+    monkeypatch.setattr(sessions, "write_json", lambda *a, **k: writes.append(1) or full(*a, **k))
+    registry.revoke(gone)
+    for _ in range(20):
+        assert registry.valid(kept)
+    assert len(writes) == 1  # the logout's try only
+    monkeypatch.setattr(sessions, "write_json", real)  # room again
+    now[0] += sessions.SAVE_RETRY_SECONDS + 1
+    assert registry.valid(kept)
+    restarted = SessionRegistry(tmp_path / SESSIONS_FILE, clock=lambda: now[0])
+    assert restarted.valid(kept) and not restarted.valid(gone)
