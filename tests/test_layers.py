@@ -240,6 +240,7 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
                                                                 "its numpy+Pillow); only once it paints locally",
     ("frame.diffusion.model_files", "frame.engine.io.small_files"): "requests +13.5 MiB/0.07 s; only for a model "
                                                                     "URL",
+    ("frame.diffusion.model_files", "frame.engine.io.http"): "as small_files (requests); only for a model URL",
     ("frame.diffusion.onnxstream_layout", "frame.engine.io.small_files"): "as model_files; only for an OnnxStream "
                                                                           "URL",
     ("frame.diffusion.rules", "frame.diffusion.samplers"): "numpy +13.1 MiB/0.09 s in the daemon's settings page "

@@ -97,12 +97,15 @@ class ProgressBar:
 
 
 def fetch_text(progress) -> str:
-    """`` · 3.44 GB/step, link 4.1 MB/s``: weight bytes read in the last step and the HTTP rate, if known."""
+    """`` · 3.44 GB/step (3.1 GB cached), link 4.1 MB/s``: weight bytes read in the last step (the part
+    from the weight cache) and the HTTP rate, if known."""
     from frame.engine.io.fetch_stats import format_bytes
 
     parts = []
     if getattr(progress, "bytes_per_step", None) is not None:
-        parts.append(f"{format_bytes(progress.bytes_per_step)}/step")
+        cached = getattr(progress, "cache_bytes_per_step", None)
+        parts.append(f"{format_bytes(progress.bytes_per_step)}/step"
+                     + (f" ({format_bytes(cached)} cached)" if cached else ""))
     if getattr(progress, "link_rate", None):
         parts.append(f"link {format_bytes(progress.link_rate)}/s")
     return " · " + ", ".join(parts) if parts else ""

@@ -4,6 +4,7 @@ message, or ``None`` when the value is fine. Kept apart from the schema so the r
 from __future__ import annotations
 
 import re
+import string
 import unicodedata
 from collections.abc import Callable
 from urllib.parse import urlsplit
@@ -16,6 +17,47 @@ BUTTON_ACTIONS = ("like", "dislike", "next", "previous", "info", "none")
 
 def positive(value) -> str | None:
     return None if value is None or value > 0 else f"must be greater than 0, got {value}"
+
+
+MAX_FEED_WEIGHT = 100.0  # a feed item's own weight has the same upper end (daemon/feeds/parse.py)
+
+
+def feed_weight(value) -> str | None:
+    """A feed's weight: more than 0, at most 100. ``1e308`` once passed ``positive`` and, times an
+    item's own weight 100, overflowed to inf, which broke every night's choice."""
+    if value is None or 0 < value <= MAX_FEED_WEIGHT:
+        return None
+    return f"must be more than 0 and at most {MAX_FEED_WEIGHT:g}, got {value}"
+
+
+TEMPLATE_FIELDS = frozenset({"title", "summary", "style", "theme"})
+
+
+def feed_template(value: str) -> str | None:
+    """A feed template: plain ``{title}``, ``{summary}``, ``{style}``, ``{theme}`` fields only. No
+    attribute or index access (``{0.__class__.__mro__}``), format spec (``{title:>999999999}`` asks
+    for a gigabyte) or conversion. The feed parser applies this same rule to every fetch."""
+    allowed = ", ".join("{" + name + "}" for name in sorted(TEMPLATE_FIELDS))
+    try:
+        parts = list(string.Formatter().parse(value))
+    except ValueError as exc:
+        return f"is not a valid template ({exc}); use {allowed}, and {{{{ }}}} for a literal brace"
+    for _, name, spec, conversion in parts:
+        if name is None:
+            continue
+        if name not in TEMPLATE_FIELDS or spec or conversion:
+            shown = name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "")
+            return f"template field {{{shown[:60]}}} is not allowed; use {allowed}"
+    return None
+
+
+def blocklist(value: tuple[str, ...]) -> str | None:
+    """Blocked words: an empty (or all-space) entry is contained in every prompt, so it would block
+    every feed prompt and every queued one."""
+    for number, word in enumerate(value, 1):
+        if not word.strip():
+            return f"entry {number} is empty, which would block every prompt; remove it"
+    return None
 
 
 def non_negative(value) -> str | None:

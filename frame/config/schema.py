@@ -123,9 +123,9 @@ class FeedSource:
     url: str = _opt("", checks.http_url, secret=URL_SECRET)
     format: Literal["json", "text", "rss"] = "json"
     name: str = ""
-    template: str = "{title}, {style}"
+    template: str = _opt("{title}, {style}", checks.feed_template)
     theme: str = ""
-    weight: float = _opt(1.0, checks.positive)
+    weight: float = _opt(1.0, checks.feed_weight)
 
 
 @dataclass(frozen=True)
@@ -135,7 +135,7 @@ class FeedsConfig:
     timeout_seconds: float = _opt(10.0, checks.positive)
     max_bytes: int = _opt(1_000_000, checks.positive)
     max_prompt_chars: int = _opt(300, checks.positive)
-    blocklist: tuple[str, ...] = ()
+    blocklist: tuple[str, ...] = _opt((), checks.blocklist)
 
 
 @dataclass(frozen=True)

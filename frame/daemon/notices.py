@@ -78,7 +78,11 @@ def fallback_notice(cause: str, favourite: int | None) -> str:
     return sentence(f"No new picture — {cause}; {instead}")
 
 
-def show_failure_notice(picture_id: int) -> str:
+def show_failure_notice(picture_id: int, deleted: bool = False) -> str:
+    """Why picture ``picture_id`` is not on the panel. A picture deleted while its show waited for the
+    panel (``night.PictureDeleted``) is not the panel's fault: no advice about its cable then."""
+    if deleted:
+        return sentence(f"Picture {picture_id} was deleted before it could be shown, so the previous one stays")
     return sentence(f"Picture {picture_id} could not be shown, so the previous one stays: {STEP_ADVICE['show']}")
 
 

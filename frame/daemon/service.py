@@ -335,7 +335,8 @@ class Daemon:
                 result = nights.show_picture(self.ctx, picture_id, reason)
             except FrameError as exc:
                 log.error("%s; the previous picture stays shown", exc)
-                self.live.update(notice=notices.show_failure_notice(picture_id), notice_details=str(exc))
+                self.live.update(notice=notices.show_failure_notice(
+                    picture_id, deleted=isinstance(exc, nights.PictureDeleted)), notice_details=str(exc))
                 if self._requested == picture_id:
                     self._requested = None
                 return

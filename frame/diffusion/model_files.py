@@ -11,6 +11,7 @@ still waking up is waited for) and show URLs only redacted.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -23,11 +24,13 @@ from frame.atomicfile import write_bytes_atomic
 from frame.config.redact import redact_url
 from frame.engine.io.http_settings import HttpSettings
 from frame.errors import FrameError
+from frame.statefile import read_json, write_json
 
 log = logging.getLogger(__name__)
 
 TOKENIZER_FILES = ("vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json")
 OPTIONAL_FILES = {"tokenizer_config.json", "special_tokens_map.json", "config.json"}
+MISSING_FILE = "missing.json"  # in the cache: files the server had not (answered 404 for)
 
 
 class MissingFile(FrameError, FileNotFoundError):
@@ -143,13 +146,41 @@ class ModelFiles:
             return target
         if relative in self._missing:
             raise MissingFile(f"missing model file: {self.describe(relative)} (HTTP 404)")
+        from frame.engine.io.http import ServerUnreachable
         from frame.engine.io.small_files import fetch_small
 
-        content = fetch_small(urljoin(self.base, relative), self.http, self.describe(relative))
+        url = urljoin(self.base, relative)
+        if relative in self._known_missing():
+            # The server said 404 before (text_encoder_2/model.onnx of an SD 1.5 model): ask once, and
+            # while it is off take that answer instead of retrying for http_give_up_seconds.
+            try:
+                content = fetch_small(url, dataclasses.replace(self.http, retries=0), self.describe(relative))
+            except ServerUnreachable as exc:
+                log.info("%s: the server cannot be reached (%s); it had no such file when last asked",
+                         self.describe(relative), exc)
+                raise MissingFile(f"missing model file: {self.describe(relative)} (HTTP 404 when last asked)") from None
+        else:
+            content = fetch_small(url, self.http, self.describe(relative))
         if content is None:
             self._missing.add(relative)
+            self._remember_missing(relative)
             raise MissingFile(f"missing model file: {self.describe(relative)} (HTTP 404)")
         target.parent.mkdir(parents=True, exist_ok=True)
         write_bytes_atomic(target, content)  # fsynced: a power cut never leaves an empty cached file
         log.info("cached %s (%d bytes)", self.describe(relative), len(content))
         return target
+
+    def _known_missing(self) -> list[str]:
+        """Files the server answered 404 for, kept in the cache (``MISSING_FILE``)."""
+        known = read_json(self.cache / MISSING_FILE, default=[])
+        return known if isinstance(known, list) else []
+
+    def _remember_missing(self, relative: str) -> None:
+        known = self._known_missing()
+        if relative in known:
+            return
+        try:
+            self.cache.mkdir(parents=True, exist_ok=True)
+            write_json(self.cache / MISSING_FILE, sorted([*known, relative]))
+        except OSError as exc:
+            log.warning("cannot note in %s that %s is missing: %s", self.cache, relative, exc)

@@ -398,7 +398,8 @@ class _StepReports:
             shown = step - self.first
             self.callback(Progress("unet", shown, self.total, fraction, self.clock.fraction(shown, fraction),
                                    self.clock.eta(shown, fraction), done, latents, denoised, self.kind,
-                                   self.meter.last_step_bytes, self.meter.link_rate()))
+                                   self.meter.last_step_bytes, self.meter.link_rate(),
+                                   self.meter.last_step_cache_bytes))
 
     def op(self, index: int, fraction: float) -> None:
         self._report(index, fraction, False)

@@ -47,7 +47,8 @@ class Progress:
     ``phase`` is "text", "unet" or "vae"; ``step`` counts finished steps (0-based index of the step in
     progress while ``step_done`` is False); ``op_fraction`` is the share of the current model run done.
     ``bytes_per_step`` is what the UNet's weights provider fetched during the last finished step (all
-    sources), ``link_rate`` the bytes per second HTTP delivered so far (None without HTTP reads).
+    sources), ``cache_bytes_per_step`` the part of them read from the local weight cache
+    (``model.cache``), ``link_rate`` the bytes per second HTTP delivered so far (None without HTTP reads).
     """
 
     phase: str
@@ -62,6 +63,7 @@ class Progress:
     kind: str = "sd15"
     bytes_per_step: int | None = None
     link_rate: float | None = None
+    cache_bytes_per_step: int | None = None
 
     def preview(self, scale: int = 1) -> Image.Image | None:
         """Low-resolution RGB guess of the final picture (None outside finished steps)."""
@@ -100,12 +102,15 @@ class FetchMeter:
         self.started = getattr(model, "fetch_stats", None)
         self.step_start = self.started
         self.last_step_bytes: int | None = None
+        self.last_step_cache_bytes: int | None = None
 
     def step_done(self) -> None:
         now = getattr(self.model, "fetch_stats", None)
         if now is None or self.step_start is None:
             return
-        self.last_step_bytes = (now - self.step_start).total_bytes
+        step = now - self.step_start
+        self.last_step_bytes = step.total_bytes
+        self.last_step_cache_bytes = step.bytes.get("cache", 0)
         self.step_start = now
 
     def link_rate(self) -> float | None:

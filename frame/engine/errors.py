@@ -41,6 +41,11 @@ class WeightFetchError(EngineError):
     """Weights could not be fetched (HTTP failures after retries, server without Range support)."""
 
 
+class ServerUnreachable(WeightFetchError):
+    """The model server did not answer (connection problems, 5xx, timeouts) for as long as the retries
+    allowed: the one failure a copy in the weight cache may stand in for."""
+
+
 class NodeError(EngineError):
     """A kernel failed on this model's data; the message names the node, op and input shapes."""
 

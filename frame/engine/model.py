@@ -25,8 +25,11 @@ from frame.engine import onnxstream
 from frame.engine import ops as _ops  # noqa: F401  (importing the package fills the kernel registry)
 from frame.engine.errors import ModelFormatError, NodeError, UnsupportedModelError
 from frame.engine.executor import Executor
+from frame.engine.io import cached_model
+from frame.engine.io.fetch_stats import format_bytes
 from frame.engine.io.protobuf_index import scan_model
 from frame.engine.io.sources import SourcePool, is_url
+from frame.engine.io.weight_cache import WeightCache
 from frame.engine.io.weights import collect_weights, numpy_dtype
 from frame.engine.io_check import check_feeds, symbolic_conflicts
 from frame.engine.memory import return_freed_buffers_to_os, trim_free_memory
@@ -73,6 +76,22 @@ class _Structure:
     problems: list[str]
 
 
+def _scanned(pool: SourcePool, source: str):
+    """The file scanned for its structure; with the weight cache on, a URL's structure is kept in the
+    cache and read from there (``frame.engine.io.cached_model``: paints while the server is off)."""
+    settings = pool.http_settings
+    if not (is_url(source) and settings.cache_enabled):
+        return scan_model(pool.get(source), chunk=256 << 10 if is_url(source) else 1 << 20)
+    cache = WeightCache(settings.cache_dir, settings.cache_max_bytes)
+    http = pool.get(source)
+    version = cached_model.validator(cache, http)
+    scanned = cached_model.load_structure(cache, source, version)
+    if scanned is None:
+        scanned = scan_model(http, chunk=256 << 10)
+        cached_model.store_structure(cache, source, version, scanned)
+    return scanned
+
+
 def read_structure(source: str | onnxstream.OnnxStreamSource) -> _Structure:
     """The model without weight bytes, with every node bound (or a problem line for it).
 
@@ -83,7 +102,7 @@ def read_structure(source: str | onnxstream.OnnxStreamSource) -> _Structure:
         return onnxstream.read_structure(source)  # type: ignore[return-value]
     pool = SourcePool()
     try:
-        scanned = scan_model(pool.get(source), chunk=256 << 10 if is_url(source) else 1 << 20)
+        scanned = _scanned(pool, source)
     finally:
         pool.close()
     try:
@@ -205,7 +224,12 @@ class Model:
         return sources.stats.snapshot() if sources is not None else None
 
     def close(self) -> None:
-        """Stop the provider's reading and give freed memory back (the next model starts on less)."""
+        """Stop the provider's reading and give freed memory back (the next model starts on less).
+        Says how much of its weights came from the weight cache, when any did (``model.cache``)."""
+        stats = self.fetch_stats
+        if stats is not None and stats.bytes.get("cache"):
+            log.info("%s: %s of weights read from the weight cache, %s over HTTP", redact_url(str(self.source)),
+                     format_bytes(stats.bytes["cache"]), format_bytes(stats.bytes.get("http", 0)))
         close = getattr(self.provider, "close", None)
         if close is not None:
             close()

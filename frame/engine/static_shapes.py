@@ -19,8 +19,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from frame.engine.io.sources import SourcePool
 from frame.engine.model import read_structure
+from frame.engine.providers.prefetch import NoCache
 
 SMALL_BYTES = 4096  # constant tensors read back for shape inference (shapes, axes, scales)
 
@@ -52,16 +52,15 @@ def structure_with_small_values(source: str) -> onnx.ModelProto:
 def fill_small_values(proto: onnx.ModelProto, weights: dict) -> onnx.ModelProto:
     """``proto`` (from the protobuf scanner: initializers without data) with the data of every
     initializer of at most ``SMALL_BYTES`` read back in, in place; returns ``proto``."""
-    pool = SourcePool()
+    provider = NoCache()  # a provider's reads: from the weight cache too, when it is on
     try:
         for tensor in proto.graph.initializer:
             ref = weights[tensor.name]
             if ref.value is not None or ref.length > SMALL_BYTES or ref.location is None:
                 continue
-            raw = pool.get(ref.location).read_at(ref.offset, ref.length)
-            tensor.CopyFrom(numpy_helper.from_array(ref.decode(raw).copy(), tensor.name))
+            tensor.CopyFrom(numpy_helper.from_array(provider.read(ref).copy(), tensor.name))
     finally:
-        pool.close()
+        provider.close()
     return proto
 
 

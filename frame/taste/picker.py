@@ -17,9 +17,10 @@ keeps learning. Themes of the last ``avoid_recent`` nights are skipped.
 from __future__ import annotations
 
 import logging
+import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -152,7 +153,14 @@ class ThemePicker:
         if not candidates:
             raise FrameError("taste: no candidates to choose from")
         rng = rng if rng is not None else np.random.default_rng()
-        pool = self._fresh(candidates, recent_themes)
+        usable, skipped = finite_candidates(candidates)
+        choice = self._choose(self._fresh(usable, recent_themes), ratings, recent_themes, rng)
+        if skipped:
+            choice = replace(choice, explanation={**choice.explanation, "skipped": skipped})
+        return choice
+
+    def _choose(self, pool, ratings, recent_themes, rng) -> Choice:
+        """Variety before the model has enough ratings; then exploration or the best expected liking."""
         if not self.uses_model(ratings):
             why = (
                 f"only {len(ratings)} of {self.settings.min_ratings} ratings so far"
@@ -303,6 +311,32 @@ def _shared_params(candidates: Sequence[Candidate], reserved: set[str]) -> list[
     return sorted(shared - reserved)
 
 
+def finite_candidates(candidates: Sequence[Candidate]) -> tuple[list[Candidate], list[str]]:
+    """The candidates whose numbers (popularity, parameters) are finite, and a line for each other one.
+
+    One feed with a weight that overflowed (1e308 × 100 = inf) made every variety score inf/inf = nan
+    and every night failed; such a candidate is left out, logged and named in the explanation, and
+    the others are chosen from. Only when nothing is left is it an error."""
+    usable, skipped = [], []
+    for c in candidates:
+        bad = [name for name, value in (("popularity", c.popularity), *sorted(c.params.items()))
+               if not math.isfinite(float(value))]
+        if bad:
+            line = f"{c.theme} ({c.source}): {', '.join(bad)} is not a finite number"
+            log.warning("taste: skipping candidate %s", line)
+            skipped.append(line)
+        else:
+            usable.append(c)
+    if not usable:
+        raise FrameError("taste: no usable candidates; skipped " + "; ".join(skipped))
+    return usable, skipped
+
+
 def _argmax_random(values: np.ndarray, rng: np.random.Generator) -> int:
-    best = np.flatnonzero(values >= values.max() - 1e-12)
+    """The index of the highest finite value, ties at random (a nan would match nothing)."""
+    finite = np.isfinite(values)
+    if not finite.any():
+        raise FrameError("taste: no candidate has a finite score")
+    top = values[finite].max()
+    best = np.flatnonzero(finite & (values >= top - 1e-12))
     return int(best[0] if len(best) == 1 else rng.choice(best))

@@ -142,10 +142,12 @@ def byte_amount(n: Any) -> str:
 
 
 def fetch_line(render: Mapping[str, Any]) -> str:
-    """"3.44 GB of weights per step · link 4.1 MB/s" (either part when only it is known)."""
+    """"3.44 GB of weights per step (3.1 GB from the cache) · link 4.1 MB/s" (each part when known)."""
     parts = []
     if byte_amount(render.get("bytes_per_step")):
-        parts.append(f"{byte_amount(render.get('bytes_per_step'))} of weights per step")
+        cached = render.get("cache_bytes_per_step")
+        parts.append(f"{byte_amount(render.get('bytes_per_step'))} of weights per step"
+                     + (f" ({byte_amount(cached)} from the cache)" if cached else ""))
     if byte_amount(render.get("link_rate")) and render.get("link_rate"):
         parts.append(f"link {byte_amount(render.get('link_rate'))}/s")
     return " · ".join(parts)

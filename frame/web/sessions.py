@@ -10,6 +10,11 @@ The list lives in ``<state_dir>/web-sessions.json`` (mode 0600, written atomical
 so a restart or a power cut does not log the owner out. It holds SHA-256 digests of the ids, never
 the ids themselves, and at most ``MAX_SESSIONS`` entries (the least recently used go first). A damaged
 file is set aside and everyone logs in again.
+
+A logout must hold even when it cannot be written (a full SD card): the list in memory already refuses
+the session, and so that a restart does not bring the old list back, the file is removed instead (a
+removal needs no free space). After the next restart every phone logs in again; the logout page says
+so. Only when even the removal fails can a restart undo the logout, and the page says that instead.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from frame.atomicfile import fsync_dir
 from frame.statefile import read_json, write_json
 from frame.web.auth import SESSION_DAYS
 
@@ -30,6 +36,11 @@ log = logging.getLogger(__name__)
 SESSIONS_FILE = "web-sessions.json"
 MAX_SESSIONS = 64
 SEEN_WRITE_SECONDS = 24 * 3600  # "last used" reaches the disk at most once a day per session
+SAVE_RETRY_SECONDS = 600  # after a failed save (full disk), the list is written again this much later
+
+# how a logout was kept (SessionRegistry.revoke): written; not written, so the file was removed and a
+# restart logs everyone out; not written and not removed, so a restart may undo it
+SAVED, FORGOT_ALL, UNSAVED = "saved", "forgot-all", "unsaved"
 
 
 def _digest(session_id: str) -> str:
@@ -48,6 +59,7 @@ class SessionRegistry:
             key: float(value) for key, value in (data.items() if isinstance(data, dict) else ())
             if isinstance(key, str) and isinstance(value, (int, float))}
         self._saved_seen = dict(self._seen)
+        self._retry_at: float | None = None  # a save failed: try again then (not on every request)
 
     def create(self) -> str:
         """A new logged-in session; returns its id for the cookie."""
@@ -75,25 +87,29 @@ class SessionRegistry:
                 self._save()
                 return False
             self._seen[key] = now
-            if now - self._saved_seen.get(key, 0.0) > SEEN_WRITE_SECONDS:
+            due = now - self._saved_seen.get(key, 0.0) > SEEN_WRITE_SECONDS
+            if self._retry_at is not None:
+                due = now >= self._retry_at
+            if due:
                 self._save()
             return True
 
-    def revoke(self, session_id: object) -> None:
-        """Log one session out (its cookie stops working everywhere it was copied to)."""
+    def revoke(self, session_id: object) -> str:
+        """Log one session out (its cookie stops working everywhere it was copied to). Returns how
+        the logout was kept: ``SAVED``, ``FORGOT_ALL`` or ``UNSAVED`` (see :meth:`_save_revocation`)."""
         if not isinstance(session_id, str):
-            return
+            return SAVED
         with self._lock:
-            if self._seen.pop(_digest(session_id), None) is not None:
-                self._save()
+            if self._seen.pop(_digest(session_id), None) is None:
+                return SAVED
+            return self._save_revocation()
 
-    def revoke_all(self) -> int:
-        """Log every session out; returns how many there were."""
+    def revoke_all(self) -> tuple[int, str]:
+        """Log every session out; returns how many there were and how that was kept (as ``revoke``)."""
         with self._lock:
             count = len(self._seen)
             self._seen.clear()
-            self._save()
-        return count
+            return count, self._save_revocation()
 
     def __len__(self) -> int:
         with self._lock:
@@ -104,11 +120,29 @@ class SessionRegistry:
         for key in [k for k, seen in self._seen.items() if seen < cutoff]:
             del self._seen[key]
 
-    def _save(self) -> None:
+    def _save_revocation(self) -> str:
+        """Write the list after a logout; when that fails, remove the file so a restart cannot bring
+        the logged-out session back (it starts with no sessions: everyone logs in again)."""
+        if self._save():
+            return SAVED
+        try:
+            self.path.unlink(missing_ok=True)
+            fsync_dir(self.path.parent)
+        except OSError as exc:
+            log.error("could not remove %s either: a restart may undo this logout: %s", self.path, exc)
+            return UNSAVED
+        log.warning("web sessions: the logout could not be written, so %s was removed: after the next "
+                    "restart every phone must log in again", self.path)
+        return FORGOT_ALL
+
+    def _save(self) -> bool:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             write_json(self.path, self._seen, mode=0o600)
         except OSError as exc:  # a full disk must not break logins: the list still works in memory
             log.error("could not save the web sessions to %s: %s", self.path, exc)
-            return
+            self._retry_at = self._clock() + SAVE_RETRY_SECONDS
+            return False
         self._saved_seen = dict(self._seen)
+        self._retry_at = None
+        return True

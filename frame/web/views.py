@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from flask import abort, flash, redirect, render_template, request, session, url_for
+from flask import abort, flash, jsonify, redirect, render_template, request, session, url_for
 from werkzeug.exceptions import HTTPException
 
 from frame.config.redact import redact_deep
@@ -25,6 +25,7 @@ from frame.web import auth, present
 from frame.web.context import WebContext
 from frame.web.forms import TOKEN_MAX, FormError, parse_page, parse_rating, safe_next
 from frame.web.routes import bp, web_context
+from frame.web.sessions import FORGOT_ALL, SAVED
 
 log = logging.getLogger(__name__)
 
@@ -215,8 +216,10 @@ def login() -> Any:
 def logout() -> Any:
     """Ends this session on the server too: a copy of its cookie stops working."""
     ctx = web_context()
-    ctx.session_registry().revoke(session.get("sid"))
+    kept = ctx.session_registry().revoke(session.get("sid"))
     session.clear()
+    if kept != SAVED:
+        return _logout_unsaved(kept)
     return redirect(url_for("web.now"), 303)
 
 
@@ -224,18 +227,40 @@ def logout() -> Any:
 def logout_everywhere() -> Any:
     """Ends every session: every phone and browser (and any copied cookie) must log in again."""
     ctx = web_context()
-    count = ctx.session_registry().revoke_all()
+    count, kept = ctx.session_registry().revoke_all()
     session.clear()
     log.info("web: logged out everywhere (%d sessions ended) from %s", count, request.remote_addr)
+    if kept != SAVED:
+        return _logout_unsaved(kept)
     flash(f"Logged out everywhere: {count} session{'s' if count != 1 else ''} ended.")
     return redirect(url_for("web.now"), 303)
 
 
+def _logout_unsaved(kept: str) -> Any:
+    """A logout that holds now but could not be written: say what a restart will do (507)."""
+    if kept == FORGOT_ALL:
+        after = ("So that a restart cannot undo it, the frame forgot its saved logins: unless its storage "
+                 "has room again before then, every phone and browser must log in again after the next restart.")
+    else:
+        after = ("It could not be made to last either: after a restart this login may work again. "
+                 "Free space, then log in and log out again.")
+    return render_template("error.html", code=507, message=(
+        "You are logged out, but the frame's storage is full, so the logout could not be written down. "
+        f"{after} Free space on its SD card (gallery.max_pictures or gallery.max_disk_mb).")), 507
+
+
 # friendly error pages for the blueprint's own 4xx answers, a full disk (507) and bugs (500) ------
+
+def _answer(code: int, message: str) -> Any:
+    """An error answer: JSON ``{"error": ...}`` for the JSON API (``/api/settings``), else the page."""
+    if request.path.startswith("/api/"):
+        return jsonify({"error": message}), code
+    return render_template("error.html", code=code, message=message), code
+
 
 @bp.errorhandler(FormError)
 def bad_form(exc: FormError) -> Any:
-    return render_template("error.html", code=400, message=str(exc)), 400
+    return _answer(400, str(exc))
 
 
 @bp.errorhandler(Exception)
@@ -244,13 +269,11 @@ def failed(exc: Exception) -> Any:
         return exc
     if storage_full(exc):
         log.error("web: %s %s refused: %s", request.method, request.path, exc)
-        return render_template("error.html", code=507, message=(
-            "The frame's storage is full, so nothing was saved. Free space on its SD card "
-            "(fewer pictures kept: gallery.max_pictures or gallery.max_disk_mb).")), 507
+        return _answer(507, "The frame's storage is full, so nothing was saved. Free space on its SD card "
+                            "(fewer pictures kept: gallery.max_pictures or gallery.max_disk_mb).")
     log.exception("web: %s %s failed", request.method, request.path)
-    return render_template("error.html", code=500, message=(
-        "Something went wrong on the frame; nothing was changed. Its log has the details "
-        "(journalctl -u frame).")), 500
+    return _answer(500, "Something went wrong on the frame; nothing was changed. Its log has the details "
+                        "(journalctl -u frame).")
 
 
 ERROR_PAGES = ((400, "The request was incomplete (missing form token?). Reload the page."),
@@ -262,7 +285,7 @@ ERROR_PAGES = ((400, "The request was incomplete (missing form token?). Reload t
 
 def _error_page(code: int, message: str) -> Any:
     def handler(_exc: Exception) -> Any:
-        return render_template("error.html", code=code, message=message), code
+        return _answer(code, message)
     return handler
 
 

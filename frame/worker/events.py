@@ -178,6 +178,7 @@ class ProgressEvent:
     preview: bool = False  # JOB_DIR/preview.png was just written
     bytes_per_step: int | None = None  # weight bytes fetched per step (streamed models)
     link_rate: int | None = None  # HTTP bytes per second
+    cache_bytes_per_step: int | None = None  # of bytes_per_step, read from the weight cache (model.cache)
 
     def progress(self) -> dict[str, Any]:
         fields = {k: v for k, v in _fields(self).items() if v is not None}
@@ -248,7 +249,8 @@ def event_from_json(data: Any) -> Event | None:
             return ProgressEvent(stage=str(data.get("stage", "")), step=int(data["step"]), steps=int(data["steps"]),
                                  fraction=float(data.get("fraction", 0.0)), eta_seconds=data.get("eta_seconds"),
                                  preview=bool(data.get("preview", False)), bytes_per_step=data.get("bytes_per_step"),
-                                 link_rate=data.get("link_rate"))
+                                 link_rate=data.get("link_rate"),
+                                 cache_bytes_per_step=data.get("cache_bytes_per_step"))
         if name == "error":
             return ErrorEvent(step=str(data.get("step") or "render"), message=str(data.get("message")))
         if name == "done":

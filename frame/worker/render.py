@@ -94,7 +94,7 @@ class ProgressRelay:
             fraction=round(float(report.fraction), 4),
             eta_seconds=round(float(report.eta_seconds), 1) if report.eta_seconds is not None else None,
             preview=preview is not None, bytes_per_step=_rounded(report, "bytes_per_step"),
-            link_rate=_rounded(report, "link_rate")))
+            link_rate=_rounded(report, "link_rate"), cache_bytes_per_step=_rounded(report, "cache_bytes_per_step")))
 
 
 def _rounded(report: Any, name: str) -> int | None:

@@ -148,3 +148,20 @@ def test_render_preview(client, controller, tmp_path):
     (job_dir(tmp_path, 7) / "preview.png").write_bytes(b"\x89PNG preview")
     response = client.get("/api/render/preview")
     assert response.status_code == 200 and response.data == b"\x89PNG preview"
+
+
+def test_a_picture_deleted_between_the_check_and_the_rating_is_404(client, picture, store, tmp_path, monkeypatch):
+    """Retention deleted the picture after the route had checked it exists; Store.rate's KeyError
+    was a 500 (seen once in ~450 ratings during a soak)."""
+    from frame.daemon import deletion
+
+    rate = store.rate
+
+    def retention_first(picture_id, kind, value):
+        deletion.delete_picture(store, tmp_path, picture_id, {})
+        return rate(picture_id, kind, value)
+
+    monkeypatch.setattr(store, "rate", retention_first)
+    response = client.post(f"/api/pictures/{picture}/rating", json={"rating": 1}, headers=AUTH)
+    assert response.status_code == 404 and "no picture" in response.get_json()["error"]
+    assert store.query("SELECT COUNT(*) FROM ratings")[0][0] == 0

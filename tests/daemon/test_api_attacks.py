@@ -60,7 +60,8 @@ HUGE = 2 ** 63  # one past SQLite's INTEGER range
 @pytest.mark.parametrize("method, path", [
     ("GET", f"/api/pictures/{HUGE}"), ("GET", f"/api/pictures/{HUGE}/image"),
     ("POST", f"/api/pictures/{HUGE}/rating"), ("POST", f"/api/show/{HUGE}"),
-    ("GET", f"/api/pictures/{10 ** 30}"),
+    ("GET", f"/api/pictures/{10 ** 30}"), ("DELETE", f"/api/pictures/{HUGE}"),
+    ("GET", "/api/pictures/\u0661"), ("DELETE", "/api/pictures/\uff10\uff11"),
 ])
 def test_ids_beyond_sqlite_range_are_404_json(client, store, method, path):
     add_picture(store)
@@ -74,8 +75,11 @@ def test_offsets_beyond_sqlite_range_are_400_json(client, query):
     assert response.status_code == 400 and "offset" in response.get_json()["error"]
 
 
-@pytest.mark.parametrize("path", [f"/pictures/{HUGE}", f"/pictures/{HUGE}/image", f"/pictures/{HUGE}/thumb"])
-def test_web_pages_with_huge_ids_are_404(client, store, path):
+@pytest.mark.parametrize("path", [f"/pictures/{HUGE}", f"/pictures/{HUGE}/image", f"/pictures/{HUGE}/thumb",
+                                  "/pictures/\u0661", "/pictures/\uff10\uff11", "/pictures/\u0661/image",
+                                  "/pictures/\U0001d7e3"])
+def test_web_pages_with_huge_or_non_ascii_ids_are_404(client, store, path):
+    """Unicode digits (Arabic-Indic ١, fullwidth ０１, mathematical 𝟣) showed picture 1: ASCII only."""
     add_picture(store)
     assert client.get(path).status_code == 404
 
@@ -125,3 +129,16 @@ def test_web_forms_on_a_full_disk_say_so(client, store):
             break
     assert response.status_code == 507 and "full" in response.get_data(as_text=True)
     assert client.get(f"/pictures/{picture}").status_code == 200
+
+
+def test_the_id_pattern_takes_exactly_the_ascii_numbers_in_range():
+    import re
+
+    from frame.daemon.http.contract import SQLITE_MAX_INT, digits_at_most
+
+    small = re.compile(digits_at_most(1203))
+    assert [n for n in range(3000) if small.fullmatch(str(n))] == list(range(1204))
+    big = re.compile(digits_at_most(SQLITE_MAX_INT))
+    for n in (SQLITE_MAX_INT - 10, SQLITE_MAX_INT, SQLITE_MAX_INT + 1, SQLITE_MAX_INT + 10 ** 17, 10 ** 19):
+        assert bool(big.fullmatch(str(n))) == (n <= SQLITE_MAX_INT), n
+    assert not big.fullmatch("\u0661") and not big.fullmatch("\uff11")

@@ -144,3 +144,14 @@ def test_template_fields_are_restricted():
     for bad in ("{title.__class__}", "{os}", "{title!r}", "{title:>10}"):
         with pytest.raises(FeedFormatError):
             check_template(bad)
+
+
+def test_combined_weight_stays_finite(tmp_path, server, store):
+    """The feed's weight times each item's: a source weight that slipped past the settings check
+    (1e308) times an item's 100 was inf, which broke every night's choice."""
+    server.routes["/f"] = reply(json.dumps({"prompts": [{"prompt": "heavy", "weight": 100}]}).encode())
+    source = FeedSource(url=server.url("/f"), format="json", name="test", template="{title}", weight=1e308)
+    config = make_config(tmp_path, feeds={"sources": (source,), "timeout_seconds": 1.0})
+    refresh_feeds(store, config, FeedFetcher(config.feeds, tmp_path / "feeds", backoff=0.01))
+    weight = store.feed_items()[0]["weight"]
+    assert weight == 100 * 100

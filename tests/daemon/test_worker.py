@@ -154,3 +154,33 @@ def test_worker_reports_its_own_peak_not_its_parents(tmp_path):
     del ballast
     assert own < 150
     assert inherited > 300  # what the worker used to report
+
+
+def test_a_picture_deleted_while_its_show_waits_says_so(ctx):
+    """Show and delete of the same picture racing: the worker met FileNotFoundError and the notice
+    blamed the panel's cable. Now the failure says the picture was deleted."""
+    from frame.daemon import deletion
+    from frame.daemon.notices import show_failure_notice
+
+    picture_id = _stored_picture(ctx)
+    panel_fd = os.open(ctx.state_dir / PANEL_LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(panel_fd, fcntl.LOCK_EX)  # the show's worker waits for another refresh to end
+    failure: list[BaseException] = []
+
+    def show() -> None:
+        try:
+            night.show_picture(ctx, picture_id, "owner")
+        except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+            failure.append(exc)
+
+    thread = threading.Thread(target=show)
+    thread.start()
+    time.sleep(1.0)
+    deletion.delete_picture(ctx.store, ctx.state_dir, picture_id, {})
+    os.close(panel_fd)
+    thread.join(60)
+    assert len(failure) == 1 and isinstance(failure[0], night.PictureDeleted)
+    assert f"picture {picture_id} was deleted" in str(failure[0])
+    notice = show_failure_notice(picture_id, deleted=isinstance(failure[0], night.PictureDeleted))
+    assert "deleted" in notice and "cable" not in notice
+    assert "cable" in show_failure_notice(picture_id)

@@ -194,3 +194,27 @@ def test_fit_reuses_the_model_and_the_mode_choice(monkeypatch):
     assert later.mode_ == chosen and later.selection_scores_ == {}
     assert p.fit(ratings[:25])[0].selection_scores_  # grew by a quarter: chosen again
     assert choices == [20, 25]
+
+
+@pytest.mark.parametrize("bad", [float("inf"), float("nan")])
+@pytest.mark.parametrize("ratings", [0, 12])
+def test_a_feed_prompt_with_a_non_finite_weight_is_skipped_and_named(bad, ratings, caplog):
+    """A feed weighted 1e308 whose item weighed 100 gave popularity inf; the variety score became
+    inf/inf = nan everywhere and every night failed in _argmax_random ("a cannot be empty")."""
+    p = picker(explore_rate=0.0)
+    broken = Candidate(theme="a broken feed prompt", prompt="a broken feed prompt", source="feed:x", popularity=bad)
+    good = Candidate(theme="a fine feed prompt", prompt="a fine feed prompt", source="feed:y", popularity=3.0)
+    pool = p.candidates() + [broken, good]
+    history = [Rating(c, i % 2 == 0, picture_id=i) for i, c in enumerate(p.candidates()[:ratings])]
+    choice = p.pick(pool, history, rng=np.random.default_rng(0))
+    assert choice.candidate != broken
+    assert choice.explanation["skipped"] == ["a broken feed prompt (feed:x): popularity is not a finite number"]
+    assert "a broken feed prompt" in caplog.text
+    json.dumps(choice.to_dict(), allow_nan=False)  # the stored explanation stays plain JSON
+
+
+def test_only_non_finite_candidates_is_a_clear_error():
+    p = ThemePicker(hashed_bag_of_words, TasteSettings())
+    only = Candidate(theme="x", prompt="x", source="feed:x", popularity=float("inf"))
+    with pytest.raises(FrameError, match="not a finite number"):
+        p.pick([only], rng=np.random.default_rng(0))

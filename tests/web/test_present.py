@@ -54,6 +54,14 @@ def test_progress_view_shows_bytes_per_step_and_link_rate():
     assert present.progress_view({"render": {"step": 1}})["fetch"] == ""
 
 
+def test_progress_line_counts_the_weight_cache():
+    """With model.cache on the line said only "link 123 B/s" (the version probes): now it says how much
+    of each step came from the cache."""
+    view = present.progress_view({"render": {"step": 3, "steps": 20, "bytes_per_step": 3437361936,
+                                             "cache_bytes_per_step": 3437361936, "link_rate": 123}})
+    assert view["fetch"] == "3.44 GB of weights per step (3.44 GB from the cache) · link 123 B/s"
+
+
 def test_short_time():
     assert present.short_time("2026-11-29T22:41:07+00:00") == "2026-11-29 22:41 UTC"
     assert present.short_time("2026-11-29T23:41:07+01:00") == "2026-11-29 22:41 UTC"

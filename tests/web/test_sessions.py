@@ -84,3 +84,89 @@ def test_damaged_registry_file_logs_everyone_out_and_keeps_working(tmp_path):
     registry = SessionRegistry(path)
     assert len(registry) == 0
     assert registry.valid(registry.create())
+
+
+def _disk_full(monkeypatch) -> None:
+    """Every write of the sessions list fails as on a full SD card (the temporary file is not made)."""
+    import errno
+
+    from frame.web import sessions
+
+    def full(path, data, mode=0o644):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(sessions, "write_json", full)
+
+
+def test_a_logout_on_a_full_disk_still_holds_after_a_restart(store, state_dir, pictures, controller, monkeypatch):
+    """The logout answered 303 but the list on disk still named the session, so after a restart the old
+    cookie (or a copy of it) worked again. Now the revocation holds and the owner is told."""
+    first = make_app(store, state_dir, controller)
+    phone, other = first.test_client(), first.test_client()
+    login(phone)
+    login(other)
+    cookie = phone.get_cookie(SESSION_COOKIE).value
+    _disk_full(monkeypatch)
+    response = phone.post("/logout", data={"csrf_token": _csrf(phone)})
+    page = response.get_data(as_text=True)
+    assert response.status_code == 507 and "storage is full" in page and "log in again" in page
+    assert "Log in" in phone.get("/").get_data(as_text=True)  # logged out at once
+    monkeypatch.undo()
+    restarted = make_app(store, state_dir, controller).test_client()
+    restarted.set_cookie(SESSION_COOKIE, cookie)
+    assert not _can_queue(restarted, "the revoked cookie after a restart", _csrf(other))
+    assert store.queued_prompts() == []
+
+
+def test_log_out_everywhere_on_a_full_disk_holds_after_a_restart(store, state_dir, pictures, controller, monkeypatch):
+    first = make_app(store, state_dir, controller)
+    phone = first.test_client()
+    login(phone)
+    cookie, csrf = phone.get_cookie(SESSION_COOKIE).value, _csrf(phone)
+    _disk_full(monkeypatch)
+    response = phone.post("/logout-everywhere", data={"csrf_token": csrf})
+    assert response.status_code == 507 and "storage is full" in response.get_data(as_text=True)
+    monkeypatch.undo()
+    restarted = make_app(store, state_dir, controller).test_client()
+    restarted.set_cookie(SESSION_COOKIE, cookie)
+    assert not _can_queue(restarted, "x", csrf)
+
+
+def test_registry_says_when_a_logout_could_not_be_kept(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from frame.web.sessions import FORGOT_ALL, SAVED, UNSAVED
+
+    registry = SessionRegistry(tmp_path / SESSIONS_FILE)
+    kept, gone, last = registry.create(), registry.create(), registry.create()
+    assert registry.revoke(kept) == SAVED  # a normal logout is written
+    _disk_full(monkeypatch)
+    assert registry.revoke(gone) == FORGOT_ALL and not (tmp_path / SESSIONS_FILE).exists()
+    (tmp_path / SESSIONS_FILE).write_text("{}")
+    monkeypatch.setattr(Path, "unlink", lambda self, missing_ok=False: (_ for _ in ()).throw(PermissionError(13, "no")))
+    assert registry.revoke(last) == UNSAVED
+    assert not registry.valid(gone) and not registry.valid(last)
+
+
+def test_after_a_failed_save_the_list_is_written_again_later_not_on_every_request(tmp_path, monkeypatch):
+    """The logout that removed the file is made to last once there is room again: the remaining
+    sessions reach the disk at the next try (every 10 minutes), not on every request meanwhile."""
+    from frame.web import sessions
+
+    now = [1_000_000.0]
+    registry = SessionRegistry(tmp_path / SESSIONS_FILE, clock=lambda: now[0])
+    gone, kept = registry.create(), registry.create()
+    writes = []
+    real = sessions.write_json
+    _disk_full(monkeypatch)
+    full = sessions.write_json
+    monkeypatch.setattr(sessions, "write_json", lambda *a, **k: writes.append(1) or full(*a, **k))
+    registry.revoke(gone)
+    for _ in range(20):
+        assert registry.valid(kept)
+    assert len(writes) == 1  # the logout's try only
+    monkeypatch.setattr(sessions, "write_json", real)  # room again
+    now[0] += sessions.SAVE_RETRY_SECONDS + 1
+    assert registry.valid(kept)
+    restarted = SessionRegistry(tmp_path / SESSIONS_FILE, clock=lambda: now[0])
+    assert restarted.valid(kept) and not restarted.valid(gone)

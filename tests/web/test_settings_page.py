@@ -166,3 +166,55 @@ def test_guidance_has_an_upper_end_and_the_inputs_say_so(owner, state_dir):
     assert response.status_code == 400
     assert re.search(r'id="f-model-guidance-problem">must be from 0 to 30, got 31', response.get_data(as_text=True))
     assert not (state_dir / "settings.yaml").exists()
+
+
+def test_feed_weights_are_bounded(client, state_dir):
+    """``weight: 1e308`` was saved; times a feed item's own weight 100 it became inf and every night
+    then failed with "No new picture"."""
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+    for weight in (1e308, 101, 0):
+        feed = {"url": "https://example.org/f", "name": "news", "template": "{title}", "weight": weight}
+        response = client.put("/api/settings", json={"feeds.sources": [feed]}, headers=bearer)
+        assert response.status_code == 422, weight
+        assert "weight" in response.json["problems"]["feeds.sources"][0]
+    assert not (state_dir / "settings.yaml").exists()
+    feed["weight"] = 100
+    assert client.put("/api/settings", json={"feeds.sources": [feed]}, headers=bearer).status_code == 200
+
+
+def test_feed_templates_and_blocklist_are_checked_when_saved(client, state_dir):
+    """Templates the feed parser refuses and an empty blocklist entry (which blocks every queued
+    prompt) were saved; they are now refused with the parser's own words."""
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+    for template in ("{0.__class__.__mro__}", "{title:>999999999}", "{title!r}", "{title", "{body}"):
+        feed = {"url": "https://example.org/f", "name": "news", "template": template}
+        response = client.put("/api/settings", json={"feeds.sources": [feed]}, headers=bearer)
+        assert response.status_code == 422, template
+        assert "template" in response.json["problems"]["feeds.sources"][0], template
+    for blocklist in ([""], ["gore", "  "]):
+        response = client.put("/api/settings", json={"feeds.blocklist": blocklist}, headers=bearer)
+        assert response.status_code == 422, blocklist
+        assert "empty" in response.json["problems"]["feeds.blocklist"][0]
+    assert not (state_dir / "settings.yaml").exists()
+    ok = {"url": "https://example.org/f", "name": "news", "template": "{title}, {style} ({theme})"}
+    assert client.put("/api/settings", json={"feeds.sources": [ok], "feeds.blocklist": ["gore"]},
+                      headers=bearer).status_code == 200
+
+
+def test_a_full_disk_answers_the_settings_api_in_json(client, state_dir, monkeypatch):
+    import errno
+
+    from frame.config import owner
+
+    def full(path, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(owner, "write_private_atomic", full)
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+    response = client.put("/api/settings", json={"model.steps": 4}, headers=bearer)
+    assert response.status_code == 507 and response.is_json and "full" in response.json["error"]
+    no_csrf = client.application.test_client()
+    from tests.web.conftest import login
+    login(no_csrf)
+    refused = no_csrf.put("/api/settings", json={"model.steps": 4})
+    assert refused.status_code == 400 and refused.is_json

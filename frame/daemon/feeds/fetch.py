@@ -19,7 +19,7 @@ import urllib3
 
 from frame.config.redact import redact_text, redact_url
 from frame.config.schema import Config, FeedsConfig, FeedSource
-from frame.daemon.feeds.parse import FeedFormatError, Sanitiser, parse_feed
+from frame.daemon.feeds.parse import FeedFormatError, Sanitiser, combined_weight, parse_feed
 from frame.daemon.store.database import Store, now_iso
 from frame.net.deadline import Deadline, DeadlinePassed, DeadlineSession, RedirectRefused, next_location
 from frame.statefile import read_json, write_json
@@ -197,7 +197,7 @@ def refresh_feeds(store: Store, config: Config, fetcher: FeedFetcher) -> dict[st
         try:
             items, error, from_cache = fetch_feed(fetcher, source, tuple(config.taste.styles))
             for item in items:
-                item["weight"] = item.get("weight", 1.0) * source.weight
+                item["weight"] = combined_weight(item.get("weight", 1.0), source.weight)
             if items or error is None:
                 store.replace_feed_items(name, items)
         except Exception as exc:  # a bug (or a store failure) must not stop the other feeds or the daemon

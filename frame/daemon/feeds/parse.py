@@ -18,15 +18,28 @@ import html
 import json
 import logging
 import re
-import string
 import unicodedata
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from frame.config.checks import MAX_FEED_WEIGHT, feed_template
+
 log = logging.getLogger(__name__)
 
-TEMPLATE_FIELDS = frozenset({"title", "summary", "style", "theme"})
+MAX_ITEM_WEIGHT = 100.0
+
+
+def combined_weight(item_weight: float, feed_weight: float) -> float:
+    """An item's weight times its feed's, capped at the largest the two checks allow (100 × 100).
+
+    The cap holds even when a feed weight never passed the settings check (an older settings file):
+    ``1e308 × 100`` was inf, and one inf made every night's choice fail."""
+    cap = MAX_ITEM_WEIGHT * MAX_FEED_WEIGHT
+    product = float(item_weight) * float(feed_weight)
+    return product if product <= cap else cap  # also catches inf and nan (nan <= cap is False)
+
+
 _TAG = re.compile(r"<[^>]{0,2000}>")
 _ANGLE = re.compile(r"[<>]")
 _UNESCAPE_ROUNDS = 4
@@ -74,13 +87,11 @@ class Sanitiser:
 
 
 def check_template(template: str) -> None:
-    """Reject templates with fields other than title/summary/style/theme or attribute access."""
-    for _, name, spec, conv in string.Formatter().parse(template):
-        if name is None:
-            continue
-        if name not in TEMPLATE_FIELDS or spec or conv:
-            raise FeedFormatError(
-                f"template field {{{name}}} is not allowed; use {', '.join(sorted(TEMPLATE_FIELDS))}")
+    """Reject templates with fields other than title/summary/style/theme, attribute access, format
+    specs or conversions (the same rule the settings check applies when a feed is saved)."""
+    problem = feed_template(template)
+    if problem:
+        raise FeedFormatError(problem)
 
 
 def _time(value: Any, field: str) -> str | None:
@@ -106,8 +117,8 @@ def _json_item(raw: Any, default_theme: str) -> dict[str, Any]:
     if not isinstance(prompt, str):
         raise FeedFormatError("prompt must be a string")
     weight = raw.get("weight", 1.0)
-    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 < weight <= 100:
-        raise FeedFormatError("weight must be a number in (0, 100]")
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 < weight <= MAX_ITEM_WEIGHT:
+        raise FeedFormatError(f"weight must be a number in (0, {MAX_ITEM_WEIGHT:g}]")
     for key in ("theme", "negative_prompt"):
         if not isinstance(raw.get(key, ""), str):
             raise FeedFormatError(f"{key} must be a string")

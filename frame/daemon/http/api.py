@@ -197,7 +197,10 @@ def rate(picture_id: int):
     deps = api_deps()
     kind, value = _parse_rating(request_body())
     deps.need_picture(picture_id)
-    rate_picture(deps.store, picture_id, kind, value)
+    try:
+        rate_picture(deps.store, picture_id, kind, value)
+    except KeyError:  # retention (or the owner) deleted it since the check above
+        raise ApiError(404, f"no picture with id {picture_id}") from None
     return jsonify(deps.need_picture(picture_id).api_json())
 
 

@@ -54,9 +54,30 @@ class PageFactory(Protocol):
                  config_path: str | Path | None = None) -> Blueprint: ...
 
 
+def digits_at_most(limit: int) -> str:
+    """A regular expression for ASCII digit strings whose value is at most ``limit``: any shorter
+    string, or one as long that is smaller digit by digit (``[0-9]``, never ``\\d``, which also
+    matches ``١`` and ``０``)."""
+    text = str(limit)
+    options = [f"[0-9]{{1,{len(text) - 1}}}"] if len(text) > 1 else []
+    for i, digit in enumerate(text):
+        if digit != "0":
+            rest = len(text) - i - 1
+            options.append(text[:i] + f"[0-{int(digit) - 1}]" + (f"[0-9]{{{rest}}}" if rest else ""))
+    options.append(text)
+    return "(?:" + "|".join(options) + ")"
+
+
 class IdConverter(IntegerConverter):
-    """``<id:name>``: a row id in a URL. Digits beyond SQLite's INTEGER range match no route (404)
-    instead of overflowing inside SQLite (an unhandled 500)."""
+    """``<id:name>``: a row id in a URL: ASCII digits up to SQLite's largest INTEGER.
+
+    Werkzeug's ``\\d+`` took Unicode digits, so ``/pictures/١`` and ``/pictures/０１`` showed picture 1.
+    The range is in the pattern itself, not only in the conversion: a number the pattern takes but the
+    conversion refuses counted as a route found for another method, so ``DELETE /api/pictures/2**63``
+    answered 405 instead of 404. Beyond the range the path matches no route (404) instead of
+    overflowing inside SQLite."""
+
+    regex = digits_at_most(SQLITE_MAX_INT)
 
     def __init__(self, url_map: Any) -> None:
         super().__init__(url_map, max=SQLITE_MAX_INT)

@@ -326,15 +326,24 @@ def worker_output(outcome: Outcome, kind: type[OutputT], what: str) -> OutputT:
     return outcome.result
 
 
+class PictureDeleted(FrameError):
+    """The picture to show was deleted before (or while) its show ran: not the panel's fault."""
+
+    def __init__(self, picture_id: int) -> None:
+        super().__init__(f"picture {picture_id} was deleted before it could be shown")
+
+
 def show_picture(ctx: RenderContext, picture_id: int, reason: str) -> ShowOutput:
     """Send a stored picture to the panel in a worker (drivers and dithering stay out of the daemon).
 
     Returns the display's answer: ``status`` shown / unchanged / too-soon (then ``retry_at``) and
-    ``shown`` (the virtual panel's PNG). Raises FrameError when the display step fails.
+    ``shown`` (the virtual panel's PNG). Raises FrameError when the display step fails, and
+    ``PictureDeleted`` when that is because the picture was deleted meanwhile (a show waits for the
+    panel, a deletion does not wait for the show; its worker then found no file).
     """
     picture = ctx.store.picture(picture_id)
     if picture is None:
-        raise FrameError(f"no picture with id {picture_id}")
+        raise PictureDeleted(picture_id)
     folder = Path(ctx.state_dir) / "checkpoints" / f"show-{picture_id}-{secrets.token_hex(4)}"
     make_dirs(folder)  # transient (swept at start), but it may be what creates checkpoints/
     panel = gallery.picture_path(ctx.state_dir, picture.panel_file)
@@ -348,7 +357,12 @@ def show_picture(ctx: RenderContext, picture_id: int, reason: str) -> ShowOutput
         outcome = _supervise(ctx, folder, None, 1, None, entry="show")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    result = worker_output(outcome, ShowOutput, f"showing picture {picture_id}")
+    try:
+        result = worker_output(outcome, ShowOutput, f"showing picture {picture_id}")
+    except FrameError:
+        if ctx.store.picture(picture_id) is None:
+            raise PictureDeleted(picture_id) from None
+        raise
     if result.status == "too-soon":
         log.info("the panel declined picture %d: %s", picture_id, result.message)
         return result

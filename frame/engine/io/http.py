@@ -29,7 +29,7 @@ import requests
 import urllib3
 
 from frame.config.redact import redact_text, redact_url
-from frame.engine.errors import SourceTruncated, WeightFetchError
+from frame.engine.errors import ServerUnreachable, SourceTruncated, WeightFetchError
 from frame.engine.io import http_settings
 from frame.engine.io.fetch_stats import FetchStats
 from frame.engine.io.http_settings import HttpSettings
@@ -74,7 +74,7 @@ def with_retries(settings: HttpSettings, what: str, attempt: Callable[[], T]) ->
             failures += 1
             waited = clock.monotonic() - first_failure
             if (settings.retries is not None and failures > settings.retries) or waited >= settings.give_up_seconds:
-                raise WeightFetchError(
+                raise ServerUnreachable(
                     f"{what} failed after {failures - 1} retries over {waited:.0f} s: {exc} "
                     "(is the model server on and reachable?)") from None
             delay = max(min(settings.max_backoff, settings.backoff * 2 ** (failures - 1)), exc.retry_after or 0.0)

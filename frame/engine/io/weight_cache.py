@@ -17,6 +17,9 @@ the card afterwards. One file per tensor, in a folder per model file and version
   again. Entries are written with ``write_bytes_atomic`` (temporary file, fsync, rename), so a power cut
   leaves either no entry or a whole one; stale temporaries are removed when a version folder is opened.
 * a cache that cannot be written (card full, read-only) is logged once and then only read.
+* **usable while the server is off**: the validator last learned for each file is kept beside its
+  versions (``validator.txt``), and with it the file's structure (``frame.engine.io.cached_model``), so
+  a model whose weights are all cached paints with the NAS switched off (see ``cached_model``).
 """
 
 from __future__ import annotations
@@ -32,13 +35,15 @@ from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
-from frame.atomicfile import make_dirs, remove_tree, write_bytes_atomic
+from frame.atomicfile import make_dirs, remove_tree, replace_durably, write_bytes_atomic
 from frame.config.redact import redact_url
 from frame.engine.io.fetch_stats import FetchStats
 
 log = logging.getLogger(__name__)
 
 SUFFIX = ".w"
+VALIDATOR_FILE = "validator.txt"
+CHUNK_BYTES = 8 << 20  # read and checksum a big entry this much at a time
 
 
 def _key(text: str) -> str:
@@ -87,6 +92,112 @@ class WeightCache:
         if key not in self._versions:
             self._versions[key] = _Version(self.folder / _key(key[0]) / _key(validator))
         return self._versions[key]
+
+    def remembered_validator(self, url: str) -> str | None:
+        """The validator this cache last learned for ``url`` from its server (None: never)."""
+        path = self.folder / _key(_without_userinfo(url)) / VALIDATOR_FILE
+        try:
+            return path.read_text(encoding="utf-8").strip() or None
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    def remember_validator(self, url: str, validator: str) -> None:
+        """Keep ``validator`` as the version of ``url`` to read while its server cannot be reached."""
+        if self.remembered_validator(url) == validator:
+            return
+        try:
+            with self._lock:
+                self._make_version_folder(url, self._version(url, validator))
+            write_bytes_atomic(self.folder / _key(_without_userinfo(url)) / VALIDATOR_FILE, validator.encode())
+        except OSError as exc:
+            log.warning("weight cache %s: cannot note the version of %s (%s)", self.folder, redact_url(url),
+                        exc.strerror or exc)
+
+    def version_folder(self, url: str, validator: str, create: bool = False) -> Path:
+        """The folder of this version of ``url``; ``create``: make it (dropping older versions) if
+        need be, which raises OSError when the cache cannot be written."""
+        with self._lock:
+            version = self._version(url, validator)
+            if create:
+                self._make_version_folder(url, version)
+            return version.folder
+
+    def read_parts(self, url: str, validator: str, offset: int, length: int,
+                   spans: list[tuple[int, int]]) -> list[np.ndarray] | None:
+        """``(start, size)`` spans (file offsets) of the cached bytes ``offset..offset+length`` (a token table's
+        rows), without loading the rest; None when not cached or found corrupt (then removed). The
+        checksum is checked once per process, a chunk at a time."""
+        with self._lock:
+            version = self._version(url, validator)
+            found = version.entries.get((offset, length))
+        if found is None:
+            return None
+        path, crc = found
+        started = time.perf_counter()
+        try:
+            with open(path, "rb") as f:
+                if os.fstat(f.fileno()).st_size != length:
+                    raise ValueError(f"has {os.fstat(f.fileno()).st_size} bytes, expected {length}")
+                if path not in self._verified:
+                    running = 0
+                    while chunk := f.read(CHUNK_BYTES):
+                        running = zlib.crc32(chunk, running)
+                    if running != crc:
+                        raise ValueError("checksum mismatch")
+                    self._verified.add(path)
+                parts = []
+                for start, size in spans:
+                    part = np.empty(size, dtype=np.uint8)
+                    if os.preadv(f.fileno(), [memoryview(part)], start - offset) != size:
+                        raise ValueError("short read")
+                    parts.append(part)
+        except (OSError, ValueError) as exc:
+            self._discard(version, (offset, length), path, str(exc))
+            return None
+        if self.stats is not None:
+            self.stats.add("cache", sum(size for _, size in spans), time.perf_counter() - started)
+        return parts
+
+    def store_chunks(self, url: str, validator: str, offset: int, length: int, read) -> bool:
+        """Keep the bytes ``offset..offset+length``, fetched ``CHUNK_BYTES`` at a time with
+        ``read(offset, size)`` and written as they come (a 152 MB token table is never held whole);
+        False when the cap or the card does not allow it."""
+        with self._lock:
+            version = self._version(url, validator)
+            if not self._writable or (offset, length) in version.entries:
+                return (offset, length) in version.entries
+            try:
+                self._make_version_folder(url, version)
+                used = self.used_bytes()
+            except OSError:
+                return False
+            if used + length > self.max_bytes:
+                self._log_full()
+                return False
+        temporary = version.folder / f".{offset}-{length}.part"
+        try:
+            crc = 0
+            with open(temporary, "wb") as f:
+                for start in range(offset, offset + length, CHUNK_BYTES):
+                    chunk = memoryview(read(start, min(CHUNK_BYTES, offset + length - start)))
+                    crc = zlib.crc32(chunk, crc)
+                    f.write(chunk)
+                f.flush()
+                os.fsync(f.fileno())
+            path = version.folder / f"{offset}-{length}-{crc:08x}{SUFFIX}"
+            replace_durably(temporary, path)
+        except OSError as exc:
+            temporary.unlink(missing_ok=True)
+            log.warning("weight cache %s cannot be written (%s): weights are streamed instead",
+                        self.folder, exc.strerror or exc)
+            self._writable = False
+            return False
+        with self._lock:
+            version.entries[(offset, length)] = (path, crc)
+            self._verified.add(path)
+            if self._used is not None:
+                self._used += length
+        return True
 
     def used_bytes(self) -> int:
         if self._used is None:

@@ -41,11 +41,19 @@ class WeightRef:
         return self.length if self.value is None else int(self.value.nbytes)
 
     def decode(self, buf: np.ndarray) -> np.ndarray:
-        """``buf`` (uint8, exactly ``length`` bytes) viewed as this tensor; WeightDataError otherwise."""
+        """``buf`` (uint8, exactly ``length`` bytes) as this tensor; WeightDataError otherwise.
+
+        The array is always aligned for its dtype: a view when ``buf`` already is, else a copy. Weights
+        embedded in an .onnx file lie at any byte offset, and numpy multiplies a misaligned float32
+        array in its own loop instead of BLAS, which sums in another order: the same weight read as
+        a view of a streamed run and as a fresh buffer from the weight cache gave UNet outputs 1e-6
+        apart and renders 1 level apart in a few pixels. Only small weights need the copy (a big one
+        is read into a buffer of its own, ``ReadingProvider._fetch``)."""
         if buf.size != self.length:
             raise WeightDataError(
                 f"weight {self.name!r}: got {buf.size} bytes from {self.location}, expected {self.length}")
-        return buf.view(self.dtype).reshape(self.shape)
+        array = buf.view(self.dtype).reshape(self.shape)
+        return array if array.flags.aligned else array.copy()
 
 
 def numpy_dtype(data_type: int, what: str) -> np.dtype:

@@ -19,6 +19,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from frame.engine.errors import SourceTruncated, WeightDataError
+from frame.engine.io import cached_model
 from frame.engine.io.sources import SourcePool, is_url
 from frame.engine.io.weight_cache import WeightCache
 from frame.engine.io.weights import WeightRef
@@ -53,16 +54,20 @@ class ReadingProvider:
         if self.cache is not None and is_url(ref.location):
             return self._read_cached([ref])[0]
         try:
-            buf = self._fetch(ref.location, ref.offset, ref.length)
+            buf = self._fetch(ref.location, ref.offset, ref.length, ref.dtype.alignment)
         except SourceTruncated as exc:
             raise WeightDataError(f"weight {ref.name!r}: {exc}") from exc
         return ref.decode(buf)
 
-    def _fetch(self, location: str, offset: int, length: int) -> np.ndarray:
-        """A byte range, mapped where the source can (local files), else read."""
+    def _fetch(self, location: str, offset: int, length: int, alignment: int = 1) -> np.ndarray:
+        """A byte range, mapped where the source can (local files) and the mapping keeps the data
+        aligned to ``alignment`` bytes, else read into a fresh (aligned) buffer: a misaligned view
+        would be copied by ``WeightRef.decode``, holding the weight twice."""
         source = self.sources.get(location)
         map_at = getattr(source, "map_at", None)
-        return map_at(offset, length) if map_at is not None else source.read_at(offset, length)
+        if map_at is not None and offset % alignment == 0:
+            return map_at(offset, length)
+        return source.read_at(offset, length)
 
     def read_group(self, refs: Sequence[WeightRef]) -> list[np.ndarray]:
         """Several weights stored back to back in one file (small gaps are read along), one read."""
@@ -82,9 +87,7 @@ class ReadingProvider:
         """Back-to-back weights of one URL: those in the weight cache from disk, each run of the others
         with one request (then stored in the cache)."""
         source = self.sources.get(refs[0].location)
-        if source.validator is None:
-            source.size()  # one small request tells the file's ETag (or size and date)
-        url, validator = source.url, source.validator
+        url, validator = source.url, cached_model.validator(self.cache, source)  # one small request
         buffers = [self.cache.load(url, validator, r.offset, r.length) for r in refs]
         i = 0
         while i < len(refs):
@@ -115,11 +118,13 @@ class ReadingProvider:
         row_bytes = ref.length // ref.shape[0] if ref.shape[0] else 0
         source = self.sources.get(ref.location)
         breaks = np.flatnonzero(np.diff(rows) != 1) + 1
+        runs = [(int(run[0]), len(run)) for run in np.split(rows, breaks)] if rows.size else []
+        spans = [(ref.offset + first * row_bytes, count * row_bytes) for first, count in runs]
+        bufs = self._cached_rows(ref, source, spans) if self.cache is not None and is_url(ref.location) else None
         parts = []
-        for run in np.split(rows, breaks) if rows.size else []:
-            first, count = int(run[0]), len(run)
+        for i, (first, count) in enumerate(runs):
             try:
-                buf = source.read_at(ref.offset + first * row_bytes, count * row_bytes)
+                buf = bufs[i] if bufs is not None else source.read_at(*spans[i])
             except SourceTruncated as exc:
                 raise WeightDataError(f"weight {ref.name!r}: {exc}") from exc
             if buf.size != count * row_bytes:
@@ -128,6 +133,15 @@ class ReadingProvider:
         if not parts:
             return np.empty((0, *ref.shape[1:]), ref.dtype)
         return np.concatenate(parts) if len(parts) > 1 else parts[0]
+
+    def _cached_rows(self, ref: WeightRef, source, spans: list[tuple[int, int]]) -> list[np.ndarray] | None:
+        """The spans of a token table from the weight cache, the whole table stored there first (a
+        chunk at a time) when it is not yet; None when the cache cannot hold it (read from the server)."""
+        url, validator = source.url, cached_model.validator(self.cache, source)
+        parts = self.cache.read_parts(url, validator, ref.offset, ref.length, spans)
+        if parts is None and self.cache.store_chunks(url, validator, ref.offset, ref.length, source.read_at):
+            parts = self.cache.read_parts(url, validator, ref.offset, ref.length, spans)
+        return parts
 
     def release(self, ref: WeightRef) -> None:
         """Nothing to do: the engine dropping its reference frees the array."""
