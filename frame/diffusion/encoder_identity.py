@@ -30,6 +30,9 @@ from typing import Any
 
 from frame import __version__
 from frame.atomicfile import make_dirs
+from frame.diffusion import embedding_cache
+from frame.diffusion.model_info import SDXL
+from frame.engine.io import http_settings
 from frame.statefile import read_json, write_json
 
 log = logging.getLogger(__name__)
@@ -143,14 +146,10 @@ def encoder_identity(encoder: Any, projected: bool, book: DigestBook, compute: b
 
 
 def text_cache_for(pipe: Any, state_dir: str | os.PathLike, compute: bool = True,
-                   cap_bytes: int | None = None) -> Any:
+                   cap_bytes: int | None = None) -> embedding_cache.EmbeddingCache | None:
     """The ``EmbeddingCache`` of ``pipe.embed_text``'s encoder (the last one; SDXL's projected pooled
     output) in ``state_dir``, or None when the encoder's identity is unknown (see ``encoder_identity``;
     ``compute=False`` never digests a weight file)."""
-    from frame.diffusion import embedding_cache
-    from frame.diffusion.model_info import SDXL
-    from frame.engine.io import http_settings
-
     folder = embedding_cache.cache_folder(state_dir)
     book = DigestBook(folder)
     with http_settings.using(getattr(pipe, "http", None)):

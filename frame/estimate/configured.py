@@ -17,10 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from frame.config import state_dir
 from frame.diffusion import load_pipeline
 from frame.diffusion.sizes import night_size
 from frame.estimate import pi
 from frame.estimate.machine import Throughput, component_leaders, heaviest_signatures, measure_throughput, read_rate
+from frame.estimate.new_texts import TonightTexts, count_new_for
 from frame.estimate.night import NightEstimate, estimate_night
 from frame.estimate.plan import NightPlan, build_plan, choose_texts
 from frame.models import resolve_model_source
@@ -90,12 +92,13 @@ def _plans(pipe: Any, config: Config, size: tuple[int, int], steps: int | None, 
 
 def estimate_config(config: Config, pipe: Any = None, steps: int | None = None, size: tuple[int, int] | None = None,
                     measure_seconds: float = 8.0, link_bytes: float | None = None, ratings: int | None = None,
-                    rates: Throughput | None = None, texts: int | None = None,
+                    rates: Throughput | None = None, texts: int | TonightTexts | None = None,
                     cpu: bool = False, alternative: bool = True) -> ConfiguredEstimate:
     """The whole estimate (see the module docstring). ``pipe``: an already loaded pipeline;
     ``ratings``: how many pictures are rated (None: unknown, assume a trained taste model);
     ``rates``: measured throughput to reuse (skips the measurement); ``texts``: how many texts the
-    prompt choice embeds (default: from the taste settings; 0 for a queued prompt); ``cpu``: rates per
+    prompt choice embeds (default: every text the taste settings name; 0 for a queued prompt; a
+    ``TonightTexts``: those of them not kept in the state folder, ``frame.estimate.new_texts``); ``cpu``: rates per
     CPU second instead of wall second (projects CPU time on a shared machine); ``alternative``: also
     count the other way to run the guidance passes (not needed to choose tonight's steps)."""
 
@@ -105,6 +108,8 @@ def estimate_config(config: Config, pipe: Any = None, steps: int | None = None, 
                              weights=model.weights, attention_slices=model.attention_slices,
                              vae_tile=model.vae_tile, vae_tile_overlap=model.vae_tile_overlap)
     size = size or night_size(config, pipe)
+    if isinstance(texts, TonightTexts):  # only the texts not kept from earlier nights are embedded
+        texts = count_new_for(pipe, texts, state_dir(config))
     texts = choose_texts(config, ratings) if texts is None else texts
     tonight, other = _plans(pipe, config, size, steps if steps is not None else model.steps, texts, alternative)
     measured = None

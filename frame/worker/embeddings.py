@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from frame.diffusion.embedding_cache import CachedEmbed
+from frame.diffusion.encoder_identity import text_cache_for
 from frame.statefile import read_json, write_json
 
 log = logging.getLogger(__name__)
@@ -34,9 +36,6 @@ class NightEmbed:
         self.computed, self.reused = 0, 0
 
     def _open(self) -> Any:
-        from frame.diffusion.embedding_cache import CachedEmbed
-        from frame.diffusion.encoder_identity import text_cache_for
-
         pipe = self._pipe()
         cache = text_cache_for(pipe, self._state_dir) if self._state_dir is not None else None
         return pipe.embed_text if cache is None else CachedEmbed(cache, pipe.embed_text)
