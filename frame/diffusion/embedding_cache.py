@@ -170,11 +170,13 @@ class EmbeddingCache:
 
 class CachedEmbed:
     """``embed(texts)`` answered from ``cache`` where it can, ``compute`` for the rest (one call, in the
-    order asked), whose rows are stored. ``computed`` and ``reused`` count the night's texts."""
+    order asked), whose rows are stored. ``computed`` and ``reused`` count the night's texts,
+    ``new_texts`` lists the computed ones."""
 
     def __init__(self, cache: EmbeddingCache, compute: Embed) -> None:
         self.cache, self.compute = cache, compute
         self.computed, self.reused = 0, 0
+        self.new_texts: list[str] = []
 
     def __call__(self, texts: list[str]) -> np.ndarray:
         texts = list(texts)
@@ -190,6 +192,7 @@ class CachedEmbed:
             except (OSError, ValueError) as exc:  # a full card (or a NaN the picker refuses) is not this night's end
                 log.warning("could not keep %d text embeddings in %s: %s", len(fresh), self.cache.folder, exc)
             known.update(fresh)
+        self.new_texts += new
         self.computed += len(new)
         self.reused += len(dict.fromkeys(texts)) - len(new)
         if not texts:

@@ -75,12 +75,13 @@ def weight_location(source: Any) -> str | None:
     return str(max(files, key=lambda p: p.stat().st_size)) if files else None
 
 
-def _plans(pipe: Any, config: Config, size: tuple[int, int], steps: int | None, texts: int, alternative: bool
-           ) -> tuple[NightPlan, NightPlan | None]:
+def _plans(pipe: Any, config: Config, size: tuple[int, int], steps: int | None, texts: int, alternative: bool,
+           tokens: int | None = None) -> tuple[NightPlan, NightPlan | None]:
     """Tonight's plan and, with guidance and ``alternative``, the other mode's (None when the export's
     fixed batch leaves no other way)."""
     model = config.model
     kwargs = dict(vae_tile=model.vae_tile, vae_tile_overlap=model.vae_tile_overlap, choose_texts=texts,
+                  choose_tokens=tokens,
                   memory_limit_mb=config.worker.memory_limit_mb)
     tonight = build_plan(pipe, *size, steps, model.guidance, model.sampler, **kwargs)
     if not tonight.guided or not alternative:
@@ -93,14 +94,17 @@ def _plans(pipe: Any, config: Config, size: tuple[int, int], steps: int | None, 
 def estimate_config(config: Config, pipe: Any = None, steps: int | None = None, size: tuple[int, int] | None = None,
                     measure_seconds: float = 8.0, link_bytes: float | None = None, ratings: int | None = None,
                     rates: Throughput | None = None, texts: int | TonightTexts | None = None,
-                    cpu: bool = False, alternative: bool = True) -> ConfiguredEstimate:
+                    cpu: bool = False, alternative: bool = True, choose_tokens: int | None = None
+                    ) -> ConfiguredEstimate:
     """The whole estimate (see the module docstring). ``pipe``: an already loaded pipeline;
     ``ratings``: how many pictures are rated (None: unknown, assume a trained taste model);
     ``rates``: measured throughput to reuse (skips the measurement); ``texts``: how many texts the
     prompt choice embeds (default: every text the taste settings name; 0 for a queued prompt; a
     ``TonightTexts``: those of them not kept in the state folder, ``frame.estimate.new_texts``); ``cpu``: rates per
     CPU second instead of wall second (projects CPU time on a shared machine); ``alternative``: also
-    count the other way to run the guidance passes (not needed to choose tonight's steps)."""
+    count the other way to run the guidance passes (not needed to choose tonight's steps);
+    ``choose_tokens``: the most token positions of those texts (None: 77; from a ``TonightTexts``:
+    its new texts' own)."""
 
     model = config.model
     if pipe is None:
@@ -109,9 +113,10 @@ def estimate_config(config: Config, pipe: Any = None, steps: int | None = None, 
                              vae_tile=model.vae_tile, vae_tile_overlap=model.vae_tile_overlap)
     size = size or night_size(config, pipe)
     if isinstance(texts, TonightTexts):  # only the texts not kept from earlier nights are embedded
-        texts = count_new_for(pipe, texts, state_dir(config))
+        texts, choose_tokens = count_new_for(pipe, texts, state_dir(config))
     texts = choose_texts(config, ratings) if texts is None else texts
-    tonight, other = _plans(pipe, config, size, steps if steps is not None else model.steps, texts, alternative)
+    tonight, other = _plans(pipe, config, size, steps if steps is not None else model.steps, texts, alternative,
+                            choose_tokens)
     measured = None
     if rates is None:
         weighted = [(r.count.steps, r.evaluations * r.items * (tonight.steps if r.per_step else 1))

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from frame.diffusion.conditioning import tokens_through_end
 from frame.diffusion.encoder_identity import text_cache_for
 from frame.taste.features import DEFAULT_AXES
 
@@ -53,17 +54,30 @@ def tonight_texts(config: Any, feed_prompts: Sequence[str] = (), rated_prompts: 
     return TonightTexts(ends, tuple(feed_prompts) + combos, tuple(rated_prompts), trained)
 
 
-def count_new(texts: TonightTexts, cache: Any) -> int:
-    """How many of ``texts`` tonight embeds: those ``cache`` (an ``EmbeddingCache``, or None when the
+def new_texts(texts: TonightTexts, cache: Any) -> list[str]:
+    """The texts of ``texts`` tonight embeds: those ``cache`` (an ``EmbeddingCache``, or None when the
     encoder's identity is not known yet) has no sound entry for. For variety, the chosen candidate
-    counts as new unless every candidate is kept."""
+    counts as new (the longest not kept stands for it) unless every candidate is kept."""
     if cache is None:
-        return texts.all_texts
+        missing = list(dict.fromkeys(texts.axis_ends + (() if not texts.trained else texts.candidates + texts.rated)))
+    elif texts.trained:
+        return cache.missing(texts.axis_ends + texts.candidates + texts.rated)
+    else:
+        missing = cache.missing(texts.axis_ends)
     if not texts.trained:
-        return len(cache.missing(texts.axis_ends)) + (1 if cache.missing(texts.candidates) else 0)
-    return len(cache.missing(texts.axis_ends + texts.candidates + texts.rated))
+        candidates = list(texts.candidates) if cache is None else cache.missing(texts.candidates)
+        if candidates:
+            missing.append(max(candidates, key=len))
+    return missing
 
 
-def count_new_for(pipe: Any, texts: TonightTexts, state_dir: str | os.PathLike) -> int:
-    """``count_new`` against ``pipe``'s kept embeddings in ``state_dir`` (nothing digested or written)."""
-    return count_new(texts, text_cache_for(pipe, state_dir, compute=False))
+def count_new(texts: TonightTexts, cache: Any) -> int:
+    """How many texts tonight embeds (``new_texts``)."""
+    return len(new_texts(texts, cache))
+
+
+def count_new_for(pipe: Any, texts: TonightTexts, state_dir: str | os.PathLike) -> tuple[int, int | None]:
+    """(texts tonight embeds, the most token positions one of them takes) against ``pipe``'s kept
+    embeddings in ``state_dir``; nothing is digested or written."""
+    new = new_texts(texts, text_cache_for(pipe, state_dir, compute=False))
+    return len(new), tokens_through_end(pipe.encoders[-1], new) or None

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from frame.diffusion.conditioning import tokens_through_end
 from frame.diffusion.embedding_cache import CachedEmbed
 from frame.diffusion.encoder_identity import text_cache_for
 from frame.statefile import read_json, write_json
@@ -33,7 +34,8 @@ class NightEmbed:
     def __init__(self, pipe: Callable[[], Any], state_dir: Path | None) -> None:
         self._pipe, self._state_dir = pipe, state_dir
         self._embed: Any = None
-        self.computed, self.reused = 0, 0
+        self.embedded: list[str] = []  # the distinct texts the encoder ran for tonight
+        self.reused = 0
 
     def _open(self) -> Any:
         pipe = self._pipe()
@@ -44,22 +46,36 @@ class NightEmbed:
         if self._embed is None:
             self._embed = self._open()
         vectors = self._embed(list(texts))
-        if hasattr(self._embed, "computed"):
-            self.computed, self.reused = self._embed.computed, self._embed.reused
+        if isinstance(self._embed, CachedEmbed):
+            self.embedded, self.reused = list(self._embed.new_texts), self._embed.reused
         else:
-            self.computed += len(dict.fromkeys(texts))
+            self.embedded += [t for t in dict.fromkeys(texts) if t not in self.embedded]
         return vectors
 
     def save_counts(self, job_dir: Path) -> None:
-        """``choose_texts.json``: the texts embedded tonight (``embedded``) and taken from the cache."""
-        if self._embed is not None:
-            write_json(Path(job_dir) / COUNTS_NAME, {"embedded": self.computed, "reused": self.reused})
-            log.info("choose: %d texts embedded tonight, %d kept from earlier nights", self.computed, self.reused)
+        """``choose_texts.json``: how many texts were embedded tonight (``embedded``) and taken from
+        the cache (``reused``), and the most token positions a pass computed (``tokens``)."""
+        if self._embed is None:
+            return
+        tokens = tokens_through_end(self._pipe().encoders[-1], self.embedded)
+        write_json(Path(job_dir) / COUNTS_NAME, {"embedded": len(self.embedded), "reused": self.reused,
+                                                 "tokens": tokens})
+        log.info("choose: %d texts embedded tonight (at most %d tokens), %d kept from earlier nights",
+                 len(self.embedded), tokens, self.reused)
+
+
+def _saved(job_dir: Path, key: str) -> int | None:
+    saved = read_json(Path(job_dir) / COUNTS_NAME)
+    value = saved.get(key) if isinstance(saved, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def new_texts(job_dir: Path) -> int | None:
     """How many texts tonight's choice embedded (``choose_texts.json``), None if it is not known
     (a queued prompt embeds none: the caller counts it as such)."""
-    saved = read_json(Path(job_dir) / COUNTS_NAME)
-    value = saved.get("embedded") if isinstance(saved, dict) else None
-    return value if isinstance(value, int) and value >= 0 else None
+    return _saved(job_dir, "embedded")
+
+
+def new_text_tokens(job_dir: Path) -> int | None:
+    """The most token positions one of tonight's embedded texts took (None: not known, count 77)."""
+    return _saved(job_dir, "tokens") or None

@@ -35,12 +35,13 @@ def test_only_texts_not_kept_are_counted_and_counting_changes_nothing(tmp_path):
     config = _config(tmp_path)
     pipe = load_configured_pipeline(config)
     last_night = tonight_texts(config, ["a lighthouse"], ["a stormy sea, oil painting"], ratings=6)
-    assert count_new_for(pipe, last_night, tmp_path) == last_night.all_texts == 12 + 1 + 4  # nothing kept yet
+    assert count_new_for(pipe, last_night, tmp_path)[0] == last_night.all_texts == 12 + 1 + 4  # nothing kept yet
     cache = _keep(pipe, tmp_path, list(last_night.axis_ends + last_night.candidates + last_night.rated))
     files = {p: p.stat().st_mtime_ns for p in cache.folder.glob("*" + embedding_cache.SUFFIX)}
-    assert count_new_for(pipe, last_night, tmp_path) == 0
+    assert count_new_for(pipe, last_night, tmp_path) == (0, None)
     tonight = tonight_texts(config, ["a lighthouse", "a red fox", "snow"], [], ratings=6)
-    assert count_new_for(pipe, tonight, tmp_path) == 2
+    tokens = pipe.encoders[-1].tokenizer()("a red fox").index(pipe.encoders[-1].tokenizer().eos_id) + 1
+    assert count_new_for(pipe, tonight, tmp_path) == (2, tokens)  # "snow" is shorter
     assert {p: p.stat().st_mtime_ns for p in cache.folder.glob("*" + embedding_cache.SUFFIX)} == files
 
 
@@ -63,6 +64,9 @@ def test_the_estimate_counts_passes_for_the_new_texts_only(tmp_path):
     result = estimate_config(config, pipe=pipe, measure_seconds=0.2, texts=texts, alternative=False)
     (choose,) = result.estimate.plan.runs_of("choose")
     assert (choose.evaluations, choose.items) == (len(pass_sizes(10)), pass_sizes(10)[0]) == (3, 4)
+    (text,) = result.estimate.plan.runs_of("text")
+    assert choose.count.input_shapes["input_ids"] == (1, 5)  # "feed item 9": BOS, 3 tokens, EOS
+    assert text.count.input_shapes["input_ids"] == (1, 77) and choose.count.macs < text.count.macs / 10
 
 
 def test_the_nightly_estimate_counts_what_the_choice_embedded(tmp_path):

@@ -89,7 +89,9 @@ def test_a_warm_night_embeds_only_tonights_feed_items(tmp_path):
     state.mkdir()
     first = embeddings.read_json(_choose(tmp_path, "first", state, ("a lighthouse at dusk",)) / COUNTS_NAME)
     job_dir = _choose(tmp_path, "second", state, ("a lighthouse at dusk", "a red fox", "snow on a mountain pass"))
-    assert embeddings.read_json(job_dir / COUNTS_NAME) == {"embedded": 2, "reused": first["embedded"]}
+    counts = embeddings.read_json(job_dir / COUNTS_NAME)
+    assert (counts["embedded"], counts["reused"]) == (2, first["embedded"])
+    assert embeddings.new_text_tokens(job_dir) == 7  # "snow on a mountain pass": BOS, 5 words, EOS
 
 
 def test_counts_unknown_when_the_file_is_missing_or_damaged(tmp_path):
