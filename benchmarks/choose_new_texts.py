@@ -10,7 +10,11 @@ encoder given with ``--encoder`` (SDXL's OpenCLIP bigG ``text_encoder_2``, e.g. 
   positions, as every night ran before the embeddings were kept;
 * **kept, padded**: a typical later night, only the 10 new feed texts (3 passes), at 77 positions;
 * **kept, through end-of-text**: the same 10 texts at the positions through their end-of-text token
-  (``frame.diffusion.conditioning.through_end_of_text``), as frame runs them now.
+  (``frame.diffusion.conditioning.through_end_of_text``), in passes of four padded texts' positions
+  (``texts_per_pass``: one pass for ten short texts), as frame runs them now.
+
+``--memory`` measures one shared pass's own peak (VmHWM, in a child) for 4 padded texts and for the
+short texts a pass takes now.
 
 With ``--demo`` it also times the real choose of the bundled demo model (wall and CPU seconds, the
 median of ``--runs``): a cold night (empty cache) against a warm one with ten new feed texts.
@@ -30,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from frame.diffusion.conditioning import Encoder, pass_sizes, tokens_through_end  # noqa: E402
+from frame.diffusion.conditioning import Encoder, pass_sizes, texts_per_pass, tokens_through_end  # noqa: E402
 from frame.estimate import pi  # noqa: E402
 from frame.estimate.choice import format_duration  # noqa: E402
 from frame.estimate.counting import count_graph  # noqa: E402
@@ -66,7 +70,7 @@ def choose_run(source: str, texts: int, tokens: int):
 
     structure = read_structure(source)
     shapes = {k: concrete(v, (1, tokens)) for k, v in declared_inputs(structure).items()}
-    sizes = pass_sizes(texts)
+    sizes = pass_sizes(texts, texts_per_pass(tokens))
     return Run("choose", "text_encoder_2", count_graph(source, shapes, structure=structure), len(sizes),
                items=sizes[0])
 
@@ -88,6 +92,21 @@ def projection(runs: dict[str, Run], measure_seconds: float, read_location: str)
                    f"positions, {run.count.macs * run.items * run.evaluations / 1e9:.0f} G multiply-adds, "
                    f"{read / 1e9:.1f} GB read; " + "; ".join(cells))
     return out
+
+
+def pass_peak(source: str, tokenizer: Path, texts: int, positions: int) -> str:
+    """One shared pass of ``texts`` texts of ``positions`` positions in a child: its own VmHWM."""
+    import subprocess
+
+    code = (
+        "import sys, numpy as np; from frame.engine import load_model\n"
+        f"m = load_model({source!r}); n, p = {texts}, {positions}\n"
+        "ids = [[49406] + [320] * (p - 2) + [49407] + ([0] * (77 - p) if p < 77 else []) for _ in range(n)]\n"
+        "ids = [i[:p] if p < 77 else i for i in ids]\n"
+        "m.run_shared([{'input_ids': np.asarray([i], dtype=np.int32)} for i in ids])\n"
+        "print([l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1])\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return f"one pass of {texts} texts x {positions} positions: peak {int(out.stdout.split()[-1]) / 1024:.0f} MB"
 
 
 def demo_nights(runs: int) -> list[str]:
@@ -132,6 +151,7 @@ def main() -> None:
     parser.add_argument("--convert", choices=("fp16", "uint8"), help="convert --encoder first, beside it")
     parser.add_argument("--measure-seconds", type=float, default=8.0)
     parser.add_argument("--demo", action="store_true", help="also time the demo model's real choose")
+    parser.add_argument("--memory", action="store_true", help="also measure one pass's peak (VmHWM) in a child")
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
     if args.encoder:
@@ -147,6 +167,9 @@ def main() -> None:
                 "kept, through end-of-text": choose_run(str(source), len(FEED_TEXTS), tokens)}
         for line in projection(runs, args.measure_seconds, str(source.parent / "model.onnx_data")):
             print(line)
+        if args.memory:
+            for texts, positions in ((4, 77), (10, tokens), (texts_per_pass(tokens), tokens)):
+                print(pass_peak(str(source), args.tokenizer, texts, positions))
     if args.demo:
         for line in demo_nights(args.runs):
             print(line)

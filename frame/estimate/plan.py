@@ -28,7 +28,7 @@ import os
 from dataclasses import dataclass, field
 
 from frame.diffusion import guidance_plan
-from frame.diffusion.conditioning import pass_sizes
+from frame.diffusion.conditioning import pass_sizes, texts_per_pass
 from frame.diffusion.model_info import SDXL
 from frame.diffusion.onnxstream_layout import OnnxStreamFiles
 from frame.diffusion.vae import tile_starts
@@ -213,7 +213,8 @@ def build_plan(pipe, width: int, height: int, steps: int | None, guidance: float
         if choose_tokens is not None and 0 < choose_tokens < TOKENS:  # a fixed sequence length stays 77
             count = _count(pipe.encoders[-1].source,
                            lambda d: {k: concrete(v, (1, choose_tokens)) for k, v in d.items()})
-        sizes = pass_sizes(choose_texts)  # each pass counted as long as the first (at most one text more)
+        positions = count.input_shapes.get("input_ids", (1, TOKENS))[-1]  # 77 where the export fixes it
+        sizes = pass_sizes(choose_texts, texts_per_pass(positions))  # counted as long as the first (+1 at most)
         plan.runs.append(Run("choose", last.name, count, len(sizes), items=sizes[0]))
     source, tile_hw, tiles, note = _vae_run(pipe, latent, vae_tile, vae_tile_overlap)
     vae = _count(source, lambda d: {k: concrete(v, (1, 4, *tile_hw)) for k, v in d.items()})
