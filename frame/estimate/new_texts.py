@@ -48,8 +48,7 @@ def tonight_texts(config: Any, feed_prompts: Sequence[str] = (), rated_prompts: 
     taste = config.taste
     axes = dict(taste.axes) if taste.axes else DEFAULT_AXES
     ends = tuple(text for pair in axes.values() for text in pair)
-    combos = tuple(", ".join(p for p in (theme, style) if p) for theme in taste.themes
-                   for style in (taste.styles or ("",)))
+    combos = tuple(f"{theme}, {style}" for theme in taste.themes for style in taste.styles)  # as the night's job
     trained = ratings is None or ratings >= taste.min_ratings
     return TonightTexts(ends, tuple(feed_prompts) + combos, tuple(rated_prompts), trained)
 
