@@ -12,7 +12,8 @@ identity is a SHA-256 over everything those bytes follow from:
   and inode, and computed again only when one of them changes (a new model, a new conversion);
 * for a model read over HTTP (``frame serve-model``, where the Pi has no copy to digest) each file's
   validator instead: its ETag, else its size and Last-Modified, the same validator the engine's weight
-  cache and mid-read check trust (``frame.engine.io.http.HttpSource``);
+  cache and mid-read check trust (``frame.engine.io.http.HttpSource``); a server that sends neither
+  gives no identity (a size alone would be a guess);
 * the tokenizer files (small, digested every time), the pad token, which output is pooled;
 * frame's version: a release may change a kernel's rounding, so an upgrade embeds once afresh.
 
@@ -106,12 +107,17 @@ def _url_validators(source: Any) -> list[str]:
 
     if getattr(source, "weights_folder", None) or not isinstance(source, str):
         raise OSError("an OnnxStream model read over HTTP has no listable weight files")
-    locations = sorted({source} | {w.location for w in read_structure(source).weights if w.location})
+    weights = read_structure(source).weights
+    refs = weights.values() if isinstance(weights, dict) else weights
+    locations = sorted({source} | {ref.location for ref in refs if ref.location})
     parts = []
     for location in locations:
         remote = HttpSource(location)
         try:
-            parts.append(f"{remote.location} {remote.size()} {remote.validator}")
+            size = remote.size()
+            if not remote.validator or remote.validator.endswith("modified="):  # size alone: a guess
+                raise OSError(f"{remote.location}: the server sends no ETag or Last-Modified")
+            parts.append(f"{remote.location} {size} {remote.validator}")
         finally:
             remote.close()
     return parts

@@ -128,3 +128,32 @@ def test_demo_encoder_cached_rows_equal_fresh_rows_bit_for_bit(tmp_path):
     warm([texts[3]])
     mixed = ec.CachedEmbed(text_cache_for(pipe, tmp_path), pipe.embed_text)(texts)
     assert mixed.tobytes() == together.tobytes()
+
+
+def test_a_model_over_http_is_identified_by_its_server_validators(tmp_path, demo_copy):
+    """No copy to digest on the Pi: the identity takes each weight file's ETag (else size and date)
+    from a real ``frame serve-model``; a file replaced on the server changes it. A server that sends
+    neither (only a size) gives no identity: no kept embeddings rather than a guess."""
+    from frame.diffusion import load_pipeline
+    from tests.engine.http_server import RangeServer
+    from tests.modelserver.conftest import Served
+
+    served = Served(demo_copy)
+    try:
+        pipe = load_pipeline(served.url(""), cache_dir=tmp_path / "small-files")
+        first = text_cache_for(pipe, tmp_path / "state")
+        assert first is not None and text_cache_for(pipe, tmp_path / "state").identity == first.identity
+        weights = demo_copy / "text_encoder" / "model.onnx"
+        raw = bytearray(weights.read_bytes())
+        raw[-1] ^= 1
+        weights.write_bytes(bytes(raw))
+        os.utime(weights, ns=(10**18, 10**18))  # another modification date: the server's validator changes
+        assert text_cache_for(pipe, tmp_path / "state").identity != first.identity
+    finally:
+        served.close()
+    bare = RangeServer(str(demo_copy)).start()
+    try:
+        pipe = load_pipeline(bare.url(""), cache_dir=tmp_path / "other-files")
+        assert text_cache_for(pipe, tmp_path / "state") is None
+    finally:
+        bare.stop()
