@@ -94,7 +94,7 @@ def projection(runs: dict[str, Run], measure_seconds: float, read_location: str)
     return out
 
 
-def pass_peak(source: str, tokenizer: Path, texts: int, positions: int) -> str:
+def pass_peak(source: str, texts: int, positions: int) -> str:
     """One shared pass of ``texts`` texts of ``positions`` positions in a child: its own VmHWM."""
     import subprocess
 
@@ -113,15 +113,16 @@ def demo_nights(runs: int) -> list[str]:
     """The demo model's real choose, cold (everything embedded) against warm (ten new feed texts)."""
     import os
 
+    from frame.config import Config
     from frame.diffusion.configured import load_configured_pipeline
+    from frame.taste.features import DEFAULT_AXES
     from frame.worker.embeddings import NightEmbed
-    from tests.daemon.conftest import make_config
 
     themes = [f"theme {n}" for n in range(10)]
     styles = [f"style {n}" for n in range(8)]
-    config = make_config(Path(tempfile.mkdtemp()), model={"source": "demo"})
-    pipe = load_configured_pipeline(config)
-    from frame.taste.features import DEFAULT_AXES
+    from frame.models import resolve_model_source
+
+    pipe = load_configured_pipeline(Config(state_dir=tempfile.mkdtemp()), source=resolve_model_source("demo"))
 
     ends = [t for pair in DEFAULT_AXES.values() for t in pair]
     everything = ends + [f"{t}, {s}" for t in themes for s in styles] + list(FEED_TEXTS)
@@ -169,7 +170,7 @@ def main() -> None:
             print(line)
         if args.memory:
             for texts, positions in ((4, 77), (10, tokens), (texts_per_pass(tokens), tokens)):
-                print(pass_peak(str(source), args.tokenizer, texts, positions))
+                print(pass_peak(str(source), texts, positions))
     if args.demo:
         for line in demo_nights(args.runs):
             print(line)
