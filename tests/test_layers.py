@@ -224,6 +224,9 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("frame.engine.blas_threads", "threadpoolctl"): "not a declared dependency: no thread control without it",
     ("frame.engine.io.sources", "frame.engine.io.http"): "requests +13.4 MiB/0.11 s; only for a URL source",
     ("frame.engine.onnxstream.source", "frame.engine.io.http"): "as engine.io.sources",
+    ("frame.diffusion.encoder_identity", "frame.engine.io.http"): "as engine.io.sources; only for a model URL",
+    ("frame.diffusion.encoder_identity", "frame.engine.model"): "onnx +20.0 MiB/0.56 s in the render worker "
+                                                                "(as frame.diffusion.configured); only for a model URL",
     ("frame.serve.render.engines", "onnxruntime"): "optional extra frame[desktop]",
     ("frame.taste.classifier", "sklearn.neighbors"): "+14.3 MiB; only the faithful reference kNN",
     ("frame.taste.classifier", "frame.taste.plots"): "matplotlib +38.8 MiB; only to draw",

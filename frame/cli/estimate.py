@@ -21,6 +21,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--sampler", help="sampler (default: model.sampler)")
     parser.add_argument("--queued", action="store_true",
                         help="a night that renders a queued prompt: no taste choice (no prompt embeddings)")
+    parser.add_argument("--new-texts", type=int, metavar="N",
+                        help="texts the taste choice embeds tonight (default: those of the configured themes, "
+                             "styles, axes, feed items and rated prompts not kept from earlier nights)")
     parser.add_argument("--measure-seconds", type=float, default=8.0, metavar="S",
                         help="time spent measuring this machine (default 8; longer probes more step kinds)")
     parser.add_argument("--link-mbit", type=float, metavar="MBIT",
@@ -40,8 +43,8 @@ def _overrides(config, args: argparse.Namespace):  # noqa: ANN001, ANN202
     return replace(config, model=replace(model, **changes)) if changes else config
 
 
-def _ratings(config) -> int | None:  # noqa: ANN001
-    """Rated pictures in the configured state folder (None when there is no store)."""
+def _store_rows(config, query: str, parameters: tuple = ()) -> list | None:  # noqa: ANN001
+    """Rows of a read-only query on the configured state folder's store (None when there is none)."""
     import sqlite3
     from pathlib import Path
 
@@ -52,10 +55,30 @@ def _ratings(config) -> int | None:  # noqa: ANN001
         return None
     try:  # read-only: estimating never changes the store
         with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
-            row = conn.execute("SELECT COUNT(DISTINCT picture_id) FROM ratings").fetchone()
-        return int(row[0])
+            return conn.execute(query, parameters).fetchall()
     except sqlite3.Error:  # an unreadable store only means "unknown"
         return None
+
+
+def _ratings(config) -> int | None:  # noqa: ANN001
+    """Rated pictures in the configured state folder (None when there is no store)."""
+    rows = _store_rows(config, "SELECT COUNT(DISTINCT picture_id) FROM ratings")
+    return None if rows is None else int(rows[0][0])
+
+
+def _tonight(config):  # noqa: ANN001, ANN202
+    """The texts tonight's choice asks for (``frame.estimate.new_texts``): the configured ones, the
+    feed prompts valid now and the rated pictures' prompts, read from the store."""
+    from datetime import UTC, datetime
+
+    from frame.estimate.new_texts import tonight_texts
+
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    feed = _store_rows(config, "SELECT prompt FROM feed_items WHERE (valid_from IS NULL OR valid_from <= ?) "
+                               "AND (valid_until IS NULL OR valid_until > ?)", (now, now)) or []
+    rated = _store_rows(config, "SELECT DISTINCT p.prompt FROM pictures p JOIN ratings r ON r.picture_id = p.id "
+                                "WHERE p.origin IS NOT 'upload'") or []
+    return tonight_texts(config, [r[0] for r in feed], [r[0] for r in rated], _ratings(config))
 
 
 def config_check_lines(config, measure_seconds: float = 1.0) -> list[str]:  # noqa: ANN001
@@ -69,9 +92,15 @@ def config_check_lines(config, measure_seconds: float = 1.0) -> list[str]:  # no
 
     try:  # this machine's last measurement, kept in the state folder, while recent (frame.estimate.rates_file)
         return lines(estimate_config(config, measure_seconds=measure_seconds, ratings=_ratings(config),
-                                     rates_dir=Path(state_dir(config))))
+                                     texts=_tonight(config), rates_dir=Path(state_dir(config))))
     except Exception as exc:  # noqa: BLE001 - reported, not raised (see above)
         return [f"warning: no estimate: {exc}"]
+
+
+def _texts(config, args: argparse.Namespace):  # noqa: ANN001, ANN202
+    if args.queued:
+        return 0
+    return args.new_texts if args.new_texts is not None else _tonight(config)
 
 
 def _estimate(args: argparse.Namespace) -> int:
@@ -82,12 +111,14 @@ def _estimate(args: argparse.Namespace) -> int:
 
     if args.steps is not None and args.steps < 1:
         raise UsageError(f"--steps must be at least 1, got {args.steps}")
+    if args.new_texts is not None and args.new_texts < 0:
+        raise UsageError(f"--new-texts must be at least 0, got {args.new_texts}")
     if args.measure_seconds <= 0:
         raise UsageError(f"--measure-seconds must be positive, got {args.measure_seconds}")
     config = _overrides(load_config(args.config), args)
     link = args.link_mbit * 1e6 / 8 if args.link_mbit else None
     result = estimate_config(config, measure_seconds=args.measure_seconds, link_bytes=link,
-                             ratings=_ratings(config), texts=0 if args.queued else None)
+                             ratings=_ratings(config), texts=_texts(config, args))
     figures = to_dict(result, "frame estimate")
     if args.state_dir:
         from pathlib import Path

@@ -135,37 +135,80 @@ def encode_prompts(encoders: list[Encoder], load: Callable[[str], Any], info: Mo
 # Texts per shared pass. Each extra text costs about 14.5 MB more peak on SDXL's OpenCLIP encoder
 # (fp16, VmHWM of one shared run: 1 text 104 MB, 4 texts 148, 8 texts 206, 14 texts 300;
 # benchmarks/text_passes_memory.py). Four keep the encoder far below the night's VAE peak and read
-# its weights a quarter as often.
+# its weights a quarter as often. A text's activations grow with its positions, so a pass holds
+# ``POSITIONS_PER_PASS`` positions, four padded texts' worth: texts run through end-of-text
+# (``through_end_of_text``, 8-20 positions for a prompt) share one pass by ten or twenty.
 TEXTS_PER_PASS = 4
+MAX_POSITIONS = 77
 
 
-def pass_sizes(count: int) -> list[int]:
+def texts_per_pass(positions: int | None = None) -> int:
+    """Texts one shared pass takes when the longest has ``positions`` positions (None: all 77):
+    ``TEXTS_PER_PASS`` padded texts' positions, at least one text."""
+    longest = MAX_POSITIONS if not positions else min(int(positions), MAX_POSITIONS)
+    return max(1, TEXTS_PER_PASS * MAX_POSITIONS // longest)
+
+
+def pass_sizes(count: int, per_pass: int | None = None) -> list[int]:
     """How many texts each shared pass takes for ``count`` texts: sizes that differ by at most one,
-    none over ``TEXTS_PER_PASS`` (``frame.estimate.plan`` counts the same passes)."""
+    none over ``per_pass`` (default ``TEXTS_PER_PASS``; ``frame.estimate.plan`` counts the same passes)."""
     if count <= 0:
         return []
-    passes = -(-count // TEXTS_PER_PASS)
+    passes = -(-count // (per_pass or TEXTS_PER_PASS))
     size, longer = divmod(count, passes)  # the first ``longer`` passes take one text more
     return [size + (index < longer) for index in range(passes)]
 
 
-def text_passes(texts: list[str]) -> list[list[str]]:
-    """``texts`` in consecutive groups of ``pass_sizes(len(texts))``."""
+def text_passes(texts: list, per_pass: int | None = None) -> list[list]:
+    """``texts`` in consecutive groups of ``pass_sizes(len(texts), per_pass)``."""
     groups, start = [], 0
-    for size in pass_sizes(len(texts)):
+    for size in pass_sizes(len(texts), per_pass):
         groups.append(texts[start:start + size])
         start += size
     return groups
+
+
+def through_end_of_text(model: Any, ids: list[int], eos_id: int) -> list[int]:
+    """``ids`` up to and including the first end-of-text token, when the export's sequence axis is
+    dynamic; all 77 otherwise.
+
+    CLIP's text encoders (SD 1.5's ViT-L, SDXL's ViT-L and OpenCLIP bigG) attend causally: a token
+    sees only the tokens before it, so the padding after end-of-text changes nothing of the states up
+    to it, and the pooled output is the final state at that token (``pooler_output``/``text_embeds``
+    gather it at the argmax of the ids, the end-of-text token, whose id is the vocabulary's largest).
+    A night's prompts are 8–20 tokens: the picker's passes compute about a fifth of the 77 positions.
+    The result equals the padded run's up to float32 rounding (the matrix products have fewer rows),
+    the same on every run.
+    """
+    spec = next((i for i in model.inputs if i.name == "input_ids"), None)
+    static = spec is None or not spec.shape or len(spec.shape) != 2 or isinstance(spec.shape[1], int)
+    if static or eos_id not in ids:
+        return ids
+    return ids[:ids.index(eos_id) + 1]
+
+
+def tokens_through_end(encoder: Encoder, texts: list[str]) -> int:
+    """The most positions ``through_end_of_text`` keeps for any of ``texts`` (what the estimate counts
+    a choose pass at; 77 for an export with a fixed sequence length, where ``concrete`` keeps it)."""
+    if not texts:
+        return 0
+    tokenizer = encoder.tokenizer()
+    lengths = []
+    for text in texts:
+        ids = tokenizer(text)
+        lengths.append(ids.index(tokenizer.eos_id) + 1 if tokenizer.eos_id in ids else len(ids))
+    return max(lengths)
 
 
 def pooled_embeddings(encoder: Encoder, load: Callable[[str], Any], texts: list[str], projected: bool
                       ) -> np.ndarray:
     """(len(texts), D) pooled text embeddings: ``text_embeds`` if ``projected`` else ``pooler_output``.
 
-    The texts go through the encoder in passes of up to ``TEXTS_PER_PASS`` (``text_passes``), each one
-    shared run: every weight is read once per pass, not once per text. The taste picker embeds every
-    candidate and rated prompt of a night (80+ texts), and SDXL's OpenCLIP encoder is 1.4 GB in fp16:
-    read per text, that was 117 GB from the SD card, most of a Pi's night.
+    Each text runs through its end-of-text token (``through_end_of_text``), and the texts go through
+    the encoder in passes of ``texts_per_pass`` of the longest (``text_passes``: four padded texts'
+    positions), each one shared run: every weight is read once per pass, not once per text. The taste
+    picker embeds every candidate and rated prompt of a night (80+ texts), and SDXL's OpenCLIP encoder
+    is 1.4 GB in fp16: read per text, that was 117 GB from the SD card, most of a Pi's night.
 
     Exports without ``pooler_output`` fall back to the last hidden state at the end-of-text token,
     which is what CLIP's pooler returns.
@@ -174,8 +217,9 @@ def pooled_embeddings(encoder: Encoder, load: Callable[[str], Any], texts: list[
     model = load(encoder.source)
     try:
         rows = []
-        for group in text_passes(list(texts)):
-            ids = [tokenizer(text) for text in group]
+        tokens = [through_end_of_text(model, tokenizer(text), tokenizer.eos_id) for text in texts]
+        per_pass = texts_per_pass(max((len(one) for one in tokens), default=MAX_POSITIONS))
+        for ids in text_passes(tokens, per_pass):
             feeds = [_input_ids(model, one, encoder.name) for one in ids]
             run_shared = getattr(model, "run_shared", None)
             outs = run_shared(feeds) if run_shared is not None and len(feeds) > 1 else [model.run(f) for f in feeds]

@@ -129,7 +129,7 @@ class Executor:
             weights.clear()  # the envs hold them now; sharing is safe: no step may overwrite a weight (Step.reuse)
             if step.weight_rows is not None:  # read block by block by the op, each block once for all items
                 self._run_rows_shared(step, envs)
-            else:
+            elif not self._run_decoded_shared(step, envs):  # an 8-bit/fp16 weight decoded once for all items
                 for env in envs:
                     self._run_step(step, env)
             for env in envs:
@@ -149,30 +149,39 @@ class Executor:
         rows = WeightRows(step.weight_rows, self.provider)
         for env in envs:
             env[rows.ref.name] = rows
-        node, first = step.node, envs[0]
-        fn = node.spec.fn
-        shared_operands = all(name == "" or env.get(name) is first.get(name)
-                              for env in envs[1:] for name in node.inputs[1:])
-        if len(envs) == 1 or not shared_operands or getattr(fn, "func", None) is not decoded_weight_op:
+        if not self._run_decoded_shared(step, envs):
             for env in envs:
                 self._run_step(step, env)
-        else:
-            try:
-                xs = [env[node.inputs[0]] for env in envs]
-                operands = [first[name] if name else None for name in node.inputs[1:]]
-            except KeyError as exc:
-                raise EngineError(f"{node.label}: input {exc.args[0]!r} is not available") from None
-            blas_threads.shared().fit_step(node.op_type, [xs[0], *operands])
-            try:
-                results = decoded_weight_items(xs, *operands, **fn.keywords)
-            except FrameError:
-                raise
-            except Exception as exc:
-                raise NodeError(f"{node.label} failed on {len(xs)} shared items: {type(exc).__name__}: {exc}") from exc
-            for env, value in zip(envs, results):
-                env[node.outputs[0]] = detach_small_view(value)
         for env in envs:
             env.pop(rows.ref.name, None)
+
+    def _run_decoded_shared(self, step: Step, envs: list[dict[str, np.ndarray]]) -> bool:
+        """A DecodedWeight step for every item at once when the items differ only in the data input:
+        each block of the weight is decoded once for all of them (``decoded_weight_items``), not once
+        per item. The kernel still runs each item on its own with the same decoded block, so every item
+        gets the bytes a separate run gives (DecodedWeight splits its own products: BLAS on one thread
+        whatever the items' shapes). False when it does not apply (the caller runs each item)."""
+        node, first = step.node, envs[0]
+        fn = node.spec.fn
+        if len(envs) == 1 or getattr(fn, "func", None) is not decoded_weight_op:
+            return False
+        if not all(name == "" or env.get(name) is first.get(name) for env in envs[1:] for name in node.inputs[1:]):
+            return False
+        try:
+            xs = [env[node.inputs[0]] for env in envs]
+            operands = [first[name] if name else None for name in node.inputs[1:]]
+        except KeyError as exc:
+            raise EngineError(f"{node.label}: input {exc.args[0]!r} is not available") from None
+        blas_threads.shared().fit_step(node.op_type, [xs[0], *operands])
+        try:
+            results = decoded_weight_items(xs, *operands, **fn.keywords)
+        except FrameError:
+            raise
+        except Exception as exc:
+            raise NodeError(f"{node.label} failed on {len(xs)} shared items: {type(exc).__name__}: {exc}") from exc
+        for env, value in zip(envs, results):
+            env[node.outputs[0]] = detach_small_view(value)
+        return True
 
     def execute(self, steps: list[Step], env: dict[str, np.ndarray], progress: Progress | None = None,
                 held: dict[WeightRef, np.ndarray] | None = None, top: bool = False) -> None:

@@ -20,12 +20,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from frame.config import state_dir
 from frame.diffusion.configured import load_configured_pipeline
 from frame.diffusion.sizes import night_size
 from frame.engine.io import http_settings
 from frame.engine.model import read_structure
 from frame.estimate import pi
 from frame.estimate.machine import Throughput, component_leaders, heaviest_signatures, measure_throughput, read_rate
+from frame.estimate.new_texts import TonightTexts, count_new_for
 from frame.estimate.night import NightEstimate, estimate_night
 from frame.estimate.plan import NightPlan, build_plan, choose_texts
 from frame.estimate.rates_file import FILE, MAX_AGE_SECONDS, load_rates, save_rates
@@ -79,12 +81,13 @@ def weight_location(source: Any) -> str | None:
     return str(max(files, key=lambda p: p.stat().st_size)) if files else None
 
 
-def _plans(pipe: Any, config: Config, size: tuple[int, int], steps: int | None, texts: int, alternative: bool
-           ) -> tuple[NightPlan, NightPlan | None]:
+def _plans(pipe: Any, config: Config, size: tuple[int, int], steps: int | None, texts: int, alternative: bool,
+           tokens: int | None = None) -> tuple[NightPlan, NightPlan | None]:
     """Tonight's plan and, with guidance and ``alternative``, the other mode's (None when the export's
     fixed batch leaves no other way)."""
     model = config.model
     kwargs = dict(vae_tile=model.vae_tile, vae_tile_overlap=model.vae_tile_overlap, choose_texts=texts,
+                  choose_tokens=tokens,
                   memory_limit_mb=config.worker.memory_limit_mb)
     tonight = build_plan(pipe, *size, steps, model.guidance, model.sampler, **kwargs)
     if not tonight.guided or not alternative:
@@ -96,31 +99,38 @@ def _plans(pipe: Any, config: Config, size: tuple[int, int], steps: int | None, 
 
 def estimate_config(config: Config, pipe: Any = None, steps: int | None = None, size: tuple[int, int] | None = None,
                     measure_seconds: float = 8.0, link_bytes: float | None = None, ratings: int | None = None,
-                    rates: Throughput | None = None, texts: int | None = None,
-                    cpu: bool = False, alternative: bool = True, rates_dir: Path | None = None) -> ConfiguredEstimate:
+                    rates: Throughput | None = None, texts: int | TonightTexts | None = None,
+                    cpu: bool = False, alternative: bool = True, rates_dir: Path | None = None,
+                    choose_tokens: int | None = None) -> ConfiguredEstimate:
     """The whole estimate (see the module docstring). ``pipe``: an already loaded pipeline;
     ``ratings``: how many pictures are rated (None: unknown, assume a trained taste model);
     ``rates``: measured throughput to reuse (skips the measurement); ``texts``: how many texts the
-    prompt choice embeds (default: from the taste settings; 0 for a queued prompt); ``cpu``: rates per
+    prompt choice embeds (default: every text the taste settings name; 0 for a queued prompt; a
+    ``TonightTexts``: those of them not kept in the state folder, ``frame.estimate.new_texts``); ``cpu``: rates per
     CPU second instead of wall second (projects CPU time on a shared machine); ``alternative``: also
     count the other way to run the guidance passes (not needed to choose tonight's steps); ``rates_dir``:
     reuse the measurement kept there when recent enough, else keep the new one there
-    (``frame.estimate.rates_file``)."""
+    (``frame.estimate.rates_file``); ``choose_tokens``: the most token positions of those texts (None:
+    77; from a ``TonightTexts``: its new texts' own)."""
 
     if pipe is None:  # as the render loads it: model.token, the URL's user:password, timeouts, weight cache
         pipe = load_configured_pipeline(config)
     with http_settings.using(getattr(pipe, "http", None)):  # counting and the read probe fetch as the render does
         return _estimate(config, pipe, steps, size, measure_seconds, link_bytes, ratings, rates, texts, cpu,
-                         alternative, rates_dir)
+                         alternative, rates_dir, choose_tokens)
 
 
 def _estimate(config: Config, pipe: Any, steps: int | None, size: tuple[int, int] | None, measure_seconds: float,
-              link_bytes: float | None, ratings: int | None, rates: Throughput | None, texts: int | None,
-              cpu: bool, alternative: bool, rates_dir: Path | None) -> ConfiguredEstimate:
+              link_bytes: float | None, ratings: int | None, rates: Throughput | None,
+              texts: int | TonightTexts | None, cpu: bool, alternative: bool, rates_dir: Path | None,
+              choose_tokens: int | None) -> ConfiguredEstimate:
     model = config.model
     size = size or night_size(config, pipe)
+    if isinstance(texts, TonightTexts):  # only the texts not kept from earlier nights are embedded
+        texts, choose_tokens = count_new_for(pipe, texts, state_dir(config))
     texts = choose_texts(config, ratings) if texts is None else texts
-    tonight, other = _plans(pipe, config, size, steps if steps is not None else model.steps, texts, alternative)
+    tonight, other = _plans(pipe, config, size, steps if steps is not None else model.steps, texts, alternative,
+                            choose_tokens)
     measured = None
     weighted = [(r.count.steps, r.evaluations * r.items * (tonight.steps if r.per_step else 1)) for r in tonight.runs]
     reused = None

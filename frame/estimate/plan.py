@@ -28,7 +28,7 @@ import os
 from dataclasses import dataclass, field
 
 from frame.diffusion import guidance_plan
-from frame.diffusion.conditioning import pass_sizes
+from frame.diffusion.conditioning import pass_sizes, texts_per_pass
 from frame.diffusion.model_info import SDXL
 from frame.diffusion.onnxstream_layout import OnnxStreamFiles
 from frame.diffusion.vae import tile_starts
@@ -195,12 +195,13 @@ def guidance_mode_tonight(pipe, settings, batch_dim, precision: str, requested: 
 
 def build_plan(pipe, width: int, height: int, steps: int | None, guidance: float | None, sampler: str | None,  # noqa: ANN001
                guidance_mode: str | None = None, memory_limit_mb: float | None = None, vae_tile: int = 32,
-               vae_tile_overlap: int = 8, choose_texts: int = 0) -> NightPlan:
+               vae_tile_overlap: int = 8, choose_texts: int = 0, choose_tokens: int | None = None) -> NightPlan:
     """Count every component of ``pipe`` (a ``frame.diffusion.Pipeline``) for one night's settings.
 
     ``guidance_mode``: how the guidance passes run; None: as tonight's render would run them
     (``guidance_mode_tonight`` with ``memory_limit_mb``, the worker's limit; None there: the
-    pipeline's own ``memory_limit_mb``)."""
+    pipeline's own ``memory_limit_mb``). ``choose_tokens``: the positions a choose pass computes
+    (``frame.diffusion.conditioning.through_end_of_text``; None: all 77)."""
     settings = pipe.settings("estimate", "negative", steps, guidance, sampler, 0, width, height)
     info = pipe.info
     latent = (height // info.vae_factor, width // info.vae_factor)
@@ -225,8 +226,13 @@ def build_plan(pipe, width: int, height: int, steps: int | None, guidance: float
         plan.runs.append(Run("text", encoder.name, count, prompts))
     if choose_texts:  # the picker's texts in shared passes (frame.diffusion.conditioning.pass_sizes)
         last = plan.runs_of("text")[-1]
-        sizes = pass_sizes(choose_texts)  # each pass counted as long as the first (at most one text more)
-        plan.runs.append(Run("choose", last.name, last.count, len(sizes), items=sizes[0]))
+        count = last.count
+        if choose_tokens is not None and 0 < choose_tokens < TOKENS:  # a fixed sequence length stays 77
+            count = _count(pipe.encoders[-1].source,
+                           lambda d: {k: concrete(v, (1, choose_tokens)) for k, v in d.items()})
+        positions = count.input_shapes.get("input_ids", (1, TOKENS))[-1]  # 77 where the export fixes it
+        sizes = pass_sizes(choose_texts, texts_per_pass(positions))  # counted as long as the first (+1 at most)
+        plan.runs.append(Run("choose", last.name, count, len(sizes), items=sizes[0]))
     source, tile_hw, tiles, note = _vae_run(pipe, latent, vae_tile, vae_tile_overlap)
     vae = _count(source, lambda d: {k: concrete(v, (1, 4, *tile_hw)) for k, v in d.items()})
     plan.runs.append(Run("vae", "vae_decoder", vae, tiles))

@@ -60,8 +60,8 @@ class EvaluationTime:
 
 
 def step_compute(step: StepCost, rates: Throughput, items: int = 1) -> float:
-    """Seconds of one step for ``items`` inputs: each computes; its weight is decoded once per item,
-    or once for all when the op reads it block by block (``decoded_weight_items``)."""
+    """Seconds of one step for ``items`` inputs: each computes; its weight is decoded once for all
+    (``decoded_weight_items``: the executor decodes a shared run's weight block once for its items)."""
     seconds = rates.step_seconds
     for kind, macs in zip(KINDS, step.engine_macs):
         if macs:
@@ -69,9 +69,8 @@ def step_compute(step: StepCost, rates: Throughput, items: int = 1) -> float:
                                               else None, kind)
     if step.element_bytes and not _rate_includes_elementwise(step, rates):
         seconds += step.element_bytes / rates.stream_bytes
-    decodes = 1 if step.row_bytes else items
     storage = step.signature.storage if step.signature is not None else "fp32"
-    return seconds * items + decodes * step.decoded_elements * rates.decode_cost(storage)
+    return seconds * items + step.decoded_elements * rates.decode_cost(storage)
 
 
 def _rate_includes_elementwise(step: StepCost, rates: Throughput) -> bool:

@@ -31,6 +31,7 @@ from frame.worker import (
     tastechild,  # the trained model runs in a child: no scikit-learn here
 )
 from frame.worker import step_choice as nightly
+from frame.worker.embeddings import NightEmbed
 from frame.worker.errors import StepFailed, StepUnavailable, step_failed
 from frame.worker.events import Generation, PictureMeta, ProgressEvent, RenderOutput, StageEvent, Timings
 from frame.worker.pipeline import PipelineHolder
@@ -57,7 +58,9 @@ def choose(job: RenderJob, config: Config, job_dir: Path, emit: Emit, pipeline: 
     elif not job.candidates:
         raise StepUnavailable("choose", "no candidate themes or prompts (taste.themes is empty?)")
     else:
-        choice = tastechild.choose(job, config, lambda texts: pipeline.get(emit).embed_text(texts), job_dir)
+        embed = NightEmbed(lambda: pipeline.get(emit), job.state_dir)  # kept embeddings: only new texts run
+        choice = tastechild.choose(job, config, embed, job_dir)
+        embed.save_counts(job_dir)
     choice = dataclasses.replace(choice, negative_prompt=choice.negative_prompt or config.model.negative_prompt)
     write_json(path, choice.to_json())
     log.info("chose %r (%s)", choice.prompt, choice.why.sentence)

@@ -25,6 +25,7 @@ from frame.config.schema import Config
 from frame.errors import FrameError
 from frame.estimate.choice import StepChoice, choose_steps
 from frame.statefile import read_json, write_json
+from frame.worker.embeddings import new_text_tokens, new_texts
 from frame.worker.errors import StepFailed
 from frame.worker.pipeline import PipelineHolder
 from frame.worker.prompt_settings import with_prompt_settings
@@ -87,8 +88,11 @@ def check_memory_for_counting(pipe: Any) -> None:
 
 
 def night_steps(config: Config, pipe: Any, size: tuple[int, int], deadline: float | None, job_dir: Path,
-                state_dir: Path | None = None, now: float | None = None) -> StepChoice | None:
+                state_dir: Path | None = None, now: float | None = None, texts: int | None = None,
+                tokens: int | None = None) -> StepChoice | None:
     """Tonight's step choice (saved in ``job_dir``), or None without a deadline: configured steps.
+    ``texts``: how many texts tonight's choice embedded (None: every text the taste settings name),
+    ``tokens``: the most token positions one of them took (None: 77).
     Runs in the current process (the child's work; tests call it directly)."""
     saved = saved_choice(job_dir)
     if saved is not None or deadline is None:
@@ -96,7 +100,8 @@ def night_steps(config: Config, pipe: Any, size: tuple[int, int], deadline: floa
     from frame.estimate.configured import estimate_config
     from frame.estimate.report import to_dict
 
-    result = estimate_config(config, pipe=pipe, size=size, measure_seconds=MEASURE_SECONDS, alternative=False)
+    result = estimate_config(config, pipe=pipe, size=size, measure_seconds=MEASURE_SECONDS, alternative=False,
+                             texts=texts, choose_tokens=tokens)
     estimate = result.estimate
     here = estimate.here
     available = deadline - (time.time() if now is None else now)
@@ -143,7 +148,9 @@ def main(argv: list[str] | None = None) -> int:
             config = with_prompt_settings(config, job.settings)
         pipe = PipelineHolder(config).get(lambda event: None)
         check_memory_for_counting(pipe)
-        night_steps(config, pipe, size, job.deadline, job_dir, job.state_dir)
+        texts = 0 if job.choice is not None else new_texts(job_dir)  # a queued prompt embeds nothing
+        night_steps(config, pipe, size, job.deadline, job_dir, job.state_dir, texts=texts,
+                    tokens=new_text_tokens(job_dir))
     except Exception as exc:  # noqa: BLE001 - one line for the parent, which falls back
         cause = exc.cause if isinstance(exc, StepFailed) else exc
         print(f"{type(cause).__name__}: {cause}" if not isinstance(cause, FrameError) else str(cause), file=sys.stderr)

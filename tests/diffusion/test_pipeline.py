@@ -230,14 +230,15 @@ def test_turbo_models_default_to_one_unguided_step(tmp_path, caplog):
 
 
 def test_embed_text_reads_the_encoder_once_per_pass_of_texts(pipe, monkeypatch):
-    """The taste picker embeds a night's 80+ candidates: in shared passes of up to TEXTS_PER_PASS, the
-    encoder's weights are read once per pass (was: once per text), with the same vectors."""
+    """The taste picker embeds a night's 80+ candidates: in shared passes (four padded texts'
+    positions each), the encoder's weights are read once per pass (was: once per text), with the same
+    vectors."""
     from frame.diffusion import conditioning
 
     texts = [f"a painting number {n}" for n in range(20)]
-    monkeypatch.setattr(conditioning, "TEXTS_PER_PASS", 1)
+    monkeypatch.setattr(conditioning, "texts_per_pass", lambda positions=None: 1)
     one_by_one = pipe.embed_text(texts)
-    monkeypatch.setattr(conditioning, "TEXTS_PER_PASS", 8)
+    monkeypatch.setattr(conditioning, "texts_per_pass", lambda positions=None: 8)
     calls = []
     original = pipe.load
 
@@ -251,4 +252,10 @@ def test_embed_text_reads_the_encoder_once_per_pass_of_texts(pipe, monkeypatch):
     together = pipe.embed_text(texts)
     assert calls == [7, 7, 6]  # three shared passes, not 20 runs
     np.testing.assert_allclose(together, one_by_one, rtol=1e-5, atol=1e-6)
-    assert conditioning.text_passes(list("abcdefghijklmnopq")) == [list("abcdef"), list("ghijkl"), list("mnopq")]
+    assert conditioning.text_passes(list("abcdefghijklmnopq"), 8) == [list("abcdef"), list("ghijkl"), list("mnopq")]
+    monkeypatch.undo()
+    calls.clear()
+    monkeypatch.setattr(pipe, "load", counting_load)
+    pipe.embed_text(texts)  # 6 positions each through end-of-text: four padded texts' positions hold all 20
+    assert calls == [20]
+    assert [conditioning.texts_per_pass(n) for n in (None, 77, 20, 12, 2)] == [4, 4, 15, 25, 154]

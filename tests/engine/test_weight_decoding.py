@@ -294,3 +294,25 @@ def test_a_shared_run_reads_row_streamed_weights_for_every_item(tmp_path, monkey
     for got, want in zip(shared, separate):
         for name in ("g2", "up"):
             np.testing.assert_array_equal(got[name], want[name])
+
+
+def test_a_shared_run_decodes_each_weight_once_for_all_items(tmp_path, monkeypatch):
+    """A weight fetched whole (under STREAM_ROWS_MIN_BYTES: most of a text encoder's) is decoded once
+    per shared run, not once per item (the taste picker's pass of ten texts decoded the OpenCLIP
+    encoder's 8-bit weights ten times); every item's output is still bit-identical to its own run."""
+    path = save(_every_op_model(), tmp_path / "m.onnx", external=True)
+    rng = np.random.default_rng(11)
+    feeds = [_feeds()] + [{name: rng.standard_normal(v.shape).astype(np.float32) for name, v in _feeds().items()}
+                          for _ in range(2)]
+    decoded = []
+    stored_block = weight_decoding._stored_block
+    monkeypatch.setattr(weight_decoding, "_stored_block", lambda q, *a: decoded.append(q.shape) or stored_block(q, *a))
+    with load_model(path) as m:
+        assert all(s.weight_rows is None for s in m.steps)
+        separate = [m.run(f) for f in feeds]
+        per_run = len(decoded) // 3
+        shared = m.run_shared(feeds)
+    assert per_run > 0 and len(decoded) - 3 * per_run == per_run  # once for three items
+    for got, want in zip(shared, separate):
+        for name in ("g2", "up"):
+            assert got[name].tobytes() == want[name].tobytes()

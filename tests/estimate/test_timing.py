@@ -147,16 +147,16 @@ def test_a_norm_conv_probe_includes_its_group_norm_traffic_only_when_it_is_its_o
     assert step_compute(plain, rates) == pytest.approx(0.001 + 1.0 + 2.0)  # a plain conv fuses nothing
 
 
-def test_weight_decoding_is_counted_per_call_once_for_all_items_of_a_row_streamed_step():
+def test_weight_decoding_is_counted_per_call_once_for_all_items_of_a_shared_run():
     """The fp16 SD 1.5 UNet's 1280-channel convs at 8x8 ran 3-4x longer than their multiply-adds at
-    the GroupNorm convs' rate: each call decodes 15-30 M weight values. A row-streamed weight is
-    decoded once for both guidance passes (``decoded_weight_items``), any other once per pass."""
+    the GroupNorm convs' rate: each call decodes 15-30 M weight values. A shared run decodes each
+    weight once for all its items (``decoded_weight_items``), row-streamed or fetched whole."""
     rates = _rates(conv=1e9, matmul=1e9, attention=1e9)
     rates.decode_seconds["fp16"] = 1e-9
     sig = Signature("norm_conv", ((1, 8, 8, 8), (8, 8, 3, 3)), (), "fp16")
     step = StepCost("DecodedWeight", (1e9, 0, 0), (1e9, 0, 0), 0, 2 * 10**9, (), 0, 0, 0, sig)
     assert step_compute(step, rates) == pytest.approx(0.001 + 1.0 + 2.0)
-    assert step_compute(step, rates, items=2) == pytest.approx(2 * (0.001 + 1.0) + 2 * 2.0)
+    assert step_compute(step, rates, items=2) == pytest.approx(2 * (0.001 + 1.0) + 2.0)
     streamed = replace(step, row_bytes=10**9)
     assert step_compute(streamed, rates, items=2) == pytest.approx(2 * (0.001 + 1.0) + 2.0)
     assert step_compute(replace(step, signature=replace(sig, storage="uint8")), rates) == pytest.approx(1.001)
