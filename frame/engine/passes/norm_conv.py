@@ -114,16 +114,18 @@ def _original_chain(x, target, s, b, gamma, beta, *, reshape, instance_norm, mul
 
 def _transform(table: np.ndarray, act: bool):
     """In-place ``act((v - mean) * scale + shift)`` on a (C, rows, cols) view of one image whose
-    (rows, cols) planes are each contiguous (a band of ``ops.conv``'s padded rows, a pixel block)."""
+    (rows, cols) planes are each contiguous (a band of ``ops.conv``'s padded rows, a pixel block);
+    the view holds channels ``first_channel ..`` (the Winograd conv transforms blocks of channels)."""
     mean, scale, shift = (np.ascontiguousarray(table[:, k, None]) for k in range(3))
 
-    def apply(view: np.ndarray) -> None:
+    def apply(view: np.ndarray, first_channel: int = 0) -> None:
         flat = view.reshape(view.shape[0], -1)
         if not np.shares_memory(flat, view):  # cannot happen for the callers' layouts
             raise ValueError("NormConv: the band view is not channel-planar")
-        flat -= mean
-        flat *= scale
-        flat += shift
+        channels = slice(first_channel, first_channel + flat.shape[0])
+        flat -= mean[channels]
+        flat *= scale[channels]
+        flat += shift[channels]
         if act:
             map_row_blocks(_silu_block, flat, flat)
 
@@ -156,7 +158,7 @@ def norm_conv(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, table: np.n
         if one_by_one:
             _pixel_blocks(x32[i].reshape(c, h * wd), w32.reshape(m, c), transform, out[i].reshape(m, h * wd))
         else:
-            conv_ops._conv_image(x32[i], w32, 1, strides, dilations, pads, (ho, wo), out[i], transform=transform)
+            conv_ops.dense_conv_image(x32[i], w32, strides, dilations, pads, (ho, wo), out[i], transform)
     if b32 is not None:
         out += b32.reshape(1, m, 1, 1)
     return out.astype(dtype, copy=False)
