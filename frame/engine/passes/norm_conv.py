@@ -69,8 +69,9 @@ def _group_stats(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
     def block(part: np.ndarray, out: np.ndarray) -> None:
         mean = part.mean(axis=1, keepdims=True, dtype=np.float32)
+        centred = np.empty(part.shape[1], np.float32)  # reused by every row: a fresh 4 MB row is fresh pages
         for k in range(part.shape[0]):
-            centred = part[k] - mean[k]
+            np.subtract(part[k], mean[k], out=centred)
             out[k, 1] = np.dot(centred, centred) / np.float32(part.shape[1])
         out[:, 0] = mean[:, 0]
 
