@@ -9,6 +9,7 @@ SiLU, UpsampleConv, ConvAffine, ...), with the whole run's wall and CPU seconds 
 
     .venv/bin/python benchmarks/engine_profile.py MODEL.onnx --feeds unet-sd15 [--runs 1]
     .venv/bin/python benchmarks/engine_profile.py MODEL.onnx --feeds unet-sdxl --latent 64
+    .venv/bin/python benchmarks/engine_profile.py VAE_DECODER.onnx --feeds vae-decoder --latent 64
 
 Run onnxruntime on big models under ``flock /work/locks/bigmem.lock`` (``--only frame`` skips it).
 """
@@ -42,6 +43,8 @@ def feeds_for(kind: str, latent: int):
             feeds["text_embeds"] = rng.standard_normal((1, 1280)).astype(np.float32)
             feeds["time_ids"] = np.array([[latent * 8, latent * 8, 0, 0, latent * 8, latent * 8]], np.float32)
         return feeds
+    if kind == "vae-decoder":
+        return {"latent_sample": rng.standard_normal((1, 4, latent, latent)).astype(np.float32)}
     raise SystemExit(f"unknown --feeds {kind!r}")
 
 

@@ -19,7 +19,9 @@ full-size SDXL base UNet exported by ``tools/sdxl_full_export.py`` (branch i11-s
 only (its peak is GBs; frame's is not). ``--frame-env NAME=VALUE`` (repeatable) sets an environment
 variable in frame's children only: the BLAS column says which OpenBLAS kernels ran (a machine that
 pins ``OPENBLAS_CORETYPE`` to an older core than it has gives frame's GEMMs a handicap onnxruntime,
-which picks its own kernels, does not share). Usage:
+which picks its own kernels, does not share). ``--baseline-tree DIR`` adds a third child per round,
+frame imported from DIR (e.g. ``git archive BASE | tar -x -C DIR``), so an engine change is measured
+before and after in the same run, alternating with onnxruntime. Usage:
 
     .venv/bin/python benchmarks/engine_vs_onnxruntime.py [--cache DIR] [--models unet,vae_decoder,text_encoder]
     .venv/bin/python benchmarks/engine_vs_onnxruntime.py --models unet,unet_sdxl --rounds 3 --runs 1 \
@@ -208,14 +210,14 @@ def _blas_core() -> str:
 
 
 def worker(runtime: str, name: str, path: Path, runs: int, out_path: str, weights: str, threads: int,
-           latent: int) -> None:
+           latent: int, tree: str | None = None) -> None:
     """Runs in the subprocess: load, one warm-up run, ``runs`` timed runs, report JSON on stdout."""
     import resource
 
     feeds = feeds_for(name, latent)
     start = time.perf_counter()
     if runtime == "frame":
-        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        sys.path.insert(0, tree or str(Path(__file__).resolve().parents[1]))
         from frame.engine import load_model
 
         model = load_model(str(path), weights=weights)
@@ -262,10 +264,15 @@ def _maybe_locked(lock: str | None):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+BASELINE = "frame-baseline"  # frame from --baseline-tree
+
+
 def measure(runtime: str, name: str, args: argparse.Namespace) -> tuple[dict, dict]:
     with tempfile.TemporaryDirectory() as tmp:
         out_path = os.path.join(tmp, "out.npz")
-        cmd = [sys.executable, __file__, "--worker", runtime, name, "--cache", args.cache, "--sdxl", args.sdxl,
+        tree = ["--tree", str(Path(args.baseline_tree).resolve())] if runtime == BASELINE else []
+        runtime = "frame" if runtime == BASELINE else runtime
+        cmd = [sys.executable, __file__, "--worker", runtime, name, *tree, "--cache", args.cache, "--sdxl", args.sdxl,
                "--runs", str(args.runs), "--out", out_path, "--weights", args.weights, "--threads",
                str(args.threads), "--latent", str(latent_of(name, args))]
         env = dict(os.environ)
@@ -302,24 +309,28 @@ def _summary(results: list[dict]) -> dict:
 
 def compare(name: str, args: argparse.Namespace) -> None:
     """``args.rounds`` rounds of one child per runtime (alternating), then medians and ratios."""
-    results: dict[str, list[dict]] = {"onnxruntime": [], "frame": []}
+    runtimes = ("onnxruntime", BASELINE, "frame") if args.baseline_tree else ("onnxruntime", "frame")
+    results: dict[str, list[dict]] = {runtime: [] for runtime in runtimes}
     outputs: dict[str, dict] = {}
     for _ in range(args.rounds):
-        for runtime in ("onnxruntime", "frame"):
+        for runtime in runtimes:
             result, out = measure(runtime, name, args)
             results[runtime].append(result)
             outputs[runtime] = out
             print(f"  {name} {runtime}: wall {', '.join(f'{t:.2f}' for t in result['run_s'])} s, CPU "
                   f"{', '.join(f'{t:.2f}' for t in result['cpu_s'])} s, VmHWM {result['peak_rss_mb']:.0f} MB",
                   flush=True)
-    ort_s, fr_s = _summary(results["onnxruntime"]), _summary(results["frame"])
-    for runtime, s in (("onnxruntime", ort_s), ("frame", fr_s)):
+    summaries = {runtime: _summary(results[runtime]) for runtime in runtimes}
+    for runtime, s in summaries.items():
         print(f"{name:<10} {runtime:<12} {s['peak_rss_mb']:>9.0f} {s['run_s']:>8.2f} {s['cpu_s']:>8.2f} "
               f"{s['user_s']:>7.2f} {s['sys_s']:>7.2f} {s['n']:>3}  {s['blas']}", flush=True)
-    diffs = ", ".join(f"{k} {rel_l2(outputs['frame'][k], want):.1e}" for k, want in outputs["onnxruntime"].items())
-    print(f"{name:<10} frame/ORT: peak ×{fr_s['peak_rss_mb'] / ort_s['peak_rss_mb']:.3f}, wall ×"
-          f"{fr_s['run_s'] / ort_s['run_s']:.2f}, CPU ×{fr_s['cpu_s'] / ort_s['cpu_s']:.2f}; "
-          f"output rel L2: {diffs}", flush=True)
+    ort_s = summaries["onnxruntime"]
+    for runtime in runtimes[1:]:
+        fr_s = summaries[runtime]
+        diffs = ", ".join(f"{k} {rel_l2(outputs[runtime][k], want):.1e}" for k, want in outputs["onnxruntime"].items())
+        print(f"{name:<10} {runtime}/ORT: peak ×{fr_s['peak_rss_mb'] / ort_s['peak_rss_mb']:.3f}, wall ×"
+              f"{fr_s['run_s'] / ort_s['run_s']:.2f}, CPU ×{fr_s['cpu_s'] / ort_s['cpu_s']:.2f}; "
+              f"output rel L2: {diffs}", flush=True)
 
 
 def main() -> None:
@@ -337,6 +348,9 @@ def main() -> None:
     parser.add_argument("--frame-env", action="append", default=[], metavar="NAME=VALUE",
                         help="environment variable for frame's children only, e.g. OPENBLAS_CORETYPE=SkylakeX "
                              "(OpenBLAS picks its kernels when numpy loads; onnxruntime's MLAS ignores it)")
+    parser.add_argument("--baseline-tree", metavar="DIR",
+                        help="also run frame imported from DIR (a checkout of the base commit) in every round")
+    parser.add_argument("--tree", help=argparse.SUPPRESS)
     parser.add_argument("--export-only", action="store_true")
     parser.add_argument("--worker", nargs=2, metavar=("RUNTIME", "MODEL"), help=argparse.SUPPRESS)
     parser.add_argument("--latent", type=int, default=64, help=argparse.SUPPRESS)
@@ -345,7 +359,7 @@ def main() -> None:
     if args.worker:
         runtime, name = args.worker
         worker(runtime, name, model_path(name, Path(args.cache), Path(args.sdxl)), args.runs, args.out,
-               args.weights, args.threads, args.latent)
+               args.weights, args.threads, args.latent, args.tree)
         return
     names = [n for n in args.models.split(",") if n]
     ensure_exported(Path(args.cache), [n for n in names if n != SDXL_MODEL])

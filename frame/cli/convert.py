@@ -44,7 +44,7 @@ def convert_command(args: argparse.Namespace) -> int:
         raise UsageError(f"--keep: not a regular expression: {exc}") from exc
     transform = None
     if args.dynamic_shapes:
-        from frame.convert.shapes import make_dynamic as transform
+        from frame.engine.dynamic_shapes import make_dynamic as transform
     options = Options(args.weights, policy=Policy(keep=keep), transform=transform)
     reports = convert(args.src, args.dst, options)
     before = sum(r.bytes_before for r in reports.values())

@@ -43,6 +43,7 @@ from frame.diffusion.progress import EtaClock, FetchMeter, Progress
 from frame.diffusion.samplers import NoiseSource, SamplerState, make_sampler, resolve_sampler_name
 from frame.diffusion.samplers.base import Noise
 from frame.engine import load_model
+from frame.engine.dynamic_shapes import dynamic_structure
 from frame.engine.io import http_settings
 from frame.engine.io.http_settings import HttpSettings
 from frame.engine.memory import trim_free_memory
@@ -59,12 +60,15 @@ AESTHETIC_SCORES = (2.5, 6.0)  # diffusers' SDXL img2img defaults (negative, pos
 def engine_loader(weights: str = "auto", attention_slices: int | None = None,
                   http: HttpSettings | None = None) -> Loader:
     """Load components with frame's streaming engine; ``weights`` as in the config (auto = prefetch);
-    URLs are read with ``http`` (token, retries, weight cache)."""
+    URLs are read with ``http`` (token, retries, weight cache). ``load(source, dynamic_shapes=True)``
+    rewrites a model exported at a fixed image size to run at any size (``engine.dynamic_shapes``):
+    the pipeline asks for it for a VAE decoder that must be tiled (``vae_shapes.VaeShapes.rewrite``)."""
 
-    def load(source: str) -> Any:
+    def load(source: str, dynamic_shapes: bool = False) -> Any:
         with http_settings.using(http):
             return load_model(source, weights="prefetch" if weights == "auto" else weights,
-                              attention_slices=attention_slices)
+                              attention_slices=attention_slices,
+                              transform=dynamic_structure if dynamic_shapes else None)
 
     return load
 
@@ -369,8 +373,14 @@ class Pipeline:
         source = self.vae_source
         if isinstance(self.files, OnnxStreamFiles):  # its 32x32 tile decoder when the latent is larger
             source = self.files.vae_for(latents.shape[2], latents.shape[3], tiled)
-        relax = source == self.vae_source and self.vae_shapes().tileable
-        pixels = vae.decode(self.load, source, latents, self.info.scaling_factor, self.vae_tile,
+        load, relax = self.load, False
+        if source == self.vae_source:
+            shapes = self.vae_shapes()
+            relax = shapes.tileable and not shapes.rewrite
+            if shapes.rewrite:  # a static export whose ops bake the size: rewritten at load, then tiled
+                def load(path: str) -> Any:
+                    return self.load(path, dynamic_shapes=True)
+        pixels = vae.decode(load, source, latents, self.info.scaling_factor, self.vae_tile,
                             self.vae_tile_overlap, tiled, report, relax_static=relax)
         return Image.fromarray(pixels, "RGB")
 

@@ -92,13 +92,21 @@ def _scanned(pool: SourcePool, source: str):
     return scanned
 
 
-def read_structure(source: str | onnxstream.OnnxStreamSource) -> _Structure:
+StructureTransform = Callable[[onnx.ModelProto, dict], onnx.ModelProto]
+
+
+def read_structure(source: str | onnxstream.OnnxStreamSource, transform: StructureTransform | None = None
+                   ) -> _Structure:
     """The model without weight bytes, with every node bound (or a problem line for it).
 
     An OnnxStream model (a folder holding model.txt, that file, or a URL to either) is read by
-    ``frame.engine.onnxstream`` into the same structure.
+    ``frame.engine.onnxstream`` into the same structure. ``transform(proto, weights)`` rewrites an
+    ONNX structure before its nodes are bound (``dynamic_shapes.dynamic_structure``); initializers it
+    adds carry their data inline, the weights it keeps are still streamed from the file.
     """
     if onnxstream.is_onnxstream_source(source):
+        if transform is not None:
+            raise UsageError(f"{source}: an OnnxStream model cannot be rewritten at load")
         return onnxstream.read_structure(source)  # type: ignore[return-value]
     pool = SourcePool()
     try:
@@ -112,6 +120,9 @@ def read_structure(source: str | onnxstream.OnnxStreamSource) -> _Structure:
     if not proto.HasField("graph"):
         raise ModelFormatError(f"{source}: the file has no graph (is it an ONNX model?)")
     weights = collect_weights(proto.graph, source, scanned.embedded)
+    if transform is not None:
+        proto = transform(proto, weights)
+        weights = collect_weights(proto.graph, source, scanned.embedded)
     opsets = g.opset_table(proto)
     nodes, problems = g.build_nodes(proto.graph, opsets)
     BodyBinder(source, scanned, opsets).bind(proto.graph, nodes, problems)  # If/Loop/Scan bodies
@@ -248,12 +259,14 @@ def _as_declared(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 
 def load_model(source: str | onnxstream.OnnxStreamSource, weights: str | WeightsProvider = "prefetch",
-               attention_slices: int | None = None, attention_budget_bytes: int = 16 << 20) -> Model:
+               attention_slices: int | None = None, attention_budget_bytes: int = 16 << 20,
+               transform: StructureTransform | None = None) -> Model:
     """Load an ONNX model, or an OnnxStream model folder, from a path or http(s) URL for streaming execution.
 
     ``weights``: "nocache", "prefetch" (default; "http" prefetching for URLs), "ram", "http", or a
     provider object (see ``frame.engine.providers.base``). ``attention_slices`` fixes the query-row
-    slices per attention head; by default they follow ``attention_budget_bytes``.
+    slices per attention head; by default they follow ``attention_budget_bytes``. ``transform``
+    rewrites the structure before it is bound (see ``read_structure``).
     Raises UnsupportedModelError listing every node that cannot run, before any compute.
     Side effect (glibc only, once per process): freed buffers over 1 MB go straight back to the OS
     (see ``frame.engine.memory``), which keeps peak RSS close to the live tensors.
@@ -263,7 +276,7 @@ def load_model(source: str | onnxstream.OnnxStreamSource, weights: str | Weights
     if attention_slices is not None and attention_slices < 1:
         raise UsageError(f"attention_slices must be at least 1, got {attention_slices}")
     return_freed_buffers_to_os()
-    structure = read_structure(source)
+    structure = read_structure(source, transform)
     if structure.problems:
         raise UnsupportedModelError(structure.problems)
     provider = make_provider(weights, is_url(str(source)))

@@ -37,7 +37,7 @@ class ProbeResult:
     output_shape: tuple | None = None
 
 
-def _dims(value: onnx.ValueInfoProto) -> tuple | None:
+def tensor_dims(value: onnx.ValueInfoProto) -> tuple | None:
     if not value.type.tensor_type.HasField("shape"):
         return None
     return tuple(d.dim_value if d.HasField("dim_value") else None for d in value.type.tensor_type.shape.dim)
@@ -64,7 +64,7 @@ def fill_small_values(proto: onnx.ModelProto, weights: dict) -> onnx.ModelProto:
     return proto
 
 
-def _constant_values(graph: onnx.GraphProto) -> dict[str, np.ndarray]:
+def constant_values(graph: onnx.GraphProto) -> dict[str, np.ndarray]:
     values = {t.name: numpy_helper.to_array(t) for t in graph.initializer if t.raw_data or t.int64_data
               or t.float_data or t.int32_data}
     for node in graph.node:
@@ -75,7 +75,7 @@ def _constant_values(graph: onnx.GraphProto) -> dict[str, np.ndarray]:
 
 def _reshape_mismatches(graph: onnx.GraphProto, shapes: dict[str, tuple | None]) -> list[str]:
     """Reshapes with a constant target whose element count differs from their input's (inferred) one."""
-    constants = _constant_values(graph)
+    constants = constant_values(graph)
     found = []
     for node in graph.node:
         if node.op_type != "Reshape" or node.input[1] not in constants:
@@ -95,7 +95,7 @@ def _reshape_mismatches(graph: onnx.GraphProto, shapes: dict[str, tuple | None])
 
 
 def _resize_sizes(graph: onnx.GraphProto) -> list[str]:
-    constants = _constant_values(graph)
+    constants = constant_values(graph)
     return [f"node {n.name or n.output[0]!r} (Resize) resizes to the constant sizes "
             f"{constants[n.input[3]].tolist()}" for n in graph.node
             if n.op_type == "Resize" and len(n.input) > 3 and n.input[3] in constants and constants[n.input[3]].size]
@@ -109,11 +109,11 @@ def probe(source: str | onnx.ModelProto, input_name: str, size: tuple[int, int],
     spec = next((v for v in graph.input if v.name == input_name), None)
     if spec is None:
         raise ValueError(f"the model has no input {input_name!r}")
-    declared = _dims(spec)
+    declared = tensor_dims(spec)
     if not declared or len(declared) < 2:
         return ProbeResult(declared, size, True)
     output = next((v for v in graph.output if v.name == output_name), graph.output[0])
-    declared_out = _dims(output)
+    declared_out = tensor_dims(output)
     for dim, value in zip(spec.type.tensor_type.shape.dim[-2:], size):
         dim.Clear()
         dim.dim_value = value
@@ -121,7 +121,8 @@ def probe(source: str | onnx.ModelProto, input_name: str, size: tuple[int, int],
     for value in graph.output:
         value.type.tensor_type.ClearField("shape")
     inferred = onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
-    shapes = {v.name: _dims(v) for v in [*inferred.graph.value_info, *inferred.graph.input, *inferred.graph.output]}
+    values = [*inferred.graph.value_info, *inferred.graph.input, *inferred.graph.output]
+    shapes = {v.name: tensor_dims(v) for v in values}
     baked = _reshape_mismatches(inferred.graph, shapes) + _resize_sizes(inferred.graph)
     out_shape = shapes.get(output.name)
     ok = not baked and _scaled_as_declared(declared, declared_out, size, out_shape)

@@ -136,3 +136,22 @@ def test_the_normalised_activation_never_exists_whole(tmp_path, monkeypatch):
     assert _most_big_arrays_alive(path, feeds, size) == 1
     monkeypatch.setattr(pass_order, "fuse_norm_conv", lambda nodes, outputs, weights: (nodes, 0))
     assert _most_big_arrays_alive(path, feeds, size) == 2
+
+
+@pytest.mark.parametrize("c, m, hw, layout", [(80, 24, (18, 21), "bands"), (256, 160, (24, 24), "chunks")])
+def test_3x3_norm_convs_run_as_winograd_and_match(tmp_path, monkeypatch, c, m, hw, layout):
+    """The VAE's and UNet's resnet convs are NormConvs: they take Winograd F(2x2, 3x3) like a plain
+    Conv, normalising each band (bands layout) or channel block (chunks layout) as it is copied."""
+    from frame.engine.ops import conv_winograd
+
+    path, feeds = norm_conv_model(tmp_path, c=c, groups=8, m=m, hw=hw)
+    plans = []
+    original = conv_winograd.winograd_conv3x3
+    with monkeypatch.context() as patch:
+        patch.setattr(conv_winograd, "winograd_conv3x3", lambda *args: plans.append(args[4]) or original(*args))
+        with load_model(path) as model:
+            assert model.rewrites["norm_conv"] == 1
+            fused = model.run(feeds)
+    assert plans and all((p.chunk < m) == (layout == "chunks") for p in plans)
+    _, _, unfused, expected = run_both(path, feeds, monkeypatch)
+    assert_agree(fused, unfused, expected)

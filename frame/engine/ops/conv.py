@@ -120,6 +120,25 @@ def _conv_image(x: np.ndarray, weight: np.ndarray, group: int, stride, dilation,
     run_tasks([lambda s=s: run(bands[s:s + size]) for s in range(0, len(bands), size)])
 
 
+def dense_conv_image(x: np.ndarray, weight: np.ndarray, stride, dilation, pads, out_hw, out: np.ndarray,
+                     transform=None) -> None:
+    """One image of a dense (group 1) conv: x (C, H, W), contiguous weight (M, C, kh, kw) float32 ->
+    out (M, Ho, Wo), bias not added. 3x3 stride-1 convs run as Winograd F(2x2, 3x3) when its layout
+    fits, the rest as the banded im2col. ``transform`` maps each band of copied input rows in place
+    before the conv reads it (``passes.norm_conv``: GroupNorm + SiLU of the input), in both paths."""
+    m, c, kh, kw = weight.shape
+    ho, wo = out_hw
+    if (kh, kw) == (3, 3) and list(stride) == [1, 1] and list(dilation) == [1, 1]:  # Winograd F(2x2, 3x3)
+        # never more temporary memory than im2col would take for this conv (its whole column
+        # matrix, or the budget): a small image's Winograd must not raise the step's peak
+        budget = min(COLUMN_BUDGET_BYTES, c * 9 * ho * wo * 4)
+        layout = conv_winograd.plan(c, m, (ho, wo), budget, gemm_pieces(m * c * 9 * ho * wo))
+        if layout is not None:
+            conv_winograd.winograd_conv3x3(x, weight, pads, out, layout, transform)
+            return
+    _conv_image(x, weight, 1, stride, dilation, pads, out_hw, out, transform)
+
+
 def _band_columns(x: np.ndarray, padded: PaddedRows, buffer: np.ndarray, kernel, stride, dilation, r0: int,
                   count: int, wo: int, transform=None) -> np.ndarray:
     """The im2col matrix (C·kh·kw, count·wo) of output rows ``r0 .. r0+count``, in ``buffer``."""
@@ -169,17 +188,8 @@ def conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, /, *, auto_p
         narrow_conv2d(x32, w32, dilation=dilations, pads=pads, out=out)
     else:
         w32 = np.ascontiguousarray(w32)
-        layout = None
-        if (kh, kw) == (3, 3) and strides == [1, 1] and dilations == [1, 1]:  # Winograd F(2x2, 3x3)
-            # never more temporary memory than im2col would take for this conv (its whole column
-            # matrix, or the budget): a small image's Winograd must not raise the step's peak
-            budget = min(COLUMN_BUDGET_BYTES, c * 9 * ho * wo * 4)
-            layout = conv_winograd.plan(c, m, (ho, wo), budget, gemm_pieces(m * c * 9 * ho * wo))
         for i in range(n):
-            if layout is not None:
-                conv_winograd.winograd_conv3x3(x32[i], w32, pads, out[i], layout)
-            else:
-                _conv_image(x32[i], w32, group, strides, dilations, pads, (ho, wo), out[i])
+            dense_conv_image(x32[i], w32, strides, dilations, pads, (ho, wo), out[i])
     if b32 is not None:
         out += b32.reshape(1, m, 1, 1)
     if x.ndim == 3:

@@ -23,6 +23,7 @@ Neither fits for a few big convs at large sizes (960 → 320 at 64×64): those r
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -158,20 +159,25 @@ def _transform_output(mo: np.ndarray, tiles: tuple[int, int], out: np.ndarray) -
                 target -= row[3][:, :rows, :cols]
 
 
-def winograd_conv3x3(x: np.ndarray, w: np.ndarray, pads, out: np.ndarray, layout: Plan) -> None:
-    """x (C, H, W), w (M, C, 3, 3) float32, stride 1 → out (M, Ho, Wo), bias not added."""
+def winograd_conv3x3(x: np.ndarray, w: np.ndarray, pads, out: np.ndarray, layout: Plan, transform=None) -> None:
+    """x (C, H, W), w (M, C, 3, 3) float32, stride 1 → out (M, Ho, Wo), bias not added.
+
+    ``transform(rows, first_channel=0)`` maps the copied input rows in place before they are
+    transformed (``PaddedRows.fill``; the GroupNorm + SiLU of ``passes.norm_conv``): ``rows`` holds
+    channels ``first_channel ..`` of the image."""
     m, ho, wo = out.shape
     tiles = -(-ho // 2), -(-wo // 2)
     # pad right (and, through PaddedRows, bottom) up to whole tiles: 2·tw + 2 padded input columns
     full = [pads[0], pads[1], 0, 2 * tiles[1] + 2 - (x.shape[2] + pads[1])]
     threads = min(layout.threads, gemm_pieces(m * x.shape[0] * 4 * ho * wo))
     if layout.chunk >= m:
-        _by_bands(x, w, full, tiles, out, layout.tile_rows, threads)
+        _by_bands(x, w, full, tiles, out, layout.tile_rows, threads, transform)
     else:
-        _by_chunks(x, w, full, tiles, out, layout.chunk, threads)
+        _by_chunks(x, w, full, tiles, out, layout.chunk, threads, transform)
 
 
-def _by_bands(x: np.ndarray, w: np.ndarray, pads, tiles, out: np.ndarray, tile_rows: int, threads: int) -> None:
+def _by_bands(x: np.ndarray, w: np.ndarray, pads, tiles, out: np.ndarray, tile_rows: int, threads: int,
+              transform=None) -> None:
     c, m = x.shape[0], w.shape[0]
     th, tw = tiles
     u = transform_weight(w)
@@ -188,7 +194,7 @@ def _by_bands(x: np.ndarray, w: np.ndarray, pads, tiles, out: np.ndarray, tile_r
             rows = _view(scratch[0][:4 * c * count * width], (4, c, count, width))
             v = _view(scratch[1][:16 * c * count * tw], (16, c, count * tw))
             mo = _view(scratch[1][16 * c * count * tw:16 * (c + m) * count * tw], (16, m, count * tw))
-            _transform_input(padded.fill(x, 2 * t0, 2 * count + 2), (count, tw), v, rows)
+            _transform_input(padded.fill(x, 2 * t0, 2 * count + 2, transform), (count, tw), v, rows)
             if shares > 1:  # the bands are shared out already: one BLAS thread each
                 np.matmul(u, v, out=mo)
             else:
@@ -198,7 +204,8 @@ def _by_bands(x: np.ndarray, w: np.ndarray, pads, tiles, out: np.ndarray, tile_r
     run_tasks([lambda s=s: run(bands[s:s + size]) for s in range(0, len(bands), size)])
 
 
-def _by_chunks(x: np.ndarray, w: np.ndarray, pads, tiles, out: np.ndarray, chunk: int, threads: int) -> None:
+def _by_chunks(x: np.ndarray, w: np.ndarray, pads, tiles, out: np.ndarray, chunk: int, threads: int,
+               transform=None) -> None:
     c, m = x.shape[0], w.shape[0]
     th, tw = tiles
     v = buffers.empty((16, c, th * tw), np.float32)
@@ -207,7 +214,8 @@ def _by_chunks(x: np.ndarray, w: np.ndarray, pads, tiles, out: np.ndarray, chunk
     rows = buffers.empty((4, block, th, padded.buffer.shape[2]), np.float32)
     for c0 in range(0, c, block):
         c1 = min(c0 + block, c)
-        source = padded.fill(x[c0:c1], 0, 2 * th + 2)
+        block_transform = None if transform is None else partial(transform, first_channel=c0)
+        source = padded.fill(x[c0:c1], 0, 2 * th + 2, block_transform)
         _transform_input(source, tiles, v[:, c0:c1], rows[:, :c1 - c0])
     del padded, rows
     chunks = list(range(0, m, chunk))

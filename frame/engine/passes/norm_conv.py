@@ -11,8 +11,10 @@ Here the chain becomes two nodes:
   (one group row at a time, no output-sized temporary), returning a small ``(N, C, 3)`` table: the
   mean to subtract and the scale and shift that make ``(x - mean) * scale + shift`` equal the whole
   normalisation and affine (InstanceNormalization's own ``s``/``b`` per group included);
-* ``NormConv(x, w, bias, table)``: the conv, whose banded im2col (``ops.conv``) applies the table and
-  the SiLU to each band of padded input rows as it copies them, so the normalised tensor never exists.
+* ``NormConv(x, w, bias, table)``: the conv (``ops.conv.dense_conv_image``: Winograd F(2×2, 3×3) for
+  3×3 stride-1 convs where its layout fits, else the banded im2col), which applies the table and the
+  SiLU to each band of padded input rows (or block of channels) as it copies them, so the normalised
+  tensor never exists.
   1×1 convs normalise blocks of pixels before each GEMM instead.
 
 Output channels stay independent, so ``weight_decoding`` can still decode 8-bit/fp16 weights per block
@@ -69,8 +71,9 @@ def _group_stats(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
     def block(part: np.ndarray, out: np.ndarray) -> None:
         mean = part.mean(axis=1, keepdims=True, dtype=np.float32)
+        centred = np.empty(part.shape[1], np.float32)  # reused by every row: a fresh 4 MB row is fresh pages
         for k in range(part.shape[0]):
-            centred = part[k] - mean[k]
+            np.subtract(part[k], mean[k], out=centred)
             out[k, 1] = np.dot(centred, centred) / np.float32(part.shape[1])
         out[:, 0] = mean[:, 0]
 
@@ -114,16 +117,18 @@ def _original_chain(x, target, s, b, gamma, beta, *, reshape, instance_norm, mul
 
 def _transform(table: np.ndarray, act: bool):
     """In-place ``act((v - mean) * scale + shift)`` on a (C, rows, cols) view of one image whose
-    (rows, cols) planes are each contiguous (a band of ``ops.conv``'s padded rows, a pixel block)."""
+    (rows, cols) planes are each contiguous (a band of ``ops.conv``'s padded rows, a pixel block);
+    the view holds channels ``first_channel ..`` (the Winograd conv transforms blocks of channels)."""
     mean, scale, shift = (np.ascontiguousarray(table[:, k, None]) for k in range(3))
 
-    def apply(view: np.ndarray) -> None:
+    def apply(view: np.ndarray, first_channel: int = 0) -> None:
         flat = view.reshape(view.shape[0], -1)
         if not np.shares_memory(flat, view):  # cannot happen for the callers' layouts
             raise ValueError("NormConv: the band view is not channel-planar")
-        flat -= mean
-        flat *= scale
-        flat += shift
+        channels = slice(first_channel, first_channel + flat.shape[0])
+        flat -= mean[channels]
+        flat *= scale[channels]
+        flat += shift[channels]
         if act:
             map_row_blocks(_silu_block, flat, flat)
 
@@ -156,7 +161,7 @@ def norm_conv(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, table: np.n
         if one_by_one:
             _pixel_blocks(x32[i].reshape(c, h * wd), w32.reshape(m, c), transform, out[i].reshape(m, h * wd))
         else:
-            conv_ops._conv_image(x32[i], w32, 1, strides, dilations, pads, (ho, wo), out[i], transform=transform)
+            conv_ops.dense_conv_image(x32[i], w32, strides, dilations, pads, (ho, wo), out[i], transform)
     if b32 is not None:
         out += b32.reshape(1, m, 1, 1)
     return out.astype(dtype, copy=False)

@@ -91,7 +91,9 @@ def _info(node: Any) -> TensorInfo:
     return TensorInfo(node.name, np.dtype(dtype) if dtype is not None else None, shape)
 
 
-def ort_loader(source: Any) -> OrtModel:
+def ort_loader(source: Any, dynamic_shapes: bool = False) -> OrtModel:
+    """``dynamic_shapes`` is not applied: a static VAE decoder then decodes in tiles of its own fixed
+    size (``vae.decode``), which a desktop's memory holds; frame's engine loader rewrites it."""
     if not isinstance(source, (str, os.PathLike)) or "://" in str(source) or not os.path.isfile(source):
         raise UsageError(f"onnxruntime runs local .onnx files only, not {source!r}: use --engine frame")
     return OrtModel(str(source))
@@ -107,12 +109,12 @@ def draws_noise(path: str) -> bool:
 def ort_loader_with_seeded_encoder(frame_loader: Callable[[str], Any]) -> Callable[[Any], Any]:
     """``ort_loader``, except a VAE encoder that draws its own noise loads on ``frame_loader`` (module doc)."""
 
-    def load(source: Any) -> Any:
+    def load(source: Any, dynamic_shapes: bool = False) -> Any:
         path = str(source)
         if os.path.basename(os.path.dirname(path)) == "vae_encoder" and os.path.isfile(path) and draws_noise(path):
             log.info("vae_encoder draws its own posterior noise: running it on frame's engine (seeded)")
             return frame_loader(path)
-        return ort_loader(source)
+        return ort_loader(source, dynamic_shapes)
 
     return load
 

@@ -1,4 +1,6 @@
-"""``--dynamic-shapes``: make a model exported at one fixed image size run at any size.
+"""Make a model exported at one fixed image size run at any size: ``frame model convert
+--dynamic-shapes`` writes the result, and the diffusion pipeline applies it in memory when it loads a
+VAE decoder whose fixed input would otherwise be decoded whole (``dynamic_structure``).
 
 Static exports (``torch.onnx.export`` without dynamic axes) declare fixed input and output sizes and
 fold every shape computation into constants. Most ops do not care, but a few bake the size in: the
@@ -29,7 +31,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from frame.engine.static_shapes import _constant_values, _dims, probe
+from frame.engine.static_shapes import constant_values, fill_small_values, probe, tensor_dims
 from frame.errors import UsageError
 
 MAX_REWRITES = 64
@@ -39,7 +41,7 @@ def spatial_inputs(proto: onnx.ModelProto) -> dict[str, tuple[int, int]]:
     """Rank-4 float inputs with fixed spatial dims, by name: their declared (height, width)."""
     found = {}
     for value in proto.graph.input:
-        dims = _dims(value)
+        dims = tensor_dims(value)
         if value.type.tensor_type.elem_type in (TensorProto.FLOAT, TensorProto.FLOAT16) and dims and len(dims) == 4 \
                 and all(isinstance(d, int) and d > 0 for d in dims[2:]):
             found[value.name] = (dims[2], dims[3])
@@ -63,7 +65,7 @@ def _inferred_shapes(proto: onnx.ModelProto, name: str, size: tuple[int, int]) -
         dim.dim_value = value
     del model.graph.value_info[:]
     inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
-    return {v.name: _dims(v) for v in [*inferred.graph.value_info, *inferred.graph.input]}
+    return {v.name: tensor_dims(v) for v in [*inferred.graph.value_info, *inferred.graph.input]}
 
 
 def _groups(shape: tuple[int, ...], target: list[int]) -> list[tuple[list[int], list[int]]] | None:
@@ -118,7 +120,7 @@ class _Builder:
 def _rewrite_reshape(graph: onnx.GraphProto, index: int, at_export: dict, at_probe: dict) -> bool:
     """Replace Reshape ``graph.node[index]``'s constant target by one that follows its input."""
     node = graph.node[index]
-    constants = _constant_values(graph)
+    constants = constant_values(graph)
     target = [int(v) for v in constants[node.input[1]].reshape(-1)]
     shape, moved = at_export.get(node.input[0]), at_probe.get(node.input[0])
     if not shape or not moved or None in shape or None in moved or len(shape) != len(moved):
@@ -216,7 +218,7 @@ def _donor(graph: onnx.GraphProto, index: int, dims: list[int], at_export: dict,
 
 
 def _resize_sizes_to_scales(graph: onnx.GraphProto, at_export: dict) -> None:
-    constants = _constant_values(graph)
+    constants = constant_values(graph)
     for node in graph.node:
         if node.op_type != "Resize" or len(node.input) < 4 or node.input[3] not in constants:
             continue
@@ -269,8 +271,16 @@ def make_dynamic(proto: onnx.ModelProto, where: str = "model") -> onnx.ModelProt
     return out
 
 
+def dynamic_structure(proto: onnx.ModelProto, weights: dict) -> onnx.ModelProto:
+    """``make_dynamic`` for ``load_model(transform=...)``: ``proto`` as the protobuf scanner reads it
+    (initializers without data) and the model's weight references. Only the small constants (shapes,
+    scales) are read; the rewrite adds a few Shape/Slice/Concat nodes and small constants, and every
+    weight stays where it was, streamed as before."""
+    return make_dynamic(fill_small_values(proto, weights))
+
+
 def _first_baked_reshape(graph: onnx.GraphProto, at_probe: dict) -> int | None:
-    constants = _constant_values(graph)
+    constants = constant_values(graph)
     for index, node in enumerate(graph.node):
         if node.op_type != "Reshape" or node.input[1] not in constants:
             continue
