@@ -1,13 +1,16 @@
 """The `choose` phase of a night with kept text embeddings, projected on a Pi Zero 2 W, and measured here.
 
 `choose` embeds the taste picker's texts with the model's last text encoder, in shared passes of four.
-Three ways to run a night, counted by ``frame.estimate`` (graph counts; the Pi from
-``frame.estimate.pi`` at this machine's per-signature efficiency, measured in CPU seconds) on the
+Three ways to run a night, counted by ``frame.estimate`` (graph counts; the Pi from the count at
+``frame.estimate.pi``'s constants alone, the same on any machine under any load; this machine's
+figures from its measured CPU-time rates) on the
 encoder given with ``--encoder`` (SDXL's OpenCLIP bigG ``text_encoder_2``, e.g. from
 ``tools/sdxl_full_export.py --only text_encoder_2`` then ``--convert uint8`` here):
 
 * **first night**: every text (93 with the default 10 themes x 8 styles), 24 passes at all 77
   positions, as every night ran before the embeddings were kept;
+* **first night, through end-of-text**: the default configuration's texts (axes' ends, themes x
+  styles) at the positions through their end-of-text token, as a first night runs them now;
 * **kept, padded**: a typical later night, only the 10 new feed texts (3 passes), at 77 positions;
 * **kept, through end-of-text**: the same 10 texts at the positions through their end-of-text token
   (``frame.diffusion.conditioning.through_end_of_text``), in passes of four padded texts' positions
@@ -64,6 +67,16 @@ def convert(src: Path, dst: Path, weights: str) -> None:
     convert_file(src, dst, Options(weights=weights))
 
 
+def first_night_texts() -> list[str]:
+    """A first night's texts with the default configuration (axes' ends, themes x styles), as the
+    night's job lists them (``frame.estimate.new_texts.tonight_texts``)."""
+    from frame.config import Config
+    from frame.estimate.new_texts import tonight_texts
+
+    texts = tonight_texts(Config())
+    return list(dict.fromkeys(texts.axis_ends + texts.candidates + texts.rated))
+
+
 def choose_run(source: str, texts: int, tokens: int):
     """The plan's choose run for ``texts`` texts at ``tokens`` positions (``frame.estimate.plan``)."""
     from frame.engine.model import read_structure
@@ -79,7 +92,8 @@ def projection(runs: dict[str, Run], measure_seconds: float, read_location: str)
     weighted = [(r.count.steps, r.evaluations * r.items) for r in runs.values()]
     rates = measure_throughput(heaviest_signatures(weighted), budget_seconds=measure_seconds, cpu=True,
                                required=component_leaders(weighted)).with_read(read_rate(read_location))
-    machines = [("this machine (CPU time)", rates), (pi.LABEL, pi.pi_throughput(rates))]
+    signatures = [s.signature for r in runs.values() for s in r.count.steps if s.signature is not None]
+    machines = [("this machine (CPU time)", rates), (pi.LABEL, pi.pi_throughput(signatures))]  # Pi: count only
     out = []
     for name, run in runs.items():
         plan = NightPlan(name, "", 0, 0, 1, "euler_a", 0.0, False, "none", runs=[run])
@@ -163,7 +177,11 @@ def main() -> None:
                 convert(args.encoder, source, args.convert)
         tokens = tokens_through_end(Encoder("text_encoder_2", args.tokenizer, str(source), "!"), list(FEED_TEXTS))
         print(f"encoder {source}; the ten feed texts take at most {tokens} positions through end-of-text")
+        first = first_night_texts()
+        first_tokens = tokens_through_end(Encoder("text_encoder_2", args.tokenizer, str(source), "!"), first)
+        print(f"a first night's {len(first)} default texts take at most {first_tokens} positions through end-of-text")
         runs = {"first night (every text)": choose_run(str(source), FIRST_NIGHT_TEXTS, TOKENS),
+                "first night, through end-of-text": choose_run(str(source), len(first), first_tokens),
                 "kept, padded to 77": choose_run(str(source), len(FEED_TEXTS), TOKENS),
                 "kept, through end-of-text": choose_run(str(source), len(FEED_TEXTS), tokens)}
         for line in projection(runs, args.measure_seconds, str(source.parent / "model.onnx_data")):
