@@ -123,6 +123,51 @@ def parse_settings(values: Mapping[str, Any]) -> dict[str, Any]:
     return settings
 
 
+def reused_settings(picture: StoredPicture) -> dict[str, Any]:
+    """What "reuse seed" queues of ``picture``: its seed with the steps, sampler, guidance and size it was
+    painted with, so the same prompt paints the same picture (the seed alone, under tonight's other
+    settings, paints a different one). A stored value the queue's rules refuse (a sampler name from a
+    render server, say) is left out, so the night's setting applies to it."""
+    stored = {"seed": picture.seed, "steps": picture.steps, "sampler": picture.sampler,
+              "guidance": picture.guidance,
+              "size": f"{picture.width}x{picture.height}" if picture.width and picture.height else None}
+    settings: dict[str, Any] = {}
+    for field, value in stored.items():
+        if value is None:
+            continue
+        try:
+            settings.update(parse_settings({field: value}))
+        except QueueError as exc:
+            log.info("reuse seed of picture %d: its %s is not reused (%s)", picture.id, field, exc)
+    return settings
+
+
+def describe_settings(settings: Mapping[str, Any]) -> str:
+    """``seed 1234, 20 steps, euler_a, guidance 7.5, 512x320``: a queued prompt's own settings for a message."""
+    parts = [f"seed {settings['seed']}"] if settings.get("seed") is not None else []
+    if settings.get("steps") is not None:
+        parts.append(f"{settings['steps']} steps")
+    if settings.get("sampler"):
+        parts.append(str(settings["sampler"]))
+    if settings.get("guidance") is not None:
+        parts.append(f"guidance {settings['guidance']:g}")
+    if settings.get("width") and settings.get("height"):
+        parts.append(f"{settings['width']}x{settings['height']}")
+    return ", ".join(parts)
+
+
+def queue_reuse(store: Store, picture: StoredPicture) -> tuple[int, dict[str, Any]]:
+    """Queue "reuse seed" of ``picture`` (its prompt with ``reused_settings``), the API's and the phone
+    page's one path; the owner may edit the queued prompt before its night. Returns its id and settings.
+    Raises ``QueueError`` (field ``seed``) when the picture has no stored seed (an uploaded photo)."""
+    if picture.seed is None:
+        raise QueueError("seed", f"of picture {picture.id} was not stored (an uploaded photo has none)")
+    settings = reused_settings(picture)
+    prompt_id = store.queue_prompt(picture.prompt, picture.negative_prompt, picture.theme, **settings)
+    log.info("queued prompt %d: picture %d's prompt with %s", prompt_id, picture.id, describe_settings(settings))
+    return prompt_id, settings
+
+
 def parse_strength(value: Any) -> float:
     """A variation's strength: 0.3 (close to the picture) to 0.8 (freer); blank: 0.6."""
     if _blank(value):

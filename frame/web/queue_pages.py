@@ -161,11 +161,12 @@ def remove_prompt(prompt_id: int) -> Any:
 def reuse_seed(picture_id: int) -> Any:
     ctx = web_context()
     picture = ctx.picture_or_404(picture_id)
-    if picture.seed is None:
-        raise FormError("seed", f"picture {picture_id} has no stored seed")
-    prompt_id = ctx.store.queue_prompt(picture.prompt, picture.negative_prompt, picture.theme, seed=picture.seed)
-    log.info("web: queued prompt %d: picture %d's prompt with seed %d", prompt_id, picture_id, picture.seed)
-    flash(f"Queued: the same prompt with seed {picture.seed}.")
+    try:
+        _, settings = queue_rules.queue_reuse(ctx.store, picture)
+    except queue_rules.QueueError as exc:
+        raise FormError(exc.field, exc.message) from None
+    flash(f"Queued: the same prompt with {queue_rules.describe_settings(settings)}. Edit it here before "
+          "its night to change any of them.")
     return redirect(url_for("web.queue"), 303)
 
 

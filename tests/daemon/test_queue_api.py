@@ -89,6 +89,26 @@ def test_reuse_seed_queues_the_same_prompt_and_seed(client, store, picture):
         ("a red boat", "fog", "sea", 31337, None)
 
 
+def test_reuse_seed_reuses_the_pictures_steps_size_sampler_and_guidance(client, store):
+    """Issue 29 item 16: the seed alone under tonight's settings paints a different picture."""
+    painted = add_picture(store, "a red boat", seed=7, steps=12, sampler="ddim", guidance=5.5, width=768,
+                          height=512)
+    answer = client.post(f"/api/pictures/{painted}/reuse-seed", headers=AUTH)
+    assert answer.status_code == 201
+    assert {k: answer.get_json()[k] for k in ("seed", "steps", "sampler", "guidance", "width", "height")} == \
+        {"seed": 7, "steps": 12, "sampler": "ddim", "guidance": 5.5, "width": 768, "height": 512}
+    queued = store.queued_prompts()[0]
+    assert (queued.seed, queued.steps, queued.sampler, queued.guidance, queued.width, queued.height) == \
+        (7, 12, "ddim", 5.5, 768, 512)
+    remote = add_picture(store, "a blue boat", seed=8, steps=20, sampler="Euler a", width=512, height=512)
+    client.post(f"/api/pictures/{remote}/reuse-seed", headers=AUTH)  # a render server's sampler name
+    queued = store.queued_prompts()[1]
+    assert (queued.seed, queued.steps, queued.sampler, queued.width) == (8, 20, None, 512)
+    upload = add_picture(store, "the garden", origin="upload", seed=None)
+    refused = client.post(f"/api/pictures/{upload}/reuse-seed", headers=AUTH)
+    assert refused.status_code == 422 and "seed" in refused.get_json()["error"]
+
+
 def test_more_like_this_queues_a_variation(client, store, picture):
     answer = client.post(f"/api/pictures/{picture}/variation", headers=AUTH, json={"strength": 0.35})
     assert answer.status_code == 201 and answer.get_json()["strength"] == 0.35

@@ -103,14 +103,15 @@ def move_prompt(prompt_id: int):
 
 @api.post("/pictures/<id:picture_id>/reuse-seed")
 def reuse_seed(picture_id: int):
-    """Queue the picture's prompt again with its seed (the night's other settings)."""
+    """Queue the picture's prompt again with its seed, steps, sampler, guidance and size
+    (``frame.daemon.queue.queue_reuse``): the same picture unless the owner edits the queued prompt."""
     deps = api_deps()
     picture = deps.need_picture(picture_id)
-    if picture.seed is None:
-        raise ApiError(422, f"picture {picture_id} has no stored seed")
-    prompt_id = deps.store.queue_prompt(picture.prompt, picture.negative_prompt, picture.theme, seed=picture.seed)
-    log.info("queued prompt %d: picture %d's prompt with seed %d", prompt_id, picture_id, picture.seed)
-    return jsonify({"id": prompt_id, "prompt": picture.prompt, "seed": picture.seed}), 201
+    try:
+        prompt_id, settings = queue_rules.queue_reuse(deps.store, picture)
+    except queue_rules.QueueError as exc:
+        raise ApiError(422, str(exc)) from None
+    return jsonify(deps.store.queued_prompt(prompt_id).to_json()), 201  # id, prompt, seed and the rest
 
 
 @api.post("/pictures/<id:picture_id>/variation")
