@@ -153,7 +153,8 @@ class SettingsEditor:
         resolved = self._resolve(owner_data=proposal.owner_data)
         found = list(resolved.problems.items) + resolved.owner_items
         known = {format_path(p) for p, _ in found}
-        found += [(p, m) for p, m in deep_problems(resolved.config) if format_path(p) not in known]
+        judged = resolved.with_owner or resolved.config  # the change itself, even beside a refused value
+        found += [(p, m) for p, m in deep_problems(judged) if format_path(p) not in known]
         for path, message in found:
             key = field_for(path)
             message = redact_text(_item(path, key) + message)

@@ -162,7 +162,12 @@ def test_queue_reorder_remove_and_more_like_this(server, page, store, pictures):
     _log_in(page, server, f"/pictures/{shown}")
     expect(page.locator("figcaption .seed")).to_have_text("seed 1234")
     page.get_by_role("button", name="Reuse seed 1234").click()
-    expect(page.get_by_role("status")).to_contain_text("Queued: the same prompt with seed 1234")
+    expect(page.get_by_role("status")).to_contain_text(
+        "Queued: the same prompt with seed 1234, 20 steps, euler_a, guidance 7, 512x320")
+    again = store.queued_prompts()[0]  # issue 29: the picture's own settings, not only its seed
+    assert (again.seed, again.steps, again.sampler, again.guidance, again.width, again.height) == \
+        (1234, 20, "euler_a", 7.0, 512, 320)
+    expect(page.locator("#queued > li").first).to_contain_text("size 512x320")
 
     page.goto(server + f"/pictures/{shown}")
     page.get_by_label("How much may change").fill("0.4")
@@ -204,6 +209,40 @@ def test_queue_reorder_remove_and_more_like_this(server, page, store, pictures):
     expect(page.get_by_role("status")).to_contain_text("Saved")
     edited = store.queued_prompt(heron)
     assert (edited.steps, edited.seed, edited.sampler) == (None, 99, "ddim")
+
+
+def test_queue_form_names_every_problem_with_the_models_size_rule(server, page, store, pictures):
+    """Issue 29 item 17: the form said "multiples of 64" and refused the demo's own 672x400, and showed
+    the size problem only after the others were fixed. The label states the configured model's rule,
+    every bad field is marked at once, and the demo's size is queued."""
+    expect = sync_api.expect
+    _log_in(page, server, "/queue")
+    page.get_by_label("Prompt", exact=True).fill("a heron in reeds, ink wash")
+    page.get_by_text("More options").click()
+    expect(page.locator("label[for=size]")).to_have_text("Size (WIDTHxHEIGHT, multiples of 16 px for this SD 1.5 "
+                                                         "model)")
+    page.get_by_label("Steps").evaluate("field => field.removeAttribute('max')")  # what a script could send
+    page.get_by_label("Steps").fill("1001")
+    page.get_by_label("Guidance").evaluate("field => field.removeAttribute('max')")
+    page.get_by_label("Guidance").fill("31")
+    page.locator("#size").fill("500x500")
+    page.get_by_role("button", name="Queue it").click()
+    alert = page.get_by_role("alert")
+    expect(alert).to_contain_text("steps must be from 1 to 1000")
+    expect(alert).to_contain_text("guidance must be from 0 to 30")
+    expect(alert).to_contain_text("size 500x500 is not allowed: width and height must be positive multiples of 16")
+    for label in ("Steps", "Guidance"):
+        expect(page.get_by_label(label)).to_have_attribute("aria-invalid", "true")
+    expect(page.locator("#size")).to_have_attribute("aria-invalid", "true")
+    _no_horizontal_overflow(page)
+    shot(page, "9-queue-every-problem")
+    assert store.queued_prompts() == []
+    page.get_by_label("Steps").fill("")
+    page.get_by_label("Guidance").fill("")
+    page.locator("#size").fill("672x400")  # the demo model's own size
+    page.get_by_role("button", name="Queue it").click()
+    expect(page.get_by_role("status")).to_contain_text("Queued for the next night")
+    assert (store.queued_prompts()[0].width, store.queued_prompts()[0].height) == (672, 400)
 
 
 def test_progress_is_polled_without_reload(server, page, controller, store, state_dir):
