@@ -222,6 +222,9 @@ class Daemon:
         except BaseException:
             self._render_lock.release()
             raise
+        # "rendering" from this moment: the status page the owner's button leads to must not say idle
+        # while the render thread is still writing the job folder
+        self.live.render_started(render_id, kind)
         self._spawn("render", lambda: self._render_thread(render_id, kind, night, resume))
         return render_id
 
@@ -232,6 +235,7 @@ class Daemon:
         except Exception:
             log.exception("render %d crashed in the daemon", render_id)
             self.store.finish_render(render_id, "failed", error="internal error (see the log)")
+            self.live.render_finished()  # it may have crashed before nights.render took the status over
             outcome, picture_id = None, None
         finally:
             self._render_lock.release()

@@ -151,6 +151,11 @@ def fetch_line(render: Mapping[str, Any]) -> str:
     return " · ".join(parts)
 
 
+def progress_title(kind: object) -> str:
+    """The progress card's heading: a night's render, or one the owner asked for ("paint now")."""
+    return "Painting tonight's picture" if kind in (None, "night") else "Painting a new picture now"
+
+
 def progress_view(status: Mapping[str, Any] | None) -> dict[str, Any]:
     """The render in progress from the daemon's live status (``LiveStatus.snapshot()`` shape).
 
@@ -162,6 +167,7 @@ def progress_view(status: Mapping[str, Any] | None) -> dict[str, Any]:
     percent = int(100 * step / steps) if isinstance(steps, int) and steps > 0 else None
     return {
         "active": bool(render),
+        "title": progress_title(render.get("kind")),
         "stage": str(render.get("stage") or ""),
         "step": step,
         "steps": steps,

@@ -267,6 +267,49 @@ def test_progress_is_polled_without_reload(server, page, controller, store, stat
     shot(page, "7-status-rendering")
 
 
+class LiveController(FakeController):
+    """The daemon's real live status (``LiveStatus``): what the worker's events make of the render."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from frame.daemon.status import LiveStatus
+
+        self.live = LiveStatus()
+
+    def status(self) -> dict:
+        return self.live.snapshot()
+
+
+def test_a_render_from_the_button_reads_as_such_to_its_end(store, state_dir, pictures, page):
+    """Issue 29 item 15: during a "paint now" render the status page said "state idle" with a stale
+    queue count, was headed "Painting tonight's picture", and its bar went back to empty during the
+    VAE and while preparing for the panel."""
+    expect = sync_api.expect
+    controller = LiveController()
+    controller.live.render_started(5, "now")
+    controller.live.render_progress(stage="generating (unet)", step=8, steps=8, fraction=1.0)
+    for base in _serve(make_app(store, state_dir, controller)):
+        page.goto(base + "/status")
+        expect(page.locator("#progress-title")).to_have_text("Painting a new picture now")
+        expect(page.locator('dd[data-field="state"]')).to_have_text("rendering")
+        expect(page.locator('dd[data-field="queued"]')).to_have_text("0")
+        store.queue_prompt("a heron in reeds, ink wash")
+        controller.live.render_progress(stage="generating (vae)", step=0, steps=0, fraction=1.0)  # as the worker
+        progress = page.locator("#progress")
+        expect(progress).to_contain_text("generating (vae)", timeout=8_000)
+        expect(page.locator('dd[data-field="queued"]')).to_have_text("1")
+        assert page.locator("#progress-bar").evaluate("bar => bar.value") == 100
+        controller.live.render_progress(stage="preparing for the panel")
+        expect(progress).to_contain_text("preparing for the panel", timeout=8_000)
+        assert page.locator("#progress-bar").evaluate("bar => bar.value") == 100
+        expect(page.locator("#progress-title")).to_have_text("Painting a new picture now")
+        shot(page, "7b-status-paint-now")
+        controller.live.render_finished()
+        controller.live.render_started(6, "night")
+        page.goto(base + "/status")
+        expect(page.locator("#progress-title")).to_have_text("Painting tonight's picture")
+
+
 LONG_PATH = "/var/lib/frame/checkpoints/render-12/diffusion/" + "unet-weights-shard-" * 20 + ".bin"
 LONG_ERROR = f"failed at step 'load model': FileNotFoundError: [Errno 2] No such file or directory: '{LONG_PATH}'"
 
