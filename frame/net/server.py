@@ -10,7 +10,7 @@ from typing import Any
 from waitress.server import create_server
 
 from frame.errors import FrameError
-from frame.net.bodylimit import BODY_POLICY_KEY, RECV_SLACK, BodyPolicy, install
+from frame.net.bodylimit import BODY_POLICY_KEY, RECV_SLACK, TOO_LARGE_PAGE_KEY, BodyPolicy, install
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,8 @@ class HttpServer:
     write request bodies to its SD card (waitress otherwise spools up to 1 GiB per request to /tmp).
 
     ``body_policy`` (default: the app's ``extensions[BODY_POLICY_KEY]``, which the phone pages set for
-    the photo upload) may raise the cap for one request from its headers alone (``bodylimit``).
+    the photo upload) may raise the cap for one request from its headers alone (``bodylimit``), and
+    the app's ``extensions[TOO_LARGE_PAGE_KEY]`` answers a refused body in its own words.
     """
 
     def __init__(self, app: Any, listen: str, threads: int = 4, max_body: int | None = None,
@@ -59,8 +60,9 @@ class HttpServer:
                                          clear_untrusted_proxy_headers=True)
         except OSError as exc:
             raise FrameError(f"cannot listen on {listen} (web.listen): {exc.strerror or exc}") from exc
-        if body_policy is not None:
-            install(self._server, body_policy)
+        too_large = getattr(app, "extensions", {}).get(TOO_LARGE_PAGE_KEY)
+        if body_policy is not None or too_large is not None:
+            install(self._server, body_policy, too_large)
         self._closing = False
         self._announce = announce
         self._thread = threading.Thread(target=self._serve, name="http", daemon=True)

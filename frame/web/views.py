@@ -21,7 +21,7 @@ from frame.config.redact import redact_deep
 from frame.daemon import deletion
 from frame.daemon.http.contract import Busy, storage_full
 from frame.errors import FrameError
-from frame.web import auth, present
+from frame.web import auth, present, too_large
 from frame.web.context import WebContext
 from frame.web.forms import TOKEN_MAX, FormError, parse_page, parse_rating, safe_next
 from frame.web.routes import bp, web_context
@@ -256,7 +256,6 @@ def failed(exc: Exception) -> Any:
 ERROR_PAGES = ((400, "The request was incomplete (missing form token?). Reload the page."),
                (403, "Refused: the form was stale or came from another site. Reload the page."),
                (404, "There is no such picture or page."),
-               (413, "That was too much data."),
                (429, "Too many attempts. Wait a few minutes."))
 
 
@@ -268,3 +267,12 @@ def _error_page(code: int, message: str) -> Any:
 
 for _code, _message in ERROR_PAGES:
     bp.register_error_handler(_code, _error_page(_code, _message))
+
+
+@bp.errorhandler(413)
+def _too_large(_exc: Exception) -> Any:
+    """A body over its cap that reached the app (a chunked one, or a declared length the server let
+    through): the limit that applies and a link back, as the server's own 413 page says it."""
+    cap = request.max_content_length or 0
+    return render_template("error.html", **too_large.error_page_values(
+        request.method, request.path, request.content_length, cap)), 413

@@ -489,3 +489,25 @@ def test_owner_uploads_a_photo_shows_it_and_the_virtual_panel_shows_the_preview(
     expect(page.locator(".grid li")).to_have_count(2)
     assert store.picture(uploaded.id) is None
     assert not [f for f in (state_dir / "gallery").iterdir() if "-upload-" in f.name]
+
+
+def test_a_photo_over_20_mb_gets_a_styled_page_with_the_limit_and_a_way_back(server, page, store, tmp_path):
+    """Issue 29 item 14: the server refuses the body from its headers, and answered with waitress's bare
+    text ("Request Entity Too Large / exceeds max_body of 65537"), ~980 px wide on a phone."""
+    expect = sync_api.expect
+    big = tmp_path / "IMG_0100.jpg"
+    with big.open("wb") as out:
+        out.truncate(21 * 1024 * 1024)  # sparse: 22 MB on the wire, nothing much on disk
+    _log_in(page, server, "/upload")
+    page.get_by_label("Photo", exact=True).set_input_files(str(big))
+    page.get_by_role("button", name="Upload").click()
+    alert = page.get_by_role("alert")
+    expect(alert).to_contain_text("The photo is too large: the frame takes photos of at most 20 MB "
+                                  "(this one is 22.0 MB)")
+    assert "max_body" not in page.content()
+    assert page.locator("header.top").is_visible()  # the pages' own layout and style sheet
+    _no_horizontal_overflow(page)
+    shot(page, "16-upload-too-large")
+    page.get_by_role("link", name="Back to the upload form").click()
+    expect(page.get_by_label("Photo", exact=True)).to_be_visible()
+    assert [p for p in store.pictures() if p.origin == "upload"] == []
