@@ -103,17 +103,25 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _status_offline(config: Config) -> dict[str, Any]:
+    import sqlite3
+
     from frame.config import state_dir
     from frame.config.redact import redact_deep
     from frame.daemon.store.database import Store
 
-    store = Store.open(state_dir(config))
+    folder = state_dir(config)
+    store = Store.open_read_only(folder)  # a status never creates the store (nor its folder)
+    if store is None:
+        return {"state": "daemon not running", "shown": None, "renders": [], "feeds": [], "queued_prompts": 0,
+                "notice": f"no picture store yet in {folder} (the daemon creates it at its first start)"}
     try:
         shown = store.last_shown()
         return redact_deep({"state": "daemon not running", "shown": shown.to_json() if shown else None,
                             "renders": [render.to_json() for render in store.renders(3)],
                             "feeds": [feed.to_json() for feed in store.feed_health()],
                             "queued_prompts": len(store.queued_prompts())})
+    except sqlite3.Error as exc:
+        raise FrameError(f"could not read the picture store {store.path}: {exc}") from exc
     finally:
         store.close()
 
