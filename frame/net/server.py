@@ -36,6 +36,9 @@ class HttpServer:
     the cap, and every accepted body fits waitress's in-memory buffer, so no client can make the frame
     write request bodies to its SD card (waitress otherwise spools up to 1 GiB per request to /tmp).
 
+    ``listen_option`` names where ``listen`` came from in the error for a busy port (``--listen`` for
+    ``frame serve-model``). ``announce`` is the log line once it listens: a URL that answers.
+
     ``body_policy`` (default: the app's ``extensions[BODY_POLICY_KEY]``, which the phone pages set for
     the photo upload) may raise the cap for one request from its headers alone (``bodylimit``), and
     the app's ``extensions[TOO_LARGE_PAGE_KEY]`` answers a refused body in its own words.
@@ -43,7 +46,7 @@ class HttpServer:
 
     def __init__(self, app: Any, listen: str, threads: int = 4, max_body: int | None = None,
                  announce: str = "API listening on http://%s:%d/api/status",
-                 body_policy: BodyPolicy | None = None) -> None:
+                 body_policy: BodyPolicy | None = None, listen_option: str = "web.listen") -> None:
         if max_body is None:
             max_body = int(getattr(app, "config", {}).get("MAX_CONTENT_LENGTH") or 64 * 1024)
         if body_policy is None:
@@ -59,7 +62,7 @@ class HttpServer:
                                          max_request_header_size=MAX_HEADER_BYTES,
                                          clear_untrusted_proxy_headers=True)
         except OSError as exc:
-            raise FrameError(f"cannot listen on {listen} (web.listen): {exc.strerror or exc}") from exc
+            raise FrameError(f"cannot listen on {listen} ({listen_option}): {exc.strerror or exc}") from exc
         too_large = getattr(app, "extensions", {}).get(TOO_LARGE_PAGE_KEY)
         if body_policy is not None or too_large is not None:
             install(self._server, body_policy, too_large)

@@ -74,6 +74,11 @@ def _onnxstream_problems(source: str) -> list[str]:
     """No model_index.json: fine if it is an OnnxStream folder frame can run, else say what is missing."""
     from frame.diffusion.onnxstream_layout import OnnxStreamFiles, is_onnxstream_folder
 
+    folder = Path(source).expanduser()
+    if not folder.exists():
+        return [f"{source} does not exist (model.source names a model folder, an http(s) URL, or 'demo')"]
+    if not folder.is_dir():
+        return [f"{source} is a file, not a model folder (a diffusers ONNX export or an OnnxStream folder)"]
     if not is_onnxstream_folder(source):
         return [f"{source} is neither a diffusers ONNX export folder (no model_index.json there) nor an "
                 "OnnxStream model folder (tokenizer/vocab.txt or sdxl_tokenizer/vocab.txt plus model.txt folders)"]
