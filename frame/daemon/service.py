@@ -39,7 +39,7 @@ from frame.daemon.live_settings import LiveSettings, feed_fetcher
 from frame.daemon.lock import StateDirLock
 from frame.daemon.sdnotify import Notifier, watchdog_interval
 from frame.daemon.status import LiveStatus
-from frame.daemon.store.database import Store
+from frame.daemon.store.database import Store, now_iso
 from frame.errors import FrameError
 from frame.net.server import HttpServer
 
@@ -375,7 +375,7 @@ class Daemon:
         if result.status == "too-soon":
             log.info("info screen not shown: %s", result.message)
             return
-        self.live.update(shown={"picture_id": picture_id, "reason": infoscreen.INFO_REASON, "since": time.time(),
+        self.live.update(shown={"picture_id": picture_id, "reason": infoscreen.INFO_REASON, "since": now_iso(),
                                 "output": result.shown})
 
     def _flush_pending_show(self) -> None:

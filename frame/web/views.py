@@ -164,6 +164,12 @@ def render_now() -> Any:
     return redirect(url_for("web.status"), 303)
 
 
+@bp.get("/favicon.ico")
+def favicon() -> Any:
+    """The tab's icon (a framed landscape), where every browser asks for it (it was a 404 per page view)."""
+    return bp.send_static_file("favicon.ico")
+
+
 @bp.get("/status")
 def status() -> Any:
     ctx = web_context()
@@ -173,7 +179,8 @@ def status() -> Any:
     next_runs = sorted((name, present.short_time(when) or str(when))
                        for name, when in (live.get("next_runs") or {}).items() if when)
     return render_template("status.html", progress=present.progress_view(live), renders=renders,
-                           feeds=feeds, next_runs=next_runs, live=bool(live),
+                           feeds=feeds, feeds_configured=bool(ctx.config.feeds.sources), next_runs=next_runs,
+                           live=bool(live),
                            state=str(live.get("state") or ""), queued=len(ctx.store.queued_prompts()))
 
 

@@ -170,7 +170,9 @@ def test_queue_reorder_remove_and_more_like_this(server, page, store, pictures):
     expect(page.locator("#queued > li").first).to_contain_text("size 512x320")
 
     page.goto(server + f"/pictures/{shown}")
+    expect(page.locator("#strength-value")).to_have_text("0.6")  # issue 29: the slider says its value
     page.get_by_label("How much may change").fill("0.4")
+    expect(page.locator("#strength-value")).to_have_text("0.4")
     shot(page, "7-picture-more-like-this")
     page.get_by_role("button", name="More like this").click()
     expect(page.get_by_role("status")).to_contain_text("Queued a variation of this picture (strength 0.4)")

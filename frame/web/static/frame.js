@@ -97,3 +97,14 @@
   }
   window.setTimeout(poll, wasActive ? 2000 : 10000);
 }());
+
+// "More like this": the strength slider says its value (a range input shows none by itself).
+(function () {
+  "use strict";
+  var slider = document.getElementById("strength");
+  var shown = document.getElementById("strength-value");
+  if (!slider || !shown || slider.type !== "range") { return; }
+  function update() { shown.textContent = Number(slider.value).toString(); }
+  slider.addEventListener("input", update);
+  update();
+}());
