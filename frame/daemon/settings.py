@@ -168,7 +168,7 @@ class SettingsEditor:
         """Write the checked owner layer atomically, keeping the current one as the previous version."""
         if not proposal.ok:
             raise ValueError("refusing to save settings with problems")
-        owner.save(self.state_dir(), proposal.owner_data)
+        owner.save(self.state_dir(), proposal.owner_data, below=self._layers().source)  # the header names it
 
     def restore_previous(self) -> tuple[bool, Config | None, list[str]]:
         """Swap in ``settings.previous.yaml``; when the previous version no longer passes the checks

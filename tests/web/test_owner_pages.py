@@ -41,3 +41,29 @@ def test_the_favicon_is_served(client):
 def test_the_strength_slider_shows_its_value(owner, pictures):
     page = owner.get(f"/pictures/{pictures['new']}").get_data(as_text=True)
     assert '<span id="strength-value" class="value" aria-live="polite">0.6</span>' in page
+
+
+def test_the_login_page_says_where_the_token_is_without_a_shell(client):
+    """Issue 29 item 19: the login page only pointed to `frame token`, which needs a shell on the frame."""
+    page = client.get("/login").get_data(as_text=True)
+    assert "<code>web.token</code> in the frame's configuration file" in page
+    assert "<code>/var/lib/frame/token</code>" in page and "journalctl -u frame" in page
+
+
+def test_settings_yaml_names_the_configuration_file_it_sits_on(tmp_path):
+    """Issue 29 item 19: its header named /etc/frame/config.yaml even when --config named another file."""
+    from frame.daemon.settings import SettingsEditor
+
+    config = tmp_path / "my-frame.yaml"
+    config.write_text(f"state_dir: {tmp_path / 'state'}\n")
+    (tmp_path / "state").mkdir()
+    (tmp_path / "bare").mkdir()
+    editor = SettingsEditor(config, {}, state_dir=tmp_path / "state")
+    proposal = editor.propose({"model.steps": 4})
+    assert proposal.ok, proposal.problems
+    editor.save(proposal)
+    text = (tmp_path / "state" / "settings.yaml").read_text()
+    assert f"differ from {config} (or the built-in defaults)" in text and "/etc/frame" not in text
+    defaults = SettingsEditor(None, {}, state_dir=tmp_path / "bare")
+    defaults.save(defaults.propose({"model.steps": 5}))
+    assert "differ from the built-in defaults are kept" in (tmp_path / "bare" / "settings.yaml").read_text()
