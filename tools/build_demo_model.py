@@ -27,6 +27,9 @@ import diffusers_export as dx  # noqa: E402
 import onnx_export as ox  # noqa: E402
 import tiny_models as tm  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from frame.models import DEFAULT_STEPS_KEY, DEMO_DEFAULT_STEPS  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 SEED = 20240501
 
