@@ -1,5 +1,6 @@
 """`frame demo` end to end: a whole night on the bundled model, exactly as README's first command runs it."""
 
+import re
 import sqlite3
 import subprocess
 import sys
@@ -24,3 +25,6 @@ def test_demo_runs_a_whole_night_and_records_it(tmp_path):
     picture = state / "gallery" / file
     assert picture.is_file() and f"picture:  {picture}" in out
     assert "parameters" in Image.open(picture).info  # generation parameters travel with the PNG
+    # issue 29 item 21: the summary said "MB" for the worker's peak where the log says MiB
+    [peak] = re.findall(r"worker peak (\d+) MiB RSS", out)
+    assert f"worker peak {peak} MiB" in result.stderr and " MB RSS" not in out

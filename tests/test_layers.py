@@ -238,6 +238,10 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("frame.web.settings", "frame.worker.checks"): "the deep checks load frame.diffusion's rules and model-file "
                                                    "readers; only once the settings page is viewed",
     ("frame.daemon.settings", "frame.worker.checks"): "as frame.web.settings; only once a setting is saved",
+    ("frame.daemon.queue", "frame.worker.checks"): "as frame.daemon.settings (the model's size and step rules); "
+                                                   "only once a prompt is queued or edited",
+    ("frame.web.queue_pages", "frame.worker.checks"): "as frame.daemon.queue; only once the queue page is viewed "
+                                                      "(its size label states the model's rule)",
     ("frame.web.settings", "gpiozero"): "whether the optional extra is installed is the question",
     ("frame.diffusion.configured", "frame.diffusion.pipeline"): "onnx +20.0 MiB/0.56 s in every render worker (over "
                                                                 "its numpy+Pillow); only once it paints locally",

@@ -11,6 +11,7 @@ let every frame command run offline with the same code path a real SD 1.5 export
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import sys
 import time
@@ -25,6 +26,9 @@ import clip_vocab  # noqa: E402
 import diffusers_export as dx  # noqa: E402
 import onnx_export as ox  # noqa: E402
 import tiny_models as tm  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from frame.models import DEFAULT_STEPS_KEY, DEMO_DEFAULT_STEPS  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SEED = 20240501
@@ -101,6 +105,10 @@ def main(argv: list[str] | None = None) -> int:
                                 scheduler_extra=SCHEDULER_EXTRA)
     if kept is not None:
         readme.write_text(kept)
+    index_path = args.out / "model_index.json"  # the model's own default steps travel with it (frame.models)
+    index = json.loads(index_path.read_text())
+    index[DEFAULT_STEPS_KEY] = DEMO_DEFAULT_STEPS
+    index_path.write_text(json.dumps(dict(sorted(index.items())), indent=2) + "\n")
     clip_vocab.verify_tokenizer(args.out / "tokenizer", 49408)
     for f in sorted(set(report.files)):
         print(f"wrote {f.relative_to(args.out)}: {f.stat().st_size / 1024:.0f} KiB")

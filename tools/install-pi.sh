@@ -98,11 +98,16 @@ source_stamp() {  # what is being installed: the lock and frame's own files
 # ------------------------------------------------------------------------------------------------
 step checks
 if [ "$DRY_RUN" = 0 ] && [ "$(id -u)" != 0 ]; then die "run as root: sudo $0 $*"; fi
-[ "$(uname -m)" = aarch64 ] || die "needs 64-bit Raspberry Pi OS (aarch64); this is $(uname -m)"
+ARCH=$(uname -m)
+if [ "$ARCH" != aarch64 ]; then
+    # a dry run changes nothing, so it may show the steps on any machine (a laptop, CI); a real run may not
+    [ "$DRY_RUN" = 1 ] || die "needs 64-bit Raspberry Pi OS (aarch64); this is $ARCH"
+    echo "   note: this is $ARCH, not 64-bit Raspberry Pi OS (aarch64): a real run refuses here; the dry run goes on"
+fi
 for file in requirements-pi.txt config.yaml setup.cfg; do
     [ -f "$REPO/$file" ] || die "$REPO/$file is missing: run this from a clone of the repository"
 done
-ok "root, aarch64, repository at $REPO"
+ok "$([ "$DRY_RUN" = 1 ] && echo "dry run" || echo root), $ARCH, repository at $REPO"
 
 step spi
 BOOT_CONFIG=/boot/firmware/config.txt

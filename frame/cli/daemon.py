@@ -103,17 +103,25 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _status_offline(config: Config) -> dict[str, Any]:
+    import sqlite3
+
     from frame.config import state_dir
     from frame.config.redact import redact_deep
     from frame.daemon.store.database import Store
 
-    store = Store.open(state_dir(config))
+    folder = state_dir(config)
+    store = Store.open_read_only(folder)  # a status never creates the store (nor its folder)
+    if store is None:
+        return {"state": "daemon not running", "shown": None, "renders": [], "feeds": [], "queued_prompts": 0,
+                "notice": f"no picture store yet in {folder} (the daemon creates it at its first start)"}
     try:
         shown = store.last_shown()
         return redact_deep({"state": "daemon not running", "shown": shown.to_json() if shown else None,
                             "renders": [render.to_json() for render in store.renders(3)],
                             "feeds": [feed.to_json() for feed in store.feed_health()],
                             "queued_prompts": len(store.queued_prompts())})
+    except sqlite3.Error as exc:
+        raise FrameError(f"could not read the picture store {store.path}: {exc}") from exc
     finally:
         store.close()
 
@@ -258,9 +266,17 @@ def cmd_install_service(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    run = subparsers.add_parser("run", help="run the daemon: nightly render, feeds, API (what systemd starts)")
+    run = subparsers.add_parser(
+        "run", help="run the daemon: nightly render, feeds, API (what systemd starts)",
+        description="Run the frame's daemon in the foreground: it paints a picture every night on the schedule, "
+                    "fetches the prompt feeds, shows pictures on the panel and serves the phone page and the JSON "
+                    "API on web.listen. systemd starts it (frame install-service); stop it with Ctrl-C.")
     run.set_defaults(func=cmd_run)
-    status = subparsers.add_parser("status", help="what is shown, render progress, next runs, feed health")
+    status = subparsers.add_parser(
+        "status", help="what is shown, render progress, next runs, feed health",
+        description="Ask the running daemon what the panel shows, how a render is going, when the next renders "
+                    "and shows are and how the prompt feeds did. Without a daemon it reads the picture store "
+                    "(never creating it).")
     status.add_argument("--json", action="store_true", help="print the raw status as JSON")
     status.set_defaults(func=cmd_status)
     rate = subparsers.add_parser("rate", help="rate a picture: like / dislike (+1 / -1) or 1..5 stars")
@@ -277,9 +293,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                                "queued ones")
     queue_cli.add_arguments(queue)
     queue.set_defaults(func=cmd_queue)
-    render = subparsers.add_parser("render-now", help="start a render now (one at a time)")
+    render = subparsers.add_parser(
+        "render-now", help="start a render now (one at a time)",
+        description="Ask the running daemon to paint a new picture now, outside the schedule, and show it when "
+                    "done. Refused while a render runs. Follow it with 'frame status' or the phone page.")
     render.set_defaults(func=cmd_render_now)
-    token = subparsers.add_parser("token", help="print the owner token (generated at first use, mode 0600)")
+    token = subparsers.add_parser(
+        "token", help="print the owner token (generated at first use, mode 0600)",
+        description="Print the owner token: the password of the phone page and the API (web.token, else the one "
+                    "the daemon generated in the state folder at first use, mode 0600).")
     token.set_defaults(func=cmd_token)
     install = subparsers.add_parser("install-service", help="write the systemd unit for this installation")
     install.add_argument("--user", default="frame", help="system user the daemon runs as (default: frame)")

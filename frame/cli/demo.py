@@ -86,5 +86,5 @@ def run_demo(args: argparse.Namespace) -> int:
           f"  shown on the virtual panel: {result.shown}\n"
           f"  database: {state_dir / 'frame.db'}\n"
           f"done in {time.monotonic() - started:.1f} s (picture #{result.picture_id}, "
-          f"worker peak {result.peak_rss_mb:.0f} MB RSS)")
+          f"worker peak {result.peak_rss_mb:.0f} MiB RSS, as the log says)")
     return 0

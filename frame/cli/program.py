@@ -62,6 +62,18 @@ def _accept_global_options_everywhere(parser: argparse.ArgumentParser) -> None:
                 _accept_global_options_everywhere(sub)
 
 
+def _describe_every_command(parser: argparse.ArgumentParser) -> None:
+    """``frame COMMAND --help`` starts with what the command does: a command registered without its
+    own ``description`` gets its one-line help as one (``run``, ``status`` and others once had none)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for choice in action._choices_actions:
+                sub = action.choices[choice.dest]
+                if not sub.description and choice.help:
+                    sub.description = choice.help[0].upper() + choice.help[1:] + "."
+                _describe_every_command(sub)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="frame",
@@ -72,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(subparsers)
+    _describe_every_command(parser)
     _accept_global_options_everywhere(parser)
     return parser
 

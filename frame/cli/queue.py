@@ -20,7 +20,8 @@ SETTINGS = (("steps", "denoising steps (default: model.steps, or what fits the n
             ("sampler", "sampler name, e.g. euler_a, ddim, dpm++2m_karras (default: model.sampler)"),
             ("guidance", "classifier-free guidance scale (default: model.guidance)"),
             ("seed", "seed; -1 = random (the default)"),
-            ("size", "WIDTHxHEIGHT, multiples of 64 (default: model.size)"))
+            ("size", "WIDTHxHEIGHT in the model's multiples: 16 px for the demo, 64 for SD 1.5 and SDXL "
+                     "(default: model.size)"))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

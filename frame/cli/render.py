@@ -21,7 +21,11 @@ SAMPLERS = get_args(SamplerName)
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("render", help="generate one picture with Stable Diffusion")
+    parser = subparsers.add_parser(
+        "render", help="generate one picture with Stable Diffusion",
+        description="Paint one picture with the configured model (or --model) on this computer, without the "
+                    "daemon, and write it to --out with its parameters. Bad options and files are refused "
+                    "before the model loads (exit 2).")
     parser.add_argument("--model", metavar="SRC", help="diffusers ONNX export folder or http(s) URL "
                         "(default: model.source from the configuration; 'demo' = the bundled demo model)")
     parser.add_argument("--prompt", help="what to paint (A1111 emphasis like (word:1.3) works)")
@@ -202,6 +206,33 @@ def _strength(args: argparse.Namespace) -> float | None:
     return DEFAULT_STRENGTH if args.strength is None else args.strength
 
 
+def _check_inputs(args: argparse.Namespace, config) -> None:
+    """Refuse a missing model folder or input file before the model loads (exit 2, bad input): the
+    init image was once reported only after a model had loaded, and a missing --model exited 1."""
+    from pathlib import Path
+
+    from PIL import Image, UnidentifiedImageError
+
+    from frame.models import resolve_model_source
+
+    source = resolve_model_source(args.model or config.model.source)
+    if "://" not in source and not Path(source).expanduser().is_dir():
+        where = f"--model {args.model}" if args.model else f"model.source {config.model.source}"
+        raise UsageError(f"{where}: no such model folder (a diffusers ONNX export or OnnxStream folder, an "
+                         "http(s) URL, or 'demo')")
+    for option, path in (("--init-noise", args.init_noise), ("--decode-latents", args.decode_latents)):
+        if path and not Path(path).is_file():
+            raise UsageError(f"{option} {path}: no such file")
+    if args.init_image:
+        try:
+            with Image.open(args.init_image) as image:
+                image.size  # noqa: B018 - the header is read: is it a picture at all?
+        except FileNotFoundError:
+            raise UsageError(f"--init-image {args.init_image}: no such file") from None
+        except (UnidentifiedImageError, OSError, ValueError) as exc:
+            raise UsageError(f"--init-image {args.init_image}: not a picture Pillow can read ({exc})") from None
+
+
 def render_command(args: argparse.Namespace) -> int:
     from frame.config import load_config
     from frame.diffusion.configured import load_configured_pipeline
@@ -214,6 +245,7 @@ def render_command(args: argparse.Namespace) -> int:
         raise UsageError("render: --prompt is required (or --decode-latents FILE.npy)")
     if args.strength is not None and args.init_image is None:
         raise UsageError("render: --strength is for image-to-image: give --init-image FILE too")
+    _check_inputs(args, config)
     out_format = _out_format(args.out)
     check_writable(args.out, "--out")
     if args.save_latents:

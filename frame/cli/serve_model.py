@@ -66,7 +66,7 @@ def serve_model_command(args: argparse.Namespace) -> int:
         raise UsageError(f"serve-model: {args.folder} is not a folder")
     token = read_token(args)
     server = HttpServer(ModelServerApp(args.folder, token), args.listen, threads=args.threads, max_body=0,
-                        announce="model server listening on %s:%d")
+                        announce="model server listening on %s:%d", listen_option="--listen")
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())

@@ -85,7 +85,8 @@ class RenderServer:
         self.jobs = RenderQueue(pipe, max_waiting)
         app = create_app(pipe, self.jobs, token, model_name)
         # one thread per waiting job, one for the running job's request, two for progress polls
-        self.http = HttpServer(app, listen, threads=max_waiting + 3, max_body=MAX_BODY_BYTES)
+        self.http = HttpServer(app, listen, threads=max_waiting + 3, max_body=MAX_BODY_BYTES, listen_option="--listen",
+                               announce="render server listening on http://%s:%d/sdapi/v1/sd-models (A1111 API)")
         self.http.start()
 
     @property

@@ -151,9 +151,18 @@ def size_or_auto(value: str) -> str | None:
     problem = size(value)
     if problem:
         return f"must be 'auto' or WIDTHxHEIGHT like 512x320, got {value!r}"
+    return None  # the multiple a side must be is the model's (frame.diffusion.rules, the deep checks)
+
+
+def remote_size_or_auto(value: str) -> str | None:
+    """A render server's size: its model is not here to ask, and the AUTOMATIC1111 API takes sides in
+    multiples of 8 (the VAE's), so that is the rule checked."""
+    problem = size_or_auto(value)
+    if problem or value == "auto":
+        return problem
     width, height = (int(v) for v in value.split("x"))
     if width % 8 or height % 8:
-        return f"width and height must be multiples of 8, got {value!r}"
+        return f"width and height must be multiples of 8 for a render server, got {value!r}"
     return None
 
 

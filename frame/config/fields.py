@@ -115,7 +115,8 @@ FIELDS: tuple[Field, ...] = (
     field("model.steps", "Painting", "Steps", NEXT, "Empty: the largest count that fits the window.", minimum=1),
     field("model.guidance", "Painting", "Guidance", NEXT, "Empty: the model's default.", minimum=0,
           maximum=checks.MAX_GUIDANCE, step="0.5"),
-    field("model.size", "Painting", "Size", NEXT, "auto, or WIDTHxHEIGHT in multiples of 8 like 512x320."),
+    field("model.size", "Painting", "Size", NEXT, ("auto, or WIDTHxHEIGHT like 512x320 in the model's multiples: "
+                                                "16 px for the demo, 64 for SD 1.5 and SDXL.")),
     field("gallery.max_pictures", "Gallery", "Keep at most … pictures", NEXT, minimum=1, maximum=10_000_000),
     field("gallery.max_disk_mb", "Gallery", "Keep at most … MB of pictures", NEXT, minimum=1, maximum=100_000_000),
     field("buttons.enabled", "Frame", "Buttons on the frame", RESTART),

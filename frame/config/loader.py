@@ -161,6 +161,9 @@ class Resolved:
     layers: Layers
     owner_problems: list[str]
     owner_items: list[tuple[Path, str]] = dataclasses.field(default_factory=list)  # the same, by key path
+    # the owner layer applied with its refused values at their defaults: what the settings page's model
+    # checks judge, so a size the model refuses is named together with a schema problem, not after it
+    with_owner: Config | None = None
 
     @property
     def source(self) -> str:
@@ -213,8 +216,8 @@ def resolve(path: str | os.PathLike | None = None, environ: Mapping[str, str] | 
     own = [(item, line) for item, line in pairs if format_path(item[0]) not in known]
     lines, items = [line for _, line in own], [item for item, _ in own]
     if own or base_problems.lines:  # a broken file stays an error even where the owner layer covers it
-        return Resolved(base, base_problems, layers, lines, items)
-    return Resolved(config, problems, layers, lines, items)
+        return Resolved(base, base_problems, layers, lines, items, with_owner=config)
+    return Resolved(config, problems, layers, lines, items, with_owner=config)
 
 
 def validate(path: str | os.PathLike | None, environ: Mapping[str, str] | None) -> tuple[Config, Problems, str]:

@@ -31,8 +31,16 @@ SETTINGS_FILE = "settings.yaml"
 PREVIOUS_FILE = "settings.previous.yaml"
 ASIDE_PREFIX = "settings.yaml.unusable-"
 HEADER = ("# frame: the settings changed on the phone's settings page (the owner layer).\n"
-          "# Only values that differ from /etc/frame/config.yaml (or the built-in defaults) are kept here;\n"
+          "# Only values that differ from {below} are kept here;\n"
           "# FRAME_* environment variables still win over them. Written by the daemon: edit with care.\n")
+
+
+def header(below: str | None = None) -> str:
+    """The file's opening comment, naming the layer below it: the configuration file the daemon was
+    started with (``--config``, ``$FRAME_CONFIG`` or /etc/frame/config.yaml), or the built-in defaults."""
+    if below is None or below == "built-in defaults":
+        return HEADER.format(below="the built-in defaults")
+    return HEADER.format(below=f"{below} (or the built-in defaults)")
 
 
 def settings_path(state_dir: str | Path) -> Path:
@@ -75,13 +83,14 @@ def read_owner_layer(state_dir: str | Path) -> OwnerLayer:
     return OwnerLayer(path, data=data, lines=lines, exists=True)
 
 
-def dump(data: dict) -> bytes:
-    """The file's bytes: the header, then ``data`` with every string that another YAML reader could take
-    for a time, number or boolean quoted (``yamltext.dump_yaml``)."""
-    return (HEADER + dump_yaml(data)).encode("utf-8") if data else HEADER.encode("utf-8")
+def dump(data: dict, below: str | None = None) -> bytes:
+    """The file's bytes: the header (naming ``below``, the configuration file under it), then ``data``
+    with every string that another YAML reader could take for a time, number or boolean quoted
+    (``yamltext.dump_yaml``)."""
+    return (header(below) + dump_yaml(data)).encode("utf-8") if data else header(below).encode("utf-8")
 
 
-def save(state_dir: str | Path, data: dict) -> None:
+def save(state_dir: str | Path, data: dict, below: str | None = None) -> None:
     """Replace ``settings.yaml`` with ``data``, keeping the current file as ``settings.previous.yaml``.
 
     Each of the two writes is atomic: a power cut leaves the old settings, or the old ones twice
@@ -90,9 +99,9 @@ def save(state_dir: str | Path, data: dict) -> None:
     try:
         current = path.read_bytes()
     except FileNotFoundError:
-        current = HEADER.encode("utf-8")  # "previous" = no owner settings at all
+        current = header(below).encode("utf-8")  # "previous" = no owner settings at all
     write_private_atomic(previous, current)
-    write_private_atomic(path, dump(data))
+    write_private_atomic(path, dump(data, below))
 
 
 def restore_previous(state_dir: str | Path) -> bool:
@@ -106,7 +115,7 @@ def restore_previous(state_dir: str | Path) -> bool:
     try:
         current = path.read_bytes()
     except FileNotFoundError:
-        current = HEADER.encode("utf-8")
+        current = header().encode("utf-8")
     write_private_atomic(path, older)
     write_private_atomic(previous, current)
     return True

@@ -72,7 +72,7 @@ class RemoteRenderConfig:
     steps: int = _opt(25, checks.positive)
     guidance: float = _opt(7.0, checks.guidance)
     sampler: SamplerName = "dpm++2m_karras"
-    size: str = _opt("auto", checks.size_or_auto)
+    size: str = _opt("auto", checks.remote_size_or_auto)
     connect_timeout_seconds: float = _opt(5.0, checks.positive)
     job_timeout_minutes: float = _opt(30.0, checks.positive)
     poll_seconds: float = _opt(2.0, checks.positive)

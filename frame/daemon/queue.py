@@ -23,16 +23,16 @@ from frame.config.checks import MAX_GUIDANCE
 from frame.config.schema import Config, SamplerName
 from frame.daemon.store import gallery
 from frame.daemon.store.database import Store
-from frame.daemon.store.records import StoredPicture
+from frame.daemon.store.records import QueuedPrompt, StoredPicture
 from frame.models import resolve_model_source
 from frame.seeds import RANDOM, SEED_LIMIT
 
 log = logging.getLogger(__name__)
 
 SETTING_FIELDS = ("steps", "sampler", "guidance", "seed", "size")
-MAX_STEPS = 150  # A1111's slider; a night on a Pi Zero takes minutes per step
+MAX_STEPS = 1000  # the training timesteps of every model frame runs; the model's own limit may be lower (LCM: 50)
 MAX_SIDE = 2048
-SIZE_STEP = 64  # a latent side must be a multiple of 8 (64 pixels) for SD 1.5 and SDXL (diffusion.sizes)
+VAE_STEP = 8  # every model's VAE needs multiples of 8 px; the model's own step (16 demo, 64 SD 1.5) is asked of it
 STRENGTH_RANGE = (0.3, 0.8)  # below: hardly changes the picture; above: hardly keeps it
 DEFAULT_STRENGTH = 0.6  # frame.diffusion.img2img.DEFAULT_STRENGTH (tests/daemon/test_queue.py ties them)
 SAMPLERS = get_args(SamplerName)
@@ -41,12 +41,18 @@ _WHOLE = re.compile(r"-?[0-9]{1,12}")  # ASCII digits only (str.isdigit() accept
 
 
 class QueueError(ValueError):
-    """A queued prompt's field is unusable; ``field`` names it for the owner's message."""
+    """A queued prompt's field is unusable; ``field`` names it for the owner's message. ``problems``
+    holds every ``(field, message)`` found at once (the first is ``field``/``message``), so the owner
+    fixes them all in one go instead of meeting the next one after each fix."""
 
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field} {message}")
-        self.field = field
-        self.message = message
+    def __init__(self, field: str, message: str, problems: list[tuple[str, str]] | None = None) -> None:
+        self.problems = problems or [(field, message)]
+        super().__init__("; ".join(f"{name} {text}" for name, text in self.problems))
+        self.field, self.message = self.problems[0]
+
+    @classmethod
+    def of(cls, problems: list[tuple[str, str]]) -> QueueError:
+        return cls(*problems[0], problems=problems)
 
 
 def _blank(value: Any) -> bool:
@@ -86,7 +92,8 @@ def parse_seed(value: Any) -> int | None:
 
 
 def parse_size(value: Any) -> tuple[int | None, int | None]:
-    """``"WxH"`` (multiples of 64, at most 2048) → (width, height); blank → the night's size."""
+    """``"WxH"`` (sides up to 2048) → (width, height); blank → the night's size. The multiple a side
+    must be is the model's, checked by ``parse_settings``."""
     if _blank(value):
         return None, None
     if not isinstance(value, str):
@@ -95,32 +102,108 @@ def parse_size(value: Any) -> tuple[int | None, int | None]:
     if len(parts) != 2 or not all(_WHOLE.fullmatch(p.strip()) and "-" not in p for p in parts):
         raise QueueError("size", f"must be WIDTHxHEIGHT like 768x512, got {value!r}")
     width, height = (int(p) for p in parts)
-    if not (SIZE_STEP <= width <= MAX_SIDE and SIZE_STEP <= height <= MAX_SIDE) or width % SIZE_STEP \
-            or height % SIZE_STEP:
-        raise QueueError("size", f"must have sides that are multiples of {SIZE_STEP} from {SIZE_STEP} to "
-                                 f"{MAX_SIDE} pixels, got {value!r}")
+    if not (0 < width <= MAX_SIDE and 0 < height <= MAX_SIDE):
+        raise QueueError("size", f"must have sides from 1 to {MAX_SIDE} pixels, got {value!r}")
     return width, height
 
 
-def parse_settings(values: Mapping[str, Any]) -> dict[str, Any]:
+def _parse_one(field: str, value: Any) -> dict[str, Any]:
+    if field == "steps":
+        return {"steps": None if _blank(value) else _integer("steps", value, 1, MAX_STEPS)}
+    if field == "sampler":
+        if not _blank(value) and value not in SAMPLERS:
+            raise QueueError("sampler", f"must be one of {', '.join(SAMPLERS)}, got {value!r}")
+        return {"sampler": None if _blank(value) else value}
+    if field == "guidance":
+        return {"guidance": None if _blank(value) else _number("guidance", value, 0.0, MAX_GUIDANCE)}
+    if field == "seed":
+        return {"seed": parse_seed(value)}
+    width, height = parse_size(value)
+    return {"width": width, "height": height}
+
+
+def parse_settings(values: Mapping[str, Any], config: Config | None = None,
+                   current: QueuedPrompt | None = None) -> dict[str, Any]:
     """The store's columns for the ``SETTING_FIELDS`` present in ``values`` (JSON values or form text);
-    a blank one is None, the night's setting. Raises ``QueueError`` naming the first bad field."""
+    a blank one is None, the night's setting. With ``config``, the configured model's own rules apply
+    too (size step, step limit, samplers: ``frame.worker.checks.queued_problems``, the rule the night
+    and the settings page apply), to the prompt as it will be (``current`` with these changes).
+    Raises ``QueueError`` naming every bad field at once."""
     settings: dict[str, Any] = {}
-    if "steps" in values:
-        settings["steps"] = None if _blank(values["steps"]) else _integer("steps", values["steps"], 1, MAX_STEPS)
-    if "sampler" in values:
-        sampler = values["sampler"]
-        if not _blank(sampler) and sampler not in SAMPLERS:
-            raise QueueError("sampler", f"must be one of {', '.join(SAMPLERS)}, got {sampler!r}")
-        settings["sampler"] = None if _blank(sampler) else sampler
-    if "guidance" in values:
-        guidance = values["guidance"]
-        settings["guidance"] = None if _blank(guidance) else _number("guidance", guidance, 0.0, MAX_GUIDANCE)
-    if "seed" in values:
-        settings["seed"] = parse_seed(values["seed"])
-    if "size" in values:
-        settings["width"], settings["height"] = parse_size(values["size"])
+    problems: list[tuple[str, str]] = []
+    for field in SETTING_FIELDS:
+        if field in values:
+            try:
+                settings.update(_parse_one(field, values[field]))
+            except QueueError as exc:
+                problems.extend(exc.problems)
+    bad = {name for name, _ in problems}
+    found = None
+    if config is not None:
+        from frame.worker.checks import queued_problems  # the model's rules: loaded on first queue, like settings
+
+        prompt = {name: getattr(current, name) for name in ("steps", "sampler", "guidance", "width", "height")} \
+            if current is not None else {}
+        prompt.update(settings)
+        found = queued_problems(config, prompt)
+    if found is None:  # the model cannot be asked here (behind a URL): the rule every model's VAE has
+        width, height = settings.get("width"), settings.get("height")
+        found = [("size", f"must have sides that are multiples of {VAE_STEP} pixels, got {width}x{height}")] \
+            if width and height and (width % VAE_STEP or height % VAE_STEP) else []
+    problems.extend((name, _without_field(name, text)) for name, text in found if name not in bad)
+    if problems:
+        raise QueueError.of(problems)
     return settings
+
+
+def _without_field(field: str, message: str) -> str:
+    """A model rule's message ("size 500x500 is not allowed: ...") as the form shows it after its field."""
+    return message[len(field) + 1:] if message.startswith(f"{field} ") else message
+
+
+def reused_settings(picture: StoredPicture) -> dict[str, Any]:
+    """What "reuse seed" queues of ``picture``: its seed with the steps, sampler, guidance and size it was
+    painted with, so the same prompt paints the same picture (the seed alone, under tonight's other
+    settings, paints a different one). A stored value the queue's rules refuse (a sampler name from a
+    render server, say) is left out, so the night's setting applies to it."""
+    stored = {"seed": picture.seed, "steps": picture.steps, "sampler": picture.sampler,
+              "guidance": picture.guidance,
+              "size": f"{picture.width}x{picture.height}" if picture.width and picture.height else None}
+    settings: dict[str, Any] = {}
+    for field, value in stored.items():
+        if value is None:
+            continue
+        try:
+            settings.update(parse_settings({field: value}))
+        except QueueError as exc:
+            log.info("reuse seed of picture %d: its %s is not reused (%s)", picture.id, field, exc)
+    return settings
+
+
+def describe_settings(settings: Mapping[str, Any]) -> str:
+    """``seed 1234, 20 steps, euler_a, guidance 7.5, 512x320``: a queued prompt's own settings for a message."""
+    parts = [f"seed {settings['seed']}"] if settings.get("seed") is not None else []
+    if settings.get("steps") is not None:
+        parts.append(f"{settings['steps']} steps")
+    if settings.get("sampler"):
+        parts.append(str(settings["sampler"]))
+    if settings.get("guidance") is not None:
+        parts.append(f"guidance {settings['guidance']:g}")
+    if settings.get("width") and settings.get("height"):
+        parts.append(f"{settings['width']}x{settings['height']}")
+    return ", ".join(parts)
+
+
+def queue_reuse(store: Store, picture: StoredPicture) -> tuple[int, dict[str, Any]]:
+    """Queue "reuse seed" of ``picture`` (its prompt with ``reused_settings``), the API's and the phone
+    page's one path; the owner may edit the queued prompt before its night. Returns its id and settings.
+    Raises ``QueueError`` (field ``seed``) when the picture has no stored seed (an uploaded photo)."""
+    if picture.seed is None:
+        raise QueueError("seed", f"of picture {picture.id} was not stored (an uploaded photo has none)")
+    settings = reused_settings(picture)
+    prompt_id = store.queue_prompt(picture.prompt, picture.negative_prompt, picture.theme, **settings)
+    log.info("queued prompt %d: picture %d's prompt with %s", prompt_id, picture.id, describe_settings(settings))
+    return prompt_id, settings
 
 
 def parse_strength(value: Any) -> float:

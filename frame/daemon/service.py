@@ -39,7 +39,7 @@ from frame.daemon.live_settings import LiveSettings, feed_fetcher
 from frame.daemon.lock import StateDirLock
 from frame.daemon.sdnotify import Notifier, watchdog_interval
 from frame.daemon.status import LiveStatus
-from frame.daemon.store.database import Store
+from frame.daemon.store.database import Store, now_iso
 from frame.errors import FrameError
 from frame.net.server import HttpServer
 
@@ -222,6 +222,9 @@ class Daemon:
         except BaseException:
             self._render_lock.release()
             raise
+        # "rendering" from this moment: the status page the owner's button leads to must not say idle
+        # while the render thread is still writing the job folder
+        self.live.render_started(render_id, kind)
         self._spawn("render", lambda: self._render_thread(render_id, kind, night, resume))
         return render_id
 
@@ -232,6 +235,7 @@ class Daemon:
         except Exception:
             log.exception("render %d crashed in the daemon", render_id)
             self.store.finish_render(render_id, "failed", error="internal error (see the log)")
+            self.live.render_finished()  # it may have crashed before nights.render took the status over
             outcome, picture_id = None, None
         finally:
             self._render_lock.release()
@@ -372,7 +376,7 @@ class Daemon:
         if result.status == "too-soon":
             log.info("info screen not shown: %s", result.message)
             return
-        self.live.update(shown={"picture_id": picture_id, "reason": infoscreen.INFO_REASON, "since": time.time(),
+        self.live.update(shown={"picture_id": picture_id, "reason": infoscreen.INFO_REASON, "since": now_iso(),
                                 "output": result.shown})
 
     def _flush_pending_show(self) -> None:

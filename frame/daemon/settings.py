@@ -153,7 +153,8 @@ class SettingsEditor:
         resolved = self._resolve(owner_data=proposal.owner_data)
         found = list(resolved.problems.items) + resolved.owner_items
         known = {format_path(p) for p, _ in found}
-        found += [(p, m) for p, m in deep_problems(resolved.config) if format_path(p) not in known]
+        judged = resolved.with_owner or resolved.config  # the change itself, even beside a refused value
+        found += [(p, m) for p, m in deep_problems(judged) if format_path(p) not in known]
         for path, message in found:
             key = field_for(path)
             message = redact_text(_item(path, key) + message)
@@ -167,7 +168,7 @@ class SettingsEditor:
         """Write the checked owner layer atomically, keeping the current one as the previous version."""
         if not proposal.ok:
             raise ValueError("refusing to save settings with problems")
-        owner.save(self.state_dir(), proposal.owner_data)
+        owner.save(self.state_dir(), proposal.owner_data, below=self._layers().source)  # the header names it
 
     def restore_previous(self) -> tuple[bool, Config | None, list[str]]:
         """Swap in ``settings.previous.yaml``; when the previous version no longer passes the checks

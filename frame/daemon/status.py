@@ -53,6 +53,8 @@ class LiveStatus:
             render = self._data.get("render")
             if render is None:
                 return
+            if fields.get("steps") == 0:  # the VAE reports no steps: keep the denoising's count, so the
+                fields = {k: v for k, v in fields.items() if k not in ("step", "steps", "fraction")}  # bar stays full
             render.update(fields)
             if "restarts" in fields:
                 render.pop("_base", None)  # a restarted worker resumes mid-way: measure afresh

@@ -16,7 +16,7 @@ from typing import Any
 from frame.config.redact import redact_text, redact_url
 from frame.diffusion.model_files import ModelFiles
 from frame.errors import FrameError
-from frame.models import DEMO_DEFAULT_STEPS, is_demo_model
+from frame.models import DEFAULT_STEPS_KEY
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ class ModelInfo:
     @property
     def default_steps(self) -> int:
         """Steps when ``model.steps`` / ``--steps`` are not set: 1 for Turbo, 20 otherwise, or the
-        model's own (``frame.models.DEMO_DEFAULT_STEPS`` for the bundled demo)."""
+        model's own from its model_index.json (``frame.models.DEFAULT_STEPS_KEY``: the demo's 8)."""
         if self.steps_override is not None:
             return self.steps_override
         return TURBO_STEPS if self.turbo else REGULAR_STEPS
@@ -97,6 +97,18 @@ def _sample_size(unet: dict[str, Any], kind: str) -> tuple[int, int]:
     return int(size), int(size)
 
 
+def _own_default_steps(index: dict[str, Any], files: ModelFiles) -> int | None:
+    """The model's own default step count from its model_index.json (``DEFAULT_STEPS_KEY``: the demo
+    model's 8, kept by a converted copy and over HTTP), else None: the default of its kind."""
+    value = index.get(DEFAULT_STEPS_KEY)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise FrameError(f"{redact_url(files.source)}: model_index.json's {DEFAULT_STEPS_KEY} must be a "
+                         f"positive whole number, got {value!r}")
+    return value
+
+
 def read_model_info(files: ModelFiles) -> ModelInfo:
     index = files.json("model_index.json")
     kind = detect_kind(index, files)
@@ -118,7 +130,7 @@ def read_model_info(files: ModelFiles) -> ModelInfo:
         latent_multiple=2 ** (unet_levels - 1),
         scaling_factor=float(vae.get("scaling_factor") or DEFAULT_SCALING[kind]),
         force_zeros_for_empty_prompt=bool(index.get("force_zeros_for_empty_prompt", kind == SDXL)),
-        steps_override=DEMO_DEFAULT_STEPS if not files.is_url and is_demo_model(files.source) else None,
+        steps_override=_own_default_steps(index, files),
         requires_aesthetics_score=bool(index.get("requires_aesthetics_score", False)),
     )
     log.info("model %s: %s, native %dx%d, %d-pixel size steps", info.name, info.label, *info.native_size,

@@ -71,9 +71,12 @@ def _guidance_findings(info: ModelInfo, guidance: float) -> list[Finding]:
 
 
 def generation_findings(info: ModelInfo, static_latent: tuple[int, int] | None, *, sampler: str | None,
-                        steps: object, guidance: float, width: int, height: int) -> list[Finding]:
-    """Every rule a render with these (resolved) settings breaks on this model; empty when it may run."""
+                        steps: object, guidance: float, width: int | None, height: int | None) -> list[Finding]:
+    """Every rule a render with these (resolved) settings breaks on this model; empty when it may run.
+    No ``width``: the size is not checked (a queued prompt that paints at the night's size)."""
     findings = _steps_findings(info, sampler, steps) + _guidance_findings(info, guidance)
+    if width is None or height is None:
+        return findings
     try:
         sizes.check_size(width, height, info, static_latent)
     except UsageError as exc:

@@ -7,11 +7,20 @@ from typing import TYPE_CHECKING
 from frame.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from frame.models.bundled import DEMO_DEFAULT_STEPS, DEMO_SOURCE, demo_model_path, is_demo_model, resolve_model_source
+    from frame.models.bundled import (
+        DEFAULT_STEPS_KEY,
+        DEMO_DEFAULT_STEPS,
+        DEMO_SOURCE,
+        demo_model_path,
+        is_demo_model,
+        resolve_model_source,
+    )
 
-__all__ = ["DEMO_DEFAULT_STEPS", "DEMO_SOURCE", "demo_model_path", "is_demo_model", "resolve_model_source"]
+__all__ = ["DEFAULT_STEPS_KEY", "DEMO_DEFAULT_STEPS", "DEMO_SOURCE", "demo_model_path", "is_demo_model",
+           "resolve_model_source"]
 
 __getattr__, __dir__ = lazy_exports(__name__, {
+    "DEFAULT_STEPS_KEY": "frame.models.bundled",
     "DEMO_DEFAULT_STEPS": "frame.models.bundled",
     "DEMO_SOURCE": "frame.models.bundled",
     "demo_model_path": "frame.models.bundled",

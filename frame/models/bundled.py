@@ -5,8 +5,12 @@ from pathlib import Path
 DEMO_SOURCE = "demo"
 # The demo model's default step count (``model.steps: null``): its random weights paint noise at any
 # count, so 8 keeps ``frame demo``, ``frame render`` and a daemon night on it quick. Real models take
-# the default of their kind (``ModelInfo.default_steps``); this is the one place the 8 is stated.
+# the default of their kind (``ModelInfo.default_steps``). The model carries it in its own
+# model_index.json (``DEFAULT_STEPS_KEY``), so a converted copy and the demo served over HTTP keep it
+# (a check of the folder's path once lost it); tests/diffusion/test_model_info.py ties the two.
 DEMO_DEFAULT_STEPS = 8
+# A model's own default step count in its model_index.json; diffusers ignores keys starting with "_".
+DEFAULT_STEPS_KEY = "_frame_default_steps"
 
 
 def demo_model_path() -> Path:

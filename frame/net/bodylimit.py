@@ -10,6 +10,11 @@ in-memory buffer with it, so an admitted upload is held in memory and never writ
 
 The policy runs in waitress's socket thread: it must be quick and must not raise (an exception counts
 as "no", and is logged).
+
+A body refused from its headers is answered by waitress itself, before any application code: a bare
+text page ("Request Entity Too Large / exceeds max_body of 65537") that a phone shows unstyled and
+~980 px wide. An app may offer a ``TooLargePage`` (``app.extensions[TOO_LARGE_PAGE_KEY]``) that gives
+the answer instead: the phone pages say the limit that applies (20 MB for a photo) and link back.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from typing import Any
 from waitress.buffers import OverflowableBuffer
 from waitress.parser import HTTPRequestParser
 from waitress.receiver import FixedStreamReceiver
+from waitress.utilities import Error, RequestEntityTooLarge
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +53,26 @@ class RequestHead:
 
 # The body cap (bytes) for this request, or None for the server's default.
 BodyPolicy = Callable[[RequestHead], int | None]
+# Where an app offers the answer to a refused body (``app.extensions[TOO_LARGE_PAGE_KEY]``).
+TOO_LARGE_PAGE_KEY = "frame.net.too_large_page"
+# The answer to a body over ``cap`` bytes: (content type, body bytes), or None for waitress's own text.
+TooLargePage = Callable[[RequestHead, int], tuple[str, bytes] | None]
+
+
+class _TooLarge(Error):
+    """waitress's 413 with the app's own page (``TooLargePage``) as its body."""
+
+    code = RequestEntityTooLarge.code
+    reason = RequestEntityTooLarge.reason
+
+    def __init__(self, content_type: str, body: bytes) -> None:
+        super().__init__("")
+        self.content_type, self.page = content_type, body
+
+    def to_response(self, ident: str | None = None) -> tuple[str, list[tuple[str, str]], bytes]:
+        return (f"{self.code} {self.reason}",
+                [("Content-Type", self.content_type), ("X-Content-Type-Options", "nosniff"),
+                 ("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'")], self.page)
 
 
 class _Widened:
@@ -68,14 +94,19 @@ class _Widened:
         return widened
 
 
-def _policy_parser(policy: BodyPolicy) -> type[HTTPRequestParser]:
+def _policy_parser(policy: BodyPolicy | None, too_large: TooLargePage | None) -> type[HTTPRequestParser]:
     widened = _Widened()
 
     class PolicyParser(HTTPRequestParser):
+        head: RequestHead | None = None
+
         def parse_header(self, header_plus: bytes) -> None:
             super().parse_header(header_plus)
             head = RequestHead(self.command, self.path, self.headers,
                                None if self.chunked else self.content_length)
+            self.head = head
+            if policy is None:
+                return
             try:
                 cap = policy(head)
             except Exception:
@@ -89,13 +120,26 @@ def _policy_parser(policy: BodyPolicy) -> type[HTTPRequestParser]:
                 # the body is not read yet: give it a buffer that holds the admitted size in memory
                 self.body_rcv = FixedStreamReceiver(self.content_length, OverflowableBuffer(self.adj.inbuf_overflow))
 
+        def received(self, data: bytes) -> int:
+            consumed = super().received(data)
+            if too_large is not None and isinstance(self.error, RequestEntityTooLarge) and self.head is not None:
+                try:
+                    page = too_large(self.head, self.adj.max_request_body_size - 1)
+                except Exception:
+                    log.exception("the too-large page failed for %s %s", self.command, self.path)
+                    page = None
+                if page is not None:
+                    self.error = _TooLarge(*page)
+            return consumed
+
     return PolicyParser
 
 
-def install(server: Any, policy: BodyPolicy) -> None:
+def install(server: Any, policy: BodyPolicy | None, too_large: TooLargePage | None = None) -> None:
     """Make the waitress ``server`` (what ``create_server`` returns: one listening server, or several
-    behind a ``MultiSocketServer``) ask ``policy`` for each request's body cap."""
-    parser = _policy_parser(policy)
+    behind a ``MultiSocketServer``) ask ``policy`` for each request's body cap, and ``too_large`` for
+    the answer to a body over its cap."""
+    parser = _policy_parser(policy, too_large)
     servers = [server] if hasattr(server, "channel_class") else [
         s for s in getattr(server, "map", {}).values() if hasattr(s, "channel_class")]
     for listening in servers:  # keep the server's own channel (``connguard``), with the policy's parser

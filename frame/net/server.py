@@ -8,7 +8,7 @@ import threading
 from typing import Any
 
 from frame.errors import FrameError
-from frame.net.bodylimit import BODY_POLICY_KEY, RECV_SLACK, BodyPolicy, install
+from frame.net.bodylimit import BODY_POLICY_KEY, RECV_SLACK, TOO_LARGE_PAGE_KEY, BodyPolicy, install
 from frame.net.connguard import create_guarded_server
 
 log = logging.getLogger(__name__)
@@ -35,13 +35,17 @@ class HttpServer:
     the cap, and every accepted body fits waitress's in-memory buffer, so no client can make the frame
     write request bodies to its SD card (waitress otherwise spools up to 1 GiB per request to /tmp).
 
+    ``listen_option`` names where ``listen`` came from in the error for a busy port (``--listen`` for
+    ``frame serve-model``). ``announce`` is the log line once it listens: a URL that answers.
+
     ``body_policy`` (default: the app's ``extensions[BODY_POLICY_KEY]``, which the phone pages set for
-    the photo upload) may raise the cap for one request from its headers alone (``bodylimit``).
+    the photo upload) may raise the cap for one request from its headers alone (``bodylimit``), and
+    the app's ``extensions[TOO_LARGE_PAGE_KEY]`` answers a refused body in its own words.
     """
 
     def __init__(self, app: Any, listen: str, threads: int = 4, max_body: int | None = None,
                  announce: str = "API listening on http://%s:%d/api/status",
-                 body_policy: BodyPolicy | None = None) -> None:
+                 body_policy: BodyPolicy | None = None, listen_option: str = "web.listen") -> None:
         if max_body is None:
             max_body = int(getattr(app, "config", {}).get("MAX_CONTENT_LENGTH") or 64 * 1024)
         if body_policy is None:
@@ -58,9 +62,10 @@ class HttpServer:
                                                  max_request_header_size=MAX_HEADER_BYTES,
                                                  clear_untrusted_proxy_headers=True)
         except OSError as exc:
-            raise FrameError(f"cannot listen on {listen} (web.listen): {exc.strerror or exc}") from exc
-        if body_policy is not None:
-            install(self._server, body_policy)
+            raise FrameError(f"cannot listen on {listen} ({listen_option}): {exc.strerror or exc}") from exc
+        too_large = getattr(app, "extensions", {}).get(TOO_LARGE_PAGE_KEY)
+        if body_policy is not None or too_large is not None:
+            install(self._server, body_policy, too_large)
         self._closing = False
         self._announce = announce
         self._thread = threading.Thread(target=self._serve, name="http", daemon=True)

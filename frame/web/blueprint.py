@@ -22,12 +22,13 @@ from flask.sessions import SecureCookieSessionInterface
 
 from frame.config import Config, state_dir
 from frame.daemon.http.token import token_matches
-from frame.net.bodylimit import BODY_POLICY_KEY
+from frame.net.bodylimit import BODY_POLICY_KEY, TOO_LARGE_PAGE_KEY
 from frame.web import (  # noqa: F401 - importing them adds their routes to bp
     auth,
     images,
     queue_pages,
     settings_views,
+    too_large,
     upload,
     views,
 )
@@ -64,6 +65,7 @@ def _configure_app(setup: BlueprintSetupState) -> None:
     if app.request_class is flask.Request:
         app.request_class = upload.InMemoryFiles
     app.extensions[BODY_POLICY_KEY] = upload.upload_policy(app, ctx)  # the server lets the upload be larger
+    app.extensions[TOO_LARGE_PAGE_KEY] = too_large.too_large_page(app)  # and says so in the pages' style
     app.config.update(
         SESSION_COOKIE_NAME=SESSION_COOKIE,
         SESSION_COOKIE_HTTPONLY=True,

@@ -21,12 +21,15 @@ _LOCAL_PATH = re.compile(r"^/[A-Za-z0-9/_\-]*(\?[A-Za-z0-9=&_\-]*)?$")
 
 
 class FormError(ValueError):
-    """A submitted value is unusable; ``field`` names it for the message shown to the owner."""
+    """A submitted value is unusable; ``field`` names it for the message shown to the owner.
+    ``problems`` holds every ``(field, message)`` of a form checked as a whole (the first is
+    ``field``/``message``), so the page marks each bad field at once."""
 
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
+    def __init__(self, field: str, message: str, problems: list[tuple[str, str]] | None = None) -> None:
+        self.problems = problems or [(field, message)]
+        super().__init__("; ".join(f"{name}: {text}" for name, text in self.problems))
+        self.field, self.message = self.problems[0]
+        self.fields = {name for name, _ in self.problems}
 
 
 def clean_text(form: Mapping[str, str], field: str, max_chars: int, required: bool = False) -> str:

@@ -7,6 +7,7 @@ web server, and so templates stay free of logic beyond loops and ifs.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -29,7 +30,7 @@ def rating_label(picture: StoredPicture) -> str:
 
 
 def why_sentence(why: Any) -> str:
-    """The ikNN explanation sentence stored with a picture, whatever shape the daemon saved it in."""
+    """The stored explanation sentence, whatever shape the daemon saved it in."""
     if isinstance(why, str):
         return why
     if isinstance(why, Mapping):
@@ -37,6 +38,37 @@ def why_sentence(why: Any) -> str:
             if isinstance(why.get(key), str) and why[key]:
                 return why[key]
     return ""
+
+
+_LIKING = re.compile(r"^expected liking -?[0-9.]+(: )?")
+
+
+def _sentence_case(text: str) -> str:
+    text = text.strip()
+    text = text[:1].upper() + text[1:] if text else text
+    return text if not text or text.endswith((".", "!", "?")) else text + "."
+
+
+def plain_why(why: Any) -> str:
+    """One plain sentence for "Why this picture?": the picker's own note ("no ratings yet: choosing for
+    variety — theme 'sea' was shown 0 times before", "expected liking 0.73: on colour, 3 of your 5 …")
+    said as an owner would say it; its numbers and terms go to the folded details."""
+    sentence = why_sentence(why)
+    if not isinstance(why, Mapping):
+        return _sentence_case(sentence)
+    candidate = why.get("candidate") if isinstance(why.get("candidate"), Mapping) else {}
+    theme = candidate.get("theme") if isinstance(candidate.get("theme"), str) and candidate.get("theme") else ""
+    about = f" “{theme}”" if theme else ""
+    mode = why.get("mode")
+    if mode == "variety":
+        return (f"Chosen for variety: the theme{about} had been shown least so far. Once you have rated more "
+                "pictures, your taste decides.")
+    if mode == "explore":
+        return f"Chosen to learn more about your taste: you had rated few pictures of the theme{about}."
+    if mode == "model":
+        rest = _LIKING.sub("", sentence)
+        return _sentence_case(f"Chosen for your taste: {rest}" if rest else "Chosen for your taste")
+    return _sentence_case(sentence)
 
 
 def why_plot_name(why: Any) -> str | None:
@@ -54,17 +86,26 @@ def why_plot_note(why: Any) -> str:
     return note if isinstance(note, str) else ""
 
 
+_WHY_LABELS = {"ratings": "rated pictures it learnt from", "score": "how much you may like it",
+               "confidence": "confidence", "theme": "theme", "painted": "painted", "remote_fallback": "render server"}
+_WHY_HIDDEN = {"sentence", "text", "explanation", "summary", "plot", "plot_file", "plot_note", "reason", "mode",
+               "method", "search"}  # said by the sentence, or the picker's internals
+
+
 def why_details(why: Any) -> list[tuple[str, str]]:
-    """Further explanation facts worth listing (scalar fields other than the sentence and plot)."""
+    """The facts behind the sentence for the folded "More about this choice" (scalar fields only, in
+    plain words; the sentence, the picker's own note and its internal terms are not repeated)."""
     if not isinstance(why, Mapping):
         return []
-    skip = {"sentence", "text", "explanation", "summary", "plot", "plot_file", "plot_note"}
     details = []
     for key, value in why.items():
-        if key in skip or isinstance(value, (Mapping, list, tuple)) or value in (None, ""):
+        if key in _WHY_HIDDEN or isinstance(value, (Mapping, list, tuple)) or value in (None, ""):
             continue
-        shown = f"{value:.2f}" if isinstance(value, float) else str(value)
-        details.append((key.replace("_", " "), shown))
+        if key == "score" and isinstance(value, (int, float)) and not isinstance(value, bool):
+            shown = f"{value:.0%}"
+        else:
+            shown = f"{value:.2f}" if isinstance(value, float) else str(value)
+        details.append((_WHY_LABELS.get(key, key.replace("_", " ")), shown))
     return details
 
 
@@ -83,7 +124,7 @@ def picture_view(picture: StoredPicture) -> dict[str, Any]:
         "rating_kind": picture.rating_kind,
         "rating_value": picture.rating_value,
         "favourite": picture.favourite,
-        "why": why_sentence(why),
+        "why": plain_why(why),
         "why_details": why_details(why),
         "has_plot": why_plot_name(why) is not None,
         "plot_note": why_plot_note(why),
@@ -153,6 +194,11 @@ def fetch_line(render: Mapping[str, Any]) -> str:
     return " · ".join(parts)
 
 
+def progress_title(kind: object) -> str:
+    """The progress card's heading: a night's render, or one the owner asked for ("paint now")."""
+    return "Painting tonight's picture" if kind in (None, "night") else "Painting a new picture now"
+
+
 def progress_view(status: Mapping[str, Any] | None) -> dict[str, Any]:
     """The render in progress from the daemon's live status (``LiveStatus.snapshot()`` shape).
 
@@ -164,6 +210,7 @@ def progress_view(status: Mapping[str, Any] | None) -> dict[str, Any]:
     percent = int(100 * step / steps) if isinstance(steps, int) and steps > 0 else None
     return {
         "active": bool(render),
+        "title": progress_title(render.get("kind")),
         "stage": str(render.get("stage") or ""),
         "step": step,
         "steps": steps,

@@ -35,17 +35,33 @@ def _limits(ctx: WebContext) -> dict[str, int]:
             "theme": THEME_MAX}
 
 
-def _submitted(ctx: WebContext, form: Mapping[str, Any], variation: bool) -> dict[str, Any]:
-    """The store's columns from the form, or FormError naming the field (nothing stored)."""
-    values: dict[str, Any] = {name: clean_text(form, name, limit, required=name == "prompt")
-                              for name, limit in _limits(ctx).items()}
-    check_blocklist(values, ctx.config.feeds.blocklist)
+def _submitted(ctx: WebContext, form: Mapping[str, Any], variation: bool,
+               current: QueuedPrompt | None = None) -> dict[str, Any]:
+    """The store's columns from the form, or FormError naming every bad field at once (nothing stored).
+    The settings follow the configured model's rules (``frame.daemon.queue.parse_settings``)."""
+    values: dict[str, Any] = {}
+    problems: list[tuple[str, str]] = []
+    for name, limit in _limits(ctx).items():
+        try:
+            values[name] = clean_text(form, name, limit, required=name == "prompt")
+        except FormError as exc:
+            problems.extend(exc.problems)
     try:
-        values.update(queue_rules.parse_settings({k: form.get(k, "") for k in queue_rules.SETTING_FIELDS}))
-        if variation:
-            values["strength"] = queue_rules.parse_strength(form.get("strength"))
+        check_blocklist(values, ctx.config.feeds.blocklist)
+    except FormError as exc:
+        problems.extend(exc.problems)
+    try:
+        values.update(queue_rules.parse_settings({k: form.get(k, "") for k in queue_rules.SETTING_FIELDS},
+                                                 ctx.config, current))
     except queue_rules.QueueError as exc:
-        raise FormError(exc.field, exc.message) from None
+        problems.extend(exc.problems)
+    if variation:
+        try:
+            values["strength"] = queue_rules.parse_strength(form.get("strength"))
+        except queue_rules.QueueError as exc:
+            problems.extend(exc.problems)
+    if problems:
+        raise FormError(*problems[0], problems=problems)
     return values
 
 
@@ -76,10 +92,18 @@ def queued_view(ctx: WebContext, prompt: QueuedPrompt) -> dict[str, Any]:
             "source": prompt.source_picture_id, "strength": prompt.strength, "missing": missing}
 
 
+def _size_rule(ctx: WebContext) -> str:
+    """The size field's rule: the configured model's (``frame.worker.checks``, loaded on first view)."""
+    from frame.worker.checks import model_size_rule
+
+    return model_size_rule(ctx.config) or f"multiples of {queue_rules.VAE_STEP} px at least (the model's own rule)"
+
+
 def _page(ctx: WebContext, values: Mapping[str, str], error: FormError | None) -> Any:
     queued = [queued_view(ctx, prompt) for prompt in ctx.store.queued_prompts()]
     return render_template("queue.html", queued=queued, values=values, error=error, limits=_limits(ctx),
-                           samplers=queue_rules.SAMPLERS, maxima=MAXIMA), (400 if error else 200)
+                           samplers=queue_rules.SAMPLERS, maxima=MAXIMA, size_rule=_size_rule(ctx)), \
+        (400 if error else 200)
 
 
 @bp.route("/queue", methods=["GET", "POST"])
@@ -111,7 +135,7 @@ def edit_prompt(prompt_id: int) -> Any:
     values, error = _as_form(prompt), None
     if request.method == "POST":
         try:
-            changes = _submitted(ctx, request.form, variation=prompt.variation)
+            changes = _submitted(ctx, request.form, variation=prompt.variation, current=prompt)
         except FormError as exc:
             error, values = exc, {k: str(request.form.get(k, ""))[:PROMPT_MAX] for k in EMPTY}
         else:
@@ -120,7 +144,8 @@ def edit_prompt(prompt_id: int) -> Any:
             flash("Saved.")
             return redirect(url_for("web.queue"), 303)
     return render_template("queue_edit.html", prompt=prompt, values=values, error=error, limits=_limits(ctx),
-                           samplers=queue_rules.SAMPLERS, maxima=MAXIMA), (400 if error else 200)
+                           samplers=queue_rules.SAMPLERS, maxima=MAXIMA, size_rule=_size_rule(ctx)), \
+        (400 if error else 200)
 
 
 @bp.post("/queue/<id:prompt_id>/move")
@@ -161,11 +186,12 @@ def remove_prompt(prompt_id: int) -> Any:
 def reuse_seed(picture_id: int) -> Any:
     ctx = web_context()
     picture = ctx.picture_or_404(picture_id)
-    if picture.seed is None:
-        raise FormError("seed", f"picture {picture_id} has no stored seed")
-    prompt_id = ctx.store.queue_prompt(picture.prompt, picture.negative_prompt, picture.theme, seed=picture.seed)
-    log.info("web: queued prompt %d: picture %d's prompt with seed %d", prompt_id, picture_id, picture.seed)
-    flash(f"Queued: the same prompt with seed {picture.seed}.")
+    try:
+        _, settings = queue_rules.queue_reuse(ctx.store, picture)
+    except queue_rules.QueueError as exc:
+        raise FormError(exc.field, exc.message) from None
+    flash(f"Queued: the same prompt with {queue_rules.describe_settings(settings)}. Edit it here before "
+          "its night to change any of them.")
     return redirect(url_for("web.queue"), 303)
 
 

@@ -21,7 +21,7 @@ from frame.config.redact import redact_deep
 from frame.daemon import deletion
 from frame.daemon.http.contract import Busy, storage_full
 from frame.errors import FrameError
-from frame.web import auth, present
+from frame.web import auth, present, too_large
 from frame.web.context import WebContext
 from frame.web.forms import TOKEN_MAX, FormError, parse_page, parse_rating, safe_next
 from frame.web.routes import bp, web_context
@@ -165,6 +165,12 @@ def render_now() -> Any:
     return redirect(url_for("web.status"), 303)
 
 
+@bp.get("/favicon.ico")
+def favicon() -> Any:
+    """The tab's icon (a framed landscape), where every browser asks for it (it was a 404 per page view)."""
+    return bp.send_static_file("favicon.ico")
+
+
 @bp.get("/status")
 def status() -> Any:
     ctx = web_context()
@@ -174,7 +180,8 @@ def status() -> Any:
     next_runs = sorted((name, present.short_time(when) or str(when))
                        for name, when in (live.get("next_runs") or {}).items() if when)
     return render_template("status.html", progress=present.progress_view(live), renders=renders,
-                           feeds=feeds, next_runs=next_runs, live=bool(live),
+                           feeds=feeds, feeds_configured=bool(ctx.config.feeds.sources), next_runs=next_runs,
+                           live=bool(live),
                            state=str(live.get("state") or ""), queued=len(ctx.store.queued_prompts()))
 
 
@@ -279,7 +286,6 @@ def failed(exc: Exception) -> Any:
 ERROR_PAGES = ((400, "The request was incomplete (missing form token?). Reload the page."),
                (403, "Refused: the form was stale or came from another site. Reload the page."),
                (404, "There is no such picture or page."),
-               (413, "That was too much data."),
                (429, "Too many attempts. Wait a few minutes."))
 
 
@@ -291,3 +297,12 @@ def _error_page(code: int, message: str) -> Any:
 
 for _code, _message in ERROR_PAGES:
     bp.register_error_handler(_code, _error_page(_code, _message))
+
+
+@bp.errorhandler(413)
+def _too_large(_exc: Exception) -> Any:
+    """A body over its cap that reached the app (a chunked one, or a declared length the server let
+    through): the limit that applies and a link back, as the server's own 413 page says it."""
+    cap = request.max_content_length or 0
+    return render_template("error.html", **too_large.error_page_values(
+        request.method, request.path, request.content_length, cap)), 413

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from frame.config.loader import validate
 from frame.config.redact import redact_text
@@ -21,7 +22,7 @@ from frame.config.validate import did_you_mean, format_path
 from frame.display import palette_names, panel_names
 from frame.errors import ConfigError, FrameError
 from frame.models import resolve_model_source
-from frame.worker.model_rules import model_findings
+from frame.worker.model_rules import model_findings, prompt_findings, size_rule
 
 
 def _suggestion(value: str, known: list[str]) -> str:
@@ -50,10 +51,34 @@ def deep_problems(config: Config) -> list[tuple[KeyPath, str]]:
     return problems
 
 
+def queued_problems(config: Config, settings: Mapping[str, Any]) -> list[tuple[str, str]] | None:
+    """``(field, message)`` for each of a queued prompt's own settings (the store's columns: steps,
+    sampler, guidance, width, height; None or absent = the night's) that the configured model refuses:
+    the one rule the night, ``frame config check`` and the settings page apply (``model_rules``).
+    None when the model cannot be asked without loading it (a model behind a URL)."""
+    found = prompt_findings(config, sampler=settings.get("sampler"), steps=settings.get("steps"),
+                            guidance=settings.get("guidance"), width=settings.get("width"),
+                            height=settings.get("height"))
+    if found is None:
+        return None
+    return [(finding.key, redact_text(finding.message)) for finding in found]
+
+
+def model_size_rule(config: Config) -> str | None:
+    """The sizes the configured model paints, in words for a form ("multiples of 16 px for this SD 1.5
+    model"); None when the model is behind a URL (asked when it loads)."""
+    return size_rule(config)
+
+
 def _onnxstream_problems(source: str) -> list[str]:
     """No model_index.json: fine if it is an OnnxStream folder frame can run, else say what is missing."""
     from frame.diffusion.onnxstream_layout import OnnxStreamFiles, is_onnxstream_folder
 
+    folder = Path(source).expanduser()
+    if not folder.exists():
+        return [f"{source} does not exist (model.source names a model folder, an http(s) URL, or 'demo')"]
+    if not folder.is_dir():
+        return [f"{source} is a file, not a model folder (a diffusers ONNX export or an OnnxStream folder)"]
     if not is_onnxstream_folder(source):
         return [f"{source} is neither a diffusers ONNX export folder (no model_index.json there) nor an "
                 "OnnxStream model folder (tokenizer/vocab.txt or sdxl_tokenizer/vocab.txt plus model.txt folders)"]

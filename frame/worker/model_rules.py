@@ -13,10 +13,12 @@ import contextlib
 import functools
 import logging
 from collections.abc import Iterator
+from pathlib import Path
 from types import SimpleNamespace
 
 from frame.config.schema import Config
-from frame.diffusion import rules
+from frame.diffusion import rules, sizes
+from frame.diffusion.model_info import ModelInfo
 from frame.diffusion.rules import Finding
 from frame.diffusion.sizes import night_size
 from frame.errors import FrameError
@@ -57,6 +59,74 @@ def _findings(source: str, cache_dir: str, model_key: tuple, display_key: tuple)
         info, static, sampler=sampler, steps=info.default_steps if steps is None else steps,
         guidance=info.default_guidance if guidance is None else guidance, width=width, height=height)
     return tuple(found)
+
+
+def _stamp(source: str) -> float:
+    """When the model folder last changed (its model_index.json, else the folder): a new model in the
+    same folder is opened again instead of answered from the cache."""
+    folder = Path(source).expanduser()
+    for path in (folder / "model_index.json", folder):
+        try:
+            return path.stat().st_mtime
+        except OSError:
+            continue
+    return 0.0
+
+
+@functools.lru_cache(maxsize=4)
+def _opened(source: str, cache_dir: str, stamp: float) -> tuple[ModelInfo, tuple[int, int] | None] | None:
+    """The model's facts and fixed latent size (None for free axes); None when it cannot be opened
+    (``deep_problems`` reports the folder). Small files and the UNet's graph only, no weights."""
+    from frame.diffusion.pipeline import Pipeline, engine_loader, open_model_files
+
+    with _quiet():
+        try:
+            files, info = open_model_files(source, cache_dir or None)
+            return info, Pipeline(files, info, engine_loader("nocache")).unet_static_latent()
+        except FrameError:
+            return None
+
+
+def prompt_findings(config: Config, *, sampler: str | None, steps: int | None, guidance: float | None,
+                    width: int | None, height: int | None) -> list[Finding] | None:
+    """The rules the configured model imposes on a queued prompt's own settings (None: the night's),
+    as the night will apply them: its size step (16 px for the demo, 64 for SD 1.5/SDXL exports), its
+    step limit, the samplers its schedule allows. Only findings about a value the prompt sets itself
+    are returned, each keyed by that field. None when the model cannot be asked here (a model behind a
+    URL is checked when it loads; a folder it cannot open is reported by ``deep_problems``)."""
+    source = resolve_model_source(config.model.source)
+    if "://" in source:
+        return None
+    opened = _opened(source, config.model.cache_dir, _stamp(source))
+    if opened is None:
+        return None
+    info, static = opened
+    model = config.model
+    own = {"sampler": sampler, "steps": steps, "guidance": guidance, "size": width}
+    found = rules.generation_findings(
+        info, static, sampler=sampler or model.sampler,
+        steps=steps if steps is not None else model.steps if model.steps is not None else info.default_steps,
+        guidance=guidance if guidance is not None else model.guidance if model.guidance is not None
+        else info.default_guidance, width=width, height=height)
+    kept = []
+    for finding in found:
+        key = finding.key if own.get(finding.key) is not None else "sampler" if finding.key == "steps" else None
+        if not finding.warning and key is not None and own.get(key) is not None:
+            kept.append(Finding(key, finding.message))
+    return kept
+
+
+def size_rule(config: Config) -> str | None:
+    """The configured model's size rule in words for a form's label ("multiples of 16 px for this SD 1.5
+    model", "only 512x512 for this fixed-size export"), or None when it cannot be asked here."""
+    source = resolve_model_source(config.model.source)
+    opened = None if "://" in source else _opened(source, config.model.cache_dir, _stamp(source))
+    if opened is None:
+        return None
+    info, static = opened
+    if static is not None:
+        return f"only {static[1] * info.vae_factor}x{static[0] * info.vae_factor} for this fixed-size export"
+    return f"multiples of {sizes.pixel_step(info)} px for this {info.label} model"
 
 
 def model_findings(config: Config) -> list[Finding]:

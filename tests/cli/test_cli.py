@@ -91,7 +91,9 @@ def test_config_and_debug_work_on_either_side_of_the_subcommand(tmp_path, monkey
     path.write_text(f"state_dir: {tmp_path / 'state'}\nmodel:\n  size: 504x296\n")
     options = ["--config", str(path)]
     assert main([*options, "status"] if where == "before" else ["status", *options]) == 0
-    assert "daemon not running" in capsys.readouterr().out and (tmp_path / "state" / "frame.db").exists()
+    out = capsys.readouterr().out  # the configured state_dir is the one read (and, read-only, not created)
+    assert "daemon not running" in out and f"no picture store yet in {tmp_path / 'state'}" in out
+    assert not (tmp_path / "state").exists()
     assert main([*options, "config", "check"] if where == "before" else ["config", "check", *options]) == 2
     assert "model.size:" in capsys.readouterr().err
 

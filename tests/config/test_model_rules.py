@@ -30,8 +30,15 @@ def _check(tmp_path, text: str) -> list[str]:
 
 
 def _turbo_copy(tmp_path):
-    """The demo model under a Turbo name: frame treats it as SD Turbo (1-4 steps, no guidance)."""
-    return shutil.copytree(demo_model_path(), tmp_path / "sd-turbo-demo")
+    """The demo model under a Turbo name: frame treats it as SD Turbo (1-4 steps, no guidance). Without
+    the demo's own 8-step default (model_index.json's _frame_default_steps), as a real Turbo export."""
+    import json
+
+    folder = shutil.copytree(demo_model_path(), tmp_path / "sd-turbo-demo")
+    index = json.loads((folder / "model_index.json").read_text())
+    index.pop("_frame_default_steps")
+    (folder / "model_index.json").write_text(json.dumps(index))
+    return folder
 
 
 def _static_copy(tmp_path, latent=(20, 32)):

@@ -127,6 +127,28 @@ def test_clients_without_daemon(tmp_path, capsys):
     assert "daemon not running" in capsys.readouterr().out
 
 
+def test_status_without_daemon_never_creates_the_store(tmp_path, capsys):
+    """Issue 29 item 22: ``frame status --json`` with no daemon created state_dir/frame.db owned by the
+    caller (root, in the installer). A read-only command reads an existing store and creates nothing."""
+    config, _ = write_config(tmp_path)
+    state = tmp_path / "state"
+    shutil.rmtree(state, ignore_errors=True)
+    assert _run(config, "status", "--json") == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["state"] == "daemon not running" and "no picture store yet" in answer["notice"]
+    assert not state.exists()
+    from frame.daemon.store.database import Store
+
+    store = Store.open(state)  # what the daemon makes, then closes (no -wal/-shm left)
+    picture = store.add_picture(file="x.png", prompt="a lighthouse", seed=1, bytes=3)
+    store.record_shown(picture, "night")
+    store.close()
+    before = sorted(p.name for p in state.iterdir())
+    assert _run(config, "status") == 0
+    assert f"showing: picture {picture}" in capsys.readouterr().out
+    assert sorted(p.name for p in state.iterdir()) == before  # no side files created by the reader
+
+
 def test_token_command_generates_once(tmp_path, capsys):
     config, _ = write_config(tmp_path, web={"token": ""})
     _run(config, "token")

@@ -123,6 +123,31 @@ def test_render_now_shows_the_new_picture_and_is_exclusive(daemon):
     assert daemon.status()["shown"]["picture_id"] == daemon.store.last_shown().picture_id
 
 
+def test_shown_since_is_an_iso_time_before_and_after_a_restart(daemon):
+    """Issue 29 item 18: /api/status's shown.since was a Unix number after a show and the store's ISO
+    text after a restart."""
+    from datetime import datetime
+
+    daemon.render_now()
+    _wait(lambda: daemon.store.last_shown() is not None)
+    since = daemon.status()["shown"]["since"]
+    assert isinstance(since, str) and datetime.fromisoformat(since).tzinfo is not None
+    assert since == daemon.store.last_shown().shown_at  # what a restart reads back
+
+
+def test_render_now_says_rendering_before_its_thread_runs(daemon, monkeypatch):
+    """Issue 29 item 15: the status page the button leads to said "state idle" while the render thread
+    was still writing the job folder; the live status now says rendering when render_now answers."""
+    started = []
+    monkeypatch.setattr(daemon, "_spawn", lambda name, target: started.append(target))  # the thread not yet run
+    answer = daemon.render_now()
+    status = daemon.status()
+    assert (status["state"], status["render"]["id"], status["render"]["kind"]) == ("rendering", answer["render_id"],
+                                                                                   "now")
+    started[0]()  # the render thread runs to its end
+    assert daemon.status()["state"] == "idle" and daemon.status()["render"] is None
+
+
 def test_failed_render_falls_back_to_a_favourite(daemon):
     favourite = add_picture(daemon.store)
     daemon.store.rate(favourite, "stars", 5)

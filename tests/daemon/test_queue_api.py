@@ -56,7 +56,7 @@ def test_add_with_settings_edit_move_remove(client, store):
 
 @pytest.mark.parametrize(("method", "path", "body", "status", "said"), [
     ("post", "/api/prompts", {"prompt": "x", "steps": 0}, 400, "steps must be from 1"),
-    ("post", "/api/prompts", {"prompt": "x", "size": "500x500"}, 400, "size must have sides"),
+    ("post", "/api/prompts", {"prompt": "x", "size": "500x500"}, 400, "size 500x500 is not allowed"),
     ("post", "/api/prompts", {"prompt": "x", "sampler": "heun"}, 400, "sampler must be one of"),
     ("post", "/api/prompts", {"prompt": "x", "strength": 0.5}, 400, "strength is for a variation"),
     ("patch", "/api/prompts/1", {"prompt": ""}, 400, "prompt must not be empty"),
@@ -87,6 +87,26 @@ def test_reuse_seed_queues_the_same_prompt_and_seed(client, store, picture):
     queued = store.queued_prompts()[0]
     assert (queued.prompt, queued.negative_prompt, queued.theme, queued.seed, queued.source_picture_id) == \
         ("a red boat", "fog", "sea", 31337, None)
+
+
+def test_reuse_seed_reuses_the_pictures_steps_size_sampler_and_guidance(client, store):
+    """Issue 29 item 16: the seed alone under tonight's settings paints a different picture."""
+    painted = add_picture(store, "a red boat", seed=7, steps=12, sampler="ddim", guidance=5.5, width=768,
+                          height=512)
+    answer = client.post(f"/api/pictures/{painted}/reuse-seed", headers=AUTH)
+    assert answer.status_code == 201
+    assert {k: answer.get_json()[k] for k in ("seed", "steps", "sampler", "guidance", "width", "height")} == \
+        {"seed": 7, "steps": 12, "sampler": "ddim", "guidance": 5.5, "width": 768, "height": 512}
+    queued = store.queued_prompts()[0]
+    assert (queued.seed, queued.steps, queued.sampler, queued.guidance, queued.width, queued.height) == \
+        (7, 12, "ddim", 5.5, 768, 512)
+    remote = add_picture(store, "a blue boat", seed=8, steps=20, sampler="Euler a", width=512, height=512)
+    client.post(f"/api/pictures/{remote}/reuse-seed", headers=AUTH)  # a render server's sampler name
+    queued = store.queued_prompts()[1]
+    assert (queued.seed, queued.steps, queued.sampler, queued.width) == (8, 20, None, 512)
+    upload = add_picture(store, "the garden", origin="upload", seed=None)
+    refused = client.post(f"/api/pictures/{upload}/reuse-seed", headers=AUTH)
+    assert refused.status_code == 422 and "seed" in refused.get_json()["error"]
 
 
 def test_more_like_this_queues_a_variation(client, store, picture):
@@ -162,3 +182,34 @@ def test_frame_queue_says_what_is_missing(monkeypatch, client, capsys):
     _frame_queue(monkeypatch, client, capsys, "a", "--seed", "3")
     with pytest.raises(UsageError, match="position must be from 1 to 1"):
         _frame_queue(monkeypatch, client, capsys, "--move", "1", "5")
+
+
+def test_one_size_rule_the_models_and_every_problem_at_once(client, store):
+    """Issue 29 item 17: the queue refused the demo's own 672x400 ("multiples of 64") while the settings
+    said 8 and the model 16, capped steps at 150 against the model's 1000, and named one bad field per
+    try. Now the configured model's rule decides, and one answer names every bad field."""
+    demo_size = client.post("/api/prompts", headers=AUTH, json={"prompt": "a fox", "size": "672x400",
+                                                                "steps": 400})
+    assert demo_size.status_code == 201, demo_size.get_json()
+    assert (store.queued_prompts()[0].width, store.queued_prompts()[0].steps) == (672, 400)
+    refused = client.post("/api/prompts", headers=AUTH, json={"prompt": "a fox", "steps": 0, "sampler": "heun",
+                                                              "size": "500x500"})
+    assert refused.status_code == 400
+    error = refused.get_json()["error"]
+    assert "steps must be from 1 to 1000" in error and "sampler must be one of" in error
+    assert "multiples of 16 pixels for this SD 1.5 model (e.g. 496x496)" in error
+    assert len(store.queued_prompts()) == 1
+    prompt_id = store.queued_prompts()[0].id
+    edit = client.patch(f"/api/prompts/{prompt_id}", headers=AUTH, json={"size": "680x400"})
+    assert edit.status_code == 400 and "multiples of 16 pixels" in edit.get_json()["error"]
+    lcm = client.patch(f"/api/prompts/{prompt_id}", headers=AUTH, json={"sampler": "lcm"})  # its 400 steps
+    assert lcm.status_code == 400 and "lcm: steps must be between 1 and original_inference_steps=50, got 400" \
+        in lcm.get_json()["error"]
+
+
+def test_a_model_behind_a_url_is_not_opened_by_the_queue(tmp_path, store):
+    config = make_config(tmp_path, model={"source": "http://nas.local/models/sd15"})
+    client = create_app(config, store, token=TOKEN, state_dir=tmp_path).test_client()
+    assert client.post("/api/prompts", headers=AUTH, json={"prompt": "x", "size": "768x512"}).status_code == 201
+    refused = client.post("/api/prompts", headers=AUTH, json={"prompt": "x", "size": "500x500"})
+    assert refused.status_code == 400 and "multiples of 8 pixels" in refused.get_json()["error"]

@@ -11,7 +11,7 @@ from PIL import Image
 
 from frame.cli import render as commands
 from frame.diffusion.progress import Progress
-from frame.errors import FrameError, Interrupted, UsageError
+from frame.errors import Interrupted, UsageError
 from frame.models import demo_model_path
 
 
@@ -170,8 +170,10 @@ def test_ctrl_c_says_how_to_continue(tmp_path, monkeypatch, capsys, resume):
         (["--steps", "2"], UsageError, "--prompt is required"),
         (["--prompt", "x", "--steps", "0"], UsageError, "steps must be a positive integer"),
         (["--prompt", "x", "--seed", "-2"], UsageError, "seed must be -1 \\(random\\) or an integer from 0"),
-        (["--prompt", "x", "--init-noise", "/nonexistent.npy"], UsageError, "--init-noise: cannot read"),
-        (["--prompt", "x", "--model", "/nonexistent/model"], FrameError, "model folder not found"),
+        (["--prompt", "x", "--init-noise", "/nonexistent.npy"], UsageError, "--init-noise /nonexistent.npy: no such "
+                                                                            "file"),
+        (["--prompt", "x", "--model", "/nonexistent/model"], UsageError, "--model /nonexistent/model: no such model "
+                                                                         "folder"),
     ],
 )
 def test_bad_input(tmp_path, argv, error, message):

@@ -42,14 +42,6 @@ def test_sd15_demo_model_info():
     assert (info.default_steps, info.default_guidance) == (8, 7.5)  # the demo's own step count
 
 
-def test_only_the_bundled_demo_has_its_own_step_default(tmp_path):
-    """A copy of the demo folder is an ordinary SD 1.5 export: 20 steps like any other."""
-    import shutil
-
-    copy = shutil.copytree(demo_model_path(), tmp_path / "sd15")
-    assert read_model_info(ModelFiles(copy)).default_steps == 20
-
-
 def test_sdxl_and_turbo_detection(tmp_path):
     sdxl = read_model_info(ModelFiles(make_export(tmp_path / "xl", SDXL, unet={"sample_size": 128,
                                                                               "block_out_channels": [1, 2, 3]})))
@@ -97,3 +89,34 @@ def test_parameters_text_quotes_separators():
     text = GenerationParameters("a cat", "", 4, "euler_a", 7.0, 1, 64, 64, "my, model").to_text()
     assert text == ("a cat\nSteps: 4, Sampler: Euler a, CFG scale: 7, Seed: 1, Size: 64x64, "
                     f'Model: "my, model", Version: frame {__import__("frame").__version__}')
+
+
+def test_the_demo_models_8_steps_travel_with_it(tmp_path):
+    """Issue 29 item 23: the 8-step default was keyed on the bundled folder's path, so a converted copy
+    of the demo (and the demo served over HTTP) painted 20 steps. The model carries it in its
+    model_index.json now."""
+    import shutil
+
+    from frame.cli.program import main
+    from frame.models import DEFAULT_STEPS_KEY, DEMO_DEFAULT_STEPS
+    from tests.engine.http_server import RangeServer
+
+    index = json.loads((demo_model_path() / "model_index.json").read_text())
+    assert index[DEFAULT_STEPS_KEY] == DEMO_DEFAULT_STEPS == 8
+    assert read_model_info(ModelFiles(demo_model_path())).default_steps == 8
+    copy = tmp_path / "demo-copy"
+    shutil.copytree(demo_model_path(), copy)
+    assert read_model_info(ModelFiles(copy)).default_steps == 8
+    assert main(["model", "convert", str(demo_model_path()), str(tmp_path / "demo-fp16"), "--weights", "fp16"]) == 0
+    assert read_model_info(ModelFiles(tmp_path / "demo-fp16")).default_steps == 8
+    served = RangeServer(str(demo_model_path())).start()
+    try:
+        assert read_model_info(ModelFiles(served.url(""), cache_dir=tmp_path / "cache")).default_steps == 8
+    finally:
+        served.stop()
+    other = make_export(tmp_path / "sd15", {"text_encoder": ["transformers", "CLIPTextModel"]})
+    assert read_model_info(ModelFiles(other)).default_steps == 20  # a real model keeps its kind's default
+    bad = make_export(tmp_path / "bad", {"text_encoder": ["transformers", "CLIPTextModel"]})
+    (bad / "model_index.json").write_text(json.dumps({"text_encoder": ["a", "b"], DEFAULT_STEPS_KEY: "eight"}))
+    with pytest.raises(FrameError, match="_frame_default_steps must be a positive whole number, got 'eight'"):
+        read_model_info(ModelFiles(bad))

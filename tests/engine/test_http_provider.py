@@ -150,3 +150,36 @@ def test_real_unet_folder_over_http_with_faults_matches_local(tmp_path):
         assert np.array_equal(got, expected)
     finally:
         server.stop()
+
+
+def test_a_refused_connection_is_named_whole_in_the_retry_warning(caplog):
+    """Issue 29 item 21: the retry warning cut requests' text at 200 characters, mid-word and before
+    the reason ("…Failed to establish ); retry 2"). It now names the innermost reason, without object
+    addresses or the URL's query values, and marks any cut."""
+    import logging
+    import socket
+
+    import requests
+
+    from frame.engine.io.http import brief, connection_problem, with_retries
+    from frame.engine.io.http_settings import HttpSettings
+
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/models/sd15/unet/model.onnx?token=secret-value"
+
+    def attempt():
+        try:
+            requests.get(url, timeout=5)
+        except requests.ConnectionError as exc:
+            raise connection_problem(exc) from exc
+
+    settings = HttpSettings(retries=1, backoff=0.0, max_backoff=0.0)
+    with caplog.at_level(logging.WARNING), pytest.raises(WeightFetchError) as failed:
+        with_retries(settings, "unet/model.onnx", attempt)
+    [warning] = [r.getMessage() for r in caplog.records if "retry 1" in r.getMessage()]
+    assert "Failed to establish a new connection: [Errno 111] Connection refused); retry 1" in warning, warning
+    assert " at 0x" not in warning and "secret-value" not in warning
+    assert "Connection refused" in str(failed.value)
+    assert brief("word " * 60, 40) == "word word word word word word word…"

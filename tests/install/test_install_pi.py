@@ -200,6 +200,18 @@ def test_refuses_without_root_or_on_32_bit(pi: Pi, env: dict, message: str) -> N
     assert pi.changes() == []
 
 
+def test_a_dry_run_shows_the_steps_on_a_machine_that_is_not_a_pi(pi: Pi) -> None:
+    """Issue 29 item 24: --dry-run refused to run on x86 although it changes nothing."""
+    before = pi.snapshot()
+    dry = pi.run("--dry-run", FAKESYS_ARCH="x86_64", FAKESYS_UID="1000")
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    assert "this is x86_64, not 64-bit Raspberry Pi OS (aarch64): a real run refuses here" in dry.stdout
+    assert _steps(dry.stdout) == STEPS and "changes to make (dry run: nothing was changed)" in dry.stdout
+    assert pi.changes() == [] and pi.snapshot() == before
+    real = pi.run(FAKESYS_ARCH="x86_64")
+    assert real.returncode == 1 and "needs 64-bit Raspberry Pi OS (aarch64); this is x86_64" in real.stderr
+
+
 def test_no_plots_installs_the_lock_without_matplotlib_s_packages_and_removes_them(pi: Pi) -> None:
     lock = (REPO / "requirements-pi.txt").read_text()
     plots_only = next(line for line in lock.splitlines() if line.startswith("# plots-only: ")).split()[2:]

@@ -55,7 +55,7 @@ def seed(store: Store, state_dir: Path) -> dict[str, int]:
     new = store.add_picture(
         file="new.png", panel_file="new-panel.png", prompt="a quiet harbour at dawn, watercolor painting",
         theme="a quiet harbour at dawn", style="watercolor painting", seed=1234, sampler="euler_a", steps=20,
-        width=512, height=320, model="demo",
+        guidance=7.0, width=512, height=320, model="demo",
         why={"sentence": "Chosen because you liked 3 of the 4 most similar pictures (harbours, watercolor).",
              "plot": "new-why.png", "confidence": 0.75})
     store.rate(old, "thumb", 1)

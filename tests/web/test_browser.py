@@ -162,10 +162,17 @@ def test_queue_reorder_remove_and_more_like_this(server, page, store, pictures):
     _log_in(page, server, f"/pictures/{shown}")
     expect(page.locator("figcaption .seed")).to_have_text("seed 1234")
     page.get_by_role("button", name="Reuse seed 1234").click()
-    expect(page.get_by_role("status")).to_contain_text("Queued: the same prompt with seed 1234")
+    expect(page.get_by_role("status")).to_contain_text(
+        "Queued: the same prompt with seed 1234, 20 steps, euler_a, guidance 7, 512x320")
+    again = store.queued_prompts()[0]  # issue 29: the picture's own settings, not only its seed
+    assert (again.seed, again.steps, again.sampler, again.guidance, again.width, again.height) == \
+        (1234, 20, "euler_a", 7.0, 512, 320)
+    expect(page.locator("#queued > li").first).to_contain_text("size 512x320")
 
     page.goto(server + f"/pictures/{shown}")
+    expect(page.locator("#strength-value")).to_have_text("0.6")  # issue 29: the slider says its value
     page.get_by_label("How much may change").fill("0.4")
+    expect(page.locator("#strength-value")).to_have_text("0.4")
     shot(page, "7-picture-more-like-this")
     page.get_by_role("button", name="More like this").click()
     expect(page.get_by_role("status")).to_contain_text("Queued a variation of this picture (strength 0.4)")
@@ -206,6 +213,40 @@ def test_queue_reorder_remove_and_more_like_this(server, page, store, pictures):
     assert (edited.steps, edited.seed, edited.sampler) == (None, 99, "ddim")
 
 
+def test_queue_form_names_every_problem_with_the_models_size_rule(server, page, store, pictures):
+    """Issue 29 item 17: the form said "multiples of 64" and refused the demo's own 672x400, and showed
+    the size problem only after the others were fixed. The label states the configured model's rule,
+    every bad field is marked at once, and the demo's size is queued."""
+    expect = sync_api.expect
+    _log_in(page, server, "/queue")
+    page.get_by_label("Prompt", exact=True).fill("a heron in reeds, ink wash")
+    page.get_by_text("More options").click()
+    expect(page.locator("label[for=size]")).to_have_text("Size (WIDTHxHEIGHT, multiples of 16 px for this SD 1.5 "
+                                                         "model)")
+    page.get_by_label("Steps").evaluate("field => field.removeAttribute('max')")  # what a script could send
+    page.get_by_label("Steps").fill("1001")
+    page.get_by_label("Guidance").evaluate("field => field.removeAttribute('max')")
+    page.get_by_label("Guidance").fill("31")
+    page.locator("#size").fill("500x500")
+    page.get_by_role("button", name="Queue it").click()
+    alert = page.get_by_role("alert")
+    expect(alert).to_contain_text("steps must be from 1 to 1000")
+    expect(alert).to_contain_text("guidance must be from 0 to 30")
+    expect(alert).to_contain_text("size 500x500 is not allowed: width and height must be positive multiples of 16")
+    for label in ("Steps", "Guidance"):
+        expect(page.get_by_label(label)).to_have_attribute("aria-invalid", "true")
+    expect(page.locator("#size")).to_have_attribute("aria-invalid", "true")
+    _no_horizontal_overflow(page)
+    shot(page, "9-queue-every-problem")
+    assert store.queued_prompts() == []
+    page.get_by_label("Steps").fill("")
+    page.get_by_label("Guidance").fill("")
+    page.locator("#size").fill("672x400")  # the demo model's own size
+    page.get_by_role("button", name="Queue it").click()
+    expect(page.get_by_role("status")).to_contain_text("Queued for the next night")
+    assert (store.queued_prompts()[0].width, store.queued_prompts()[0].height) == (672, 400)
+
+
 def test_progress_is_polled_without_reload(server, page, controller, store, state_dir):
     from tests.web.conftest import write_png
 
@@ -226,6 +267,49 @@ def test_progress_is_polled_without_reload(server, page, controller, store, stat
     preview = page.get_by_alt_text("Low-resolution preview of the picture being painted")
     assert preview.evaluate("img => img.decode().then(() => img.naturalWidth)") == 100
     shot(page, "7-status-rendering")
+
+
+class LiveController(FakeController):
+    """The daemon's real live status (``LiveStatus``): what the worker's events make of the render."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from frame.daemon.status import LiveStatus
+
+        self.live = LiveStatus()
+
+    def status(self) -> dict:
+        return self.live.snapshot()
+
+
+def test_a_render_from_the_button_reads_as_such_to_its_end(store, state_dir, pictures, page):
+    """Issue 29 item 15: during a "paint now" render the status page said "state idle" with a stale
+    queue count, was headed "Painting tonight's picture", and its bar went back to empty during the
+    VAE and while preparing for the panel."""
+    expect = sync_api.expect
+    controller = LiveController()
+    controller.live.render_started(5, "now")
+    controller.live.render_progress(stage="generating (unet)", step=8, steps=8, fraction=1.0)
+    for base in _serve(make_app(store, state_dir, controller)):
+        page.goto(base + "/status")
+        expect(page.locator("#progress-title")).to_have_text("Painting a new picture now")
+        expect(page.locator('dd[data-field="state"]')).to_have_text("rendering")
+        expect(page.locator('dd[data-field="queued"]')).to_have_text("0")
+        store.queue_prompt("a heron in reeds, ink wash")
+        controller.live.render_progress(stage="generating (vae)", step=0, steps=0, fraction=1.0)  # as the worker
+        progress = page.locator("#progress")
+        expect(progress).to_contain_text("generating (vae)", timeout=8_000)
+        expect(page.locator('dd[data-field="queued"]')).to_have_text("1")
+        assert page.locator("#progress-bar").evaluate("bar => bar.value") == 100
+        controller.live.render_progress(stage="preparing for the panel")
+        expect(progress).to_contain_text("preparing for the panel", timeout=8_000)
+        assert page.locator("#progress-bar").evaluate("bar => bar.value") == 100
+        expect(page.locator("#progress-title")).to_have_text("Painting a new picture now")
+        shot(page, "7b-status-paint-now")
+        controller.live.render_finished()
+        controller.live.render_started(6, "night")
+        page.goto(base + "/status")
+        expect(page.locator("#progress-title")).to_have_text("Painting tonight's picture")
 
 
 LONG_PATH = "/var/lib/frame/checkpoints/render-12/diffusion/" + "unet-weights-shard-" * 20 + ".bin"
@@ -407,3 +491,25 @@ def test_owner_uploads_a_photo_shows_it_and_the_virtual_panel_shows_the_preview(
     expect(page.locator(".grid li")).to_have_count(2)
     assert store.picture(uploaded.id) is None
     assert not [f for f in (state_dir / "gallery").iterdir() if "-upload-" in f.name]
+
+
+def test_a_photo_over_20_mb_gets_a_styled_page_with_the_limit_and_a_way_back(server, page, store, tmp_path):
+    """Issue 29 item 14: the server refuses the body from its headers, and answered with waitress's bare
+    text ("Request Entity Too Large / exceeds max_body of 65537"), ~980 px wide on a phone."""
+    expect = sync_api.expect
+    big = tmp_path / "IMG_0100.jpg"
+    with big.open("wb") as out:
+        out.truncate(21 * 1024 * 1024)  # sparse: 22 MB on the wire, nothing much on disk
+    _log_in(page, server, "/upload")
+    page.get_by_label("Photo", exact=True).set_input_files(str(big))
+    page.get_by_role("button", name="Upload").click()
+    alert = page.get_by_role("alert")
+    expect(alert).to_contain_text("The photo is too large: the frame takes photos of at most 20 MB "
+                                  "(this one is 22.0 MB)")
+    assert "max_body" not in page.content()
+    assert page.locator("header.top").is_visible()  # the pages' own layout and style sheet
+    _no_horizontal_overflow(page)
+    shot(page, "16-upload-too-large")
+    page.get_by_role("link", name="Back to the upload form").click()
+    expect(page.get_by_label("Photo", exact=True)).to_be_visible()
+    assert [p for p in store.pictures() if p.origin == "upload"] == []

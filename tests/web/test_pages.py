@@ -174,6 +174,6 @@ def test_without_matplotlib_the_page_explains_in_words_and_says_where_the_plot_w
                                 why={"sentence": "expected liking 0.80: on warmth × drama, 3 of 4 were liked",
                                      "mode": "model", "plot": None, "plot_note": note + " (pip install ...)."})
     html = text(client.get(f"/pictures/{picture}"))
-    assert "expected liking 0.80: on warmth × drama, 3 of 4 were liked" in html
+    assert "Chosen for your taste: on warmth × drama, 3 of 4 were liked." in html  # in plain words (issue 29)
     assert note in html and f"/pictures/{picture}/why.png" not in html
     assert "plot note" not in html  # the note is not repeated among the details

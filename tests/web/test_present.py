@@ -134,3 +134,35 @@ def test_plot_note_is_shown_instead_of_a_missing_plot():
     why = {"sentence": "s", "plot": None, "plot_note": "needs matplotlib"}
     view = present.picture_view(StoredPicture.from_row({"id": 1, "why": why}))
     assert view["has_plot"] is False and view["plot_note"] == "needs matplotlib" and view["why_details"] == []
+
+
+VARIETY_WHY = {  # as the worker stores a variety pick (Why.to_json of the picker's Choice.to_dict)
+    "candidate": {"text": "a harbour, watercolor", "theme": "harbours", "style": "watercolor"},
+    "mode": "variety", "score": None, "explanation": {"ratings": 0},
+    "reason": "no ratings yet: choosing for variety — theme 'harbours' was shown 0 times before",
+    "sentence": "no ratings yet: choosing for variety — theme 'harbours' was shown 0 times before",
+    "method": "taste (variety)", "ratings": 0}
+MODEL_WHY = {
+    "candidate": {"theme": "lakes"}, "mode": "model", "score": 0.734, "ratings": 14, "search": "joint",
+    "reason": "expected liking 0.73: on colour, 3 of your 5 most similar rated pictures were liked",
+    "sentence": "expected liking 0.73: on colour, 3 of your 5 most similar rated pictures were liked",
+    "method": "taste (model)", "plot": "p.png"}
+
+
+def test_why_this_picture_is_one_plain_sentence_with_the_details_folded(owner, store):
+    """Issue 29 item 20: the sentence came again as "reason", beside "mode variety" and "method taste
+    (variety)"."""
+    assert present.plain_why(VARIETY_WHY) == ("Chosen for variety: the theme “harbours” had been shown least so "
+                                              "far. Once you have rated more pictures, your taste decides.")
+    assert present.why_details(VARIETY_WHY) == [("rated pictures it learnt from", "0")]
+    assert present.plain_why(MODEL_WHY) == ("Chosen for your taste: on colour, 3 of your 5 most similar rated "
+                                            "pictures were liked.")
+    assert present.why_details(MODEL_WHY) == [("how much you may like it", "73%"), ("rated pictures it learnt from",
+                                                                                    "14")]
+    assert present.plain_why({"method": "queue", "sentence": "you queued this prompt"}) == "You queued this prompt."
+    picture = store.add_picture(file="v.png", prompt="a harbour, watercolor", seed=1, why=VARIETY_WHY)
+    page = owner.get(f"/pictures/{picture}").get_data(as_text=True)
+    assert page.count("had been shown least so far") == 1
+    for jargon in ("mode", "taste (variety)", "choosing for variety —", "<dt>reason</dt>"):
+        assert jargon not in page.split("Why this picture?")[1].split("</details>\n<details")[0], jargon
+    assert "<summary>More about this choice</summary>" in page

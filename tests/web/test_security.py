@@ -245,7 +245,7 @@ def test_only_the_reviewed_routes_exist(app):
     assert routes == [
         ("/", "GET"), ("/api/settings", "GET"), ("/api/settings", "PUT"), ("/api/settings/restore", "POST"),
         ("/config", "GET"), ("/config", "POST"), ("/config/restart", "POST"), ("/config/restore", "POST"),
-        ("/gallery", "GET"), ("/login", "GET,POST"), ("/logout", "POST"),
+        ("/favicon.ico", "GET"), ("/gallery", "GET"), ("/login", "GET,POST"), ("/logout", "POST"),
         ("/logout-everywhere", "POST"),
         ("/pictures/<id:picture_id>", "GET"), ("/pictures/<id:picture_id>/delete", "GET"),
         ("/pictures/<id:picture_id>/delete", "POST"), ("/pictures/<id:picture_id>/image", "GET"),

@@ -66,6 +66,16 @@ def test_the_api_needs_the_owner_and_answers_per_field(client, owner, state_dir)
     assert wrong.status_code == 401
 
 
+def test_the_models_size_rule_is_named_together_with_other_problems(owner):
+    """Issue 29 item 17: 504x296 passed the settings' own "multiples of 8" and the model's "multiples of
+    16" showed only once the other problems were fixed; 500x496 got the settings' rule, not the model's."""
+    _, token = _form(owner)
+    for size in ("504x296", "500x496"):
+        bad = owner.put("/api/settings", json={"model.steps": 0, "model.size": size}, headers={"X-CSRF-Token": token})
+        assert bad.status_code == 422 and set(bad.json["problems"]) == {"model.steps", "model.size"}, bad.json
+        assert "multiples of 16 pixels for this SD 1.5 model" in bad.json["problems"]["model.size"][0]
+
+
 def test_hostile_settings_puts_are_refused_and_nothing_is_written(client, state_dir):
     """Each case is refused with a reason and settings.yaml stays absent. JSON's Infinity and NaN once
     passed the minimum check (``model.guidance: .inf`` was saved and reached the render)."""

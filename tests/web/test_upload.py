@@ -133,8 +133,42 @@ def test_more_than_20_mb_is_refused(owner, store):
 
     response = post_photo(owner, b"\xff\xd8" + b"\0" * photos.MAX_UPLOAD_BYTES)
     assert response.status_code == 400 and "photo is 20.0 MB; at most 20 MB" in response.get_data(as_text=True)
-    assert post_photo(owner, b"\0" * UPLOAD_REQUEST_MAX).status_code == 413
+    too_large = post_photo(owner, b"\0" * UPLOAD_REQUEST_MAX)
+    assert too_large.status_code == 413
+    page = too_large.get_data(as_text=True)  # issue 29 item 14: the limit and a way back, not "too much data"
+    assert "The photo is too large: the frame takes photos of at most 20 MB" in page
+    assert 'href="/upload">Back to the upload form</a>' in page
     assert uploads(store) == []
+
+
+def test_the_servers_own_413_is_the_pages_style_or_json_for_the_api(app):
+    """Issue 29 item 14: bodies refused from their headers got waitress's bare text naming its 64 KiB
+    cap ("exceeds max_body of 65537"); now the error page (or JSON on /api/) with the limit."""
+    import http.client
+
+    from frame.net.server import HttpServer
+
+    httpd = HttpServer(app, "127.0.0.1:0")
+    httpd.start()
+    bodies = {}
+    try:
+        for path, kind, said in [("/upload", "text/html", "at most 20 MB (this one is 25.0 MB)"),
+                                 ("/queue", "text/html", "at most 66 kB here (this one is 25.0 MB)"),
+                                 ("/api/prompts", "application/json", '"error": "That was too much data')]:
+            connection = http.client.HTTPConnection("127.0.0.1", httpd.port, timeout=10)
+            connection.putrequest("POST", path)
+            connection.putheader("Content-Length", str(25_000_000))
+            connection.putheader("Content-Type", "multipart/form-data; boundary=x")
+            connection.endheaders()
+            answer = connection.getresponse()
+            body = answer.read().decode()
+            connection.close()
+            assert answer.status == 413 and answer.getheader("Content-Type").startswith(kind), (path, body)
+            assert said in body and "max_body" not in body, body
+            bodies[path] = body
+    finally:
+        httpd.close()
+    assert '<meta name="viewport"' in bodies["/upload"] and "frame.css" in bodies["/upload"]
 
 
 def test_heic_is_offered_only_with_its_plugin(owner, monkeypatch):

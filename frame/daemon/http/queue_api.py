@@ -9,6 +9,7 @@ from typing import Any
 
 from flask import jsonify
 
+from frame.config.schema import Config
 from frame.daemon import queue as queue_rules
 from frame.daemon.feeds.parse import Sanitiser
 from frame.daemon.http.api import ApiError, api, api_deps, request_body, text_field
@@ -26,9 +27,11 @@ def queued():
 PROMPT_TEXT = ("prompt", "negative_prompt", "theme")
 
 
-def _prompt_fields(body: dict[str, Any], sanitiser: Sanitiser, new: bool, variation: bool = False) -> dict[str, Any]:
+def _prompt_fields(body: dict[str, Any], sanitiser: Sanitiser, new: bool, variation: bool = False,
+                   config: Config | None = None, current: QueuedPrompt | None = None) -> dict[str, Any]:
     """A queued prompt's columns from a request body: its texts (sanitised) and its own settings
-    (``frame.daemon.queue``); ``new`` requires the prompt, an edit changes only what it sends."""
+    (``frame.daemon.queue``, by the configured model's rules); ``new`` requires the prompt, an edit
+    (``current``) changes only what it sends. Every bad setting is named in one answer."""
     allowed = set(PROMPT_TEXT) | set(queue_rules.SETTING_FIELDS) | ({"strength"} if variation else set())
     unknown = set(body) - allowed
     if unknown:
@@ -37,7 +40,7 @@ def _prompt_fields(body: dict[str, Any], sanitiser: Sanitiser, new: bool, variat
     values = {key: text_field(body, key, sanitiser, required=key == "prompt")
               for key in PROMPT_TEXT if new or key in body}
     try:
-        values.update(queue_rules.parse_settings(body))
+        values.update(queue_rules.parse_settings(body, config, current))
         if "strength" in body:
             values["strength"] = queue_rules.parse_strength(body["strength"])
     except queue_rules.QueueError as exc:
@@ -55,7 +58,7 @@ def _need_waiting(store: Store, prompt_id: int) -> QueuedPrompt:
 @api.post("/prompts")
 def queue():
     deps = api_deps()
-    values = _prompt_fields(request_body(), deps.sanitiser, new=True)
+    values = _prompt_fields(request_body(), deps.sanitiser, new=True, config=deps.config)
     prompt_id = deps.store.queue_prompt(**values)
     log.info("queued prompt %d", prompt_id)
     return jsonify({"id": prompt_id, "prompt": values["prompt"]}), 201
@@ -65,8 +68,9 @@ def queue():
 def edit_prompt(prompt_id: int):
     deps = api_deps()
     body = request_body()
-    values = _prompt_fields(body, deps.sanitiser, new=False,
-                            variation=_need_waiting(deps.store, prompt_id).variation)
+    current = _need_waiting(deps.store, prompt_id)
+    values = _prompt_fields(body, deps.sanitiser, new=False, variation=current.variation, config=deps.config,
+                            current=current)
     try:
         prompt = deps.store.update_prompt(prompt_id, **values)
     except KeyError:
@@ -103,14 +107,15 @@ def move_prompt(prompt_id: int):
 
 @api.post("/pictures/<id:picture_id>/reuse-seed")
 def reuse_seed(picture_id: int):
-    """Queue the picture's prompt again with its seed (the night's other settings)."""
+    """Queue the picture's prompt again with its seed, steps, sampler, guidance and size
+    (``frame.daemon.queue.queue_reuse``): the same picture unless the owner edits the queued prompt."""
     deps = api_deps()
     picture = deps.need_picture(picture_id)
-    if picture.seed is None:
-        raise ApiError(422, f"picture {picture_id} has no stored seed")
-    prompt_id = deps.store.queue_prompt(picture.prompt, picture.negative_prompt, picture.theme, seed=picture.seed)
-    log.info("queued prompt %d: picture %d's prompt with seed %d", prompt_id, picture_id, picture.seed)
-    return jsonify({"id": prompt_id, "prompt": picture.prompt, "seed": picture.seed}), 201
+    try:
+        prompt_id, settings = queue_rules.queue_reuse(deps.store, picture)
+    except queue_rules.QueueError as exc:
+        raise ApiError(422, str(exc)) from None
+    return jsonify(deps.store.queued_prompt(prompt_id).to_json()), 201  # id, prompt, seed and the rest
 
 
 @api.post("/pictures/<id:picture_id>/variation")

@@ -36,7 +36,7 @@ from frame.daemon.jobs.supervisor import Outcome, StatusEvent, Supervisor, worke
 from frame.daemon.queue import DEFAULT_STRENGTH
 from frame.daemon.status import LiveStatus
 from frame.daemon.store import gallery
-from frame.daemon.store.database import Store
+from frame.daemon.store.database import Store, now_iso
 from frame.daemon.store.records import QueuedPrompt
 from frame.daemon.store.recovery import backup_path
 from frame.errors import FrameError
@@ -367,7 +367,7 @@ def show_picture(ctx: RenderContext, picture_id: int, reason: str) -> ShowOutput
         log.info("the panel declined picture %d: %s", picture_id, result.message)
         return result
     ctx.store.record_shown(picture_id, reason)
-    ctx.status.update(shown={"picture_id": picture_id, "reason": reason, "since": time.time(),
+    ctx.status.update(shown={"picture_id": picture_id, "reason": reason, "since": now_iso(),  # as after a restart
                              "output": result.shown})
     log.info("showed picture %d (%s, %s) in %.1f s", picture_id, reason, result.status,
              time.monotonic() - started)

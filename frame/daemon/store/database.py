@@ -95,6 +95,25 @@ class Store:
         conn = open_checked(path, connect)
         return cls(conn, path)
 
+    @classmethod
+    def open_read_only(cls, state_dir: str | Path) -> Store | None:
+        """The existing store, for reading only, or None when there is none yet: what a read-only
+        command (``frame status`` without a daemon) uses, so it never creates ``frame.db`` (nor its
+        folder, nor SQLite's -wal/-shm files) owned by whoever ran it (root, in the installer).
+
+        With the daemon's -wal and -shm files present the database is opened ``mode=ro`` (they exist,
+        so nothing is created); without them the main file holds everything and is read
+        ``immutable`` (SQLite then creates no side files). Not migrated: an older schema's rows may
+        lack newer columns (``sqlite3.Error`` on the query; the daemon migrates at its start)."""
+        path = Path(state_dir).expanduser() / DB_NAME
+        if not path.is_file():
+            return None
+        sides = all(Path(f"{path}{suffix}").exists() for suffix in ("-wal", "-shm"))
+        mode = "mode=ro" if sides else "mode=ro&immutable=1"
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?{mode}", uri=True, check_same_thread=False)
+        conn.row_factory = sqlite3.Row
+        return cls(conn, path)
+
     def close(self) -> None:
         with self._lock:
             self._conn.close()

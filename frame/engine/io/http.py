@@ -82,9 +82,39 @@ def with_retries(settings: HttpSettings, what: str, attempt: Callable[[], T]) ->
             clock.sleep(delay)
 
 
+_OBJECT_REPR = re.compile(r"<[^<>]* at 0x[0-9a-fA-F]+>:? ?")
+REASON_CHARS = 200
+
+
+def _innermost(exc: BaseException) -> BaseException:
+    """The failure a requests error wraps: ConnectionError(MaxRetryError(reason=NewConnectionError))
+    says "Failed to establish a new connection: [Errno 111] Connection refused" only at the bottom."""
+    for _ in range(5):
+        reason = getattr(exc, "reason", None)
+        inner = reason if isinstance(reason, BaseException) else \
+            exc.args[0] if exc.args and isinstance(exc.args[0], BaseException) else None
+        if inner is None:
+            break
+        exc = inner
+    return exc
+
+
+def brief(text: str, limit: int = REASON_CHARS) -> str:
+    """``text`` cut at a word within ``limit`` characters, marked with "…" (a cut once read as
+    "Failed to establish ); retry 2", as if the message ended there)."""
+    if len(text) <= limit:
+        return text
+    cut = text[:limit - 1]
+    return (cut[:cut.rfind(" ")] if " " in cut[limit // 2:] else cut).rstrip(" ,;:") + "…"
+
+
 def connection_problem(exc: BaseException) -> Transient:
-    """A ``Transient`` naming a requests/urllib3/socket failure by kind (its text may quote the URL)."""
-    return Transient(f"connection problem ({type(exc).__name__}: {redact_text(str(exc))[:200]})")
+    """A ``Transient`` naming a requests/urllib3/socket failure by kind and by its innermost reason
+    ("NewConnectionError: Failed to establish a new connection: [Errno 111] Connection refused"), without
+    object addresses, credentials or query values, and short."""
+    inner = _innermost(exc)
+    reason = _OBJECT_REPR.sub("", str(inner)).strip(" '\"") or type(exc).__name__
+    return Transient(f"connection problem ({type(inner).__name__}: {brief(redact_text(reason))})")
 
 
 def transient_errors() -> tuple[type[BaseException], ...]:

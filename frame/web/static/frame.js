@@ -42,7 +42,15 @@
     if (el) { el.textContent = text; }
   }
 
+  function facts(status) {  // the status page's own lines: the daemon's state and the queue's length
+    var state = document.querySelector('dd[data-field="state"]');
+    if (state && typeof status.state === "string") { state.textContent = status.state; }
+    var queued = document.querySelector('dd[data-field="queued"]');
+    if (queued && typeof status.queued_prompts === "number") { queued.textContent = status.queued_prompts; }
+  }
+
   function show(status) {
+    facts(status || {});
     var render = (status && (status.render || (status.status && status.status.render))) || null;
     if (!render) {
       box.hidden = true;
@@ -51,6 +59,8 @@
     }
     wasActive = true;
     box.hidden = false;
+    var title = document.getElementById("progress-title");  // present.py:progress_title
+    title.textContent = render.kind && render.kind !== "night" ? "Painting a new picture now" : "Painting tonight's picture";
     var steps = render.steps, step = render.step || 0;
     var bar = document.getElementById("progress-bar");
     var percent = steps > 0 ? Math.floor(100 * step / steps) : 0;
@@ -86,4 +96,15 @@
       .then(function () { window.setTimeout(poll, wasActive ? 5000 : 30000); });
   }
   window.setTimeout(poll, wasActive ? 2000 : 10000);
+}());
+
+// "More like this": the strength slider says its value (a range input shows none by itself).
+(function () {
+  "use strict";
+  var slider = document.getElementById("strength");
+  var shown = document.getElementById("strength-value");
+  if (!slider || !shown || slider.type !== "range") { return; }
+  function update() { shown.textContent = Number(slider.value).toString(); }
+  slider.addEventListener("input", update);
+  update();
 }());
