@@ -139,7 +139,10 @@ else
         "[Service]" "Type=oneshot" "ExecStart=/usr/sbin/iw dev wlan0 set power_save off" \
         "[Install]" "WantedBy=sys-subsystem-net-devices-wlan0.device")"; then
         change systemctl daemon-reload
-        change systemctl enable --now frame-wifi-powersave.service
+        # enable and start as two steps (not --now): offline (the Pi twin's chroot, SYSTEMD_OFFLINE=1)
+        # enable still writes its symlink and start is skipped, where --now fails; on a Pi it is the same
+        change systemctl enable frame-wifi-powersave.service
+        change systemctl start frame-wifi-powersave.service
     fi
 fi
 

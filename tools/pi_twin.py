@@ -150,6 +150,7 @@ def main() -> int:
     if os.geteuid() != 0:
         print("pi-twin: needs root (chroot, mounts, a memory cgroup)", file=sys.stderr)
         return 2
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("pi-twin: stopped (SIGTERM)"))  # cleanup runs
     started = time.monotonic()
     args.cache.mkdir(parents=True, exist_ok=True)
     rootfs_mod.ensure_host_tools()

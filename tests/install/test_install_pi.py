@@ -172,8 +172,9 @@ def test_without_network_manager_a_systemd_unit_turns_power_saving_off(tmp_path)
     assert pi.run().returncode == 0
     unit = (pi.root / "etc/systemd/system/frame-wifi-powersave.service").read_text()
     assert "ExecStart=/usr/sbin/iw dev wlan0 set power_save off" in unit
-    assert pi.changes()[:3] == ["chgrp root ROOT/etc/systemd/system/frame-wifi-powersave.service.frame-new",
-                                "systemctl daemon-reload", "systemctl enable --now frame-wifi-powersave.service"]
+    assert pi.changes()[:4] == ["chgrp root ROOT/etc/systemd/system/frame-wifi-powersave.service.frame-new",
+                                "systemctl daemon-reload", "systemctl enable frame-wifi-powersave.service",
+                                "systemctl start frame-wifi-powersave.service"]
     assert pi.run().returncode == 0 and pi.changes() == []
 
 
