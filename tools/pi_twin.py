@@ -146,6 +146,8 @@ def main() -> int:
                         help="what Raspberry Pi OS Lite holds at idle on a Pi Zero 2 W (see docs/pi-twin.md)")
     parser.add_argument("--night-minutes", type=float, default=15, help="the longest the emulated night may take")
     parser.add_argument("--skip-tests", action="store_true", help="leave out the test slice")
+    parser.add_argument("--limit-mib", type=float, help="diagnosis: the cgroup's limit instead of the budget "
+                        "(to see how far over it frame goes without an OOM kill); the budget is still checked")
     args = parser.parse_args()
     if os.geteuid() != 0:
         print("pi-twin: needs root (chroot, mounts, a memory cgroup)", file=sys.stderr)
@@ -174,8 +176,9 @@ def main() -> int:
         budget = memory.budget(emulated - native, args.os_baseline_mib)
         log(f"qemu-user overhead: idle python3 VmHWM {emulated:.1f} MiB emulated vs {native:.1f} MiB native")
         log(budget.describe())
-        cgroup = memory.Cgroup.create("frame-pi-twin", budget.limit_mib)
-        log(f"cgroup v{cgroup.version} {cgroup.path}: limit {budget.limit_mib:.1f} MiB, swap off "
+        limit = args.limit_mib or budget.limit_mib
+        cgroup = memory.Cgroup.create("frame-pi-twin", limit)
+        log(f"cgroup v{cgroup.version} {cgroup.path}: limit {limit:.1f} MiB, swap off "
             f"({cgroup.swap_off()})")
         try:
             result, watch = night(rootfs, cgroup, args.work, args.night_minutes)
@@ -196,6 +199,8 @@ def main() -> int:
                 failures.append(f"OOM kill in the night ({night_ooms})")
             if watch.rss_sum_kib / 1024 > budget.limit_mib:
                 failures.append(f"frame's processes held {watch.rss_sum_kib / 1024:.1f} MiB at once, over the budget")
+            if night_peak > budget.limit_mib:
+                failures.append(f"the cgroup's peak {night_peak:.1f} MiB is over the budget")
             if not args.skip_tests:
                 cgroup.reset_peak()
                 test_watch = memory.PeakWatch(cgroup.pids)
