@@ -21,6 +21,11 @@
 set -euo pipefail
 
 ROOT="${FRAME_ROOT:-}"
+STATUS_TRIES="${FRAME_STATUS_TRIES:-20}"
+STATUS_WAIT="${FRAME_STATUS_WAIT:-3}"
+# frame reads every FRAME_* variable as a configuration override ('frame config check' below would refuse
+# these unknown keys): they are the installer's own, so they stop here
+unset FRAME_ROOT FRAME_STATUS_TRIES FRAME_STATUS_WAIT
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
 VENV=/opt/frame
 USER_NAME=frame
@@ -217,9 +222,9 @@ else ok "frame.service running"; fi
 step status
 if [ "$DRY_RUN" = 1 ]; then echo "   would check: frame status"; else
     answered=0
-    for _ in $(seq 1 "${FRAME_STATUS_TRIES:-20}"); do  # the daemon needs a few seconds to start
+    for _ in $(seq 1 "$STATUS_TRIES"); do  # the daemon needs a few seconds to start
         if "$ROOT$VENV/bin/frame" status; then answered=1; break; fi
-        sleep "${FRAME_STATUS_WAIT:-3}"
+        sleep "$STATUS_WAIT"
     done
     [ "$answered" = 1 ] || echo "   frame status did not answer yet: see journalctl -u frame -e"
 fi

@@ -98,11 +98,11 @@ def install(rootfs: Path, cache: Path, timeout: float) -> str:
                      PIP_CERT="/etc/ssl/certs/ca-certificates.crt", PIP_DISABLE_PIP_VERSION_CHECK="1",
                      FRAME_STATUS_TRIES="1", FRAME_STATUS_WAIT="0", SYSTEMD_OFFLINE="1")
     output = done.stdout + done.stderr
-    if done.returncode != 0:
-        raise RuntimeError(f"tools/install-pi.sh failed in the arm64 rootfs (exit {done.returncode}):\n{output}")
-    if not cached.exists():
+    if not cached.exists() and (rootfs / VENV / ".frame-installed").exists():  # also when a later step failed
         rootfs_mod.pack(rootfs / VENV, cached)
         rootfs_mod.log(f"venv: cached as {cached}")
+    if done.returncode != 0:
+        raise RuntimeError(f"tools/install-pi.sh failed in the arm64 rootfs (exit {done.returncode}):\n{output}")
     enabled = in_chroot(rootfs, ["systemctl", "is-enabled", "frame"], 120, check=False,
                         SYSTEMD_OFFLINE="1").stdout.strip()
     if enabled != "enabled":

@@ -156,7 +156,16 @@ def _pip(args, state, state_dir):
     return 0
 
 
+# frame reads FRAME_* variables as configuration overrides and refuses unknown keys, as the real one did
+# with the installer's own variables ("status_tries: unknown key (from environment variable ...)")
+INSTALLER_VARIABLES = ("FRAME_ROOT", "FRAME_STATUS_TRIES", "FRAME_STATUS_WAIT")
+
+
 def _frame(args, *_):
+    leaked = [name for name in INSTALLER_VARIABLES if name in os.environ]
+    if leaked:
+        print(f"frame: error: unknown keys from environment variables {', '.join(leaked)}", file=sys.stderr)
+        return 2
     if args[:2] == ["config", "check"]:
         return int(os.environ.get("FAKESYS_CONFIG_CHECK", "0"))
     if args[:1] == ["install-service"]:
