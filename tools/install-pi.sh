@@ -223,7 +223,9 @@ step status
 if [ "$DRY_RUN" = 1 ]; then echo "   would check: frame status"; else
     answered=0
     for _ in $(seq 1 "$STATUS_TRIES"); do  # the daemon needs a few seconds to start
-        if "$ROOT$VENV/bin/frame" status; then answered=1; break; fi
+        # as the service user: when the daemon is not up yet, 'frame status' opens the store itself, and
+        # as root it would create /var/lib/frame/frame.db owned by root, which the daemon cannot write
+        if runuser -u "$USER_NAME" -- "$ROOT$VENV/bin/frame" status; then answered=1; break; fi
         sleep "$STATUS_WAIT"
     done
     [ "$answered" = 1 ] || echo "   frame status did not answer yet: see journalctl -u frame -e"

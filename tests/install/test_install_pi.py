@@ -19,7 +19,7 @@ from tests.install import fakesys
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "tools" / "install-pi.sh"
 STEPS = ["checks", "spi", "wifi", "user", "venv", "config", "state", "service", "status"]
-READ_ONLY = {"id", "uname", "getent", "stat"}
+READ_ONLY = {"id", "uname", "getent", "stat", "runuser"}
 
 
 class Pi:
