@@ -183,7 +183,9 @@ class Cgroup:
 @dataclass
 class PeakWatch:
     """Polls /proc for the processes ``pids()`` names (the cgroup's) and keeps each one's VmHWM (its
-    own peak) and the largest sum of VmRSS seen at one time. A process's last VmHWM reading is kept
+    own peak) and the largest sum of VmRSS seen at one time (an upper bound, for information: pages
+    shared between processes, such as libpython, count once per process; the cgroup's charge counts
+    them once and is what the budget is checked against). A process's last VmHWM reading is kept
     after it exits (short children: the poll interval bounds what is missed)."""
 
     pids: Callable[[], list[int]]
