@@ -125,6 +125,8 @@ def build_rootfs(cache: Path, timeout: float) -> Path:
     run(["chroot", str(work), "/debootstrap/debootstrap", "--second-stage"],
         timeout - (time.monotonic() - started))
     (work / "etc/apt/sources.list").write_text(f"deb {mirror} {fields['suite']} main\n")
+    for leftover in ("proc", "sys"):  # the second stage unmounts them; a cut-short one may not have
+        subprocess.run(["umount", "-R", "-l", str(work / leftover)], capture_output=True, timeout=30, check=False)
     pack(work, tarball)
     shutil.rmtree(work)
     log(f"base rootfs: built in {time.monotonic() - started:.0f} s -> {tarball}")
