@@ -21,6 +21,11 @@
 set -euo pipefail
 
 ROOT="${FRAME_ROOT:-}"
+STATUS_TRIES="${FRAME_STATUS_TRIES:-20}"
+STATUS_WAIT="${FRAME_STATUS_WAIT:-3}"
+# frame reads every FRAME_* variable as a configuration override ('frame config check' below would refuse
+# these unknown keys): they are the installer's own, so they stop here
+unset FRAME_ROOT FRAME_STATUS_TRIES FRAME_STATUS_WAIT
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
 VENV=/opt/frame
 USER_NAME=frame
@@ -144,7 +149,10 @@ else
         "[Service]" "Type=oneshot" "ExecStart=/usr/sbin/iw dev wlan0 set power_save off" \
         "[Install]" "WantedBy=sys-subsystem-net-devices-wlan0.device")"; then
         change systemctl daemon-reload
-        change systemctl enable --now frame-wifi-powersave.service
+        # enable and start as two steps (not --now): offline (the Pi twin's chroot, SYSTEMD_OFFLINE=1)
+        # enable still writes its symlink and start is skipped, where --now fails; on a Pi it is the same
+        change systemctl enable frame-wifi-powersave.service
+        change systemctl start frame-wifi-powersave.service
     fi
 fi
 
@@ -219,9 +227,11 @@ else ok "frame.service running"; fi
 step status
 if [ "$DRY_RUN" = 1 ]; then echo "   would check: frame status"; else
     answered=0
-    for _ in $(seq 1 "${FRAME_STATUS_TRIES:-20}"); do  # the daemon needs a few seconds to start
-        if "$ROOT$VENV/bin/frame" status; then answered=1; break; fi
-        sleep "${FRAME_STATUS_WAIT:-3}"
+    for _ in $(seq 1 "$STATUS_TRIES"); do  # the daemon needs a few seconds to start
+        # as the service user: when the daemon is not up yet, 'frame status' opens the store itself, and
+        # as root it would create /var/lib/frame/frame.db owned by root, which the daemon cannot write
+        if runuser -u "$USER_NAME" -- "$ROOT$VENV/bin/frame" status; then answered=1; break; fi
+        sleep "$STATUS_WAIT"
     done
     [ "$answered" = 1 ] || echo "   frame status did not answer yet: see journalctl -u frame -e"
 fi

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
 COMMANDS = ("id", "uname", "getent", "useradd", "usermod", "chown", "chgrp", "stat", "systemctl", "iw",
-            "python3")
+            "python3", "runuser")
 UNIT_TEXT = "[Unit]\nDescription=frame (fake install-service)\n"
 
 
@@ -135,6 +136,15 @@ def _systemctl(args, state, _):
     return 0
 
 
+def _runuser(args, state, _):
+    """``runuser -u USER -- COMMAND...``: the user must exist; runs COMMAND (a stub) with FAKESYS_USER set."""
+    assert args[0] == "-u" and args[2] == "--", args
+    if args[1] not in state["users"]:
+        print(f"runuser: user {args[1]} does not exist", file=sys.stderr)
+        return 1
+    return subprocess.call(args[3:], env={**os.environ, "FAKESYS_USER": args[1]})
+
+
 def _iw(args, *_):
     return 0
 
@@ -156,7 +166,16 @@ def _pip(args, state, state_dir):
     return 0
 
 
+# frame reads FRAME_* variables as configuration overrides and refuses unknown keys, as the real one did
+# with the installer's own variables ("status_tries: unknown key (from environment variable ...)")
+INSTALLER_VARIABLES = ("FRAME_ROOT", "FRAME_STATUS_TRIES", "FRAME_STATUS_WAIT")
+
+
 def _frame(args, *_):
+    leaked = [name for name in INSTALLER_VARIABLES if name in os.environ]
+    if leaked:
+        print(f"frame: error: unknown keys from environment variables {', '.join(leaked)}", file=sys.stderr)
+        return 2
     if args[:2] == ["config", "check"]:
         return int(os.environ.get("FAKESYS_CONFIG_CHECK", "0"))
     if args[:1] == ["install-service"]:
@@ -164,6 +183,9 @@ def _frame(args, *_):
         sys.stdout.write(UNIT_TEXT)
         return 0
     if args == ["status"]:
+        if os.environ.get("FAKESYS_USER") != "frame":  # as root it could create the store owned by root
+            print("fake frame: status run as root", file=sys.stderr)
+            return 1
         print("frame: running (fake status)")
         return 0
     raise SystemExit(f"fake frame: unexpected {args}")
@@ -171,7 +193,7 @@ def _frame(args, *_):
 
 COMMAND_TABLE = {"id": _id, "uname": _uname, "getent": _getent, "useradd": _useradd, "usermod": _usermod,
                  "chown": _chown, "chgrp": _chgrp, "stat": _stat, "systemctl": _systemctl, "iw": _iw,
-                 "python3": _python3, "python": _python3, "pip": _pip, "frame": _frame}
+                 "python3": _python3, "python": _python3, "pip": _pip, "frame": _frame, "runuser": _runuser}
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,144 @@
+"""The Pi twin's pure logic (tools/pi_twin_*.py), on x86 in milliseconds: the budget, what it reads from
+/proc and cgroup files, the apt sources, the unit, the schedule the phone saves, the picture tolerance."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import numpy as np
+import pytest
+
+from tests.install.pitools import ROOT, load_tool
+
+rootfs = load_tool("pi_twin_rootfs")
+memory = load_tool("pi_twin_memory")
+install = load_tool("pi_twin_install")
+phone = load_tool("pi_twin_phone")
+twin_slice = load_tool("pi_twin_slice")
+
+STATUS = "Name:\tpython3\nVmPeak:\t  40000 kB\nVmHWM:\t   23456 kB\nVmRSS:\t   20000 kB\n"
+
+
+def test_budget_is_the_pi_minus_the_os_plus_qemu_per_process():
+    budget = memory.budget(qemu_per_process_mib=20.5)
+    assert budget.frame_mib == pytest.approx(512 - 220.4)
+    assert budget.qemu_mib == pytest.approx(20.5 * 3)
+    assert budget.limit_mib == pytest.approx(291.6 + 61.5)
+    assert "291.6 MiB for frame" in budget.describe() and "20.5 MiB x 3 processes" in budget.describe()
+    assert memory.budget(-3.0).qemu_mib == 0  # emulation never makes room
+    with pytest.raises(ValueError, match="OS baseline"):
+        memory.budget(10, os_baseline_mib=600)
+
+
+def test_proc_and_cgroup_fields():
+    assert memory.status_kib(STATUS, "VmHWM") == 23456
+    assert memory.status_kib(STATUS, "VmSwap") is None
+    v2_events = "low 0\nhigh 0\nmax 12\noom 2\noom_kill 1\noom_group_kill 0\n"
+    v1_control = "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n"
+    assert memory.oom_kills(v2_events) == 1 and memory.oom_kills(v1_control) == 3
+    assert memory.oom_kills("oom_kill_disable 0\nunder_oom 0\n") == 0
+
+
+@pytest.mark.parametrize(("argv", "label"), [
+    (["/usr/libexec/qemu-binfmt/aarch64-binfmt-P", "/opt/frame/bin/python", "/opt/frame/bin/python", "-m",
+      "frame", "run"], "daemon"),
+    (["/opt/frame/bin/python", "-m", "frame.worker.render", "/var/lib/frame/jobs/3"], "render"),
+    (["/usr/bin/python3", "-m", "frame.worker.tastechild"], "tastechild"),
+    (["/opt/frame/bin/frame", "run"], "daemon"),
+    (["/opt/frame/bin/python", "-m", "pytest", "-q"], "pytest"),
+    (["/usr/bin/env", "-i"], "env"),
+])
+def test_process_labels(argv, label):
+    assert memory.process_label(argv) == label
+
+
+def test_peak_watch_keeps_each_process_peak_and_the_largest_sum(monkeypatch, tmp_path):
+    statuses = {1: "VmHWM:\t 1024 kB\nVmRSS:\t 1024 kB\n", 2: "VmHWM:\t 4096 kB\nVmRSS:\t 2048 kB\n"}
+    cmdlines = {1: b"/opt/frame/bin/frame\0run\0", 2: b"python\0-m\0frame.worker.render\0"}
+    real = memory.Path
+
+    class FakeProc:
+        def __init__(self, path):
+            self.parts = str(path).split("/")
+
+        def read_text(self):
+            return statuses[int(self.parts[2])]
+
+        def read_bytes(self):
+            return cmdlines[int(self.parts[2])]
+
+    monkeypatch.setattr(memory, "Path", lambda p: FakeProc(p) if str(p).startswith("/proc/") else real(p))
+    alive = [1, 2]
+    watch = memory.PeakWatch(lambda: alive)
+    watch.poll()
+    statuses[2] = "VmHWM:\t 8192 kB\nVmRSS:\t 1024 kB\n"
+    watch.poll()
+    alive.remove(2)  # the worker exits: its last peak stays
+    watch.poll()
+    assert watch.by_label() == {"daemon": (1, 1.0), "render": (1, 8.0)}
+    assert watch.rss_sum_kib == 3072 and watch.most_processes == 2
+
+
+def test_recipe_and_mirror_from_apt_sources():
+    fields = rootfs.recipe((ROOT / "tools" / "pi-twin-rootfs.recipe").read_text())
+    assert fields["suite"] == "bookworm" and fields["arch"] == "arm64" and "python3-venv" in fields["include"]
+    with pytest.raises(ValueError, match="lacks include"):
+        rootfs.recipe("suite bookworm\narch arm64\nvariant minbase\n")
+    deb822 = ("Types: deb\nURIs: http://deb.debian.org/debian-security\nSuites: bookworm-security\n\n"
+              "Types: deb\nURIs: http://mirror.example/debian\nSuites: bookworm bookworm-updates\nComponents: main\n")
+    assert rootfs.debian_mirror("bookworm", [("debian.sources", deb822)]) == "http://mirror.example/debian"
+    one_line = "# deb http://old/ bookworm main\ndeb [arch=amd64] http://ftp.example/debian bookworm main\n"
+    assert rootfs.debian_mirror("bookworm", [("sources.list", one_line)]) == "http://ftp.example/debian"
+    with pytest.raises(RuntimeError, match="no Debian mirror for trixie"):
+        rootfs.debian_mirror("trixie", [("debian.sources", deb822)])
+
+
+def test_the_unit_frame_writes_parses():
+    from frame.daemon.unit import render_unit  # the unit install-pi.sh writes, from frame itself
+
+    unit = install.parse_unit(render_unit("/opt/frame/bin/python -m frame run", "frame"))
+    assert unit.exec_start == ["/opt/frame/bin/python", "-m", "frame", "run"]
+    assert (unit.user, unit.group) == ("frame", "frame")
+    assert unit.environment["FRAME_STATE_DIR"] == "/var/lib/frame"
+    with pytest.raises(ValueError, match="no ExecStart"):
+        install.parse_unit("[Unit]\nExecStart=/bin/true\n[Service]\nUser=frame\n")
+
+
+def test_the_phone_schedules_the_night_at_least_the_lead_ahead():
+    fields = phone.schedule_fields(dt.datetime(2026, 12, 3, 23, 59, 10, tzinfo=dt.UTC), lead_seconds=45)
+    assert fields == {"schedule.render_at": "00:00", "schedule.show_at": "00:01", "schedule.deadline": "02:00"}
+    fields = phone.schedule_fields(dt.datetime(2026, 12, 3, 12, 0, 20, tzinfo=dt.UTC), lead_seconds=45)
+    assert fields["schedule.render_at"] == "12:02"  # 12:01 would be 40 s away
+
+
+def test_night_config_keeps_the_owners_other_settings():
+    config = phone.night_config({"state_dir": "/var/lib/frame", "model": {"steps": None, "guidance": 7},
+                                 "web": {"token": ""}}, 18080)
+    assert config["model"] == {"steps": None, "guidance": 7, "source": "demo", "size": "256x160"}
+    assert config["web"] == {"token": "", "listen": "127.0.0.1:18080"}
+    assert config["display"]["panel"] == "virtual" and config["schedule"]["timezone"] == "UTC"
+
+
+def test_picture_tolerance():
+    reference = np.full((160, 256, 3), 100, np.uint8)
+    close = reference.copy()
+    close[0, :40, 0] = 101  # 40 of 122,880 values by one level: BLAS rounding
+    assert twin_slice.compare(close, reference).ok
+    far = reference.copy()
+    far[0, 0, 0] = 103
+    assert not twin_slice.compare(far, reference).ok
+    noisy = reference + (np.arange(reference.size).reshape(reference.shape) % 2).astype(np.uint8)
+    assert not twin_slice.compare(noisy, reference).ok  # half the values off by one
+    assert not twin_slice.compare(reference[:80], reference).ok
+    assert "within tolerance" in twin_slice.compare(close, reference).describe()
+
+
+def test_committed_reference_is_the_twins_night():
+    verdict = twin_slice.compare_with_reference((ROOT / "tests/fixtures/pi_twin/night-x86.png").read_bytes())
+    assert verdict.ok and verdict.changed == 0 and verdict.values == 160 * 256 * 3
+
+
+def test_pytest_summary():
+    output = "....\n===== 388 passed, 1 skipped in 160.02s (0:02:40) =====\n"
+    assert twin_slice.pytest_summary(output) == "388 passed, 1 skipped in 160.02s (0:02:40)"
+    assert twin_slice.pytest_summary("Segmentation fault\n").startswith("no pytest summary")
