@@ -117,7 +117,8 @@ def sweep_jobs(state_dir: Path, running: set[int]) -> None:
         return
     for entry in folder.iterdir():
         match = re.fullmatch(r"render-(\d+)", entry.name)
-        if (match and int(match.group(1)) not in running) or entry.name.startswith(("show-", "info-", "preview-", "child-")):
+        transient = entry.name.startswith(("show-", "info-", "preview-", "child-"))
+        if (match and int(match.group(1)) not in running) or transient:
             log.info("removing the leftover job folder %s", entry)
             remove_tree(entry)
 
