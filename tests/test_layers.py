@@ -19,7 +19,10 @@ It may import its own part and any part of a lower level; never a part of its ow
 Second rule, for the daemon process (which must stay at ~45 MiB: no numpy, onnx, scikit-learn,
 matplotlib): daemon and web modules import nothing from engine, diffusion, display, taste, convert,
 remote or serve, and from the worker only ``frame.worker.records``, ``frame.worker.events`` (the job, choice, events and
-results the processes exchange) and ``frame.worker.checks`` (what the settings page re-validates).
+results the processes exchange) and ``frame.worker.shortjobs`` (the same for the short children that decode
+uploads, make thumbnails and run the model checks). Third rule (issue 27): what the daemon process can
+import at all (``frame run`` and every daemon and web module, followed through every frame import)
+reaches no numpy, onnx or Pillow, checked statically and by serving pages in a fresh interpreter.
 
 ``UNPLACED`` places today's top-level modules that no prefix covers yet; each entry is deleted when its
 module moves (a stale entry fails ``test_unplaced_entries_still_exist``), so at the end it is empty.
@@ -83,7 +86,7 @@ LEVEL = {part: level for part, level, _ in PARTS}
 # Parts whose code never runs in the daemon process, and what of the worker the daemon may import.
 HEAVY_PARTS = ("engine", "diffusion", "display", "taste", "convert", "remote", "serve")
 DAEMON_PROCESS_PARTS = ("daemon", "web")
-WORKER_MODULES_FOR_THE_DAEMON = ("frame.worker.records", "frame.worker.events", "frame.worker.checks")
+WORKER_MODULES_FOR_THE_DAEMON = ("frame.worker.records", "frame.worker.events", "frame.worker.shortjobs")
 
 # Today's top-level modules that no prefix places yet, with the part they move to (plan-15.md,
 # "old path -> new path"). Delete each entry when its module moves; at the end this is empty.
@@ -286,12 +289,6 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("frame.taste.classifier", "frame.taste.plots"): "matplotlib +38.8 MiB; only to draw",
     ("frame.taste.picker", "frame.taste.classifier"): "scikit-learn +118 MiB/1.06 s; only once the model decides",
     ("frame.taste.search", "sklearn"): "+126 MiB; only the faithful cross-validation",
-    ("frame.web.images", "PIL"): "Pillow +2.2 MiB in the daemon; only from the first thumbnail",
-    ("frame.web.photos", "PIL"): "Pillow +2.2 MiB in the daemon; only from the first photo upload",
-    ("frame.web.photos", "pillow_heif"): "optional HEIC plugin (pip install pillow-heif); libheif only when asked",
-    ("frame.web.settings", "frame.worker.checks"): "the deep checks load frame.diffusion's rules and model-file "
-                                                   "readers; only once the settings page is viewed",
-    ("frame.daemon.settings", "frame.worker.checks"): "as frame.web.settings; only once a setting is saved",
     ("frame.web.settings", "gpiozero"): "whether the optional extra is installed is the question",
     ("frame.diffusion.configured", "frame.diffusion.pipeline"): "onnx +20.0 MiB/0.56 s in every render worker (over "
                                                                 "its numpy+Pillow); only once it paints locally",
@@ -314,6 +311,8 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("frame.worker.render", "frame.display"): "in a try: an ImportError becomes StepUnavailable (prepare), "
                                               "the worker's missing-dependency report",
     ("frame.worker.show", "PIL"): "in a try: an ImportError becomes StepUnavailable (show)",
+    ("frame.worker.imagechild", "pillow_heif"): "optional HEIC plugin (pip install pillow-heif); libheif only when "
+                                                "asked",
     ("frame.worker.show", "frame.display"): "as PIL (numpy+Pillow +15.7 MiB/0.10 s with it)",
 }
 

@@ -44,7 +44,8 @@ def _die_with_the_daemon() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     except (OSError, AttributeError):
         pass
-    parent = int(os.environ.get("FRAME_PARENT_PID", "0") or 0)
+    # read and forgotten: FRAME_* variables are configuration layers to the checks ("file")
+    parent = int(os.environ.pop("FRAME_PARENT_PID", "0") or 0)
     if parent and os.getppid() != parent:
         os._exit(1)
 

@@ -1,0 +1,83 @@
+"""The settings checks that read the model's graph, asked of the check child (issue 27).
+
+``frame.worker.checks`` applies the rules of the configured model, which means ``frame.diffusion``'s
+pipeline and the UNet's graph: numpy and onnx, +36.6 MiB in the daemon for good after the first view
+of the settings page. The daemon now hands the settings to ``python -m frame.worker.checkchild``
+(``frame.daemon.jobs.children``: one at a time, capped at ``CHECK_CAP_MB``) and keeps the answer for
+the same settings for ``KEEP_SECONDS`` (a model folder copied in meanwhile is seen after that), at
+most ``KEEP_ANSWERS`` answers of a few lines each.
+
+* ``file_problems(path)``: what ``frame config check`` says of the file (schema and deep checks, with
+  the environment and the owner layer), as its problem lines: the settings page's report.
+* ``deep_problems(config, state_dir)``: the deep checks of exactly ``config`` (what a save would make
+  the settings), as (key path, message): written, secrets included, into a private job folder that is
+  removed at once, as for a worker.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import yaml
+
+from frame.atomicfile import make_dirs, write_bytes_atomic
+from frame.config.loader import to_plain
+from frame.config.schema import Config
+from frame.daemon.jobs.children import CHECK_CAP_MB, run_child
+from frame.worker.shortjobs import CheckJob, CheckOutput, KeyPath
+
+KEEP_SECONDS = 300.0
+KEEP_ANSWERS = 8
+CHECK_SECONDS = 300.0  # reading an SD 1.5 UNet graph on a Pi Zero 2 takes tens of seconds
+_answers: dict[str, tuple[float, CheckOutput]] = {}
+_lock = threading.Lock()
+
+
+def _asked(key: str, job: CheckJob) -> CheckOutput:
+    now = time.monotonic()
+    with _lock:
+        for stale in [k for k, (when, _) in _answers.items() if now - when > KEEP_SECONDS]:
+            del _answers[stale]
+        if key in _answers:
+            return _answers[key][1]
+    result = run_child(job, timeout=CHECK_SECONDS)
+    if not isinstance(result, CheckOutput):
+        raise TypeError(f"the check child answered a {result.kind} job")
+    with _lock:
+        _answers[key] = (time.monotonic(), result)
+        while len(_answers) > KEEP_ANSWERS:
+            del _answers[min(_answers, key=lambda k: _answers[k][0])]
+    return result
+
+
+def _stamp(path: Path) -> str:
+    try:
+        stat = path.stat()
+    except OSError:
+        return "-"
+    return f"{stat.st_mtime_ns}:{stat.st_size}"
+
+
+def file_problems(path: Path, state_dir: Path) -> list[str]:
+    """``frame config check``'s problem lines for the configuration file ``path`` (empty: none)."""
+    key = f"file:{path}:{_stamp(Path(path))}:{_stamp(Path(state_dir) / 'settings.yaml')}"
+    return list(_asked(key, CheckJob(config=Path(path), what="file", cap_mb=CHECK_CAP_MB)).lines)
+
+
+def deep_problems(config: Config, state_dir: Path) -> list[tuple[KeyPath, str]]:
+    """``frame.worker.checks.deep_problems`` of ``config``, run in the check child."""
+    plain = to_plain(config, reveal_secrets=True)
+    plain["web"]["token"] = ""  # the checks never need the owner token
+    text = yaml.safe_dump(plain, sort_keys=True, allow_unicode=True)
+    key = "config:" + hashlib.sha256(text.encode()).hexdigest()
+    folder = Path(state_dir) / "checkpoints" / f"child-check-{key[7:19]}-{threading.get_ident()}"
+    make_dirs(folder)
+    try:
+        write_bytes_atomic(folder / "config.yaml", text.encode())
+        return list(_asked(key, CheckJob(config=folder / "config.yaml", what="config", cap_mb=CHECK_CAP_MB)).problems)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
