@@ -64,9 +64,42 @@ def working_mode(image: Any) -> str:
     return "RGBA" if transparent else "RGB"
 
 
+def webp_size(head: bytes) -> tuple[int, int] | None:
+    """Width and height from a WebP file's first 30 bytes (None: not WebP). Pillow's WebP plugin
+    allocates the whole canvas when it opens the file, so its size is checked before that."""
+    if len(head) < 30 or head[:4] != b"RIFF" or head[8:12] != b"WEBP":
+        return None
+    chunk = head[12:16]
+    if chunk == b"VP8X":  # extended: 24-bit canvas width-1 and height-1
+        return 1 + int.from_bytes(head[24:27], "little"), 1 + int.from_bytes(head[27:30], "little")
+    if chunk == b"VP8L":  # lossless: 14-bit width-1 and height-1 after the signature byte
+        bits = int.from_bytes(head[21:25], "little")
+        return 1 + (bits & 0x3FFF), 1 + ((bits >> 14) & 0x3FFF)
+    if chunk == b"VP8 ":  # lossy: 14-bit width and height after the start code
+        return (int.from_bytes(head[26:28], "little") & 0x3FFF), (int.from_bytes(head[28:30], "little") & 0x3FFF)
+    return None
+
+
+def check_decoded_size(width: int, height: int, fmt: str, need: int, limits: ImageLimits) -> None:
+    """Refuse what would not fit the photo limit or the decode budget, naming the limit."""
+    if width * height > limits.max_pixels:
+        raise Refused(f"is {width}×{height} pixels; at most {limits.max_pixels // 1_000_000} megapixels")
+    if need > limits.decode_bytes:
+        mb = limits.decode_bytes / 1e6
+        raise Refused(f"is {width}×{height} pixels ({fmt}), {need / 1e6:.0f} MB once decoded; "
+                      f"the frame decodes at most {mb:.0f} MB of pixels at once (about {mb / 4:.0f} megapixels; "
+                      "JPEG photos are decoded at a reduced size, so larger ones fit)")
+
+
 def open_bounded(source: str | Path | BinaryIO, limits: ImageLimits, draft_to: int) -> Any:
     """The image, header read and (JPEG) reduced scale chosen, its decoded size checked; nothing
     decoded yet. Refused names what is wrong."""
+    if hasattr(source, "read"):
+        head = source.read(30)
+        source.seek(0)
+        size = webp_size(head)
+        if size is not None:
+            check_decoded_size(*size, "WEBP", size[0] * size[1] * 4, limits)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
@@ -79,8 +112,6 @@ def open_bounded(source: str | Path | BinaryIO, limits: ImageLimits, draft_to: i
     except (OSError, SyntaxError, ValueError) as exc:
         raise Refused(f"is damaged or cut short: {exc}") from None
     width, height = image.size
-    if width * height > limits.max_pixels:
-        raise Refused(f"is {width}×{height} pixels; at most {limits.max_pixels // 1_000_000} megapixels")
     if width < 1 or height < 1:
         raise Refused("has no pixels")
     image.draft("RGB", (draft_to, draft_to))  # JPEG: scale 1/2..1/8 in the decoder; others ignore it
@@ -88,11 +119,7 @@ def open_bounded(source: str | Path | BinaryIO, limits: ImageLimits, draft_to: i
     need = pixels * bytes_per_pixel(image.mode)
     if image.mode not in REDUCIBLE:
         need += pixels * bytes_per_pixel(working_mode(image))
-    if need > limits.decode_bytes:
-        mb = limits.decode_bytes / 1e6
-        raise Refused(f"is {width}×{height} pixels ({image.format or '?'}), {need / 1e6:.0f} MB once decoded; "
-                      f"the frame decodes at most {mb:.0f} MB of pixels at once (about {mb / 4:.0f} megapixels; "
-                      "JPEG photos are decoded at a reduced size, so larger ones fit)")
+    check_decoded_size(width, height, image.format or "?", need, limits)
     return image
 
 

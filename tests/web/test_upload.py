@@ -174,3 +174,13 @@ def test_retention_never_deletes_an_upload(owner, store, state_dir):
     gallery.apply_retention(store, state_dir, gallery.Retention(max_pictures=0, max_disk_mb=0))
     assert [p.id for p in store.pictures(limit=100)] == [stored.id] + store.favourite_ids()
     assert gallery.picture_path(state_dir, stored.file).is_file()
+
+
+def test_a_webp_too_large_to_decode_is_refused_before_pillow_opens_it(owner, store):
+    """Pillow's WebP plugin allocates the whole canvas when it opens a file (issue 27: 1163 MB for
+    16383×3600), so the size comes from the VP8X header first."""
+    head = (b"RIFF" + (200).to_bytes(4, "little") + b"WEBPVP8X" + (10).to_bytes(4, "little") + b"\0" * 4
+            + (16383 - 1).to_bytes(3, "little") + (3600 - 1).to_bytes(3, "little"))
+    response = post_photo(owner, head + b"\0" * 64, name="wide.webp")
+    assert response.status_code == 400 and uploads(store) == []
+    assert "is 16383×3600 pixels (WEBP), 236 MB once decoded" in response.get_data(as_text=True)
