@@ -84,7 +84,7 @@ def settings_report(config: Config, config_path: Path | None) -> dict[str, Any]:
     problems: list[str] = []
     if path is not None:
         try:
-            found = config_checks.file_problems(Path(path), state_dir(config))
+            found = config_checks.file_problems(Path(path), state_dir(config), config.model.source)
         except FrameError as exc:
             found = [f"the settings could not be checked: {exc}"]
         problems = [redact_text(problem) for problem in found]  # the page is open to the LAN

@@ -4,8 +4,8 @@
 pipeline and the UNet's graph: numpy and onnx, +36.6 MiB in the daemon for good after the first view
 of the settings page. The daemon now hands the settings to ``python -m frame.worker.checkchild``
 (``frame.daemon.jobs.children``: one at a time, capped at ``CHECK_CAP_MB``) and keeps the answer for
-the same settings for ``KEEP_SECONDS`` (a model folder copied in meanwhile is seen after that), at
-most ``KEEP_ANSWERS`` answers of a few lines each.
+the same settings, files and model folder (their sizes and times) for up to ``KEEP_SECONDS``, at most
+``KEEP_ANSWERS`` answers of a few lines each: the child takes 2.3 s here, much longer on a Pi Zero 2.
 
 * ``file_problems(path)``: what ``frame config check`` says of the file (schema and deep checks, with
   the environment and the owner layer), as its problem lines: the settings page's report.
@@ -28,9 +28,10 @@ from frame.atomicfile import make_dirs, write_bytes_atomic
 from frame.config.loader import to_plain
 from frame.config.schema import Config
 from frame.daemon.jobs.children import CHECK_CAP_MB, run_child
+from frame.models import resolve_model_source
 from frame.worker.shortjobs import CheckJob, CheckOutput, KeyPath
 
-KEEP_SECONDS = 300.0
+KEEP_SECONDS = 3600.0
 KEEP_ANSWERS = 8
 CHECK_SECONDS = 300.0  # reading an SD 1.5 UNet graph on a Pi Zero 2 takes tens of seconds
 _answers: dict[str, tuple[float, CheckOutput]] = {}
@@ -62,9 +63,19 @@ def _stamp(path: Path) -> str:
     return f"{stat.st_mtime_ns}:{stat.st_size}"
 
 
-def file_problems(path: Path, state_dir: Path) -> list[str]:
-    """``frame config check``'s problem lines for the configuration file ``path`` (empty: none)."""
-    key = f"file:{path}:{_stamp(Path(path))}:{_stamp(Path(state_dir) / 'settings.yaml')}"
+def model_stamp(source: str) -> str:
+    """What changes when a model folder is copied in or replaced (a URL is checked when it loads)."""
+    folder = Path(resolve_model_source(source)).expanduser()
+    if "://" in source:
+        return source
+    return ":".join(_stamp(p) for p in (folder, folder / "model_index.json", folder / "unet" / "model.onnx"))
+
+
+def file_problems(path: Path, state_dir: Path, model_source: str) -> list[str]:
+    """``frame config check``'s problem lines for the configuration file ``path`` (empty: none);
+    ``model_source`` is the running configuration's, whose folder's changes are seen at once."""
+    key = (f"file:{path}:{_stamp(Path(path))}:{_stamp(Path(state_dir) / 'settings.yaml')}:"
+           f"{model_stamp(model_source)}")
     return list(_asked(key, CheckJob(config=Path(path), what="file", cap_mb=CHECK_CAP_MB)).lines)
 
 
@@ -73,8 +84,9 @@ def deep_problems(config: Config, state_dir: Path) -> list[tuple[KeyPath, str]]:
     plain = to_plain(config, reveal_secrets=True)
     plain["web"]["token"] = ""  # the checks never need the owner token
     text = yaml.safe_dump(plain, sort_keys=True, allow_unicode=True)
-    key = "config:" + hashlib.sha256(text.encode()).hexdigest()
-    folder = Path(state_dir) / "checkpoints" / f"child-check-{key[7:19]}-{threading.get_ident()}"
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    key = f"config:{digest}:{model_stamp(config.model.source)}"
+    folder = Path(state_dir) / "checkpoints" / f"child-check-{digest[:12]}-{threading.get_ident()}"
     make_dirs(folder)
     try:
         write_bytes_atomic(folder / "config.yaml", text.encode())
