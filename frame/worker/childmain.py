@@ -39,7 +39,8 @@ def own_status_mb(field: str) -> float:
 
 
 def _die_with_the_daemon() -> None:
-    """A killed daemon leaves no orphan child decoding (as the render worker does)."""
+    """A killed daemon leaves no orphan child decoding, and the OOM killer's first choice is the child
+    (as for the render worker)."""
     try:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     except (OSError, AttributeError):
@@ -48,6 +49,11 @@ def _die_with_the_daemon() -> None:
     parent = int(os.environ.pop("FRAME_PARENT_PID", "0") or 0)
     if parent and os.getppid() != parent:
         os._exit(1)
+    try:  # if the machine runs out of memory anyway, the kernel kills a child, never the daemon
+        with open("/proc/self/oom_score_adj", "w") as handle:
+            handle.write("1000")
+    except OSError:
+        pass
 
 
 def cap_address_space(cap_mb: int) -> None:
