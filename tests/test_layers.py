@@ -22,7 +22,8 @@ remote or serve, and from the worker only ``frame.worker.records``, ``frame.work
 results the processes exchange) and ``frame.worker.shortjobs`` (the same for the short children that decode
 uploads, make thumbnails and run the model checks). Third rule (issue 27): what the daemon process can
 import at all (``frame run`` and every daemon and web module, followed through every frame import)
-reaches no numpy, onnx or Pillow, checked statically and by serving pages in a fresh interpreter.
+reaches no numpy, onnx or Pillow, checked statically and by serving pages in a fresh interpreter
+(``tests/test_daemon_imports.py``, on this module's import graph).
 
 ``UNPLACED`` places today's top-level modules that no prefix covers yet; each entry is deleted when its
 module moves (a stale entry fails ``test_unplaced_entries_still_exist``), so at the end it is empty.
@@ -52,10 +53,6 @@ from __future__ import annotations
 
 import ast
 import functools
-import json
-import os
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -213,58 +210,6 @@ def daemon_process_violations() -> list[Import]:
     return bad
 
 
-# Third rule (issue 27): what the daemon process can ever import. ``frame run`` (frame.cli.daemon) and
-# every daemon and web module, followed through every frame import they execute (function-level ones
-# included: each runs on some page or save), must not reach these; image and model work runs in
-# short children (``frame.worker.imagechild``, ``frame.worker.checkchild``).
-DAEMON_ROOTS = ("frame.cli.daemon",)
-DAEMON_FORBIDDEN = ("numpy", "onnx", "PIL", "pillow_heif", "sklearn", "scipy", "matplotlib", "onnxruntime")
-
-
-def third_party_imports(module: str) -> set[str]:
-    """Top-level names of the non-frame modules ``module`` imports at run time (not TYPE_CHECKING)."""
-    found: set[str] = set()
-
-    def visit(node: ast.AST) -> None:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and _is_type_checking(child.test):
-                for statement in child.orelse:
-                    visit(ast.Module(body=[statement], type_ignores=[]))
-                continue
-            if isinstance(child, ast.Import):
-                found.update(alias.name.split(".")[0] for alias in child.names)
-            elif isinstance(child, ast.ImportFrom) and not child.level and child.module:
-                found.add(child.module.split(".")[0])
-            visit(child)
-
-    visit(ast.parse(MODULES[module].read_text(encoding="utf-8")))
-    return found - {"frame"}
-
-
-def daemon_closure_violations() -> list[str]:
-    """Each forbidden module the daemon process's static import closure reaches, with one chain."""
-    graph = runtime_graph()
-    starts = [m for m in MODULES if part_of(m) in DAEMON_PROCESS_PARTS] + list(DAEMON_ROOTS)
-    via: dict[str, str | None] = {m: None for m in starts}
-    queue = list(starts)
-    while queue:
-        module = queue.pop(0)
-        for nxt in sorted(graph[module]):
-            if nxt not in via:
-                via[nxt] = module
-                queue.append(nxt)
-    chains: dict[str, list[list[str]]] = {}
-    for module in via:
-        for name in sorted(third_party_imports(module) & set(DAEMON_FORBIDDEN)):
-            chain, at = [name], module
-            while at is not None:
-                chain.append(at)
-                at = via[at]
-            chains.setdefault(name, []).append(chain)
-    return [" <- ".join(min(found, key=len)) + f" (and {len(found) - 1} more modules)"
-            for name, found in sorted(chains.items())]
-
-
 # Function-level imports outside the CLI, each with the measured reason it stays lazy (plan-15.md,
 # section 1.1). CLI handlers (``frame.cli.*``) import what they run inside the handler: every command
 # module is imported by ``frame --help`` (0.094 s CPU, 17.5 MiB on 7de3f48; yaml the only third-party
@@ -409,29 +354,6 @@ def test_imports_point_down_the_layers():
 
 def test_daemon_process_modules_import_no_worker_only_part():
     assert [imp.describe() for imp in daemon_process_violations()] == []
-
-
-def test_the_daemon_process_never_imports_numpy_onnx_or_pillow():
-    """Static half of the third rule: no import the daemon can execute leads to numpy, onnx or Pillow
-    (the runtime half below serves pages and looks at ``sys.modules``)."""
-    assert daemon_closure_violations() == []
-
-
-def test_the_daemon_process_has_no_numpy_onnx_or_pillow_after_serving_pages(tmp_path):
-    """Runtime half of the third rule: a fresh interpreter builds the daemon's app, serves the gallery,
-    a thumbnail, the settings page and a save, and a photo upload; then none of them is loaded."""
-    from PIL import Image
-
-    (tmp_path / "gallery").mkdir()
-    Image.new("RGB", (64, 40), (200, 90, 30)).save(tmp_path / "gallery" / "probe.png")
-    Image.new("RGB", (90, 60), (20, 90, 200)).save(tmp_path / "photo.jpg", quality=90)
-    done = subprocess.run([sys.executable, str(ROOT / "tests" / "daemon_probe.py"), str(tmp_path),
-                           str(tmp_path / "photo.jpg")], capture_output=True, text=True, timeout=120,
-                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert done.returncode == 0, done.stderr[-2000:]
-    report = json.loads(done.stdout.strip().splitlines()[-1])
-    assert all(line.endswith((" 200", " 303")) for line in report["pages"]), report["pages"]
-    assert report["forbidden"] == []
 
 
 def test_no_import_cycles():
