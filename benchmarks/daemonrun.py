@@ -24,6 +24,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "bench-owner-token-0123456789"
 CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
+WORKER_ENTRIES = ("render", "show", "infoscreen", "imagechild", "checkchild")
 
 
 def free_port() -> int:
@@ -116,6 +117,8 @@ class Sampler:
             self.daemon_series.append((time.monotonic(), rss / 1024))
             for pid in self._kids():
                 info = self.children.setdefault(pid, {"entry": _entry(pid), "peak_mb": 0.0})
+                if info["entry"] not in WORKER_ENTRIES:  # seen between fork and exec: name it again
+                    info["entry"] = _entry(pid)
                 hwm, now = proc_kib(pid, "VmHWM"), proc_kib(pid, "VmRSS")
                 if hwm is not None:
                     info["peak_mb"] = max(info["peak_mb"], hwm / 1024)
