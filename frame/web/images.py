@@ -6,7 +6,7 @@ would leave the gallery folder, and a missing file is a 404 like an unknown id. 
 gallery are made on first request by the image child (``frame.worker.imagechild``: the daemon never
 imports Pillow) and kept on the SD card (``frame.daemon.store.thumbs``: bounded in bytes, dropped with
 their picture), so a phone downloads ~15 kB per tile instead of the full PNG and the daemon holds none.
-One child makes the missing thumbnails of the newest ``THUMB_BATCH`` pictures with the one asked for,
+One child makes the missing thumbnails of the ``THUMB_BATCH`` pictures around the one asked for,
 since a gallery page asks for all of its tiles at once.
 """
 
@@ -21,7 +21,7 @@ from flask import abort, send_file
 
 from frame.atomicfile import make_dirs
 from frame.daemon.jobs import preview as previews
-from frame.daemon.jobs.children import IMAGE_CAP_MB, ChildBusy, run_child
+from frame.daemon.jobs.children import IMAGE_CAP_MB, WAIT_SECONDS, ChildBusy, run_child
 from frame.daemon.jobs.night import job_dir
 from frame.daemon.store import gallery, thumbs
 from frame.daemon.store.gallery import picture_path
@@ -44,18 +44,22 @@ _MAKING = threading.Lock()
 
 
 def thumbnail(ctx: WebContext, picture: StoredPicture) -> Path:
-    """The thumbnail of ``picture``'s file, made now (with the other missing ones of the newest
-    pictures) when it is not on the SD card. FrameError when it cannot be made."""
+    """The thumbnail of ``picture``'s file, made now (with the other missing ones of the pictures
+    around it in the gallery's order: the rest of its page) when it is not on the SD card. FrameError
+    when it cannot be made."""
     source = gallery_file(ctx, picture.file)
     path = thumbs.thumb_path(ctx.state_dir, picture.file)
     if path.is_file():
         thumbs.served(path)
         return path
-    with _MAKING:  # the tiles of one page wait for the one child that makes them all
+    if not _MAKING.acquire(timeout=WAIT_SECONDS):  # the tiles of a page wait for the child making them all
+        raise ChildBusy("the thumbnails are being made; try again in a minute")
+    try:
         if path.is_file():
             return path
         items = {source: path}
-        for other in ctx.store.pictures(limit=THUMB_BATCH):
+        newer = ctx.store.query("SELECT COUNT(*) FROM pictures WHERE id > ?", (picture.id,))[0][0]
+        for other in ctx.store.pictures(limit=THUMB_BATCH, offset=max(0, newer - THUMB_BATCH // 2)):
             target = thumbs.thumb_path(ctx.state_dir, other.file)
             other_source = gallery.picture_path(ctx.state_dir, other.file)
             if len(items) < THUMB_BATCH and other_source is not None and other_source.is_file() \
@@ -68,6 +72,8 @@ def thumbnail(ctx: WebContext, picture: StoredPicture) -> Path:
         for failed, reason in getattr(result, "failed", ()):
             log.warning("cannot make a thumbnail of %s: %s", failed, reason)
         thumbs.prune(ctx.state_dir)
+    finally:
+        _MAKING.release()
     if not path.is_file():
         raise FrameError(f"no thumbnail of {picture.file}")
     return path
