@@ -8,7 +8,8 @@ goes back to the system when the child exits, and the child runs under its own c
 Decoding is bounded before any pixel is allocated, from the header alone:
 
 * ``limits.max_pixels`` (width × height), the owner's photo limit;
-* JPEG is decoded at a reduced scale straight away (``draft``: 1/2 … 1/8 in the decoder);
+* JPEG is decoded at a reduced scale straight away (``draft``: 1/2 … 1/8 in the decoder, by the long
+  side, so any JPEG within ``max_pixels`` fits the budget);
 * the pixels then to be held in memory (Pillow keeps 4 bytes a pixel for RGB and RGBA, 1 for L and
   P), plus the converted copy for modes that must be converted first, must fit ``limits.decode_bytes``;
   the refusal names that limit. Everything after the first reduction works on the small image.
@@ -114,7 +115,9 @@ def open_bounded(source: str | Path | BinaryIO, limits: ImageLimits, draft_to: i
     width, height = image.size
     if width < 1 or height < 1:
         raise Refused("has no pixels")
-    image.draft("RGB", (draft_to, draft_to))  # JPEG: scale 1/2..1/8 in the decoder; others ignore it
+    # JPEG: scale 1/2..1/8 in the decoder (others ignore it), keeping the long side >= draft_to; asked
+    # of the long side only, so a panorama is reduced too and every JPEG within max_pixels fits
+    image.draft("RGB", (draft_to, 1) if width >= height else (1, draft_to))
     pixels = image.size[0] * image.size[1]
     need = pixels * bytes_per_pixel(image.mode)
     if image.mode not in REDUCIBLE:

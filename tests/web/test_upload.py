@@ -184,3 +184,11 @@ def test_a_webp_too_large_to_decode_is_refused_before_pillow_opens_it(owner, sto
     response = post_photo(owner, head + b"\0" * 64, name="wide.webp")
     assert response.status_code == 400 and uploads(store) == []
     assert "is 16383×3600 pixels (WEBP), 236 MB once decoded" in response.get_data(as_text=True)
+
+
+def test_a_60_megapixel_panorama_jpeg_is_decoded_at_a_reduced_scale_and_stored(owner, store):
+    """A JPEG within the 60 MP limit always fits the decode budget: the decoder's reduction is chosen
+    by the long side (a 20000×2900 panorama decodes at 1/8, 2500×363)."""
+    assert post_photo(owner, jpeg(size=(20000, 2900))).status_code == 303
+    [stored] = uploads(store)
+    assert (stored.width, stored.height) == (photos.MAX_SIDE, 297)
