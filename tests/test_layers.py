@@ -217,8 +217,8 @@ def daemon_process_violations() -> list[Import]:
 LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("frame.buttons.dispatch", "gpiozero"): "optional extra frame[buttons], only when buttons.enabled",
     ("frame.buttons.dispatch", "frame.buttons.gpiod_pins"): "imports gpiozero (optional extra)",
-    ("frame.worker.checks", "frame.diffusion.onnxstream_layout"): "onnx+numpy +36.8 MiB/0.68 s in the daemon's "
-                                                                   "settings page; only OnnxStream folders",
+    ("frame.worker.checks", "frame.diffusion.onnxstream_layout"): "onnx+numpy +36.8 MiB/0.68 s in frame config "
+                                                                   "check and the check child; only OnnxStream folders",
     ("frame.daemon.feeds.parse", "feedparser"): "+8.9 MiB in the daemon; only rss feeds",
     ("frame.worker.choose", "frame.taste.plots"): "matplotlib +38.8 MiB/0.46 s; only when the model chose",
     ("frame.diffusion.model_check", "frame.engine.model"): "onnx +20.8 MiB/0.62 s in frame config check; only "
@@ -239,13 +239,13 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
                                                                 "its numpy+Pillow); only once it paints locally",
     ("frame.diffusion.model_files", "frame.engine.io.http"): "requests +13.5 MiB/0.07 s; only for a model URL",
     ("frame.diffusion.onnxstream_layout", "frame.engine.io.http"): "as model_files; only for an OnnxStream URL",
-    ("frame.diffusion.rules", "frame.diffusion.samplers"): "numpy +13.1 MiB/0.09 s in the daemon's settings page "
-                                                           "(worker.checks -> model_rules -> rules)",
+    ("frame.diffusion.rules", "frame.diffusion.samplers"): "numpy +13.1 MiB/0.09 s in frame config check and the "
+                                                           "check child (worker.checks -> model_rules -> rules)",
     ("frame.estimate.machine", "requests"): "+9.5 MiB/0.04 s; only to time a URL model's download rate",
     ("frame.taste.classifier", "sklearn.model_selection"): "+7.2 MiB/0.07 s; only for the inner-CV mode selection",
     ("frame.worker.choose", "matplotlib"): "whether the optional plots extra is installed is the question (+38.8 MiB)",
-    ("frame.worker.model_rules", "frame.diffusion.pipeline"): "onnx+numpy+Pillow +36.6 MiB/0.71 s in the daemon's "
-                                                              "settings page; only for a local model folder",
+    ("frame.worker.model_rules", "frame.diffusion.pipeline"): "onnx+numpy+Pillow +36.6 MiB/0.71 s in frame config "
+                                                              "check, the check child; only a local model folder",
     ("frame.worker.remote_step", "frame.remote.render"): "requests +8.6 MiB/0.06 s in every render worker; "
                                                          "only for the remote backend",
     ("frame.worker.step_choice", "frame.engine.model"): "onnx+numpy +30.4 MiB/0.58 s in every render worker "
