@@ -27,7 +27,7 @@ import yaml
 from frame.atomicfile import make_dirs, write_bytes_atomic
 from frame.config.loader import to_plain
 from frame.config.schema import Config
-from frame.daemon.jobs.children import CHECK_CAP_MB, run_child
+from frame.daemon.jobs.children import CHECK_CAP_MB, WAIT_SECONDS, ChildBusy, run_child
 from frame.models import resolve_model_source
 from frame.worker.shortjobs import CheckJob, CheckOutput, KeyPath
 
@@ -39,20 +39,25 @@ _lock = threading.Lock()
 
 
 def _asked(key: str, job: CheckJob) -> CheckOutput:
-    now = time.monotonic()
-    with _lock:
+    """The kept answer for ``key``, or the child's. One question at a time: four page loads of the
+    settings page at once start one child, and the other three take its answer."""
+    if not _lock.acquire(timeout=WAIT_SECONDS):
+        raise ChildBusy("the frame is busy checking settings; try again in a minute")
+    try:
+        now = time.monotonic()
         for stale in [k for k, (when, _) in _answers.items() if now - when > KEEP_SECONDS]:
             del _answers[stale]
         if key in _answers:
             return _answers[key][1]
-    result = run_child(job, timeout=CHECK_SECONDS)
-    if not isinstance(result, CheckOutput):
-        raise TypeError(f"the check child answered a {result.kind} job")
-    with _lock:
+        result = run_child(job, timeout=CHECK_SECONDS)
+        if not isinstance(result, CheckOutput):
+            raise TypeError(f"the check child answered a {result.kind} job")
         _answers[key] = (time.monotonic(), result)
         while len(_answers) > KEEP_ANSWERS:
             del _answers[min(_answers, key=lambda k: _answers[k][0])]
-    return result
+        return result
+    finally:
+        _lock.release()
 
 
 def _stamp(path: Path) -> str:
