@@ -119,7 +119,9 @@ def run(args: argparse.Namespace, folder: Path) -> int:
                                headers={"Authorization": f"Bearer {daemonrun.TOKEN}"})
         phases: dict[str, float] = {}
         uploads = send_uploads(daemon.base, session, daemon, phases)
-        status = wait_for_night(daemon.base)
+        wait_for_night(daemon.base)
+        listed = requests.get(f"{daemon.base}/api/pictures?limit=100", timeout=30).json()["pictures"]
+        painted = [p["id"] for p in listed if p["origin"] != "upload" and p["id"] > max(ids)]
         time.sleep(5)
         after, peak = daemon.rss_mb(), daemon.hwm_mb()
     finally:
@@ -129,7 +131,7 @@ def run(args: argparse.Namespace, folder: Path) -> int:
                 for m in CHILD_LINE.finditer(daemon.log_text())]
     workers = [c for c in sampler.children.values() if c["entry"] not in ("imagechild", "checkchild")]
     print(f"pages: {args.pages} in {pages_s:.1f} s, answers {statuses}")
-    print(f"night: POST /api/render {render.status_code}; last picture {status.get('shown')}")
+    print(f"night: POST /api/render {render.status_code}; painted picture(s) {painted or 'NONE'}")
     print(f"{'upload':<24}{'bytes':>12}  answer")
     for name, size, code, said in uploads:
         print(f"{name:<24}{size:>12}  {code} {said}")
@@ -154,7 +156,7 @@ def run(args: argparse.Namespace, folder: Path) -> int:
           f"(sum of RSS, sampled; budget --budget-mb {args.budget_mb} MB)")
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     print(f"CPU of the daemon and its children: {usage.ru_utime + usage.ru_stime:.1f} s")
-    missed = []
+    missed = [] if painted else ["the night painted no picture"]
     if after > TARGET_AFTER_MB:
         missed.append("daemon RSS after")
     if peak > TARGET_PEAK_MB:
