@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 
 # Where an app offers its policy (``app.extensions[BODY_POLICY_KEY]``); ``HttpServer`` picks it up.
 BODY_POLICY_KEY = "frame.net.body_policy"
-# An admitted body is kept in memory up to its cap plus this much (the last socket read may overshoot).
+# Room above the default cap in the in-memory buffer (server.py): a chunked body may overshoot by one read.
 RECV_SLACK = 64 * 1024
 
 
