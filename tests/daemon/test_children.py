@@ -78,3 +78,20 @@ def test_thumbnails_live_on_disk_and_go_with_their_picture(tmp_path):
         assert thumbs.prune(state_dir, max_bytes=1) == 1 and not items[1][1].exists()
     finally:
         store.close()
+
+
+def test_a_save_whose_model_checks_cannot_run_is_refused_and_says_why(tmp_path, monkeypatch):
+    """The deep checks run in the check child; when it cannot answer (here: killed above a 20 MiB cap)
+    nothing is saved and the owner reads why, instead of a save that skipped its checks."""
+    from frame.daemon import settings
+    from frame.daemon.jobs import config_checks
+
+    monkeypatch.setattr(config_checks, "CHECK_CAP_MB", 20)
+    monkeypatch.setattr(config_checks, "_answers", {})
+    editor = settings.SettingsEditor(None, environ={}, state_dir=tmp_path)
+    proposal = editor.propose({"schedule.render_at": "02:30"})
+    assert not proposal.ok and not (tmp_path / "settings.yaml").exists()
+    [message] = proposal.problems[settings.GENERAL]
+    assert "could not be checked, so nothing was saved" in message and "cap of 20 MiB" in message
+    monkeypatch.setattr(config_checks, "CHECK_CAP_MB", children.CHECK_CAP_MB)
+    assert editor.propose({"schedule.render_at": "02:30"}).ok
