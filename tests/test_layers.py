@@ -19,7 +19,11 @@ It may import its own part and any part of a lower level; never a part of its ow
 Second rule, for the daemon process (which must stay at ~45 MiB: no numpy, onnx, scikit-learn,
 matplotlib): daemon and web modules import nothing from engine, diffusion, display, taste, convert,
 remote or serve, and from the worker only ``frame.worker.records``, ``frame.worker.events`` (the job, choice, events and
-results the processes exchange) and ``frame.worker.checks`` (what the settings page re-validates).
+results the processes exchange) and ``frame.worker.shortjobs`` (the same for the short children that decode
+uploads, make thumbnails and run the model checks). Third rule (issue 27): what the daemon process can
+import at all (``frame run`` and every daemon and web module, followed through every frame import)
+reaches no numpy, onnx or Pillow, checked statically and by serving pages in a fresh interpreter
+(``tests/test_daemon_imports.py``, on this module's import graph).
 
 ``UNPLACED`` places today's top-level modules that no prefix covers yet; each entry is deleted when its
 module moves (a stale entry fails ``test_unplaced_entries_still_exist``), so at the end it is empty.
@@ -79,7 +83,7 @@ LEVEL = {part: level for part, level, _ in PARTS}
 # Parts whose code never runs in the daemon process, and what of the worker the daemon may import.
 HEAVY_PARTS = ("engine", "diffusion", "display", "taste", "convert", "remote", "serve")
 DAEMON_PROCESS_PARTS = ("daemon", "web")
-WORKER_MODULES_FOR_THE_DAEMON = ("frame.worker.records", "frame.worker.events", "frame.worker.checks")
+WORKER_MODULES_FOR_THE_DAEMON = ("frame.worker.records", "frame.worker.events", "frame.worker.shortjobs")
 
 # Today's top-level modules that no prefix places yet, with the part they move to (plan-15.md,
 # "old path -> new path"). Delete each entry when its module moves; at the end this is empty.
@@ -213,8 +217,8 @@ def daemon_process_violations() -> list[Import]:
 LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("frame.buttons.dispatch", "gpiozero"): "optional extra frame[buttons], only when buttons.enabled",
     ("frame.buttons.dispatch", "frame.buttons.gpiod_pins"): "imports gpiozero (optional extra)",
-    ("frame.worker.checks", "frame.diffusion.onnxstream_layout"): "onnx+numpy +36.8 MiB/0.68 s in the daemon's "
-                                                                   "settings page; only OnnxStream folders",
+    ("frame.worker.checks", "frame.diffusion.onnxstream_layout"): "onnx+numpy +36.8 MiB/0.68 s in frame config "
+                                                                   "check and the check child; only OnnxStream folders",
     ("frame.daemon.feeds.parse", "feedparser"): "+8.9 MiB in the daemon; only rss feeds",
     ("frame.worker.choose", "frame.taste.plots"): "matplotlib +38.8 MiB/0.46 s; only when the model chose",
     ("frame.diffusion.model_check", "frame.engine.model"): "onnx +20.8 MiB/0.62 s in frame config check; only "
@@ -232,16 +236,6 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("frame.taste.classifier", "frame.taste.plots"): "matplotlib +38.8 MiB; only to draw",
     ("frame.taste.picker", "frame.taste.classifier"): "scikit-learn +118 MiB/1.06 s; only once the model decides",
     ("frame.taste.search", "sklearn"): "+126 MiB; only the faithful cross-validation",
-    ("frame.web.images", "PIL"): "Pillow +2.2 MiB in the daemon; only from the first thumbnail",
-    ("frame.web.photos", "PIL"): "Pillow +2.2 MiB in the daemon; only from the first photo upload",
-    ("frame.web.photos", "pillow_heif"): "optional HEIC plugin (pip install pillow-heif); libheif only when asked",
-    ("frame.web.settings", "frame.worker.checks"): "the deep checks load frame.diffusion's rules and model-file "
-                                                   "readers; only once the settings page is viewed",
-    ("frame.daemon.settings", "frame.worker.checks"): "as frame.web.settings; only once a setting is saved",
-    ("frame.daemon.queue", "frame.worker.checks"): "as frame.daemon.settings (the model's size and step rules); "
-                                                   "only once a prompt is queued or edited",
-    ("frame.web.queue_pages", "frame.worker.checks"): "as frame.daemon.queue; only once the queue page is viewed "
-                                                      "(its size label states the model's rule)",
     ("frame.web.settings", "gpiozero"): "whether the optional extra is installed is the question",
     ("frame.diffusion.configured", "frame.diffusion.pipeline"): "onnx +20.0 MiB/0.56 s in every render worker (over "
                                                                 "its numpy+Pillow); only once it paints locally",
@@ -250,13 +244,13 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("frame.diffusion.model_files", "frame.engine.io.http"): "as small_files (requests); only for a model URL",
     ("frame.diffusion.onnxstream_layout", "frame.engine.io.small_files"): "as model_files; only for an OnnxStream "
                                                                           "URL",
-    ("frame.diffusion.rules", "frame.diffusion.samplers"): "numpy +13.1 MiB/0.09 s in the daemon's settings page "
-                                                           "(worker.checks -> model_rules -> rules)",
+    ("frame.diffusion.rules", "frame.diffusion.samplers"): "numpy +13.1 MiB/0.09 s in frame config check and the "
+                                                           "check child (worker.checks -> model_rules -> rules)",
     ("frame.estimate.machine", "requests"): "+9.5 MiB/0.04 s; only to time a URL model's download rate",
     ("frame.taste.classifier", "sklearn.model_selection"): "+7.2 MiB/0.07 s; only for the inner-CV mode selection",
     ("frame.worker.choose", "matplotlib"): "whether the optional plots extra is installed is the question (+38.8 MiB)",
-    ("frame.worker.model_rules", "frame.diffusion.pipeline"): "onnx+numpy+Pillow +36.6 MiB/0.71 s in the daemon's "
-                                                              "settings page; only for a local model folder",
+    ("frame.worker.model_rules", "frame.diffusion.pipeline"): "onnx+numpy+Pillow +36.6 MiB/0.71 s in frame config "
+                                                              "check, the check child; only a local model folder",
     ("frame.worker.remote_step", "frame.remote.render"): "requests +8.6 MiB/0.06 s in every render worker; "
                                                          "only for the remote backend",
     ("frame.worker.step_choice", "frame.engine.model"): "onnx+numpy +30.4 MiB/0.58 s in every render worker "
@@ -267,6 +261,8 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("frame.worker.render", "frame.display"): "in a try: an ImportError becomes StepUnavailable (prepare), "
                                               "the worker's missing-dependency report",
     ("frame.worker.show", "PIL"): "in a try: an ImportError becomes StepUnavailable (show)",
+    ("frame.worker.imagechild", "pillow_heif"): "optional HEIC plugin (pip install pillow-heif); libheif only when "
+                                                "asked",
     ("frame.worker.show", "frame.display"): "as PIL (numpy+Pillow +15.7 MiB/0.10 s with it)",
 }
 

@@ -75,6 +75,9 @@ def _settings_aside(resolved: Any) -> str | None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from frame.daemon.allocator import tune_allocator
+
+    tune_allocator()  # before the first thread: freed memory goes back to the system (issue 27)
     from frame.config.loader import config_file_path, resolve
     from frame.daemon.service import Daemon
     from frame.errors import ConfigError

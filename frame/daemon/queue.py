@@ -19,11 +19,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, get_args
 
+from frame.config import state_dir
 from frame.config.checks import MAX_GUIDANCE
 from frame.config.schema import Config, SamplerName
+from frame.daemon.jobs import config_checks
 from frame.daemon.store import gallery
 from frame.daemon.store.database import Store
 from frame.daemon.store.records import QueuedPrompt, StoredPicture
+from frame.errors import FrameError
 from frame.models import resolve_model_source
 from frame.seeds import RANDOM, SEED_LIMIT
 
@@ -126,7 +129,7 @@ def parse_settings(values: Mapping[str, Any], config: Config | None = None,
                    current: QueuedPrompt | None = None) -> dict[str, Any]:
     """The store's columns for the ``SETTING_FIELDS`` present in ``values`` (JSON values or form text);
     a blank one is None, the night's setting. With ``config``, the configured model's own rules apply
-    too (size step, step limit, samplers: ``frame.worker.checks.queued_problems``, the rule the night
+    too (size step, step limit, samplers: ``frame.worker.checks.queued_problems`` in the check child, the rule the night
     and the settings page apply), to the prompt as it will be (``current`` with these changes).
     Raises ``QueueError`` naming every bad field at once."""
     settings: dict[str, Any] = {}
@@ -140,12 +143,10 @@ def parse_settings(values: Mapping[str, Any], config: Config | None = None,
     bad = {name for name, _ in problems}
     found = None
     if config is not None:
-        from frame.worker.checks import queued_problems  # the model's rules: loaded on first queue, like settings
-
         prompt = {name: getattr(current, name) for name in ("steps", "sampler", "guidance", "width", "height")} \
             if current is not None else {}
         prompt.update(settings)
-        found = queued_problems(config, prompt)
+        found = _model_problems(config, prompt)
     if found is None:  # the model cannot be asked here (behind a URL): the rule every model's VAE has
         width, height = settings.get("width"), settings.get("height")
         found = [("size", f"must have sides that are multiples of {VAE_STEP} pixels, got {width}x{height}")] \
@@ -154,6 +155,17 @@ def parse_settings(values: Mapping[str, Any], config: Config | None = None,
     if problems:
         raise QueueError.of(problems)
     return settings
+
+
+def _model_problems(config: Config, prompt: Mapping[str, Any]) -> list[tuple[str, str]] | None:
+    """The configured model's rules on ``prompt``, asked of the check child (numpy and onnx stay out of
+    the daemon, issue 27); None when they cannot be asked (behind a URL, or the child failed: logged,
+    and the night checks the prompt again before it paints)."""
+    try:
+        return config_checks.queued_problems(config, Path(state_dir(config)), prompt)
+    except FrameError as exc:
+        log.warning("queue: the model's rules could not be checked (%s); the size step of every model applies", exc)
+        return None
 
 
 def _without_field(field: str, message: str) -> str:

@@ -2,7 +2,8 @@
 and save. The page and the API share this, so both give the same answers.
 
 A change is checked exactly as ``frame config check`` checks a file (the schema, then the deep
-checks of ``frame.worker.checks``), with the proposed owner layer in place, and every problem is
+checks of ``frame.worker.checks``, run in the check child: ``frame.daemon.jobs.config_checks``), with
+the proposed owner layer in place, and every problem is
 tied to the field it belongs to. ``settings.yaml`` keeps only values that differ from the layers
 below it (defaults and the configuration file): setting a field back to the file's value removes it.
 
@@ -27,6 +28,8 @@ from frame.config.loader import Layers, read_layers, resolve, to_plain
 from frame.config.redact import redact_text, redact_url
 from frame.config.schema import Config
 from frame.config.validate import format_path
+from frame.daemon.jobs import config_checks
+from frame.errors import FrameError
 
 GENERAL = ""  # the key of problems that belong to no field on the page
 
@@ -148,13 +151,17 @@ class SettingsEditor:
         return proposal
 
     def _check(self, proposal: Proposal) -> None:
-        from frame.worker.checks import deep_problems  # the model and panel checks, loaded on first save
-
         resolved = self._resolve(owner_data=proposal.owner_data)
         found = list(resolved.problems.items) + resolved.owner_items
         known = {format_path(p) for p, _ in found}
         judged = resolved.with_owner or resolved.config  # the change itself, even beside a refused value
-        found += [(p, m) for p, m in deep_problems(judged) if format_path(p) not in known]
+        try:  # the model and panel checks, in the check child (numpy and onnx stay out of the daemon)
+            deep = config_checks.deep_problems(judged, self.state_dir())
+        except FrameError as exc:
+            proposal.problems.setdefault(GENERAL, []).append(f"the model settings could not be checked, so "
+                                                             f"nothing was saved: {exc}")
+            deep = []
+        found += [(p, m) for p, m in deep if format_path(p) not in known]
         for path, message in found:
             key = field_for(path)
             message = redact_text(_item(path, key) + message)

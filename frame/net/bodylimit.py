@@ -5,8 +5,10 @@ waitress reads a whole request body before the application sees the request, spo
 frame needs two: 64 KiB for everything (so nobody on the LAN can make it buffer or spool large bodies),
 and 20 MB for one route, the owner's photo upload. A ``BodyPolicy`` looks at the request line and the
 headers (the session cookie, the declared ``Content-Length``) as soon as they are parsed and may raise
-the cap for that one request; everything else keeps the server's cap. A raised cap also raises the
-in-memory buffer with it, so an admitted upload is held in memory and never written to the SD card.
+the cap for that one request; everything else keeps the server's cap. An admitted body larger than
+the server's in-memory buffer is spooled to a temporary file like any waitress body: several large
+uploads at once then cost disk, not the daemon's memory (issue 27; a refused body is never read, so
+nobody but the owner can make the frame write one).
 
 The policy runs in waitress's socket thread: it must be quick and must not raise (an exception counts
 as "no", and is logged).
@@ -35,7 +37,7 @@ log = logging.getLogger(__name__)
 
 # Where an app offers its policy (``app.extensions[BODY_POLICY_KEY]``); ``HttpServer`` picks it up.
 BODY_POLICY_KEY = "frame.net.body_policy"
-# An admitted body is kept in memory up to its cap plus this much (the last socket read may overshoot).
+# Room above the default cap in the in-memory buffer (server.py): a chunked body may overshoot by one read.
 RECV_SLACK = 64 * 1024
 
 
@@ -89,7 +91,6 @@ class _Widened:
             if widened is None:
                 widened = copy.copy(adj)
                 widened.max_request_body_size = cap + 1  # waitress refuses bodies of this size or more
-                widened.inbuf_overflow = cap + RECV_SLACK
                 self._copies[key] = widened
         return widened
 
@@ -117,7 +118,7 @@ def _policy_parser(policy: BodyPolicy | None, too_large: TooLargePage | None) ->
                 return
             self.adj = widened.get(self.adj, cap)
             if self.body_rcv is not None and self.content_length <= cap:
-                # the body is not read yet: give it a buffer that holds the admitted size in memory
+                # the body is not read yet: a buffer that spools beyond the server's in-memory size
                 self.body_rcv = FixedStreamReceiver(self.content_length, OverflowableBuffer(self.adj.inbuf_overflow))
 
         def received(self, data: bytes) -> int:

@@ -32,8 +32,9 @@ class HttpServer:
     Request bodies are capped at the server, before any application code, authentication included,
     sees them: ``max_body`` defaults to the Flask app's ``MAX_CONTENT_LENGTH``. A larger declared
     ``Content-Length`` is answered 413 from the headers alone, a chunked body is cut off when it passes
-    the cap, and every accepted body fits waitress's in-memory buffer, so no client can make the frame
-    write request bodies to its SD card (waitress otherwise spools up to 1 GiB per request to /tmp).
+    the cap, and every body accepted under the default cap fits waitress's in-memory buffer, so no
+    client can make the frame write request bodies to its SD card (waitress otherwise spools up to
+    1 GiB per request to /tmp). Only a body a policy admits (the owner's photo) is spooled.
 
     ``listen_option`` names where ``listen`` came from in the error for a busy port (``--listen`` for
     ``frame serve-model``). ``announce`` is the log line once it listens: a URL that answers.

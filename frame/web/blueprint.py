@@ -63,7 +63,7 @@ def _configure_app(setup: BlueprintSetupState) -> None:
         app.secret_key = auth.load_or_create_secret(ctx.state_dir)
     app.session_interface = _SessionInterface()
     if app.request_class is flask.Request:
-        app.request_class = upload.InMemoryFiles
+        app.request_class = upload.UploadFiles
     app.extensions[BODY_POLICY_KEY] = upload.upload_policy(app, ctx)  # the server lets the upload be larger
     app.extensions[TOO_LARGE_PAGE_KEY] = too_large.too_large_page(app)  # and says so in the pages' style
     app.config.update(

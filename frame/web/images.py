@@ -3,70 +3,80 @@ nothing in the request is a path.
 
 The store holds gallery file *names*; ``frame.daemon.store.gallery.picture_path`` refuses any name that
 would leave the gallery folder, and a missing file is a 404 like an unknown id. Thumbnails for the
-gallery are made with Pillow on first request and kept in a small in-memory LRU cache, so a phone
-downloads ~15 kB per tile instead of the full PNG.
+gallery are made on first request by the image child (``frame.worker.imagechild``: the daemon never
+imports Pillow) and kept on the SD card (``frame.daemon.store.thumbs``: bounded in bytes, dropped with
+their picture), so a phone downloads ~15 kB per tile instead of the full PNG and the daemon holds none.
+One child makes the missing thumbnails of the ``THUMB_BATCH`` pictures around the one asked for,
+since a gallery page asks for all of its tiles at once.
 """
 
 from __future__ import annotations
 
-import io
 import logging
 import threading
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from flask import abort, current_app, send_file
+from flask import abort, send_file
 
+from frame.atomicfile import make_dirs
 from frame.daemon.jobs import preview as previews
+from frame.daemon.jobs.children import IMAGE_CAP_MB, WAIT_SECONDS, ChildBusy, run_child
 from frame.daemon.jobs.night import job_dir
+from frame.daemon.store import gallery, thumbs
 from frame.daemon.store.gallery import picture_path
+from frame.daemon.store.records import StoredPicture
 from frame.errors import FrameError
+from frame.web import photos
 from frame.web.context import WebContext
 from frame.web.present import why_plot_name
 from frame.web.routes import bp, web_context
 from frame.web.views import live_status
+from frame.worker.shortjobs import ImageLimits, ThumbsJob
 
 log = logging.getLogger(__name__)
 
-THUMB_SIZE = (360, 360)
-THUMB_CACHE_ENTRIES = 96
+THUMB_SIZE = 360
+THUMB_BATCH = 24
+THUMB_SECONDS = 300.0
 MAX_AGE_SECONDS = 300
-THUMBS_KEY = "frame.web.thumbs"
+_MAKING = threading.Lock()
 
 
-class ThumbCache:
-    """JPEG thumbnails keyed by (path, mtime, size) with least-recently-used eviction."""
-
-    def __init__(self, entries: int = THUMB_CACHE_ENTRIES) -> None:
-        self._entries = entries
-        self._data: OrderedDict[tuple, bytes] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, path: Path) -> bytes:
-        stat = path.stat()
-        key = (str(path), stat.st_mtime_ns, stat.st_size)
-        with self._lock:
-            if key in self._data:
-                self._data.move_to_end(key)
-                return self._data[key]
-        data = make_thumbnail(path)
-        with self._lock:
-            self._data[key] = data
-            while len(self._data) > self._entries:
-                self._data.popitem(last=False)
-        return data
-
-
-def make_thumbnail(path: Path) -> bytes:
-    """A JPEG no larger than ``THUMB_SIZE`` (aspect kept)."""
-    from PIL import Image
-
-    with Image.open(path) as image:
-        image.thumbnail(THUMB_SIZE)
-        buffer = io.BytesIO()
-        image.convert("RGB").save(buffer, "JPEG", quality=82, optimize=True)
-    return buffer.getvalue()
+def thumbnail(ctx: WebContext, picture: StoredPicture) -> Path:
+    """The thumbnail of ``picture``'s file, made now (with the other missing ones of the pictures
+    around it in the gallery's order: the rest of its page) when it is not on the SD card. FrameError
+    when it cannot be made."""
+    source = gallery_file(ctx, picture.file)
+    path = thumbs.thumb_path(ctx.state_dir, picture.file)
+    if path.is_file():
+        thumbs.served(path)
+        return path
+    if not _MAKING.acquire(timeout=WAIT_SECONDS):  # the tiles of a page wait for the child making them all
+        raise ChildBusy("the thumbnails are being made; try again in a minute")
+    try:
+        if path.is_file():
+            return path
+        items = {source: path}
+        newer = ctx.store.query("SELECT COUNT(*) FROM pictures WHERE id > ?", (picture.id,))[0][0]
+        for other in ctx.store.pictures(limit=THUMB_BATCH, offset=max(0, newer - THUMB_BATCH // 2)):
+            target = thumbs.thumb_path(ctx.state_dir, other.file)
+            other_source = gallery.picture_path(ctx.state_dir, other.file)
+            if len(items) < THUMB_BATCH and other_source is not None and other_source.is_file() \
+                    and not target.is_file():
+                items.setdefault(other_source, target)
+        make_dirs(thumbs.thumb_dir(ctx.state_dir))
+        job = ThumbsJob(items=tuple(items.items()), limits=ImageLimits(photos.MAX_PIXELS, photos.DECODE_BYTES,
+                                                                        IMAGE_CAP_MB), size=THUMB_SIZE)
+        result = run_child(job, timeout=THUMB_SECONDS)
+        for failed, reason in getattr(result, "failed", ()):
+            log.warning("cannot make a thumbnail of %s: %s", failed, reason)
+        thumbs.prune(ctx.state_dir)
+    finally:
+        _MAKING.release()
+    if not path.is_file():
+        raise FrameError(f"no thumbnail of {picture.file}")
+    return path
 
 
 def gallery_file(ctx: WebContext, name: str | None) -> Path:
@@ -80,11 +90,6 @@ def gallery_file(ctx: WebContext, name: str | None) -> Path:
     if path is None or not path.is_file():
         abort(404)
     return path
-
-
-def _thumbs() -> ThumbCache:
-    """This app's thumbnail cache (one per app, like its context)."""
-    return current_app.extensions.setdefault(THUMBS_KEY, ThumbCache())
 
 
 @bp.get("/pictures/<id:picture_id>/image")
@@ -123,13 +128,15 @@ def panel_preview(picture_id: int) -> Any:
 @bp.get("/pictures/<id:picture_id>/thumb")
 def thumb(picture_id: int) -> Any:
     ctx = web_context()
-    path = gallery_file(ctx, ctx.picture_or_404(picture_id).file)
+    picture = ctx.picture_or_404(picture_id)
     try:
-        data = _thumbs().get(path)
-    except OSError as exc:
-        log.warning("cannot make a thumbnail of %s: %s", path, exc)
+        thumb_file = thumbnail(ctx, picture)
+    except ChildBusy as exc:
+        return str(exc), 503, {"Retry-After": "30", "Content-Type": "text/plain; charset=utf-8"}
+    except FrameError as exc:
+        log.warning("cannot make a thumbnail of picture %d: %s", picture_id, exc)
         abort(404)
-    return send_file(io.BytesIO(data), mimetype="image/jpeg", max_age=MAX_AGE_SECONDS)
+    return send_file(thumb_file, mimetype="image/jpeg", conditional=True, max_age=MAX_AGE_SECONDS)
 
 
 @bp.get("/pictures/<id:picture_id>/why.png")

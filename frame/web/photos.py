@@ -1,12 +1,19 @@
 """Turning an uploaded photo into a gallery file: decoded safely, turned upright, scaled, re-encoded.
 
+The decoding runs in a short child (``python -m frame.worker.imagechild``, through
+``frame.daemon.jobs.children``): the daemon never imports Pillow, and a photo's pixels never live in
+its memory (issue 27). The upload reaches the child as the temporary file the form's part was written
+to (its stdin), the stored file comes back in a folder under ``<state_dir>/checkpoints``.
+
 * Pillow decides what the bytes are (never the file name or the browser's content type): JPEG, PNG,
   WebP, AVIF and the other formats Pillow reads; HEIC/HEIF when the ``pillow-heif`` plugin is installed
   (``pip install pillow-heif``; not a dependency — phones' browsers send JPEG when the form does not
   ask for HEIC, see ``accepted_types``).
 * Decompression bombs: the pixel count is checked from the header before any pixel is decoded
   (``MAX_PIXELS``, far below Pillow's own 179 MP error). JPEGs are decoded at a reduced scale straight
-  away (``draft``), so a 48 MP phone photo costs ~12 MB instead of 144 MB in the daemon.
+  away (``draft``), so a 48 MP phone photo costs ~12 MB instead of 144 MB. What is then to be decoded
+  must fit ``DECODE_BYTES`` (a PNG or WebP of about 24 megapixels), in a child capped at
+  ``children.IMAGE_CAP_MB``; one photo is decoded at a time, however many arrive together.
 * EXIF orientation is applied to the pixels, so the panel, the gallery and the preview all see the photo
   the right way up. The stored file carries no EXIF at all: a family photo's GPS position is not served
   to the LAN.
@@ -17,31 +24,34 @@
 
 from __future__ import annotations
 
-import io
+import importlib.util
 import logging
-import warnings
+import secrets
+import shutil
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import BinaryIO
 
+from frame.atomicfile import make_dirs
+from frame.daemon.jobs.children import IMAGE_CAP_MB, IMAGE_DECODE_BYTES, ChildBusy, ChildFailed, run_child
 from frame.web.forms import FormError
+from frame.worker.shortjobs import ImageLimits, PhotoJob, PhotoOutput
 
 log = logging.getLogger(__name__)
 
 FIELD = "photo"
 MAX_UPLOAD_BYTES = 20 * 1000 * 1000  # "20 MB" as phones count it
 MAX_PIXELS = 60_000_000  # a 48 MP photo fits; beyond that it is a bomb or a panorama too big to decode here
+DECODE_BYTES = IMAGE_DECODE_BYTES
 MAX_SIDE = 2048
 JPEG_QUALITY = 92
+DECODE_SECONDS = 120.0  # a 20 MB photo takes about a second here, several on a Pi Zero 2
 
 
 def heif_available() -> bool:
-    """Whether HEIC/HEIF photos can be read: the ``pillow-heif`` plugin, registered on first call."""
-    try:
-        from pillow_heif import register_heif_opener
-    except ImportError:
-        return False
-    register_heif_opener()
-    return True
+    """Whether HEIC/HEIF photos can be read: the ``pillow-heif`` plugin is installed (the image child
+    registers it; the daemon only looks whether it is there)."""
+    return importlib.util.find_spec("pillow_heif") is not None
 
 
 def accepted_types() -> str:
@@ -64,63 +74,38 @@ class Photo:
     source_format: str
 
 
-def _open(data: bytes) -> Any:
-    from PIL import Image, UnidentifiedImageError  # Pillow loads with the first upload, as for thumbnails
-
-    heif_available()
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
-            image = Image.open(io.BytesIO(data))
-    except UnidentifiedImageError:
-        raise FormError(FIELD, "is not a picture this frame can read (JPEG, PNG, WebP"
-                        f"{', HEIC' if heif_available() else ''})") from None
-    except (Image.DecompressionBombWarning, Image.DecompressionBombError):
-        raise FormError(FIELD, "has too many pixels to be a photo") from None
-    except (OSError, SyntaxError, ValueError) as exc:
-        raise FormError(FIELD, f"is damaged or cut short: {exc}") from None
-    width, height = image.size
-    if width * height > MAX_PIXELS:
-        raise FormError(FIELD, f"is {width}×{height} pixels; at most {MAX_PIXELS // 1_000_000} megapixels")
-    if width < 1 or height < 1:
-        raise FormError(FIELD, "has no pixels")
-    return image
+def _size(stream: BinaryIO | None) -> int:
+    if stream is None:
+        return 0
+    stream.seek(0, 2)
+    size = stream.tell()
+    stream.seek(0)
+    return size
 
 
-def _upright(image: Any) -> Any:
-    """Decoded (reduced while decoding when the format allows), EXIF-rotated, RGB on white."""
-    from PIL import Image, ImageOps
-
-    image.draft("RGB", (MAX_SIDE, MAX_SIDE))  # JPEG: scale 1/2..1/8 in the decoder; others ignore it
-    try:
-        image.load()
-        upright = ImageOps.exif_transpose(image)
-    except (OSError, SyntaxError, ValueError) as exc:
-        raise FormError(FIELD, f"is damaged or cut short: {exc}") from None
-    if upright.mode in ("RGBA", "LA", "PA") or (upright.mode == "P" and "transparency" in upright.info):
-        rgba = upright.convert("RGBA")
-        upright = Image.alpha_composite(Image.new("RGBA", rgba.size, (255, 255, 255, 255)), rgba)
-    upright = upright.convert("RGB")
-    upright.thumbnail((MAX_SIDE, MAX_SIDE), Image.Resampling.LANCZOS)
-    return upright
-
-
-def read_photo(data: bytes) -> Photo:
-    """The gallery file for uploaded ``data``; FormError (field ``photo``) naming what is wrong."""
-    if not data:
+def read_photo(stream: BinaryIO | None, state_dir: Path) -> Photo:
+    """The gallery file for the uploaded ``stream`` (a real file: the child reads it as its stdin);
+    FormError (field ``photo``) naming what is wrong."""
+    size = _size(stream)
+    if not size:
         raise FormError(FIELD, "is empty: choose a photo")
-    if len(data) > MAX_UPLOAD_BYTES:
-        raise FormError(FIELD, f"is {len(data) / 1e6:.1f} MB; at most {MAX_UPLOAD_BYTES // 1_000_000} MB")
-    with _open(data) as image:
-        source_format, source_size = image.format or "?", image.size
-        picture = _upright(image)
-    buffer = io.BytesIO()
-    if source_format == "PNG":
-        picture.save(buffer, "PNG", optimize=False, compress_level=6)
-        suffix = ".png"
-    else:
-        picture.save(buffer, "JPEG", quality=JPEG_QUALITY, optimize=True)
-        suffix = ".jpg"
-    log.info("photo upload: %s %dx%d stored as %s %dx%d (%d bytes)", source_format, *source_size, suffix,
-             picture.width, picture.height, buffer.tell())
-    return Photo(buffer.getvalue(), suffix, picture.width, picture.height, source_format)
+    if size > MAX_UPLOAD_BYTES:
+        raise FormError(FIELD, f"is {size / 1e6:.1f} MB; at most {MAX_UPLOAD_BYTES // 1_000_000} MB")
+    folder = Path(state_dir) / "checkpoints" / f"child-upload-{secrets.token_hex(4)}"
+    make_dirs(folder)  # transient: swept at start like the show folders
+    job = PhotoJob(out=folder / "photo", limits=ImageLimits(MAX_PIXELS, DECODE_BYTES, IMAGE_CAP_MB),
+                   max_side=MAX_SIDE, jpeg_quality=JPEG_QUALITY)
+    try:
+        result = run_child(job, timeout=DECODE_SECONDS, stdin=stream)
+        if not isinstance(result, PhotoOutput):
+            raise ChildFailed(f"the image child answered a {result.kind} job")
+        data = result.file.read_bytes()
+    except ChildBusy as exc:
+        raise FormError(FIELD, f"could not be read now: {exc}") from None
+    except ChildFailed as exc:
+        raise FormError(FIELD, str(exc) if exc.refused else f"could not be read: {exc}") from None
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    log.info("photo upload: %s %dx%d stored as %s %dx%d (%d bytes)", result.source_format, result.source_width,
+             result.source_height, result.file.suffix, result.width, result.height, len(data))
+    return Photo(data, result.file.suffix, result.width, result.height, result.source_format)

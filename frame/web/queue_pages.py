@@ -16,8 +16,10 @@ from typing import Any
 from flask import abort, flash, redirect, render_template, request, url_for
 
 from frame.daemon import queue as queue_rules
+from frame.daemon.jobs import config_checks
 from frame.daemon.store import gallery
 from frame.daemon.store.records import QueuedPrompt
+from frame.errors import FrameError
 from frame.web.context import WebContext
 from frame.web.forms import NEGATIVE_MAX, PROMPT_MAX, THEME_MAX, FormError, check_blocklist, clean_text
 from frame.web.routes import bp, web_context
@@ -93,10 +95,13 @@ def queued_view(ctx: WebContext, prompt: QueuedPrompt) -> dict[str, Any]:
 
 
 def _size_rule(ctx: WebContext) -> str:
-    """The size field's rule: the configured model's (``frame.worker.checks``, loaded on first view)."""
-    from frame.worker.checks import model_size_rule
-
-    return model_size_rule(ctx.config) or f"multiples of {queue_rules.VAE_STEP} px at least (the model's own rule)"
+    """The size field's rule: the configured model's (asked of the check child, kept per settings)."""
+    try:
+        rule = config_checks.size_rule(ctx.config, ctx.state_dir)
+    except FrameError as exc:
+        log.warning("queue page: the model's size rule could not be asked: %s", exc)
+        rule = None
+    return rule or f"multiples of {queue_rules.VAE_STEP} px at least (the model's own rule)"
 
 
 def _page(ctx: WebContext, values: Mapping[str, str], error: FormError | None) -> Any:

@@ -15,7 +15,8 @@ from typing import Any
 from frame.config import Config, state_dir, to_plain
 from frame.config.loader import config_file_path
 from frame.config.redact import redact_text
-from frame.errors import ConfigError
+from frame.daemon.jobs import config_checks
+from frame.errors import FrameError
 from frame.install_hints import extra_hint
 from frame.statefile import read_json
 
@@ -77,17 +78,16 @@ def notes(config: Config) -> list[str]:
 
 def settings_report(config: Config, config_path: Path | None) -> dict[str, Any]:
     """Rows of effective settings, the file checked, its problems (if any) and advisory notes."""
-    # The deep checks bring frame.diffusion's rules and model-file readers into the daemon: only once
-    # the settings page is viewed, as before they moved to the worker's layer.
-    from frame.worker.checks import check_config
-
+    # The deep checks read the model's graph: in the check child (frame.daemon.jobs.config_checks), so
+    # numpy and onnx never load in the daemon.
     path = config_path or config_file_path(None, os.environ)
     problems: list[str] = []
     if path is not None:
         try:
-            check_config(path)
-        except ConfigError as exc:
-            problems = [redact_text(problem) for problem in exc.problems]  # the page is open to the LAN
+            found = config_checks.file_problems(Path(path), state_dir(config), config.model.source)
+        except FrameError as exc:
+            found = [f"the settings could not be checked: {exc}"]
+        problems = [redact_text(problem) for problem in found]  # the page is open to the LAN
     return {"sections": grouped(flatten(to_plain(config))), "file": str(path) if path else "", "problems": problems,
             "notes": notes(config), "estimate": last_estimate(config)}
 

@@ -8,19 +8,20 @@ capped at 64 KiB by the server:
   ``POST /upload`` whose headers carry a logged-in owner session and a declared ``Content-Length``
   within ``UPLOAD_REQUEST_MAX``. It runs before a single body byte is read: without a valid session,
   with a larger declared length or with a chunked body the server answers 413 from the headers alone
-  and nothing is buffered or spooled. An admitted body is held in memory, never written to disk.
-* ``InMemoryFiles``: Flask's request class with file parts kept in memory too (werkzeug would put
-  any part above 500 kB into a temporary file).
+  and nothing is buffered or spooled. An admitted body goes to a temporary file (waitress spools it),
+  not into the daemon's memory: twelve uploads at once cost the daemon no more than one (issue 27).
+* ``UploadFiles``: Flask's request class with every file part written to a temporary file (werkzeug
+  would keep a part below 500 kB in memory), which the image child reads as its stdin.
 
 The guard every POST passes (``blueprint._guard``) still checks the size, the origin, the session and
-the CSRF token; the photo itself is decoded by ``photos.read_photo`` and stored by
+the CSRF token; the photo itself is decoded by ``photos.read_photo`` (in a short child) and stored by
 ``gallery.publish_upload`` (``origin`` "upload"), like a generated picture.
 """
 
 from __future__ import annotations
 
-import io
 import logging
+import tempfile
 from typing import Any
 
 from flask import Flask, Request, flash, redirect, render_template, request, url_for
@@ -45,13 +46,13 @@ CAPTION_MAX = 120
 DEFAULT_CAPTION = "A photo"
 
 
-class InMemoryFiles(Request):
-    """Flask's request with uploaded file parts kept in memory (the server admits large bodies only
-    to the owner's upload, so this is bounded by ``UPLOAD_REQUEST_MAX``)."""
+class UploadFiles(Request):
+    """Flask's request with every uploaded file part in a temporary file (unlinked at once): the
+    image child reads it as its stdin, so the photo's bytes never sit in the daemon's memory."""
 
     def _get_file_stream(self, total_content_length: int | None, content_type: str | None,
                          filename: str | None = None, content_length: int | None = None) -> Any:
-        return io.BytesIO()
+        return tempfile.TemporaryFile()
 
 
 def upload_policy(app: Flask, ctx: WebContext):
@@ -96,7 +97,7 @@ def upload() -> Any:
     try:
         caption = clean_text(request.form, "caption", CAPTION_MAX)
         part = request.files.get(FIELD)
-        photo = read_photo(part.read(MAX_UPLOAD_BYTES + 1) if part is not None else b"")
+        photo = read_photo(part.stream if part is not None else None, ctx.state_dir)
     except FormError as exc:
         log.info("web: upload refused: %s", exc)
         return _form(exc, caption, 400)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import struct
+import zlib
 
 import pytest
 from PIL import Image
@@ -120,10 +122,33 @@ def test_a_decompression_bomb_is_refused_before_decoding(owner, store, monkeypat
     assert uploads(store) == []
 
 
-def test_pillows_own_bomb_limit_is_an_error_not_a_warning(owner, store, monkeypatch):
-    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)  # 3072 px: above the warning, below the error
-    response = post_photo(owner, png(size=(64, 48)))
+def png_header(width: int, height: int, colour_type: int = 6) -> bytes:
+    """A few hundred bytes that say "PNG of width × height" (RGBA by default): what a bomb looks like
+    before decoding. The pixels are cut short; the header is all the checks may read."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, colour_type, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\0" * 4096))
+            + chunk(b"IEND", b""))
+
+
+def test_pillows_own_bomb_limit_is_an_error_not_a_warning(owner, store):
+    response = post_photo(owner, png_header(20000, 20000), name="bomb.png")  # 400 MP: Pillow's error
     assert response.status_code == 400 and "too many pixels" in response.get_data(as_text=True)
+    assert uploads(store) == []
+
+
+def test_a_png_too_large_to_decode_is_refused_from_its_header_naming_the_limit(owner, store):
+    """7745×7745 RGBA (under the 60 MP photo limit, 240 MB once decoded; issue 27 saw the daemon peak
+    at 1191 MB for such a 250 KB file): refused before a pixel is decoded, the limit named, next to
+    the field."""
+    response = post_photo(owner, png_header(7745, 7745), name="bomb.png")
+    html = response.get_data(as_text=True)
+    assert response.status_code == 400 and uploads(store) == []
+    assert "is 7745×7745 pixels (PNG), 240 MB once decoded" in html
+    assert f"at most {photos.DECODE_BYTES / 1e6:.0f} MB of pixels at once" in html
 
 
 def test_more_than_20_mb_is_refused(owner, store):
@@ -183,3 +208,21 @@ def test_retention_never_deletes_an_upload(owner, store, state_dir):
     gallery.apply_retention(store, state_dir, gallery.Retention(max_pictures=0, max_disk_mb=0))
     assert [p.id for p in store.pictures(limit=100)] == [stored.id] + store.favourite_ids()
     assert gallery.picture_path(state_dir, stored.file).is_file()
+
+
+def test_a_webp_too_large_to_decode_is_refused_before_pillow_opens_it(owner, store):
+    """Pillow's WebP plugin allocates the whole canvas when it opens a file (issue 27: 1163 MB for
+    16383×3600), so the size comes from the VP8X header first."""
+    head = (b"RIFF" + (200).to_bytes(4, "little") + b"WEBPVP8X" + (10).to_bytes(4, "little") + b"\0" * 4
+            + (16383 - 1).to_bytes(3, "little") + (3600 - 1).to_bytes(3, "little"))
+    response = post_photo(owner, head + b"\0" * 64, name="wide.webp")
+    assert response.status_code == 400 and uploads(store) == []
+    assert "is 16383×3600 pixels (WEBP), 236 MB once decoded" in response.get_data(as_text=True)
+
+
+def test_a_60_megapixel_panorama_jpeg_is_decoded_at_a_reduced_scale_and_stored(owner, store):
+    """A JPEG within the 60 MP limit always fits the decode budget: the decoder's reduction is chosen
+    by the long side (a 20000×2900 panorama decodes at 1/8, 2500×363)."""
+    assert post_photo(owner, jpeg(size=(20000, 2900))).status_code == 303
+    [stored] = uploads(store)
+    assert (stored.width, stored.height) == (photos.MAX_SIDE, 297)

@@ -111,13 +111,14 @@ def job_resumable(state_dir: Path, render_id: int) -> bool:
 def sweep_jobs(state_dir: Path, running: set[int]) -> None:
     """At start: remove job folders of renders that are not running (their removal was cut short, or
     the store was restored from an older backup and the ids will be used again) and leftover
-    show, preview and info-screen folders (no show runs yet)."""
+    show, preview, info-screen and short-child folders (none runs yet)."""
     folder = Path(state_dir) / "checkpoints"
     if not folder.is_dir():
         return
     for entry in folder.iterdir():
         match = re.fullmatch(r"render-(\d+)", entry.name)
-        if (match and int(match.group(1)) not in running) or entry.name.startswith(("show-", "info-", "preview-")):
+        transient = entry.name.startswith(("show-", "info-", "preview-", "child-"))
+        if (match and int(match.group(1)) not in running) or transient:
             log.info("removing the leftover job folder %s", entry)
             remove_tree(entry)
 

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from frame.atomicfile import fsync_dir, make_dirs, write_bytes_atomic
+from frame.daemon.store import thumbs
 from frame.daemon.store.database import Store
 from frame.errors import FrameError
 from frame.worker.events import PictureMeta
@@ -166,6 +167,7 @@ def _sweep(store: Store, state_dir: Path) -> None:
         path.unlink(missing_ok=True)
     if files:
         fsync_dir(gallery_dir(state_dir))
+    thumbs.drop_unreferenced(state_dir, referenced)  # a deleted picture's thumbnail goes with it
     if trashed:
         store.empty_trash(trashed)
 

@@ -1,0 +1,114 @@
+"""Short children of the worker kind for the phone page: an upload decoded, thumbnails made, the
+settings checked against the model's graph (issue 27). The daemon never imports numpy, onnx or Pillow
+(``tests/test_layers.py``); it hands each such job to a child (``frame.worker.shortjobs`` is the
+contract) and waits for its one-line answer.
+
+Bounds, so that nothing the owner (or anyone on the LAN) does multiplies memory:
+
+* one child of each kind at a time (``SLOTS``): twelve uploads at once decode one after another, and a
+  request that waits longer than ``WAIT_SECONDS`` gets ``ChildBusy`` ("try again in a minute");
+* each child under its own cap: the image child caps its own address space (Pillow only, so the cap
+  is what it can touch), and the daemon polls every child's resident memory and kills one above its
+  cap (the check child imports numpy, whose reserved address space makes RLIMIT_AS useless, as the
+  supervisor's docstring explains); a killed child is a failure with the cap in its message;
+* a time limit per job.
+
+Each child's own peak (``VmHWM``) is logged with its cap, so a benchmark can check them
+(``benchmarks/daemon_memory.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import threading
+import time
+from typing import BinaryIO
+
+from frame.daemon.jobs.supervisor import rss_mb, worker_command, worker_env
+from frame.errors import FrameError
+from frame.worker.shortjobs import ENTRY, EXIT_REFUSED, ChildJob, ChildOutput, parse_answer
+
+log = logging.getLogger(__name__)
+
+# The image child's cap (MiB of address space): its interpreter and Pillow (~25 MiB), the decode
+# budget ``IMAGE_DECODE_BYTES`` and the reduced copies made while the full-size pixels are still held.
+IMAGE_CAP_MB = 176
+IMAGE_DECODE_BYTES = 100_000_000  # a 24-megapixel PNG (4 bytes a pixel in Pillow) fits, 25 does not
+# The check child's cap (MiB resident): numpy, onnx and the UNet's graph without weights (61 MiB
+# measured on the demo model, x86); a full SD 1.5 graph adds its nodes, not its weights.
+CHECK_CAP_MB = 192
+WAIT_SECONDS = 60.0
+POLL_SECONDS = 0.05
+SLOTS = {entry: threading.BoundedSemaphore(1) for entry in set(ENTRY.values())}
+
+
+class ChildBusy(FrameError):
+    """Another child of the same kind held the slot for longer than the request may wait."""
+
+
+class ChildFailed(FrameError):
+    """The child refused the input (``refused``: its message is for the owner as it is) or failed."""
+
+    def __init__(self, message: str, refused: bool = False) -> None:
+        super().__init__(message)
+        self.refused = refused
+
+
+def cap_of(job: ChildJob) -> int:
+    return job.limits.cap_mb if hasattr(job, "limits") else job.cap_mb
+
+
+def run_child(job: ChildJob, *, timeout: float, stdin: BinaryIO | None = None,
+              wait: float = WAIT_SECONDS) -> ChildOutput:
+    """Run ``job`` in its child (one of each kind at a time) and return the result. ``stdin``: a real
+    file the child reads (an upload's temporary file), never copied through the daemon."""
+    entry = ENTRY[job.kind]
+    if not SLOTS[entry].acquire(timeout=wait):
+        raise ChildBusy(f"the frame is busy with another {'picture' if entry == 'imagechild' else 'check'}; "
+                        "try again in a minute")
+    try:
+        return _run(entry, job, timeout, stdin)
+    finally:
+        SLOTS[entry].release()
+
+
+def _run(entry: str, job: ChildJob, timeout: float, stdin: BinaryIO | None) -> ChildOutput:
+    cap = cap_of(job)
+    env = worker_env()
+    env["OPENBLAS_NUM_THREADS"] = "1"  # the checks multiply nothing: no BLAS thread pool and its buffers
+    started = time.monotonic()
+    proc = subprocess.Popen([*worker_command(entry), json.dumps(job.to_json())],
+                            stdin=stdin if stdin is not None else subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env, close_fds=True, text=True)
+    stopped, polled = None, 0.0
+    while True:
+        try:
+            out, err = proc.communicate(timeout=POLL_SECONDS)
+            break
+        except subprocess.TimeoutExpired:
+            rss = rss_mb(proc.pid) or 0.0
+            polled = max(polled, rss)
+            if rss > cap:
+                stopped = f"it used {rss:.0f} MiB, more than its cap of {cap} MiB"
+            elif time.monotonic() - started > timeout:
+                stopped = f"it took more than {timeout:.0f} s"
+            if stopped:
+                proc.kill()
+    answer = parse_answer(out)
+    seconds = time.monotonic() - started
+    if stopped:
+        log.error("%s (%s) stopped: %s", entry, job.kind, stopped)
+        raise ChildFailed(f"the {job.kind} job was stopped: {stopped}")
+    if answer is not None and answer.result is not None and proc.returncode == 0:
+        log.info("%s: %s in %.2f s, peak %.1f MiB of its %d MiB cap", entry, job.kind, seconds,
+                 max(answer.peak_rss_mb, polled), cap)
+        return answer.result
+    if answer is not None and proc.returncode == EXIT_REFUSED:
+        log.info("%s: %s refused: %s", entry, job.kind, answer.message)
+        raise ChildFailed(answer.message, refused=True)
+    lines = (err or "").strip().splitlines()
+    reason = answer.message if answer is not None else (lines[-1] if lines else f"exit status {proc.returncode}")
+    log.error("%s (%s) failed: %s", entry, job.kind, reason)
+    raise ChildFailed(f"the {job.kind} job failed: {reason}")
