@@ -16,7 +16,6 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 
 import numpy as np
 
@@ -27,7 +26,6 @@ from frame.engine.io.sources import SourcePool
 from frame.engine.model import Model, read_structure
 from frame.engine.ops.conv import FUSED_MIN_INPUT_PIXELS
 from frame.engine.passes.sliced_attention import AttentionConfig
-from frame.engine.passes.weight_decoding import _channel_blocks
 from frame.engine.static_shapes import fill_small_values
 from frame.engine.subgraphs import fetch_order
 from frame.estimate.buffers import LiveBuffers
@@ -156,17 +154,6 @@ def _fetch_bytes(step: g.Step, table: ShapeTable) -> tuple[int, ...]:
     return tuple(sizes)
 
 
-def _row_block_bytes(step: g.Step) -> int:
-    """Stored bytes of one block of a row-streamed weight: what the op holds of it at a time (the
-    blocks of ``weight_decoding._channel_blocks``, read as stored)."""
-    ref = step.weight_rows
-    if ref is None or not ref.shape:
-        return 0
-    shape = tuple(int(d) for d in ref.shape)
-    start, stop = _channel_blocks(SimpleNamespace(shape=shape, size=math.prod(shape)), 0)[0]
-    return ref.nbytes * (stop - start) // ref.shape[0]
-
-
 def _held_bytes(ref) -> int:  # noqa: ANN001
     """A weight as the executor holds it: fp16 is widened to float32 unless its op decodes it."""
     if ref.dtype == np.float16 and not ref.keep_float16:
@@ -249,7 +236,7 @@ def _step_costs(steps: list[g.Step], work: list[Work], owner: list[int | None], 
         costs.append(StepCost(step.node.op_type, (macs[i][0], macs[i][1], macs[i][2]),
                               (round(macs[i][0] * factor), macs[i][1], macs[i][2]), element[i],
                               _decoded_elements(step, weights), _fetch_bytes(step, table), during,
-                              sum(held.values()) + _row_block_bytes(step),
+                              sum(held.values()),  # a row-streamed weight's block: in the scratch
                               step_scratch(step, table, weights, attention),
                               step_signature(step, table, weights, one_thread[i]) if any(macs[i]) else None,
                               live.live_bytes(), step.weight_rows.nbytes if step.weight_rows is not None else 0))

@@ -3,16 +3,20 @@
 Each figure follows the kernel's code (the docstrings of ``frame.engine.ops.conv``,
 ``frame.engine.passes.weight_decoding`` and ``frame.engine.passes.sliced_attention`` say the same):
 
-* Conv (dense, 2-D): one im2col band of ``band_rows`` output rows (``C/g·kh·kw × rows·Wo`` float32,
-  at most ``COLUMN_BUDGET_BYTES``) plus the padded input rows it reads; a 1×1 conv without stride or
+* Conv (dense, 2-D): a 3×3 stride-1 conv that runs as Winograd F(2×2, 3×3) (``conv.winograd_layout``)
+  its layout's transformed weight, input tiles and GEMM result (``conv_winograd.scratch_bytes``);
+  otherwise one im2col band of ``band_rows`` output rows (``C/g·kh·kw × rows·Wo`` float32, at most
+  ``COLUMN_BUDGET_BYTES``) plus the padded input rows it reads; a 1×1 conv without stride or
   padding is one GEMM on the input itself (nothing extra);
 * UpsampleConv (nearest ×2 then 3×3): one output phase (a quarter of the output), the band of its
   2×2 conv on the small image and the phase's summed taps; small images are upsampled whole instead;
-* NormConv (GroupNorm [+ SiLU] → conv): the conv's band, or for a 1×1 conv one normalised block of
-  pixels (``PIXEL_BLOCK_BYTES``);
+* NormConv (GroupNorm [+ SiLU] → conv): the conv's (the same ``dense_conv_image``: Winograd layout
+  or band; the normalisation runs in place in the copied rows), or for a 1×1 conv one normalised
+  block of pixels (``PIXEL_BLOCK_BYTES``);
 * DecodedWeight (fp16/8-bit weights decoded inside the op): one float32 block of output channels
   (about ``BLOCK_BYTES``, at least ``MIN_BLOCK_CHANNELS`` channels), that block's part of the output
-  and the wrapped kernel's own scratch for the block;
+  and the wrapped kernel's own scratch for the block (for a row-streamed weight, its stored block
+  instead while the block is decoded, if larger: it is gone before the kernel runs);
 * SlicedAttention: one score block (heads × query rows × keys, within the attention budget), for
   a scalar scale the scaled copy of Q, and with a batch of two the copies of Q, Kᵀ and V that
   flattening (batch, heads) out of their transposed views makes.
@@ -26,8 +30,9 @@ import math
 from collections.abc import Mapping
 
 from frame.engine import graph as g
-from frame.engine.ops.conv import FUSED_MIN_INPUT_PIXELS, band_rows
+from frame.engine.ops.conv import FUSED_MIN_INPUT_PIXELS, band_rows, winograd_layout
 from frame.engine.ops.conv_grouped import NARROW_RATIO
+from frame.engine.ops.conv_winograd import scratch_bytes as winograd_scratch_bytes
 from frame.engine.passes.norm_conv import PIXEL_BLOCK_BYTES
 from frame.engine.passes.sliced_attention import AttentionConfig
 from frame.engine.passes.weight_decoding import BLOCK_BYTES, MIN_BLOCK_CHANNELS
@@ -41,17 +46,23 @@ def _known(shape: Shape | None) -> bool:
 
 
 def conv_scratch(x: Shape, w: Shape, out: Shape, attrs: Mapping) -> int:
-    """Band + padded rows of one dense 2-D conv image (``frame.engine.ops.conv._conv_image``)."""
+    """Temporaries of one dense 2-D conv image (``frame.engine.ops.conv.dense_conv_image``): a 3×3
+    stride-1 conv's Winograd layout where the engine picks one, else the im2col band + padded rows.
+    Counted for one thread (``pieces`` 1): the threaded layouts share the same budget."""
     if len(x) != 4 or len(w) != 4 or len(out) != 4:
         return 0
     group = int(attrs.get("group", 1) or 1)
     strides = list(attrs.get("strides") or [1, 1])
     dilations = list(attrs.get("dilations") or [1, 1])
     pads = list(attrs.get("pads") or [0, 0, 0, 0])
-    _, cg, kh, kw = w
+    m, cg, kh, kw = w
     if (kh, kw) == (1, 1) and strides == [1, 1] and not any(pads):
         return 0
     ho, wo = out[2], out[3]
+    if group == 1 and (kh, kw) == (3, 3) and strides == [1, 1] and dilations == [1, 1]:
+        layout = winograd_layout(cg, m, (ho, wo), 1)
+        if layout is not None:
+            return winograd_scratch_bytes(layout, cg, m, (ho, wo))
     depth = cg * kh * kw
     rows = band_rows((ho, wo), depth)
     span = (rows - 1) * strides[0] + (kh - 1) * dilations[0] + 1
@@ -77,7 +88,11 @@ def _kernel_of(node: g.Node) -> tuple[str, Mapping]:
     return getattr(func, "__name__", ""), getattr(kernel, "keywords", {}) or {}
 
 
-def decoded_weight_scratch(node: g.Node, table: ShapeTable, weights: Mapping) -> int:
+def decoded_weight_scratch(node: g.Node, table: ShapeTable, weights: Mapping, rows_nbytes: int = 0) -> int:
+    """The decoded block, its part of the output and the wrapped kernel's scratch; ``rows_nbytes``: the
+    stored bytes of a weight the op reads block by block (``WeightRows``), whose stored block lives
+    only while its block is decoded (``weight_decoding._stored_block`` returns the float32 block and
+    drops it; the previous decoded block is deleted before), so the larger of the two phases counts."""
     ref = weights.get(node.inputs[1]) if len(node.inputs) > 1 else None
     x, out = table.shapes.get(node.inputs[0]), table.shapes.get(node.outputs[0])
     if ref is None or not _known(x) or not _known(out) or not ref.shape:
@@ -103,7 +118,8 @@ def decoded_weight_scratch(node: g.Node, table: ShapeTable, weights: Mapping) ->
     elif name == "norm_conv":
         inner = norm_conv_scratch(x, w_block, out_block, attrs.get("_attrs", {}),  # type: ignore[arg-type]
                                   attrs.get("_full_channels"))
-    return block + part + inner
+    stored_block = rows_nbytes * block_channels // channels
+    return block + max(part + inner, stored_block)
 
 
 def norm_conv_scratch(x: Shape, w: Shape, out: Shape, attrs: Mapping, full_channels: int | None = None) -> int:
@@ -141,7 +157,8 @@ def step_scratch(step: g.Step, table: ShapeTable, weights: Mapping,
     node = step.node
     op = node.op_type
     if op == "DecodedWeight":
-        return decoded_weight_scratch(node, table, weights)
+        return decoded_weight_scratch(node, table, weights,
+                                      step.weight_rows.nbytes if step.weight_rows is not None else 0)
     if op == "SlicedAttention":
         return attention_scratch(node, table, attention or AttentionConfig())
     if op not in ("Conv", "ConvAffine", "UpsampleConv", "NormConv") or len(node.inputs) < 2:

@@ -129,14 +129,20 @@ def dense_conv_image(x: np.ndarray, weight: np.ndarray, stride, dilation, pads, 
     m, c, kh, kw = weight.shape
     ho, wo = out_hw
     if (kh, kw) == (3, 3) and list(stride) == [1, 1] and list(dilation) == [1, 1]:  # Winograd F(2x2, 3x3)
-        # never more temporary memory than im2col would take for this conv (its whole column
-        # matrix, or the budget): a small image's Winograd must not raise the step's peak
-        budget = min(COLUMN_BUDGET_BYTES, c * 9 * ho * wo * 4)
-        layout = conv_winograd.plan(c, m, (ho, wo), budget, gemm_pieces(m * c * 9 * ho * wo))
+        layout = winograd_layout(c, m, out_hw, gemm_pieces(m * c * 9 * ho * wo))
         if layout is not None:
             conv_winograd.winograd_conv3x3(x, weight, pads, out, layout, transform)
             return
     _conv_image(x, weight, 1, stride, dilation, pads, out_hw, out, transform)
+
+
+def winograd_layout(channels: int, outputs: int, out_hw: tuple[int, int], pieces: int) -> conv_winograd.Plan | None:
+    """The Winograd layout ``dense_conv_image`` runs a 3x3 stride-1 conv with (None: im2col), also
+    for the estimate's memory count (``frame.estimate.scratch``). The budget: never more temporary
+    memory than im2col would take for this conv (its whole column matrix, or the budget), so a small
+    image's Winograd does not raise the step's peak."""
+    budget = min(COLUMN_BUDGET_BYTES, channels * 9 * out_hw[0] * out_hw[1] * 4)
+    return conv_winograd.plan(channels, outputs, out_hw, budget, pieces)
 
 
 def _band_columns(x: np.ndarray, padded: PaddedRows, buffer: np.ndarray, kernel, stride, dilation, r0: int,

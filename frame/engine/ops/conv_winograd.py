@@ -94,6 +94,27 @@ def plan(channels: int, outputs: int, out_hw: tuple[int, int], budget: int, piec
                                                                                 pieces)
 
 
+def scratch_bytes(layout: Plan, channels: int, outputs: int, out_hw: tuple[int, int]) -> int:
+    """Peak temporary bytes of ``winograd_conv3x3`` with ``layout`` (output and input not counted), as
+    ``_by_bands`` and ``_by_chunks`` allocate them; the estimate's memory model counts this
+    (``frame.estimate.scratch``).
+
+    bands: the whole U, then per thread the padded input rows, the row-transform scratch, V and the
+    GEMM result of one band. chunks: V of the whole image beside one channel block's padded rows and
+    row-transform scratch while the input is transformed; then V, the padded rows (the last
+    ``source`` view keeps them) and each thread's U chunk and GEMM result."""
+    th, tw = -(-out_hw[0] // 2), -(-out_hw[1] // 2)
+    width = 2 * tw + 2  # the padded columns (``winograd_conv3x3`` pads right up to whole tiles)
+    if layout.chunk >= outputs:
+        rows = layout.tile_rows
+        band = channels * (2 * rows + 2) * width + 4 * channels * rows * width + 16 * rows * tw * (channels + outputs)
+        return 4 * (16 * outputs * channels + layout.threads * band)
+    block = min(channels, CHANNEL_BLOCK)
+    v, padded = 16 * channels * th * tw, block * (2 * th + 2) * width
+    chunks = layout.threads * 16 * layout.chunk * (th * tw + channels)
+    return 4 * (v + padded + max(4 * block * th * width, chunks))
+
+
 def transform_weight(w: np.ndarray, step: int = 1 << 15, out: np.ndarray | None = None) -> np.ndarray:
     """(M, C, 3, 3) float32 → U (16, M, C): U[4a + b] = (G g Gᵀ)[a, b], ``step`` filters per GEMM.
 
