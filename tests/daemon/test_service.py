@@ -1,6 +1,7 @@
 """The real daemon process: API over HTTP, sd_notify, SIGTERM, failures that must not stop it."""
 
 import socket
+import threading
 import time
 
 import pytest
@@ -18,33 +19,56 @@ def notify_socket(tmp_path):
     sock.close()
 
 
-def _messages(sock, until: str, timeout: float = 10) -> list[str]:
-    got, end = [], time.monotonic() + timeout
-    while time.monotonic() < end:
-        try:
-            got.append(sock.recv(4096).decode())
-        except TimeoutError:
-            break
-        if any(until in m for m in got):
-            break
-    return got
+class _Listener:
+    """Reads the notify socket all along, as systemd does: the kernel keeps only
+    ``net.unix.max_dgram_qlen`` datagrams (10 here), and a daemon that pings every 0.2 s while a
+    request takes seconds (a queued prompt is checked in the check child) would fill it and have
+    STOPPING=1 dropped by a reader that waits."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.got: list[str] = []
+        self._sock = sock
+        self._sock.settimeout(0.2)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.got.append(self._sock.recv(4096).decode())
+            except (TimeoutError, OSError):
+                continue
+
+    def wait_for(self, text: str, timeout: float = 10) -> bool:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if any(text in m for m in list(self.got)):
+                return True
+            time.sleep(0.05)
+        return False
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
 
 
 def test_daemon_serves_notifies_and_stops_cleanly_on_sigterm(tmp_path, notify_socket):
     path, sock = notify_socket
     config, url = write_config(tmp_path)
+    listener = _Listener(sock)
     daemon = DaemonProcess(config, url, env={"NOTIFY_SOCKET": str(path), "WATCHDOG_USEC": "400000"})
     try:
-        messages = _messages(sock, "WATCHDOG=1")
-        assert any("READY=1" in m for m in messages) and any("WATCHDOG=1" in m for m in messages)
+        assert listener.wait_for("READY=1") and listener.wait_for("WATCHDOG=1")
         status = daemon.get("/api/status").json()
         assert status["state"] == "idle" and {"night", "deadline", "show"} <= set(status["next_runs"])
         assert daemon.post("/api/prompts", {"prompt": "a red fox"}).status_code == 201
         assert daemon.post("/api/prompts", {"prompt": "x"}, token="wrong-token-0000").status_code == 401
         code, seconds = daemon.terminate()
         assert code == 0 and seconds < 10
-        assert any("STOPPING=1" in m for m in _messages(sock, "STOPPING=1", timeout=2) + messages)
+        assert listener.wait_for("STOPPING=1", timeout=2)
     finally:
+        listener.stop()
         daemon.kill()
 
 
