@@ -207,7 +207,7 @@ def test_cli_render_from_a_photo(tmp_path, picture, capsys):
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["--strength", "0.5"], "--strength is for image-to-image: give --init-image FILE too"),
-    (["--init-image", "/nonexistent.png"], "init image /nonexistent.png: no such file"),
+    (["--init-image", "/nonexistent.png"], "--init-image /nonexistent.png: no such file"),
     (["--init-image", __file__], "not a picture Pillow can read"),
     (["--init-image", "PICTURE", "--strength", "0"], "strength must be a number greater than 0"),
 ])
