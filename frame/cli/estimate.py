@@ -106,7 +106,9 @@ def _texts(config, args: argparse.Namespace):  # noqa: ANN001, ANN202
 
 
 def _estimate(args: argparse.Namespace) -> int:
-    from frame.config import load_config
+    import os
+
+    from frame.config import environment, load_config
     from frame.errors import UsageError
     from frame.estimate.configured import estimate_config
     from frame.estimate.report import lines, to_dict
@@ -117,6 +119,10 @@ def _estimate(args: argparse.Namespace) -> int:
         raise UsageError(f"--new-texts must be at least 0, got {args.new_texts}")
     if args.measure_seconds <= 0:
         raise UsageError(f"--measure-seconds must be positive, got {args.measure_seconds}")
+    if os.environ.get(environment.PARENT_PID):  # the daemon's child (the settings page's button)
+        from frame.worker.childmain import die_with_the_daemon
+
+        die_with_the_daemon()  # a daemon that stops or dies takes its estimate with it
     config = _overrides(load_config(args.config), args)
     link = args.link_mbit * 1e6 / 8 if args.link_mbit else None
     result = estimate_config(config, measure_seconds=args.measure_seconds, link_bytes=link,

@@ -79,3 +79,50 @@ def test_one_at_a_time_and_a_render_stops_it(tmp_path, monkeypatch):
     while runner.state()["running"] is not None and time.monotonic() < deadline:
         time.sleep(0.1)
     assert runner.state() == {"running": None, "error": "stopped: a render started, and the night has priority"}
+
+
+def test_the_estimate_child_dies_with_the_daemon(tmp_path):
+    """The child is ``frame estimate`` with the daemon's FRAME_PARENT_PID: a daemon that is killed or
+    restarted does not leave it measuring beside the next render."""
+    import os
+    import signal
+    import subprocess
+    import textwrap
+
+    config = tmp_path / "config.yaml"
+    config.write_text(f"state_dir: {tmp_path / 'state'}\n", encoding="utf-8")
+    log = tmp_path / "child.log"
+    daemon = textwrap.dedent(f"""
+        import os, subprocess, sys, time
+        env = dict(os.environ, FRAME_PARENT_PID=str(os.getpid()))
+        with open({str(log)!r}, "w") as log:
+            child = subprocess.Popen([sys.executable, "-m", "frame", "--config", {str(config)!r}, "estimate"],
+                                     env=env, stdout=subprocess.DEVNULL, stderr=log)
+        print(child.pid, flush=True)
+        time.sleep(120)
+    """)
+    parent = subprocess.Popen([sys.executable, "-c", daemon], stdout=subprocess.PIPE, text=True)
+    try:
+        child = int(parent.stdout.readline())
+        deadline = time.monotonic() + 30
+        while "loaded" not in log.read_text() and time.monotonic() < deadline:  # the model: now measuring
+            time.sleep(0.05)
+        assert "loaded" in log.read_text() and os.path.exists(f"/proc/{child}")
+    finally:
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+
+    def alive() -> bool:
+        try:
+            with open(f"/proc/{child}/status") as status:
+                return "State:\tZ" not in status.read()
+        except OSError:
+            return False
+
+    deadline = time.monotonic() + 1.0  # its measurement alone takes seconds more
+    while alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    still = alive()
+    if still:
+        os.kill(child, signal.SIGKILL)
+    assert not still, "the estimate child outlived the daemon"
