@@ -31,6 +31,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--state-dir", metavar="DIR",
                         help="also write the result to DIR/estimate.json for the phone's settings page")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    # who asked, as the settings page says it ("Made ... by the settings page"): its button's child
+    parser.add_argument("--origin", default="frame estimate", help=argparse.SUPPRESS)
     parser.set_defaults(func=_estimate)
 
 
@@ -104,7 +106,9 @@ def _texts(config, args: argparse.Namespace):  # noqa: ANN001, ANN202
 
 
 def _estimate(args: argparse.Namespace) -> int:
-    from frame.config import load_config
+    import os
+
+    from frame.config import environment, load_config
     from frame.errors import UsageError
     from frame.estimate.configured import estimate_config
     from frame.estimate.report import lines, to_dict
@@ -115,11 +119,15 @@ def _estimate(args: argparse.Namespace) -> int:
         raise UsageError(f"--new-texts must be at least 0, got {args.new_texts}")
     if args.measure_seconds <= 0:
         raise UsageError(f"--measure-seconds must be positive, got {args.measure_seconds}")
+    if os.environ.get(environment.PARENT_PID):  # the daemon's child (the settings page's button)
+        from frame.worker.childmain import die_with_the_daemon
+
+        die_with_the_daemon()  # a daemon that stops or dies takes its estimate with it
     config = _overrides(load_config(args.config), args)
     link = args.link_mbit * 1e6 / 8 if args.link_mbit else None
     result = estimate_config(config, measure_seconds=args.measure_seconds, link_bytes=link,
                              ratings=_ratings(config), texts=_texts(config, args))
-    figures = to_dict(result, "frame estimate")
+    figures = to_dict(result, args.origin)
     if args.state_dir:
         from pathlib import Path
 

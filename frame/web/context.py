@@ -14,6 +14,7 @@ from flask import abort, session
 
 from frame.config import Config
 from frame.daemon.http.token import ensure_token
+from frame.daemon.jobs.estimate_child import EstimateRunner
 from frame.daemon.jobs.night import RenderContext
 from frame.daemon.store.records import StoredPicture
 from frame.errors import FrameError
@@ -36,6 +37,8 @@ class WebContext:
     controller: Any = None
     limiter: auth.LoginLimiter = field(default_factory=auth.LoginLimiter)
     sessions: SessionRegistry | None = None  # created with the app (it needs the final state dir)
+    estimates: EstimateRunner | None = None  # the settings page's "Estimate now" child, made when first asked
+
     def render_context(self) -> RenderContext:
         """What the preview worker needs: today's configuration (the settings page replaces
         ``config`` when the owner saves), the store and the state dir."""
@@ -58,6 +61,15 @@ class WebContext:
             self.state_dir = Path(shared["state_dir"])
         if self.status is None and self.controller is not None:
             self.status = self.controller.status
+
+    def rendering(self) -> bool:
+        """A render is running now (the daemon's live status says so)."""
+        return self.status is not None and (self.status() or {}).get("state") == "rendering"
+
+    def estimate_runner(self) -> EstimateRunner:
+        if self.estimates is None:
+            self.estimates = EstimateRunner(self.rendering)
+        return self.estimates
 
     def owner_token(self) -> str:
         if self.token:

@@ -7,7 +7,9 @@ gallery are made on first request by the image child (``frame.worker.imagechild`
 imports Pillow) and kept on the SD card (``frame.daemon.store.thumbs``: bounded in bytes, dropped with
 their picture), so a phone downloads ~15 kB per tile instead of the full PNG and the daemon holds none.
 One child makes the missing thumbnails of the ``THUMB_BATCH`` pictures around the one asked for,
-since a gallery page asks for all of its tiles at once.
+since a gallery page asks for all of its tiles at once. A tile whose thumbnail cannot be made now (the
+image child busy for longer than ``WAIT_SECONDS``, or failing) is sent to the full picture, uncached:
+an ``<img>`` never asks again after a 503 or 404, so such tiles stayed blank (issue 29 item 18).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from flask import abort, send_file
+from flask import abort, redirect, send_file, url_for
 
 from frame.atomicfile import make_dirs
 from frame.daemon.jobs import preview as previews
@@ -131,11 +133,11 @@ def thumb(picture_id: int) -> Any:
     picture = ctx.picture_or_404(picture_id)
     try:
         thumb_file = thumbnail(ctx, picture)
-    except ChildBusy as exc:
-        return str(exc), 503, {"Retry-After": "30", "Content-Type": "text/plain; charset=utf-8"}
-    except FrameError as exc:
-        log.warning("cannot make a thumbnail of picture %d: %s", picture_id, exc)
-        abort(404)
+    except FrameError as exc:  # the image child busy (ChildBusy) or failing: the tile shows the picture
+        log.warning("no thumbnail of picture %d now (%s): the tile gets the picture itself", picture_id, exc)
+        response = redirect(url_for("web.image", picture_id=picture_id), 302)
+        response.headers["Cache-Control"] = "no-store"  # a later view asks for the thumbnail again
+        return response
     return send_file(thumb_file, mimetype="image/jpeg", conditional=True, max_age=MAX_AGE_SECONDS)
 
 

@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from typing import Any
 
 from flask import flash, jsonify, redirect, render_template, request, url_for
 
 from frame.config import fields as owner_fields
+from frame.config.redact import redact_text
+from frame.daemon.jobs.estimate_child import EstimateBusy
 from frame.daemon.settings import GENERAL, Proposal, SettingsEditor
 from frame.web.context import WebContext
 from frame.web.routes import bp, web_context
@@ -54,7 +57,16 @@ def _page(ctx: WebContext, *, submitted: dict | None = None, proposal: Proposal 
     return render_template("config.html", report=settings_report(ctx.config, ctx.config_path), current=current,
                            groups=form_rows(current, submitted), problems=problems, general=problems.get(GENERAL, []),
                            others=proposal.others if proposal else [], daemon=daemon_state(ctx),
-                           feed_name=feed_name, fields=owner_fields.by_key())
+                           feed_name=feed_name, fields=owner_fields.by_key(), estimating=estimating(ctx))
+
+
+def estimating(ctx: WebContext) -> dict[str, Any]:
+    """The estimate card's live part: ``running`` (since when, as HH:MM, or ""), the last run's
+    ``error`` (redacted: the page is open to the LAN) and ``rendering`` (the button is refused then)."""
+    state = ctx.estimate_runner().state()
+    since = state["running"]
+    return {"running": time.strftime("%H:%M", time.localtime(since)) if since is not None else "",
+            "error": redact_text(state["error"]) if state["error"] else "", "rendering": ctx.rendering()}
 
 
 def _summary(changed: dict[str, str] | list[str]) -> str:
@@ -113,6 +125,20 @@ def restart() -> Any:
     ctx.controller.request_restart()
     flash("Restarting: the page is back in about 20 seconds.")
     return redirect(url_for("web.config"), 303)
+
+
+@bp.post("/config/estimate")
+def estimate_now() -> Any:
+    """The estimate card's button: ``frame estimate`` in a child (``frame.daemon.jobs.estimate_child``)."""
+    ctx = web_context()
+    try:
+        ctx.estimate_runner().start(ctx.config, ctx.state_dir)
+    except EstimateBusy as exc:
+        flash(f"No estimate started: {exc}.")
+    else:
+        log.info("web: estimate requested")
+        flash("Estimating: the result appears on this page in a minute or two (reload it).")
+    return redirect(url_for("web.config", _anchor="estimate-title"), 303)
 
 
 # the JSON API -----------------------------------------------------------------------------------

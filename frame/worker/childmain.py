@@ -38,9 +38,10 @@ def own_status_mb(field: str) -> float:
         return 0.0
 
 
-def _die_with_the_daemon() -> None:
+def die_with_the_daemon() -> None:
     """A killed daemon leaves no orphan child decoding, and the OOM killer's first choice is the child
-    (as for the render worker)."""
+    (as for the render worker). Also called by ``frame estimate`` when the daemon runs it (the settings
+    page's button, ``frame.daemon.jobs.estimate_child``)."""
     try:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     except (OSError, AttributeError):
@@ -73,7 +74,7 @@ def child_main(argv: list[str], run: Callable[[ChildJob], ChildOutput], *, cap_a
     except ValueError as exc:
         sys.stderr.write(f"unreadable job: {exc}\n")
         return 2
-    _die_with_the_daemon()
+    die_with_the_daemon()
     cap_mb = job.limits.cap_mb if hasattr(job, "limits") else job.cap_mb
     if cap_address:
         cap_address_space(cap_mb)

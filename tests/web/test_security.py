@@ -244,7 +244,8 @@ def test_only_the_reviewed_routes_exist(app):
                     for rule in app.url_map.iter_rules() if rule.endpoint.startswith("web."))
     assert routes == [
         ("/", "GET"), ("/api/settings", "GET"), ("/api/settings", "PUT"), ("/api/settings/restore", "POST"),
-        ("/config", "GET"), ("/config", "POST"), ("/config/restart", "POST"), ("/config/restore", "POST"),
+        ("/config", "GET"), ("/config", "POST"), ("/config/estimate", "POST"), ("/config/restart", "POST"),
+        ("/config/restore", "POST"),
         ("/favicon.ico", "GET"), ("/gallery", "GET"), ("/login", "GET,POST"), ("/logout", "POST"),
         ("/logout-everywhere", "POST"),
         ("/pictures/<id:picture_id>", "GET"), ("/pictures/<id:picture_id>/delete", "GET"),
