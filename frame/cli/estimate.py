@@ -24,6 +24,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--new-texts", type=int, metavar="N",
                         help="texts the taste choice embeds tonight (default: those of the configured themes, "
                              "styles, axes, feed items and rated prompts not kept from earlier nights)")
+    parser.add_argument("--new-text-tokens", type=int, metavar="T",
+                        help="with --new-texts: token positions of the longest of those texts through its "
+                             "end-of-text, start and end tokens included (the picker runs no further; "
+                             "default 77: padded, an upper bound)")
     parser.add_argument("--measure-seconds", type=float, default=8.0, metavar="S",
                         help="time spent measuring this machine (default 8; longer probes more step kinds)")
     parser.add_argument("--link-mbit", type=float, metavar="MBIT",
@@ -111,6 +115,7 @@ def _estimate(args: argparse.Namespace) -> int:
     from frame.config import environment, load_config
     from frame.errors import UsageError
     from frame.estimate.configured import estimate_config
+    from frame.estimate.plan import TOKENS
     from frame.estimate.report import lines, to_dict
 
     if args.steps is not None and args.steps < 1:
@@ -119,6 +124,9 @@ def _estimate(args: argparse.Namespace) -> int:
         raise UsageError(f"--new-texts must be at least 0, got {args.new_texts}")
     if args.measure_seconds <= 0:
         raise UsageError(f"--measure-seconds must be positive, got {args.measure_seconds}")
+    if args.new_text_tokens is not None and (args.new_texts is None or not 2 <= args.new_text_tokens <= TOKENS):
+        raise UsageError(f"--new-text-tokens needs --new-texts and a value from 2 to {TOKENS}, "
+                         f"got {args.new_text_tokens}")
     if os.environ.get(environment.PARENT_PID):  # the daemon's child (the settings page's button)
         from frame.worker.childmain import die_with_the_daemon
 
@@ -126,7 +134,8 @@ def _estimate(args: argparse.Namespace) -> int:
     config = _overrides(load_config(args.config), args)
     link = args.link_mbit * 1e6 / 8 if args.link_mbit else None
     result = estimate_config(config, measure_seconds=args.measure_seconds, link_bytes=link,
-                             ratings=_ratings(config), texts=_texts(config, args))
+                             ratings=_ratings(config), texts=_texts(config, args),
+                             choose_tokens=args.new_text_tokens)
     figures = to_dict(result, args.origin)
     if args.state_dir:
         from pathlib import Path
