@@ -14,11 +14,14 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from frame.diffusion.conditioning import tokens_through_end
 from frame.diffusion.encoder_identity import text_cache_for
 from frame.taste.features import DEFAULT_AXES
+
+if TYPE_CHECKING:
+    from frame.config.schema import Config
 
 
 @dataclass(frozen=True)
@@ -41,7 +44,7 @@ class TonightTexts:
         return len(set(self.axis_ends) | set(self.candidates) | set(self.rated))
 
 
-def tonight_texts(config: Any, feed_prompts: Sequence[str] = (), rated_prompts: Sequence[str] = (),
+def tonight_texts(config: Config, feed_prompts: Sequence[str] = (), rated_prompts: Sequence[str] = (),
                   ratings: int | None = None) -> TonightTexts:
     """The texts of a night with this ``config.taste``, the feed prompts valid tonight and the rated
     pictures' prompts; ``ratings=None`` (no store) assumes a trained taste model."""
