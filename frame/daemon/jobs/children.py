@@ -24,6 +24,7 @@ import logging
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from typing import BinaryIO
 
 from frame.daemon.jobs.supervisor import rss_mb, worker_command, worker_env
@@ -74,6 +75,31 @@ def run_child(job: ChildJob, *, timeout: float, stdin: BinaryIO | None = None,
         SLOTS[entry].release()
 
 
+def watch_child(proc: subprocess.Popen, cap_mb: float, cap_name: str, time_limit: float, poll_seconds: float,
+                also_stop: Callable[[], str | None] | None = None) -> tuple[str | None, str | None, str | None, float]:
+    """Wait for ``proc`` to end, reading its resident memory every ``poll_seconds``; kill it above
+    ``cap_mb`` (named ``cap_name`` in the reason), after ``time_limit`` seconds, or when ``also_stop()``
+    names a reason. Returns its stdout, stderr, why it was stopped (None: it ended by itself) and the
+    highest resident memory polled (MiB)."""
+    started = time.monotonic()
+    stopped, polled = None, 0.0
+    while True:
+        try:
+            out, err = proc.communicate(timeout=poll_seconds)
+            return out, err, stopped, polled
+        except subprocess.TimeoutExpired:
+            rss = rss_mb(proc.pid) or 0.0
+            polled = max(polled, rss)
+            if rss > cap_mb:
+                stopped = f"it used {rss:.0f} MiB, more than {cap_name}"
+            elif also_stop is not None and (reason := also_stop()):
+                stopped = reason
+            elif time.monotonic() - started > time_limit:
+                stopped = f"it took more than {time_limit:.0f} s"
+            if stopped:
+                proc.kill()
+
+
 def _run(entry: str, job: ChildJob, timeout: float, stdin: BinaryIO | None) -> ChildOutput:
     cap = cap_of(job)
     env = worker_env()
@@ -82,20 +108,7 @@ def _run(entry: str, job: ChildJob, timeout: float, stdin: BinaryIO | None) -> C
     proc = subprocess.Popen([*worker_command(entry), json.dumps(job.to_json())],
                             stdin=stdin if stdin is not None else subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=env, close_fds=True, text=True)
-    stopped, polled = None, 0.0
-    while True:
-        try:
-            out, err = proc.communicate(timeout=POLL_SECONDS)
-            break
-        except subprocess.TimeoutExpired:
-            rss = rss_mb(proc.pid) or 0.0
-            polled = max(polled, rss)
-            if rss > cap:
-                stopped = f"it used {rss:.0f} MiB, more than its cap of {cap} MiB"
-            elif time.monotonic() - started > timeout:
-                stopped = f"it took more than {timeout:.0f} s"
-            if stopped:
-                proc.kill()
+    out, err, stopped, polled = watch_child(proc, cap, f"its cap of {cap} MiB", timeout, POLL_SECONDS)
     answer = parse_answer(out)
     seconds = time.monotonic() - started
     if stopped:

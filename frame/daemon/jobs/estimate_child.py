@@ -35,7 +35,8 @@ import yaml
 from frame.atomicfile import make_dirs, write_bytes_atomic
 from frame.config.loader import to_plain
 from frame.config.schema import Config
-from frame.daemon.jobs.supervisor import rss_mb, worker_env
+from frame.daemon.jobs.children import watch_child
+from frame.daemon.jobs.supervisor import worker_env
 from frame.errors import FrameError
 
 log = logging.getLogger(__name__)
@@ -119,22 +120,9 @@ class EstimateRunner:
         started = time.monotonic()
         proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                 env=worker_env(), close_fds=True, text=True)
-        stopped, peak = None, 0.0
-        while True:
-            try:
-                _, err = proc.communicate(timeout=POLL_SECONDS)
-                break
-            except subprocess.TimeoutExpired:
-                rss = rss_mb(proc.pid) or 0.0
-                peak = max(peak, rss)
-                if rss > cap_mb:
-                    stopped = f"it used {rss:.0f} MiB, more than the worker limit of {cap_mb:.0f} MiB"
-                elif self.rendering():
-                    stopped = "a render started, and the night has priority"
-                elif time.monotonic() - started > self.time_limit:
-                    stopped = f"it took more than {self.time_limit:.0f} s"
-                if stopped:
-                    proc.kill()
+        _, err, stopped, peak = watch_child(
+            proc, cap_mb, f"the worker limit of {cap_mb:.0f} MiB", self.time_limit, POLL_SECONDS,
+            also_stop=lambda: "a render started, and the night has priority" if self.rendering() else None)
         seconds = time.monotonic() - started
         if stopped:
             log.warning("estimate child stopped: %s", stopped)
