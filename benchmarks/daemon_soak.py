@@ -10,7 +10,8 @@ The real daemon (``frame run``, demo model, virtual panel, 30 seeded pictures, `
   status, the JSON API), a rating every 10 s;
 * a feed that always fails (a closed port), refreshed every minute;
 * one SIGKILL of the render worker (a third of the way through: the supervisor restarts it) and one
-  restart of the daemon (halfway: SIGTERM, then ``frame run`` again on the same state).
+  restart of the daemon (halfway, or at ``--restart-at`` minutes: SIGTERM, then ``frame run`` again on the
+  same state).
 
 Every 5 s it reads the daemon's VmRSS, its open file descriptors and its threads from /proc. For each
 of the two lives (before and after the restart) it fits a least-squares line to the RSS after
@@ -128,6 +129,9 @@ def main() -> int:
     parser.add_argument("--minutes", type=float, default=120.0)
     parser.add_argument("--render-every", type=float, default=60.0)
     parser.add_argument("--warmup", type=float, default=10.0, help="minutes of each life left out of the fit")
+    parser.add_argument("--restart-at", type=float, default=None,
+                        help="minute of the daemon's restart (default: halfway); e.g. --minutes 136 --restart-at 131 "
+                             "gives the first life the 2 h fit the target asks for")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -148,7 +152,8 @@ def main() -> int:
             if life == 0:
                 threading.Thread(target=traffic.run, daemon=True).start()
                 killer_at = started + args.minutes * 60 / 3
-            life_end = started + args.minutes * 60 / 2 if life == 0 else end
+            restart_at = args.minutes / 2 if args.restart_at is None else args.restart_at
+            life_end = started + restart_at * 60 if life == 0 else end
             while time.monotonic() < life_end:
                 fds, threads = fds_and_threads(daemon.proc.pid)
                 lives[life].append((time.monotonic(), daemon.rss_mb(), fds, threads))
