@@ -7,12 +7,31 @@ import re
 import string
 import unicodedata
 from collections.abc import Callable
+from typing import Any, get_args
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from frame.errors import closest
 
 _CLOCK = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)$")
 _SIZE = re.compile(r"^(\d+)x(\d+)$")
 BUTTON_ACTIONS = ("like", "dislike", "next", "previous", "info", "none")
+
+
+def known_name(kind: str, names: Any) -> Callable[[str], str | None]:
+    """A check for a name from a schema ``Literal`` (``display.panel``): ``unknown panel 'x'; did you
+    mean 'y'?``, or the known names when none is close (the wording ``frame config check`` used when
+    these names were checked outside the schema)."""
+    known = [str(name) for name in get_args(names)]
+
+    def check(value: str) -> str | None:
+        if value in known:
+            return None
+        close = closest(value, known)
+        hint = f"; did you mean {close!r}?" if close else f" (known: {', '.join(known)})"
+        return f"unknown {kind} {value!r}{hint}"
+
+    return check
 
 
 def positive(value) -> str | None:

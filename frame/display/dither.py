@@ -27,31 +27,22 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Callable
-from typing import get_args
 
 import numpy as np
 
+from frame.config.registry import Registry
 from frame.config.schema import DitherName
 from frame.display import colour
 from frame.errors import unknown_choice
 
 Method = Callable[[np.ndarray, np.ndarray], np.ndarray]  # (linear picture, linear inks) -> ink indices
-DITHERS: dict[str, Method] = {}
+DITHERS: Registry[Method] = Registry("dither", DitherName, "frame.config.schema.DitherName", stand_ins=("auto",))
 DEFAULT_DITHER = "linear-serpentine"  # what "auto" (and no setting) means
 
 
 def register_dither(name: str) -> Callable[[Method], Method]:
     """Function decorator: the method for ``display.dither: name`` (a name the schema lists)."""
-    if name == "auto" or name not in get_args(DitherName):
-        raise ValueError(f"dither {name!r} is not in frame.config.schema.DitherName: add it there first")
-    if name in DITHERS:
-        raise ValueError(f"dither {name!r} registered twice")
-
-    def decorate(method: Method) -> Method:
-        DITHERS[name] = method
-        return method
-
-    return decorate
+    return DITHERS.register(name)
 
 
 def resolve_dither(name: str | None) -> str:
@@ -64,7 +55,7 @@ def resolve_dither(name: str | None) -> str:
 
 def dither_names() -> tuple[str, ...]:
     """Every name ``display.dither`` accepts, "auto" first, in the schema's order."""
-    return ("auto", *(n for n in get_args(DitherName) if n in DITHERS))
+    return ("auto", *DITHERS.names())
 
 
 def dither_indices(linear: np.ndarray, inks_srgb8: np.ndarray, method: str | None) -> np.ndarray:

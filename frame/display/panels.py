@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from frame.config.registry import Registry
+from frame.config.schema import PaletteName, PanelName
 from frame.errors import UsageError, unknown_choice
 
 RGB = tuple[int, int, int]
@@ -65,7 +67,9 @@ class Panel:
 _SPECTRA = ("black", "white", "yellow", "red", "blue", "green")
 _ACEP = ("black", "white", "green", "blue", "red", "yellow", "orange")
 
-PALETTES: dict[str, Palette] = {p.name: p for p in (
+# Each row is registered under its name, which the schema's PaletteName / PanelName must list.
+PALETTES: Registry[Palette] = Registry("palette", PaletteName, "frame.config.schema.PaletteName")
+PALETTES.add_rows((
     Palette("spectra6", ((26, 13, 35), (185, 202, 205), (202, 184, 0), (121, 9, 0), (0, 69, 139),
                          (40, 82, 57)), _SPECTRA,
             "Waveshare 7.3in (E) Spectra 6, measured (epaper-dithering SPECTRA_7_3_6COLOR)"),
@@ -83,11 +87,15 @@ PALETTES: dict[str, Palette] = {p.name: p for p in (
             "7-colour ACeP UC8159 (Inky Impression 4in / 5.7in), Pimoroni SATURATED palette"),
     Palette("bw", ((5, 5, 5), (220, 220, 220)), ("black", "white"),
             "black/white film, measured (epaper-dithering MONO_4_26)"),
-)}
+), lambda palette: palette.name)
 
 _WAVESHARE_CARE = 180  # Waveshare's precautions: at least 180 s between full refreshes.
 
-PANELS: dict[str, Panel] = {p.name: p for p in (
+# Names accepted in the configuration that are resolved when the display is opened.
+AUTO_PANELS = {"inky": "Inky Impression, model read from the HAT's EEPROM by inky's auto-detection"}
+
+PANELS: Registry[Panel] = Registry("panel", PanelName, "frame.config.schema.PanelName", stand_ins=AUTO_PANELS)
+PANELS.add_rows((
     Panel(name="virtual", size=(800, 480), palette_name="spectra6",
           native_indices=(0, 1, 2, 3, 4, 5), driver="virtual",
           min_refresh_seconds=0, default_saturation=1.0,
@@ -124,10 +132,7 @@ PANELS: dict[str, Panel] = {p.name: p for p in (
           native_indices=(0, 1, 2, 3, 4, 5), driver="inky",
           min_refresh_seconds=30, default_saturation=1.0,
           description="Pimoroni Inky Impression 13.3in (EL133UF1 Spectra 6)"),
-)}
-
-# Names accepted in the configuration that are resolved when the display is opened.
-AUTO_PANELS = {"inky": "Inky Impression, model read from the HAT's EEPROM by inky's auto-detection"}
+), lambda panel: panel.name)
 
 
 def _unknown(kind: str, name: str, choices: list[str]) -> UsageError:
@@ -136,12 +141,12 @@ def _unknown(kind: str, name: str, choices: list[str]) -> UsageError:
 
 def panel_names() -> list[str]:
     """Every name ``display.panel`` accepts, including auto-detected ones."""
-    return [*PANELS, *AUTO_PANELS]
+    return [*PANELS.names(), *AUTO_PANELS]
 
 
 def palette_names() -> list[str]:
     """Every name ``display.palette`` accepts (virtual panel only)."""
-    return list(PALETTES)
+    return list(PALETTES.names())
 
 
 def get_palette(name: str) -> Palette:

@@ -1,7 +1,7 @@
-"""Can the worker use this configuration? Checks that need more than the schema: names known to other
-parts (panels, palettes), files that must exist, and the rules the configured model imposes on the
-``model`` section (``model_rules``). They live with the worker, above display and diffusion, so that
-``frame.config`` stays at the bottom of the layers.
+"""Can the worker use this configuration? Checks that need more than the schema: files that must exist,
+and the rules the configured model imposes on the ``model`` section (``model_rules``). They live with
+the worker, above display and diffusion, so that ``frame.config`` stays at the bottom of the layers.
+Panel and palette names are not checked here: they are the schema's ``PanelName``/``PaletteName``.
 
 Kept out of ``load_config`` so the daemon's start-up stays cheap; ``frame config check`` runs them
 together with the schema checks (``check_config``), so one run reports every problem with its line.
@@ -18,15 +18,10 @@ from frame.config.loader import validate
 from frame.config.redact import redact_text
 from frame.config.schema import Config
 from frame.config.validate import Path as KeyPath
-from frame.config.validate import did_you_mean, format_path
-from frame.display import palette_names, panel_names
+from frame.config.validate import format_path
 from frame.errors import ConfigError, FrameError
 from frame.models import resolve_model_source
 from frame.worker.model_rules import model_findings, prompt_findings, size_rule
-
-
-def _suggestion(value: str, known: list[str]) -> str:
-    return did_you_mean(value, known) or f" (known: {', '.join(known)})"
 
 
 def deep_problems(config: Config) -> list[tuple[KeyPath, str]]:
@@ -40,14 +35,6 @@ def deep_problems(config: Config) -> list[tuple[KeyPath, str]]:
         problems.append((("render", "remote", "url"), "is empty, but render.backend is remote: set the render "
                          "server's URL (e.g. http://192.168.1.20:7860) or set render.backend: local"))
     problems.extend((("model", f.key), f.message) for f in model_findings(config) if not f.warning)
-    panels = list(panel_names())
-    if config.display.panel not in panels:
-        problems.append((("display", "panel"), f"unknown panel {config.display.panel!r}"
-                         + _suggestion(config.display.panel, panels)))
-    palettes = list(palette_names())
-    if config.display.palette not in palettes:
-        problems.append((("display", "palette"), f"unknown palette {config.display.palette!r}"
-                         + _suggestion(config.display.palette, palettes)))
     return problems
 
 

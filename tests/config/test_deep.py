@@ -32,13 +32,14 @@ def test_unrecognisable_names_list_the_known_ones(tmp_path):
 def test_schema_and_deep_problems_are_reported_in_one_run(tmp_path):
     problems = _problems(tmp_path, f"model:\n  source: {tmp_path / 'nothing'}\n"
                                    "display:\n  panel: inkyy\nweb:\n  listen: nowhere\n")
-    assert [p.split(":", 1)[0] for p in problems] == ["web.listen", "model.source", "display.panel"]
-    assert f"{tmp_path / 'nothing'} does not exist" in problems[1]  # not "neither ... nor" (issue 29)
-    assert problems[1].endswith("(line 2)")
+    # the panel is a schema name (PanelName) since issue 30, so it is reported with the schema's problems
+    assert [p.split(":", 1)[0] for p in problems] == ["display.panel", "web.listen", "model.source"]
+    assert f"{tmp_path / 'nothing'} does not exist" in problems[2]  # not "neither ... nor" (issue 29)
+    assert problems[2].endswith("(line 2)")
     (tmp_path / "empty").mkdir()
     empty = _problems(tmp_path, f"model:\n  source: {tmp_path / 'empty'}\n")
     assert "(no model_index.json there) nor an OnnxStream model folder" in empty[0]
-    assert "did you mean 'inky'?" in problems[2] and problems[2].endswith("(line 4)")
+    assert "did you mean 'inky'?" in problems[0] and problems[0].endswith("(line 4)")
 
 
 def test_environment_overrides_are_checked_too(tmp_path):

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, get_args
+from typing import Any, TypeVar
 
+from frame.config.registry import Registry
 from frame.config.schema import SamplerName
 from frame.diffusion.samplers.base import Sampler
 from frame.diffusion.samplers.schedule import SchedulerConfig
@@ -38,8 +39,8 @@ class SamplerEntry:
     options: Mapping[str, Any] = field(default_factory=dict)  # keyword arguments for ``cls`` (karras=True)
 
 
-SAMPLERS: dict[str, SamplerEntry] = {}
-ALIASES: dict[str, str] = {}
+SAMPLERS: Registry[SamplerEntry] = Registry("sampler", SamplerName, "frame.config.schema.SamplerName")
+ALIASES = SAMPLERS.aliases
 
 
 def register_sampler(name: str, *, a1111: str, class_defaults: Mapping[str, Any], aliases: tuple[str, ...] = (),
@@ -49,15 +50,11 @@ def register_sampler(name: str, *, a1111: str, class_defaults: Mapping[str, Any]
     Refuses a name the schema's ``SamplerName`` does not list, and a name or alias already taken. A
     class registered without options is given ``name`` as its ``name`` attribute.
     """
-    if name not in get_args(SamplerName):
-        raise ValueError(f"sampler {name!r} is not in frame.config.schema.SamplerName: add it there first")
-    taken = [n for n in (name, *aliases) if n in SAMPLERS or n in ALIASES]
-    if taken:
-        raise ValueError(f"sampler name(s) registered twice: {', '.join(taken)}")
+    SAMPLERS.claim(name, aliases)
 
     def decorate(cls: S) -> S:
-        SAMPLERS[name] = SamplerEntry(name, cls, a1111, dict(class_defaults), tuple(aliases), dict(options))
-        ALIASES.update(dict.fromkeys(aliases, name))
+        SAMPLERS.add(name, SamplerEntry(name, cls, a1111, dict(class_defaults), tuple(aliases), dict(options)),
+                     aliases)
         if not options:
             cls.name = name
         return cls
@@ -67,7 +64,7 @@ def register_sampler(name: str, *, a1111: str, class_defaults: Mapping[str, Any]
 
 def sampler_names() -> tuple[str, ...]:
     """Every sampler name, in the schema's order (the order the CLI and the docs show)."""
-    return tuple(n for n in get_args(SamplerName) if n in SAMPLERS)
+    return SAMPLERS.names()
 
 
 def resolve_sampler_name(name: str | None) -> str:

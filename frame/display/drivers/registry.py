@@ -10,8 +10,9 @@ a row.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar, get_args
+from typing import TYPE_CHECKING, TypeVar
 
+from frame.config.registry import Registry
 from frame.display.panels import DriverName
 
 if TYPE_CHECKING:
@@ -19,21 +20,12 @@ if TYPE_CHECKING:
 
 D = TypeVar("D", bound=type)
 
-DRIVERS: dict[str, type[Driver]] = {}
+DRIVERS: Registry[type[Driver]] = Registry("driver", DriverName, "frame.display.panels.DriverName")
 
 
 def register_driver(name: str) -> Callable[[D], D]:
     """Class decorator: the driver for panel rows whose ``driver`` is ``name``."""
-    if name not in get_args(DriverName):
-        raise ValueError(f"driver {name!r} is not in frame.display.panels.DriverName: add it there first")
-    if name in DRIVERS:
-        raise ValueError(f"driver {name!r} registered twice")
-
-    def decorate(cls: D) -> D:
-        DRIVERS[name] = cls
-        return cls
-
-    return decorate
+    return DRIVERS.register(name)
 
 
 def driver_for(name: str) -> type[Driver]:

@@ -2,8 +2,10 @@
 
 ``@register_provider("prefetch", url_variant="http")`` on the class fills ``PROVIDERS`` when its module
 is imported (``frame.engine.providers`` imports them all). ``make_provider`` and the CLI's ``--weights``
-choices read the table. The engine stays free of the configuration: the owner's names (``model.weights``
-in the schema, plus "auto") are tied to this table by ``tests/engine/test_provider_registry.py``.
+choices read the table. The owner's names are the schema's ``WeightsName`` (a name list, not the
+configuration: the engine still never reads a config section): registering a name it does not list
+fails at import. "http" is not an owner's name (it is what the others become over a URL), so it is
+registered unlisted; "auto" is decided by the caller.
 """
 
 from __future__ import annotations
@@ -11,12 +13,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
+from frame.config.registry import Registry
+from frame.config.schema import WeightsName
 from frame.engine.providers.base import WeightsProvider
 from frame.errors import UsageError, unknown_choice
 
 P = TypeVar("P", bound=type)
 
-PROVIDERS: dict[str, type] = {}
+PROVIDERS: Registry[type] = Registry("weights provider", WeightsName, "frame.config.schema.WeightsName",
+                                     stand_ins=("auto",))
 # name → the provider used instead when the model source is an http(s) URL
 URL_VARIANTS: dict[str, str] = {}
 URL_ONLY: set[str] = set()
@@ -25,12 +30,12 @@ URL_ONLY: set[str] = set()
 def register_provider(name: str, *, url_variant: str | None = None, url_only: bool = False
                       ) -> Callable[[P], P]:
     """Class decorator: ``name`` builds this provider (``cls()``). ``url_variant``: the provider that
-    stands in for it over a URL; ``url_only``: the provider needs an http(s) source."""
-    if name in PROVIDERS:
-        raise ValueError(f"weights provider {name!r} registered twice")
+    stands in for it over a URL; ``url_only``: the provider needs an http(s) source, so no owner
+    names it (it is registered unlisted)."""
+    PROVIDERS.claim(name, listed=not url_only)
 
     def decorate(cls: P) -> P:
-        PROVIDERS[name] = cls
+        PROVIDERS.add(name, cls, listed=not url_only)
         if url_variant:
             URL_VARIANTS[name] = url_variant
         if url_only:
@@ -41,7 +46,8 @@ def register_provider(name: str, *, url_variant: str | None = None, url_only: bo
 
 
 def provider_names() -> tuple[str, ...]:
-    return tuple(PROVIDERS)
+    """Every name ``load_model(weights=...)`` takes: the schema's, in its order, then "http"."""
+    return PROVIDERS.names()
 
 
 def make_provider(weights: str | WeightsProvider, source_is_url: bool) -> WeightsProvider:
