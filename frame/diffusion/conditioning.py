@@ -9,7 +9,6 @@ prompt and the negative prompt, and closed before the next one, so only one is e
 
 from __future__ import annotations
 
-import gc
 import logging
 import re
 from collections.abc import Callable
@@ -22,7 +21,7 @@ import numpy as np
 from frame.diffusion.emphasis import apply_token_weights, weighted_tokens
 from frame.diffusion.model_info import SDXL, ModelInfo
 from frame.diffusion.tokenizer import ClipTokenizer
-from frame.engine.memory import trim_free_memory
+from frame.engine.memory import with_model
 from frame.errors import FrameError
 
 log = logging.getLogger(__name__)
@@ -84,8 +83,8 @@ def encode_with(encoder: Encoder, load: Callable[[str], Any], texts: list[str], 
                 warn: Callable[[str], None]) -> list[Conditioning]:
     """Run one encoder over ``texts``; returns one Conditioning (hidden, pooled-or-None) per text."""
     tokenizer = encoder.tokenizer()
-    model = load(encoder.source)
-    try:
+
+    def run(model: Any) -> list[Conditioning]:
         hidden_key = "last_hidden_state" if kind != SDXL else penultimate_name(model, encoder.name)
         results = []
         for text in texts:
@@ -98,13 +97,8 @@ def encode_with(encoder: Encoder, load: Callable[[str], Any], texts: list[str], 
             pooled = _output(out, "text_embeds", encoder.name) if second else None
             results.append(Conditioning(hidden, None if pooled is None else pooled.astype(np.float32)))
         return results
-    finally:
-        close = getattr(model, "close", None)
-        if close is not None:
-            close()
-        del model
-        gc.collect()
-        trim_free_memory()  # the model's structure is garbage only now
+
+    return with_model(load, encoder.source, run)
 
 
 def encode_prompts(encoders: list[Encoder], load: Callable[[str], Any], info: ModelInfo, prompt: str,

@@ -42,15 +42,14 @@ def default_cache_dir() -> Path:
     return Path(base) / "frame" / "models"
 
 
-class ModelFiles:
-    """Access to one export: ``json(rel)``, ``local_folder(rel)`` for tokenizers, ``onnx(rel)`` for the engine."""
+class ModelLocation:
+    """Where one model's files are: a local folder (``root``), or a URL (``base``, ending in "/") whose
+    files are cached in ``cache`` (a folder per URL under ``cache_dir``). The diffusers export
+    (``ModelFiles``) and the OnnxStream layout (``OnnxStreamFiles``) are both found this way."""
 
-    def __init__(self, source: str | os.PathLike, cache_dir: str | os.PathLike | None = None,
-                 http: HttpSettings | None = None) -> None:
+    def __init__(self, source: str | os.PathLike, cache_dir: str | os.PathLike | None = None) -> None:
         self.source = str(source)
         self.is_url = self.source.startswith(("http://", "https://"))
-        self.http = http or HttpSettings()
-        self._missing: set[str] = set()
         if self.is_url:
             self.base = self.source if self.source.endswith("/") else self.source + "/"
             digest = hashlib.sha256(self.base.encode()).hexdigest()[:16]
@@ -59,6 +58,16 @@ class ModelFiles:
             self.root = Path(self.source).expanduser()
             if not self.root.is_dir():
                 raise FrameError(f"model folder not found: {self.root}")
+
+
+class ModelFiles(ModelLocation):
+    """Access to one export: ``json(rel)``, ``local_folder(rel)`` for tokenizers, ``onnx(rel)`` for the engine."""
+
+    def __init__(self, source: str | os.PathLike, cache_dir: str | os.PathLike | None = None,
+                 http: HttpSettings | None = None) -> None:
+        super().__init__(source, cache_dir)
+        self.http = http or HttpSettings()
+        self._missing: set[str] = set()
         if not self.exists("model_index.json"):
             raise FrameError(
                 f"{redact_url(self.source)} is not a diffusers ONNX export: model_index.json is missing "

@@ -32,7 +32,7 @@ from urllib.parse import urljoin
 from frame.atomicfile import write_bytes_atomic
 from frame.config.redact import redact_url
 from frame.diffusion.conditioning import Encoder
-from frame.diffusion.model_files import default_cache_dir
+from frame.diffusion.model_files import ModelLocation
 from frame.diffusion.model_info import DEFAULT_SAMPLE_SIZE, DEFAULT_SCALING, SD15, SDXL, ModelInfo
 from frame.engine.io import http_settings
 from frame.engine.onnxstream import OnnxStreamSource
@@ -88,20 +88,11 @@ def is_onnxstream_folder(source: str | os.PathLike) -> bool:
                for layout in LAYOUTS)
 
 
-class OnnxStreamFiles:
+class OnnxStreamFiles(ModelLocation):
     """Access to one OnnxStream layout, with the interface the pipeline uses for a diffusers export."""
 
     def __init__(self, source: str | os.PathLike, cache_dir: str | os.PathLike | None = None) -> None:
-        self.source = str(source)
-        self.is_url = self.source.startswith(("http://", "https://"))
-        if self.is_url:
-            self.base = self.source if self.source.endswith("/") else self.source + "/"
-            digest = hashlib.sha256(self.base.encode()).hexdigest()[:16]
-            self.cache = Path(cache_dir or default_cache_dir()) / digest
-        else:
-            self.root = Path(self.source).expanduser()
-            if not self.root.is_dir():
-                raise FrameError(f"model folder not found: {self.root}")
+        super().__init__(source, cache_dir)
         self._present: dict[str, bool] = {}
         self.layout = next((lay for lay in LAYOUTS if self.exists(f"{lay.tokenizer}/vocab.txt")), None)
         if self.layout is None:

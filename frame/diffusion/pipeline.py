@@ -10,7 +10,6 @@ runs first, then the loop runs the last ``int(steps * strength)`` steps.
 
 from __future__ import annotations
 
-import gc
 import logging
 import os
 from collections.abc import Callable
@@ -46,7 +45,7 @@ from frame.engine import load_model
 from frame.engine.dynamic_shapes import dynamic_structure
 from frame.engine.io import http_settings
 from frame.engine.io.http_settings import HttpSettings
-from frame.engine.memory import trim_free_memory
+from frame.engine.memory import release_model
 from frame.errors import FrameError, UsageError
 
 log = logging.getLogger(__name__)
@@ -142,7 +141,7 @@ class Pipeline:
             try:
                 self._unet_signature = (denoise.static_latent_size(model), frozenset(i.name for i in model.inputs))
             finally:
-                _close(model)
+                release_model(model)
         return self._unet_signature
 
     def vae_shapes(self) -> vae_shapes.VaeShapes:
@@ -296,7 +295,7 @@ class Pipeline:
 
             return denoise.run_loop(sampler, unet, latents, state, start, on_step, reports.op)
         finally:
-            _close(model)
+            release_model(model)
 
     def guidance_mode_for(self, settings: Settings, model: Any) -> str:
         """How the guidance passes run tonight: ``guidance_mode`` if set, else ``guidance_plan``'s choice
@@ -417,14 +416,6 @@ class _StepReports:
     def step(self, done: int, latents: np.ndarray, denoised: np.ndarray) -> None:
         self.meter.step_done()
         self._report(done, 0.0, True, latents, denoised)
-
-
-def _close(model: Any) -> None:
-    close = getattr(model, "close", None)
-    if close is not None:
-        close()
-    gc.collect()
-    trim_free_memory()  # the model's structure is garbage only now
 
 
 def load_pipeline(source: str | os.PathLike, cache_dir: str | os.PathLike | None = None, weights: str = "auto",

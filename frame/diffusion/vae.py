@@ -10,14 +10,13 @@ fade over ``overlap`` latent pixels (64 image pixels).
 
 from __future__ import annotations
 
-import gc
 import logging
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from frame.engine.memory import trim_free_memory
+from frame.engine.memory import with_model
 from frame.errors import FrameError, UsageError
 
 log = logging.getLogger(__name__)
@@ -110,6 +109,20 @@ def to_pixels(image: np.ndarray) -> np.ndarray:
     return (scaled.transpose(1, 2, 0) * 255).round().astype(np.uint8)
 
 
+def tile_plan(latent_hw: tuple[int, int], static: tuple[int, int] | None, tile: int, tiled: bool | None
+              ) -> tuple[bool, tuple[int, int]]:
+    """Whether the VAE (decoder or encoder) runs in tiles, and the tile size in latent pixels.
+
+    ``static``: the export's fixed latent size, or None. ``tiled=None`` tiles when the latent is larger
+    than one tile; True/False force it, except that a static export must tile whenever the latent is
+    larger than its input, and whenever the latent is not exactly its input size.
+    """
+    tile_hw = static or (tile, tile)
+    larger = latent_hw[0] > tile_hw[0] or latent_hw[1] > tile_hw[1]
+    use_tiles = larger if tiled is None else (tiled or static is not None and larger)
+    return use_tiles or (static is not None and tuple(latent_hw) != tuple(static)), tile_hw
+
+
 def decode(load: Callable[[str], Any], source: str, latents: np.ndarray, scaling_factor: float,
            tile: int = 32, overlap: int = 8, tiled: bool | None = None,
            progress: Callable[[float], None] | None = None, relax_static: bool = False) -> np.ndarray:
@@ -122,21 +135,17 @@ def decode(load: Callable[[str], Any], source: str, latents: np.ndarray, scaling
     if not 0 <= overlap < tile:
         raise UsageError(f"VAE tile overlap must be at least 0 and smaller than the tile ({tile}), got {overlap}")
     scaled = (latents / np.float32(scaling_factor)).astype(np.float32)
-    model = load(source)
-    try:
+
+    def run(model: Any) -> np.ndarray:
         static = static_latent_size(model)
         if static and relax_static and hasattr(model, "override_input_shape"):
             model.override_input_shape("latent_sample", (*_latent_spec(model).shape[:2], None, None))
             static = None
         _, _, height, width = scaled.shape
-        tile_hw = static or (tile, tile)
         if static and (height < static[0] or width < static[1]):
             raise UsageError(f"vae_decoder has fixed input {static[0]}x{static[1]} latent pixels; "
                              f"the latent is only {height}x{width}")
-        larger = height > tile_hw[0] or width > tile_hw[1]
-        use_tiles = larger if tiled is None else (tiled or static is not None and larger)
-        if static and not use_tiles and (height, width) != static:
-            use_tiles = True
+        use_tiles, tile_hw = tile_plan((height, width), static, tile, tiled)
         if use_tiles:
             log.info("decoding %dx%d latent in %dx%d tiles (overlap %d)", height, width, *tile_hw, overlap)
             image = decode_tiled(model, scaled, tile_hw, overlap, progress)
@@ -145,10 +154,5 @@ def decode(load: Callable[[str], Any], source: str, latents: np.ndarray, scaling
             if progress is not None:
                 progress(1.0)
         return to_pixels(image)
-    finally:
-        close = getattr(model, "close", None)
-        if close is not None:
-            close()
-        del model
-        gc.collect()
-        trim_free_memory()  # the model's structure is garbage only now
+
+    return with_model(load, source, run)

@@ -22,14 +22,14 @@ diffusers' ``tiled_encode``).
 
 from __future__ import annotations
 
-import gc
 import logging
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from frame.diffusion.vae import edge_weights, tile_starts
+from frame.diffusion.vae import edge_weights, tile_plan, tile_starts
+from frame.engine.memory import with_model
 from frame.errors import FrameError, UsageError
 
 log = logging.getLogger(__name__)
@@ -153,34 +153,26 @@ def encode(load: Callable[[str], Any], source: str, pixels: np.ndarray, noise: n
     """
     if not 0 <= overlap < tile:
         raise UsageError(f"VAE tile overlap must be at least 0 and smaller than the tile ({tile}), got {overlap}")
-    model = load(source)
-    try:
+
+    def run(model: Any) -> tuple[str, np.ndarray]:
         style = encoder_style(model)
         static = _static_size(model)
         height, width = noise.shape[2:]
         static_latent = (static[0] // factor, static[1] // factor) if static else None
-        tile_hw = static_latent or (tile, tile)
-        if static_latent and (height < tile_hw[0] or width < tile_hw[1]):
+        if static_latent and (height < static_latent[0] or width < static_latent[1]):
             raise UsageError(f"vae_encoder has fixed input {static[1]}x{static[0]} pixels; the picture is only "
                              f"{width * factor}x{height * factor}")
-        larger = height > tile_hw[0] or width > tile_hw[1]
-        use_tiles = larger if tiled is None else (tiled or static is not None and larger)
-        if static_latent and (height, width) != static_latent:
-            use_tiles = True
+        use_tiles, tile_hw = tile_plan((height, width), static_latent, tile, tiled)
         log.info("encoding the init image (%s) %s", style,
                  f"in {tile_hw[0]}x{tile_hw[1]} latent tiles" if use_tiles else "whole")
         if use_tiles:
-            overlap = min(overlap, min(tile_hw) // 2)  # a small fixed input size leaves room for less overlap
-            result = encode_tiled(model, style, pixels, noise, factor, tile_hw, overlap, progress)
-        else:
-            result = _run(model, style, pixels, noise)
-            if progress is not None:
-                progress(1.0)
-    finally:
-        close = getattr(model, "close", None)
-        if close is not None:
-            close()
-        del model
-        gc.collect()
+            tile_overlap = min(overlap, min(tile_hw) // 2)  # a small fixed input size leaves room for less overlap
+            return style, encode_tiled(model, style, pixels, noise, factor, tile_hw, tile_overlap, progress)
+        result = _run(model, style, pixels, noise)
+        if progress is not None:
+            progress(1.0)
+        return style, result
+
+    style, result = with_model(load, source, run)
     latent = posterior_sample(result, noise) if style == PARAMETERS else result
     return (np.float32(scaling_factor) * latent).astype(np.float32)

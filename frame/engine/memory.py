@@ -17,10 +17,15 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import gc
 import logging
 import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 log = logging.getLogger(__name__)
+M = TypeVar("M")
+R = TypeVar("R")
 
 M_MMAP_THRESHOLD = -3  # glibc mallopt parameter
 MMAP_THRESHOLD_BYTES = 1 << 20
@@ -64,3 +69,28 @@ def trim_free_memory() -> bool:
         return False
     libc.malloc_trim(0)
     return True
+
+
+def release_model(model: Any) -> None:
+    """Close ``model`` (its weight files, its prefetch thread), then collect and trim, so the next phase
+    of a render starts on the memory this one freed.
+
+    The model's structure is freed before the trim only if this call holds the last reference to it
+    (``with_model`` passes it so); a caller that keeps its own reference frees the structure later.
+    """
+    close = getattr(model, "close", None)
+    if close is not None:
+        close()
+    del model
+    gc.collect()
+    trim_free_memory()  # the model's structure is garbage only now
+
+
+def with_model(load: Callable[[str], M], source: str, work: Callable[[M], R]) -> R:
+    """``work(load(source))``, the model then closed and its memory handed back (``release_model``)
+    whether or not ``work`` raised. The one way the text encoders and the VAE are run."""
+    holder = [load(source)]
+    try:
+        return work(holder[0])
+    finally:
+        release_model(holder.pop())  # the last reference goes with the call

@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import numpy as np
-
-from frame.display.drivers.base import WaveshareDriver, pack_4bpp
+from frame.display.drivers.base import Waveshare4bppDriver
 from frame.display.drivers.registry import register_driver
 
 # Register names from the controller datasheet.
@@ -31,23 +29,6 @@ INIT = (
 
 
 @register_driver("waveshare_7in3e")
-class Waveshare7in3E(WaveshareDriver):
-    def init_registers(self) -> None:
-        self.wait_idle("reset")
-        self.clock.sleep(0.03)
-        for code, data in INIT:
-            self.command(code, data)
-        self.command(PON)
-        self.wait_idle("power on")
-
-    def frame_commands(self, indices: np.ndarray) -> list[tuple[int, bytes]]:
-        return [(DTM, pack_4bpp(indices, self.panel.native_indices))]
-
-    def refresh(self) -> None:
-        self.command(PON)
-        self.wait_idle("power on")
-        self.command(DRF, b"\x00")
-        self.wait_refresh("display refresh")
-        self.command(POF, b"\x00")
-        self.wait_idle("power off")
-
+class Waveshare7in3E(Waveshare4bppDriver):
+    init_table = INIT
+    power_on_after_init = True

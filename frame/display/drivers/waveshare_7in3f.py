@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import numpy as np
-
-from frame.display.drivers.base import WaveshareDriver, pack_4bpp
+from frame.display.drivers.base import Waveshare4bppDriver
 from frame.display.drivers.registry import register_driver
 
 CMDH, PSR, PWR, POF, POFS, PON, BTST1, BTST2, BTST3, IPC, DTM, DRF = (
@@ -37,21 +35,5 @@ INIT = (
 
 
 @register_driver("waveshare_7in3f")
-class Waveshare7in3F(WaveshareDriver):
-    def init_registers(self) -> None:
-        self.wait_idle("reset")
-        self.clock.sleep(0.03)
-        for code, data in INIT:
-            self.command(code, data)
-
-    def frame_commands(self, indices: np.ndarray) -> list[tuple[int, bytes]]:
-        return [(DTM, pack_4bpp(indices, self.panel.native_indices))]
-
-    def refresh(self) -> None:
-        self.command(PON)
-        self.wait_idle("power on")
-        self.command(DRF, b"\x00")
-        self.wait_refresh("display refresh")
-        self.command(POF, b"\x00")
-        self.wait_idle("power off")
-
+class Waveshare7in3F(Waveshare4bppDriver):
+    init_table = INIT
