@@ -61,7 +61,9 @@ def emit(event: Event) -> None:
     sys.stdout.flush()
 
 
-def _die_with_parent(parent: int) -> None:
+def die_with_parent(parent: int) -> None:
+    """Ask Linux to kill this process when its parent dies (``PR_SET_PDEATHSIG``), and exit now if the
+    parent ``parent`` is already gone; the render worker and its taste child both call it."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -154,7 +156,7 @@ def main(argv: list[str] | None, kind: str, run_steps: JobSteps) -> int:
         sys.stderr.write("usage: python -m frame.worker.render|show|infoscreen JOB_DIR\n")
         return 2
     configure_logging()
-    _die_with_parent(int(os.environ.get(environment.PARENT_PID, "0") or 0))
+    die_with_parent(int(os.environ.get(environment.PARENT_PID, "0") or 0))
     signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         return run_job(Path(argv[0]), kind, run_steps)

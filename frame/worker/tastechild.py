@@ -38,7 +38,7 @@ from frame.errors import FrameError
 from frame.statefile import read_json, write_json
 from frame.worker import choose as tastechoice
 from frame.worker.choose import pick
-from frame.worker.process import _die_with_parent
+from frame.worker.process import die_with_parent
 from frame.worker.records import JobUnreadable, RenderJob, ThemeChoice, read_job
 
 log = logging.getLogger(__name__)
@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write("usage: python -m frame.worker.tastechild JOB_DIR\n")
         return 2
 
-    _die_with_parent(os.getppid())  # a worker killed mid-choice leaves no orphan choosing
+    die_with_parent(os.getppid())  # a worker killed mid-choice leaves no orphan choosing
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="taste child %(levelname)s: %(message)s")
     try:
         choose_here(Path(args[0]))

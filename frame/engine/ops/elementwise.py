@@ -1,6 +1,6 @@
 """Elementwise kernels: unary maths, binary arithmetic with broadcasting, comparisons and logic.
 
-Dtype rule for the whole family (kept in ``_binary`` / ``_unary``): results have the dtype ONNX
+Dtype rule for the whole family (kept in ``_binary`` / ``unary_ufunc``): results have the dtype ONNX
 specifies for the inputs (float16 in, float16 out; numpy's float16 ufuncs compute each element in
 float32 and round once, as onnxruntime does). Mixed float16/float32 operands, which only arise when
 the runtime hands an fp16 weight to an fp32 graph, follow numpy promotion to float32.
@@ -17,12 +17,14 @@ from frame.engine import buffers
 from frame.engine.ops.registry import UnsupportedOp, register
 
 
-def _as_array(value: object) -> np.ndarray:
+def as_array(value: object) -> np.ndarray:
     """ufuncs on 0-d arrays return numpy scalars; kernels must return arrays."""
     return value if isinstance(value, np.ndarray) else np.asarray(value)
 
 
-def _can_reuse(a: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> bool:
+def can_reuse(a: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> bool:
+    """Whether a kernel may write its ``shape``/``dtype`` result into ``a`` (an input the executor says
+    dies here): same shape and dtype, writeable, not 0-d."""
     return a.shape == shape and a.dtype == dtype and a.flags.writeable and a.ndim > 0
 
 
@@ -30,20 +32,21 @@ def _binary(ufunc: np.ufunc, a: np.ndarray, b: np.ndarray, reuse: bool) -> np.nd
     """Apply ``ufunc`` with numpy broadcasting (= ONNX multidirectional broadcasting)."""
     if a.dtype.kind == b.dtype.kind == "f" and a.ndim and b.ndim:
         shape, dtype = np.broadcast_shapes(a.shape, b.shape), np.result_type(a, b)
-        if reuse and _can_reuse(a, shape, dtype):
+        if reuse and can_reuse(a, shape, dtype):
             return ufunc(a, b, out=a)
         return ufunc(a, b, out=buffers.empty(shape, dtype))  # a reused buffer (frame.engine.buffers)
     if reuse:
         dtype = np.result_type(a, b)
-        if _can_reuse(a, np.broadcast_shapes(a.shape, b.shape), dtype):
+        if can_reuse(a, np.broadcast_shapes(a.shape, b.shape), dtype):
             return ufunc(a, b, out=a)
-    return _as_array(ufunc(a, b))
+    return as_array(ufunc(a, b))
 
 
-def _unary(ufunc: np.ufunc, x: np.ndarray, reuse: bool) -> np.ndarray:
-    if reuse and _can_reuse(x, x.shape, x.dtype):
+def unary_ufunc(ufunc: np.ufunc, x: np.ndarray, reuse: bool) -> np.ndarray:
+    """``ufunc(x)``, in place when ``reuse`` allows (the unary kernels of ``unary.py`` share it)."""
+    if reuse and can_reuse(x, x.shape, x.dtype):
         return ufunc(x, out=x)
-    return _as_array(ufunc(x))
+    return as_array(ufunc(x))
 
 
 def _arithmetic(name: str, ufunc: np.ufunc) -> None:
@@ -63,14 +66,14 @@ def div(a: np.ndarray, b: np.ndarray, _reuse: bool = False) -> np.ndarray:
     """Integer division truncates toward zero in ONNX (C semantics), unlike numpy's floor division."""
     if a.dtype.kind in "iu" and b.dtype.kind in "iu":
         quotient = np.abs(a) // np.abs(b)
-        return _as_array(np.where((a < 0) ^ (b < 0), -quotient, quotient).astype(np.result_type(a, b)))
+        return as_array(np.where((a < 0) ^ (b < 0), -quotient, quotient).astype(np.result_type(a, b)))
     return _binary(np.true_divide, a, b, _reuse)
 
 
 @register("Mod", 10)
 def mod(a: np.ndarray, b: np.ndarray, fmod: int = 0) -> np.ndarray:
     """``fmod=0`` takes the divisor's sign (Python ``%``); ``fmod=1`` the dividend's (C ``fmod``)."""
-    return _as_array(np.fmod(a, b) if fmod else np.mod(a, b))
+    return as_array(np.fmod(a, b) if fmod else np.mod(a, b))
 
 
 @register("Pow", 7, inplace=True)
@@ -80,14 +83,14 @@ def pow_(a: np.ndarray, b: np.ndarray, _reuse: bool = False) -> np.ndarray:
         if b.ndim == 0 and b == 2:
             return _binary(np.multiply, a, a, _reuse)
         if b.ndim == 0 and b == 0.5:
-            return _unary(np.sqrt, a, _reuse)
+            return unary_ufunc(np.sqrt, a, _reuse)
         return _binary(np.power, a, b.astype(a.dtype, copy=False), _reuse)
-    return _as_array(np.power(a, b.astype(np.int64, copy=False)).astype(a.dtype, copy=False))
+    return as_array(np.power(a, b.astype(np.int64, copy=False)).astype(a.dtype, copy=False))
 
 
 @register("PRelu", 9)
 def prelu(x: np.ndarray, slope: np.ndarray) -> np.ndarray:
-    return _as_array(np.where(x < 0, x * slope, x).astype(x.dtype, copy=False))
+    return as_array(np.where(x < 0, x * slope, x).astype(x.dtype, copy=False))
 
 
 def _variadic(name: str, ufunc: np.ufunc, mean: bool = False) -> None:
@@ -98,7 +101,7 @@ def _variadic(name: str, ufunc: np.ufunc, mean: bool = False) -> None:
             result = ufunc(result, operand)
         if mean:
             result = result / np.asarray(len(inputs), dtype=result.dtype)
-        return _as_array(np.array(result, copy=True) if result is inputs[0] else result)
+        return as_array(np.array(result, copy=True) if result is inputs[0] else result)
 
     kernel.__name__ = kernel.__qualname__ = name.lower()
 
@@ -112,7 +115,7 @@ _variadic("Mean", np.add, mean=True)
 def _compare(name: str, ufunc: np.ufunc, since: int) -> None:
     @register(name, since)
     def kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        return _as_array(ufunc(a, b))
+        return as_array(ufunc(a, b))
 
     kernel.__name__ = kernel.__qualname__ = name.lower()
 
@@ -128,7 +131,7 @@ for _name, _ufunc, _since in (
 
 @register("Where", 9)
 def where(condition: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    return _as_array(np.where(condition, x, y))
+    return as_array(np.where(condition, x, y))
 
 
 def _validate_bit_shift(attrs: dict) -> None:
@@ -139,4 +142,4 @@ def _validate_bit_shift(attrs: dict) -> None:
 @register("BitShift", 11, validate=_validate_bit_shift)
 def bit_shift(x: np.ndarray, y: np.ndarray, direction: str | None = None) -> np.ndarray:
     shift = np.left_shift if direction == "LEFT" else np.right_shift
-    return _as_array(shift(x, y.astype(x.dtype)))
+    return as_array(shift(x, y.astype(x.dtype)))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from frame.engine.ops.elementwise import _as_array
+from frame.engine.ops.elementwise import as_array
 from frame.engine.ops.registry import UnsupportedOp, register
 
 
@@ -25,7 +25,7 @@ def _checked(indices: np.ndarray, length: int, what: str) -> np.ndarray:
 @register("Gather", 1)
 def gather(data: np.ndarray, indices: np.ndarray, axis: int = 0) -> np.ndarray:
     axis = axis % data.ndim
-    return _as_array(np.take(data, _checked(indices, data.shape[axis], "Gather"), axis=axis))
+    return as_array(np.take(data, _checked(indices, data.shape[axis], "Gather"), axis=axis))
 
 
 @register("GatherElements", 11)

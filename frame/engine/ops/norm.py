@@ -13,7 +13,7 @@ import numpy as np
 
 from frame.engine import buffers
 from frame.engine.ops.blocks import map_row_blocks
-from frame.engine.ops.elementwise import _can_reuse
+from frame.engine.ops.elementwise import can_reuse
 from frame.engine.ops.linalg import float32_operands
 from frame.engine.ops.registry import UnsupportedOp, register
 
@@ -55,7 +55,7 @@ def _softmax(x: np.ndarray, axis: int, reuse: bool, log: bool) -> np.ndarray:
     last = axis == x.ndim - 1 or x.ndim == 0
     moved = x32 if last else np.moveaxis(x32, axis, -1)
     rows = np.ascontiguousarray(moved).reshape(-1, moved.shape[-1] if moved.ndim else 1)
-    if last and reuse and x32 is x and x.flags.c_contiguous and _can_reuse(x, x.shape, x.dtype):
+    if last and reuse and x32 is x and x.flags.c_contiguous and can_reuse(x, x.shape, x.dtype):
         full = x  # the runtime says x dies here: normalise it in place
     else:
         full = np.empty(moved.shape, dtype=rows.dtype)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from frame.engine.ops.blocks import map_row_blocks
-from frame.engine.ops.elementwise import _as_array, _can_reuse, _unary
+from frame.engine.ops.elementwise import as_array, can_reuse, unary_ufunc
 from frame.engine.ops.registry import UnsupportedOp, register
 
 # Rational approximation of erf on [-4, 4] (erf(x) = x * P(x^2) / Q(x^2)), the float32 scheme used by
@@ -45,8 +45,8 @@ def _float_result(fn, x: np.ndarray, reuse: bool) -> np.ndarray:
     Writes into ``x`` when the runtime allows it and x is float32.
     """
     if x.dtype != np.float32 or x.ndim == 0 or not x.flags.c_contiguous:
-        return _as_array(fn(x.astype(np.float32), None).astype(x.dtype, copy=False))
-    out = x if reuse and _can_reuse(x, x.shape, x.dtype) else np.empty_like(x)
+        return as_array(fn(x.astype(np.float32), None).astype(x.dtype, copy=False))
+    out = x if reuse and can_reuse(x, x.shape, x.dtype) else np.empty_like(x)
     rows = x.reshape(-1, x.shape[-1]) if x.shape[-1] else x.reshape(x.size, 1)
     map_row_blocks(fn, rows, out.reshape(rows.shape))
     return out
@@ -60,7 +60,7 @@ def erf_op(x: np.ndarray, _reuse: bool = False) -> np.ndarray:
 def _simple(name: str, ufunc: np.ufunc, since: int = 6) -> None:
     @register(name, since, inplace=True)
     def kernel(x: np.ndarray, _reuse: bool = False) -> np.ndarray:
-        return _unary(ufunc, x, _reuse)
+        return unary_ufunc(ufunc, x, _reuse)
 
     kernel.__name__ = kernel.__qualname__ = name.lower()
 
@@ -80,12 +80,12 @@ _simple("Not", np.logical_not, since=1)
 
 @register("IsNaN", 9)
 def isnan(x: np.ndarray) -> np.ndarray:
-    return _as_array(np.isnan(x))
+    return as_array(np.isnan(x))
 
 
 @register("IsInf", 10)
 def isinf(x: np.ndarray, detect_negative: int = 1, detect_positive: int = 1) -> np.ndarray:
-    return _as_array(np.isinf(x) & (((x > 0) & bool(detect_positive)) | ((x < 0) & bool(detect_negative))))
+    return as_array(np.isinf(x) & (((x > 0) & bool(detect_positive)) | ((x < 0) & bool(detect_negative))))
 
 
 @register("Identity", 1)
@@ -125,34 +125,34 @@ def sigmoid(x: np.ndarray, _reuse: bool = False) -> np.ndarray:
 
 @register("Relu", 6, inplace=True)
 def relu(x: np.ndarray, _reuse: bool = False) -> np.ndarray:
-    if _reuse and _can_reuse(x, x.shape, x.dtype):
+    if _reuse and can_reuse(x, x.shape, x.dtype):
         return np.maximum(x, 0, out=x)
-    return _as_array(np.maximum(x, np.zeros((), x.dtype)))
+    return as_array(np.maximum(x, np.zeros((), x.dtype)))
 
 
 @register("LeakyRelu", 6)
 def leaky_relu(x: np.ndarray, alpha: float = 0.01) -> np.ndarray:
-    return _as_array(np.where(x < 0, x * np.asarray(alpha, x.dtype), x))
+    return as_array(np.where(x < 0, x * np.asarray(alpha, x.dtype), x))
 
 
 @register("Elu", 6)
 def elu(x: np.ndarray, alpha: float = 1.0) -> np.ndarray:
-    return _as_array(np.where(x < 0, np.asarray(alpha, x.dtype) * np.expm1(np.minimum(x, 0)), x))
+    return as_array(np.where(x < 0, np.asarray(alpha, x.dtype) * np.expm1(np.minimum(x, 0)), x))
 
 
 @register("HardSigmoid", 6)
 def hard_sigmoid(x: np.ndarray, alpha: float = 0.2, beta: float = 0.5) -> np.ndarray:
-    return _as_array(np.clip(x * np.asarray(alpha, x.dtype) + np.asarray(beta, x.dtype), 0, 1).astype(x.dtype))
+    return as_array(np.clip(x * np.asarray(alpha, x.dtype) + np.asarray(beta, x.dtype), 0, 1).astype(x.dtype))
 
 
 @register("Softplus", 1)
 def softplus(x: np.ndarray) -> np.ndarray:
-    return _as_array(np.logaddexp(x, np.zeros((), x.dtype)))
+    return as_array(np.logaddexp(x, np.zeros((), x.dtype)))
 
 
 @register("Mish", 18)
 def mish(x: np.ndarray) -> np.ndarray:
-    return _as_array(x * np.tanh(np.logaddexp(x, np.zeros((), x.dtype))))
+    return as_array(x * np.tanh(np.logaddexp(x, np.zeros((), x.dtype))))
 
 
 def _gelu_exact(x: np.ndarray, out: np.ndarray | None) -> np.ndarray:
@@ -186,7 +186,7 @@ def gelu(x: np.ndarray, approximate: str = "none", _reuse: bool = False) -> np.n
 
 @register("Clip", 6)
 def clip_v6(x: np.ndarray, min: float = -3.4028234663852886e38, max: float = 3.4028234663852886e38) -> np.ndarray:
-    return _as_array(np.clip(x, np.asarray(min, x.dtype), np.asarray(max, x.dtype)))
+    return as_array(np.clip(x, np.asarray(min, x.dtype), np.asarray(max, x.dtype)))
 
 
 @register("Clip", 11, inplace=True)
@@ -197,44 +197,44 @@ def clip(x: np.ndarray, min: np.ndarray | None = None, max: np.ndarray | None = 
     high = None if max is None else max.astype(x.dtype)
     if low is None and high is None:
         return x
-    out = x if _reuse and _can_reuse(x, x.shape, x.dtype) else None
-    return _as_array(np.clip(x, low, high, out=out))
+    out = x if _reuse and can_reuse(x, x.shape, x.dtype) else None
+    return as_array(np.clip(x, low, high, out=out))
 
 
 @register("Selu", 6)
 def selu(x: np.ndarray, alpha: float = 1.67326319217681884765625,
          gamma: float = 1.05070102214813232421875) -> np.ndarray:
     scaled = np.where(x > 0, x, np.asarray(alpha, x.dtype) * np.expm1(np.minimum(x, 0)))
-    return _as_array((np.asarray(gamma, x.dtype) * scaled).astype(x.dtype, copy=False))
+    return as_array((np.asarray(gamma, x.dtype) * scaled).astype(x.dtype, copy=False))
 
 
 @register("HardSwish", 14)
 def hard_swish(x: np.ndarray) -> np.ndarray:
-    return _as_array((x * np.clip(x / np.asarray(6, x.dtype) + np.asarray(0.5, x.dtype), 0, 1)).astype(x.dtype))
+    return as_array((x * np.clip(x / np.asarray(6, x.dtype) + np.asarray(0.5, x.dtype), 0, 1)).astype(x.dtype))
 
 
 @register("Softsign", 1)
 def softsign(x: np.ndarray) -> np.ndarray:
-    return _as_array(x / (np.ones((), x.dtype) + np.abs(x)))
+    return as_array(x / (np.ones((), x.dtype) + np.abs(x)))
 
 
 @register("ThresholdedRelu", 10)
 def thresholded_relu(x: np.ndarray, alpha: float = 1.0) -> np.ndarray:
-    return _as_array(np.where(x > np.asarray(alpha, x.dtype), x, np.zeros((), x.dtype)))
+    return as_array(np.where(x > np.asarray(alpha, x.dtype), x, np.zeros((), x.dtype)))
 
 
 @register("Celu", 12)
 def celu(x: np.ndarray, alpha: float = 1.0) -> np.ndarray:
     a = np.asarray(alpha, x.dtype)
-    return _as_array(np.maximum(x, 0) + np.minimum(0, a * np.expm1(x / a)))
+    return as_array(np.maximum(x, 0) + np.minimum(0, a * np.expm1(x / a)))
 
 
 @register("Shrink", 9)
 def shrink(x: np.ndarray, bias: float = 0.0, lambd: float = 0.5) -> np.ndarray:
     shifted = np.where(x < -lambd, x + bias, np.where(x > lambd, x - bias, 0))
-    return _as_array(shifted.astype(x.dtype, copy=False))
+    return as_array(shifted.astype(x.dtype, copy=False))
 
 
 @register("BitwiseNot", 18)
 def bitwise_not(x: np.ndarray) -> np.ndarray:
-    return _as_array(np.invert(x))
+    return as_array(np.invert(x))

@@ -45,7 +45,7 @@ from frame.engine.ops import conv as conv_ops
 from frame.engine.ops.blocks import map_row_blocks
 from frame.engine.ops.linalg import float32_operands
 from frame.engine.ops.registry import OpSpec
-from frame.engine.passes.silu import _silu_block, silu
+from frame.engine.passes.silu import silu, silu_block
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +130,7 @@ def _transform(table: np.ndarray, act: bool):
         flat *= scale[channels]
         flat += shift[channels]
         if act:
-            map_row_blocks(_silu_block, flat, flat)
+            map_row_blocks(silu_block, flat, flat)
 
     return apply
 

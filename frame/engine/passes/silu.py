@@ -18,7 +18,7 @@ DOMAIN = "frame.engine"
 CHUNK = 1 << 16  # elements per block: its 256 KB temporary stays in cache
 
 
-def _silu_block(x: np.ndarray, out: np.ndarray) -> None:
+def silu_block(x: np.ndarray, out: np.ndarray) -> None:
     """One cache-sized block; ``out`` may be ``x``. exp overflow gives inf, whose quotient is the limit 0."""
     t = np.negative(x)
     np.exp(t, out=t)
@@ -37,9 +37,9 @@ def silu(x: np.ndarray, _reuse: bool = False) -> np.ndarray:
     whole = flat_in.size - flat_in.size % CHUNK
     with np.errstate(over="ignore"):
         if whole:
-            map_row_blocks(_silu_block, flat_in[:whole].reshape(-1, CHUNK), flat_out[:whole].reshape(-1, CHUNK))
+            map_row_blocks(silu_block, flat_in[:whole].reshape(-1, CHUNK), flat_out[:whole].reshape(-1, CHUNK))
         if whole < flat_in.size:
-            _silu_block(flat_in[whole:], flat_out[whole:])
+            silu_block(flat_in[whole:], flat_out[whole:])
     return out
 
 
