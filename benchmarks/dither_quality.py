@@ -26,9 +26,9 @@ from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from frame.config.panels import PALETTES, get_panel  # noqa: E402
 from frame.display import colour, gamut  # noqa: E402
 from frame.display.dither import resolve_dither  # noqa: E402
-from frame.display.panels import PALETTES, get_panel  # noqa: E402
 from frame.display.preparation import prepare  # noqa: E402
 
 BLUR_SIGMA = 1.5  # pixels: a 127 ppi panel seen from ~60 cm blends about this much

@@ -1,7 +1,9 @@
-"""The four registries (samplers, dithers, panels with their palettes and drivers, weights providers)
-are one ``frame.config.registry.Registry`` each, and each holds exactly the names its schema list
-holds: a name the schema lacks fails at import, a name the schema lists and nothing registers fails
-here (issue 30, item 4)."""
+"""The four registries (samplers, dithers, panel drivers, weights providers) are one
+``frame.config.registry.Registry`` each, and each holds exactly the names its list holds (the schema's
+``Literal`` for the owner's names, ``DriverName`` beside the panel table for driver ids): a name the
+list lacks fails at import, a name the list has and nothing registers fails here (issue 30, item 4).
+Panel and palette names are the panel table's rows, which the schema checks ``display.panel`` and
+``display.palette`` against."""
 
 from __future__ import annotations
 
@@ -9,25 +11,24 @@ from typing import Literal
 
 import pytest
 
+from frame.config.panels import PANELS, DriverName
 from frame.config.registry import Registry
-from frame.config.schema import DitherName, PaletteName, PanelName, SamplerName, WeightsName
+from frame.config.schema import DitherName, SamplerName, WeightsName
 from frame.diffusion.samplers.registry import SAMPLERS
 from frame.display.dither import DITHERS
-from frame.display.drivers.registry import DRIVERS
-from frame.display.panels import PALETTES, PANELS
+from frame.display.drivers import DRIVERS
 from frame.engine.providers.registry import PROVIDERS
 from frame.errors import UsageError
 
-REGISTRIES = {"sampler": (SAMPLERS, SamplerName), "dither": (DITHERS, DitherName), "panel": (PANELS, PanelName),
-              "palette": (PALETTES, PaletteName), "weights": (PROVIDERS, WeightsName), "driver": (DRIVERS, None)}
+REGISTRIES = {"sampler": (SAMPLERS, SamplerName), "dither": (DITHERS, DitherName), "weights": (PROVIDERS, WeightsName),
+              "driver": (DRIVERS, DriverName)}
 
 
 @pytest.mark.parametrize("kind", REGISTRIES)
 def test_each_registry_holds_exactly_the_names_its_schema_list_holds(kind: str) -> None:
     registry, schema_list = REGISTRIES[kind]
     assert isinstance(registry, Registry)
-    if schema_list is not None:
-        assert registry.listed == tuple(schema_list.__args__)
+    assert registry.listed == tuple(schema_list.__args__)
     assert registry.unimplemented() == set(), f"the schema lists {kind} names nothing registers"
     assert set(registry) - set(registry.hidden) <= set(registry.listed), f"{kind} names the schema lacks"
     assert set(registry) | registry.stand_ins == set(registry.listed) | set(registry.hidden)
@@ -36,7 +37,7 @@ def test_each_registry_holds_exactly_the_names_its_schema_list_holds(kind: str) 
 def test_only_the_url_provider_is_hidden_and_auto_names_are_stand_ins() -> None:
     assert PROVIDERS.hidden == ["http"]
     assert DITHERS.stand_ins == PROVIDERS.stand_ins == {"auto"}
-    assert PANELS.stand_ins == {"inky"}
+    assert {panel.driver for panel in PANELS.values()} == set(DRIVERS)  # and every driver drives a row
 
 
 def test_a_registry_refuses_an_unlisted_name_a_listed_hidden_one_and_a_name_taken_twice() -> None:
@@ -59,7 +60,7 @@ def test_a_registry_refuses_an_unlisted_name_a_listed_hidden_one_and_a_name_take
         table.lookup("bb")
 
 
-def test_panel_and_palette_names_are_checked_by_the_schema_itself(tmp_path) -> None:
+def test_panel_and_palette_names_are_checked_against_the_panel_table_by_the_schema(tmp_path) -> None:
     from frame.config.loader import load_config
     from frame.errors import ConfigError
 

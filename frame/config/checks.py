@@ -6,8 +6,7 @@ from __future__ import annotations
 import re
 import string
 import unicodedata
-from collections.abc import Callable
-from typing import Any, get_args
+from collections.abc import Callable, Iterable
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -18,11 +17,10 @@ _SIZE = re.compile(r"^(\d+)x(\d+)$")
 BUTTON_ACTIONS = ("like", "dislike", "next", "previous", "info", "none")
 
 
-def known_name(kind: str, names: Any) -> Callable[[str], str | None]:
-    """A check for a name from a schema ``Literal`` (``display.panel``): ``unknown panel 'x'; did you
-    mean 'y'?``, or the known names when none is close (the wording ``frame config check`` used when
-    these names were checked outside the schema)."""
-    known = [str(name) for name in get_args(names)]
+def known_name(kind: str, names: Iterable[str]) -> Callable[[str], str | None]:
+    """A check for a name from a table (``display.panel``: the panel table's rows): ``unknown panel 'x';
+    did you mean 'y'?``, or the known names when none is close."""
+    known = list(names)
 
     def check(value: str) -> str | None:
         if value in known:

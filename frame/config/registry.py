@@ -1,15 +1,16 @@
-"""One registry class for the four extension points whose names an owner types: samplers, dithers,
-panels (with their drivers) and weights providers.
+"""One registry class for the four extension points whose names are listed apart from their code:
+samplers, dithers, panel drivers and weights providers.
 
 The owner-facing name lists stay ``Literal`` types in ``frame.config.schema`` (the daemon validates
-``config.yaml`` from them without numpy), and the code that implements each name lives in a part above
+``config.yaml`` from them without numpy; driver ids are ``DriverName`` beside the panel table in
+``frame.config.panels``), and the code that implements each name lives in a part above
 (``frame.diffusion``, ``frame.display``, ``frame.engine``), registered there at import. A ``Registry`` ties
 the two: it refuses, when the implementing module is imported, a name its list does not hold, and it
 refuses a name or alias taken twice. A name the schema accepts and nothing implements shows in
 ``unimplemented``; ``tests/test_registries.py`` checks both directions for all four.
 
-Some listed names are never registered because they are decided when used ("auto": a default method,
-the panel model read from the HAT's EEPROM); they are ``stand_ins``. Some registered names are not
+Some listed names are never registered because they are decided when used ("auto": the default
+method or provider); they are ``stand_ins``. Some registered names are not
 for owners (the HTTP weights provider is what "prefetch" becomes over a URL); they are registered
 with ``listed=False`` and kept apart in ``hidden``.
 """
@@ -59,11 +60,6 @@ class Registry(Mapping[str, T], Generic[T]):
         if not listed:
             self.hidden.append(name)
         return entry
-
-    def add_rows(self, rows: Iterable[T], name_of: Callable[[T], str]) -> None:
-        """Register each row of a table (panels, palettes) under ``name_of(row)``."""
-        for row in rows:
-            self.add(name_of(row), row)
 
     def register(self, name: str, *, listed: bool = True) -> Callable[[T], T]:
         """Decorator: the decorated class or function is the entry for ``name``."""

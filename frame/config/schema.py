@@ -14,22 +14,18 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from frame.config import checks
+from frame.config.panels import palette_names, panel_names
 
 URL_SECRET = "url"  # the value may be a URL carrying credentials (user:password@, ?key=...)
 # The names an owner can type, listed once here (the daemon checks them without numpy); the registries
-# (frame.config.registry.Registry: samplers, dithers, panels and palettes, weights providers) refuse
-# any name not listed, and tests/test_registries.py checks each list and its registry agree.
+# (frame.config.registry.Registry: samplers, dithers, weights providers) refuse any name not listed, and
+# tests/test_registries.py checks each list and its registry agree. Panel and palette names are the
+# rows of the panel table (frame.config.panels), which display.panel and display.palette are checked against.
 SamplerName = Literal["euler_a", "euler", "ddim", "dpm++2m", "dpm++2m_karras", "lcm"]
 # "auto" = the dither registry's default method
 DitherName = Literal["auto", "linear-serpentine", "floyd-steinberg", "atkinson", "ordered", "blue-noise", "none"]
 # "auto" = prefetch from disk, the http provider for URLs (frame.engine.providers is the table)
 WeightsName = Literal["auto", "nocache", "prefetch", "ram"]
-# the rows of frame.display.panels; "inky" = the Inky model read from the HAT's EEPROM when opened
-PanelName = Literal["virtual", "waveshare-7in5-v2", "waveshare-7in3f", "waveshare-7in3e", "inky-impression-4",
-                    "inky-impression-5.7", "inky-impression-7.3-2023", "inky-impression-7.3",
-                    "inky-impression-13.3", "inky"]
-# the measured palettes of frame.display.panels (display.palette: the virtual panel's inks)
-PaletteName = Literal["spectra6", "spectra6-v2", "inky-spectra6", "acep7", "acep7-uc8159", "bw"]
 FitName = Literal["cover", "contain", "blur-pad"]
 Rotation = Literal[0, 90, 180, 270]
 
@@ -94,10 +90,9 @@ class RenderConfig:
 
 @dataclass(frozen=True)
 class DisplayConfig:
-    # str, not the Literal, so a wrong name reads "unknown panel 'x'; did you mean 'y'?" as it always has
-    panel: str = _opt("virtual", checks.known_name("panel", PanelName))
+    panel: str = _opt("virtual", checks.known_name("panel", panel_names()))
     size: str = _opt("800x480", checks.size)
-    palette: str = _opt("spectra6", checks.known_name("palette", PaletteName))
+    palette: str = _opt("spectra6", checks.known_name("palette", palette_names()))
     rotate: Rotation = 0
     fit: FitName = "cover"
     saturation: float | None = _opt(None, checks.unit_interval)

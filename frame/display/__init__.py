@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 from frame.lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from frame.config.panels import Panel, get_palette, get_panel, palette_names, panel_names
     from frame.display.device import Display, DisplaySettings, open_display
-    from frame.display.panels import Panel, get_palette, get_panel, palette_names, panel_names
     from frame.display.preparation import prepare
 
 __all__ = ["Display", "DisplaySettings", "Panel", "get_palette", "get_panel", "open_display", "palette_names",
@@ -30,11 +30,11 @@ __all__ = ["Display", "DisplaySettings", "Panel", "get_palette", "get_panel", "o
 __getattr__, __dir__ = lazy_exports(__name__, {
     "Display": "frame.display.device",
     "DisplaySettings": "frame.display.device",
-    "Panel": "frame.display.panels",
-    "get_palette": "frame.display.panels",
-    "get_panel": "frame.display.panels",
+    "Panel": "frame.config.panels",
+    "get_palette": "frame.config.panels",
+    "get_panel": "frame.config.panels",
     "open_display": "frame.display.device",
-    "palette_names": "frame.display.panels",
-    "panel_names": "frame.display.panels",
+    "palette_names": "frame.config.panels",
+    "panel_names": "frame.config.panels",
     "prepare": "frame.display.preparation",
 })

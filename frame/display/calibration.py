@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 from PIL import Image
 
+from frame.config.panels import Panel
 from frame.display import colour
 from frame.display.gamut import black_white
-from frame.display.panels import Panel
 from frame.display.preparation import render
 
 

@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from frame.config.panels import Panel
 from frame.display.files import write_atomic
-from frame.display.panels import Panel
 
 log = logging.getLogger(__name__)
 

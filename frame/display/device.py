@@ -19,6 +19,7 @@ from typing import Any
 from PIL import Image
 
 from frame.clock import Clock
+from frame.config.panels import AUTO_PANELS, Panel, get_panel
 from frame.display import preparation
 from frame.display.bus import Bus
 from frame.display.care import SHOWN, RefreshGuard, ShowResult, picture_digest
@@ -26,7 +27,6 @@ from frame.display.dither import resolve_dither
 from frame.display.drivers import driver_for
 from frame.display.drivers.base import Driver, OpenRequest
 from frame.display.drivers.inky import InkyDriver
-from frame.display.panels import AUTO_PANELS, Panel, get_panel
 from frame.errors import UsageError
 
 log = logging.getLogger(__name__)

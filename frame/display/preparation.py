@@ -19,10 +19,10 @@ from typing import get_args
 import numpy as np
 from PIL import Image, ImageFilter, ImageOps, UnidentifiedImageError
 
+from frame.config.panels import Panel
 from frame.config.schema import FitName, Rotation
 from frame.display import gamut
 from frame.display.dither import dither_indices, resolve_dither
-from frame.display.panels import Panel
 from frame.errors import FrameError, UsageError
 
 log = logging.getLogger(__name__)

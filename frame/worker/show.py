@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from frame.config.panels import AUTO_PANELS
 from frame.config.schema import Config
 from frame.worker import process
 from frame.worker.errors import StepUnavailable
@@ -60,7 +61,6 @@ def run_preview(job: ShowJob, config: Config, emit: Emit) -> PreviewOutput:
     from frame.display.device import DisplaySettings, panel_picture
     from frame.display.drivers.virtual import simulate
     from frame.display.files import save_png_atomic
-    from frame.display.panels import AUTO_PANELS
 
     emit(StageEvent("preparing the preview"))
     settings = DisplaySettings.from_section(config.display)

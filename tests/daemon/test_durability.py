@@ -147,8 +147,8 @@ def test_leftover_job_folders_are_removed_at_start(tmp_path):
 
 def test_the_virtual_panel_folder_is_created_durably(tmp_path, monkeypatch):
     """The panel-care record (refresh times that protect the panel) lives in it."""
+    from frame.config.panels import get_panel
     from frame.display.drivers.virtual import VirtualDriver
-    from frame.display.panels import get_panel
 
     synced = record_fsyncs(monkeypatch)
     VirtualDriver(get_panel("virtual", "96x64", "spectra6"), tmp_path / "display").init()

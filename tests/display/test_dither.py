@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from frame.config.panels import get_palette
 from frame.display import colour, dither
-from frame.display.panels import get_palette
 from frame.errors import UsageError
 
 INKS = colour.srgb8_to_linear(np.array(get_palette("spectra6").colours, dtype=np.uint8))

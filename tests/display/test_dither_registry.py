@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from frame.cli.program import build_parser
+from frame.config.panels import get_palette
 from frame.config.schema import DisplayConfig, DitherName
 from frame.display.dither import DEFAULT_DITHER, DITHERS, dither_indices, dither_names, register_dither, resolve_dither
-from frame.display.panels import get_palette
 from frame.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[2]

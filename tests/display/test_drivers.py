@@ -6,11 +6,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from frame.config.panels import get_panel
 from frame.display.drivers.base import PanelError, PanelNotResponding, PanelTimeout, pack_1bpp, pack_4bpp
-from frame.display.drivers.waveshare_7in3e import Waveshare7in3E
-from frame.display.drivers.waveshare_7in3f import Waveshare7in3F
+from frame.display.drivers.waveshare_7in3 import Waveshare7in3E, Waveshare7in3F
 from frame.display.drivers.waveshare_7in5_v2 import Waveshare7in5V2
-from frame.display.panels import get_panel
 from tests.display.fakes import PINS, FakeBus, FakeClock
 
 RESET = [("pin", PINS.power, 1), ("pin", PINS.reset, 1), ("pin", PINS.reset, 0), ("pin", PINS.reset, 1)]

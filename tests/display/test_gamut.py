@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from frame.config.panels import PALETTES
 from frame.display import colour, gamut
-from frame.display.panels import PALETTES
 
 
 def _inks(name: str) -> np.ndarray:

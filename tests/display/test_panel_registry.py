@@ -10,11 +10,11 @@ from typing import get_args
 
 import pytest
 
+from frame.config.panels import AUTO_PANELS, PANELS, DriverName, panel_names
 from frame.display.device import DisplaySettings, open_display
 from frame.display.drivers import DRIVERS, driver_for
 from frame.display.drivers.base import Driver
 from frame.display.drivers.registry import register_driver
-from frame.display.panels import AUTO_PANELS, PANELS, DriverName, panel_names
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,7 +27,7 @@ def test_every_row_has_a_registered_driver_and_every_driver_drives_a_row() -> No
 
 
 def test_an_unlisted_or_repeated_driver_id_is_refused() -> None:
-    with pytest.raises(ValueError, match="not in frame.display.panels.DriverName"):
+    with pytest.raises(ValueError, match="not in frame.config.panels.DriverName"):
         register_driver("waveshare_13in3")
     with pytest.raises(ValueError, match="registered twice"):
         register_driver("virtual")
@@ -54,6 +54,6 @@ def test_the_virtual_panel_opens_through_the_registry(tmp_path) -> None:
 
 
 def test_the_panel_table_stays_free_of_numpy_and_pillow() -> None:
-    code = "import sys, frame.display.panels; print(sorted(m for m in ('numpy', 'PIL') if m in sys.modules))"
+    code = "import sys, frame.config.panels; print(sorted(m for m in ('numpy', 'PIL') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from frame.config.panels import PALETTES, PANELS, get_palette, parse_size
 from frame.display import get_panel, palette_names, panel_names
-from frame.display.panels import PALETTES, PANELS, get_palette, parse_size
 from frame.errors import UsageError
 
 

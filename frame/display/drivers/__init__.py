@@ -7,8 +7,7 @@ Importing this package imports every driver module, whose ``@register_driver`` f
 from frame.display.drivers import (  # noqa: F401  (imported to register their drivers)
     inky,
     virtual,
-    waveshare_7in3e,
-    waveshare_7in3f,
+    waveshare_7in3,
     waveshare_7in5_v2,
 )
 from frame.display.drivers.registry import DRIVERS, driver_for

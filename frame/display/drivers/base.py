@@ -18,8 +18,8 @@ import numpy as np
 from PIL import Image
 
 from frame.clock import Clock, SystemClock
+from frame.config.panels import Panel
 from frame.display.bus import SPI_HINT, Bus, SpiGpioBus
-from frame.display.panels import Panel
 from frame.errors import FrameError
 
 log = logging.getLogger(__name__)
@@ -244,36 +244,6 @@ class WaveshareDriver(Driver):
 
     @abc.abstractmethod
     def refresh(self) -> None: ...
-
-
-class Waveshare4bppDriver(WaveshareDriver):
-    """The Waveshare 7.3in 4-bpp controllers (ACeP F, Spectra 6 E): after the reset the same write of
-    a per-model register table (``init_table``, from Waveshare's published init sequence), one frame
-    write (DTM 0x10) and the same power-on, refresh, power-off cycle (PON 0x04, DRF 0x12, POF 0x02)."""
-
-    init_table: tuple[tuple[int, bytes], ...] = ()
-    power_on_after_init = False  # the Spectra 6 (E) sequence powers on once its registers are set
-    DTM, PON, DRF, POF = 0x10, 0x04, 0x12, 0x02
-
-    def init_registers(self) -> None:
-        self.wait_idle("reset")
-        self.clock.sleep(0.03)
-        for code, data in self.init_table:
-            self.command(code, data)
-        if self.power_on_after_init:
-            self.command(self.PON)
-            self.wait_idle("power on")
-
-    def frame_commands(self, indices: np.ndarray) -> list[tuple[int, bytes]]:
-        return [(self.DTM, pack_4bpp(indices, self.panel.native_indices))]
-
-    def refresh(self) -> None:
-        self.command(self.PON)
-        self.wait_idle("power on")
-        self.command(self.DRF, b"\x00")
-        self.wait_refresh("display refresh")
-        self.command(self.POF, b"\x00")
-        self.wait_idle("power off")
 
 
 def pack_4bpp(indices: np.ndarray, native: tuple[int, ...]) -> bytes:

@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from frame.config.panels import Panel, get_panel
 from frame.display.drivers.base import Driver, OpenRequest, PanelError
 from frame.display.drivers.registry import register_driver
-from frame.display.panels import Panel, get_panel
 from frame.display.spidev_compat import SpiDevCompat
 from frame.errors import FrameError
 from frame.install_hints import extra_hint, pip_command

@@ -1,6 +1,6 @@
 """The driver table: each driver class registers the id that panel rows name (``Panel.driver``).
 
-Panel rows (``frame.display.panels``) name their driver by id, not by class, because the panel table is
+Panel rows (``frame.config.panels``) name their driver by id, not by class, because the panel table is
 read in the daemon (the settings page's checks) and the driver classes import numpy and Pillow.
 ``DriverName`` there is the list of ids; registering an id it does not list fails at import, and
 ``tests/display/test_panel_registry.py`` checks every row's driver is registered and every driver drives
@@ -12,15 +12,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
+from frame.config.panels import DriverName
 from frame.config.registry import Registry
-from frame.display.panels import DriverName
 
 if TYPE_CHECKING:
     from frame.display.drivers.base import Driver
 
 D = TypeVar("D", bound=type)
 
-DRIVERS: Registry[type[Driver]] = Registry("driver", DriverName, "frame.display.panels.DriverName")
+DRIVERS: Registry[type[Driver]] = Registry("driver", DriverName, "frame.config.panels.DriverName")
 
 
 def register_driver(name: str) -> Callable[[D], D]:

@@ -12,10 +12,10 @@ from pathlib import Path
 from PIL import Image
 
 from frame.atomicfile import make_dirs
+from frame.config.panels import Panel
 from frame.display.drivers.base import Driver, OpenRequest
 from frame.display.drivers.registry import register_driver
 from frame.display.files import save_png_atomic
-from frame.display.panels import Panel
 from frame.errors import UsageError
 
 log = logging.getLogger(__name__)

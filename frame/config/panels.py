@@ -1,5 +1,10 @@
 """The panel table: every supported panel and every measured palette, each defined exactly once.
 
+It is the owner-facing list of ``display.panel`` and ``display.palette`` names, so it lives in the
+config layer, beside the schema that checks those two keys against it (``load_config``, without
+numpy); ``frame.display`` (preparation, the drivers) reads the rows. A new panel is a row here (and,
+for new hardware, a driver in ``frame/display/drivers/`` whose id is added to ``DriverName``).
+
 A palette lists the colours a panel *really* shows under ordinary room light (measured, not the
 idealised 255/0 values from the datasheets): dithering against the ideal colours is what makes mid-tones
 come out too light. ``native_indices`` maps palette position to the code the controller expects (the
@@ -11,12 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from frame.config.registry import Registry
-from frame.config.schema import PaletteName, PanelName
 from frame.errors import UsageError, unknown_choice
 
 RGB = tuple[int, int, int]
-# The driver ids panel rows name; each is registered by one class in frame.display.drivers.
+# The driver ids panel rows name; each is registered by one class in frame.display.drivers
+# (frame.display.drivers.registry.DRIVERS refuses an id not listed here).
 DriverName = Literal["virtual", "inky", "waveshare_7in3e", "waveshare_7in3f", "waveshare_7in5_v2"]
 
 
@@ -67,9 +71,7 @@ class Panel:
 _SPECTRA = ("black", "white", "yellow", "red", "blue", "green")
 _ACEP = ("black", "white", "green", "blue", "red", "yellow", "orange")
 
-# Each row is registered under its name, which the schema's PaletteName / PanelName must list.
-PALETTES: Registry[Palette] = Registry("palette", PaletteName, "frame.config.schema.PaletteName")
-PALETTES.add_rows((
+PALETTES: dict[str, Palette] = {p.name: p for p in (
     Palette("spectra6", ((26, 13, 35), (185, 202, 205), (202, 184, 0), (121, 9, 0), (0, 69, 139),
                          (40, 82, 57)), _SPECTRA,
             "Waveshare 7.3in (E) Spectra 6, measured (epaper-dithering SPECTRA_7_3_6COLOR)"),
@@ -87,15 +89,11 @@ PALETTES.add_rows((
             "7-colour ACeP UC8159 (Inky Impression 4in / 5.7in), Pimoroni SATURATED palette"),
     Palette("bw", ((5, 5, 5), (220, 220, 220)), ("black", "white"),
             "black/white film, measured (epaper-dithering MONO_4_26)"),
-), lambda palette: palette.name)
+)}
 
 _WAVESHARE_CARE = 180  # Waveshare's precautions: at least 180 s between full refreshes.
 
-# Names accepted in the configuration that are resolved when the display is opened.
-AUTO_PANELS = {"inky": "Inky Impression, model read from the HAT's EEPROM by inky's auto-detection"}
-
-PANELS: Registry[Panel] = Registry("panel", PanelName, "frame.config.schema.PanelName", stand_ins=AUTO_PANELS)
-PANELS.add_rows((
+PANELS: dict[str, Panel] = {p.name: p for p in (
     Panel(name="virtual", size=(800, 480), palette_name="spectra6",
           native_indices=(0, 1, 2, 3, 4, 5), driver="virtual",
           min_refresh_seconds=0, default_saturation=1.0,
@@ -132,7 +130,10 @@ PANELS.add_rows((
           native_indices=(0, 1, 2, 3, 4, 5), driver="inky",
           min_refresh_seconds=30, default_saturation=1.0,
           description="Pimoroni Inky Impression 13.3in (EL133UF1 Spectra 6)"),
-), lambda panel: panel.name)
+)}
+
+# Names accepted in the configuration that are resolved when the display is opened.
+AUTO_PANELS = {"inky": "Inky Impression, model read from the HAT's EEPROM by inky's auto-detection"}
 
 
 def _unknown(kind: str, name: str, choices: list[str]) -> UsageError:
@@ -141,12 +142,12 @@ def _unknown(kind: str, name: str, choices: list[str]) -> UsageError:
 
 def panel_names() -> list[str]:
     """Every name ``display.panel`` accepts, including auto-detected ones."""
-    return [*PANELS.names(), *AUTO_PANELS]
+    return [*PANELS, *AUTO_PANELS]
 
 
 def palette_names() -> list[str]:
     """Every name ``display.palette`` accepts (virtual panel only)."""
-    return list(PALETTES.names())
+    return list(PALETTES)
 
 
 def get_palette(name: str) -> Palette:
