@@ -8,14 +8,17 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from typing import get_args
 
+from frame.config.schema import WeightsName
 from frame.errors import UsageError
 
 log = logging.getLogger(__name__)
 
 # frame.engine.providers.provider_names(), not imported here: the registry needs numpy and `frame --help`
-# imports every command module (tests/engine/test_provider_registry.py keeps the two equal)
-WEIGHTS_CHOICES = ("nocache", "prefetch", "ram", "http")
+# imports every command module. So: the schema's names ("auto" aside) and the one provider no owner
+# names, "http" (tests/engine/test_provider_registry.py keeps this equal to the registry)
+WEIGHTS_CHOICES = (*(name for name in get_args(WeightsName) if name != "auto"), "http")
 
 
 def register(subparsers) -> None:

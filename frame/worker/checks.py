@@ -1,7 +1,7 @@
 """Can the worker use this configuration? Checks that need more than the schema: files that must exist,
 and the rules the configured model imposes on the ``model`` section (``model_rules``). They live with
 the worker, above display and diffusion, so that ``frame.config`` stays at the bottom of the layers.
-Panel and palette names are not checked here: they are the schema's ``PanelName``/``PaletteName``.
+Panel and palette names are not checked here: the schema checks them against the panel table.
 
 Kept out of ``load_config`` so the daemon's start-up stays cheap; ``frame config check`` runs them
 together with the schema checks (``check_config``), so one run reports every problem with its line.

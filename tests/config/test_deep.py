@@ -32,7 +32,7 @@ def test_unrecognisable_names_list_the_known_ones(tmp_path):
 def test_schema_and_deep_problems_are_reported_in_one_run(tmp_path):
     problems = _problems(tmp_path, f"model:\n  source: {tmp_path / 'nothing'}\n"
                                    "display:\n  panel: inkyy\nweb:\n  listen: nowhere\n")
-    # the panel is a schema name (PanelName) since issue 30, so it is reported with the schema's problems
+    # the schema checks the panel name against the panel table since issue 30: reported with its problems
     assert [p.split(":", 1)[0] for p in problems] == ["display.panel", "web.listen", "model.source"]
     assert f"{tmp_path / 'nothing'} does not exist" in problems[2]  # not "neither ... nor" (issue 29)
     assert problems[2].endswith("(line 2)")

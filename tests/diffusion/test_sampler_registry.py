@@ -6,7 +6,7 @@ without numpy); every other place either reads the registry or is compared with 
 
 from __future__ import annotations
 
-import re
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -82,11 +82,13 @@ def test_cli_help_lists_the_registry() -> None:
     assert _listed("x: " + action.help) == sampler_names()
 
 
-def test_the_fixtures_docs_table_lists_the_registry() -> None:
-    text = (ROOT / "tests/fixtures/pipelines/README.md").read_text()
-    table = text.split("| frame sampler |", 1)[1].split("\n\n", 1)[0]
-    rows = re.findall(r"^\| `([^`]+)` \|", table, re.M)
-    assert sorted(rows) == sorted(SAMPLERS)
+def test_the_fixture_makers_scheduler_table_lists_the_registry() -> None:
+    """tools/pipeline_cases.py (dev-only: it imports torch, so it is read, not imported) maps each
+    sampler to the diffusers scheduler the reference fixtures are made with."""
+    tree = ast.parse((ROOT / "tools/pipeline_cases.py").read_text(encoding="utf-8"))
+    (table,) = [node.value for node in tree.body if isinstance(node, ast.AnnAssign)
+                and getattr(node.target, "id", None) == "SAMPLERS"]
+    assert sorted(ast.literal_eval(table)) == sorted(SAMPLERS)
 
 
 def test_a_fresh_import_of_the_png_metadata_fills_the_whole_table() -> None:

@@ -10,15 +10,18 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import get_args
 
 import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto
 
+from frame.config.schema import SamplerName
+
 ROOT = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "pipelines"
 KINDS = ["sd15", "sdxl"]
-SAMPLERS = {"euler", "euler_a", "ddim", "dpm++2m", "dpm++2m_karras", "lcm"}
+SAMPLERS = set(get_args(SamplerName))
 
 
 def _cases(kind: str) -> list[dict]:
