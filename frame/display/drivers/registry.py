@@ -1,10 +1,10 @@
 """The driver table: each driver class registers the id that panel rows name (``Panel.driver``).
 
 Panel rows (``frame.config.panels``) name their driver by id, not by class, because the panel table is
-read in the daemon (the settings page's checks) and the driver classes import numpy and Pillow.
-``DriverName`` there is the list of ids; registering an id it does not list fails at import, and
-``tests/display/test_panel_registry.py`` checks every row's driver is registered and every driver drives
-a row.
+read wherever ``config.yaml`` is loaded (the daemon too) and the driver classes import numpy and Pillow.
+``DriverName`` there is the list of ids; ``DRIVERS`` (a ``frame.config.registry.Registry``) refuses an
+id it does not list at import, and ``tests/display/test_panel_registry.py`` checks every row's driver
+is registered and every driver drives a row.
 """
 
 from __future__ import annotations
