@@ -16,7 +16,7 @@ from typing import TypeVar
 from frame.config.registry import Registry
 from frame.config.schema import WeightsName
 from frame.engine.providers.base import WeightsProvider
-from frame.errors import UsageError, unknown_choice
+from frame.errors import UsageError
 
 P = TypeVar("P", bound=type)
 
@@ -61,8 +61,7 @@ def make_provider(weights: str | WeightsProvider, source_is_url: bool) -> Weight
         if missing:
             raise UsageError(f"weights provider {type(weights).__name__} lacks method(s): {', '.join(missing)}")
         return weights
-    if weights not in PROVIDERS:
-        raise unknown_choice("weights provider", weights, provider_names())
+    PROVIDERS.lookup(weights)  # an unknown name raises with a suggestion and the list
     if weights in URL_ONLY and not source_is_url:
         raise UsageError(f"weights={weights!r} needs an http(s) URL as the model source")
     if source_is_url:
