@@ -29,7 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from frame.diffusion.vae import edge_weights, tile_starts
+from frame.diffusion.vae import edge_weights
+from frame.diffusion.vae_tiles import tile_starts
 from frame.errors import FrameError, UsageError
 
 log = logging.getLogger(__name__)
