@@ -149,17 +149,17 @@ def _vae_run(pipe, latent: tuple[int, int], tile: int | None, overlap: int,  # n
     ``frame.diffusion.vae.layout_for`` gives the render, with the pipeline's own peak function (the
     render worker's, ``vae_memory.peak_counter``) and memory limit."""
     h, w = latent
-    if isinstance(pipe.files, OnnxStreamFiles):
+    peak_mb = getattr(pipe, "vae_peak_mb", None) or vae_memory.peak_counter(pipe)
+    if isinstance(pipe.files, OnnxStreamFiles):  # its 32x32 tile decoder, or a whole one (fixed or any size)
         source = pipe.files.vae_for(h, w, None)
-        if source != pipe.vae_source:  # its 32x32 tile decoder
-            layout = vae.layout_for(latent, (32, 32), tile, overlap)
-            return source, layout.tile, layout.count, None
-        return source, latent, 1, None
+        dims = declared_inputs(read_structure(source)).get("latent_sample", ())
+        static = tuple(dims[2:]) if len(dims) == 4 and all(isinstance(d, int) for d in dims[2:]) else None
+        layout = vae.layout_for(latent, static, tile, overlap, None, peak_mb, limit_mb)  # type: ignore[arg-type]
+        return source, layout.tile, layout.count, None
     source = pipe.vae_source
     shapes = pipe.vae_shapes()
     if shapes.static and not shapes.tileable:
         return source, shapes.static, 1, "the VAE decoder's fixed input size cannot be tiled: decoded whole"
-    peak_mb = getattr(pipe, "vae_peak_mb", None) or vae_memory.peak_counter(pipe)
     layout = vae.layout_for(latent, None, tile, overlap, None, peak_mb, limit_mb)
     note = f"VAE decode: {layout.describe()}" if tile is None and layout.count > 1 else None
     return source, layout.tile, layout.count, note
