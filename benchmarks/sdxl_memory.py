@@ -264,7 +264,7 @@ def compare(row: str, frame_out: Path, ort_out: Path) -> dict:
 
 def overlap_mask(height: int, width: int, tile: int = 32, overlap: int = 8) -> np.ndarray:
     """Pixels where two tiles are blended (the default tiling of a height x width latent, 8x pixels)."""
-    from frame.diffusion.vae import tile_starts
+    from frame.diffusion.vae_tiles import tile_starts
 
     def band(size: int) -> np.ndarray:
         marks = np.zeros(size * 8, bool)

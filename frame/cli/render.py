@@ -238,6 +238,7 @@ def render_command(args: argparse.Namespace) -> int:
     from frame.diffusion.configured import load_configured_pipeline
     from frame.diffusion.pngmeta import save_image
     from frame.diffusion.resume import ResumeStore
+    from frame.estimate.vae_memory import peak_counter
     from frame.models import resolve_model_source
 
     config = load_config(args.config)
@@ -253,6 +254,7 @@ def render_command(args: argparse.Namespace) -> int:
     bar = ProgressBar(sys.stderr)
     try:
         pipe = load_configured_pipeline(config, args.model and resolve_model_source(args.model))
+        pipe.vae_peak_mb = peak_counter(pipe, config.model.weights)  # the VAE tiles the estimate counts
         if args.decode_latents:
             image, parameters = pipe.decode(_load_array(args.decode_latents, "--decode-latents"), bar), None
         else:

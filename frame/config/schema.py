@@ -55,7 +55,7 @@ class ModelConfig:
     guidance: float | None = _opt(None, checks.guidance)
     negative_prompt: str = "blurry, low quality, text, watermark, signature, frame, border"
     size: str = _opt("auto", checks.size_or_auto)
-    vae_tile: int = _opt(32, checks.positive)
+    vae_tile: int | None = _opt(None, checks.positive)
     vae_tile_overlap: int = _opt(8, checks.non_negative)
     cache_dir: str = ""
     token: str = _opt("", checks.bearer_token, secret=True)

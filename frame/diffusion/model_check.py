@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from frame.diffusion.vae_tiles import DEFAULT_TILE
+
 COMPONENTS = ("text_encoder", "text_encoder_2", "unet", "vae_decoder", "vae_encoder")
 INTEGER_CONSUMERS = ("DequantizeLinear", "MatMulInteger", "ConvInteger", "DynamicQuantizeMatMul")
 
@@ -51,7 +53,7 @@ def weight_precision(model_path: str) -> Precision:
     return Precision(label, kinds)
 
 
-def describe_folder(folder: str | Path, vae_tile: int = 32) -> Iterator[tuple[str, str]]:
+def describe_folder(folder: str | Path, vae_tile: int | None = None) -> Iterator[tuple[str, str]]:
     """(level, line) pairs for a local model folder: "info" lines with the precisions, a "warning"
     when the VAE decoder's fixed input size cannot be tiled."""
     from frame.diffusion.vae_shapes import check_vae
@@ -74,7 +76,7 @@ def describe_folder(folder: str | Path, vae_tile: int = 32) -> Iterator[tuple[st
     vae = root / "vae_decoder" / "model.onnx"
     if vae.is_file():
         try:
-            shapes = check_vae(str(vae), vae_tile)
+            shapes = check_vae(str(vae), vae_tile or DEFAULT_TILE)
         except Exception as exc:  # noqa: BLE001
             yield "warning", f"vae_decoder could not be inspected: {exc}"
             return

@@ -32,6 +32,7 @@ from frame.diffusion import (
     vae,
     vae_encode,
     vae_shapes,
+    vae_tiles,
 )
 from frame.diffusion import strength as img2img_strength
 from frame.diffusion.model_files import ModelFiles
@@ -103,14 +104,17 @@ class Pipeline:
     """
 
     def __init__(self, files: ModelFiles | OnnxStreamFiles, info: ModelInfo, loader: Loader | None = None,
-                 vae_tile: int = 32, vae_tile_overlap: int = 8, guidance_mode: str | None = None,
+                 vae_tile: int | None = None, vae_tile_overlap: int = 8, guidance_mode: str | None = None,
                  memory_limit_mb: float | None = None, http: HttpSettings | None = None) -> None:
         self.files = files
         self.info = info
         self.http = http
         self.load = loader or engine_loader(http=http)
-        self.vae_tile = vae_tile
+        self.vae_tile = vae_tile  # None: the fewest tiles that fit memory_limit_mb (frame.diffusion.vae_tiles)
         self.vae_tile_overlap = vae_tile_overlap
+        # the VAE decoder's counted peak in MB at a tile size (frame.estimate.vae_memory.peak_counter, set by
+        # the render worker and frame render); None: tiles of vae_tiles.DEFAULT_TILE
+        self.vae_peak_mb: vae_tiles.PeakMb | None = None
         if guidance_mode is not None and guidance_mode not in denoise.GUIDANCE_MODES:
             raise UsageError(f"unknown guidance mode {guidance_mode!r} "
                              f"(choose from {', '.join(denoise.GUIDANCE_MODES)})")
@@ -151,7 +155,8 @@ class Pipeline:
                 self._vae_shapes = vae_shapes.VaeShapes(None, True)
             else:
                 with http_settings.using(self.http):
-                    self._vae_shapes = vae_shapes.check_vae(self.vae_source, self.vae_tile)
+                    self._vae_shapes = vae_shapes.check_vae(self.vae_source,
+                                                            self.vae_tile or vae_tiles.DEFAULT_TILE)
         return self._vae_shapes
 
     def unet_static_latent(self) -> tuple[int, int] | None:
@@ -348,7 +353,8 @@ class Pipeline:
 
         report(0.0)
         latent = vae_encode.encode(self.load, source, init.pixels, eps, self.info.scaling_factor,
-                                   self.info.vae_factor, self.vae_tile, self.vae_tile_overlap, progress=report)
+                                   self.info.vae_factor, self.vae_tile or vae_tiles.DEFAULT_TILE,
+                                   self.vae_tile_overlap, progress=report)
         return sampler.add_noise(latent, start_noise, first)
 
     def _encode(self, settings: Settings, callback: ProgressCallback | None
@@ -380,7 +386,8 @@ class Pipeline:
                 def load(path: str) -> Any:
                     return self.load(path, dynamic_shapes=True)
         pixels = vae.decode(load, source, latents, self.info.scaling_factor, self.vae_tile,
-                            self.vae_tile_overlap, tiled, report, relax_static=relax)
+                            self.vae_tile_overlap, tiled, report, relax_static=relax, peak_mb=self.vae_peak_mb,
+                            limit_mb=self.memory_limit_mb)
         return Image.fromarray(pixels, "RGB")
 
     def embed_text(self, texts: list[str]) -> np.ndarray:
@@ -419,7 +426,7 @@ class _StepReports:
 
 
 def load_pipeline(source: str | os.PathLike, cache_dir: str | os.PathLike | None = None, weights: str = "auto",
-                  attention_slices: int | None = None, vae_tile: int = 32, vae_tile_overlap: int = 8,
+                  attention_slices: int | None = None, vae_tile: int | None = None, vae_tile_overlap: int = 8,
                   loader: Loader | None = None, guidance_mode: str | None = None,
                   memory_limit_mb: float | None = None, http: HttpSettings | None = None) -> Pipeline:
     """Open a diffusers ONNX export or an OnnxStream model folder (folder or http(s) base URL); the kind

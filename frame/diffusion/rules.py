@@ -84,8 +84,13 @@ def generation_findings(info: ModelInfo, static_latent: tuple[int, int] | None, 
     return findings
 
 
-def tile_findings(vae_tile: int, vae_tile_overlap: int) -> list[Finding]:
-    """The VAE tile rule ``load_pipeline`` enforces (each value alone is checked by the schema)."""
+def tile_findings(vae_tile: int | None, vae_tile_overlap: int) -> list[Finding]:
+    """The VAE tile rule ``load_pipeline`` enforces (each value alone is checked by the schema);
+    ``vae_tile`` None: chosen per picture (``frame.diffusion.vae_tiles``), larger than the overlap."""
+    if vae_tile is None:
+        if vae_tile_overlap >= 0:
+            return []
+        return [Finding("vae_tile_overlap", f"the VAE tile overlap must be at least 0, got {vae_tile_overlap}")]
     if vae_tile >= 1 and 0 <= vae_tile_overlap < vae_tile:
         return []
     if vae_tile < 1:

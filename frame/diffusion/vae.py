@@ -1,11 +1,13 @@
 """VAE decoding, whole or in overlapping tiles blended with linear ramps.
 
 The decoder's activations grow with the image (a 64×64 latent → 512×512 image needs about 2.5 GB in
-onnxruntime), so latents larger than one tile are decoded tile by tile: tiles of ``tile`` latent pixels
-(default 32) stepping by ``tile - overlap`` (default 24), the last tile flush with the edge. Each
+onnxruntime), so latents larger than one tile are decoded tile by tile: tiles stepping by ``tile - overlap``,
+the last tile flush with the edge. Each
 decoded tile is weighted by linear ramps across every edge it shares with a neighbour (both axes,
 all four sides, unlike OnnxStream's top/left-only ramps) and the weighted sum is normalised, so seams
-fade over ``overlap`` latent pixels (64 image pixels).
+fade over ``overlap`` latent pixels (64 image pixels). Which tiles: ``frame.diffusion.vae_tiles.choose``
+(the fewest that fit the worker's memory, unless ``model.vae_tile`` says), the rule the estimate
+counts with.
 """
 
 from __future__ import annotations
@@ -16,20 +18,12 @@ from typing import Any
 
 import numpy as np
 
+from frame.diffusion import vae_tiles
+from frame.diffusion.vae_tiles import TileLayout
 from frame.engine.memory import with_model
 from frame.errors import FrameError, UsageError
 
 log = logging.getLogger(__name__)
-
-
-def tile_starts(size: int, tile: int, overlap: int) -> list[int]:
-    """Start offsets covering ``size`` with tiles of ``tile`` overlapping by at least ``overlap``."""
-    if size <= tile:
-        return [0]
-    stride = tile - overlap
-    starts = list(range(0, size - tile, stride))
-    starts.append(size - tile)
-    return starts
 
 
 def edge_weights(start: int, length: int, previous_end: int | None, next_start: int | None,
@@ -69,19 +63,19 @@ def _run(model: Any, latents: np.ndarray) -> np.ndarray:
     return out["sample"].astype(np.float32)
 
 
-def decode_tiled(model: Any, latents: np.ndarray, tile: tuple[int, int], overlap: int,
+def decode_tiled(model: Any, latents: np.ndarray, tile: tuple[int, int] | TileLayout, overlap: int = 8,
                  progress: Callable[[float], None] | None = None) -> np.ndarray:
-    """Decode (1, 4, h, w) latents tile by tile; returns the blended (1, 3, H, W) float image."""
+    """Decode (1, 4, h, w) latents tile by tile (a ``TileLayout``, or tiles of ``tile`` overlapping by
+    ``overlap``); returns the blended (1, 3, H, W) float image."""
     _, _, height, width = latents.shape
-    ys = tile_starts(height, tile[0], overlap)
-    xs = tile_starts(width, tile[1], overlap)
-    total, done = len(ys) * len(xs), 0
+    layout = tile if isinstance(tile, TileLayout) else vae_tiles.fixed_layout((height, width), tile, overlap)
+    ys, xs = layout.ys, layout.xs
+    th, tw = layout.tile
+    total, done = layout.count, 0
     image = weight_sum = None
     factor = 0
     for iy, y in enumerate(ys):
-        th = min(tile[0], height)
         for ix, x in enumerate(xs):
-            tw = min(tile[1], width)
             decoded = _run(model, np.ascontiguousarray(latents[:, :, y:y + th, x:x + tw]))
             if image is None:
                 factor = decoded.shape[2] // th
@@ -123,17 +117,41 @@ def tile_plan(latent_hw: tuple[int, int], static: tuple[int, int] | None, tile: 
     return use_tiles or (static is not None and tuple(latent_hw) != tuple(static)), tile_hw
 
 
+def layout_for(latent: tuple[int, int], static: tuple[int, int] | None, tile: int | None = None, overlap: int = 8,
+               tiled: bool | None = None, peak_mb: vae_tiles.PeakMb | None = None,
+               limit_mb: float | None = None) -> TileLayout:
+    """The tiles ``decode`` runs for a ``latent`` (height, width) on a decoder whose input is fixed at
+    ``static`` (None: dynamic, or made dynamic at load): one whole tile for ``tiled=False`` or a latent
+    that fits, else ``vae_tiles.choose`` (``frame.estimate.plan`` counts the same call)."""
+    height, width = latent
+    if static:
+        if height < static[0] or width < static[1]:
+            raise UsageError(f"vae_decoder has fixed input {static[0]}x{static[1]} latent pixels; "
+                             f"the latent is only {height}x{width}")
+        return vae_tiles.fixed_layout(latent, static, overlap, "the decoder's fixed input size")
+    if tiled is False:
+        return vae_tiles.fixed_layout(latent, latent, overlap, "decoded whole (tiled=False)")
+    layout = vae_tiles.choose(latent, overlap, tile, peak_mb, limit_mb)
+    if tiled and layout.count == 1 and tile is None:
+        return vae_tiles.fixed_layout(latent, (vae_tiles.DEFAULT_TILE,) * 2, overlap, "tiled=True")
+    return layout
+
+
 def decode(load: Callable[[str], Any], source: str, latents: np.ndarray, scaling_factor: float,
-           tile: int = 32, overlap: int = 8, tiled: bool | None = None,
-           progress: Callable[[float], None] | None = None, relax_static: bool = False) -> np.ndarray:
+           tile: int | None = None, overlap: int = 8, tiled: bool | None = None,
+           progress: Callable[[float], None] | None = None, relax_static: bool = False,
+           peak_mb: vae_tiles.PeakMb | None = None, limit_mb: float | None = None) -> np.ndarray:
     """Latents from the sampler → (H, W, 3) uint8 pixels.
 
-    ``tiled=None`` tiles automatically when the latent is larger than one tile (or than a static
-    decoder input); ``True``/``False`` force it. ``relax_static``: the decoder declares a fixed input
+    ``tile`` (``model.vae_tile``; None: the fewest tiles whose ``peak_mb`` fits ``limit_mb``, see
+    ``layout_for``). ``tiled=None`` tiles when the latent is larger than that; ``False`` decodes whole;
+    ``True`` tiles even a latent that would fit. ``relax_static``: the decoder declares a fixed input
     size that none of its ops depends on (``vae_shapes.check_vae``), so it is run like a dynamic one.
     """
-    if not 0 <= overlap < tile:
+    if tile is not None and not 0 <= overlap < tile:
         raise UsageError(f"VAE tile overlap must be at least 0 and smaller than the tile ({tile}), got {overlap}")
+    if overlap < 0:
+        raise UsageError(f"VAE tile overlap must be at least 0, got {overlap}")
     scaled = (latents / np.float32(scaling_factor)).astype(np.float32)
 
     def run(model: Any) -> np.ndarray:
@@ -142,13 +160,10 @@ def decode(load: Callable[[str], Any], source: str, latents: np.ndarray, scaling
             model.override_input_shape("latent_sample", (*_latent_spec(model).shape[:2], None, None))
             static = None
         _, _, height, width = scaled.shape
-        if static and (height < static[0] or width < static[1]):
-            raise UsageError(f"vae_decoder has fixed input {static[0]}x{static[1]} latent pixels; "
-                             f"the latent is only {height}x{width}")
-        use_tiles, tile_hw = tile_plan((height, width), static, tile, tiled)
-        if use_tiles:
-            log.info("decoding %dx%d latent in %dx%d tiles (overlap %d)", height, width, *tile_hw, overlap)
-            image = decode_tiled(model, scaled, tile_hw, overlap, progress)
+        layout = layout_for((height, width), static, tile, overlap, tiled, peak_mb, limit_mb)
+        if layout.count > 1 or layout.tile != (height, width):
+            log.info("decoding %dx%d latent in %s", height, width, layout.describe())
+            image = decode_tiled(model, scaled, layout, progress=progress)
         else:
             image = _run(model, scaled)
             if progress is not None:

@@ -28,7 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from frame.diffusion.vae import edge_weights, tile_plan, tile_starts
+from frame.diffusion.vae import edge_weights, tile_plan
+from frame.diffusion.vae_tiles import tile_starts
 from frame.engine.memory import with_model
 from frame.errors import FrameError, UsageError
 

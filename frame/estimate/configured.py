@@ -31,6 +31,7 @@ from frame.estimate.new_texts import TonightTexts, count_new_for
 from frame.estimate.night import NightEstimate, estimate_night
 from frame.estimate.plan import NightPlan, build_plan, choose_texts
 from frame.estimate.rates_file import FILE, MAX_AGE_SECONDS, load_rates, save_rates
+from frame.estimate.vae_memory import peak_counter
 
 if TYPE_CHECKING:
     from frame.config.schema import Config, ScheduleConfig
@@ -125,6 +126,8 @@ def _estimate(config: Config, pipe: Any, steps: int | None, size: tuple[int, int
               texts: int | TonightTexts | None, cpu: bool, alternative: bool, rates_dir: Path | None,
               choose_tokens: int | None) -> ConfiguredEstimate:
     model = config.model
+    if getattr(pipe, "vae_peak_mb", None) is None:  # as the render worker sets it: the same VAE tiles
+        pipe.vae_peak_mb = peak_counter(pipe, model.weights)
     size = size or night_size(config, pipe)
     if isinstance(texts, TonightTexts):  # only the texts not kept from earlier nights are embedded
         texts, choose_tokens = count_new_for(pipe, texts, state_dir(config))

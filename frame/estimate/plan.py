@@ -15,9 +15,10 @@ A night, as ``frame.worker.render`` and ``frame.diffusion.pipeline`` run it:
    twice); "batched", one evaluation with a batch of two (weights read once, activations and kernel
    temporaries doubled). Without guidance, one evaluation. Every sampler here (euler, euler_a, ddim,
    dpm++2m, lcm) evaluates the UNet once per step;
-4. **vae**: the decoder once per tile (tiles of ``vae_tile`` latent pixels overlapping by
-   ``vae_tile_overlap``, ``frame.diffusion.vae``), or once on the whole latent when it fits in one
-   tile or the export's fixed size cannot be tiled.
+4. **vae**: the decoder once per tile, the tiles ``frame.diffusion.vae.layout_for`` gives the render
+   (``vae_tile``, else the fewest whose counted peak fits the memory limit, ``frame.diffusion.vae_tiles``,
+   overlapping by ``vae_tile_overlap``), or once on the whole latent when it fits in one tile or the
+   export's fixed size cannot be tiled.
 
 Every component is loaded, run and closed in turn, so the night's memory peak is the largest one.
 """
@@ -27,13 +28,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from frame.diffusion import guidance_plan
+from frame.diffusion import guidance_plan, vae
 from frame.diffusion.conditioning import pass_sizes, texts_per_pass
 from frame.diffusion.model_info import SDXL
 from frame.diffusion.onnxstream_layout import OnnxStreamFiles
-from frame.diffusion.vae import tile_starts
 from frame.engine.model import read_structure
-from frame.estimate import memory
+from frame.estimate import memory, vae_memory
 from frame.estimate.choice import minimum_steps
 from frame.estimate.counting import GraphCount, count_graph
 from frame.estimate.shapes import Shape
@@ -143,23 +143,26 @@ def _count(source, wanted) -> GraphCount:  # noqa: ANN001
     return count_graph(source, wanted(declared_inputs(structure)), structure=structure)
 
 
-def _vae_run(pipe, latent: tuple[int, int], tile: int, overlap: int) -> tuple[object, Shape, int, str | None]:  # noqa: ANN001
-    """(decoder source, input latent size, evaluations, note) for the decode of ``latent``."""
-
+def _vae_run(pipe, latent: tuple[int, int], tile: int | None, overlap: int,  # noqa: ANN001
+             limit_mb: float | None) -> tuple[object, Shape, int, str | None]:
+    """(decoder source, input latent size, evaluations, note) for the decode of ``latent``: the layout
+    ``frame.diffusion.vae.layout_for`` gives the render, with the pipeline's own peak function (the
+    render worker's, ``vae_memory.peak_counter``) and memory limit."""
     h, w = latent
-    if isinstance(pipe.files, OnnxStreamFiles):
+    peak_mb = getattr(pipe, "vae_peak_mb", None) or vae_memory.peak_counter(pipe)
+    if isinstance(pipe.files, OnnxStreamFiles):  # its 32x32 tile decoder, or a whole one (fixed or any size)
         source = pipe.files.vae_for(h, w, None)
-        tile = 32 if source != pipe.vae_source else max(h, w)
-    else:
-        source = pipe.vae_source
-        shapes = pipe.vae_shapes()
-        if shapes.static and not shapes.tileable:
-            return source, shapes.static, 1, "the VAE decoder's fixed input size cannot be tiled: decoded whole"
-        if shapes.static and shapes.static[0] >= h and shapes.static[1] >= w:
-            tile = shapes.static[0]
-    th, tw = min(tile, h), min(tile, w)
-    tiles = len(tile_starts(h, th, overlap)) * len(tile_starts(w, tw, overlap))
-    return source, (th, tw), tiles, None
+        dims = declared_inputs(read_structure(source)).get("latent_sample", ())
+        static = tuple(dims[2:]) if len(dims) == 4 and all(isinstance(d, int) for d in dims[2:]) else None
+        layout = vae.layout_for(latent, static, tile, overlap, None, peak_mb, limit_mb)  # type: ignore[arg-type]
+        return source, layout.tile, layout.count, None
+    source = pipe.vae_source
+    shapes = pipe.vae_shapes()
+    if shapes.static and not shapes.tileable:
+        return source, shapes.static, 1, "the VAE decoder's fixed input size cannot be tiled: decoded whole"
+    layout = vae.layout_for(latent, None, tile, overlap, None, peak_mb, limit_mb)
+    note = f"VAE decode: {layout.describe()}" if tile is None and layout.count > 1 else None
+    return source, layout.tile, layout.count, note
 
 
 def counted_peaks_mb(unet: GraphCount, url: bool) -> tuple[float, float]:
@@ -194,7 +197,7 @@ def guidance_mode_tonight(pipe, settings, batch_dim, precision: str, requested: 
 
 
 def build_plan(pipe, width: int, height: int, steps: int | None, guidance: float | None, sampler: str | None,  # noqa: ANN001
-               guidance_mode: str | None = None, memory_limit_mb: float | None = None, vae_tile: int = 32,
+               guidance_mode: str | None = None, memory_limit_mb: float | None = None, vae_tile: int | None = None,
                vae_tile_overlap: int = 8, choose_texts: int = 0, choose_tokens: int | None = None) -> NightPlan:
     """Count every component of ``pipe`` (a ``frame.diffusion.Pipeline``) for one night's settings.
 
@@ -233,9 +236,10 @@ def build_plan(pipe, width: int, height: int, steps: int | None, guidance: float
         positions = count.input_shapes.get("input_ids", (1, TOKENS))[-1]  # 77 where the export fixes it
         sizes = pass_sizes(choose_texts, texts_per_pass(positions))  # counted as long as the first (+1 at most)
         plan.runs.append(Run("choose", last.name, count, len(sizes), items=sizes[0]))
-    source, tile_hw, tiles, note = _vae_run(pipe, latent, vae_tile, vae_tile_overlap)
-    vae = _count(source, lambda d: {k: concrete(v, (1, 4, *tile_hw)) for k, v in d.items()})
-    plan.runs.append(Run("vae", "vae_decoder", vae, tiles))
+    source, tile_hw, tiles, note = _vae_run(pipe, latent, vae_tile, vae_tile_overlap, limit)
+    # at the tile size even where the export declares another (the render overrides it, vae_shapes)
+    decoder = _count(source, lambda d: {k: (1, 4, *tile_hw) for k in d})
+    plan.runs.append(Run("vae", "vae_decoder", decoder, tiles))
     plan.tiles = tiles
     if note:
         plan.notes.append(note)

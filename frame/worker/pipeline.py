@@ -30,4 +30,13 @@ class PipelineHolder:
                 self._pipe = load_configured_pipeline(self.config)
             except Exception as exc:
                 raise StepFailed("load model") from exc
+            self._pipe.vae_peak_mb = _vae_peak_counter(self._pipe, self.config)
         return self._pipe
+
+
+def _vae_peak_counter(pipe: Any, config: Config) -> Any:
+    """The decoder's counted peak per tile size, so the render decodes the fewest tiles that fit
+    ``worker.memory_limit_mb``, as tonight's estimate counts them (``frame.diffusion.vae_tiles``)."""
+    from frame.estimate.vae_memory import peak_counter
+
+    return peak_counter(pipe, config.model.weights)

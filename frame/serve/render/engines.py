@@ -143,7 +143,7 @@ def load_served_pipeline(source: str, engine: str, config_model: ModelConfig) ->
     frame_loader = engine_loader(config_model.weights, config_model.attention_slices)
     loader = ort_loader_with_seeded_encoder(frame_loader) if chosen == "onnxruntime" else frame_loader
     # onnxruntime on a desktop has the memory to decode up to 1024 px in one piece (faster, no seams)
-    vae_tile = max(config_model.vae_tile, ORT_VAE_TILE) if chosen == "onnxruntime" else config_model.vae_tile
+    vae_tile = max(config_model.vae_tile or 0, ORT_VAE_TILE) if chosen == "onnxruntime" else config_model.vae_tile
     pipe = load_pipeline(source, cache_dir=config_model.cache_dir or None, vae_tile=vae_tile,
                          vae_tile_overlap=config_model.vae_tile_overlap, loader=loader)
     return pipe, chosen
