@@ -62,7 +62,12 @@ class ComfyRenderer:
         self.client_id = uuid.uuid4().hex
 
     def checkpoints(self, seconds: float) -> list[str]:
-        return comfyui.checkpoint_names(self.client.call("GET", comfyui.CHECKPOINTS, seconds=seconds))
+        """The server's checkpoint files (``GET /object_info/CheckpointLoaderSimple``)."""
+        answer = self.client.call("GET", comfyui.CHECKPOINTS, seconds=seconds)
+        try:
+            return comfyui.checkpoint_names(answer)
+        except RemoteUnavailable as exc:
+            raise RemoteUnavailable(exc.reason, exc.detail, self.client.server) from None
 
     def render(self, job: RemoteJob, progress: ProgressCallback | None = None,
                deadline_seconds: float | None = None) -> RemoteResult:
@@ -79,9 +84,12 @@ class ComfyRenderer:
         image_name = self._upload(job, end) if job.init_image is not None else ""
         sent = comfyui.fill(workflow, comfyui.job_values(job, checkpoint, image_name))
         log.info("rendering on ComfyUI %s (checkpoint %s)", self.client.server, checkpoint or "of the workflow")
-        prompt_id = comfyui.prompt_id_of(self.client.call(
-            "POST", comfyui.PROMPT, seconds=self._left(end, POLL_CALL_SECONDS),
-            body={"prompt": sent, "client_id": self.client_id}))
+        answer = self.client.call("POST", comfyui.PROMPT, seconds=self._left(end, POLL_CALL_SECONDS),
+                                  body={"prompt": sent, "client_id": self.client_id})
+        try:
+            prompt_id = comfyui.prompt_id_of(answer)
+        except RemoteUnavailable as exc:
+            raise RemoteUnavailable(exc.reason, exc.detail, self.client.server) from None
         try:
             ref = self._wait(prompt_id, job, end, budget, progress)
             data = self.client.call("GET", comfyui.VIEW, seconds=self._left(end), params=ref, raw=True,
@@ -91,7 +99,7 @@ class ComfyRenderer:
                 self.cancel(prompt_id)
                 raise RemoteUnavailable(TIMEOUT, f"the picture was not done within {budget:g} s "
                                                  f"({self._limit(budget)})", self.client.server) from None
-            raise
+            raise RemoteUnavailable(exc.reason, exc.detail, self.client.server) from None  # name the server
         except BaseException:  # the worker was stopped (SIGTERM): free the server
             self.cancel(prompt_id)
             raise

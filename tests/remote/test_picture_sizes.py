@@ -3,28 +3,12 @@ size is refused from its header, before a single pixel is decoded on a 512 MB fr
 
 from __future__ import annotations
 
-import struct
-import zlib
-
 import pytest
 from PIL import Image
 
 from frame.remote import RemoteUnavailable
 from frame.remote.picture import check_picture
-
-
-def _chunk(kind: bytes, data: bytes) -> bytes:
-    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-
-def png_of(width: int, height: int, rows: int | None = None) -> bytes:
-    """A valid RGB PNG of ``width`` × ``height`` black pixels, compressed in one stream (a 10000² one is
-    ~300 KB: what a decompression bomb looks like on the wire)."""
-    packer = zlib.compressobj(9)
-    row = b"\0" * (1 + 3 * width)
-    body = b"".join(packer.compress(row) for _ in range(height if rows is None else rows)) + packer.flush()
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header) + _chunk(b"IDAT", body) + _chunk(b"IEND", b"")
+from tests.remote.fake_comfyui import png_of
 
 
 def test_the_helper_makes_real_pictures():
