@@ -119,3 +119,27 @@ def test_a_daemon_night_falls_back_to_the_frame_when_comfyui_dies(tmp_path):
     assert picture["model"].endswith("models/demo") and picture["why"]["remote_fallback"] == "died"
     assert picture["why"]["painted"] == (f"on this frame, because render server {fake.url}: the server stopped "
                                          "mid-job (connection refused)")
+
+
+def test_a_stopped_worker_interrupts_its_own_job_on_comfyui(tmp_path, closing):
+    import threading
+
+    with FakeComfyUI(job_seconds=5.0) as fake:
+        ctx = _ctx(tmp_path, fake.url)
+        closing(ctx)
+
+        def stop_once_painting(line: str) -> None:
+            if (ctx.status.snapshot()["render"] or {}).get("stage") == "generating (remote)":
+                ctx.stop.set()
+
+        ctx.status.add_listener(stop_once_painting)
+        render_id, outcome, _ = _render(ctx)
+        assert outcome.status == "stopped"
+        assert fake.posts("/interrupt") == [{"prompt_id": fake.prompt_ids[0]}] and fake.interrupted.is_set()
+        ctx.status = night.LiveStatus()  # the restarted daemon: a fresh status, no stop request
+        ctx.stop = threading.Event()
+        fake.job_seconds = 0.3
+        outcome, picture_id = night.render(ctx, render_id, "now", resume=True)
+    assert outcome.status == "done", outcome.error
+    assert len(fake.prompt_ids) == 2 and ctx.store.count_pictures() == 1
+    assert ctx.store.picture(picture_id).model == CHECKPOINTS[0]
