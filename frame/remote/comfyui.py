@@ -98,7 +98,7 @@ def check_workflow(data: Any, where: str = "the workflow") -> dict[str, Any]:
     """``data`` as an API-format workflow with a ``{{prompt}}``, or ValueError saying what is wrong."""
     if isinstance(data, dict) and "nodes" in data and "links" in data:
         raise ValueError(f"{where} is in ComfyUI's UI format; export it with \"Export (API)\" (ComfyUI's "
-                         "settings: enable dev mode options) and point render.remote.workflow at that file")
+                         "Workflow menu) and point render.remote.workflow at that file")
     if not isinstance(data, dict) or not data:
         raise ValueError(f"{where} is not a ComfyUI API-format workflow (a JSON object of nodes)")
     for node_id, node in data.items():
