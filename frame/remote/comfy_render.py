@@ -9,8 +9,10 @@ The same contract as ``frame.remote.render`` (the AUTOMATIC1111 client): a ``Rem
 3. ``POST /prompt`` with the filled workflow and a ``client_id``: the ``prompt_id`` (a workflow ComfyUI
    refuses is HTTP 400: ``rejected``, with its reasons);
 4. every ``poll_seconds`` ``GET /history/{prompt_id}`` until the job is there, and while it is not,
-   ``GET /queue`` for its place (relayed to the phone page; a job the server no longer knows — it was
-   restarted — is ``died``, and so is a server refusing connections mid-job);
+   ``GET /queue`` for its place (a job the server no longer knows — it was restarted — is ``died``,
+   and so is a server refusing connections mid-job); each poll relays the step and preview that
+   ComfyUI's websocket reported last (``comfy_ws``, opened before the job is posted; the phone page's
+   only use of it);
 5. ``GET /view`` of its first picture, read with the client's size cap, checked from its header for
    the size asked for before it is decoded.
 
@@ -21,6 +23,7 @@ interrupted (``POST /interrupt`` with its ``prompt_id``, sent only while it is t
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import logging
 import math
@@ -31,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from frame.remote import comfyui
 from frame.remote.a1111 import RemoteJob
 from frame.remote.client import A1111Client
+from frame.remote.comfy_ws import ProgressListener
 from frame.remote.errors import DIED, NOT_CONFIGURED, REFUSED, REJECTED, TIMEOUT, RemoteUnavailable
 from frame.remote.picture import check_picture
 from frame.remote.render import (
@@ -84,14 +88,25 @@ class ComfyRenderer:
         image_name = self._upload(job, end) if job.init_image is not None else ""
         sent = comfyui.fill(workflow, comfyui.job_values(job, checkpoint, image_name))
         log.info("rendering on ComfyUI %s (checkpoint %s)", self.client.server, checkpoint or "of the workflow")
+        listener = self._listen() if progress is not None else None
+        try:
+            return self._run(job, sent, checkpoint, started, end, budget, progress, listener)
+        finally:
+            if listener is not None:
+                listener.close()
+
+    def _run(self, job: RemoteJob, sent: dict[str, Any], checkpoint: str, started: float, end: float,
+             budget: float, progress: ProgressCallback | None, listener: ProgressListener | None) -> RemoteResult:
         answer = self.client.call("POST", comfyui.PROMPT, seconds=self._left(end, POLL_CALL_SECONDS),
                                   body={"prompt": sent, "client_id": self.client_id})
         try:
             prompt_id = comfyui.prompt_id_of(answer)
         except RemoteUnavailable as exc:
             raise RemoteUnavailable(exc.reason, exc.detail, self.client.server) from None
+        if listener is not None:
+            listener.prompt_id = prompt_id
         try:
-            ref = self._wait(prompt_id, job, end, budget, progress)
+            ref = self._wait(prompt_id, job, end, progress, listener)
             data = self.client.call("GET", comfyui.VIEW, seconds=self._left(end), params=ref, raw=True,
                                     started=True)
         except RemoteUnavailable as exc:
@@ -137,8 +152,19 @@ class ComfyRenderer:
         subfolder = answer.get("subfolder") or ""
         return f"{subfolder}/{answer['name']}" if subfolder else answer["name"]
 
-    def _wait(self, prompt_id: str, job: RemoteJob, end: float, budget: float,
-              progress: ProgressCallback | None) -> dict[str, str]:
+    def _listen(self) -> ProgressListener:
+        """ComfyUI's websocket for step progress and previews (the same credentials as the HTTP calls)."""
+        headers = {}
+        settings = self.settings
+        if settings.token:
+            headers["Authorization"] = f"Bearer {settings.token}"
+        elif settings.user or settings.password:
+            pair = base64.b64encode(f"{settings.user}:{settings.password}".encode()).decode()
+            headers["Authorization"] = f"Basic {pair}"
+        return ProgressListener(self.client.base, self.client_id, headers, settings.connect_timeout_seconds).start()
+
+    def _wait(self, prompt_id: str, job: RemoteJob, end: float, progress: ProgressCallback | None,
+              listener: ProgressListener | None) -> dict[str, str]:
         """Poll until the job is in the history; its picture's reference."""
         last_answer = time.monotonic()
         while True:
@@ -168,8 +194,18 @@ class ComfyRenderer:
             else:
                 last_answer = time.monotonic()
                 if progress is not None:
-                    progress(RemoteProgress("remote", 0, job.steps, 0.0, 0.0, None, step_done=False))
+                    self._relay(job, progress, listener)
             time.sleep(max(0.0, min(self.settings.poll_seconds, self._left(end))))
+
+    @staticmethod
+    def _relay(job: RemoteJob, progress: ProgressCallback, listener: ProgressListener | None) -> None:
+        """The websocket's latest step and preview (step 0 of the job's steps without one)."""
+        step, steps, done, preview = 0, job.steps, False, None
+        if listener is not None and listener.steps:
+            step, steps, done, preview = listener.step, listener.steps, listener.changed, listener.preview
+            listener.changed = False
+        progress(RemoteProgress("remote", step, steps, 0.0, step / steps if steps else 0.0, None, step_done=done,
+                                preview_png=preview))
 
     def _history(self, prompt_id: str, end: float) -> dict[str, Any] | None:
         return comfyui.history_entry(self.client.call("GET", f"/history/{prompt_id}", seconds=self._poll_seconds(end)),

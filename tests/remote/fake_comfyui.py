@@ -27,13 +27,13 @@ import struct
 import threading
 import time
 import uuid
-import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 from PIL import Image
 
-from tests.remote.fake_a1111 import gradient_png
+from tests.remote.fake_a1111 import gradient_png, png_of
+from tests.remote.fake_websocket import WebSocketPush
 
 CHECKPOINTS = ["dreamshaper_8.safetensors", "sd_xl_base_1.0.safetensors"]
 SAMPLERS = ["euler", "euler_ancestral", "heun", "dpm_2", "dpmpp_2m", "dpmpp_sde", "ddim", "lcm", "uni_pc"]
@@ -58,25 +58,11 @@ NODES = {
 }
 
 
-def _chunk(kind: bytes, data: bytes) -> bytes:
-    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-
-def png_of(width: int, height: int, rows: int | None = None) -> bytes:
-    """A valid RGB PNG of ``width`` × ``height`` black pixels, compressed in one stream (a 10000² one is
-    ~300 KB: what a decompression bomb looks like on the wire)."""
-    packer = zlib.compressobj(9)
-    row = b"\0" * (1 + 3 * width)
-    body = b"".join(packer.compress(row) for _ in range(height if rows is None else rows)) + packer.flush()
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header) + _chunk(b"IDAT", body) + _chunk(b"IEND", b"")
-
-
 def _error(kind: str, message: str, details: str, **extra) -> dict:
     return {"type": kind, "message": message, "details": details, "extra_info": extra}
 
 
-class FakeComfyUI:
+class FakeComfyUI(WebSocketPush):
     def __init__(self, mode: str = "ok", job_seconds: float = 0.4, token: str = "", user: str = "",
                  password: str = "", drip_seconds: float = 0.2) -> None:
         self.mode, self.job_seconds, self.drip_seconds = mode, job_seconds, drip_seconds
@@ -85,6 +71,7 @@ class FakeComfyUI:
         self.files: dict[tuple[str, str], bytes] = {}  # (type, name) -> bytes: "input" uploads, "output" pictures
         self.history: dict[str, dict] = {}
         self.prompt_ids: list[str] = []  # every job accepted, in order
+        self.sockets: dict[str, BaseHTTPRequestHandler] = {}  # /ws?clientId= -> its connection
         self.queue: list[tuple[int, str, dict, dict, list]] = []
         self.running: tuple | None = None
         self.number = 0
@@ -152,6 +139,8 @@ class FakeComfyUI:
             return
         if not self._authorised(handler):
             return self.send(handler, 401, b"401: Unauthorized", "text/plain")
+        if (method, path) == ("GET", "/ws") and handler.headers.get("Upgrade", "").lower() == "websocket":
+            return self.websocket(handler, query.get("clientId") or uuid.uuid4().hex)
         if (method, path) == ("GET", "/object_info/CheckpointLoaderSimple"):
             return self.send_json(handler, 200, {"CheckpointLoaderSimple": {
                 "input": {"required": {"ckpt_name": [CHECKPOINTS, {"tooltip": "The name of the checkpoint"}]}},
@@ -302,7 +291,7 @@ class FakeComfyUI:
                     continue
                 self.stop.wait(30)
                 return
-            interrupted = self.interrupted.wait(self.job_seconds)
+            interrupted = self.paint(prompt_id, prompt, extra.get("client_id"))
             if self.stop.is_set():
                 return
             entry = self.execute(prompt_id, prompt, outputs, interrupted)
@@ -310,6 +299,21 @@ class FakeComfyUI:
             with self.lock:
                 self.history[prompt_id] = entry
                 self.running = None
+
+    def paint(self, prompt_id: str, prompt: dict, client_id: str | None) -> bool:
+        """The sampler's steps over job_seconds, each sent to the job's websocket as ComfyUI does
+        (``progress`` text, then a PREVIEW_IMAGE binary frame); True when interrupted."""
+        sampler = [node for node in prompt.values() if node.get("class_type") == "KSampler"]
+        steps = int(sampler[0]["inputs"]["steps"]) if sampler else 1
+        for step in range(1, steps + 1):
+            if self.interrupted.wait(self.job_seconds / steps):
+                return True
+            self.ws_send(client_id, 0x81, json.dumps({"type": "progress", "data": {
+                "value": step, "max": steps, "prompt_id": prompt_id, "node": "3"}}).encode())
+            preview = io.BytesIO()
+            Image.new("RGB", (64, 40), (step * 9 % 256, 80, 160)).save(preview, format="JPEG")
+            self.ws_send(client_id, 0x82, struct.pack(">II", 1, 1) + preview.getvalue())
+        return False
 
     def execute(self, prompt_id: str, prompt: dict, outputs: list, interrupted: bool) -> dict:
         start = ["execution_start", {"prompt_id": prompt_id, "timestamp": int(time.time() * 1000)}]

@@ -51,7 +51,10 @@ def test_success_stores_the_picture_with_the_parameters_sent():
     assert (sampler["sampler_name"], sampler["scheduler"], sampler["seed"]) == ("dpmpp_2m", "karras", 42)
     assert post["client_id"] and post["prompt"]["4"]["inputs"]["ckpt_name"] == CHECKPOINTS[0]
     assert reports and all(r.phase == "remote" and r.steps == 25 for r in reports)
-    paths = [path for _, path, _, _ in fake.requests]
+    steps = [r.step for r in reports]  # from ComfyUI's /ws progress events, while /history is polled
+    assert steps == sorted(steps) and steps[-1] > 0 and any(r.step_done for r in reports)
+    assert [r for r in reports if r.step][-1].preview(scale=2).size == (16, 10)  # its PREVIEW_IMAGE frames
+    paths = [path for _, path, _, _ in fake.requests if path != "/ws"]
     assert paths[:2] == ["/object_info/CheckpointLoaderSimple", "/prompt"] and paths[-1] == "/view"
     assert any(path.startswith("/history/") for path in paths)
 
@@ -194,3 +197,12 @@ def test_not_a_comfyui_server():
 def test_config_check_lists_the_checkpoints():
     with FakeComfyUI() as fake:
         assert check_comfyui(settings(fake.url)) == CHECKPOINTS
+
+
+def test_without_a_websocket_the_job_is_still_followed_by_polling(monkeypatch):
+    """A proxy that refuses websocket upgrades costs the phone page its step count, not the picture."""
+    reports: list[RemoteProgress] = []
+    with FakeComfyUI(job_seconds=0.5) as fake:
+        monkeypatch.setattr(fake, "websocket", lambda handler, client_id: fake.send(handler, 404, b"", "text/plain"))
+        result = render_comfyui(settings(fake.url), JOB, progress=reports.append)
+    assert result.image.size == (128, 80) and reports and {r.step for r in reports} == {0}

@@ -86,26 +86,33 @@ def test_a_worker_killed_mid_job_asks_comfyui_again_with_the_same_workflow(tmp_p
     assert ctx.store.count_pictures() == 1 and ctx.store.picture(picture_id).model == CHECKPOINTS[0]
 
 
-def _daemon_night(tmp_path, fake: FakeComfyUI) -> tuple[dict, dict]:
-    """``frame run`` with render.backend: comfyui; "render now", then the stored picture and its status."""
+def _daemon_night(tmp_path, fake: FakeComfyUI, watch_progress: bool = False) -> tuple[dict, dict]:
+    """``frame run`` with render.backend: comfyui; "render now", then the stored picture and (with
+    ``watch_progress``) the first live status showing a step of the server's and its preview."""
     from tests.daemon.daemonproc import DaemonProcess, write_config
 
     config, url = write_config(tmp_path, display={"size": "80x48"},
                                render={"backend": "comfyui", "remote": {"url": fake.url, **FAST}})
     daemon = DaemonProcess(config, url)
+    render: dict = {}
     try:
         daemon.post("/api/render")
+        if watch_progress:
+            render = daemon.wait_for(lambda: (lambda r: r if r.get("preview") and r.get("step") else None)(
+                daemon.get("/api/status").json().get("render") or {}), timeout=60)
         daemon.wait_for(lambda: daemon.get("/api/pictures").json()["total"] == 1, timeout=120)
-        return daemon.get("/api/pictures/1").json(), daemon.get("/api/status").json()
+        return daemon.get("/api/pictures/1").json(), render
     finally:
         daemon.terminate()
         daemon.kill()
 
 
-def test_a_daemon_night_on_comfyui_stores_the_picture_with_its_parameters(tmp_path):
-    with FakeComfyUI(job_seconds=1.0) as fake:
-        picture, _ = _daemon_night(tmp_path, fake)
+def test_a_daemon_night_on_comfyui_relays_progress_and_stores_the_picture_with_its_parameters(tmp_path):
+    with FakeComfyUI(job_seconds=4.0) as fake:
+        picture, render = _daemon_night(tmp_path, fake, watch_progress=True)
         [post] = fake.posts("/prompt")
+    assert render["stage"] == "generating (remote)" and render["steps"] == 25 and 0 < render["step"] <= 25
+    assert render["backend_note"] == f"Painting on the render server {fake.url}."
     assert post["prompt"]["6"]["inputs"]["text"] == picture["prompt"]  # the taste model's pick
     assert (picture["model"], picture["steps"], picture["seed"], picture["width"]) == (
         CHECKPOINTS[0], 25, post["prompt"]["3"]["inputs"]["seed"], 96)

@@ -8,7 +8,7 @@ from PIL import Image
 
 from frame.remote import RemoteUnavailable
 from frame.remote.picture import check_picture
-from tests.remote.fake_comfyui import png_of
+from tests.remote.fake_a1111 import png_of
 
 
 def test_the_helper_makes_real_pictures():
