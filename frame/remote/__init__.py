@@ -17,7 +17,8 @@ instead. The render worker's whole use of it::
     result.parameters       # frame.diffusion.pngmeta.GenerationParameters
 
 Modules: ``a1111`` (request/answer JSON), ``comfyui`` (workflows and ComfyUI's answers),
-``comfy_render`` (one ComfyUI job), ``comfy_ws`` (its step progress over ComfyUI's websocket), ``client`` (HTTP, deadlines, failure reasons), ``picture``
+``comfy_render`` (one ComfyUI job), ``comfy_ws`` (its step progress over ComfyUI's websocket),
+``client`` (HTTP, deadlines, failure reasons), ``picture``
 (checking the returned image), ``render`` (one job with progress), ``night`` (the job from the config),
 ``nightstep`` (the render worker's generate step: ask the server, else record why and paint on the
 frame; resumable), ``serve`` (the server side). Importing this package is cheap.
