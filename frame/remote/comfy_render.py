@@ -64,6 +64,7 @@ class ComfyRenderer:
         self.client = client or A1111Client(settings.url, settings.user, settings.password, settings.token,
                                             settings.connect_timeout_seconds, api_hint=API_HINT)
         self.client_id = uuid.uuid4().hex
+        self._template: dict[str, Any] = {}  # the workflow before its placeholders were filled
 
     def checkpoints(self, seconds: float) -> list[str]:
         """The server's checkpoint files (``GET /object_info/CheckpointLoaderSimple``)."""
@@ -79,7 +80,7 @@ class ComfyRenderer:
         budget = min(self.settings.job_timeout_minutes * 60.0, math.inf if deadline_seconds is None
                      else deadline_seconds)
         end = started + budget
-        workflow = self._workflow(job)  # the owner's file first: a broken one never reaches the server
+        workflow = self._template = self._workflow(job)  # the owner's file first: a broken one never reaches the server
         names = self.checkpoints(min(CHECK_SECONDS, budget))
         checkpoint = self.settings.checkpoint or (names[0] if names else "")
         if comfyui.uses(workflow, "checkpoint") and not checkpoint:
@@ -122,7 +123,7 @@ class ComfyRenderer:
             image = check_picture(data, job.width, job.height)
         except RemoteUnavailable as exc:  # raised without knowing the server: name it
             raise RemoteUnavailable(exc.reason, exc.detail, self.client.server) from None
-        parameters = comfyui.parameters_of(sent, job, checkpoint)
+        parameters = comfyui.parameters_of(sent, job, checkpoint if comfyui.uses(self._template, "checkpoint") else "")
         image.info["parameters"] = parameters.to_text()
         seconds = time.monotonic() - started
         log.info("ComfyUI picture %dx%d in %.1f s from %s", image.width, image.height, seconds, self.client.server)

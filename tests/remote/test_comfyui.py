@@ -124,3 +124,9 @@ def test_comfyuis_refusal_is_read_as_message_and_details():
               "node_errors": {}}
     assert error_detail(answer) == ("Prompt outputs failed validation: Value not in list: ckpt_name: "
                                     "'x.safetensors' not in [...]")
+
+
+def test_a_workflow_without_a_checkpoint_loader_records_no_made_up_model():
+    sent = {"1": {"class_type": "UNETLoader", "inputs": {"unet_name": "flux1-schnell.safetensors"}},
+            "2": {"class_type": "KSampler", "inputs": {"seed": 5, "steps": 4}}}
+    assert comfyui.parameters_of(sent, JOB, "").model == "comfyui"
