@@ -253,6 +253,10 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
                                                               "check, the check child; only a local model folder",
     ("frame.worker.remote_step", "frame.remote.render"): "requests +8.6 MiB/0.06 s in every render worker; "
                                                          "only for the remote backend",
+    ("frame.worker.remote_step", "frame.remote.comfy_render"): "requests +9.8 MiB/0.27 s in every render worker; "
+                                                               "only for the comfyui backend",
+    ("frame.worker.checks", "frame.remote.comfyui"): "numpy+Pillow +16.1 MiB/0.24 s in frame config check; only "
+                                                     "with a render.remote.workflow file",
     ("frame.worker.step_choice", "frame.engine.model"): "onnx+numpy +30.4 MiB/0.58 s in every render worker "
                                                         "(render imports step_choice); only once a pipeline is loaded",
     ("frame.worker.step_choice", "frame.estimate"): "as frame.engine.model (+35.3 MiB/0.71 s); only with a deadline",

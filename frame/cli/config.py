@@ -46,22 +46,28 @@ def _config_check(args: argparse.Namespace) -> int:
 
 
 def _describe_remote(config) -> None:
-    """Reach the render server once (GET /sdapi/v1/sd-models, 5 s): unreachable is a warning, not an
-    error, because the frame falls back to painting on the device."""
+    """Reach the render server once (AUTOMATIC1111: GET /sdapi/v1/sd-models; ComfyUI: GET
+    /object_info/CheckpointLoaderSimple; 5 s): unreachable is a warning, not an error, because the
+    frame falls back to painting on the device."""
     remote = config.render.remote
     if not remote.url:
         return
-    from frame.remote import RemoteUnavailable, check_reachable
+    from frame.remote import RemoteUnavailable, check_comfyui, check_reachable
 
+    comfy = config.render.backend == "comfyui"
     try:
-        titles = check_reachable(remote, seconds=5.0)
+        titles = (check_comfyui if comfy else check_reachable)(remote, seconds=5.0)
     except RemoteUnavailable as exc:
-        fallback = " (nights fall back to painting on the frame)" if config.render.backend == "remote" else ""
+        fallback = " (nights fall back to painting on the frame)" if config.render.backend != "local" else ""
         print(f"render.remote.url: warning: {exc}{fallback}")
         return
+    kind = "checkpoint" if comfy else "model"
     models = f": {', '.join(titles[:3])}{', ...' if len(titles) > 3 else ''}" if titles else ""
-    print(f"render.remote.url: {remote.url and _redacted(remote.url)} answers, {len(titles)} model"
-          f"{'s' if len(titles) != 1 else ''}{models}")
+    print(f"render.remote.url: {remote.url and _redacted(remote.url)} answers{' (ComfyUI)' if comfy else ''}, "
+          f"{len(titles)} {kind}{'s' if len(titles) != 1 else ''}{models}")
+    if comfy and remote.checkpoint and remote.checkpoint not in titles:
+        print(f"render.remote.checkpoint: warning: {remote.checkpoint!r} is not among the server's checkpoints "
+              "(nights fall back to painting on the frame)")
 
 
 def _redacted(url: str) -> str:

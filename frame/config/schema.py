@@ -66,7 +66,9 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class RemoteRenderConfig:
-    """An AUTOMATIC1111-compatible server on the LAN (A1111, Forge, SD.Next, ``frame serve-render``)."""
+    """A render server on the LAN: AUTOMATIC1111-compatible (A1111, Forge, SD.Next, ``frame
+    serve-render``; ``render.backend: remote``) or ComfyUI (``render.backend: comfyui``, which alone
+    reads ``workflow`` and ``checkpoint``)."""
 
     url: str = _opt("", checks.http_url_or_empty, secret=URL_SECRET)
     user: str = ""
@@ -80,11 +82,13 @@ class RemoteRenderConfig:
     job_timeout_minutes: float = _opt(30.0, checks.positive)
     poll_seconds: float = _opt(2.0, checks.positive)
     lost_after_seconds: float = _opt(60.0, checks.positive)
+    workflow: str = ""
+    checkpoint: str = ""
 
 
 @dataclass(frozen=True)
 class RenderConfig:
-    backend: Literal["local", "remote"] = "local"
+    backend: Literal["local", "remote", "comfyui"] = "local"
     remote: RemoteRenderConfig = field(default_factory=RemoteRenderConfig)
 
 

@@ -182,10 +182,15 @@ def model_titles(data: Any) -> list[str]:
 
 
 def error_detail(data: Any) -> str:
-    """The server's own words from an error answer: FastAPI's ``detail`` or A1111's ``error``/``errors``."""
+    """The server's own words from an error answer: FastAPI's ``detail``, A1111's ``error``/``errors``,
+    or ComfyUI's ``{"error": {"message", "details"}, "node_errors": ...}``."""
     if isinstance(data, dict):
         for key in ("detail", "errors", "error", "message"):
             value = data.get(key)
+            if isinstance(value, dict) and isinstance(value.get("message"), str):  # ComfyUI
+                details = value.get("details")
+                text = value["message"] + (f": {details}" if isinstance(details, str) and details else "")
+                return text[:300]
             if value:
                 text = value if isinstance(value, str) else json.dumps(value)
                 return text[:300]

@@ -1,4 +1,5 @@
-"""HTTP to an AUTOMATIC1111-compatible server: auth, deadlines, and failures sorted into reasons.
+"""HTTP to a render server (AUTOMATIC1111-compatible or ComfyUI): auth, deadlines, and failures
+sorted into reasons.
 
 Deadlines. Every call runs under one wall-clock ``Deadline`` (``frame.net.deadline``: a timer
 shuts the call's sockets down when it passes, so a server that drips its headers or body a byte at
@@ -10,6 +11,8 @@ Auth. ``token`` is sent as ``Authorization: Bearer``; ``user``/``password`` as H
 logged or put into an error message: the server is named by its redacted URL.
 
 Answers are read with a size cap (a 1024² picture is ~3 MB of base64), redirects are not followed.
+``call`` decodes JSON; ``raw=True`` returns the body's bytes instead (ComfyUI's ``/view`` picture),
+``files=`` sends a multipart form (ComfyUI's ``/upload/image``).
 """
 
 from __future__ import annotations
@@ -43,8 +46,10 @@ class A1111Client:
     """One render server. Methods return decoded JSON or raise RemoteUnavailable with a reason."""
 
     def __init__(self, url: str, user: str = "", password: str = "", token: str = "",
-                 connect_timeout: float = 5.0) -> None:
+                 connect_timeout: float = 5.0,
+                 api_hint: str = "an AUTOMATIC1111-compatible server started with --api") -> None:
         self.base = url.rstrip("/")
+        self.api_hint = api_hint  # what a 404 suggests the address is not
         self.server = redact_url(self.base)
         self.connect_timeout = connect_timeout
         self.session = DeadlineSession()
@@ -66,8 +71,9 @@ class A1111Client:
                                               params={"skip_current_image": "false"}))
 
     def call(self, method: str, path: str, seconds: float, body: Any = None, params: Any = None,
-             deadline: Deadline | None = None, started: bool = False) -> Any:
-        """``method path`` under a deadline of ``seconds`` (or the given ``deadline``); the decoded JSON.
+             deadline: Deadline | None = None, started: bool = False, files: Any = None, raw: bool = False) -> Any:
+        """``method path`` under a deadline of ``seconds`` (or the given ``deadline``); the decoded JSON
+        (``raw``: the body's bytes, for a 2xx answer).
 
         ``started``: the server already accepted this job, so a dropped connection means it died.
         """
@@ -76,14 +82,16 @@ class A1111Client:
         if own:
             deadline.__enter__()
         try:
-            return self._call(method, path, body, params, deadline, started)
+            return self._call(method, path, body, params, deadline, started, files, raw)
         finally:
             if own:
                 deadline.__exit__(None, None, None)
 
-    def _call(self, method: str, path: str, body: Any, params: Any, deadline: Deadline, started: bool) -> Any:
+    def _call(self, method: str, path: str, body: Any, params: Any, deadline: Deadline, started: bool,
+              files: Any = None, raw: bool = False) -> Any:
         try:
-            response = self.session.request(method, self.base + path, json=body, params=params, stream=True,
+            response = self.session.request(method, self.base + path, json=body, params=params, files=files,
+                                            stream=True,
                                             allow_redirects=False,
                                             timeout=(self.connect_timeout, max(0.5, deadline.remaining())))
             try:
@@ -94,6 +102,8 @@ class A1111Client:
             raise RemoteUnavailable(exc.reason, exc.detail, self.server) from None
         except (requests.RequestException, DeadlinePassed, OSError) as exc:
             raise self._failure(exc, path, deadline, started) from None
+        if raw and 200 <= status < 300:
+            return data
         return self._decode(status, data, path)
 
     def _failure(self, exc: BaseException, path: str, deadline: Deadline, started: bool) -> RemoteUnavailable:
@@ -124,8 +134,7 @@ class A1111Client:
             return _raise(AUTH, f"the server refused the credentials (HTTP {status}; check render.remote.user, "
                                 "password or token)", self.server)
         if status == 404:
-            return _raise(REJECTED, f"no {path} here (HTTP 404): is it an AUTOMATIC1111-compatible server "
-                                    "started with --api?", self.server)
+            return _raise(REJECTED, f"no {path} here (HTTP 404): is it {self.api_hint}?", self.server)
         if status >= 500:
             return _raise(SERVER_ERROR, f"server error HTTP {status} on {path}{suffix}", self.server)
         if status >= 300:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import io
+import warnings
 
 from PIL import Image, UnidentifiedImageError
 
@@ -34,17 +35,25 @@ def decode_base64_image(text: object) -> bytes:
 
 
 def check_picture(data: bytes, width: int, height: int) -> Image.Image:
-    """The decoded RGB picture, or RemoteUnavailable (bad-image / wrong-size) saying what is wrong."""
+    """The decoded RGB picture, or RemoteUnavailable (bad-image / wrong-size) saying what is wrong.
+
+    The size is read from the header and checked before a single pixel is decoded: a hostile or broken
+    server's 10000×10000 PNG (300 MB of pixels from a few hundred KB) must not be unpacked on a 512 MB
+    frame only to be refused afterwards; one past Pillow's bomb limit is refused as it opens."""
     if data.startswith(PNG_SIGNATURE) and not data.rstrip(b"\0").endswith(PNG_END):
         raise RemoteUnavailable(BAD_IMAGE, f"the PNG is truncated ({len(data)} bytes, no end chunk)")
     try:
-        with Image.open(io.BytesIO(data)) as probe:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # the size is checked right here
+            probe = Image.open(io.BytesIO(data))
+            if probe.size != (width, height):
+                raise RemoteUnavailable(WRONG_SIZE, f"the picture is {probe.width}x{probe.height}, "
+                                                    f"{width}x{height} was asked for")
             probe.verify()  # chunk CRCs (PNG); verify() leaves the image unusable, so open it again
         image = Image.open(io.BytesIO(data))
         image.load()
+    except Image.DecompressionBombError as exc:
+        raise RemoteUnavailable(WRONG_SIZE, f"the picture is far larger than {width}x{height} ({exc})") from None
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
         raise RemoteUnavailable(BAD_IMAGE, f"the picture does not decode ({exc})") from None
-    if image.size != (width, height):
-        raise RemoteUnavailable(WRONG_SIZE, f"the picture is {image.width}x{image.height}, "
-                                            f"{width}x{height} was asked for")
     return image.convert("RGB")

@@ -31,9 +31,18 @@ def deep_problems(config: Config) -> list[tuple[KeyPath, str]]:
     source = resolve_model_source(config.model.source)
     if "://" not in source and not (Path(source).expanduser() / "model_index.json").is_file():
         problems.extend((("model", "source"), message) for message in _onnxstream_problems(source))
-    if config.render.backend == "remote" and not config.render.remote.url:
-        problems.append((("render", "remote", "url"), "is empty, but render.backend is remote: set the render "
-                         "server's URL (e.g. http://192.168.1.20:7860) or set render.backend: local"))
+    backend = config.render.backend
+    if backend in ("remote", "comfyui") and not config.render.remote.url:
+        example = "http://192.168.1.20:8188" if backend == "comfyui" else "http://192.168.1.20:7860"
+        problems.append((("render", "remote", "url"), f"is empty, but render.backend is {backend}: set the render "
+                         f"server's URL (e.g. {example}) or set render.backend: local"))
+    if config.render.remote.workflow:
+        from frame.remote.comfyui import load_workflow
+
+        try:
+            load_workflow(config.render.remote.workflow)
+        except ValueError as exc:
+            problems.append((("render", "remote", "workflow"), str(exc)))
     problems.extend((("model", f.key), f.message) for f in model_findings(config) if not f.warning)
     return problems
 

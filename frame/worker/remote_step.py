@@ -1,5 +1,6 @@
 """The render worker's remote step: tonight's picture from the LAN render server, or the reason to
-paint it on the frame instead (``render.backend: remote``).
+paint it on the frame instead (``render.backend: remote`` for an AUTOMATIC1111-compatible server,
+``comfyui`` for ComfyUI: the same steps, state file and fallback for both).
 
 The worker's generate step calls ``paint_remotely`` before it loads the local pipeline. On success
 the server's picture is ``JOB_DIR/image.png`` (with its A1111 ``parameters`` text) and
@@ -49,6 +50,7 @@ STATE_FILE = "remote.json"
 MAX_ATTEMPTS = 2        # requests per render: one, and one more after an interrupted worker
 WINDOW_SHARE = 0.5      # of the time left before the deadline; the fallback keeps the rest
 MIN_REMOTE_SECONDS = 5.0
+SERVER_BACKENDS = ("remote", "comfyui")
 UNEXPECTED = "unexpected"  # a bug or an I/O error in the remote path (logged with its traceback)
 
 Emit = Callable[[StageEvent], None]
@@ -58,7 +60,7 @@ def paint_remotely(job: RenderJob, config: Config, choice: ThemeChoice, job_dir:
                    progress: Callable[[Any], None]) -> bool:
     """True when ``JOB_DIR/image.png`` now holds the server's picture; False: paint it on the frame
     (the reason is already logged, emitted and recorded). ``progress`` is the worker's ProgressRelay."""
-    if config.render.backend != "remote":
+    if config.render.backend not in SERVER_BACKENDS:
         return False
     state = read_json(job_dir / STATE_FILE, default={}) or {}
     if state.get("state") == "failed":
@@ -84,7 +86,7 @@ def paint_remotely(job: RenderJob, config: Config, choice: ThemeChoice, job_dir:
         write_json(job_dir / STATE_FILE, failed)
         _announce_fallback(failed, emit, resumed=False)
         return False
-    _store(result, job_dir, attempts + 1)
+    _store(result, job_dir, attempts + 1, config.render.backend)
     return True
 
 
@@ -100,6 +102,7 @@ def remote_budget(job: RenderJob, config: Config, now: float | None = None) -> f
 
 def _ask(job: RenderJob, config: Config, choice: ThemeChoice, emit: Emit, progress: Callable[[Any], None],
          budget: float | None, resumed: bool) -> Any:
+    from frame.remote.comfy_render import render_comfyui
     from frame.remote.render import render_remote
 
     server = redact_url(config.render.remote.url or "")
@@ -109,19 +112,20 @@ def _ask(job: RenderJob, config: Config, choice: ThemeChoice, emit: Emit, progre
     log.info("%s: %r, seed %d, %d steps %s, guidance %g, %dx%d", note, choice.prompt, job.seed, remote_job.steps,
              remote_job.sampler, remote_job.guidance, remote_job.width, remote_job.height)
     emit(StageEvent("asking the render server", backend_note=note + "."))
-    result = render_remote(config.render.remote, remote_job, progress=progress, deadline_seconds=budget)
+    paint = render_comfyui if config.render.backend == "comfyui" else render_remote
+    result = paint(config.render.remote, remote_job, progress=progress, deadline_seconds=budget)
     emit(StageEvent("picture received from the render server",
                     backend_note=f"Painted on the render server {result.server} in {result.seconds:.0f} s."))
     return result
 
 
-def _store(result: Any, job_dir: Path, attempts: int) -> None:
+def _store(result: Any, job_dir: Path, attempts: int, backend: str) -> None:
     """The server's picture where a local render puts its own (generation.json, then image.png)."""
 
     params = result.parameters
     write_json(job_dir / "generation.json", Generation(
         steps=params.steps, guidance=params.guidance, sampler=params.sampler, width=params.width,
-        height=params.height, model=params.model, backend="remote", server=result.server).to_json())
+        height=params.height, model=params.model, backend=backend, server=result.server).to_json())
     write_json(job_dir / STATE_FILE, {"state": "done", "attempts": attempts, "server": result.server,
                                       "model": params.model, "seconds": round(result.seconds, 1)})
     write_bytes_atomic(job_dir / "image.png", png_bytes(result.image))

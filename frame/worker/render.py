@@ -37,7 +37,7 @@ from frame.worker.events import Generation, PictureMeta, ProgressEvent, RenderOu
 from frame.worker.pipeline import PipelineHolder
 from frame.worker.process import Emit
 from frame.worker.records import RenderJob, ThemeChoice, Why
-from frame.worker.remote_step import paint_remotely, why_with_backend
+from frame.worker.remote_step import SERVER_BACKENDS, paint_remotely, why_with_backend
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +141,7 @@ def generate(job: RenderJob, config: Config, choice: ThemeChoice, job_dir: Path,
     out = job_dir / "image.png"
     if out.exists():
         return out
-    if config.render.backend == "remote" and job.variation is None:  # the LAN render server first (issue 17)
+    if config.render.backend in SERVER_BACKENDS and job.variation is None:  # the LAN render server first (issue 17)
         if paint_remotely(job, config, choice, job_dir, emit, ProgressRelay(job_dir, emit)):
             return out
     pipe = pipeline.get(emit)

@@ -24,6 +24,7 @@ import socket
 import struct
 import threading
 import time
+import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from PIL import Image, PngImagePlugin
@@ -43,6 +44,20 @@ def gradient_png(width: int, height: int, text: str = "") -> bytes:
     buffer = io.BytesIO()
     image.save(buffer, format="PNG", pnginfo=info)
     return buffer.getvalue()
+
+
+def _chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+def png_of(width: int, height: int, rows: int | None = None) -> bytes:
+    """A valid RGB PNG of ``width`` × ``height`` black pixels, compressed in one stream (a 10000² one is
+    ~300 KB: what a decompression bomb looks like on the wire)."""
+    packer = zlib.compressobj(9)
+    row = b"\0" * (1 + 3 * width)
+    body = b"".join(packer.compress(row) for _ in range(height if rows is None else rows)) + packer.flush()
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header) + _chunk(b"IDAT", body) + _chunk(b"IEND", b"")
 
 
 def split_sampler(name: str) -> tuple[str, str]:

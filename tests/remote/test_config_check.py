@@ -51,3 +51,27 @@ def test_config_check_warns_when_the_server_is_unreachable(tmp_path, capsys, mon
     assert "render.remote.url: warning: render server http://127.0.0.1:" in out
     assert "not reachable (Connection refused) (nights fall back to painting on the frame)" in out
     assert "pw-secret-2" not in out
+
+
+def test_comfyui_backend_needs_a_url_and_a_readable_api_workflow(tmp_path):
+    (tmp_path / "ui.json").write_text('{"nodes": [], "links": [], "version": 0.4}')
+    with pytest.raises(ConfigError) as info:
+        check_config(_write(tmp_path, f"render:\n  backend: comfyui\n  remote:\n    workflow: {tmp_path}/ui.json\n"),
+                     environ={})
+    url, workflow = info.value.problems
+    assert url.startswith("render.remote.url: is empty, but render.backend is comfyui") and ":8188" in url
+    assert workflow.startswith("render.remote.workflow: ") and "export it with \"Export (API)\"" in workflow
+
+
+def test_config_check_lists_comfyuis_checkpoints_and_warns_of_a_missing_one(tmp_path, capsys, monkeypatch):
+    from tests.remote.fake_comfyui import FakeComfyUI
+
+    monkeypatch.delenv("FRAME_CONFIG", raising=False)
+    with FakeComfyUI(token="tok-secret-3") as fake:
+        path = _write(tmp_path, f"render:\n  backend: comfyui\n  remote:\n    url: {fake.url}\n"
+                                "    token: tok-secret-3\n    checkpoint: nope.safetensors\n")
+        assert main(["config", "check", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert f"render.remote.url: {fake.url} answers (ComfyUI), 2 checkpoints: dreamshaper_8.safetensors, " in out
+    assert "render.remote.checkpoint: warning: 'nope.safetensors' is not among the server's checkpoints" in out
+    assert "tok-secret-3" not in out and fake.requests[0][1] == "/object_info/CheckpointLoaderSimple"

@@ -22,6 +22,7 @@ from frame.worker.records import ThemeChoice, Why
 from frame.worker.remote_step import remote_budget
 from tests.daemon.conftest import make_config
 from tests.remote.fake_a1111 import INFOTEXT, FakeA1111, free_port
+from tests.remote.fake_comfyui import FakeComfyUI
 
 REMOTE = {"backend": "remote"}
 FAST = {"connect_timeout_seconds": 1.0, "poll_seconds": 0.1, "lost_after_seconds": 1.0, "size": "96x64"}
@@ -103,20 +104,30 @@ FAULTS = [  # (server mode or None for nothing listening, remote settings, the r
     pytest.param("die", {}, "died", id="dies-mid-job"),
     pytest.param("vanish", {}, "died", id="vanishes-mid-job"),
 ]
+COMFYUI_FAULTS = [  # the same night on render.backend: comfyui (the other faults: tests/remote/test_comfy_client.py)
+    pytest.param(None, {}, "refused", id="comfyui-refused"),
+    pytest.param("slow-view", {"job_timeout_minutes": 0.03}, "timeout", id="comfyui-slow"),
+    pytest.param("die", {}, "died", id="comfyui-dies-mid-job"),
+    pytest.param("wrong-size", {}, "wrong-size", id="comfyui-wrong-size"),
+    pytest.param("huge", {}, "wrong-size", id="comfyui-hostile-size"),
+]
 
 
-@pytest.mark.parametrize("mode, remote, reason", FAULTS)
-def test_each_fault_falls_back_to_the_frame_in_the_same_render(tmp_path, closing, capfd, mode, remote, reason):
+@pytest.mark.parametrize("backend, mode, remote, reason", [pytest.param("remote", *p.values, id=p.id) for p in FAULTS]
+                         + [pytest.param("comfyui", *p.values, id=p.id) for p in COMFYUI_FAULTS])
+def test_each_fault_falls_back_to_the_frame_in_the_same_render(tmp_path, closing, capfd, backend, mode, remote,
+                                                               reason):
     if mode is None:
-        ctx = _ctx(tmp_path, f"http://127.0.0.1:{free_port()}", **remote)
+        ctx = _ctx(tmp_path, f"http://127.0.0.1:{free_port()}", backend=backend, **remote)
         closing(ctx)
         render_id, outcome, picture_id = _render(ctx)
     else:
-        with FakeA1111(mode=mode, job_seconds=0.3, drip_seconds=0.3) as fake:
-            ctx = _ctx(tmp_path, fake.url, **remote)
+        server = FakeComfyUI if backend == "comfyui" else FakeA1111
+        with server(mode=mode, job_seconds=0.3, drip_seconds=0.3) as fake:
+            ctx = _ctx(tmp_path, fake.url, backend=backend, **remote)
             closing(ctx)
             render_id, outcome, picture_id = _render(ctx)
-        assert len(_posts(fake)) == 1
+        assert len(fake.posts("/prompt") if backend == "comfyui" else _posts(fake)) == 1
     assert outcome.status == "done" and outcome.restarts == 0, outcome.error
     assert ctx.store.render(render_id).status == "done" and ctx.store.count_pictures() == 1
     picture = ctx.store.picture(picture_id)
