@@ -4,7 +4,8 @@ literal name — and checked against one rule over module prefixes:
 
     cli (frame.cli, frame.__main__)                                               8
     web (frame.web)    serve (frame.serve: ``frame serve-render``)                7
-    daemon (frame.daemon: the daemon process's parts)                             6
+    daemon (frame.daemon: the daemon process's parts;                             6
+            its http/ (the JSON API) stands on actions/ (the owner actions))
     worker (frame.worker: the render/show worker process)                         5
     remote (frame.remote: the AUTOMATIC1111 client)                               4
     estimate (frame.estimate: graph counts, machine probes, Pi projection)        4
@@ -24,6 +25,11 @@ uploads, make thumbnails and run the model checks). Third rule (issue 27): what 
 import at all (``frame run`` and every daemon and web module, followed through every frame import)
 reaches no numpy, onnx or Pillow, checked statically and by serving pages in a fresh interpreter
 (``tests/test_daemon_imports.py``, on this module's import graph).
+
+Fourth rule (issue 30): the owner's actions are written once, in ``frame.daemon.actions``, which both
+the JSON API (``frame.daemon.http``) and the phone pages (``frame.web``) call. Those two never call
+what changes the queue, a rating, a picture, the settings or the panel themselves (``OWNER_CHANGES``),
+and the actions import no web framework and nothing of their callers but ``http.contract``.
 
 ``UNPLACED`` places today's top-level modules that no prefix covers yet; each entry is deleted when its
 module moves (a stale entry fails ``test_unplaced_entries_still_exist``), so at the end it is empty.
@@ -349,6 +355,42 @@ def import_cycles() -> list[list[str]]:
     return sorted(cycles)
 
 
+# Rule 4 (issue 30): the owner-action layer and the calls only it makes on the store, the queue's rules,
+# deletion, the settings editor and the running daemon.
+OWNER_ACTIONS = "frame.daemon.actions"
+OWNER_ACTION_CALLERS = ("frame.daemon.http", "frame.web")
+OWNER_CHANGES = {"queue_prompt", "update_prompt", "move_prompt", "remove_prompt", "rate", "queue_reuse",
+                 "queue_variation", "delete_picture", "restore_previous", "apply_settings", "request_restart",
+                 "render_now", "show"}
+
+
+def owner_action_violations() -> list[str]:
+    """Rule 4: an API or page module calling an ``OWNER_CHANGES`` name other than through the actions,
+    or an actions module importing flask, werkzeug, the web or the API (``http.contract`` aside)."""
+    bad = []
+    for module, path in MODULES.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        if module.startswith(OWNER_ACTIONS):
+            bad += [f"{module}:{imp.line} imports {imp.target}" for imp in imports_of(module)
+                    if imp.target.startswith(OWNER_ACTION_CALLERS) and imp.target != "frame.daemon.http.contract"]
+            bad += [f"{module}:{node.lineno} imports {name}" for node in ast.walk(tree)
+                    for name in ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                                 [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+                    if name.split(".")[0] in ("flask", "werkzeug")]
+        elif module.startswith(OWNER_ACTION_CALLERS):
+            actions = {alias.asname or alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                       and (node.module or "").startswith(OWNER_ACTIONS) for alias in node.names}
+            for node in ast.walk(tree):
+                if not isinstance(node, ast.Call):
+                    continue
+                func = node.func
+                name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+                through = isinstance(func, ast.Attribute) and getattr(func.value, "id", None) in actions
+                if name in OWNER_CHANGES and not through and name not in actions:
+                    bad.append(f"{module}:{node.lineno} calls {name}() itself, not through {OWNER_ACTIONS}")
+    return bad
+
+
 def test_every_module_has_a_part():
     """A new module must be placed in the rule (or in ``UNPLACED`` while the step is under way)."""
     assert [m for m in MODULES if part_of(m) is None] == []
@@ -369,6 +411,10 @@ def test_daemon_process_modules_import_no_worker_only_part():
 
 def test_no_import_cycles():
     assert import_cycles() == []
+
+
+def test_the_api_and_the_pages_change_things_only_through_the_owner_actions():
+    assert owner_action_violations() == []
 
 
 def test_function_level_imports_are_the_listed_ones():

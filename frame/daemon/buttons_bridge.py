@@ -3,10 +3,10 @@ picture of the gallery, the info screen.
 
 ``frame.buttons.dispatch`` reads the pins and calls these actions one at a time on its own thread; here they
 are turned into the daemon's ordinary operations, so a button does exactly what the phone page
-does: a rating goes through ``app.rate_picture`` (the API's path), a picture through
-``Daemon.request_show`` (quiet hours, refresh guard, one refresh at a time). Every action returns
-quickly (a panel refresh runs in the daemon's show thread) and none may take the daemon down: an
-action that fails is logged by the button dispatcher and the next press works again.
+does: a rating goes through ``actions.pictures.rate_picture`` (the owner action of the API and the
+pages), a picture through ``Daemon.request_show`` (quiet hours, refresh guard, one refresh at a time).
+Every action returns quickly (a panel refresh runs in the daemon's show thread) and none may take the
+daemon down: an action that fails is logged by the button dispatcher and the next press works again.
 
 Gallery order for previous/next is the order pictures were painted: *next* is the newer neighbour,
 *previous* the older one, wrapping around at either end. The base is the picture the panel shows or
@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from frame.buttons.dispatch import ButtonCallbacks, Buttons, start_buttons
 from frame.config.schema import ButtonsConfig
-from frame.daemon.http.api import rate_picture
+from frame.daemon.actions.pictures import rate_picture
 from frame.daemon.store.database import Store
 from frame.errors import FrameError
 

@@ -18,6 +18,8 @@ Answered:
 
 A request without ``Host`` (HTTP/1.0 clients) is answered: browsers always send one. The port is not
 looked at. Not a first-label match: ``frame.evil.example`` is a name the attacker controls.
+
+``same_origin`` is the other half, for changes: a browser's ``Origin`` must be the frame's own.
 """
 
 from __future__ import annotations
@@ -28,6 +30,14 @@ from collections.abc import Iterable
 
 ANY = "*"
 RESOLV_CONF = "/etc/resolv.conf"
+
+
+def same_origin(origin: str | None, host_url: str) -> bool:
+    """True when the browser sent no Origin (older browsers, same-origin GET) or our own one: the
+    pages' forms and the settings API refuse a change another site's script sends."""
+    if origin is None:
+        return True
+    return origin.rstrip("/") == host_url.rstrip("/")
 
 
 def _normal(name: str) -> str:

@@ -81,12 +81,5 @@ def csrf_problem(session: Any, submitted: str | None) -> int | None:
     return None
 
 
-def same_origin(origin: str | None, host_url: str) -> bool:
-    """True when the browser sent no Origin (older browsers, same-origin GET) or our own one."""
-    if origin is None:
-        return True
-    return origin.rstrip("/") == host_url.rstrip("/")
-
-
 # The login form and the API's bearer header share one limiter (``frame.net.ratelimit``).
 LoginLimiter = FailureLimiter

@@ -9,6 +9,7 @@ described in ``auth.py``.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from datetime import timedelta
@@ -16,13 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import flask
-from flask import Flask, abort, jsonify, render_template, request, session
+from flask import Flask, abort, render_template, request, session
 from flask.blueprints import BlueprintSetupState
 from flask.sessions import SecureCookieSessionInterface
 
 from frame.config import Config, state_dir
-from frame.daemon.http.token import token_matches
+from frame.daemon.http.contract import CONFIG_LISTENERS, LOGIN_OR_TOKEN, PAGE_SESSION
 from frame.net.bodylimit import BODY_POLICY_KEY, TOO_LARGE_PAGE_KEY
+from frame.net.hosts import same_origin
 from frame.web import (  # noqa: F401 - importing them adds their routes to bp
     auth,
     images,
@@ -53,11 +55,13 @@ class _SessionInterface(SecureCookieSessionInterface):
 def _configure_app(setup: BlueprintSetupState) -> None:
     """Once per app: bind the context ``create_blueprint`` made, then the session settings."""
     app, ctx = setup.app, setup.options[CONTEXT_OPTION]
-    ctx.adopt(app.extensions.get("frame") or {})
+    shared = app.extensions.get("frame")
+    ctx.adopt(shared or {})
     app.extensions[WEB_KEY] = ctx
-    listeners = (app.extensions.get("frame") or {}).get("config_listeners")
-    if listeners is not None:  # settings the daemon takes over reach the pages too
-        listeners.append(lambda config: setattr(ctx, "config", config))
+    if shared is not None:
+        if shared.get(CONFIG_LISTENERS) is not None:  # settings the daemon takes over reach the pages too
+            shared[CONFIG_LISTENERS].append(ctx.take_config)
+        shared[PAGE_SESSION] = functools.partial(_session_problem, ctx)  # the settings API's phone
     ctx.session_registry()
     if not app.secret_key:
         app.secret_key = auth.load_or_create_secret(ctx.state_dir)
@@ -143,12 +147,10 @@ def _guard(ctx: WebContext) -> Any:
     request.max_content_length = limit  # also caps a body sent without a Content-Length (chunked)
     if request.content_length is None and not uploading and len(request.get_data(cache=True)) >= limit:
         abort(413)  # werkzeug's capped stream ends at the cap without a word: a cut body is never parsed
-    if not auth.same_origin(request.headers.get("Origin"), request.host_url):
+    if not same_origin(request.headers.get("Origin"), request.host_url):
         log.warning("refused a %s to %s from origin %s", request.method, request.path,
                     request.headers.get("Origin"))
         abort(403)
-    if request.path.startswith("/api/"):
-        return _api_guard(ctx)
     if request.endpoint != "web.login" and not ctx.logged_in():
         # an upload's body is not even parsed for someone who is not logged in
         back = upload.UPLOAD_PATH if uploading else safe_next(request.form.get("next"), "/")
@@ -165,19 +167,15 @@ def _csrf(submitted: str | None) -> None:
         abort(problem)
 
 
-def _api_guard(ctx: WebContext) -> Any:
-    """The pages' JSON routes (``/api/settings``): the owner token as a bearer header (counted in the
-    shared wrong-token limiter), or a logged-in session with its CSRF token in ``X-CSRF-Token``."""
-    header = request.headers.get("Authorization")
-    if header is not None:
-        address = request.remote_addr or "?"
-        if ctx.limiter.blocked(address):
-            abort(429)
-        if not token_matches(header, ctx.owner_token()):
-            ctx.limiter.failed(address)
-            return jsonify({"error": "this change needs the owner token: Authorization: Bearer TOKEN"}), 401
-        ctx.limiter.succeeded(address)
-        return None
+def _session_problem(ctx: WebContext, csrf: str | None) -> tuple[int, str] | None:
+    """``contract.PageSession`` for the settings API (``frame.daemon.http.settings_api``): a change
+    without the owner token is the owner's when this session is logged in and ``csrf`` (its
+    ``X-CSRF-Token`` header) is the session's token; else the status and message to answer."""
     if not ctx.logged_in():
-        return jsonify({"error": "log in, or send the owner token: Authorization: Bearer TOKEN"}), 401
-    return _csrf(request.headers.get("X-CSRF-Token"))
+        return 401, LOGIN_OR_TOKEN
+    problem = auth.csrf_problem(session, csrf)
+    if problem is None:
+        return None
+    log.warning("refused a %s to %s: %s CSRF token", request.method, request.path,
+                "missing" if problem == 400 else "wrong")
+    return problem, dict(views.ERROR_PAGES)[problem]

@@ -62,6 +62,10 @@ class WebContext:
         if self.status is None and self.controller is not None:
             self.status = self.controller.status
 
+    def take_config(self, config: Config) -> None:
+        """Use a configuration the owner saved (``frame.daemon.actions.settings`` hands it over)."""
+        self.config = config
+
     def rendering(self) -> bool:
         """A render is running now (the daemon's live status says so)."""
         return self.status is not None and (self.status() or {}).get("state") == "rendering"

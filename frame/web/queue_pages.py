@@ -3,7 +3,8 @@ picture's "reuse seed" and "more like this".
 
 Routes of ``frame.web.routes.bp`` (added when ``blueprint`` imports this module). Every POST has
 passed ``blueprint._guard`` (logged in, CSRF, same origin) and is checked by ``forms.clean_text`` and
-``frame.daemon.queue`` — the rules the JSON API applies — before anything is stored; then a 303
+``frame.daemon.queue`` — the rules the JSON API applies — before anything is stored; what it then
+does is the owner action of ``frame.daemon.actions.queue``, the one the JSON API calls. Then a 303
 back to the queue, so a reload never repeats it. Plain forms: the page works without JavaScript.
 """
 
@@ -13,9 +14,11 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from flask import abort, flash, redirect, render_template, request, url_for
+from flask import flash, redirect, render_template, request, url_for
 
 from frame.daemon import queue as queue_rules
+from frame.daemon.actions import queue as queue_actions
+from frame.daemon.actions.errors import BadValue
 from frame.daemon.jobs import config_checks
 from frame.daemon.store import gallery
 from frame.daemon.store.records import QueuedPrompt
@@ -120,23 +123,15 @@ def queue() -> Any:
         values = _submitted(ctx, request.form, variation=False)
     except FormError as exc:
         return _page(ctx, {k: str(request.form.get(k, ""))[:PROMPT_MAX] for k in EMPTY}, exc)
-    prompt_id = ctx.store.queue_prompt(**values)
-    log.info("web: queued prompt %d (%d characters)", prompt_id, len(values["prompt"]))
+    queue_actions.add(ctx.store, values, "web")
     flash("Queued for the next night.")
     return redirect(url_for("web.queue"), 303)
-
-
-def _waiting(ctx: WebContext, prompt_id: int) -> QueuedPrompt:
-    prompt = ctx.store.queued_prompt(prompt_id)
-    if prompt is None:
-        abort(404)
-    return prompt
 
 
 @bp.route("/queue/<id:prompt_id>/edit", methods=["GET", "POST"])
 def edit_prompt(prompt_id: int) -> Any:
     ctx = web_context()
-    prompt = _waiting(ctx, prompt_id)
+    prompt = queue_actions.waiting(ctx.store, prompt_id)  # NotFound: the 404 page
     values, error = _as_form(prompt), None
     if request.method == "POST":
         try:
@@ -144,8 +139,7 @@ def edit_prompt(prompt_id: int) -> Any:
         except FormError as exc:
             error, values = exc, {k: str(request.form.get(k, ""))[:PROMPT_MAX] for k in EMPTY}
         else:
-            ctx.store.update_prompt(prompt_id, **changes)
-            log.info("web: queued prompt %d edited", prompt_id)
+            queue_actions.edit(ctx.store, prompt_id, changes, "web")
             flash("Saved.")
             return redirect(url_for("web.queue"), 303)
     return render_template("queue_edit.html", prompt=prompt, values=values, error=error, limits=_limits(ctx),
@@ -157,42 +151,32 @@ def edit_prompt(prompt_id: int) -> Any:
 def move_prompt(prompt_id: int) -> Any:
     """``direction`` up/down by one, or ``position`` (1 = next night; what a drag sends)."""
     ctx = web_context()
-    _waiting(ctx, prompt_id)
-    order = [p.id for p in ctx.store.queued_prompts()]
-    here = order.index(prompt_id) + 1
+    queue_actions.waiting(ctx.store, prompt_id)
     direction, position = request.form.get("direction"), request.form.get("position", "")
     if direction in ("up", "down"):
-        target = max(1, min(len(order), here + (-1 if direction == "up" else 1)))
+        target = queue_actions.stepped_position(ctx.store, prompt_id, -1 if direction == "up" else 1)
     elif position.isascii() and position.isdigit():
         target = int(position)
     else:
         raise FormError("position", "must be up, down or a position in the queue")
     try:
-        ctx.store.move_prompt(prompt_id, target)
-    except ValueError as exc:
-        raise FormError("position", str(exc)) from None
-    log.info("web: queued prompt %d moved from %d to %d", prompt_id, here, target)
+        queue_actions.move(ctx.store, prompt_id, target, "web")
+    except BadValue as exc:
+        raise FormError(exc.field, exc.message) from None
     return redirect(url_for("web.queue"), 303)
 
 
 @bp.post("/queue/<id:prompt_id>/remove")
 def remove_prompt(prompt_id: int) -> Any:
-    ctx = web_context()
-    try:
-        ctx.store.remove_prompt(prompt_id)
-    except KeyError:
-        abort(404)
-    log.info("web: queued prompt %d removed", prompt_id)
+    queue_actions.remove(web_context().store, prompt_id, "web")
     flash("Removed from the queue.")
     return redirect(url_for("web.queue"), 303)
 
 
 @bp.post("/pictures/<id:picture_id>/reuse-seed")
 def reuse_seed(picture_id: int) -> Any:
-    ctx = web_context()
-    picture = ctx.picture_or_404(picture_id)
     try:
-        _, settings = queue_rules.queue_reuse(ctx.store, picture)
+        _, settings = queue_actions.reuse_seed(web_context().store, picture_id)
     except queue_rules.QueueError as exc:
         raise FormError(exc.field, exc.message) from None
     flash(f"Queued: the same prompt with {queue_rules.describe_settings(settings)}. Edit it here before "
@@ -203,10 +187,9 @@ def reuse_seed(picture_id: int) -> Any:
 @bp.post("/pictures/<id:picture_id>/more-like-this")
 def more_like_this(picture_id: int) -> Any:
     ctx = web_context()
-    picture = ctx.picture_or_404(picture_id)
     try:
-        _, strength = queue_rules.queue_variation(ctx.config, ctx.store, ctx.state_dir, picture,
-                                                  request.form.get("strength"))
+        _, _, strength = queue_actions.variation(ctx.config, ctx.store, ctx.state_dir, picture_id,
+                                                 request.form.get("strength"))
     except queue_rules.QueueError as exc:
         flash(f"No variation queued: {exc.message if exc.field == 'model' else exc}.")
         return redirect(url_for("web.picture", picture_id=picture_id), 303)

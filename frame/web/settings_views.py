@@ -1,24 +1,25 @@
-"""The settings page (``/config``) and its JSON twin (``/api/settings``): the owner's settings, edited.
+"""The settings page (``/config``): the owner's settings, edited (its JSON twin ``/api/settings`` is
+``frame.daemon.http.settings_api``).
 
-Both go through ``frame.daemon.settings.SettingsEditor``: the same checks as ``frame config check``,
-every problem next to its field, ``settings.yaml`` written atomically with the previous version kept.
-After a save the running daemon takes the settings over (``Controller.apply_settings``); those it can
-only read at start are listed with a restart button. Every POST/PUT has passed ``blueprint._guard``:
-a logged-in session with its CSRF token (form field, or ``X-CSRF-Token`` for the JSON API), or the
-owner token as ``Authorization: Bearer``.
+Both go through ``frame.daemon.settings.SettingsEditor`` (the same checks as ``frame config check``,
+every problem next to its field, ``settings.yaml`` written atomically with the previous version kept)
+and the owner actions of ``frame.daemon.actions.settings``: after a save the running daemon takes the
+settings over (``Controller.apply_settings``); those it can only read at start are listed with a
+restart button. Every POST has passed ``blueprint._guard``: a logged-in session with its CSRF token.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from typing import Any
 
-from flask import flash, jsonify, redirect, render_template, request, url_for
+from flask import flash, redirect, render_template, request, url_for
 
 from frame.config import fields as owner_fields
 from frame.config.redact import redact_text
+from frame.daemon.actions import settings as settings_actions
+from frame.daemon.actions.errors import NotRunning
 from frame.daemon.jobs.estimate_child import EstimateBusy
 from frame.daemon.settings import GENERAL, Proposal, SettingsEditor
 from frame.web.context import WebContext
@@ -33,21 +34,6 @@ def editor(ctx: WebContext) -> SettingsEditor:
     return SettingsEditor(ctx.config_path, state_dir=ctx.state_dir)
 
 
-def daemon_state(ctx: WebContext) -> dict[str, Any]:
-    """The running daemon's view: settings waiting for a restart, whether it can restart itself."""
-    state = getattr(ctx.controller, "settings_state", None)
-    return state() if state else {"restart_needed": [], "can_restart": False, "settings_problem": None}
-
-
-def apply(ctx: WebContext, proposal: Proposal) -> dict[str, Any]:
-    """Hand a saved configuration to the running daemon (or just to this app's pages)."""
-    if proposal.config is None:
-        return {}
-    ctx.config = proposal.config
-    take = getattr(ctx.controller, "apply_settings", None)
-    return take(proposal.config) if take else {}
-
-
 def _page(ctx: WebContext, *, submitted: dict | None = None, proposal: Proposal | None = None,
           form_problems: dict | None = None) -> Any:
     current = editor(ctx).current()
@@ -56,7 +42,8 @@ def _page(ctx: WebContext, *, submitted: dict | None = None, proposal: Proposal 
         problems.setdefault(key, []).extend(messages)
     return render_template("config.html", report=settings_report(ctx.config, ctx.config_path), current=current,
                            groups=form_rows(current, submitted), problems=problems, general=problems.get(GENERAL, []),
-                           others=proposal.others if proposal else [], daemon=daemon_state(ctx),
+                           others=proposal.others if proposal else [],
+                           daemon=settings_actions.daemon_state(ctx.controller),
                            feed_name=feed_name, fields=owner_fields.by_key(), estimating=estimating(ctx))
 
 
@@ -89,11 +76,10 @@ def save_config() -> Any:
     current = editor(ctx).current()
     locked = {key for key, info in current["values"].items() if info["locked"]}
     changes, form_problems = parse_form(request.form, locked)
-    proposal = editor(ctx).propose(changes) if not form_problems else None
+    proposal = None
+    if not form_problems:
+        proposal, _ = settings_actions.save(editor(ctx), changes, ctx.take_config, ctx.controller, "web")
     if proposal is not None and proposal.ok and proposal.changed:
-        editor(ctx).save(proposal)
-        apply(ctx, proposal)
-        log.info("web: settings saved (%s)", ", ".join(proposal.changed))
         flash(f"Saved. {_summary(proposal.changed)}.")
         return redirect(url_for("web.config"), 303)
     if proposal is not None and proposal.ok:
@@ -106,23 +92,21 @@ def save_config() -> Any:
 @bp.post("/config/restore")
 def restore_config() -> Any:
     ctx = web_context()
-    restored, config, problems = editor(ctx).restore_previous()
-    if restored:
-        apply(ctx, Proposal({}, config))
-        log.info("web: previous settings restored")
-        flash("The previous settings are back (restore again to undo).")
-    else:
+    problems = settings_actions.restore(editor(ctx), ctx.take_config, ctx.controller, "web")
+    if problems:
         flash(f"Nothing restored: {'; '.join(problems)}.")
+    else:
+        flash("The previous settings are back (restore again to undo).")
     return redirect(url_for("web.config"), 303)
 
 
 @bp.post("/config/restart")
 def restart() -> Any:
-    ctx = web_context()
-    if not daemon_state(ctx).get("can_restart"):
+    try:
+        settings_actions.restart(web_context().controller, "web")
+    except NotRunning:
         flash("This frame cannot restart itself (it does not run as the systemd service): restart it by hand.")
         return redirect(url_for("web.config"), 303)
-    ctx.controller.request_restart()
     flash("Restarting: the page is back in about 20 seconds.")
     return redirect(url_for("web.config"), 303)
 
@@ -139,50 +123,3 @@ def estimate_now() -> Any:
         log.info("web: estimate requested")
         flash("Estimating: the result appears on this page in a minute or two (reload it).")
     return redirect(url_for("web.config", _anchor="estimate-title"), 303)
-
-
-# the JSON API -----------------------------------------------------------------------------------
-
-@bp.get("/api/settings")
-def api_settings() -> Any:
-    ctx = web_context()
-    current = editor(ctx).current()
-    specs = [{"key": spec.key, "group": spec.group, "label": spec.label, "kind": spec.kind,
-              "choices": list(spec.choices), "optional": spec.optional, "applies": spec.applies, "help": spec.help}
-             for spec in owner_fields.FIELDS]
-    return jsonify({"settings": current["values"], "fields": specs, "previous": current["previous"],
-                    "owner_problems": current["owner_problems"], **daemon_state(ctx)})
-
-
-@bp.put("/api/settings")
-def api_save_settings() -> Any:
-    """Body: ``{"schedule.render_at": "02:00", ...}`` (only the fields to change). 200 with what changed
-    and when it applies, or 422 with ``problems`` per field key (``""``: not tied to one field)."""
-    ctx = web_context()
-    try:
-        body = json.loads(request.get_data(cache=True) or b"null")
-    except (ValueError, RecursionError):
-        body = None
-    if not isinstance(body, dict):
-        return jsonify({"error": "the request body must be a JSON object of field keys and values"}), 400
-    proposal = editor(ctx).propose(body)
-    if not proposal.ok:
-        return jsonify(proposal.to_json()), 422
-    applied: dict[str, Any] = {}
-    if proposal.changed:
-        editor(ctx).save(proposal)
-        applied = apply(ctx, proposal)
-        log.info("api: settings saved (%s)", ", ".join(proposal.changed))
-    return jsonify({**proposal.to_json(), "applies": {key: owner_fields.by_key()[key].applies
-                                                      for key in proposal.changed},
-                    "restart_needed": applied.get("restart_needed", [])})
-
-
-@bp.post("/api/settings/restore")
-def api_restore_settings() -> Any:
-    ctx = web_context()
-    restored, config, problems = editor(ctx).restore_previous()
-    if not restored:
-        return jsonify({"ok": False, "problems": {GENERAL: problems}}), 409
-    apply(ctx, Proposal({}, config))
-    return jsonify({"ok": True})

@@ -5,8 +5,10 @@ Routes of the module-level blueprint ``frame.web.routes.bp``, added when this mo
 each reads its app's ``WebContext`` with ``web_context()``.
 
 GET pages only read the store; every POST has already passed ``blueprint._guard`` (logged in, CSRF
-token, same origin, size limit) before it gets here, and validates its fields with ``forms.py``.
-After a successful POST the browser is redirected (303) so a reload never repeats it.
+token, same origin, size limit) before it gets here, validates its fields with ``forms.py`` and then
+calls the owner action of ``frame.daemon.actions`` that the JSON API calls too (an unknown picture
+is that layer's ``NotFound``: the 404 page). After a successful POST the browser is redirected (303)
+so a reload never repeats it.
 """
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from flask import abort, flash, jsonify, redirect, render_template, request, session, url_for
+from flask import flash, redirect, render_template, request, session, url_for
 from werkzeug.exceptions import HTTPException
 
 from frame.config.redact import redact_deep
 from frame.daemon import deletion
+from frame.daemon.actions import pictures as picture_actions
+from frame.daemon.actions.errors import NotFound, NotRunning
 from frame.daemon.http.contract import Busy, storage_full
 from frame.errors import FrameError
 from frame.web import auth, present, too_large
@@ -30,6 +34,7 @@ from frame.web.sessions import FORGOT_ALL, SAVED
 log = logging.getLogger(__name__)
 
 GALLERY_PAGE = 24
+NOT_FOUND = "There is no such picture or page."
 
 
 def live_status(ctx: WebContext) -> dict[str, Any]:
@@ -83,11 +88,7 @@ def picture(picture_id: int) -> Any:
 def rate(picture_id: int) -> Any:
     ctx = web_context()
     kind, value = parse_rating(request.form.get("rating"))
-    try:
-        ctx.store.rate(picture_id, kind, value)
-    except KeyError:
-        abort(404)
-    log.info("web: picture %d rated %s %+d", picture_id, kind, value)
+    picture_actions.rate_picture(ctx.store, picture_id, kind, value, source="web")
     flash("Rating saved: the frame learns from it tonight.")
     return redirect(safe_next(request.form.get("next"), url_for("web.picture", picture_id=picture_id)), 303)
 
@@ -95,12 +96,11 @@ def rate(picture_id: int) -> Any:
 @bp.post("/pictures/<id:picture_id>/show")
 def show(picture_id: int) -> Any:
     ctx = web_context()
-    ctx.picture_or_404(picture_id)
-    if ctx.controller is None:
+    try:
+        picture_actions.show(ctx.store, ctx.controller, picture_id, "web")
+    except NotRunning:
         flash("The frame's daemon is not running, so nothing can be shown now.")
     else:
-        ctx.controller.show(picture_id)
-        log.info("web: asked to show picture %d", picture_id)
         flash("Sent to the frame: the panel refreshes in a minute.")
     return redirect(url_for("web.picture", picture_id=picture_id), 303)
 
@@ -125,12 +125,9 @@ def delete(picture_id: int) -> Any:
     ctx = web_context()
     row = ctx.picture_or_404(picture_id)
     try:
-        deletion.delete_picture(ctx.store, ctx.state_dir, picture_id, live_status(ctx))
-    except KeyError:
-        abort(404)
+        picture_actions.delete(ctx.store, ctx.state_dir, picture_id, live_status(ctx), "web")
     except deletion.PictureInUse as exc:
         return _delete_page(ctx, row, str(exc), 409)
-    log.info("web: picture %d deleted", picture_id)
     flash(f"Picture {picture_id} deleted.")
     return redirect(url_for("web.gallery"), 303)
 
@@ -151,17 +148,14 @@ def gallery() -> Any:
 
 @bp.post("/render")
 def render_now() -> Any:
-    ctx = web_context()
-    if ctx.controller is None:
+    try:
+        picture_actions.render_now(web_context().controller, "web")
+    except NotRunning:
         flash("The frame's daemon is not running, so no render can start.")
+    except Busy as exc:
+        flash(f"No new render: {exc}")
     else:
-        try:
-            ctx.controller.render_now()
-        except Busy as exc:
-            flash(f"No new render: {exc}")
-        else:
-            log.info("web: render requested")
-            flash("Rendering a new picture now.")
+        flash("Rendering a new picture now.")
     return redirect(url_for("web.status"), 303)
 
 
@@ -259,15 +253,19 @@ def _logout_unsaved(kept: str) -> Any:
 # friendly error pages for the blueprint's own 4xx answers, a full disk (507) and bugs (500) ------
 
 def _answer(code: int, message: str) -> Any:
-    """An error answer: JSON ``{"error": ...}`` for the JSON API (``/api/settings``), else the page."""
-    if request.path.startswith("/api/"):
-        return jsonify({"error": message}), code
+    """An error answer: the error page (the JSON API answers its own errors, in ``frame.daemon.http``)."""
     return render_template("error.html", code=code, message=message), code
 
 
 @bp.errorhandler(FormError)
 def bad_form(exc: FormError) -> Any:
     return _answer(400, str(exc))
+
+
+@bp.errorhandler(NotFound)
+def not_found(_exc: NotFound) -> Any:
+    """An owner action named a picture or queued prompt that is not there (any more): the 404 page."""
+    return _answer(404, NOT_FOUND)
 
 
 @bp.errorhandler(Exception)
@@ -285,7 +283,7 @@ def failed(exc: Exception) -> Any:
 
 ERROR_PAGES = ((400, "The request was incomplete (missing form token?). Reload the page."),
                (403, "Refused: the form was stale or came from another site. Reload the page."),
-               (404, "There is no such picture or page."),
+               (404, NOT_FOUND),
                (429, "Too many attempts. Wait a few minutes."))
 
 

@@ -243,7 +243,7 @@ def test_only_the_reviewed_routes_exist(app):
     routes = sorted((rule.rule, ",".join(sorted(rule.methods - {"HEAD", "OPTIONS"})))
                     for rule in app.url_map.iter_rules() if rule.endpoint.startswith("web."))
     assert routes == [
-        ("/", "GET"), ("/api/settings", "GET"), ("/api/settings", "PUT"), ("/api/settings/restore", "POST"),
+        ("/", "GET"),
         ("/config", "GET"), ("/config", "POST"), ("/config/estimate", "POST"), ("/config/restart", "POST"),
         ("/config/restore", "POST"),
         ("/favicon.ico", "GET"), ("/gallery", "GET"), ("/login", "GET,POST"), ("/logout", "POST"),
@@ -263,10 +263,11 @@ def test_only_the_reviewed_routes_exist(app):
 
 
 def test_only_the_reviewed_api_routes_exist(app):
-    """The JSON API's routes too (every change there needs the bearer token): a new one is added here on
-    purpose, after checking what it can change and delete."""
+    """The JSON API's routes too (every change there needs the bearer token; the settings' also take a
+    logged-in page session with its CSRF token): a new one is added here on purpose, after checking
+    what it can change and delete."""
     routes = sorted((rule.rule, ",".join(sorted(rule.methods - {"HEAD", "OPTIONS"})))
-                    for rule in app.url_map.iter_rules() if rule.endpoint.startswith("api."))
+                    for rule in app.url_map.iter_rules() if rule.endpoint.startswith(("api.", "api_settings.")))
     assert routes == [
         ("/api/pictures", "GET"), ("/api/pictures/<id:picture_id>", "DELETE"),
         ("/api/pictures/<id:picture_id>", "GET"), ("/api/pictures/<id:picture_id>/image", "GET"),
@@ -274,6 +275,7 @@ def test_only_the_reviewed_api_routes_exist(app):
         ("/api/pictures/<id:picture_id>/variation", "POST"), ("/api/prompts", "GET"), ("/api/prompts", "POST"),
         ("/api/prompts/<id:prompt_id>", "DELETE"), ("/api/prompts/<id:prompt_id>", "PATCH"),
         ("/api/prompts/<id:prompt_id>/move", "POST"), ("/api/render", "POST"), ("/api/render/preview", "GET"),
+        ("/api/settings", "GET"), ("/api/settings", "PUT"), ("/api/settings/restore", "POST"),
         ("/api/show/<id:picture_id>", "POST"), ("/api/status", "GET"),
     ]
 

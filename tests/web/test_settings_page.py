@@ -119,6 +119,19 @@ def test_a_settings_body_without_a_length_is_capped_too(client, state_dir):
                                    "Transfer-Encoding": "chunked"},
                           environ_overrides={"wsgi.input_terminated": True})  # as waitress hands it over, de-chunked
     assert response.status_code == 413, response.get_data(as_text=True)[:200]
+    assert response.is_json  # the API's own answer since /api/settings moved there (the page's was HTML)
+    assert not (state_dir / "settings.yaml").exists()
+
+
+def test_too_many_wrong_tokens_on_the_settings_api_are_the_apis_429(client, state_dir):
+    """/api/settings counts wrong tokens in the limiter the rest of the API and the login share, and
+    answers as the rest of the API does: JSON with Retry-After."""
+    for _ in range(10):
+        assert client.put("/api/settings", json={"model.steps": 4},
+                          headers={"Authorization": "Bearer wrong-token"}).status_code == 401
+    refused = client.put("/api/settings", json={"model.steps": 4}, headers={"Authorization": f"Bearer {TOKEN}"})
+    assert refused.status_code == 429 and refused.is_json and refused.headers["Retry-After"]
+    assert "too many wrong owner tokens" in refused.json["error"]
     assert not (state_dir / "settings.yaml").exists()
 
 

@@ -4,8 +4,11 @@ Reads are open to the LAN; every change (POST, PATCH, DELETE) needs ``Authorizat
 Every request body is validated before anything is stored; bad JSON, wrong types or unknown ids give
 a 4xx with ``{"error": "..."}`` (``ApiError``, turned into JSON by ``app.create_app``). The routes
 belong to the module-level blueprint ``api``: the pictures (read, rate, delete), render and show routes
-here, the prompt queue's in ``queue_api``. They read what they share from ``app.extensions[API_KEY]``
-(``ApiDeps``), which ``create_app`` sets for each app.
+here, the prompt queue's in ``queue_api``; the settings (``settings_api``) have their own blueprint
+because a logged-in page session may change them too. They read what they share from
+``app.extensions[API_KEY]`` (``ApiDeps``), which ``create_app`` sets for each app. What a change does
+is the owner action of ``frame.daemon.actions``, the one the phone pages call: here only the request
+is read and the action's errors answered (``NotFound`` 404, ``NotRunning`` 503, ``BadValue`` 400).
 """
 
 from __future__ import annotations
@@ -20,8 +23,10 @@ from flask import Blueprint, current_app, jsonify, request, send_file
 from frame.config.redact import redact_deep
 from frame.config.schema import Config
 from frame.daemon import deletion
+from frame.daemon.actions import pictures as picture_actions
+from frame.daemon.actions.errors import BadValue, NotFound, NotRunning
 from frame.daemon.feeds.parse import Sanitiser
-from frame.daemon.http.contract import SQLITE_MAX_INT, Busy, Controller
+from frame.daemon.http.contract import CONFIG_LISTENERS, SQLITE_MAX_INT, Busy, Controller
 from frame.daemon.http.token import token_matches
 from frame.daemon.jobs.night import job_dir
 from frame.daemon.store import gallery
@@ -68,13 +73,6 @@ def _parse_rating(body: dict[str, Any]) -> tuple[str, int]:
     return ("thumb" if key == "rating" else "stars"), value
 
 
-def rate_picture(store: Store, picture_id: int, kind: str, value: int, source: str = "api") -> None:
-    """Store one rating (``thumb`` +1/-1 or ``stars`` 1..5) and log it: the one path the API and the
-    frame's buttons share. Raises KeyError for an unknown picture, ValueError for a bad value."""
-    store.rate(picture_id, kind, value)
-    log.info("picture %d rated %s %+d (%s)", picture_id, kind, value, source)
-
-
 def text_field(body: dict[str, Any], key: str, sanitiser: Sanitiser, required: bool = False) -> str:
     value = body.get(key, "")
     if not isinstance(value, str):
@@ -93,37 +91,63 @@ API_KEY = "frame.api"
 
 class ApiDeps:
     """What the API routes share, one per app (``app.extensions[API_KEY]``): the store, the daemon, the
-    gallery folder, the sanitiser, the owner token and the wrong-token limiter."""
+    gallery folder, the sanitiser, the owner token, the wrong-token limiter, the configuration file
+    (the settings routes check it again) and ``shared``, the app's ``app.extensions["frame"]``."""
 
     def __init__(self, config: Config, store: Store, controller: Controller | None, state_dir: Path, token: str,
-                 limiter: FailureLimiter) -> None:
+                 limiter: FailureLimiter, config_path: Path | None = None, shared: dict | None = None) -> None:
         self.config, self.store, self.controller, self.state_dir = config, store, controller, state_dir
-        self.token, self.limiter = token, limiter
+        self.token, self.limiter, self.config_path = token, limiter, config_path
+        self.shared = shared if shared is not None else {}
         self.sanitiser = Sanitiser(config.feeds.max_prompt_chars, tuple(config.feeds.blocklist))
 
-    def need_controller(self) -> Controller:
-        if self.controller is None:
-            raise ApiError(503, "the daemon is not running in this process")
-        return self.controller
+    def adopt(self, config: Config) -> None:
+        """Take over a configuration the owner saved (``app.update_config``): the shared copy, the
+        prompt limits and blocklist, and whatever the pages registered in ``CONFIG_LISTENERS``."""
+        self.shared["config"] = config
+        self.sanitiser = Sanitiser(config.feeds.max_prompt_chars, tuple(config.feeds.blocklist))
+        for listener in self.shared.get(CONFIG_LISTENERS, []):
+            listener(config)
+
+    def status(self) -> dict[str, Any]:
+        """The running daemon's live status, or {} without one."""
+        return self.controller.status() if self.controller else {}
 
     def need_picture(self, picture_id: int) -> StoredPicture:
-        picture = self.store.picture(picture_id)
-        if picture is None:
-            raise ApiError(404, f"no picture with id {picture_id}")
-        return picture
+        return picture_actions.picture(self.store, picture_id)
 
 
 def api_deps() -> ApiDeps:
     return current_app.extensions[API_KEY]
 
 
+@api.errorhandler(NotFound)
+def not_found(exc: NotFound):
+    return jsonify({"error": exc.message}), 404
+
+
+@api.errorhandler(NotRunning)
+def not_running(exc: NotRunning):
+    return jsonify({"error": str(exc)}), 503
+
+
+@api.errorhandler(BadValue)
+def bad_value(exc: BadValue):
+    return jsonify({"error": exc.message}), 400
+
+
 @api.before_request
 def require_token():
-    """Reads are open; a change needs the owner token. Wrong tokens count per address in the limiter
-    (shared with the login form): too many and that address gets 429 for a while."""
+    """Reads are open; a change needs the owner token."""
     if request.method in ("GET", "HEAD", "OPTIONS"):
         return
-    deps = api_deps()
+    check_token(api_deps())
+
+
+def check_token(deps: ApiDeps) -> None:
+    """The request's ``Authorization: Bearer`` is the owner token, else ``ApiError`` 401. Wrong tokens
+    count per address in the limiter (shared with the login form): too many and that address gets
+    429 for a while."""
     address = request.remote_addr or "?"
     if deps.limiter.blocked(address):
         log.warning("api: %s %s from %s refused: too many wrong tokens", request.method, request.path, address)
@@ -140,7 +164,7 @@ def require_token():
 @api.get("/status")
 def status():
     deps = api_deps()
-    data = deps.controller.status() if deps.controller else {"state": "not running"}
+    data = deps.status() if deps.controller else {"state": "not running"}
     data["feeds"] = [feed.to_json() for feed in deps.store.feed_health()]
     data["queued_prompts"] = len(deps.store.queued_prompts())
     return jsonify(redact_deep(data))  # open to the LAN: feed URLs and errors lose their credentials
@@ -183,7 +207,7 @@ def image(picture_id: int):
 def preview():
     """Low-resolution preview of the render in progress (written after every finished step)."""
     deps = api_deps()
-    render = (deps.controller.status() if deps.controller else {}).get("render") or {}
+    render = deps.status().get("render") or {}
     path = job_dir(deps.state_dir, int(render["id"])) / "preview.png" if render.get("id") else None
     if path is None or not path.is_file():
         raise ApiError(404, "no render preview right now")
@@ -196,18 +220,14 @@ def preview():
 def rate(picture_id: int):
     deps = api_deps()
     kind, value = _parse_rating(request_body())
-    deps.need_picture(picture_id)
-    try:
-        rate_picture(deps.store, picture_id, kind, value)
-    except KeyError:  # retention (or the owner) deleted it since the check above
-        raise ApiError(404, f"no picture with id {picture_id}") from None
+    picture_actions.rate_picture(deps.store, picture_id, kind, value, source="api")
     return jsonify(deps.need_picture(picture_id).api_json())
 
 
 @api.post("/render")
 def render():
     try:
-        return jsonify(api_deps().need_controller().render_now()), 202
+        return jsonify(picture_actions.render_now(api_deps().controller, "api")), 202
     except Busy as exc:
         raise ApiError(409, str(exc)) from None
 
@@ -215,8 +235,7 @@ def render():
 @api.post("/show/<id:picture_id>")
 def show(picture_id: int):
     deps = api_deps()
-    deps.need_picture(picture_id)
-    return jsonify(deps.need_controller().show(picture_id)), 202
+    return jsonify(picture_actions.show(deps.store, deps.controller, picture_id, "api")), 202
 
 
 @api.delete("/pictures/<id:picture_id>")
@@ -225,12 +244,8 @@ def delete(picture_id: int):
     picture's rating stays taste input), 404 for an unknown id, 409 while it is on the panel or a render
     varies it (the message says what to do)."""
     deps = api_deps()
-    deps.need_picture(picture_id)
     try:
-        kept = deletion.delete_picture(deps.store, deps.state_dir, picture_id,
-                                       deps.controller.status() if deps.controller else {})
-    except KeyError:
-        raise ApiError(404, f"no picture with id {picture_id}") from None
+        kept = picture_actions.delete(deps.store, deps.state_dir, picture_id, deps.status(), "api")
     except deletion.PictureInUse as exc:
         raise ApiError(409, str(exc)) from None
     return jsonify({"deleted": picture_id, "rating_kept": kept})

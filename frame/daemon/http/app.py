@@ -2,9 +2,10 @@
 phone pages.
 
 The API's routes are the blueprint ``frame.daemon.http.api.api`` (pictures, ratings, render, show) and
-``queue_api`` (the prompt queue), added when those modules are imported. The web pages (``frame.web``,
-handed over by ``frame run`` as a ``contract.PageFactory``) are registered next to it and find the
-shared objects in ``app.extensions["frame"]`` (config, store, token, controller, state_dir, limiter).
+``queue_api`` (the prompt queue), added when those modules are imported, and ``settings_api.settings``
+(the owner's settings). The web pages (``frame.web``, handed over by ``frame run`` as a
+``contract.PageFactory``) are registered next to them and find the shared objects in
+``app.extensions["frame"]`` (config, store, token, controller, state_dir, limiter).
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ from werkzeug.exceptions import HTTPException, InternalServerError
 
 from frame.config import state_dir as config_state_dir
 from frame.config.schema import Config
-from frame.daemon.feeds.parse import Sanitiser
 from frame.daemon.http import queue_api  # noqa: F401 - importing it adds the queue's routes to api
 from frame.daemon.http.api import API_KEY, ApiDeps, ApiError, api
-from frame.daemon.http.contract import Controller, IdConverter, PageFactory, storage_full
+from frame.daemon.http.contract import CONFIG_LISTENERS, Controller, IdConverter, PageFactory, storage_full
+from frame.daemon.http.settings_api import settings
 from frame.daemon.store.database import Store
 from frame.net.hosts import HostPolicy
 from frame.net.ratelimit import FailureLimiter
@@ -51,19 +52,11 @@ def _register_pages(app: Flask, pages: PageFactory, config: Config, store: Store
         log.exception("the web pages could not be built; running the JSON API only")
 
 
-CONFIG_LISTENERS = "config_listeners"
-
-
 def update_config(app: Flask, config: Config) -> None:
     """Give the API and the pages a configuration the running daemon took over (settings from the
     phone): the API's prompt limits and blocklist, and whatever the pages registered in
-    ``app.extensions["frame"]["config_listeners"]``."""
-    shared = app.extensions["frame"]
-    shared["config"] = config
-    deps = app.extensions[API_KEY]
-    deps.sanitiser = Sanitiser(config.feeds.max_prompt_chars, tuple(config.feeds.blocklist))
-    for listener in shared.get(CONFIG_LISTENERS, []):
-        listener(config)
+    ``app.extensions["frame"]["config_listeners"]`` (``ApiDeps.adopt``)."""
+    app.extensions[API_KEY].adopt(config)
 
 
 def create_app(config: Config, store: Store, *, token: str, controller: Controller | None = None,
@@ -80,10 +73,13 @@ def create_app(config: Config, store: Store, *, token: str, controller: Controll
     app.config["JSON_SORT_KEYS"] = False
     app.url_map.converters["id"] = IdConverter
     limiter = limiter or FailureLimiter()  # one for the API and the login form: same token, same count
-    app.extensions["frame"] = {"config": config, "store": store, "token": token, "controller": controller,
-                               "state_dir": state, "limiter": limiter, CONFIG_LISTENERS: []}
-    app.extensions[API_KEY] = ApiDeps(config, store, controller, state, token, limiter)
+    shared = {"config": config, "store": store, "token": token, "controller": controller,
+              "state_dir": state, "limiter": limiter, CONFIG_LISTENERS: []}
+    app.extensions["frame"] = shared
+    app.extensions[API_KEY] = ApiDeps(config, store, controller, state, token, limiter,
+                                      config_path=Path(config_path) if config_path else None, shared=shared)
     app.register_blueprint(api)
+    app.register_blueprint(settings)
     hosts = HostPolicy(config.web.hosts, split_listen(config.web.listen)[0])
 
     @app.before_request

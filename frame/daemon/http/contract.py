@@ -1,7 +1,9 @@
 """What the daemon's HTTP side and the phone pages (``frame.web``) agree on, so that the web depends
 on the daemon and never the other way round: the ``Controller`` the running daemon offers, ``Busy``
-when a render is already running, the ``<id:...>`` URL converter, how a full disk is recognised, and
-the ``PageFactory`` ``frame run`` hands the daemon (``frame.web.create_blueprint``).
+when a render is already running, the ``<id:...>`` URL converter, how a full disk is recognised,
+the ``PageFactory`` ``frame run`` hands the daemon (``frame.web.create_blueprint``), and what the
+pages put in the app's shared ``app.extensions["frame"]``: ``CONFIG_LISTENERS`` (told of saved
+settings) and ``PAGE_SESSION`` (vouches for a logged-in phone on the settings API).
 
 Standard library and werkzeug's routing only: the daemon imports it at start.
 """
@@ -23,6 +25,9 @@ if TYPE_CHECKING:
     from frame.daemon.store.database import Store
 
 SQLITE_MAX_INT = 2 ** 63 - 1
+CONFIG_LISTENERS = "config_listeners"
+PAGE_SESSION = "page_session"
+LOGIN_OR_TOKEN = "log in, or send the owner token: Authorization: Bearer TOKEN"
 
 
 class Busy(Exception):
@@ -52,6 +57,14 @@ class PageFactory(Protocol):
 
     def __call__(self, config: Config, store: Store, status: Callable[[], dict] | None = None,
                  config_path: str | Path | None = None) -> Blueprint: ...
+
+
+class PageSession(Protocol):
+    """How the pages vouch for a change sent without the owner token (the settings API, from the
+    settings page's phone): None when the request's session is logged in and ``csrf`` (its
+    ``X-CSRF-Token`` header) is that session's token, else the (status, message) to answer."""
+
+    def __call__(self, csrf: str | None) -> tuple[int, str] | None: ...
 
 
 def digits_at_most(limit: int) -> str:

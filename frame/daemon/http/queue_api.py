@@ -1,6 +1,7 @@
 """The prompt queue on the JSON API: queue, edit, move and remove prompts; "reuse seed" and "more like
 this" (an image-to-image variation) of a stored picture. The checks on a prompt's own settings live in
-``frame.daemon.queue``, shared with the phone page."""
+``frame.daemon.queue`` and the actions in ``frame.daemon.actions.queue``, both shared with the phone
+page; here the JSON body is read and the answers written."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ from flask import jsonify
 
 from frame.config.schema import Config
 from frame.daemon import queue as queue_rules
+from frame.daemon.actions import queue as queue_actions
 from frame.daemon.feeds.parse import Sanitiser
 from frame.daemon.http.api import ApiError, api, api_deps, request_body, text_field
-from frame.daemon.store.database import Store
 from frame.daemon.store.records import QueuedPrompt
 
 log = logging.getLogger(__name__)
@@ -48,19 +49,11 @@ def _prompt_fields(body: dict[str, Any], sanitiser: Sanitiser, new: bool, variat
     return values
 
 
-def _need_waiting(store: Store, prompt_id: int) -> QueuedPrompt:
-    prompt = store.queued_prompt(prompt_id)
-    if prompt is None:
-        raise ApiError(404, f"no queued prompt with id {prompt_id} (already painted or removed?)")
-    return prompt
-
-
 @api.post("/prompts")
 def queue():
     deps = api_deps()
     values = _prompt_fields(request_body(), deps.sanitiser, new=True, config=deps.config)
-    prompt_id = deps.store.queue_prompt(**values)
-    log.info("queued prompt %d", prompt_id)
+    prompt_id = queue_actions.add(deps.store, values, "api")
     return jsonify({"id": prompt_id, "prompt": values["prompt"]}), 201
 
 
@@ -68,40 +61,24 @@ def queue():
 def edit_prompt(prompt_id: int):
     deps = api_deps()
     body = request_body()
-    current = _need_waiting(deps.store, prompt_id)
+    current = queue_actions.waiting(deps.store, prompt_id)
     values = _prompt_fields(body, deps.sanitiser, new=False, variation=current.variation, config=deps.config,
                             current=current)
-    try:
-        prompt = deps.store.update_prompt(prompt_id, **values)
-    except KeyError:
-        raise ApiError(404, f"no queued prompt with id {prompt_id}") from None
-    log.info("queued prompt %d edited (%s)", prompt_id, ", ".join(sorted(values)) or "nothing")
-    return jsonify(prompt.to_json())
+    return jsonify(queue_actions.edit(deps.store, prompt_id, values, "api").to_json())
 
 
 @api.delete("/prompts/<id:prompt_id>")
 def remove_prompt(prompt_id: int):
-    deps = api_deps()
-    try:
-        deps.store.remove_prompt(prompt_id)
-    except KeyError:
-        raise ApiError(404, f"no queued prompt with id {prompt_id} (already painted or removed?)") from None
-    log.info("queued prompt %d removed", prompt_id)
+    queue_actions.remove(api_deps().store, prompt_id, "api")
     return jsonify({"removed": prompt_id})
 
 
 @api.post("/prompts/<id:prompt_id>/move")
 def move_prompt(prompt_id: int):
-    deps = api_deps()
     body = request_body()
     if set(body) != {"position"}:
         raise ApiError(400, 'send {"position": N}: 1 is the next night\'s prompt')
-    _need_waiting(deps.store, prompt_id)
-    try:
-        prompts = deps.store.move_prompt(prompt_id, body["position"])
-    except ValueError as exc:
-        raise ApiError(400, str(exc)) from None
-    log.info("queued prompt %d moved to position %s", prompt_id, body["position"])
+    prompts = queue_actions.move(api_deps().store, prompt_id, body["position"], "api")
     return jsonify({"prompts": [prompt.to_json() for prompt in prompts]})
 
 
@@ -110,9 +87,8 @@ def reuse_seed(picture_id: int):
     """Queue the picture's prompt again with its seed, steps, sampler, guidance and size
     (``frame.daemon.queue.queue_reuse``): the same picture unless the owner edits the queued prompt."""
     deps = api_deps()
-    picture = deps.need_picture(picture_id)
     try:
-        prompt_id, settings = queue_rules.queue_reuse(deps.store, picture)
+        prompt_id, _settings = queue_actions.reuse_seed(deps.store, picture_id)
     except queue_rules.QueueError as exc:
         raise ApiError(422, str(exc)) from None
     return jsonify(deps.store.queued_prompt(prompt_id).to_json()), 201  # id, prompt, seed and the rest
@@ -126,10 +102,9 @@ def variation(picture_id: int):
     body = request_body()
     if set(body) - {"strength"}:
         raise ApiError(400, f"unknown fields: {', '.join(sorted(set(body) - {'strength'}))}")
-    picture = deps.need_picture(picture_id)
     try:
-        prompt_id, strength = queue_rules.queue_variation(deps.config, deps.store, deps.state_dir, picture,
-                                                           body.get("strength"))
+        picture, prompt_id, strength = queue_actions.variation(deps.config, deps.store, deps.state_dir, picture_id,
+                                                               body.get("strength"))
     except queue_rules.QueueError as exc:
         raise ApiError(400 if exc.field == "strength" else 422, str(exc)) from None
     return jsonify({"id": prompt_id, "prompt": picture.prompt, "source_picture_id": picture_id,

@@ -1,0 +1,98 @@
+"""The owner's actions on the prompt queue: queue, edit, move and remove a waiting prompt; "reuse seed"
+and "more like this" of a stored picture.
+
+The values arrive already read from the request (the API's JSON body, the page's form: each side
+reads its own, then checks a prompt's own settings with ``frame.daemon.queue.parse_settings``). Here
+each action finds what it names, stores the change and logs it with ``source`` ("api", "web").
+Raises ``errors.NotFound`` for a prompt that is no longer waiting or an unknown picture,
+``errors.BadValue`` for a position outside the queue, and ``frame.daemon.queue.QueueError`` from
+reuse seed and variation, whose messages the owner reads as they are.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from frame.config.schema import Config
+from frame.daemon import queue as queue_rules
+from frame.daemon.actions.errors import BadValue, no_prompt
+from frame.daemon.actions.pictures import picture as find_picture
+from frame.daemon.store.database import Store
+from frame.daemon.store.records import QueuedPrompt, StoredPicture
+
+log = logging.getLogger(__name__)
+
+
+def waiting(store: Store, prompt_id: int) -> QueuedPrompt:
+    """The waiting prompt ``prompt_id``; ``NotFound`` once it was painted or removed."""
+    prompt = store.queued_prompt(prompt_id)
+    if prompt is None:
+        raise no_prompt(prompt_id)
+    return prompt
+
+
+def add(store: Store, values: Mapping[str, Any], source: str) -> int:
+    """Queue a prompt (``values``: the store's columns, checked by the caller); returns its id."""
+    prompt_id = store.queue_prompt(**values)
+    log.info("queued prompt %d (%d characters, %s)", prompt_id, len(values["prompt"]), source)
+    return prompt_id
+
+
+def edit(store: Store, prompt_id: int, changes: Mapping[str, Any], source: str) -> QueuedPrompt:
+    """Change a waiting prompt's columns (None: back to the night's setting); returns it as stored."""
+    try:
+        prompt = store.update_prompt(prompt_id, **changes)
+    except KeyError:  # painted since the caller looked it up
+        raise no_prompt(prompt_id) from None
+    log.info("queued prompt %d edited (%s; %s)", prompt_id, ", ".join(sorted(changes)) or "nothing", source)
+    return prompt
+
+
+def stepped_position(store: Store, prompt_id: int, step: int) -> int:
+    """The position ``step`` places from where the waiting prompt is now (-1: up, towards the next
+    night), kept within the queue: what the page's up and down buttons ask for."""
+    order = [prompt.id for prompt in store.queued_prompts()]
+    if prompt_id not in order:
+        raise no_prompt(prompt_id)
+    return max(1, min(len(order), order.index(prompt_id) + 1 + step))
+
+
+def move(store: Store, prompt_id: int, position: Any, source: str) -> list[QueuedPrompt]:
+    """Put a waiting prompt at ``position`` (1 = the next night's) and return the queue in its new
+    order. ``BadValue`` (field ``position``) for anything but a whole number within the queue."""
+    waiting(store, prompt_id)
+    try:
+        prompts = store.move_prompt(prompt_id, position)
+    except KeyError:
+        raise no_prompt(prompt_id) from None
+    except ValueError as exc:
+        raise BadValue("position", str(exc)) from None
+    log.info("queued prompt %d moved to position %s (%s)", prompt_id, position, source)
+    return prompts
+
+
+def remove(store: Store, prompt_id: int, source: str) -> None:
+    """Take a waiting prompt out of the queue."""
+    try:
+        store.remove_prompt(prompt_id)
+    except KeyError:
+        raise no_prompt(prompt_id) from None
+    log.info("queued prompt %d removed (%s)", prompt_id, source)
+
+
+def reuse_seed(store: Store, picture_id: int) -> tuple[int, dict[str, Any]]:
+    """Queue the picture's prompt again with its seed and the settings it was painted with
+    (``frame.daemon.queue.queue_reuse``); returns the prompt's id and those settings."""
+    return queue_rules.queue_reuse(store, find_picture(store, picture_id))
+
+
+def variation(config: Config, store: Store, state_dir: Path, picture_id: int,
+              strength: Any) -> tuple[StoredPicture, int, float]:
+    """Queue "more like this" of the picture at ``strength`` (blank: the default), rated as the strongest
+    like (``frame.daemon.queue.queue_variation``); returns the picture, the prompt's id and the strength."""
+    picture = find_picture(store, picture_id)
+    prompt_id, value = queue_rules.queue_variation(config, store, state_dir, picture, strength)
+    return picture, prompt_id, value
