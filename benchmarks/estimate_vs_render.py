@@ -107,8 +107,8 @@ def child_render(pipeline: str, steps: int, started: float) -> dict:
             marks["phase"] = report.phase
 
     pipe = load_pipeline(pipeline)
-    pipe.generate("a lighthouse in a storm, oil painting", negative_prompt="blurry", steps=steps, guidance=7.5,
-                  sampler="euler", seed=1, width=512, height=512, callback=progress)
+    pipe.generate(pipe.settings("a lighthouse in a storm, oil painting", negative_prompt="blurry", steps=steps,
+                                guidance=7.5, sampler="euler", seed=1, width=512, height=512), callback=progress)
     close_phase()
     times = os.times()
     del np

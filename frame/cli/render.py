@@ -163,10 +163,14 @@ def _generate(pipe, args: argparse.Namespace, config, bar: ProgressBar):
     """Denoise and decode as the options say (from --init-image when given); returns the image and its
     A1111 parameters."""
     from frame.diffusion.resume import resumable_seed
+    from frame.seeds import resolve_seed
 
     model = config.model
     width, height = _size(pipe, args.size or model.size, config.display.size)
-    seed = resumable_seed(args.resume, args.seed) if args.resume else args.seed
+    try:  # "random" (-1) is decided here, once: with --resume, as the interrupted render decided it
+        seed = resumable_seed(args.resume, args.seed) if args.resume else resolve_seed(args.seed)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     settings = pipe.settings(args.prompt, model.negative_prompt if args.negative is None else args.negative,
                              model.steps if args.steps is None else args.steps,
                              model.guidance if args.guidance is None else args.guidance,
