@@ -134,7 +134,7 @@ class SlowPipe:
     def __getattr__(self, name):
         return getattr(self.real, name)
 
-    def generate(self, *args, callback=None, **kwargs):
+    def generate(self, settings, callback=None, **kwargs):
         from frame.diffusion.progress import Progress
 
         started = time.monotonic()
@@ -142,7 +142,7 @@ class SlowPipe:
             time.sleep(0.05)
             callback(Progress("unet", step + 1, 2, 0.0, (step + 1) / 2, 0.1, True, None, None))
             self.gate.wait(30)
-        image = Image.new("RGB", (kwargs["width"], kwargs["height"]), (9, 9, 9))
+        image = Image.new("RGB", (settings.width, settings.height), (9, 9, 9))
         image.info["parameters"] = "p"
         with self.lock:
             self.spans.append((started, time.monotonic()))
