@@ -89,7 +89,7 @@ def child_render(pipeline: str, steps: int, started: float) -> dict:
 
     import numpy as np
 
-    from frame.diffusion.configured import load_configured_pipeline
+    from frame.diffusion.configured import engine_weights, load_configured_pipeline
     from frame.estimate.vae_memory import peak_counter
 
     phases: dict[str, float] = {}
@@ -109,9 +109,9 @@ def child_render(pipeline: str, steps: int, started: float) -> dict:
 
     config = _config(pipeline, steps)  # as the render worker loads it: its memory limit, the VAE tiles it counts
     pipe = load_configured_pipeline(config)
-    pipe.vae_peak_mb = peak_counter(pipe, config.model.weights)
-    pipe.generate("a lighthouse in a storm, oil painting", negative_prompt="blurry", steps=steps, guidance=7.5,
-                  sampler="euler", seed=1, width=512, height=512, callback=progress)
+    pipe.vae_peak_mb = peak_counter(pipe, engine_weights(config.model.weights))
+    pipe.generate(pipe.settings("a lighthouse in a storm, oil painting", negative_prompt="blurry", steps=steps,
+                                guidance=7.5, sampler="euler", seed=1, width=512, height=512), callback=progress)
     close_phase()
     times = os.times()
     del np

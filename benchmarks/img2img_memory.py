@@ -117,9 +117,11 @@ def child(kind: str, cache: Path, save: str | None) -> None:
         pipe = load_pipeline(PIPELINE)
         phases = PhasePeaks()
         picture = Image.fromarray(((pixels[0].transpose(1, 2, 0) + 1) * 127.5).astype(np.uint8))
-        start_from = dict(steps=20, init_image=picture, strength=0.1) if kind == "render-img2img" else dict(steps=2)
-        image = pipe.generate("a lighthouse in a storm, oil painting", guidance=7.5, sampler="euler", seed=1,
-                              width=512, height=512, callback=lambda p: phases.switch(p.phase), **start_from)
+        img2img = kind == "render-img2img"
+        settings = pipe.settings("a lighthouse in a storm, oil painting", steps=20 if img2img else 2, guidance=7.5,
+                                 sampler="euler", seed=1, width=512, height=512, strength=0.1 if img2img else None)
+        image = pipe.generate(settings, callback=lambda p: phases.switch(p.phase),
+                              init_image=picture if img2img else None)
         phases.switch("done")
         latent = np.asarray(image)
         detail = {"phase_peak_rss_mb": phases.peaks}

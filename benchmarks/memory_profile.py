@@ -139,8 +139,8 @@ def profile_render(folder: str, size: int, steps: int, guidance: float, weights:
         return model
 
     pipe = load_pipeline(folder, loader=loader)
-    pipe.generate("a lighthouse in a storm, oil painting", steps=steps, guidance=guidance, seed=1,
-                  width=size, height=size)
+    pipe.generate(pipe.settings("a lighthouse in a storm, oil painting", steps=steps, guidance=guidance, seed=1,
+                                width=size, height=size))
     loads.append({"component": "end", "rss_at_load_mb": round(status_mb("VmRSS"), 1)})
     return records, loads
 

@@ -93,8 +93,8 @@ def pictures(folder: Path, kind: str) -> list[np.ndarray]:
 
     pipe = load_pipeline(folder)
     guidance = 5.0 if kind == "sdxl" else 7.5
-    return [np.asarray(pipe.generate(prompt, steps=6, guidance=guidance, sampler="euler", seed=seed, width=128,
-                                     height=128)) for prompt, seed in PROMPTS]
+    return [np.asarray(pipe.generate(pipe.settings(prompt, steps=6, guidance=guidance, sampler="euler", seed=seed,
+                                                   width=128, height=128))) for prompt, seed in PROMPTS]
 
 
 def tiny_variants() -> dict[str, callable]:

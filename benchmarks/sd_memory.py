@@ -112,8 +112,8 @@ def child(kind: str, folder: str, vae_tile: int = 32) -> None:
                 steps.append(time.perf_counter() - started)
                 fetched.append(progress.bytes_per_step)
 
-        image = pipe.generate("a lighthouse in a storm, oil painting", steps=2, guidance=7.5, sampler="euler",
-                              seed=1, width=512, height=512, callback=callback)
+        image = pipe.generate(pipe.settings("a lighthouse in a storm, oil painting", steps=2, guidance=7.5,
+                                            sampler="euler", seed=1, width=512, height=512), callback=callback)
         phases.switch("done")
         detail = {"size": list(image.size), "step_seconds": [round(s, 1) for s in steps],
                   "bytes_per_step": fetched, "phase_peak_rss_mb": phases.peaks}

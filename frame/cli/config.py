@@ -79,15 +79,14 @@ def _redacted(url: str) -> str:
 def _describe_model_url(config) -> bool:
     """A URL model: is its server reachable, does it serve ranges (issue 12); warnings, never a failure.
     False when a warning said the model cannot be streamed from there."""
+    from frame.diffusion.configured import pipeline_setup
     from frame.diffusion.url_check import check_model_url
-    from frame.engine.io.http_settings import from_model_config
-    from frame.models import resolve_model_source
 
-    source = resolve_model_source(config.model.source)
-    if not source.startswith(("http://", "https://")):
+    setup = pipeline_setup(config)
+    if not setup.source.startswith(("http://", "https://")):
         return True
     readable = True
-    for level, line in check_model_url(source, from_model_config(config.model, source, config.state_dir)):
+    for level, line in check_model_url(setup.source, setup.http):
         print(f"model.source: {'warning: ' if level == 'warning' else ''}{line}")
         readable = readable and level != "warning"
     return readable

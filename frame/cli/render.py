@@ -163,10 +163,14 @@ def _generate(pipe, args: argparse.Namespace, config, bar: ProgressBar):
     """Denoise and decode as the options say (from --init-image when given); returns the image and its
     A1111 parameters."""
     from frame.diffusion.resume import resumable_seed
+    from frame.seeds import resolve_seed
 
     model = config.model
     width, height = _size(pipe, args.size or model.size, config.display.size)
-    seed = resumable_seed(args.resume, args.seed) if args.resume else args.seed
+    try:  # "random" (-1) is decided here, once: with --resume, as the interrupted render decided it
+        seed = resumable_seed(args.resume, args.seed) if args.resume else resolve_seed(args.seed)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     settings = pipe.settings(args.prompt, model.negative_prompt if args.negative is None else args.negative,
                              model.steps if args.steps is None else args.steps,
                              model.guidance if args.guidance is None else args.guidance,
@@ -235,7 +239,7 @@ def _check_inputs(args: argparse.Namespace, config) -> None:
 
 def render_command(args: argparse.Namespace) -> int:
     from frame.config import load_config
-    from frame.diffusion.configured import load_configured_pipeline
+    from frame.diffusion.configured import engine_weights, load_configured_pipeline
     from frame.diffusion.pngmeta import save_image
     from frame.diffusion.resume import ResumeStore
     from frame.estimate.vae_memory import peak_counter
@@ -254,7 +258,7 @@ def render_command(args: argparse.Namespace) -> int:
     bar = ProgressBar(sys.stderr)
     try:
         pipe = load_configured_pipeline(config, args.model and resolve_model_source(args.model))
-        pipe.vae_peak_mb = peak_counter(pipe, config.model.weights)  # the VAE tiles the estimate counts
+        pipe.vae_peak_mb = peak_counter(pipe, engine_weights(config.model.weights))  # the VAE tiles the estimate counts
         if args.decode_latents:
             image, parameters = pipe.decode(_load_array(args.decode_latents, "--decode-latents"), bar), None
         else:

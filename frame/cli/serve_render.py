@@ -7,7 +7,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from frame.config.schema import ModelConfig
+    from frame.config.schema import Config
 
 DEFAULT_LISTEN = "0.0.0.0:7860"  # AUTOMATIC1111's port, so owners type what they know
 TOKEN_ENV = "FRAME_SERVE_RENDER_TOKEN"
@@ -60,7 +60,7 @@ def serve_command(args: argparse.Namespace) -> int:
         raise UsageError("--queue must be 0 or more")
     config = load_config(args.config)
     source = resolve_model_source(args.model or config.model.source)
-    server = start_server(source, args.engine, config.model, token, args.listen, args.queue)
+    server = start_server(source, args.engine, config, token, args.listen, args.queue)
     print(f"frame serve-render: {redact_url(source)} on {server.engine}, listening on {args.listen} "
           f"(port {server.http.port}); Ctrl-C stops", flush=True)
     try:
@@ -98,11 +98,11 @@ class RenderServer:
         self.jobs.close()
 
 
-def start_server(source: str, engine: str, model_config: ModelConfig, token: str, listen: str,
+def start_server(source: str, engine: str, config: Config, token: str, listen: str,
                  max_waiting: int = 8) -> RenderServer:
     from frame.config.redact import redact_url
     from frame.serve.render.engines import load_served_pipeline
 
-    pipe, chosen = load_served_pipeline(source, engine, model_config)
+    pipe, chosen = load_served_pipeline(source, engine, config)
     name = os.path.basename(redact_url(source).rstrip("/")) or "frame"
     return RenderServer(pipe, chosen, name, token, listen, max_waiting)

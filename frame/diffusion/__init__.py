@@ -1,11 +1,13 @@
 """frame.diffusion: Stable Diffusion (SD 1.5, SDXL, Turbo) text-to-image and image-to-image on frame's
 streaming engine.
 
-``from frame.diffusion import load_pipeline`` is the entry point::
+``from frame.diffusion import load_pipeline`` is the entry point (``frame.diffusion.configured`` for
+a pipeline as ``config.yaml`` describes it)::
 
     pipe = load_pipeline("/models/sd15-onnx")           # folder or http(s) base URL
-    image = pipe.generate("a lighthouse in a storm", seed=7, callback=print)
-    again = pipe.generate("a lighthouse at dawn", seed=7, init_image=image, strength=0.6)  # image-to-image
+    image = pipe.generate(pipe.settings("a lighthouse in a storm", seed=7), callback=print)
+    dawn = pipe.settings("a lighthouse at dawn", seed=7, strength=0.6)
+    again = pipe.generate(dawn, init_image=image)       # image-to-image
 
 Heavy modules are imported on first use so ``import frame.diffusion`` stays cheap.
 """

@@ -1,24 +1,104 @@
-"""The pipeline as the configuration describes it: one place that turns ``config.model`` (source,
-weights provider, attention, VAE tiles, HTTP token/timeouts/weight cache) and ``worker.memory_limit_mb``
-(which decides how the guidance passes run) into ``load_pipeline`` arguments, for ``frame render`` and
-the render worker alike."""
+"""The pipeline as the configuration describes it: the one place that turns ``config.model`` (source,
+weights provider, attention, VAE tiles, HTTP token/timeouts/weight cache) and
+``worker.memory_limit_mb`` (which decides how the guidance passes run) into plain typed values.
+
+Every caller that starts from a configuration comes through here: the render worker and ``frame
+render`` (``load_configured_pipeline``), the night's estimate (the same pipeline, and its resolved
+``PipelineSetup.weights``), ``frame serve-render`` (``pipeline_setup`` with its own loader and VAE
+tile) and the configuration checks (``open_structure``). Below this module nothing reads the
+configuration: the pipeline and the engine take a ``PipelineSetup``'s fields (``HttpSettings``, a
+provider name, numbers), so a new ``model.*`` setting is read here once and reaches every caller.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from frame.engine.io.http_settings import from_model_config
+from frame.engine.io.http_settings import HttpSettings, origin
 from frame.models import resolve_model_source
 
+if TYPE_CHECKING:
+    from frame.config.schema import Config, ModelConfig
+    from frame.diffusion.pipeline import Loader, Pipeline
 
-def load_configured_pipeline(config: Any, source: str | None = None) -> Any:
-    """``load_pipeline`` for ``source`` (default: ``model.source`` resolved, "demo" = the bundled model)."""
-    from frame.diffusion.pipeline import load_pipeline
+AUTO_WEIGHTS = "prefetch"  # model.weights "auto": prefetch from disk; the engine takes its http variant for URLs
 
+
+@dataclass(frozen=True)
+class PipelineSetup:
+    """What ``load_pipeline`` needs, decided from the configuration once. ``weights`` is an engine
+    provider name ("auto" already resolved); ``memory_limit_mb`` None: no limit known."""
+
+    source: str
+    cache_dir: str | None
+    weights: str
+    attention_slices: int | None
+    vae_tile: int | None  # None: the fewest tiles that fit memory_limit_mb (frame.diffusion.vae_tiles)
+    vae_tile_overlap: int
+    memory_limit_mb: float | None
+    http: HttpSettings
+
+    def loader(self) -> Loader:
+        """Frame's engine loader with these weights, attention slices and HTTP settings."""
+        from frame.diffusion.pipeline import engine_loader
+
+        return engine_loader(self.weights, self.attention_slices, self.http)
+
+    def load(self, loader: Loader | None = None, vae_tile: int | None = None) -> Pipeline:
+        """``load_pipeline`` with these values; ``loader`` / ``vae_tile`` replace the engine loader and
+        the tile size (``frame serve-render`` on onnxruntime)."""
+        from frame.diffusion.pipeline import load_pipeline
+
+        return load_pipeline(self.source, cache_dir=self.cache_dir, vae_tile=self.vae_tile if vae_tile is None
+                             else vae_tile, vae_tile_overlap=self.vae_tile_overlap, loader=loader or self.loader(),
+                             memory_limit_mb=self.memory_limit_mb, http=self.http)
+
+    def open_structure(self) -> Pipeline:
+        """The pipeline for reading graphs only (the checks): no weights are read ("nocache"), and the
+        VAE decoder is not probed as ``load`` does."""
+        from frame.diffusion.pipeline import Pipeline, open_model_files
+
+        files, info = open_model_files(self.source, self.cache_dir, self.http)
+        structure_only = dataclasses.replace(self, weights="nocache")
+        return Pipeline(files, info, structure_only.loader(), self.vae_tile, self.vae_tile_overlap,
+                        memory_limit_mb=self.memory_limit_mb, http=self.http)
+
+
+def engine_weights(weights: str) -> str:
+    """The engine's provider name for ``model.weights`` (the schema's "auto" is prefetch)."""
+    return AUTO_WEIGHTS if weights == "auto" else weights
+
+
+def http_settings_for(model: ModelConfig, source: str, state_dir: str | None = None) -> HttpSettings:
+    """How the resolved model ``source`` is fetched, from the ``model`` section: timeouts, the token
+    (sent to the source's origin only), the weight cache (``model.cache``; its folder defaults to
+    ``STATE_DIR/weight-cache``)."""
+    cache = model.cache
+    cache_dir, cache_bytes = "", 0
+    if cache.enabled:
+        cache_dir = cache.dir or os.path.join(os.path.expanduser(state_dir or "."), "weight-cache")
+        cache_bytes = int(cache.max_mb) << 20
+    return HttpSettings(timeout=float(model.http_timeout_seconds), give_up_seconds=float(model.http_give_up_seconds),
+                        token=model.token, token_origin=origin(source) if model.token else "",
+                        cache_dir=os.path.expanduser(cache_dir), cache_max_bytes=cache_bytes)
+
+
+def pipeline_setup(config: Config, source: str | None = None, *, capped: bool = True) -> PipelineSetup:
+    """The setup for ``source`` (default: ``model.source`` resolved, "demo" = the bundled model).
+    ``capped``: the pipeline runs in the render worker, under ``worker.memory_limit_mb``; ``frame
+    serve-render`` runs on a desktop outside that cap (no limit known: ``guidance_plan`` shares the
+    weight reads)."""
     model = config.model
     source = source or resolve_model_source(model.source)
-    http = from_model_config(model, source, config.state_dir)
-    return load_pipeline(source, cache_dir=model.cache_dir or None, weights=model.weights,
-                         attention_slices=model.attention_slices, vae_tile=model.vae_tile,
-                         vae_tile_overlap=model.vae_tile_overlap, memory_limit_mb=config.worker.memory_limit_mb,
-                         http=http)
+    return PipelineSetup(source, model.cache_dir or None, engine_weights(model.weights), model.attention_slices,
+                         model.vae_tile, model.vae_tile_overlap,
+                         config.worker.memory_limit_mb if capped else None,
+                         http_settings_for(model, source, config.state_dir))
+
+
+def load_configured_pipeline(config: Config, source: str | None = None) -> Any:
+    """The render's pipeline for ``source`` (default ``model.source``): ``pipeline_setup(...).load()``."""
+    return pipeline_setup(config, source).load()

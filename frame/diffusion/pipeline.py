@@ -57,25 +57,27 @@ LATENT_CHANNELS = 4
 AESTHETIC_SCORES = (2.5, 6.0)  # diffusers' SDXL img2img defaults (negative, positive), refiner-type exports only
 
 
-def engine_loader(weights: str = "auto", attention_slices: int | None = None,
+def engine_loader(weights: str = "prefetch", attention_slices: int | None = None,
                   http: HttpSettings | None = None) -> Loader:
-    """Load components with frame's streaming engine; ``weights`` as in the config (auto = prefetch);
+    """Load components with frame's streaming engine; ``weights``: the engine's provider name
+    (``frame.engine.providers``; the configuration's "auto" is resolved by ``frame.diffusion.configured``);
     URLs are read with ``http`` (token, retries, weight cache). ``load(source, dynamic_shapes=True)``
     rewrites a model exported at a fixed image size to run at any size (``engine.dynamic_shapes``):
     the pipeline asks for it for a VAE decoder that must be tiled (``vae_shapes.VaeShapes.rewrite``)."""
 
     def load(source: str, dynamic_shapes: bool = False) -> Any:
         with http_settings.using(http):
-            return load_model(source, weights="prefetch" if weights == "auto" else weights,
-                              attention_slices=attention_slices,
+            return load_model(source, weights=weights, attention_slices=attention_slices,
                               transform=dynamic_structure if dynamic_shapes else None)
 
     return load
 
 
 @dataclass(frozen=True)
-class Settings:
-    """Resolved generation parameters (defaults filled in from the model kind)."""
+class RenderSettings:
+    """Resolved generation parameters (defaults filled in from the model kind, every value checked):
+    made once by ``Pipeline.settings``, then handed as they are to ``generate``, the resume hash and
+    the picture's parameters."""
 
     prompt: str
     negative_prompt: str | None  # None: diffusers' "no negative prompt" (zeros for SDXL)
@@ -168,18 +170,23 @@ class Pipeline:
         return sizes.auto_size(self.info, aspect, self.unet_static_latent())
 
     def settings(self, prompt: str, negative_prompt: str | None = "", steps: int | None = None,
-                 guidance: float | None = None, sampler: str | None = None, seed: int | None = 0,
-                 width: int | None = None, height: int | None = None, strength: float | None = None) -> Settings:
-        """Fill in defaults and check every value (clear errors before any model is run). ``seed`` -1
-        or None picks a random seed (A1111's convention); ``Settings.seed`` is the one used.
+                 guidance: float | None = None, sampler: str | None = None, seed: int = 0,
+                 width: int | None = None, height: int | None = None, strength: float | None = None, *,
+                 warn: bool = True) -> RenderSettings:
+        """Fill in defaults and check every value once (clear errors before any model is run; each
+        warning logged here, once), giving the record ``generate`` takes. ``warn=False``: a probe
+        (is this refused? what will be counted?) that leaves the warnings to the render's own call.
 
-        ``strength`` (image-to-image) must be in (0, 1]; unset steps then default to the fewest that
-        run at least one step (a Turbo model's 1 step at strength 0.5 would run none: 2).
+        ``seed`` is the seed to paint with: "random" (-1) is decided where the render is asked for
+        (``frame.seeds.resolve_seed``: the night's job, ``frame render``, the render server's request),
+        so the number stored with the job is the one painted. ``strength`` (image-to-image) must be in
+        (0, 1]; unset steps then default to the fewest that run at least one step (a Turbo model's 1
+        step at strength 0.5 would run none: 2).
         """
         if not isinstance(prompt, str) or not isinstance(negative_prompt, (str, type(None))):
             raise UsageError("prompt and negative prompt must be strings")
         try:
-            seed = seeds.resolve_seed(int(seed) if isinstance(seed, np.integer) else seed)
+            seed = seeds.check_seed(int(seed) if isinstance(seed, np.integer) else seed)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         if strength is not None:
@@ -195,35 +202,31 @@ class Pipeline:
         findings = rules.generation_findings(self.info, static, sampler=sampler, steps=steps, guidance=guidance,
                                              width=width, height=height)
         rules.raise_first_error(findings)
-        for finding in findings:
+        for finding in findings if warn else ():
             log.warning("%s", finding.message)
         sampler = resolve_sampler_name(sampler)
         embedded = "timestep_cond" in self.unet_signature()[1]
-        return Settings(prompt, negative_prompt, int(steps), guidance, sampler, int(seed), width, height, embedded,
-                        strength)
+        return RenderSettings(prompt, negative_prompt, int(steps), guidance, sampler, int(seed), width, height,
+                              embedded, strength)
 
-    def generate(self, prompt: str, negative_prompt: str | None = "", steps: int | None = None,
-                 guidance: float | None = None, sampler: str | None = None, seed: int | None = 0,
-                 width: int | None = None, height: int | None = None, init_noise: np.ndarray | None = None,
+    def generate(self, settings: RenderSettings, *, init_noise: np.ndarray | None = None,
                  callback: ProgressCallback | None = None, resume_dir: str | os.PathLike | None = None,
-                 tiled_decode: bool | None = None, init_image: Image.Image | str | os.PathLike | None = None,
-                 strength: float | None = None) -> Image.Image:
-        """Render ``prompt``; the image carries the A1111 ``parameters`` text in ``image.info``.
+                 tiled_decode: bool | None = None, init_image: Image.Image | str | os.PathLike | None = None
+                 ) -> Image.Image:
+        """Render ``settings`` (from ``Pipeline.settings``, checked there once); the image carries the
+        A1111 ``parameters`` text in ``image.info``.
 
-        ``negative_prompt=None`` follows diffusers: the empty prompt, or zeros for SDXL exports with
-        ``force_zeros_for_empty_prompt``; ``""`` is encoded like any prompt.
+        ``settings.negative_prompt=None`` follows diffusers: the empty prompt, or zeros for SDXL
+        exports with ``force_zeros_for_empty_prompt``; ``""`` is encoded like any prompt.
 
         ``init_noise`` is standard-normal (1, 4, H/8, W/8) noise, scaled by the sampler's initial sigma
         (diffusers' ``latents=``); with an ``init_image`` it is the noise added to the picture's latent.
         ``resume_dir`` enables per-step checkpoints (cleared when done). ``init_image`` (picture or
-        file) with ``strength`` (default ``img2img.DEFAULT_STRENGTH``) makes it image-to-image; the
-        picture is fitted to the render size (``init_image.fit``).
+        file) makes it image-to-image at ``settings.strength`` (``img2img.DEFAULT_STRENGTH`` is the
+        usual one); the picture is fitted to the render size (``init_image.fit``).
         """
-        if init_image is not None and strength is None:
-            strength = img2img.DEFAULT_STRENGTH
-        if resume_dir is not None:
-            seed = resume.resumable_seed(resume_dir, seed)  # a random seed survives the interruption
-        settings = self.settings(prompt, negative_prompt, steps, guidance, sampler, seed, width, height, strength)
+        if not isinstance(settings, RenderSettings):
+            raise UsageError(f"generate takes the RenderSettings from Pipeline.settings, not {type(settings).__name__}")
         start = None if init_image is None else img2img.prepare(init_image, settings.width, settings.height)
         latents = self.denoise_settings(settings, init_noise, callback, resume_dir, init_image=start)
         image = self.decode(latents, callback, tiled_decode)
@@ -232,13 +235,13 @@ class Pipeline:
             resume.ResumeStore(resume_dir, "").clear()
         return image
 
-    def parameters(self, settings: Settings, init: img2img.InitImage | None = None) -> GenerationParameters:
+    def parameters(self, settings: RenderSettings, init: img2img.InitImage | None = None) -> GenerationParameters:
         return GenerationParameters(settings.prompt, (settings.negative_prompt or "") if settings.guided else "",
                                     settings.steps, settings.sampler, settings.guidance, settings.seed,
                                     settings.width, settings.height, os.path.basename(self.info.name.rstrip("/")),
                                     settings.strength, None if init is None else init.digest)
 
-    def initial_noise(self, settings: Settings, init_noise: np.ndarray | None, noise: NoiseSource) -> np.ndarray:
+    def initial_noise(self, settings: RenderSettings, init_noise: np.ndarray | None, noise: NoiseSource) -> np.ndarray:
         shape = (1, LATENT_CHANNELS, settings.height // self.info.vae_factor, settings.width // self.info.vae_factor)
         if init_noise is None:
             return noise.normal(shape)
@@ -248,7 +251,7 @@ class Pipeline:
                              f"needs {shape}")
         return init_noise.astype(np.float32)
 
-    def _hash(self, settings: Settings, init_noise: np.ndarray, init: img2img.InitImage | None) -> str:
+    def _hash(self, settings: RenderSettings, init_noise: np.ndarray, init: img2img.InitImage | None) -> str:
         values = {k: v for k, v in settings.__dict__.items() if not (k == "strength" and v is None)}
         parameters = {"format": 1, "model": self.files.identity(), "settings": values,
                       "init_noise": resume.array_hash(init_noise)}
@@ -256,7 +259,7 @@ class Pipeline:
             parameters.update(init.hash_parts())
         return resume.parameters_hash(parameters)
 
-    def denoise_settings(self, settings: Settings, init_noise: np.ndarray | None = None,
+    def denoise_settings(self, settings: RenderSettings, init_noise: np.ndarray | None = None,
                          callback: ProgressCallback | None = None,
                          resume_dir: str | os.PathLike | None = None, step_noise: Noise | None = None,
                          init_image: img2img.InitImage | None = None) -> np.ndarray:
@@ -302,7 +305,7 @@ class Pipeline:
         finally:
             release_model(model)
 
-    def guidance_mode_for(self, settings: Settings, model: Any) -> str:
+    def guidance_mode_for(self, settings: RenderSettings, model: Any) -> str:
         """How the guidance passes run tonight: ``guidance_mode`` if set, else ``guidance_plan``'s choice
         for this model, size, precision and memory limit (logged with its reason)."""
         if self.guidance_mode is not None:
@@ -316,7 +319,7 @@ class Pipeline:
             log.info("guidance passes: %s (%s)", plan.mode, plan.reason)
         return plan.mode
 
-    def _first_step(self, settings: Settings, init: img2img.InitImage | None) -> int:
+    def _first_step(self, settings: RenderSettings, init: img2img.InitImage | None) -> int:
         """0 for text-to-image; the first step that runs for image-to-image (checked against the size)."""
         if init is None:
             if settings.strength is not None:
@@ -337,7 +340,7 @@ class Pipeline:
                              "have none)")
         return self.files.onnx("vae_encoder")
 
-    def _noised_picture(self, settings: Settings, sampler: Any, first: int, start_noise: np.ndarray,
+    def _noised_picture(self, settings: RenderSettings, sampler: Any, first: int, start_noise: np.ndarray,
                         init: img2img.InitImage, callback: ProgressCallback | None) -> np.ndarray:
         """The picture's latent (VAE encoder, seeded posterior draw) noised to step ``first``."""
         source = self.vae_encoder_source()
@@ -357,7 +360,7 @@ class Pipeline:
                                    self.vae_tile_overlap, progress=report)
         return sampler.add_noise(latent, start_noise, first)
 
-    def _encode(self, settings: Settings, callback: ProgressCallback | None
+    def _encode(self, settings: RenderSettings, callback: ProgressCallback | None
                 ) -> tuple[conditioning.Conditioning, conditioning.Conditioning | None]:
         if callback is not None:
             callback(Progress("text", 0, settings.steps, 0.0, 0.0, None, kind=self.kind))
@@ -425,13 +428,14 @@ class _StepReports:
         self._report(done, 0.0, True, latents, denoised)
 
 
-def load_pipeline(source: str | os.PathLike, cache_dir: str | os.PathLike | None = None, weights: str = "auto",
+def load_pipeline(source: str | os.PathLike, cache_dir: str | os.PathLike | None = None, weights: str = "prefetch",
                   attention_slices: int | None = None, vae_tile: int | None = None, vae_tile_overlap: int = 8,
                   loader: Loader | None = None, guidance_mode: str | None = None,
                   memory_limit_mb: float | None = None, http: HttpSettings | None = None) -> Pipeline:
     """Open a diffusers ONNX export or an OnnxStream model folder (folder or http(s) base URL); the kind
-    comes from model_index.json or from OnnxStream's folder names. ``http``: how URLs are read (see
-    ``frame.engine.io.http_settings``; ``http_settings.from_model_config`` builds it from the config)."""
+    comes from model_index.json or from OnnxStream's folder names. ``weights``: the engine's provider
+    name; ``http``: how URLs are read (``frame.engine.io.http_settings``). Every caller that starts from
+    the configuration goes through ``frame.diffusion.configured``, which decides these values."""
     with http_settings.using(http):
         files, info = open_model_files(source, cache_dir, http)
     rules.raise_first_error(rules.tile_findings(vae_tile, vae_tile_overlap))

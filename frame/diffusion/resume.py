@@ -119,7 +119,7 @@ def resumable_seed(folder: str | os.PathLike, seed: int | None) -> int:
             return remembered
     except (OSError, ValueError, KeyError, TypeError):
         pass  # none yet, or damaged: a new render
-    chosen = seeds.random_seed()
+    chosen = seeds.resolve_seed(seed)
     make_dirs(path.parent)
     write_bytes_atomic(path, json.dumps({"seed": chosen}).encode("utf-8"), mode=0o666)
     return chosen

@@ -5,7 +5,7 @@ at the night's size and settings (``frame.estimate.plan``), measures this machin
 (``frame.estimate.machine``; the model's heaviest step signatures, the model's storage or link;
 ``rates_dir``: reuse a recent measurement kept in the state folder), and projects the night here and
 on a Raspberry Pi Zero 2 W (``frame.estimate.pi``: from the count and the Pi's constants only, never
-this machine's measurement). The model is opened as the render opens it (``load_configured_pipeline``:
+this machine's measurement). The model is opened as the render opens it (``pipeline_setup``:
 ``model.token``, a URL's ``user:password@``, timeouts), and counted under the same HTTP settings. With guidance
 the night's plan runs the two passes the way tonight's render will (``frame.estimate.plan.
 guidance_mode_tonight``: ``frame.diffusion.guidance_plan.choose`` on the model's kind, the size, the
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from frame.config import state_dir
-from frame.diffusion.configured import load_configured_pipeline
+from frame.diffusion.configured import PipelineSetup, pipeline_setup
 from frame.diffusion.sizes import night_size
 from frame.engine.io import http_settings
 from frame.engine.model import read_structure
@@ -82,14 +82,13 @@ def weight_location(source: Any) -> str | None:
     return str(max(files, key=lambda p: p.stat().st_size)) if files else None
 
 
-def _plans(pipe: Any, config: Config, size: tuple[int, int], steps: int | None, texts: int, alternative: bool,
-           tokens: int | None = None) -> tuple[NightPlan, NightPlan | None]:
+def _plans(pipe: Any, config: Config, setup: PipelineSetup, size: tuple[int, int], steps: int | None, texts: int,
+           alternative: bool, tokens: int | None = None) -> tuple[NightPlan, NightPlan | None]:
     """Tonight's plan and, with guidance and ``alternative``, the other mode's (None when the export's
     fixed batch leaves no other way)."""
     model = config.model
-    kwargs = dict(vae_tile=model.vae_tile, vae_tile_overlap=model.vae_tile_overlap, choose_texts=texts,
-                  choose_tokens=tokens,
-                  memory_limit_mb=config.worker.memory_limit_mb)
+    kwargs = dict(vae_tile=setup.vae_tile, vae_tile_overlap=setup.vae_tile_overlap, choose_texts=texts,
+                  choose_tokens=tokens, memory_limit_mb=setup.memory_limit_mb, weights=setup.weights)
     tonight = build_plan(pipe, *size, steps, model.guidance, model.sampler, **kwargs)
     if not tonight.guided or not alternative:
         return tonight, None
@@ -114,25 +113,26 @@ def estimate_config(config: Config, pipe: Any = None, steps: int | None = None, 
     (``frame.estimate.rates_file``); ``choose_tokens``: the most token positions of those texts (None:
     77; from a ``TonightTexts``: its new texts' own)."""
 
-    if pipe is None:  # as the render loads it: model.token, the URL's user:password, timeouts, weight cache
-        pipe = load_configured_pipeline(config)
-    with http_settings.using(getattr(pipe, "http", None)):  # counting and the read probe fetch as the render does
-        return _estimate(config, pipe, steps, size, measure_seconds, link_bytes, ratings, rates, texts, cpu,
+    setup = pipeline_setup(config)  # as the render's: model.token, the URL's user:password, timeouts, cache
+    if pipe is None:
+        pipe = setup.load()
+    with http_settings.using(setup.http):  # counting and the read probe fetch as the render does
+        return _estimate(config, setup, pipe, steps, size, measure_seconds, link_bytes, ratings, rates, texts, cpu,
                          alternative, rates_dir, choose_tokens)
 
 
-def _estimate(config: Config, pipe: Any, steps: int | None, size: tuple[int, int] | None, measure_seconds: float,
-              link_bytes: float | None, ratings: int | None, rates: Throughput | None,
+def _estimate(config: Config, setup: PipelineSetup, pipe: Any, steps: int | None, size: tuple[int, int] | None,
+              measure_seconds: float, link_bytes: float | None, ratings: int | None, rates: Throughput | None,
               texts: int | TonightTexts | None, cpu: bool, alternative: bool, rates_dir: Path | None,
               choose_tokens: int | None) -> ConfiguredEstimate:
     model = config.model
     if getattr(pipe, "vae_peak_mb", None) is None:  # as the render worker sets it: the same VAE tiles
-        pipe.vae_peak_mb = peak_counter(pipe, model.weights)
+        pipe.vae_peak_mb = peak_counter(pipe, setup.weights)
     size = size or night_size(config, pipe)
     if isinstance(texts, TonightTexts):  # only the texts not kept from earlier nights are embedded
         texts, choose_tokens = count_new_for(pipe, texts, state_dir(config))
     texts = choose_texts(config, ratings) if texts is None else texts
-    tonight, other = _plans(pipe, config, size, steps if steps is not None else model.steps, texts, alternative,
+    tonight, other = _plans(pipe, config, setup, size, steps if steps is not None else model.steps, texts, alternative,
                             choose_tokens)
     measured = None
     weighted = [(r.count.steps, r.evaluations * r.items * (tonight.steps if r.per_step else 1)) for r in tonight.runs]
@@ -153,8 +153,8 @@ def _estimate(config: Config, pipe: Any, steps: int | None, size: tuple[int, int
                   if s.signature is not None]
     machines = [(rates, 1.0), (pi.pi_throughput(signatures, link_bytes, url), 1.0)]  # the Pi: count + constants
     taste = ratings is None or ratings >= config.taste.min_ratings
-    first = estimate_night(tonight, machines, model.weights, taste_model=taste)
-    second = estimate_night(other, machines, model.weights, taste_model=taste) if other else None
+    first = estimate_night(tonight, machines, setup.weights, taste_model=taste)
+    second = estimate_night(other, machines, setup.weights, taste_model=taste) if other else None
     if reused is not None:
         first.notes.append(f"this machine's figures reuse its measurement kept in {Path(rates_dir) / FILE} "
                            f"(under {MAX_AGE_SECONDS // 86400} days old); frame estimate measures again")

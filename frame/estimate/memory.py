@@ -42,14 +42,13 @@ ALLOCATOR_BYTES = 6 * MB           # median RSS above the live arrays with no re
 ALLOCATOR_SHARE = 0.10             # RSS above live arrays grows with them: SD 1.5 UNet batch 2, VAE tile
 TASTE_BYTES = 79 * MB              # scikit-learn + scipy in the worker (README, "Footprint on the Pi")
 PIPELINE_BYTES = 28 * MB           # a render worker beyond a fresh process (calibrated: docs/estimate.md)
-BUDGETS = {**PROVIDER_BUDGET, "auto": PROVIDER_BUDGET["prefetch"]}  # the engine providers' defaults
+BUDGETS = dict(PROVIDER_BUDGET)  # the engine providers' defaults
 
 
 def provider_for(weights: str, url: bool) -> str:
-    """The provider a night uses for ``model.weights`` (``auto`` = prefetch, over HTTP for a URL)."""
-    if weights in ("auto", "prefetch"):
-        return "http" if url else "prefetch"
-    return weights
+    """The provider the engine builds for the provider name ``weights`` (the configuration's "auto"
+    is resolved once, by ``frame.diffusion.configured``): prefetch reads over HTTP for a URL."""
+    return "http" if url and weights == "prefetch" else weights
 
 
 def readahead_bytes(count: GraphCount, provider: str) -> list[int]:

@@ -110,7 +110,7 @@ def peak(plan: NightPlan, provider: str, taste_model: bool) -> tuple[int, str]:
     return best, where
 
 
-def estimate_night(plan: NightPlan, machines: list[tuple[Throughput, float]], weights: str = "auto",
+def estimate_night(plan: NightPlan, machines: list[tuple[Throughput, float]], weights: str = "prefetch",
                    taste_model: bool = True) -> NightEstimate:
     """Project ``plan`` on each ``(rates, load factor)``; the first is this machine."""
     url = plan.source.startswith(("http://", "https://"))

@@ -165,11 +165,12 @@ def _vae_run(pipe, latent: tuple[int, int], tile: int | None, overlap: int,  # n
     return source, layout.tile, layout.count, note
 
 
-def counted_peaks_mb(unet: GraphCount, url: bool) -> tuple[float, float]:
+def counted_peaks_mb(unet: GraphCount, url: bool, weights: str = "prefetch") -> tuple[float, float]:
     """(one-pass, two-pass) render peaks in MB of this UNet's count (``memory.component_peak`` with one
     and with both guidance passes' activations alive, plus what the render worker holds beside it):
-    ``guidance_plan.choose``'s ``counted``, so the mode follows this model's own activations."""
-    provider = memory.provider_for("auto", url)
+    ``guidance_plan.choose``'s ``counted``, so the mode follows this model's own activations.
+    ``weights``: the engine provider name the render loads with (``PipelineSetup.weights``)."""
+    provider = memory.provider_for(weights, url)
     return tuple(round((memory.component_peak(unet, provider, items) + memory.PIPELINE_BYTES) / MB, 1)
                  for items in (1, 2))  # type: ignore[return-value]
 
@@ -198,14 +199,17 @@ def guidance_mode_tonight(pipe, settings, batch_dim, precision: str, requested: 
 
 def build_plan(pipe, width: int, height: int, steps: int | None, guidance: float | None, sampler: str | None,  # noqa: ANN001
                guidance_mode: str | None = None, memory_limit_mb: float | None = None, vae_tile: int | None = None,
-               vae_tile_overlap: int = 8, choose_texts: int = 0, choose_tokens: int | None = None) -> NightPlan:
+               vae_tile_overlap: int = 8, choose_texts: int = 0, choose_tokens: int | None = None,
+               weights: str = "prefetch") -> NightPlan:
     """Count every component of ``pipe`` (a ``frame.diffusion.Pipeline``) for one night's settings.
 
     ``guidance_mode``: how the guidance passes run; None: as tonight's render would run them
     (``guidance_mode_tonight`` with ``memory_limit_mb``, the worker's limit; None there: the
     pipeline's own ``memory_limit_mb``). ``choose_tokens``: the positions a choose pass computes
-    (``frame.diffusion.conditioning.through_end_of_text``; None: all 77)."""
-    settings = pipe.settings("estimate", "negative", steps, guidance, sampler, 0, width, height)
+    (``frame.diffusion.conditioning.through_end_of_text``; None: all 77). ``weights``: the engine
+    provider the render reads the weights with (its read-ahead counts in the peaks)."""
+    settings = pipe.settings("estimate", "negative", steps, guidance, sampler, 0, width, height,
+                             warn=False)  # a count: the render says the warnings
     info = pipe.info
     latent = (height // info.vae_factor, width // info.vae_factor)
     structure = _structure(pipe.unet_source)
@@ -213,7 +217,7 @@ def build_plan(pipe, width: int, height: int, steps: int | None, guidance: float
     batch_dim = unet_declared.get("sample", (None,))[0]
     unet = count_graph(pipe.unet_source, unet_shapes(unet_declared, 1, latent), structure=structure)
     limit = memory_limit_mb if memory_limit_mb is not None else getattr(pipe, "memory_limit_mb", None)
-    peaks = counted_peaks_mb(unet, str(pipe.files.source).startswith(("http://", "https://")))
+    peaks = counted_peaks_mb(unet, str(pipe.files.source).startswith(("http://", "https://")), weights)
     mode, reason = guidance_mode_tonight(pipe, settings, batch_dim, unet.precision, guidance_mode, limit, peaks)
     plan = NightPlan(info.label, str(pipe.files.source), width, height, settings.steps, settings.sampler,
                      settings.guidance, settings.guided, mode, info.turbo, guidance_reason=reason,

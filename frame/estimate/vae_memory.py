@@ -34,8 +34,9 @@ def count_at(source: Any, tile: tuple[int, int]) -> Any:
     return count_graph(source, {LATENT: (1, 4, *tile)})
 
 
-def peak_counter(pipe: Any, weights: str = "auto") -> Callable[[tuple[int, int]], float | None]:
-    """MB the render worker peaks at while ``pipe``'s VAE decoder decodes one tile of that size."""
+def peak_counter(pipe: Any, weights: str = "prefetch") -> Callable[[tuple[int, int]], float | None]:
+    """MB the render worker peaks at while ``pipe``'s VAE decoder decodes one tile of that size.
+    ``weights``: the engine provider name (``PipelineSetup.weights``: "auto" already resolved)."""
     url = str(pipe.files.source).startswith(("http://", "https://"))
     provider = memory.provider_for(weights, url)
     source = pipe.vae_source

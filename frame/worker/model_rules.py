@@ -18,11 +18,11 @@ from types import SimpleNamespace
 
 from frame.config.schema import Config
 from frame.diffusion import rules, sizes
+from frame.diffusion.configured import PipelineSetup, pipeline_setup
 from frame.diffusion.model_info import ModelInfo
 from frame.diffusion.rules import Finding
 from frame.diffusion.sizes import night_size
 from frame.errors import FrameError
-from frame.models import resolve_model_source
 
 
 @contextlib.contextmanager
@@ -40,16 +40,13 @@ def _quiet() -> Iterator[None]:
 
 
 @functools.lru_cache(maxsize=8)
-def _findings(source: str, cache_dir: str, model_key: tuple, display_key: tuple) -> tuple[Finding, ...]:
-    from frame.diffusion.pipeline import Pipeline, engine_loader, open_model_files
-
-    sampler, steps, guidance, size, vae_tile, vae_tile_overlap = model_key
-    found = rules.tile_findings(vae_tile, vae_tile_overlap)
+def _findings(setup: PipelineSetup, model_key: tuple, display_key: tuple) -> tuple[Finding, ...]:
+    sampler, steps, guidance, size = model_key
+    found = rules.tile_findings(setup.vae_tile, setup.vae_tile_overlap)
     with _quiet():
         try:
-            files, info = open_model_files(source, cache_dir or None)
-            pipe = Pipeline(files, info, engine_loader("nocache"))
-            static = pipe.unet_static_latent()
+            pipe = setup.open_structure()
+            info, static = pipe.info, pipe.unet_static_latent()
             night = SimpleNamespace(model=SimpleNamespace(size=size),
                                     display=SimpleNamespace(size=display_key[0], rotate=display_key[1]))
             width, height = night_size(night, pipe)
@@ -74,15 +71,13 @@ def _stamp(source: str) -> float:
 
 
 @functools.lru_cache(maxsize=4)
-def _opened(source: str, cache_dir: str, stamp: float) -> tuple[ModelInfo, tuple[int, int] | None] | None:
+def _opened(setup: PipelineSetup, stamp: float) -> tuple[ModelInfo, tuple[int, int] | None] | None:
     """The model's facts and fixed latent size (None for free axes); None when it cannot be opened
     (``deep_problems`` reports the folder). Small files and the UNet's graph only, no weights."""
-    from frame.diffusion.pipeline import Pipeline, engine_loader, open_model_files
-
     with _quiet():
         try:
-            files, info = open_model_files(source, cache_dir or None)
-            return info, Pipeline(files, info, engine_loader("nocache")).unet_static_latent()
+            pipe = setup.open_structure()
+            return pipe.info, pipe.unet_static_latent()
         except FrameError:
             return None
 
@@ -94,10 +89,10 @@ def prompt_findings(config: Config, *, sampler: str | None, steps: int | None, g
     step limit, the samplers its schedule allows. Only findings about a value the prompt sets itself
     are returned, each keyed by that field. None when the model cannot be asked here (a model behind a
     URL is checked when it loads; a folder it cannot open is reported by ``deep_problems``)."""
-    source = resolve_model_source(config.model.source)
-    if "://" in source:
+    setup = pipeline_setup(config)
+    if "://" in setup.source:
         return None
-    opened = _opened(source, config.model.cache_dir, _stamp(source))
+    opened = _opened(setup, _stamp(setup.source))
     if opened is None:
         return None
     info, static = opened
@@ -119,8 +114,8 @@ def prompt_findings(config: Config, *, sampler: str | None, steps: int | None, g
 def size_rule(config: Config) -> str | None:
     """The configured model's size rule in words for a form's label ("multiples of 16 px for this SD 1.5
     model", "only 512x512 for this fixed-size export"), or None when it cannot be asked here."""
-    source = resolve_model_source(config.model.source)
-    opened = None if "://" in source else _opened(source, config.model.cache_dir, _stamp(source))
+    setup = pipeline_setup(config)
+    opened = None if "://" in setup.source else _opened(setup, _stamp(setup.source))
     if opened is None:
         return None
     info, static = opened
@@ -131,9 +126,9 @@ def size_rule(config: Config) -> str | None:
 
 def model_findings(config: Config) -> list[Finding]:
     """Every rule the configured ``model`` section breaks on the configured model (warnings included)."""
-    source = resolve_model_source(config.model.source)
+    setup = pipeline_setup(config)
     model = config.model
-    if "://" in source:
-        return rules.tile_findings(model.vae_tile, model.vae_tile_overlap)
-    model_key = (model.sampler, model.steps, model.guidance, model.size, model.vae_tile, model.vae_tile_overlap)
-    return list(_findings(source, model.cache_dir, model_key, (config.display.size, config.display.rotate)))
+    if "://" in setup.source:
+        return rules.tile_findings(setup.vae_tile, setup.vae_tile_overlap)
+    model_key = (model.sampler, model.steps, model.guidance, model.size)
+    return list(_findings(setup, model_key, (config.display.size, config.display.rotate)))

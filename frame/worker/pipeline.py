@@ -37,6 +37,7 @@ class PipelineHolder:
 def _vae_peak_counter(pipe: Any, config: Config) -> Any:
     """The decoder's counted peak per tile size, so the render decodes the fewest tiles that fit
     ``worker.memory_limit_mb``, as tonight's estimate counts them (``frame.diffusion.vae_tiles``)."""
+    from frame.diffusion.configured import engine_weights
     from frame.estimate.vae_memory import peak_counter
 
-    return peak_counter(pipe, config.model.weights)
+    return peak_counter(pipe, engine_weights(config.model.weights))

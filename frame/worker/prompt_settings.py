@@ -66,7 +66,8 @@ def refused(pipe: object, settings: PromptSettings, config: Config, size: tuple[
         return None
     model = config.model
     try:
-        pipe.settings("", "", model.steps, model.guidance, model.sampler, 0, size[0], size[1])  # type: ignore[attr-defined]
+        pipe.settings("", "", model.steps, model.guidance, model.sampler, 0, size[0], size[1],  # type: ignore[attr-defined]
+                      warn=False)  # the render's own call says the warnings
     except UsageError as exc:
         log.warning("the queued prompt's own settings do not suit this model (%s): using the night's", exc)
         return str(exc)

@@ -160,11 +160,8 @@ def generate(job: RenderJob, config: Config, choice: ThemeChoice, job_dir: Path,
         steps=settings.steps, guidance=settings.guidance, sampler=settings.sampler, width=settings.width,
         height=settings.height, model=pipe.info.name).to_json())
     emit(StageEvent("generating", steps=settings.steps))
-    image = pipe.generate(settings.prompt, negative_prompt=settings.negative_prompt, steps=settings.steps,
-                          guidance=settings.guidance, sampler=settings.sampler, seed=settings.seed,
-                          width=settings.width, height=settings.height, callback=ProgressRelay(job_dir, emit),
-                          resume_dir=job_dir / "diffusion", init_image=variation.image if variation else None,
-                          strength=strength)
+    image = pipe.generate(settings, callback=ProgressRelay(job_dir, emit), resume_dir=job_dir / "diffusion",
+                          init_image=variation.image if variation else None)
     write_bytes_atomic(out, _png_with_parameters(image))
     return out
 

@@ -11,6 +11,7 @@ import pytest
 
 from frame.convert.files import Options, convert
 from frame.diffusion import load_pipeline
+from tests.painting import paint
 
 PIPELINES = Path(__file__).resolve().parents[1] / "fixtures" / "pipelines"
 TARGET_DB = {"fp16": 40.0, "uint8": 30.0}
@@ -23,7 +24,7 @@ def psnr(a: np.ndarray, b: np.ndarray) -> float:
 
 def _picture(folder: Path, kind: str) -> np.ndarray:
     pipe = load_pipeline(folder)
-    return np.asarray(pipe.generate("a lighthouse on a cliff at dusk, oil painting", steps=4, sampler="euler",
+    return np.asarray(paint(pipe, "a lighthouse on a cliff at dusk, oil painting", steps=4, sampler="euler",
                                     guidance=5.0 if kind == "sdxl" else 7.5, seed=11, width=96, height=64))
 
 

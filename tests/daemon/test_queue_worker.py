@@ -64,7 +64,7 @@ def _paint_source(ctx) -> StoredPicture:
 class RefusingPipe:
     """A model that refuses the size 128x64 (as an export with fixed axes would)."""
 
-    def settings(self, prompt, negative, steps, guidance, sampler, seed, width, height, strength=None):
+    def settings(self, prompt, negative, steps, guidance, sampler, seed, width, height, strength=None, *, warn=True):
         if (width, height) == (128, 64):
             raise UsageError("size 128x64 is not allowed: this export has fixed axes and only renders 64x64")
 

@@ -18,6 +18,7 @@ from frame.diffusion import load_pipeline
 from frame.diffusion.denoise import GuidedUNet
 from frame.errors import FrameError
 from tests.diffusion.test_denoise import COND, LATENT, UNCOND, FakeUNet, Spec, specs
+from tests.painting import paint
 
 SDXL = Path(__file__).parents[1] / "fixtures" / "pipelines" / "sdxl" / "model"
 
@@ -52,4 +53,4 @@ def test_model_index_flag_reaches_the_unet(tmp_path):
     pipe = load_pipeline(folder)
     assert pipe.info.requires_aesthetics_score
     with pytest.raises(FrameError, match="takes 6 time_ids but the model's config gives 5"):
-        pipe.generate("x", steps=1, width=64, height=64)  # this UNet was trained without the score
+        paint(pipe, "x", steps=1, width=64, height=64)  # this UNet was trained without the score

@@ -22,6 +22,7 @@ from frame.errors import UsageError
 from frame.models import demo_model_path
 from tests.diffusion.test_commands import parse
 from tests.diffusion.test_resume import _wait_for_checkpoint
+from tests.painting import paint
 
 ROOT = Path(__file__).resolve().parents[2]
 SIZE = dict(width=64, height=64)
@@ -35,7 +36,7 @@ def pipe():
 @pytest.fixture(scope="module")
 def picture(pipe):
     """A frame picture to make "more like this" of (the demo's own render)."""
-    return pipe.generate("a lighthouse", steps=2, seed=3, **SIZE)
+    return paint(pipe, "a lighthouse", steps=2, seed=3, **SIZE)
 
 
 @pytest.fixture(autouse=True)
@@ -49,7 +50,7 @@ class Crash(Exception):
 
 def test_generate_runs_the_last_steps_and_records_the_strength(pipe, picture):
     seen = []
-    image = pipe.generate("a lighthouse", steps=6, seed=5, init_image=picture, strength=0.5,
+    image = paint(pipe, "a lighthouse", steps=6, seed=5, init_image=picture, strength=0.5,
                           callback=seen.append, **SIZE)
     assert image.size == (64, 64)
     assert [p.step for p in seen if p.step_done] == [1, 2, 3]  # 6 x 0.5: three steps, counted from 1
@@ -59,21 +60,21 @@ def test_generate_runs_the_last_steps_and_records_the_strength(pipe, picture):
     digest = img2img.prepare(picture, 64, 64).digest
     assert f"Steps: 6, Sampler: Euler a, CFG scale: 7.5, Seed: 5, Size: 64x64, Model: demo, " \
            f"Denoising strength: 0.5, Init image hash: {digest}, Version: frame" in text
-    again = pipe.generate("a lighthouse", steps=6, seed=5, init_image=picture, strength=0.5, **SIZE)
+    again = paint(pipe, "a lighthouse", steps=6, seed=5, init_image=picture, strength=0.5, **SIZE)
     assert np.array_equal(np.asarray(image), np.asarray(again))
 
 
 def test_strength_seed_and_picture_each_change_the_result(pipe, picture):
     args = dict(steps=2, seed=1, **SIZE)
-    base = np.asarray(pipe.generate("a lighthouse", init_image=picture, strength=0.5, **args))
+    base = np.asarray(paint(pipe, "a lighthouse", init_image=picture, strength=0.5, **args))
     for change in (dict(strength=1.0), dict(seed=2), dict(init_image=picture.transpose(0))):
         call = {"init_image": picture, "strength": 0.5, **args, **change}
-        assert not np.array_equal(base, np.asarray(pipe.generate("a lighthouse", **call))), change
+        assert not np.array_equal(base, np.asarray(paint(pipe, "a lighthouse", **call))), change
 
 
 def test_init_image_of_another_size_is_fitted(pipe, picture):
     wide = picture.resize((300, 120))
-    image = pipe.generate("x", steps=2, init_image=wide, strength=1.0, width=64, height=128)
+    image = paint(pipe, "x", steps=2, init_image=wide, strength=1.0, width=64, height=128)
     assert image.size == (64, 128)
 
 
@@ -94,7 +95,7 @@ def test_turbo_default_steps_run_at_least_one_step(pipe):
 ])
 def test_bad_strength_is_named_before_any_model_runs(pipe, picture, kwargs, message):
     with pytest.raises(UsageError, match=message):
-        pipe.generate("x", init_image=picture, **SIZE, **kwargs)
+        paint(pipe, "x", init_image=picture, **SIZE, **kwargs)
 
 
 def test_strength_without_a_picture_and_picture_of_the_wrong_size(pipe, picture):
@@ -114,9 +115,9 @@ def test_model_without_vae_encoder_says_so(tmp_path, picture):
         if item.name != "vae_encoder":
             (folder / item.name).symlink_to(item)
     pipe = load_pipeline(folder)
-    pipe.generate("x", steps=1, **SIZE)  # text-to-image does not need it
+    paint(pipe, "x", steps=1, **SIZE)  # text-to-image does not need it
     with pytest.raises(UsageError, match="has no vae_encoder/model.onnx, which image-to-image needs"):
-        pipe.generate("x", steps=2, init_image=picture, strength=0.5, **SIZE)
+        paint(pipe, "x", steps=2, init_image=picture, strength=0.5, **SIZE)
     lines = [line for _, line in describe_folder(folder)]  # what `frame config check` prints
     assert "image-to-image (more like this): not available, the folder has no vae_encoder/model.onnx" in lines[-1]
     lines = [line for _, line in describe_folder(demo_model_path())]
@@ -133,11 +134,11 @@ def _crash_after(step: int):
 @pytest.mark.parametrize("sampler", ["dpm++2m", "euler_a"])
 def test_resume_after_a_crash_is_bit_identical_and_skips_the_encoder(tmp_path, pipe, picture, sampler):
     args = dict(steps=8, sampler=sampler, seed=11, init_image=picture, strength=0.75, **SIZE)
-    straight = np.asarray(pipe.generate("a lighthouse", **args))
+    straight = np.asarray(paint(pipe, "a lighthouse", **args))
     with pytest.raises(Crash):
-        pipe.generate("a lighthouse", callback=_crash_after(2), resume_dir=tmp_path, **args)
+        paint(pipe, "a lighthouse", callback=_crash_after(2), resume_dir=tmp_path, **args)
     seen = []
-    resumed = pipe.generate("a lighthouse", resume_dir=tmp_path, callback=seen.append, **args)
+    resumed = paint(pipe, "a lighthouse", resume_dir=tmp_path, callback=seen.append, **args)
     assert [e.step for e in seen if e.step_done] == [3, 4, 5, 6]  # 6 steps run; continued after the 2nd
     assert "encode" not in {e.phase for e in seen}
     assert np.array_equal(np.asarray(resumed), straight)
@@ -147,12 +148,12 @@ def test_resume_after_a_crash_is_bit_identical_and_skips_the_encoder(tmp_path, p
 def test_resume_state_of_another_picture_or_strength_is_not_used(tmp_path, pipe, picture):
     args = dict(steps=4, seed=2, **SIZE)
     with pytest.raises(Crash):
-        pipe.generate("x", init_image=picture, strength=1.0, callback=_crash_after(1), resume_dir=tmp_path, **args)
+        paint(pipe, "x", init_image=picture, strength=1.0, callback=_crash_after(1), resume_dir=tmp_path, **args)
     for other in (dict(init_image=picture.transpose(0), strength=1.0), dict(init_image=picture, strength=0.75),
                   dict()):
         seen = []
         with pytest.raises(Crash):
-            pipe.generate("x", callback=lambda p, seen=seen: (seen.append(p), _crash_after(1)(p)),
+            paint(pipe, "x", callback=lambda p, seen=seen: (seen.append(p), _crash_after(1)(p)),
                           resume_dir=tmp_path, **args, **other)
         assert [e.step for e in seen if e.step_done] == [1], other  # started over
 

@@ -21,6 +21,7 @@ from frame.engine.io.http_settings import HttpSettings
 from frame.engine.providers import HttpPrefetch
 from frame.models import demo_model_path
 from tests.engine.http_server import RangeServer
+from tests.painting import paint
 
 RENDER = dict(steps=2, guidance=7.5, seed=4, width=32, height=32, sampler="euler")
 
@@ -65,7 +66,7 @@ def night(server: RangeServer, cache, clock: FakeClock, callback=None, **overrid
             return load_model(source, weights=HttpPrefetch(budget_bytes=64 << 10))
 
     pipe = load_pipeline(server.url(""), cache_dir=cache, http=settings, loader=load)
-    return np.asarray(pipe.generate("a lighthouse", callback=callback, **RENDER))
+    return np.asarray(paint(pipe, "a lighthouse", callback=callback, **RENDER))
 
 
 @pytest.fixture(scope="module")

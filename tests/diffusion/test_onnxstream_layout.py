@@ -24,6 +24,7 @@ from frame.engine.onnxstream.summary import read_ops, weight_files
 from frame.errors import FrameError
 from frame.models import demo_model_path
 from tests.engine.http_server import RangeServer
+from tests.painting import paint
 
 pytest.importorskip("onnxruntime")  # the layout tool calibrates range_data.txt with it
 ROOT = Path(__file__).resolve().parents[2]
@@ -145,7 +146,7 @@ def _case(kind: str, name: str) -> dict:
 def _render(source, kind: str, case: dict, **load) -> np.ndarray:
     pipe = load_pipeline(source, **load)
     noise = np.load(PIPELINES / kind / "noise" / case["noise"])
-    image = pipe.generate(case["prompt"], case["negative_prompt"], case["steps"], case["guidance"], case["sampler"],
+    image = paint(pipe, case["prompt"], case["negative_prompt"], case["steps"], case["guidance"], case["sampler"],
                           0, case["width"], case["height"], init_noise=noise)
     return np.asarray(image)
 

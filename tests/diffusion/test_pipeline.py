@@ -15,6 +15,7 @@ from frame.diffusion.pipeline import engine_loader
 from frame.diffusion.samplers import NoiseSource
 from frame.errors import FrameError, UsageError
 from frame.models import demo_model_path
+from tests.painting import paint
 
 SIZE = dict(width=64, height=64)
 
@@ -63,9 +64,9 @@ def test_defaults_follow_the_model_kind(pipe):
 
 
 def test_generate_is_deterministic_per_seed(pipe):
-    a = pipe.generate("a red fox", steps=2, seed=1, **SIZE)
-    b = pipe.generate("a red fox", steps=2, seed=1, **SIZE)
-    c = pipe.generate("a red fox", steps=2, seed=2, **SIZE)
+    a = paint(pipe, "a red fox", steps=2, seed=1, **SIZE)
+    b = paint(pipe, "a red fox", steps=2, seed=1, **SIZE)
+    c = paint(pipe, "a red fox", steps=2, seed=2, **SIZE)
     assert a.size == (64, 64) and a.mode == "RGB"
     assert np.array_equal(np.asarray(a), np.asarray(b))
     assert not np.array_equal(np.asarray(a), np.asarray(c))
@@ -73,17 +74,17 @@ def test_generate_is_deterministic_per_seed(pipe):
 
 def test_init_noise_is_the_seeds_noise(pipe):
     noise = NoiseSource(5).normal((1, 4, 8, 8))
-    a = pipe.generate("a boat", steps=2, sampler="euler", seed=5, **SIZE)
-    b = pipe.generate("a boat", steps=2, sampler="euler", seed=99, init_noise=noise, **SIZE)
+    a = paint(pipe, "a boat", steps=2, sampler="euler", seed=5, **SIZE)
+    b = paint(pipe, "a boat", steps=2, sampler="euler", seed=99, init_noise=noise, **SIZE)
     assert np.array_equal(np.asarray(a), np.asarray(b))
     with pytest.raises(UsageError, match=r"needs \(1, 4, 8, 8\)"):
-        pipe.generate("a boat", steps=1, init_noise=np.zeros((1, 4, 16, 16)), **SIZE)
+        paint(pipe, "a boat", steps=1, init_noise=np.zeros((1, 4, 16, 16)), **SIZE)
 
 
 def test_components_load_one_at_a_time_in_order():
     loader = CountingLoader()
     pipe = load_pipeline(demo_model_path(), loader=loader)
-    pipe.generate("a cat", steps=2, guidance=7.0, **SIZE)
+    paint(pipe, "a cat", steps=2, guidance=7.0, **SIZE)
     assert loader.loaded == ["unet", "text_encoder", "unet", "vae_decoder"]  # first unet: signature only
     assert loader.unet_shared == [2, 2] and loader.unet_batches == []  # both passes share each weight fetch
 
@@ -91,13 +92,13 @@ def test_components_load_one_at_a_time_in_order():
 def test_no_guidance_skips_the_unconditional_pass():
     loader = CountingLoader()
     pipe = load_pipeline(demo_model_path(), loader=loader)
-    pipe.generate("a cat", negative_prompt="ignored", steps=3, guidance=1.0, **SIZE)
+    paint(pipe, "a cat", negative_prompt="ignored", steps=3, guidance=1.0, **SIZE)
     assert loader.unet_batches == [1, 1, 1]
 
 
 def test_guidance_modes_agree():
     loaders = {mode: CountingLoader() for mode in ("batched", "sequential", "shared")}
-    images = {mode: np.asarray(load_pipeline(demo_model_path(), loader=loader, guidance_mode=mode).generate(
+    images = {mode: np.asarray(paint(load_pipeline(demo_model_path(), loader=loader, guidance_mode=mode),
         "a hill", steps=2, sampler="ddim", **SIZE), dtype=np.float64) for mode, loader in loaders.items()}
     assert np.abs(images["batched"] - images["sequential"]).max() <= 1
     assert np.array_equal(images["shared"], images["sequential"])  # the same kernels on the same inputs
@@ -109,7 +110,7 @@ def test_guidance_modes_agree():
 def test_a_tight_memory_limit_runs_the_passes_one_after_the_other(caplog):
     loader = CountingLoader()
     caplog.set_level(logging.INFO, logger="frame.diffusion.pipeline")
-    load_pipeline(demo_model_path(), loader=loader, memory_limit_mb=100).generate("a hill", steps=1, **SIZE)
+    paint(load_pipeline(demo_model_path(), loader=loader, memory_limit_mb=100), "a hill", steps=1, **SIZE)
     assert loader.unet_batches == [1, 1] and loader.unet_shared == []
     assert "guidance passes: sequential (reading the weights once per step would need about" in caplog.text
 
@@ -121,7 +122,7 @@ def test_unknown_guidance_mode_is_refused():
 
 def test_progress_reports_phases_steps_and_previews(pipe):
     events = []
-    pipe.generate("a cat", steps=3, callback=events.append, **SIZE)
+    paint(pipe, "a cat", steps=3, callback=events.append, **SIZE)
     phases = [e.phase for e in events]
     assert phases[0] == "text" and phases[-1] == "vae"
     steps = [e for e in events if e.step_done]
@@ -139,7 +140,7 @@ def test_progress_counts_one_unets_weights_per_guided_step():
     events = []
     loader = CountingLoader()
     pipe = load_pipeline(demo_model_path(), loader=loader)
-    pipe.generate("a cat", steps=3, guidance=7.5, callback=events.append, **SIZE)
+    paint(pipe, "a cat", steps=3, guidance=7.5, callback=events.append, **SIZE)
     unet = loader.load(pipe.unet_source)
     weights = sum(ref.nbytes for ref in unet.streamed_weights)
     unet.close()
@@ -151,7 +152,7 @@ def test_progress_counts_one_unets_weights_per_guided_step():
 
 
 def test_png_carries_a1111_parameters(pipe, tmp_path):
-    image = pipe.generate("a (red:1.2) barn", negative_prompt="fog", steps=2, seed=3, sampler="dpm++2m", **SIZE)
+    image = paint(pipe, "a (red:1.2) barn", negative_prompt="fog", steps=2, seed=3, sampler="dpm++2m", **SIZE)
     path = tmp_path / "out.png"
     save_png(image, path)
     text = Image.open(path).info["parameters"]
@@ -173,7 +174,7 @@ def test_embed_text_gives_pooled_embeddings(pipe):
 def test_long_prompt_warns_and_truncates(pipe, caplog):
     long_prompt = ", ".join(["a very detailed painting of a quiet harbour"] * 12)
     with caplog.at_level(logging.WARNING, logger="frame.diffusion"):
-        pipe.generate(long_prompt, steps=1, guidance=0, **SIZE)
+        paint(pipe, long_prompt, steps=1, guidance=0, **SIZE)
     assert any("longer than 75 tokens" in r.getMessage() for r in caplog.records)
 
 
@@ -189,7 +190,7 @@ def test_long_prompt_warns_and_truncates(pipe, caplog):
 )
 def test_bad_settings_are_named(pipe, kwargs, message):
     with pytest.raises(UsageError, match=message):
-        pipe.generate("a cat", **{**SIZE, **kwargs})
+        paint(pipe, "a cat", **{**SIZE, **kwargs})
 
 
 def test_missing_model_files_are_named(tmp_path):
@@ -209,9 +210,9 @@ def test_missing_model_files_are_named(tmp_path):
 
 def test_emphasis_changes_the_picture_only_when_weighted(pipe):
     args = dict(steps=1, guidance=0, seed=2, width=32, height=32)
-    plain = np.asarray(pipe.generate("a red barn", **args))
-    neutral = np.asarray(pipe.generate("a (red:1.0) barn", **args))
-    stressed = np.asarray(pipe.generate("a (red:1.8) barn", **args))
+    plain = np.asarray(paint(pipe, "a red barn", **args))
+    neutral = np.asarray(paint(pipe, "a (red:1.0) barn", **args))
+    stressed = np.asarray(paint(pipe, "a (red:1.8) barn", **args))
     assert np.array_equal(plain, neutral)
     assert not np.array_equal(plain, stressed)
 
@@ -226,7 +227,7 @@ def test_turbo_models_default_to_one_unguided_step(tmp_path, caplog):
     pipe = load_pipeline(turbo, loader=loader)
     settings = pipe.settings("a cat")
     assert pipe.info.turbo and (settings.steps, settings.guidance, settings.guided) == (1, 0.0, False)
-    pipe.generate("a cat", width=32, height=32)
+    paint(pipe, "a cat", width=32, height=32)
     assert loader.unet_batches == [1]
     with caplog.at_level(logging.WARNING, logger="frame.diffusion"):
         pipe.settings("a cat", steps=8)

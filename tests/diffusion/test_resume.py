@@ -18,6 +18,7 @@ from PIL import Image
 from frame.diffusion import load_pipeline
 from frame.diffusion.resume import FILENAME, Checkpoint, ResumeStore
 from frame.models import demo_model_path
+from tests.painting import paint
 
 ROOT = Path(__file__).resolve().parents[2]
 SIZE = dict(width=64, height=64)
@@ -90,11 +91,11 @@ def _crash_after(step: int):
 def test_render_resumes_after_a_crash_bit_identically(tmp_path, sampler):
     pipe = load_pipeline(demo_model_path())
     args = dict(steps=5, sampler=sampler, seed=11, **SIZE)
-    straight = np.asarray(pipe.generate("a lighthouse", **args))
+    straight = np.asarray(paint(pipe, "a lighthouse", **args))
     with pytest.raises(Crash):
-        pipe.generate("a lighthouse", callback=_crash_after(3), resume_dir=tmp_path, **args)
+        paint(pipe, "a lighthouse", callback=_crash_after(3), resume_dir=tmp_path, **args)
     seen = []
-    resumed = pipe.generate("a lighthouse", resume_dir=tmp_path, callback=seen.append, **args)
+    resumed = paint(pipe, "a lighthouse", resume_dir=tmp_path, callback=seen.append, **args)
     assert [e.step for e in seen if e.step_done] == [4, 5]  # continued after step 3
     assert np.array_equal(np.asarray(resumed), straight)
     assert not (tmp_path / FILENAME).exists()  # cleared when finished
@@ -103,11 +104,11 @@ def test_render_resumes_after_a_crash_bit_identically(tmp_path, sampler):
 def test_changed_parameters_do_not_mix(tmp_path):
     pipe = load_pipeline(demo_model_path())
     with pytest.raises(Crash):
-        pipe.generate("a lighthouse", steps=4, seed=1, callback=_crash_after(2), resume_dir=tmp_path, **SIZE)
+        paint(pipe, "a lighthouse", steps=4, seed=1, callback=_crash_after(2), resume_dir=tmp_path, **SIZE)
     seen = []
-    other = pipe.generate("a lighthouse", steps=4, seed=2, resume_dir=tmp_path, callback=seen.append, **SIZE)
+    other = paint(pipe, "a lighthouse", steps=4, seed=2, resume_dir=tmp_path, callback=seen.append, **SIZE)
     assert [e.step for e in seen if e.step_done] == [1, 2, 3, 4]
-    assert np.array_equal(np.asarray(other), np.asarray(pipe.generate("a lighthouse", steps=4, seed=2, **SIZE)))
+    assert np.array_equal(np.asarray(other), np.asarray(paint(pipe, "a lighthouse", steps=4, seed=2, **SIZE)))
 
 
 def _render(out: Path, resume: Path | None, extra_env=None) -> subprocess.Popen:
@@ -163,15 +164,15 @@ def test_sigkill_at_random_moments_then_resume_gives_identical_png(tmp_path):
 def test_crash_while_decoding_resumes_straight_to_the_decoder(tmp_path):
     pipe = load_pipeline(demo_model_path())
     args = dict(steps=3, seed=5, **SIZE)
-    straight = np.asarray(pipe.generate("a quiet harbour", **args))
+    straight = np.asarray(paint(pipe, "a quiet harbour", **args))
 
     def crash_in_vae(progress):
         if progress.phase == "vae":
             raise Crash()
 
     with pytest.raises(Crash):
-        pipe.generate("a quiet harbour", callback=crash_in_vae, resume_dir=tmp_path, **args)
+        paint(pipe, "a quiet harbour", callback=crash_in_vae, resume_dir=tmp_path, **args)
     phases = []
-    resumed = pipe.generate("a quiet harbour", resume_dir=tmp_path, callback=lambda p: phases.append(p.phase), **args)
+    resumed = paint(pipe, "a quiet harbour", resume_dir=tmp_path, callback=lambda p: phases.append(p.phase), **args)
     assert set(phases) == {"vae"}  # no text encoding, no UNet step
     assert np.array_equal(np.asarray(resumed), straight)

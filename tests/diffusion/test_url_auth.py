@@ -16,13 +16,14 @@ from frame.diffusion import load_pipeline
 from frame.diffusion.configured import load_configured_pipeline
 from frame.models import demo_model_path
 from tests.modelserver.conftest import TOKEN, Served
+from tests.painting import paint
 
 ARGS = dict(steps=1, guidance=0, seed=3, width=32, height=32)
 
 
 @pytest.fixture(scope="module")
 def reference():
-    return np.asarray(load_pipeline(demo_model_path()).generate("a cat", **ARGS))
+    return np.asarray(paint(load_pipeline(demo_model_path()), "a cat", **ARGS))
 
 
 @pytest.fixture(scope="module")
@@ -39,13 +40,13 @@ def config_for(tmp_path, source: str, token: str = ""):
 
 
 def test_token_in_the_config(nas, tmp_path, reference):
-    image = load_configured_pipeline(config_for(tmp_path, nas.url(), TOKEN)).generate("a cat", **ARGS)
+    image = paint(load_configured_pipeline(config_for(tmp_path, nas.url(), TOKEN)), "a cat", **ARGS)
     assert np.array_equal(np.asarray(image), reference)
 
 
 def test_basic_auth_in_the_url(nas, tmp_path, reference):
     source = nas.url(userinfo=f"frame:{TOKEN}")
-    image = load_configured_pipeline(config_for(tmp_path, source)).generate("a cat", **ARGS)
+    image = paint(load_configured_pipeline(config_for(tmp_path, source)), "a cat", **ARGS)
     assert np.array_equal(np.asarray(image), reference)
 
 

@@ -15,6 +15,7 @@ from frame.diffusion.model_info import read_model_info
 from frame.errors import FrameError, UsageError
 from frame.models import demo_model_path
 from tests.engine.http_server import RangeServer
+from tests.painting import paint
 
 
 @pytest.fixture
@@ -44,8 +45,8 @@ def test_small_files_are_fetched_once(server, tmp_path):
 
 def test_render_from_url_matches_local_folder(server, tmp_path):
     args = dict(steps=1, guidance=0, seed=3, width=32, height=32)
-    remote = load_pipeline(server.url(""), cache_dir=tmp_path).generate("a cat", **args)
-    local = load_pipeline(demo_model_path()).generate("a cat", **args)
+    remote = paint(load_pipeline(server.url(""), cache_dir=tmp_path), "a cat", **args)
+    local = paint(load_pipeline(demo_model_path()), "a cat", **args)
     assert np.array_equal(np.asarray(remote), np.asarray(local))
     ranged = [p for p, r in server.requests if r is not None]
     assert "/unet/model.onnx" in ranged  # weights came as Range requests, not cached files
@@ -59,7 +60,7 @@ def _night(config, args):
     pipe = load_configured_pipeline(config)
     models, load = [], pipe.load
     pipe.load = lambda source: models.append(load(source)) or models[-1]
-    image = np.asarray(pipe.generate("a cat", **args))
+    image = np.asarray(paint(pipe, "a cat", **args))
     return image, [m for m in models if "unet" in m.source][-1]
 
 
@@ -84,8 +85,8 @@ def test_configured_weight_cache_serves_later_nights(server, tmp_path):
 def test_img2img_from_url_matches_local_folder_and_caches_no_weights(server, tmp_path):
     picture = Image.linear_gradient("L").convert("RGB").resize((32, 32))
     args = dict(steps=2, guidance=0, seed=3, width=32, height=32, init_image=picture, strength=0.5)
-    remote = load_pipeline(server.url(""), cache_dir=tmp_path).generate("a cat", **args)
-    local = load_pipeline(demo_model_path()).generate("a cat", **args)
+    remote = paint(load_pipeline(server.url(""), cache_dir=tmp_path), "a cat", **args)
+    local = paint(load_pipeline(demo_model_path()), "a cat", **args)
     assert np.array_equal(np.asarray(remote), np.asarray(local))
     assert ("HEAD /vae_encoder/model.onnx", None) in server.requests  # asked, not downloaded
     assert "/vae_encoder/model.onnx" in [p for p, r in server.requests if r is not None]
@@ -103,6 +104,6 @@ def test_img2img_from_url_without_encoder_says_so(tmp_path):
         pipe = load_pipeline(served.url(""), cache_dir=tmp_path / "cache")
         picture = Image.linear_gradient("L").convert("RGB")
         with pytest.raises(UsageError, match="has no vae_encoder/model.onnx"):
-            pipe.generate("a cat", steps=2, width=32, height=32, init_image=picture, strength=0.5)
+            paint(pipe, "a cat", steps=2, width=32, height=32, init_image=picture, strength=0.5)
     finally:
         served.stop()

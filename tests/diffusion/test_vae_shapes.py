@@ -19,6 +19,7 @@ from frame.diffusion.pipeline import engine_loader
 from frame.diffusion.vae_shapes import check_vae
 from frame.engine import load_model
 from tests.engine.builders import save, value
+from tests.painting import paint
 
 ort = pytest.importorskip("onnxruntime")
 SD15 = Path(__file__).resolve().parents[1] / "fixtures" / "pipelines" / "sd15" / "model"
@@ -60,7 +61,7 @@ def _pipeline_with_vae(tmp_path: Path, vae: Path) -> Path:
 
 def _render(folder: Path, **kwargs) -> np.ndarray:
     pipe = load_pipeline(folder, vae_tile=8, vae_tile_overlap=2, **kwargs)
-    return np.asarray(pipe.generate("a red barn", steps=1, guidance=7.5, seed=5, width=128, height=64))
+    return np.asarray(paint(pipe, "a red barn", steps=1, guidance=7.5, seed=5, width=128, height=64))
 
 
 def test_a_static_decoder_no_op_depends_on_is_decoded_in_tiles(tmp_path):

@@ -12,6 +12,7 @@ from frame.engine.io.http_settings import HttpSettings, using
 from frame.engine.model import load_model
 from frame.models import demo_model_path
 from tests.modelserver.conftest import Served
+from tests.painting import paint
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +57,7 @@ def test_renders_from_the_cache_equal_streamed_ones(served, tmp_path):
         path.write_text(f"state_dir: {tmp_path / 'state'}\nmodel:\n  source: {served.url('')}\n"
                         f"  cache:\n    enabled: {str(cache).lower()}\n    max_mb: 64\n")
         pipe = load_configured_pipeline(load_config(path, environ={}))
-        return np.asarray(pipe.generate("a cat", steps=3, guidance=7.5, seed=3, width=192, height=128))
+        return np.asarray(paint(pipe, "a cat", steps=3, guidance=7.5, seed=3, width=192, height=128))
 
     streamed = night(False)
     first, second = night(True), night(True)
@@ -82,13 +83,13 @@ def test_a_fully_cached_model_paints_while_the_server_is_off(tmp_path, caplog):
                     "  cache:\n    enabled: true\n    max_mb: 64\n")
     args = dict(steps=2, guidance=7.5, seed=3, width=64, height=64)
     try:
-        online = np.asarray(load_configured_pipeline(load_config(path, environ={})).generate("a cat", **args))
+        online = np.asarray(paint(load_configured_pipeline(load_config(path, environ={})), "a cat", **args))
     finally:
         server.close()
     caplog.set_level(logging.INFO)
     started = time.monotonic()
     reports = []
-    offline = np.asarray(load_configured_pipeline(load_config(path, environ={})).generate(
+    offline = np.asarray(paint(load_configured_pipeline(load_config(path, environ={})),
         "a cat", callback=reports.append, **args))
     assert time.monotonic() - started < 60  # one quick attempt per server, never the 300 s of retries
     assert np.array_equal(online, offline)

@@ -13,11 +13,12 @@ import requests
 from PIL import Image
 
 from frame.cli.serve_render import RenderServer, start_server
-from frame.config.schema import ModelConfig, RemoteRenderConfig
+from frame.config.schema import Config, RemoteRenderConfig
 from frame.diffusion import load_pipeline
 from frame.models import resolve_model_source
 from frame.remote import RemoteJob, RemoteUnavailable, render_remote
 from frame.serve.render.engines import onnxruntime_installed
+from tests.painting import paint
 
 TOKEN = "serve-token-for-tests"
 JOB = RemoteJob(prompt="a quiet harbour at dawn, watercolor painting", negative_prompt="blurry", steps=2,
@@ -63,14 +64,14 @@ def through(server: RenderServer, job: RemoteJob = JOB, **changes):
 
 @pytest.fixture(scope="module")
 def local_picture():
-    return load_pipeline(resolve_model_source("demo")).generate(
+    return paint(load_pipeline(resolve_model_source("demo")),
         JOB.prompt, negative_prompt=JOB.negative_prompt, steps=JOB.steps, guidance=JOB.guidance,
         sampler=JOB.sampler, seed=JOB.seed, width=JOB.width, height=JOB.height)
 
 
 @pytest.fixture(scope="module")
 def served():
-    server = start_server(resolve_model_source("demo"), "frame", ModelConfig(), TOKEN, "127.0.0.1:0", max_waiting=2)
+    server = start_server(resolve_model_source("demo"), "frame", Config(), TOKEN, "127.0.0.1:0", max_waiting=2)
     yield server
     server.close()
 
@@ -133,7 +134,7 @@ class SlowPipe:
     def __getattr__(self, name):
         return getattr(self.real, name)
 
-    def generate(self, *args, callback=None, **kwargs):
+    def generate(self, settings, callback=None, **kwargs):
         from frame.diffusion.progress import Progress
 
         started = time.monotonic()
@@ -141,7 +142,7 @@ class SlowPipe:
             time.sleep(0.05)
             callback(Progress("unet", step + 1, 2, 0.0, (step + 1) / 2, 0.1, True, None, None))
             self.gate.wait(30)
-        image = Image.new("RGB", (kwargs["width"], kwargs["height"]), (9, 9, 9))
+        image = Image.new("RGB", (settings.width, settings.height), (9, 9, 9))
         image.info["parameters"] = "p"
         with self.lock:
             self.spans.append((started, time.monotonic()))
@@ -185,7 +186,7 @@ def test_jobs_run_one_at_a_time_and_progress_reports_the_running_one():
 
 @pytest.mark.skipif(not onnxruntime_installed(), reason="onnxruntime (frame[desktop]) is not installed")
 def test_onnxruntime_engine_paints_the_same_picture_within_rounding(local_picture):
-    server = start_server(resolve_model_source("demo"), "auto", ModelConfig(), TOKEN, "127.0.0.1:0")
+    server = start_server(resolve_model_source("demo"), "auto", Config(), TOKEN, "127.0.0.1:0")
     try:
         assert server.engine == "onnxruntime"
         result = through(server)

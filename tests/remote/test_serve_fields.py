@@ -13,7 +13,7 @@ import requests
 from PIL import Image
 
 from frame.cli.serve_render import start_server
-from frame.config.schema import ModelConfig
+from frame.config.schema import Config
 from frame.models import resolve_model_source
 from frame.serve.render import fields
 
@@ -27,7 +27,7 @@ LEFT_OUT = object()
 def served():
     with pytest.MonkeyPatch.context() as patch:  # a server with 8 GiB of memory, whatever this machine has
         patch.setattr(fields, "total_memory_bytes", lambda: 8 * GIB)
-        server = start_server(resolve_model_source("demo"), "frame", ModelConfig(), TOKEN, "127.0.0.1:0",
+        server = start_server(resolve_model_source("demo"), "frame", Config(), TOKEN, "127.0.0.1:0",
                               max_waiting=2)
     yield server
     server.close()

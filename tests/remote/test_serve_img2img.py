@@ -1,5 +1,5 @@
 """``frame serve-render`` img2img on 127.0.0.1 with the demo model (it has a vae_encoder): frame's own
-client against frame's server equals a local ``pipe.generate(init_image=..., strength=...)``; each
+client against frame's server equals a local ``paint(pipe, init_image=..., strength=...)``; each
 bad field is a 422 naming it; a model without an encoder is refused with the reason."""
 
 from __future__ import annotations
@@ -17,11 +17,12 @@ import requests
 from PIL import Image
 
 from frame.cli.serve_render import start_server
-from frame.config.schema import ModelConfig
+from frame.config.schema import Config
 from frame.diffusion import load_pipeline
 from frame.models import resolve_model_source
 from frame.remote import RemoteJob, RemoteUnavailable
 from frame.serve.render.engines import onnxruntime_installed
+from tests.painting import paint
 from tests.remote.test_serve import TOKEN, run_clients, through
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -52,18 +53,18 @@ def pipe():
 @pytest.fixture(scope="module")
 def start_picture(pipe):
     """The frame's own picture of last night, at the render size: "more like this"."""
-    return pipe.generate("a quiet harbour at dawn", steps=2, seed=5, width=JOB.width, height=JOB.height)
+    return paint(pipe, "a quiet harbour at dawn", steps=2, seed=5, width=JOB.width, height=JOB.height)
 
 
 @pytest.fixture(scope="module")
 def served():
-    server = start_server(resolve_model_source("demo"), "frame", ModelConfig(), TOKEN, "127.0.0.1:0", max_waiting=2)
+    server = start_server(resolve_model_source("demo"), "frame", Config(), TOKEN, "127.0.0.1:0", max_waiting=2)
     yield server
     server.close()
 
 
 def local(pipe, init, job: RemoteJob = JOB) -> Image.Image:
-    return pipe.generate(job.prompt, negative_prompt=job.negative_prompt, steps=job.steps, guidance=job.guidance,
+    return paint(pipe, job.prompt, negative_prompt=job.negative_prompt, steps=job.steps, guidance=job.guidance,
                          sampler=job.sampler, seed=job.seed, width=job.width, height=job.height, init_image=init,
                          strength=job.denoising_strength)
 
@@ -144,7 +145,7 @@ def test_img2img_needs_the_token(served):
 def test_a_model_without_vae_encoder_is_refused_with_the_reason_and_the_frame_falls_back(tmp_path, start_picture):
     model = tmp_path / "no-encoder"
     shutil.copytree(resolve_model_source("demo"), model, ignore=shutil.ignore_patterns("vae_encoder"))
-    server = start_server(str(model), "frame", ModelConfig(), TOKEN, "127.0.0.1:0")
+    server = start_server(str(model), "frame", Config(), TOKEN, "127.0.0.1:0")
     try:
         answer = requests.post(server.url + "/sdapi/v1/img2img", json={"prompt": "x", "init_images": [GOOD]},
                                headers=AUTH, timeout=30)
@@ -167,7 +168,7 @@ def test_img2img_waits_in_the_same_queue_and_progress_names_it(served, start_pic
             callback(report)
             if report.phase == "unet" and "progress" not in seen:
                 seen["progress"] = served.jobs.progress(with_image=False)
-        seen["kwargs"] = kwargs
+        seen["args"], seen["kwargs"] = args, kwargs
         return real_generate(*args, callback=relay, **kwargs)
 
     served.pipe.generate = watching_generate
@@ -175,7 +176,7 @@ def test_img2img_waits_in_the_same_queue_and_progress_names_it(served, start_pic
         through(served, dataclasses.replace(JOB, init_image=png(start_picture)))
     finally:
         del served.pipe.generate
-    assert seen["kwargs"]["strength"] == 0.5 and seen["kwargs"]["init_image"].size == (128, 64)
+    assert seen["args"][0].strength == 0.5 and seen["kwargs"]["init_image"].size == (128, 64)
     state = seen["progress"]["state"]
     assert state["job"] == "img2img" and state["job_count"] == 1 and state["sampling_steps"] == 2  # int(4 * 0.5)
     assert threading.current_thread() is threading.main_thread()
@@ -183,7 +184,7 @@ def test_img2img_waits_in_the_same_queue_and_progress_names_it(served, start_pic
 
 @pytest.mark.skipif(not onnxruntime_installed(), reason="onnxruntime (frame[desktop]) is not installed")
 def test_onnxruntime_engine_img2img_matches_within_rounding_with_the_seeded_encoder(pipe, start_picture):
-    server = start_server(resolve_model_source("demo"), "auto", ModelConfig(), TOKEN, "127.0.0.1:0")
+    server = start_server(resolve_model_source("demo"), "auto", Config(), TOKEN, "127.0.0.1:0")
     job = dataclasses.replace(JOB, init_image=png(start_picture))
     try:
         assert server.engine == "onnxruntime"

@@ -40,7 +40,7 @@ from frame.daemon.store.database import Store, now_iso
 from frame.daemon.store.records import QueuedPrompt
 from frame.daemon.store.recovery import backup_path
 from frame.errors import FrameError
-from frame.seeds import random_seed
+from frame.seeds import resolve_seed
 from frame.statefile import read_json
 from frame.worker.events import RenderOutput, ShowOutput
 from frame.worker.records import (
@@ -172,7 +172,7 @@ def build_job(ctx: RenderContext, render_id: int, kind: RenderKind, deadline: fl
     lets the worker choose the step count that fits (``frame.estimate``)."""
     queued = next((q for q in ctx.store.queued_prompts() if _paintable(ctx, q)), None)
     if queued is None:
-        return RenderJob(render_kind=kind, render_id=render_id, state_dir=Path(ctx.state_dir), seed=random_seed(),
+        return RenderJob(render_kind=kind, render_id=render_id, state_dir=Path(ctx.state_dir), seed=resolve_seed(None),
                          candidates=candidates(ctx.config, ctx.store), history=_history(ctx.store),
                          recent_themes=_recent_themes(ctx.store, ctx.config.taste.avoid_recent), deadline=deadline)
     variation = _variation(ctx, queued)
@@ -184,7 +184,7 @@ def build_job(ctx: RenderContext, render_id: int, kind: RenderKind, deadline: fl
     settings = PromptSettings(steps=queued.steps, sampler=queued.sampler, guidance=queued.guidance,
                               width=queued.width, height=queued.height)
     return RenderJob(render_kind=kind, render_id=render_id, state_dir=Path(ctx.state_dir),
-                     seed=random_seed() if queued.seed is None else queued.seed, choice=choice,
+                     seed=resolve_seed(queued.seed), choice=choice,
                      recent_themes=_recent_themes(ctx.store, ctx.config.taste.avoid_recent), deadline=deadline,
                      settings=settings, variation=variation)
 

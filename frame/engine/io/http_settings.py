@@ -1,7 +1,8 @@
 """How model URLs are fetched: timeouts, how long to keep retrying, the bearer token, the weight cache.
 
-One ``HttpSettings`` value describes it. The pipeline builds it from ``config.model``
-(``from_model_config``) and passes it explicitly to ``ModelFiles`` and to its loader; the loader makes it
+One ``HttpSettings`` value describes it: plain typed fields, never the configuration (which
+``frame.diffusion.configured.http_settings_for`` turns into this value, above the engine). The pipeline
+passes it explicitly to ``ModelFiles`` and to its loader; the loader makes it
 current (``using``) while the engine loads a component, so every ``SourcePool`` the engine opens on
 the way (structure scan, weights provider, VAE shape probe) picks it up when it is created, without
 threading one more argument through each of them. A ``SourcePool`` keeps what was current when it was
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -87,16 +87,3 @@ def using(settings: HttpSettings | None) -> Iterator[None]:
         yield
     finally:
         _CURRENT.reset(token)
-
-
-def from_model_config(model: Any, source: str, state_dir: str | None = None) -> HttpSettings:
-    """Settings from the ``model`` section of the configuration for the resolved model ``source``."""
-
-    cache = getattr(model, "cache", None)
-    cache_dir, cache_bytes = "", 0
-    if cache is not None and cache.enabled:
-        cache_dir = cache.dir or os.path.join(os.path.expanduser(state_dir or "."), "weight-cache")
-        cache_bytes = int(cache.max_mb) << 20
-    return HttpSettings(timeout=float(model.http_timeout_seconds), give_up_seconds=float(model.http_give_up_seconds),
-                        token=model.token, token_origin=origin(source) if model.token else "",
-                        cache_dir=os.path.expanduser(cache_dir), cache_max_bytes=cache_bytes)

@@ -26,7 +26,6 @@ import binascii
 import hmac
 import json
 import logging
-import secrets
 from typing import TYPE_CHECKING, Any
 
 from flask import Flask, jsonify, request
@@ -38,12 +37,13 @@ from frame.diffusion.samplers.registry import SAMPLERS, a1111_names, frame_name
 from frame.errors import UsageError
 from frame.net.ratelimit import FailureLimiter
 from frame.remote.a1111 import a1111_sampler
+from frame.seeds import resolve_seed
 from frame.serve.render import fields
 from frame.serve.render import img2img as init_fields
 from frame.serve.render.jobs import QueueFull, RenderQueue, RenderRequest
 
 if TYPE_CHECKING:
-    from frame.diffusion.pipeline import Settings
+    from frame.diffusion.pipeline import RenderSettings
 
 log = logging.getLogger(__name__)
 
@@ -173,7 +173,7 @@ def _img2img_request(pipe: Any, body: Any, max_pixels: int) -> RenderRequest:
 
 
 def _settings(pipe: Any, body: Any, max_pixels: int, strength: float | None = None) -> Any:
-    """The request's values, checked, as the pipeline's resolved ``Settings``; BadRequest names a bad one."""
+    """The request's values, checked, as the pipeline's resolved ``RenderSettings``; BadRequest names a bad one."""
     if not isinstance(body, dict):
         raise BadRequest("the body must be a JSON object")
     try:
@@ -194,8 +194,7 @@ def _settings(pipe: Any, body: Any, max_pixels: int, strength: float | None = No
         if sampler not in SAMPLERS:
             raise BadRequest(f"sampler_name: unknown sampler {name or index!r} (known: "
                              f"{', '.join(a1111_names().values())})")
-    if seed is None or seed == -1:
-        seed = secrets.randbelow(2**32)
+    seed = resolve_seed(seed)  # "random" decided here, where the request is made: answered with the number
     if width is not None and height is not None:  # before the model's rules, which may name another problem
         _check_size(width, height, max_pixels)
     try:
@@ -213,7 +212,7 @@ def _check_size(width: int, height: int, max_pixels: int) -> None:
         raise BadRequest(str(exc)) from None
 
 
-def _answer(pipe: Any, settings: Settings, image: Any, body: dict, model_name: str) -> dict[str, Any]:
+def _answer(pipe: Any, settings: RenderSettings, image: Any, body: dict, model_name: str) -> dict[str, Any]:
     """A1111's answer: the PNG (with its parameters chunk), the request echoed (without the init
     images unless ``include_init_images``, as A1111), ``info`` as JSON text."""
     params = pipe.parameters(settings)

@@ -30,14 +30,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import onnx
 
-from frame.diffusion import load_pipeline
-from frame.diffusion.pipeline import engine_loader
+from frame.diffusion.configured import pipeline_setup
 from frame.diffusion.vae_encode import RANDOM_OPS
 from frame.engine.model import TensorInfo
 from frame.errors import UsageError
 
 if TYPE_CHECKING:
-    from frame.config.schema import ModelConfig
+    from frame.config.schema import Config
 
 log = logging.getLogger(__name__)
 ENGINES = ("auto", "frame", "onnxruntime")
@@ -136,14 +135,15 @@ def choose_engine(engine: str, source: str) -> str:
     return "frame"
 
 
-def load_served_pipeline(source: str, engine: str, config_model: ModelConfig) -> tuple[Any, str]:
-    """The pipeline for ``source`` on the chosen engine, and that engine's name."""
+def load_served_pipeline(source: str, engine: str, config: Config) -> tuple[Any, str]:
+    """The pipeline for ``source`` on the chosen engine, and that engine's name. It is the configured
+    pipeline (``frame.diffusion.configured``: the token, timeouts and weight cache of ``config.model``
+    for a URL source, the weights provider); outside the render worker's memory cap."""
 
     chosen = choose_engine(engine, source)
-    frame_loader = engine_loader(config_model.weights, config_model.attention_slices)
+    setup = pipeline_setup(config, source, capped=False)
+    frame_loader = setup.loader()
     loader = ort_loader_with_seeded_encoder(frame_loader) if chosen == "onnxruntime" else frame_loader
     # onnxruntime on a desktop has the memory to decode up to 1024 px in one piece (faster, no seams)
-    vae_tile = max(config_model.vae_tile or 0, ORT_VAE_TILE) if chosen == "onnxruntime" else config_model.vae_tile
-    pipe = load_pipeline(source, cache_dir=config_model.cache_dir or None, vae_tile=vae_tile,
-                         vae_tile_overlap=config_model.vae_tile_overlap, loader=loader)
-    return pipe, chosen
+    vae_tile = max(setup.vae_tile or 0, ORT_VAE_TILE) if chosen == "onnxruntime" else setup.vae_tile
+    return setup.load(loader, vae_tile), chosen

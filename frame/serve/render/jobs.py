@@ -29,7 +29,7 @@ from frame.diffusion import strength
 from frame.diffusion.progress import Progress
 
 if TYPE_CHECKING:
-    from frame.diffusion.pipeline import Settings
+    from frame.diffusion.pipeline import RenderSettings
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ class RenderRequest:
     """A validated request in frame's units (``settings`` from ``Pipeline.settings``); ``init_image``
     (decoded, not yet fitted) makes it img2img at ``settings.strength``."""
 
-    settings: Settings
+    settings: RenderSettings
     init_image: Image.Image | None = None
 
     @property
@@ -126,9 +126,7 @@ class RenderQueue:
     def _render(self, request: RenderRequest) -> Image.Image:
         s = request.settings
         started = time.monotonic()
-        image = self.pipe.generate(s.prompt, negative_prompt=s.negative_prompt, steps=s.steps, guidance=s.guidance,
-                                   sampler=s.sampler, seed=s.seed, width=s.width, height=s.height,
-                                   callback=self._on_progress, init_image=request.init_image, strength=s.strength)
+        image = self.pipe.generate(s, callback=self._on_progress, init_image=request.init_image)
         log.info("painted %dx%d (%s), %d steps, in %.1f s", s.width, s.height, request.job, request.steps_run,
                  time.monotonic() - started)
         return image
