@@ -1,5 +1,5 @@
 """The pipeline as the configuration describes it: one place that turns ``config.model`` (source,
-weights provider, attention, VAE tiles, HTTP token/timeouts/weight cache) and ``worker.memory_limit_mb``
+weights provider, attention, VAE tiles, HTTP token/timeouts/weight cache, noise source) and ``worker.memory_limit_mb``
 (which decides how the guidance passes run) into ``load_pipeline`` arguments, for ``frame render`` and
 the render worker alike."""
 
@@ -21,4 +21,4 @@ def load_configured_pipeline(config: Any, source: str | None = None) -> Any:
     return load_pipeline(source, cache_dir=model.cache_dir or None, weights=model.weights,
                          attention_slices=model.attention_slices, vae_tile=model.vae_tile,
                          vae_tile_overlap=model.vae_tile_overlap, memory_limit_mb=config.worker.memory_limit_mb,
-                         http=http)
+                         http=http, noise=model.noise)

@@ -34,13 +34,14 @@ from frame.diffusion import (
     vae_encode,
     vae_shapes,
 )
+from frame.diffusion import noise as noise_sources
 from frame.diffusion import strength as img2img_strength
 from frame.diffusion.model_files import ModelFiles
 from frame.diffusion.model_info import SDXL, ModelInfo, read_model_info
 from frame.diffusion.onnxstream_layout import OnnxStreamFiles, is_onnxstream_folder
 from frame.diffusion.pngmeta import GenerationParameters
 from frame.diffusion.progress import EtaClock, FetchMeter, Progress
-from frame.diffusion.samplers import NoiseSource, SamplerState, make_sampler, resolve_sampler_name
+from frame.diffusion.samplers import SamplerState, make_sampler, resolve_sampler_name
 from frame.diffusion.samplers.base import Noise
 from frame.engine import load_model
 from frame.engine.dynamic_shapes import dynamic_structure
@@ -87,6 +88,7 @@ class Settings:
     height: int
     guidance_embedded: bool = False  # LCM-distilled UNet: guidance is an input, no unconditional pass
     strength: float | None = None  # image-to-image: share of the schedule that runs; None: text-to-image
+    noise: str = "frame"  # where the seed's random numbers come from (frame.diffusion.noise, model.noise)
 
     @property
     def guided(self) -> bool:
@@ -105,8 +107,10 @@ class Pipeline:
 
     def __init__(self, files: ModelFiles | OnnxStreamFiles, info: ModelInfo, loader: Loader | None = None,
                  vae_tile: int = 32, vae_tile_overlap: int = 8, guidance_mode: str | None = None,
-                 memory_limit_mb: float | None = None, http: HttpSettings | None = None) -> None:
+                 memory_limit_mb: float | None = None, http: HttpSettings | None = None,
+                 noise: str | None = None) -> None:
         self.files = files
+        self.noise = noise_sources.check_noise(noise)  # the settings' default noise source (model.noise)
         self.info = info
         self.http = http
         self.load = loader or engine_loader(http=http)
@@ -165,12 +169,14 @@ class Pipeline:
 
     def settings(self, prompt: str, negative_prompt: str | None = "", steps: int | None = None,
                  guidance: float | None = None, sampler: str | None = None, seed: int | None = 0,
-                 width: int | None = None, height: int | None = None, strength: float | None = None) -> Settings:
+                 width: int | None = None, height: int | None = None, strength: float | None = None,
+                 noise: str | None = None) -> Settings:
         """Fill in defaults and check every value (clear errors before any model is run). ``seed`` -1
         or None picks a random seed (A1111's convention); ``Settings.seed`` is the one used.
 
         ``strength`` (image-to-image) must be in (0, 1]; unset steps then default to the fewest that
-        run at least one step (a Turbo model's 1 step at strength 0.5 would run none: 2).
+        run at least one step (a Turbo model's 1 step at strength 0.5 would run none: 2). ``noise``: the
+        seed's random source (``frame.diffusion.noise``; None: the pipeline's, ``model.noise``).
         """
         if not isinstance(prompt, str) or not isinstance(negative_prompt, (str, type(None))):
             raise UsageError("prompt and negative prompt must be strings")
@@ -196,14 +202,14 @@ class Pipeline:
         sampler = resolve_sampler_name(sampler)
         embedded = "timestep_cond" in self.unet_signature()[1]
         return Settings(prompt, negative_prompt, int(steps), guidance, sampler, int(seed), width, height, embedded,
-                        strength)
+                        strength, noise_sources.check_noise(self.noise if noise is None else noise))
 
     def generate(self, prompt: str, negative_prompt: str | None = "", steps: int | None = None,
                  guidance: float | None = None, sampler: str | None = None, seed: int | None = 0,
                  width: int | None = None, height: int | None = None, init_noise: np.ndarray | None = None,
                  callback: ProgressCallback | None = None, resume_dir: str | os.PathLike | None = None,
                  tiled_decode: bool | None = None, init_image: Image.Image | str | os.PathLike | None = None,
-                 strength: float | None = None) -> Image.Image:
+                 strength: float | None = None, noise: str | None = None) -> Image.Image:
         """Render ``prompt``; the image carries the A1111 ``parameters`` text in ``image.info``.
 
         ``negative_prompt=None`` follows diffusers: the empty prompt, or zeros for SDXL exports with
@@ -219,7 +225,8 @@ class Pipeline:
             strength = img2img.DEFAULT_STRENGTH
         if resume_dir is not None:
             seed = resume.resumable_seed(resume_dir, seed)  # a random seed survives the interruption
-        settings = self.settings(prompt, negative_prompt, steps, guidance, sampler, seed, width, height, strength)
+        settings = self.settings(prompt, negative_prompt, steps, guidance, sampler, seed, width, height, strength,
+                                 noise)
         start = None if init_image is None else img2img.prepare(init_image, settings.width, settings.height)
         latents = self.denoise_settings(settings, init_noise, callback, resume_dir, init_image=start)
         image = self.decode(latents, callback, tiled_decode)
@@ -232,9 +239,10 @@ class Pipeline:
         return GenerationParameters(settings.prompt, (settings.negative_prompt or "") if settings.guided else "",
                                     settings.steps, settings.sampler, settings.guidance, settings.seed,
                                     settings.width, settings.height, os.path.basename(self.info.name.rstrip("/")),
-                                    settings.strength, None if init is None else init.digest)
+                                    settings.strength, None if init is None else init.digest,
+                                    noise_sources.A1111_RNG.get(settings.noise))
 
-    def initial_noise(self, settings: Settings, init_noise: np.ndarray | None, noise: NoiseSource) -> np.ndarray:
+    def initial_noise(self, settings: Settings, init_noise: np.ndarray | None, noise: Noise) -> np.ndarray:
         shape = (1, LATENT_CHANNELS, settings.height // self.info.vae_factor, settings.width // self.info.vae_factor)
         if init_noise is None:
             return noise.normal(shape)
@@ -245,7 +253,8 @@ class Pipeline:
         return init_noise.astype(np.float32)
 
     def _hash(self, settings: Settings, init_noise: np.ndarray, init: img2img.InitImage | None) -> str:
-        values = {k: v for k, v in settings.__dict__.items() if not (k == "strength" and v is None)}
+        values = {k: v for k, v in settings.__dict__.items()
+                  if not (k == "strength" and v is None) and not (k == "noise" and v == "frame")}
         parameters = {"format": 1, "model": self.files.identity(), "settings": values,
                       "init_noise": resume.array_hash(init_noise)}
         if init is not None:  # text-to-image hashes stay as they were before image-to-image existed
@@ -265,7 +274,7 @@ class Pipeline:
         """
         sampler = make_sampler(settings.sampler, self.info.scheduler_config, settings.steps)
         first = self._first_step(settings, init_image)
-        noise = NoiseSource(settings.seed)
+        noise = noise_sources.make_noise(settings.noise, settings.seed)
         start_noise = self.initial_noise(settings, init_noise, noise)
         state = SamplerState(noise=step_noise or noise)
         store = resume.ResumeStore(resume_dir, self._hash(settings, start_noise, init_image)) if resume_dir else None
@@ -430,15 +439,17 @@ def _close(model: Any) -> None:
 def load_pipeline(source: str | os.PathLike, cache_dir: str | os.PathLike | None = None, weights: str = "auto",
                   attention_slices: int | None = None, vae_tile: int = 32, vae_tile_overlap: int = 8,
                   loader: Loader | None = None, guidance_mode: str | None = None,
-                  memory_limit_mb: float | None = None, http: HttpSettings | None = None) -> Pipeline:
+                  memory_limit_mb: float | None = None, http: HttpSettings | None = None,
+                  noise: str | None = None) -> Pipeline:
     """Open a diffusers ONNX export or an OnnxStream model folder (folder or http(s) base URL); the kind
     comes from model_index.json or from OnnxStream's folder names. ``http``: how URLs are read (see
-    ``frame.engine.io.http_settings``; ``http_settings.from_model_config`` builds it from the config)."""
+    ``frame.engine.io.http_settings``; ``http_settings.from_model_config`` builds it from the config).
+    ``noise``: the renders' default random source (``model.noise``)."""
     with http_settings.using(http):
         files, info = open_model_files(source, cache_dir, http)
     rules.raise_first_error(rules.tile_findings(vae_tile, vae_tile_overlap))
     pipe = Pipeline(files, info, loader or engine_loader(weights, attention_slices, http), vae_tile, vae_tile_overlap,
-                    guidance_mode, memory_limit_mb, http)
+                    guidance_mode, memory_limit_mb, http, noise)
     shapes = pipe.vae_shapes()  # said at load, so a night's log names a decoder that cannot be tiled at once
     if shapes.warning(pipe.vae_source):
         log.warning("%s", redact_text(shapes.warning(pipe.vae_source)))

@@ -145,5 +145,5 @@ def load_served_pipeline(source: str, engine: str, config_model: ModelConfig) ->
     # onnxruntime on a desktop has the memory to decode up to 1024 px in one piece (faster, no seams)
     vae_tile = max(config_model.vae_tile, ORT_VAE_TILE) if chosen == "onnxruntime" else config_model.vae_tile
     pipe = load_pipeline(source, cache_dir=config_model.cache_dir or None, vae_tile=vae_tile,
-                         vae_tile_overlap=config_model.vae_tile_overlap, loader=loader)
+                         vae_tile_overlap=config_model.vae_tile_overlap, loader=loader, noise=config_model.noise)
     return pipe, chosen

@@ -128,7 +128,8 @@ class RenderQueue:
         started = time.monotonic()
         image = self.pipe.generate(s.prompt, negative_prompt=s.negative_prompt, steps=s.steps, guidance=s.guidance,
                                    sampler=s.sampler, seed=s.seed, width=s.width, height=s.height,
-                                   callback=self._on_progress, init_image=request.init_image, strength=s.strength)
+                                   callback=self._on_progress, init_image=request.init_image, strength=s.strength,
+                                   noise=s.noise)
         log.info("painted %dx%d (%s), %d steps, in %.1f s", s.width, s.height, request.job, request.steps_run,
                  time.monotonic() - started)
         return image
