@@ -5,8 +5,10 @@ the render worker alike."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+from frame.diffusion import textual_inversion
 from frame.engine.io.http_settings import from_model_config
 from frame.models import resolve_model_source
 
@@ -18,7 +20,10 @@ def load_configured_pipeline(config: Any, source: str | None = None) -> Any:
     model = config.model
     source = source or resolve_model_source(model.source)
     http = from_model_config(model, source, config.state_dir)
-    return load_pipeline(source, cache_dir=model.cache_dir or None, weights=model.weights,
+    pipe = load_pipeline(source, cache_dir=model.cache_dir or None, weights=model.weights,
                          attention_slices=model.attention_slices, vae_tile=model.vae_tile,
                          vae_tile_overlap=model.vae_tile_overlap, memory_limit_mb=config.worker.memory_limit_mb,
                          http=http, noise=model.noise)
+    if config.state_dir:  # embeddings/ in the state folder too, after the model's own
+        pipe.embeddings.add_folder(Path(config.state_dir) / textual_inversion.FOLDER)
+    return pipe

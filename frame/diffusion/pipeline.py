@@ -30,6 +30,7 @@ from frame.diffusion import (
     resume,
     rules,
     sizes,
+    textual_inversion,
     vae,
     vae_encode,
     vae_shapes,
@@ -130,6 +131,8 @@ class Pipeline:
             names = [("text_encoder", "tokenizer")] + ([("text_encoder_2", "tokenizer_2")] if info.kind == SDXL else [])
             self.encoders = [conditioning.Encoder(model, files.local_folder(tok), files.onnx(model))
                              for model, tok in names]
+        # textual-inversion files a prompt word may name (configured.py adds the state folder's)
+        self.embeddings = textual_inversion.Embeddings(textual_inversion.model_folders(files.source))
         self.unet_source = files.onnx("unet")
         self.vae_source = files.onnx("vae_decoder")
         self._unet_signature: tuple[tuple[int, int] | None, frozenset[str]] | None = None
@@ -366,7 +369,7 @@ class Pipeline:
         if callback is not None:
             callback(Progress("text", 0, settings.steps, 0.0, 0.0, None, kind=self.kind))
         return conditioning.encode_prompts(self.encoders, self.load, self.info, settings.prompt,
-                                           settings.negative_prompt, settings.guided, log.warning)
+                                           settings.negative_prompt, settings.guided, log.warning, self.embeddings)
 
     def decode(self, latents: np.ndarray, callback: ProgressCallback | None = None,
                tiled: bool | None = None) -> Image.Image:
@@ -398,7 +401,9 @@ class Pipeline:
         if isinstance(texts, str):
             texts = [texts]
         encoder = self.encoders[-1]
-        return conditioning.pooled_embeddings(encoder, self.load, list(texts), projected=self.kind == SDXL)
+        return conditioning.pooled_embeddings(encoder, self.load, list(texts), projected=self.kind == SDXL,
+                                              embeddings=self.embeddings,
+                                              table="clip_g" if self.kind == SDXL else "")
 
 
 class _StepReports:
