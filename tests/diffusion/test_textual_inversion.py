@@ -104,25 +104,35 @@ def test_a_prompt_word_becomes_the_embeddings_vectors_with_its_emphasis(tokenize
 def test_a_file_that_does_not_fit_is_named_and_its_word_stays_a_word(tmp_path, tokenizer):
     shutil.copy(TI / "embeddings" / "inkwash.pt", tmp_path / "inkwash.pt")
     (tmp_path / "broken.safetensors").write_bytes(b"garbage")
+    (tmp_path / "xlonly.safetensors").write_bytes(safetensors_bytes({"clip_l": np.ones((1, 768)),
+                                                                      "clip_g": np.ones((1, 1280))}))
     warnings = []
-    tokens = Embeddings([tmp_path]).tokens(tokenizer, "inkwash broken", "", 768, warnings.append)
-    assert tokens.fixes == [] and tokens.ids[:4] == [tokenizer.bos_id, *tokenizer.encode("inkwash broken")][:4]
+    text = "inkwash broken xlonly"
+    tokens = Embeddings([tmp_path]).tokens(tokenizer, text, "", 768, warnings.append)
+    assert tokens.fixes == [] and tokens.ids[:6] == [tokenizer.bos_id, *tokenizer.encode(text)][:6]
     assert any("'inkwash'" in w and "32 wide" in w and "768" in w for w in warnings)
     assert any("'broken'" in w and "safetensors" in w for w in warnings)
+    assert any("'xlonly'" in w and "SDXL embedding" in w for w in warnings)
 
 
-def test_sd15_conditioning_and_picture_match_diffusers_load_textual_inversion():
-    ref = np.load(TI / "reference.npz")
+@pytest.mark.parametrize("kind", ["sd15", "sdxl"])
+def test_conditioning_and_picture_match_diffusers_load_textual_inversion(kind):
+    """SD 1.5: an A1111 .pt (2 vectors) in the prompt, an emb_params safetensors in the negative; SDXL:
+    a clip_l/clip_g file loaded into diffusers' two encoders. Noise from torch's CPU generator."""
+    folder = FIXTURES / "textual_inversion" / kind
+    ref = np.load(folder / "reference.npz")
     spec = json.loads(str(ref["settings"]))
-    pipe = load_pipeline(MODEL, noise="torch-cpu")
+    pipe = load_pipeline(FIXTURES / "pipelines" / kind / "model", noise="torch-cpu")
     args = (spec["prompt"], spec["negative_prompt"], spec["steps"], spec["guidance"], spec["sampler"], spec["seed"],
             spec["width"], spec["height"])
     without = pipe.generate(*args)
-    pipe.embeddings.add_folder(TI / "embeddings")
+    pipe.embeddings.add_folder(folder / "embeddings")
     cond, uncond = conditioning.encode_prompts(pipe.encoders, pipe.load, pipe.info, spec["prompt"],
                                                spec["negative_prompt"], True, pytest.fail, pipe.embeddings)
     assert np.abs(cond.hidden - ref["prompt_embeds"]).max() < 1e-5
     assert np.abs(uncond.hidden - ref["negative_embeds"]).max() < 1e-5
+    if kind == "sdxl":
+        assert np.abs(cond.pooled - ref["pooled"]).max() < 1e-5
     theirs = np.clip(ref["image"][0] * 255, 0, 255)
     assert psnr(pipe.generate(*args), theirs) >= 40
     assert psnr(without, theirs) < 30  # the words alone do not paint it
