@@ -87,8 +87,8 @@ def encode_with(encoder: Encoder, load: Callable[[str], Any], texts: list[str], 
     ``embeddings``: the textual-inversion files a prompt word may name (``textual_inversion``)."""
     tokenizer = encoder.tokenizer()
     model = load(encoder.source)
-    embeddings = embeddings or ti.Embeddings()
     try:
+        embeddings = ti.usable(embeddings, model, encoder.name, warn)
         hidden_key = "last_hidden_state" if kind != SDXL else penultimate_name(model, encoder.name)
         table = "" if kind != SDXL else ti.SDXL_TABLES[int(second)]
         width = ti.table_width(model) if embeddings.files() else None
@@ -226,7 +226,8 @@ def pooled_embeddings(encoder: Encoder, load: Callable[[str], Any], texts: list[
     try:
         rows = []
         fixes: list[list] = [[] for _ in texts]
-        if embeddings is not None and embeddings.files():
+        embeddings = ti.usable(embeddings, model, encoder.name, log.warning)
+        if embeddings.files():
             width = ti.table_width(model)
             prompts = [embeddings.tokens(tokenizer, text, table, width, log.warning) for text in texts]
             fixes = [prompt.fixes for prompt in prompts]

@@ -215,3 +215,15 @@ def token_overrides(model: Any, fixes: list[tuple[int, np.ndarray]], encoder: st
 def table_width(model: Any) -> int | None:
     found = model.token_table("input_ids") if hasattr(model, "token_table") else None
     return None if found is None else found[1]
+
+
+def usable(embeddings: Embeddings | None, model: Any, encoder: str, warn: Callable[[str], None]) -> Embeddings:
+    """``embeddings`` when ``model`` has a token table to put vectors in; otherwise none, with a warning
+    (an export frame cannot see into paints the words as words rather than failing the night)."""
+    if embeddings is None or not embeddings.files():
+        return Embeddings()
+    if hasattr(model, "token_table") and model.token_table("input_ids") is not None:
+        return embeddings
+    warn(f"{encoder}: frame cannot find the token-embedding table in this export; textual-inversion "
+         "embeddings are ignored (their names stay words)")
+    return Embeddings()

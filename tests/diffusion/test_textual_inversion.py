@@ -156,3 +156,27 @@ def test_pooled_text_embeddings_use_the_vectors_and_the_cache_keys_on_the_file(t
     again = CachedEmbed(cache, pipe.embed_text, pipe.embeddings.cache_key)
     vector = again(["a harbour, inkwash"])[0]
     assert again.computed == 1 and not np.array_equal(vector, after[0])
+
+
+def test_an_export_without_a_reachable_token_table_paints_the_words_as_words():
+    class NoTable:
+        def __init__(self, model):
+            self.model = model
+            self.inputs, self.outputs = model.inputs, model.outputs
+
+        def token_table(self, name):
+            return None
+
+        def run(self, feeds, **options):
+            assert not options  # no overrides asked of it
+            return self.model.run(feeds)
+
+    pipe = load_pipeline(MODEL)
+    real = pipe.load
+    pipe.embeddings.add_folder(TI / "embeddings")
+    warnings = []
+    cond, _ = conditioning.encode_prompts(pipe.encoders, lambda source: NoTable(real(source)), pipe.info,
+                                          "inkwash", None, False, warnings.append, pipe.embeddings)
+    plain, _ = conditioning.encode_prompts(pipe.encoders, real, pipe.info, "inkwash", None, False, pytest.fail)
+    assert np.array_equal(cond.hidden, plain.hidden)
+    assert any("token-embedding table" in w for w in warnings)
