@@ -12,7 +12,7 @@ import sys
 import time
 from typing import TextIO, get_args
 
-from frame.config.schema import SamplerName
+from frame.config.schema import NoiseName, SamplerName
 from frame.errors import Interrupted, UsageError
 
 # the owner-facing sampler names (the registry, frame.diffusion.samplers, refuses any other; not imported
@@ -38,6 +38,9 @@ def register(subparsers) -> None:
     parser.add_argument("--seed", type=int, default=-1, metavar="N",
                         help="seed of the starting noise; -1 (the default) picks a random one, printed and "
                              "stored in the picture")
+    parser.add_argument("--noise", choices=get_args(NoiseName),
+                        help="where the seed's random numbers come from: frame, torch-cpu (ComfyUI, diffusers, "
+                             "A1111 RNG CPU) or a1111-nv (A1111 RNG NV) (default: model.noise)")
     parser.add_argument("--size", metavar="WxH", help="image size like 512x320, or 'auto' (default: model.size)")
     parser.add_argument("--out", required=True, metavar="FILE.png",
                         help="where to write the picture: .png, .jpg/.jpeg or .webp (checked before the render)")
@@ -174,7 +177,7 @@ def _generate(pipe, args: argparse.Namespace, config, bar: ProgressBar):
     settings = pipe.settings(args.prompt, model.negative_prompt if args.negative is None else args.negative,
                              model.steps if args.steps is None else args.steps,
                              model.guidance if args.guidance is None else args.guidance,
-                             args.sampler or model.sampler, seed, width, height, _strength(args))
+                             args.sampler or model.sampler, seed, width, height, _strength(args), args.noise)
     print(f"seed {settings.seed}{' (random)' if args.seed == -1 else ''}", file=sys.stderr)
     init = None
     if args.init_image:

@@ -112,6 +112,9 @@ FIELDS: tuple[Field, ...] = (
           "How weights are read; their precision (fp16, uint8) is the model folder's own."),
     field("model.token", "Model", "Model server token", NEXT, "Leave empty to keep the current one."),
     field("model.sampler", "Painting", "Sampler", NEXT),
+    field("model.noise", "Painting", "Random numbers", NEXT,
+          "frame: as older pictures. torch-cpu: a seed paints what it paints in ComfyUI or diffusers; "
+          "a1111-nv: what it paints in A1111 (RNG NV, or GPU on an NVidia card)."),
     field("model.steps", "Painting", "Steps", NEXT, "Empty: the largest count that fits the window.", minimum=1),
     field("model.guidance", "Painting", "Guidance", NEXT, "Empty: the model's default.", minimum=0,
           maximum=checks.MAX_GUIDANCE, step="0.5"),

@@ -27,6 +27,8 @@ DitherName = Literal["auto", "linear-serpentine", "floyd-steinberg", "atkinson",
 # "auto" = prefetch from disk, the http provider for URLs (frame.engine.providers is the table)
 WeightsName = Literal["auto", "nocache", "prefetch", "ram"]
 FitName = Literal["cover", "contain", "blur-pad"]
+# where a render's random numbers come from (frame.diffusion.noise is the table; docs/seeds.md)
+NoiseName = Literal["frame", "torch-cpu", "a1111-nv"]
 Rotation = Literal[0, 90, 180, 270]
 
 
@@ -51,6 +53,7 @@ class ModelConfig:
     weights: WeightsName = "auto"
     attention_slices: int | None = _opt(None, checks.positive)
     sampler: SamplerName = "euler_a"
+    noise: NoiseName = "frame"
     steps: int | None = _opt(None, checks.positive)
     guidance: float | None = _opt(None, checks.guidance)
     negative_prompt: str = "blurry, low quality, text, watermark, signature, frame, border"

@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from frame.diffusion.emphasis import apply_token_weights, weighted_tokens
+from frame.diffusion import textual_inversion as ti
+from frame.diffusion.emphasis import apply_token_weights
 from frame.diffusion.model_info import SDXL, ModelInfo
 from frame.diffusion.tokenizer import ClipTokenizer
 from frame.engine.memory import with_model
@@ -80,20 +81,26 @@ def _output(results: dict[str, np.ndarray], key: str, name: str) -> np.ndarray:
 
 
 def encode_with(encoder: Encoder, load: Callable[[str], Any], texts: list[str], kind: str, second: bool,
-                warn: Callable[[str], None]) -> list[Conditioning]:
-    """Run one encoder over ``texts``; returns one Conditioning (hidden, pooled-or-None) per text."""
+                warn: Callable[[str], None], embeddings: ti.Embeddings | None = None) -> list[Conditioning]:
+    """Run one encoder over ``texts``; returns one Conditioning (hidden, pooled-or-None) per text.
+    ``embeddings``: the textual-inversion files a prompt word may name (``textual_inversion``)."""
     tokenizer = encoder.tokenizer()
 
     def run(model: Any) -> list[Conditioning]:
+        found = ti.usable(embeddings, model, encoder.name, warn)
         hidden_key = "last_hidden_state" if kind != SDXL else penultimate_name(model, encoder.name)
+        table = "" if kind != SDXL else ti.SDXL_TABLES[int(second)]
+        width = ti.table_width(model) if found.files() else None
         results = []
         for text in texts:
-            ids, weights, truncated = weighted_tokens(tokenizer, text)
-            if truncated:
+            tokens = found.tokens(tokenizer, text, table, width, warn)
+            if tokens.truncated:
                 warn(f"prompt longer than {tokenizer.max_length - 2} tokens; the rest is ignored: "
                      f"{text[:60]!r}…")
-            out = model.run(_input_ids(model, ids, encoder.name))
-            hidden = apply_token_weights(_output(out, hidden_key, encoder.name).astype(np.float32), weights)
+            feeds = _input_ids(model, tokens.ids, encoder.name)
+            overrides = ti.token_overrides(model, tokens.fixes, encoder.name)
+            out = model.run(feeds, overrides=overrides) if overrides else model.run(feeds)
+            hidden = apply_token_weights(_output(out, hidden_key, encoder.name).astype(np.float32), tokens.weights)
             pooled = _output(out, "text_embeds", encoder.name) if second else None
             results.append(Conditioning(hidden, None if pooled is None else pooled.astype(np.float32)))
         return results
@@ -102,8 +109,8 @@ def encode_with(encoder: Encoder, load: Callable[[str], Any], texts: list[str], 
 
 
 def encode_prompts(encoders: list[Encoder], load: Callable[[str], Any], info: ModelInfo, prompt: str,
-                   negative: str | None, guided: bool, warn: Callable[[str], None]
-                   ) -> tuple[Conditioning, Conditioning | None]:
+                   negative: str | None, guided: bool, warn: Callable[[str], None],
+                   embeddings: ti.Embeddings | None = None) -> tuple[Conditioning, Conditioning | None]:
     """Conditioning for the prompt and, when ``guided``, for the unconditional (negative) pass.
 
     As in diffusers, ``negative=None`` means the empty prompt, except for SDXL exports with
@@ -111,7 +118,7 @@ def encode_prompts(encoders: list[Encoder], load: Callable[[str], Any], info: Mo
     """
     zero_negative = guided and negative is None and info.kind == SDXL and info.force_zeros_for_empty_prompt
     texts = [prompt] if not guided or zero_negative else [prompt, negative or ""]
-    per_encoder = [encode_with(e, load, texts, info.kind, i == 1, warn) for i, e in enumerate(encoders)]
+    per_encoder = [encode_with(e, load, texts, info.kind, i == 1, warn, embeddings) for i, e in enumerate(encoders)]
     combined = []
     for position in range(len(texts)):
         parts = [results[position] for results in per_encoder]
@@ -194,8 +201,8 @@ def tokens_through_end(encoder: Encoder, texts: list[str]) -> int:
     return max(lengths)
 
 
-def pooled_embeddings(encoder: Encoder, load: Callable[[str], Any], texts: list[str], projected: bool
-                      ) -> np.ndarray:
+def pooled_embeddings(encoder: Encoder, load: Callable[[str], Any], texts: list[str], projected: bool,
+                      embeddings: ti.Embeddings | None = None, table: str = "") -> np.ndarray:
     """(len(texts), D) pooled text embeddings: ``text_embeds`` if ``projected`` else ``pooler_output``.
 
     Each text runs through its end-of-text token (``through_end_of_text``), and the texts go through
@@ -205,18 +212,36 @@ def pooled_embeddings(encoder: Encoder, load: Callable[[str], Any], texts: list[
     is 1.4 GB in fp16: read per text, that was 117 GB from the SD card, most of a Pi's night.
 
     Exports without ``pooler_output`` fall back to the last hidden state at the end-of-text token,
-    which is what CLIP's pooler returns.
+    which is what CLIP's pooler returns. A text naming a textual-inversion embedding (``embeddings``,
+    ``table`` as in ``encode_with``) runs on its own with the embedding's rows put in.
     """
     tokenizer = encoder.tokenizer()
     model = load(encoder.source)
     try:
         rows = []
-        tokens = [through_end_of_text(model, tokenizer(text), tokenizer.eos_id) for text in texts]
+        fixes: list[list] = [[] for _ in texts]
+        embeddings = ti.usable(embeddings, model, encoder.name, log.warning)
+        if embeddings.files():
+            width = ti.table_width(model)
+            prompts = [embeddings.tokens(tokenizer, text, table, width, log.warning) for text in texts]
+            fixes = [prompt.fixes for prompt in prompts]
+            tokens = [through_end_of_text(model, prompt.ids, tokenizer.eos_id) for prompt in prompts]
+        else:
+            tokens = [through_end_of_text(model, tokenizer(text), tokenizer.eos_id) for text in texts]
         per_pass = texts_per_pass(max((len(one) for one in tokens), default=MAX_POSITIONS))
+        start = 0
         for ids in text_passes(tokens, per_pass):
             feeds = [_input_ids(model, one, encoder.name) for one in ids]
+            own = fixes[start:start + len(ids)]
+            start += len(ids)
             run_shared = getattr(model, "run_shared", None)
-            outs = run_shared(feeds) if run_shared is not None and len(feeds) > 1 else [model.run(f) for f in feeds]
+            if any(own):
+                outs = [model.run(f, overrides=ti.token_overrides(model, fix, encoder.name)) if fix else model.run(f)
+                        for f, fix in zip(feeds, own)]
+            elif run_shared is not None and len(feeds) > 1:
+                outs = run_shared(feeds)
+            else:
+                outs = [model.run(f) for f in feeds]
             for one, out in zip(ids, outs):
                 if projected:
                     rows.append(_output(out, "text_embeds", encoder.name)[0])

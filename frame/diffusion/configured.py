@@ -1,5 +1,5 @@
 """The pipeline as the configuration describes it: the one place that turns ``config.model`` (source,
-weights provider, attention, VAE tiles, HTTP token/timeouts/weight cache) and
+weights provider, attention, VAE tiles, HTTP token/timeouts/weight cache, noise source) and
 ``worker.memory_limit_mb`` (which decides how the guidance passes run) into plain typed values.
 
 Every caller that starts from a configuration comes through here: the render worker and ``frame
@@ -15,8 +15,10 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from frame.diffusion import textual_inversion
 from frame.engine.io.http_settings import HttpSettings, origin
 from frame.models import resolve_model_source
 
@@ -40,6 +42,8 @@ class PipelineSetup:
     vae_tile_overlap: int
     memory_limit_mb: float | None
     http: HttpSettings
+    noise: str = "frame"  # model.noise: the seed's random source (frame.diffusion.noise)
+    embeddings_dir: str | None = None  # STATE_DIR/embeddings, searched after the model's own folders
 
     def loader(self) -> Loader:
         """Frame's engine loader with these weights, attention slices and HTTP settings."""
@@ -52,9 +56,12 @@ class PipelineSetup:
         the tile size (``frame serve-render`` on onnxruntime)."""
         from frame.diffusion.pipeline import load_pipeline
 
-        return load_pipeline(self.source, cache_dir=self.cache_dir, vae_tile=self.vae_tile if vae_tile is None
+        pipe = load_pipeline(self.source, cache_dir=self.cache_dir, vae_tile=self.vae_tile if vae_tile is None
                              else vae_tile, vae_tile_overlap=self.vae_tile_overlap, loader=loader or self.loader(),
-                             memory_limit_mb=self.memory_limit_mb, http=self.http)
+                             memory_limit_mb=self.memory_limit_mb, http=self.http, noise=self.noise)
+        if self.embeddings_dir:  # embeddings/ in the state folder too, after the model's own
+            pipe.embeddings.add_folder(Path(self.embeddings_dir))
+        return pipe
 
     def open_structure(self) -> Pipeline:
         """The pipeline for reading graphs only (the checks): no weights are read ("nocache"), and the
@@ -64,7 +71,7 @@ class PipelineSetup:
         files, info = open_model_files(self.source, self.cache_dir, self.http)
         structure_only = dataclasses.replace(self, weights="nocache")
         return Pipeline(files, info, structure_only.loader(), self.vae_tile, self.vae_tile_overlap,
-                        memory_limit_mb=self.memory_limit_mb, http=self.http)
+                        memory_limit_mb=self.memory_limit_mb, http=self.http, noise=self.noise)
 
 
 def engine_weights(weights: str) -> str:
@@ -96,7 +103,8 @@ def pipeline_setup(config: Config, source: str | None = None, *, capped: bool = 
     return PipelineSetup(source, model.cache_dir or None, engine_weights(model.weights), model.attention_slices,
                          model.vae_tile, model.vae_tile_overlap,
                          config.worker.memory_limit_mb if capped else None,
-                         http_settings_for(model, source, config.state_dir))
+                         http_settings_for(model, source, config.state_dir), model.noise,
+                         str(Path(config.state_dir) / textual_inversion.FOLDER) if config.state_dir else None)
 
 
 def load_configured_pipeline(config: Config, source: str | None = None) -> Any:

@@ -171,24 +171,29 @@ class EmbeddingCache:
 class CachedEmbed:
     """``embed(texts)`` answered from ``cache`` where it can, ``compute`` for the rest (one call, in the
     order asked), whose rows are stored. ``computed`` and ``reused`` count the night's texts,
-    ``new_texts`` lists the computed ones."""
+    ``new_texts`` lists the computed ones. ``key(text)`` is what an entry is stored under (default the
+    text): a text naming a textual-inversion embedding adds its file's digest
+    (``textual_inversion.Embeddings.cache_key``), so a changed file is embedded again."""
 
-    def __init__(self, cache: EmbeddingCache, compute: Embed) -> None:
+    def __init__(self, cache: EmbeddingCache, compute: Embed, key: Callable[[str], str] | None = None) -> None:
         self.cache, self.compute = cache, compute
+        self.key = key or (lambda text: text)
         self.computed, self.reused = 0, 0
         self.new_texts: list[str] = []
 
     def __call__(self, texts: list[str]) -> np.ndarray:
         texts = list(texts)
-        known = self.cache.lookup(texts)
-        new = [text for text in dict.fromkeys(texts) if text not in known]
+        keys = {text: self.key(text) for text in dict.fromkeys(texts)}
+        stored = self.cache.lookup(keys.values())
+        known = {text: stored[key] for text, key in keys.items() if key in stored}
+        new = [text for text in keys if text not in known]
         if new:
             rows = np.asarray(self.compute(new))
             if rows.ndim != 2 or rows.shape[0] != len(new):
                 raise ValueError(f"the text encoder returned shape {rows.shape} for {len(new)} texts")
             fresh = {text: rows[i] for i, text in enumerate(new)}
             try:
-                self.cache.store(fresh)
+                self.cache.store({keys[text]: row for text, row in fresh.items()})
             except (OSError, ValueError) as exc:  # a full card (or a NaN the picker refuses) is not this night's end
                 log.warning("could not keep %d text embeddings in %s: %s", len(fresh), self.cache.folder, exc)
             known.update(fresh)

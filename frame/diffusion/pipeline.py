@@ -29,18 +29,20 @@ from frame.diffusion import (
     resume,
     rules,
     sizes,
+    textual_inversion,
     vae,
     vae_encode,
     vae_shapes,
     vae_tiles,
 )
+from frame.diffusion import noise as noise_sources
 from frame.diffusion import strength as img2img_strength
 from frame.diffusion.model_files import ModelFiles
 from frame.diffusion.model_info import SDXL, ModelInfo, read_model_info
 from frame.diffusion.onnxstream_layout import OnnxStreamFiles, is_onnxstream_folder
 from frame.diffusion.pngmeta import GenerationParameters
 from frame.diffusion.progress import EtaClock, FetchMeter, Progress
-from frame.diffusion.samplers import NoiseSource, SamplerState, make_sampler, resolve_sampler_name
+from frame.diffusion.samplers import SamplerState, make_sampler, resolve_sampler_name
 from frame.diffusion.samplers.base import Noise
 from frame.engine import load_model
 from frame.engine.dynamic_shapes import dynamic_structure
@@ -89,6 +91,7 @@ class RenderSettings:
     height: int
     guidance_embedded: bool = False  # LCM-distilled UNet: guidance is an input, no unconditional pass
     strength: float | None = None  # image-to-image: share of the schedule that runs; None: text-to-image
+    noise: str = "frame"  # where the seed's random numbers come from (frame.diffusion.noise, model.noise)
 
     @property
     def guided(self) -> bool:
@@ -107,8 +110,10 @@ class Pipeline:
 
     def __init__(self, files: ModelFiles | OnnxStreamFiles, info: ModelInfo, loader: Loader | None = None,
                  vae_tile: int | None = None, vae_tile_overlap: int = 8, guidance_mode: str | None = None,
-                 memory_limit_mb: float | None = None, http: HttpSettings | None = None) -> None:
+                 memory_limit_mb: float | None = None, http: HttpSettings | None = None,
+                 noise: str | None = None) -> None:
         self.files = files
+        self.noise = noise_sources.check_noise(noise)  # the settings' default noise source (model.noise)
         self.info = info
         self.http = http
         self.load = loader or engine_loader(http=http)
@@ -131,6 +136,8 @@ class Pipeline:
             names = [("text_encoder", "tokenizer")] + ([("text_encoder_2", "tokenizer_2")] if info.kind == SDXL else [])
             self.encoders = [conditioning.Encoder(model, files.local_folder(tok), files.onnx(model))
                              for model, tok in names]
+        # textual-inversion files a prompt word may name (configured.py adds the state folder's)
+        self.embeddings = textual_inversion.Embeddings(textual_inversion.model_folders(files.source))
         self.unet_source = files.onnx("unet")
         self.vae_source = files.onnx("vae_decoder")
         self._unet_signature: tuple[tuple[int, int] | None, frozenset[str]] | None = None
@@ -171,8 +178,8 @@ class Pipeline:
 
     def settings(self, prompt: str, negative_prompt: str | None = "", steps: int | None = None,
                  guidance: float | None = None, sampler: str | None = None, seed: int = 0,
-                 width: int | None = None, height: int | None = None, strength: float | None = None, *,
-                 warn: bool = True) -> RenderSettings:
+                 width: int | None = None, height: int | None = None, strength: float | None = None,
+                 noise: str | None = None, *, warn: bool = True) -> RenderSettings:
         """Fill in defaults and check every value once (clear errors before any model is run; each
         warning logged here, once), giving the record ``generate`` takes. ``warn=False``: a probe
         (is this refused? what will be counted?) that leaves the warnings to the render's own call.
@@ -181,7 +188,8 @@ class Pipeline:
         (``frame.seeds.resolve_seed``: the night's job, ``frame render``, the render server's request),
         so the number stored with the job is the one painted. ``strength`` (image-to-image) must be in
         (0, 1]; unset steps then default to the fewest that run at least one step (a Turbo model's 1
-        step at strength 0.5 would run none: 2).
+        step at strength 0.5 would run none: 2). ``noise``: the seed's random source
+        (``frame.diffusion.noise``; None: the pipeline's, ``model.noise``).
         """
         if not isinstance(prompt, str) or not isinstance(negative_prompt, (str, type(None))):
             raise UsageError("prompt and negative prompt must be strings")
@@ -207,7 +215,7 @@ class Pipeline:
         sampler = resolve_sampler_name(sampler)
         embedded = "timestep_cond" in self.unet_signature()[1]
         return RenderSettings(prompt, negative_prompt, int(steps), guidance, sampler, int(seed), width, height,
-                              embedded, strength)
+                              embedded, strength, noise_sources.check_noise(self.noise if noise is None else noise))
 
     def generate(self, settings: RenderSettings, *, init_noise: np.ndarray | None = None,
                  callback: ProgressCallback | None = None, resume_dir: str | os.PathLike | None = None,
@@ -239,9 +247,10 @@ class Pipeline:
         return GenerationParameters(settings.prompt, (settings.negative_prompt or "") if settings.guided else "",
                                     settings.steps, settings.sampler, settings.guidance, settings.seed,
                                     settings.width, settings.height, os.path.basename(self.info.name.rstrip("/")),
-                                    settings.strength, None if init is None else init.digest)
+                                    settings.strength, None if init is None else init.digest,
+                                    noise_sources.A1111_RNG.get(settings.noise))
 
-    def initial_noise(self, settings: RenderSettings, init_noise: np.ndarray | None, noise: NoiseSource) -> np.ndarray:
+    def initial_noise(self, settings: RenderSettings, init_noise: np.ndarray | None, noise: Noise) -> np.ndarray:
         shape = (1, LATENT_CHANNELS, settings.height // self.info.vae_factor, settings.width // self.info.vae_factor)
         if init_noise is None:
             return noise.normal(shape)
@@ -252,7 +261,8 @@ class Pipeline:
         return init_noise.astype(np.float32)
 
     def _hash(self, settings: RenderSettings, init_noise: np.ndarray, init: img2img.InitImage | None) -> str:
-        values = {k: v for k, v in settings.__dict__.items() if not (k == "strength" and v is None)}
+        values = {k: v for k, v in settings.__dict__.items()
+                  if not (k == "strength" and v is None) and not (k == "noise" and v == "frame")}
         parameters = {"format": 1, "model": self.files.identity(), "settings": values,
                       "init_noise": resume.array_hash(init_noise)}
         if init is not None:  # text-to-image hashes stay as they were before image-to-image existed
@@ -272,7 +282,7 @@ class Pipeline:
         """
         sampler = make_sampler(settings.sampler, self.info.scheduler_config, settings.steps)
         first = self._first_step(settings, init_image)
-        noise = NoiseSource(settings.seed)
+        noise = noise_sources.make_noise(settings.noise, settings.seed)
         start_noise = self.initial_noise(settings, init_noise, noise)
         state = SamplerState(noise=step_noise or noise)
         store = resume.ResumeStore(resume_dir, self._hash(settings, start_noise, init_image)) if resume_dir else None
@@ -365,7 +375,7 @@ class Pipeline:
         if callback is not None:
             callback(Progress("text", 0, settings.steps, 0.0, 0.0, None, kind=self.kind))
         return conditioning.encode_prompts(self.encoders, self.load, self.info, settings.prompt,
-                                           settings.negative_prompt, settings.guided, log.warning)
+                                           settings.negative_prompt, settings.guided, log.warning, self.embeddings)
 
     def decode(self, latents: np.ndarray, callback: ProgressCallback | None = None,
                tiled: bool | None = None) -> Image.Image:
@@ -398,7 +408,9 @@ class Pipeline:
         if isinstance(texts, str):
             texts = [texts]
         encoder = self.encoders[-1]
-        return conditioning.pooled_embeddings(encoder, self.load, list(texts), projected=self.kind == SDXL)
+        return conditioning.pooled_embeddings(encoder, self.load, list(texts), projected=self.kind == SDXL,
+                                              embeddings=self.embeddings,
+                                              table="clip_g" if self.kind == SDXL else "")
 
 
 class _StepReports:
@@ -431,16 +443,18 @@ class _StepReports:
 def load_pipeline(source: str | os.PathLike, cache_dir: str | os.PathLike | None = None, weights: str = "prefetch",
                   attention_slices: int | None = None, vae_tile: int | None = None, vae_tile_overlap: int = 8,
                   loader: Loader | None = None, guidance_mode: str | None = None,
-                  memory_limit_mb: float | None = None, http: HttpSettings | None = None) -> Pipeline:
+                  memory_limit_mb: float | None = None, http: HttpSettings | None = None,
+                  noise: str | None = None) -> Pipeline:
     """Open a diffusers ONNX export or an OnnxStream model folder (folder or http(s) base URL); the kind
     comes from model_index.json or from OnnxStream's folder names. ``weights``: the engine's provider
     name; ``http``: how URLs are read (``frame.engine.io.http_settings``). Every caller that starts from
-    the configuration goes through ``frame.diffusion.configured``, which decides these values."""
+    the configuration goes through ``frame.diffusion.configured``, which decides these values.
+    ``noise``: the renders' default random source (``model.noise``)."""
     with http_settings.using(http):
         files, info = open_model_files(source, cache_dir, http)
     rules.raise_first_error(rules.tile_findings(vae_tile, vae_tile_overlap))
     pipe = Pipeline(files, info, loader or engine_loader(weights, attention_slices, http), vae_tile, vae_tile_overlap,
-                    guidance_mode, memory_limit_mb, http)
+                    guidance_mode, memory_limit_mb, http, noise)
     shapes = pipe.vae_shapes()  # said at load, so a night's log names a decoder that cannot be tiled at once
     if shapes.warning(pipe.vae_source):
         log.warning("%s", redact_text(shapes.warning(pipe.vae_source)))

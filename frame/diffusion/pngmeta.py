@@ -10,7 +10,9 @@ re-created elsewhere::
 
 Image-to-image adds A1111's ``Denoising strength`` after ``Model`` (``Steps`` stays the full schedule,
 as A1111 writes it: 20 steps at 0.6 run 12) and frame's own ``Init image hash`` (the first 16 hex
-digits of the SHA-256 of the fitted starting picture), which A1111 readers ignore.
+digits of the SHA-256 of the fitted starting picture), which A1111 readers ignore. A render whose noise
+came from torch's CPU generator or A1111's NV source says so as A1111 does (``RNG: CPU``, ``RNG: NV``:
+``frame.diffusion.noise``); frame's own source adds no field.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ class GenerationParameters:
     model: str
     denoising_strength: float | None = None  # image-to-image only
     init_image_hash: str | None = None
+    rng: str | None = None  # A1111's name of the noise source (CPU, NV); None: frame's own (no field)
 
     def to_text(self) -> str:
         """The A1111 ``parameters`` text (prompt line, optional negative line, key: value line)."""
@@ -61,6 +64,8 @@ class GenerationParameters:
             fields.append(("Denoising strength", f"{self.denoising_strength:g}"))
         if self.init_image_hash:
             fields.append(("Init image hash", self.init_image_hash))
+        if self.rng:
+            fields.append(("RNG", self.rng))
         fields.append(("Version", f"frame {frame.__version__}"))
         lines.append(", ".join(f"{key}: {value}" for key, value in fields))
         return "\n".join(lines)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -79,6 +79,9 @@ class Executor:
         self.outputs = outputs
         self.after_step: Callable[[int, dict], None] | None = None  # test/diagnostic hook
         self.rng: object | None = None  # the generator random ops draw from during the current run
+        # tensor name -> function of its value, applied as the tensor is produced during the current run
+        # (``Model.run(overrides=...)``: a text encoder's token-embedding rows for textual inversion)
+        self.overrides: Mapping[str, Callable[[np.ndarray], np.ndarray]] = {}
 
     def fetch(self, ref: WeightRef) -> np.ndarray:
         array = ref.value if ref.value is not None else self.provider.get(ref)
@@ -87,9 +90,11 @@ class Executor:
         return array
 
     def run(self, feeds: dict[str, np.ndarray], progress: Progress | None = None,
-            rng: object | None = None) -> dict[str, np.ndarray]:
+            rng: object | None = None,
+            overrides: Mapping[str, Callable[[np.ndarray], np.ndarray]] | None = None) -> dict[str, np.ndarray]:
         env: dict[str, np.ndarray] = dict(feeds)
         self.rng = rng
+        self.overrides = overrides or {}
         try:
             with np.errstate(all="ignore"):  # once per run, not per kernel (see ``_run_step``)
                 self.execute(self.steps, env, progress, top=True)
@@ -98,6 +103,7 @@ class Executor:
             raise
         finally:
             self.rng = None
+            self.overrides = {}
             blas_threads.shared().restore()
             buffers.shared().forget()
         return {name: env[name] for name in self.outputs}
@@ -246,6 +252,7 @@ class Executor:
         node = step.node
         if step.gather_rows is not None:
             env[node.outputs[0]] = self.gather_rows(step, env)
+            self._override(node.outputs[:1], env)
             return
         try:
             args = [env[name] if name else None for name in node.inputs]
@@ -277,6 +284,14 @@ class Executor:
         for name, value in zip(node.outputs, results):
             if name:
                 env[name] = detach_small_view(value) if isinstance(value, np.ndarray) else np.asarray(value)
+        if self.overrides:
+            self._override(node.outputs, env)
+
+    def _override(self, names: list[str], env: dict[str, np.ndarray]) -> None:
+        for name in names:
+            change = self.overrides.get(name)
+            if change is not None:
+                env[name] = change(env[name])
 
 
 class Scope:

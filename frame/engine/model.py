@@ -190,17 +190,21 @@ class Model:
             self.attention.budget_bytes = int(budget_bytes)
 
     def run(self, feeds: Mapping[str, np.ndarray], progress: Callable[[float], None] | None = None,
-            rng: object | None = None) -> dict[str, np.ndarray]:
+            rng: object | None = None,
+            overrides: Mapping[str, Callable[[np.ndarray], np.ndarray]] | None = None) -> dict[str, np.ndarray]:
         """Outputs by name for ``feeds``; ``progress(fraction)`` is called after every node.
 
         ``rng``: what random ops (RandomNormalLike in exported VAE encoders) draw from, any object with
         numpy Generator's ``standard_normal``/``random``; None: each node's ``seed`` or fresh entropy.
+        ``overrides``: intermediate tensor name -> function replacing its value as it is produced (a
+        text encoder's token-embedding rows, ``token_table``), so a run can change one activation
+        without a rewritten model.
         """
         arrays = check_feeds(feeds, self.inputs)
         arrays = {k: (v.astype(np.float32) if v.dtype == np.float16 else v) for k, v in arrays.items()}
         before = self.fetch_stats
         try:
-            results = self._executor.run(arrays, progress, rng)
+            results = self._executor.run(arrays, progress, rng, overrides)
         except NodeError as exc:
             conflicts = symbolic_conflicts(feeds, self.inputs)
             if not conflicts:
@@ -209,6 +213,26 @@ class Model:
             raise NodeError(f"{exc}\n  (the inputs disagree on a dimension the model names: {hint})") from exc
         self._note_fetched(before)
         return {o.name: _as_declared(results[o.name], o.dtype) for o in self.outputs}
+
+    def token_table(self, input_name: str = "input_ids") -> tuple[str, int | None] | None:
+        """(output name, row width) of the Gather that looks ``input_name`` up in a table, e.g. a CLIP text
+        encoder's token embedding (``Gather(weight, Reshape(input_ids))``); None when there is none. The
+        width is None when the table is computed in the graph rather than stored."""
+        producers = {out: step.node for step in self.steps for out in step.node.outputs if out}
+        for step in self.steps:
+            node = step.node
+            if node.op_type != "Gather" or len(node.inputs) < 2 or node.attrs.get("axis", 0) != 0:
+                continue
+            source = node.inputs[1]
+            while source in producers and producers[source].op_type in _PASS_THROUGH and producers[source].inputs:
+                source = producers[source].inputs[0]
+            if source != input_name:
+                continue
+            ref = step.gather_rows or self._weights.get(node.inputs[0])
+            if ref is not None and len(ref.shape) != 2:
+                continue
+            return node.outputs[0], (int(ref.shape[1]) if ref is not None else None)
+        return None
 
     def _note_fetched(self, before) -> None:
         now = self.fetch_stats
@@ -251,6 +275,9 @@ class Model:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+_PASS_THROUGH = ("Reshape", "Cast", "Unsqueeze", "Squeeze", "Flatten", "Identity")
 
 
 def _as_declared(array: np.ndarray, dtype: np.dtype) -> np.ndarray:

@@ -40,7 +40,9 @@ class NightEmbed:
     def _open(self) -> Any:
         pipe = self._pipe()
         cache = text_cache_for(pipe, self._state_dir) if self._state_dir is not None else None
-        return pipe.embed_text if cache is None else CachedEmbed(cache, pipe.embed_text)
+        embeddings = getattr(pipe, "embeddings", None)  # textual-inversion files: part of a text's key
+        key = embeddings.cache_key if embeddings is not None else None
+        return pipe.embed_text if cache is None else CachedEmbed(cache, pipe.embed_text, key)
 
     def __call__(self, texts: list[str]) -> np.ndarray:
         if self._embed is None:

@@ -212,3 +212,22 @@ def test_size_auto_follows_the_panel_aspect():
     assert width / height == pytest.approx(800 / 480, rel=0.05)
     assert 0.8 < width * height / 512**2 < 1.25
     assert commands._size(pipe, "256x128", "800x480") == (256, 128)
+
+
+def test_noise_option_and_model_noise_choose_the_source_and_say_so(tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text("model:\n  noise: a1111-nv\n")
+    common = ["render", "--model", str(demo_model_path()), "--prompt", "a cat", "--steps", "2", "--size", "32x32",
+              "--seed", "5", "--sampler", "euler_a"]
+    pictures = {}
+    for name, extra in (("configured", ["--config", str(config)]), ("torch", ["--noise", "torch-cpu"]),
+                        ("frame", [])):
+        head = extra if extra[:1] == ["--config"] else []
+        args = parse(head + common + (extra if not head else []) + ["--out", str(tmp_path / f"{name}.png")])
+        assert args.func(args) == 0
+        pictures[name] = Image.open(tmp_path / f"{name}.png")
+    assert "RNG: NV" in pictures["configured"].info["parameters"]
+    assert "RNG: CPU" in pictures["torch"].info["parameters"]
+    assert "RNG" not in pictures["frame"].info["parameters"]
+    arrays = [np.asarray(p) for p in pictures.values()]
+    assert not np.array_equal(arrays[0], arrays[1]) and not np.array_equal(arrays[1], arrays[2])

@@ -87,10 +87,11 @@ def _crash_after(step: int):
     return callback
 
 
-@pytest.mark.parametrize("sampler", ["dpm++2m", "euler_a"])
-def test_render_resumes_after_a_crash_bit_identically(tmp_path, sampler):
+@pytest.mark.parametrize(("sampler", "noise"), [("dpm++2m", "frame"), ("euler_a", "frame"), ("euler_a", "torch-cpu"),
+                                              ("euler_a", "a1111-nv")])
+def test_render_resumes_after_a_crash_bit_identically(tmp_path, sampler, noise):
     pipe = load_pipeline(demo_model_path())
-    args = dict(steps=5, sampler=sampler, seed=11, **SIZE)
+    args = dict(steps=5, sampler=sampler, seed=11, noise=noise, **SIZE)
     straight = np.asarray(paint(pipe, "a lighthouse", **args))
     with pytest.raises(Crash):
         paint(pipe, "a lighthouse", callback=_crash_after(3), resume_dir=tmp_path, **args)
@@ -109,6 +110,17 @@ def test_changed_parameters_do_not_mix(tmp_path):
     other = paint(pipe, "a lighthouse", steps=4, seed=2, resume_dir=tmp_path, callback=seen.append, **SIZE)
     assert [e.step for e in seen if e.step_done] == [1, 2, 3, 4]
     assert np.array_equal(np.asarray(other), np.asarray(paint(pipe, "a lighthouse", steps=4, seed=2, **SIZE)))
+
+
+def test_a_checkpoint_of_another_noise_source_is_not_continued(tmp_path):
+    pipe = load_pipeline(demo_model_path())
+    args = dict(steps=4, seed=3, sampler="euler_a", **SIZE)
+    with pytest.raises(Crash):
+        paint(pipe, "a lighthouse", callback=_crash_after(2), resume_dir=tmp_path, noise="torch-cpu", **args)
+    seen = []
+    other = paint(pipe, "a lighthouse", resume_dir=tmp_path, callback=seen.append, noise="a1111-nv", **args)
+    assert [e.step for e in seen if e.step_done] == [1, 2, 3, 4]
+    assert np.array_equal(np.asarray(other), np.asarray(paint(pipe, "a lighthouse", noise="a1111-nv", **args)))
 
 
 def _render(out: Path, resume: Path | None, extra_env=None) -> subprocess.Popen:

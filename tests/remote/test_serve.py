@@ -195,3 +195,27 @@ def test_onnxruntime_engine_paints_the_same_picture_within_rounding(local_pictur
     diff = np.asarray(result.image).astype(float) - np.asarray(local_picture).astype(float)
     psnr = 10 * np.log10(255.0**2 / max(np.mean(diff**2), 1e-12))
     assert psnr > 40, psnr
+
+
+def test_override_settings_randn_source_picks_the_noise_source(served):
+    """An A1111 client asking for ``randn_source: CPU`` gets torch's CPU noise (and ``RNG: CPU`` in the
+    answer's infotext), the picture a local ``noise="torch-cpu"`` render paints."""
+    import base64
+    import io
+
+    body = {"prompt": JOB.prompt, "negative_prompt": "blurry", "steps": 2, "cfg_scale": 7.5, "sampler_name": "Euler a",
+            "seed": 1234, "width": 128, "height": 64, "override_settings": {"randn_source": "CPU"}}
+    out = {}
+
+    def client():
+        out["answer"] = requests.post(served.url + "/sdapi/v1/txt2img", json=body, timeout=60,
+                                      headers={"Authorization": f"Bearer {TOKEN}"})
+
+    run_clients(served, client)
+    answer = out["answer"].json()
+    picture = Image.open(io.BytesIO(base64.b64decode(answer["images"][0])))
+    local = load_pipeline(resolve_model_source("demo")).generate(
+        JOB.prompt, negative_prompt="blurry", steps=2, guidance=7.5, sampler="euler_a", seed=1234, width=128,
+        height=64, noise="torch-cpu")
+    assert np.array_equal(np.asarray(picture.convert("RGB")), np.asarray(local))
+    assert "RNG: CPU" in answer["info"] and "RNG: CPU" in picture.info["parameters"]

@@ -39,11 +39,12 @@ class Noise(Protocol):
 
 
 class NoiseSource:
-    """Seeded standard-normal float32 noise from numpy's PCG64 generator.
+    """Seeded standard-normal float32 noise from numpy's PCG64 generator: ``model.noise: frame``.
 
-    torch's generator cannot be reproduced without torch, so ancestral samplers (euler_a, multi-step lcm)
-    produce different (equally valid) images than diffusers for the same seed. The generator state is a
-    small JSON-able dict, saved with every resume checkpoint.
+    frame's own source, kept as the default so that stored seeds paint what they painted; torch's and
+    A1111's sources, which make a seed paint what it paints in diffusers, ComfyUI or A1111, are in
+    ``frame.diffusion.noise``. The generator state is a small JSON-able dict, saved with every resume
+    checkpoint.
     """
 
     def __init__(self, seed: int) -> None:

@@ -67,7 +67,7 @@ class Euler(Sampler):
 class EulerAncestral(Euler):
     """Euler step to a lower noise level ``sigma_down``, then fresh noise back up to ``sigma_next``.
 
-    frame's default sampler. Noise comes from ``state.noise`` (seeded numpy), drawn once per step.
+    frame's default sampler. Noise comes from ``state.noise`` (the seed's stream, ``model.noise``), drawn once per step.
     """
 
     stochastic = True

@@ -32,6 +32,7 @@ from flask import Flask, jsonify, request
 from werkzeug.exceptions import HTTPException
 
 import frame
+from frame.diffusion import noise as noise_sources
 from frame.diffusion.pngmeta import png_bytes
 from frame.diffusion.samplers.registry import SAMPLERS, a1111_names, frame_name
 from frame.errors import UsageError
@@ -198,11 +199,20 @@ def _settings(pipe: Any, body: Any, max_pixels: int, strength: float | None = No
     if width is not None and height is not None:  # before the model's rules, which may name another problem
         _check_size(width, height, max_pixels)
     try:
-        settings = pipe.settings(prompt, negative, steps, guidance, sampler, seed, width, height, strength)
+        settings = pipe.settings(prompt, negative, steps, guidance, sampler, seed, width, height, strength,
+                                 _noise(body))
     except (UsageError, TypeError, ValueError) as exc:
         raise BadRequest(str(exc)) from None
     _check_size(settings.width, settings.height, max_pixels)  # a missing side is the model's default
     return settings
+
+
+def _noise(body: dict) -> str | None:
+    """The noise source an A1111 client asks for in ``override_settings.randn_source`` ("CPU": torch's
+    CPU generator, "NV": A1111's Philox); None (the server's ``model.noise``) for "GPU" or none."""
+    overrides = body.get("override_settings")
+    source = overrides.get("randn_source") if isinstance(overrides, dict) else None
+    return noise_sources.from_a1111(source) if isinstance(source, str) else None
 
 
 def _check_size(width: int, height: int, max_pixels: int) -> None:

@@ -1,0 +1,229 @@
+"""Textual-inversion embeddings in prompts, as AUTOMATIC1111 has them: a word naming an embedding file
+stands for that file's vectors in the text encoder's token table.
+
+Files (``frame.diffusion.ti_files``: A1111's ``.pt``, ``.bin``, ``.safetensors``) are looked up by file
+name in ``embeddings/`` folders: inside the model folder, beside it (``<model>/../embeddings``) and in
+the state folder, the first found winning. As in A1111, the match is on tokens: the prompt's token ids
+are searched for each name's ids, longest name first, so ``easynegative`` matches the word and not
+``easy negative``; it works the same in the positive and the negative prompt and inside emphasis
+brackets (the vectors take the bracket's weight).
+
+The vectors enter the encoder without rewriting it: the matched tokens become placeholder ids (0, as
+A1111 does, which keeps CLIP's pooled output at the end-of-text token) and the token-embedding
+Gather's output rows at those positions are replaced while the encoder runs (``Model.run(overrides=
+...)``, ``Model.token_table``). An SD 1.5 file has one table; an SDXL file has ``clip_l`` and
+``clip_g``, one per encoder. A file that cannot be read or does not fit the model is named in a
+warning and its word stays a word, so a bad file never costs a night.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from frame.diffusion.emphasis import parse_emphasis
+from frame.diffusion.ti_files import SUFFIXES, EmbeddingFile, read_embedding
+from frame.errors import UsageError
+
+FOLDER = "embeddings"
+SDXL_TABLES = ("clip_l", "clip_g")  # an SDXL file's table for its first and second text encoder
+PLACEHOLDER_ID = 0
+
+
+def model_folders(source: str) -> list[Path]:
+    """The ``embeddings/`` folders of a local model: inside it, then beside it (none for a URL)."""
+    if source.startswith(("http://", "https://")):
+        return []
+    root = Path(source).expanduser()
+    return [root / FOLDER, root.parent / FOLDER]
+
+
+@dataclass(frozen=True)
+class PromptTokens:
+    """A prompt's token row, its emphasis weights, whether it was cut, and where embeddings go:
+    ``fixes`` are (row position, float32 (n, dim) vectors)."""
+
+    ids: list[int]
+    weights: np.ndarray
+    truncated: bool
+    fixes: list[tuple[int, np.ndarray]] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+
+
+class Embeddings:
+    """The embedding files in ``folders`` (scanned once, read when a prompt names one)."""
+
+    def __init__(self, folders: list[Path] | None = None) -> None:
+        self.folders = [Path(f) for f in folders or []]
+        self._files: dict[str, Path] | None = None
+        self._loaded: dict[tuple[str, int, int], EmbeddingFile | None] = {}  # by (path, size, mtime)
+
+    def add_folder(self, folder: str | os.PathLike) -> None:
+        self.folders.append(Path(folder))
+        self._files = None
+
+    def files(self) -> dict[str, Path]:
+        """Name → file, the first folder's file winning over a later one of the same name."""
+        if self._files is None:
+            found: dict[str, Path] = {}
+            for folder in self.folders:
+                if not folder.is_dir():
+                    continue
+                for path in sorted(folder.rglob("*")):
+                    if path.suffix.lower() in SUFFIXES and path.is_file():
+                        found.setdefault(path.stem, path)
+            self._files = found
+        return self._files
+
+    def load(self, name: str, warn: Callable[[str], None]) -> EmbeddingFile | None:
+        """The file ``name`` names, read once while it is unchanged; None (warned) when unreadable."""
+        path = self.files()[name]
+        try:
+            stat = path.stat()
+        except OSError as exc:
+            warn(f"embedding {name!r} is ignored: {exc}")
+            return None
+        key = (str(path), stat.st_size, stat.st_mtime_ns)
+        if key not in self._loaded:
+            try:
+                self._loaded[key] = read_embedding(path)
+            except (UsageError, OSError) as exc:
+                warn(f"embedding {name!r} is ignored: {exc}")
+                self._loaded[key] = None
+        return self._loaded[key]
+
+    def _lookup(self, tokenizer: Any) -> dict[int, list[tuple[tuple[int, ...], str]]]:
+        """First token id → (ids, name) of every embedding name, longest first (A1111's ids_lookup)."""
+        table: dict[int, list[tuple[tuple[int, ...], str]]] = {}
+        for name in self.files():
+            ids = tuple(tokenizer.encode(name))
+            if ids:
+                table.setdefault(ids[0], []).append((ids, name))
+        for options in table.values():
+            options.sort(key=lambda item: -len(item[0]))
+        return table
+
+    def tokens(self, tokenizer: Any, text: str, table: str, width: int | None,
+               warn: Callable[[str], None]) -> PromptTokens:
+        """``text``'s token row with its embeddings (see the module docstring); ``table`` is "" for a
+        one-encoder model, ``clip_l``/``clip_g`` for SDXL's encoders, ``width`` the encoder's row width."""
+        ids: list[int] = []
+        weights: list[float] = []
+        for fragment, weight in parse_emphasis(text):
+            fragment_ids = tokenizer.encode(fragment)
+            ids += fragment_ids
+            weights += [weight] * len(fragment_ids)
+        lookup = self._lookup(tokenizer) if self.files() else {}
+        out_ids: list[int] = []
+        out_weights: list[float] = []
+        found: list[tuple[int, np.ndarray, str]] = []
+        at = 0
+        while at < len(ids):
+            match = self._match(lookup, ids, at, table, width, warn)
+            if match is None:
+                out_ids.append(ids[at])
+                out_weights.append(weights[at])
+                at += 1
+                continue
+            length, name, vectors = match
+            found.append((len(out_ids) + 1, vectors, name))  # + 1: the start token
+            out_ids += [PLACEHOLDER_ID] * len(vectors)
+            out_weights += [weights[at]] * len(vectors)
+            at += length
+        row, truncated = tokenizer.frame_ids(out_ids)
+        row_weights = np.ones(len(row), dtype=np.float32)
+        kept = out_weights[: len(row) - 2]
+        row_weights[1:1 + len(kept)] = kept
+        room = len(row) - 1  # the end token's position
+        fixes = [(position, vectors[: room - position]) for position, vectors, _ in found if position < room]
+        return PromptTokens(row, row_weights, truncated, fixes, [name for *_, name in found])
+
+    def _match(self, lookup, ids: list[int], at: int, table: str, width: int | None,
+               warn: Callable[[str], None]) -> tuple[int, str, np.ndarray] | None:
+        for name_ids, name in lookup.get(ids[at], ()):
+            if tuple(ids[at:at + len(name_ids)]) != name_ids:
+                continue
+            vectors = self.vectors(name, table, width, warn)
+            if vectors is not None:
+                return len(name_ids), name, vectors
+        return None
+
+    def vectors(self, name: str, table: str, width: int | None, warn: Callable[[str], None]) -> np.ndarray | None:
+        """The (n, width) rows of ``name`` for one encoder, or None (warned) when the file does not fit."""
+        embedding = self.load(name, warn)
+        if embedding is None:
+            return None
+        rows = embedding.tables.get(table)
+        if rows is None:
+            kind = "an SDXL embedding (clip_l, clip_g)" if "" not in embedding.tables else "an SD 1.5 embedding"
+            warn(f"embedding {name!r} is ignored: it is {kind}, which does not fit this model")
+            return None
+        if width is not None and rows.shape[1] != width:
+            warn(f"embedding {name!r} is ignored: its vectors are {rows.shape[1]} wide, the text encoder's "
+                 f"{width} (an embedding for another model)")
+            return None
+        return rows
+
+    def cache_key(self, text: str) -> str:
+        """``text`` plus the digests of the embedding files it may name, for caches of encoder outputs
+        (``embedding_cache.CachedEmbed``): a changed or added file never meets an old vector."""
+        lowered = text.lower()
+        used = sorted(name for name in self.files() if name.lower() in lowered)
+        if not used:
+            return text
+        return text + "\0embeddings:" + ",".join(f"{name}={_digest(self.files()[name])}" for name in used)
+
+
+_DIGESTS: dict[tuple[str, int, int], str] = {}
+
+
+def _digest(path: Path) -> str:
+    stat = path.stat()
+    key = (str(path), stat.st_size, stat.st_mtime_ns)
+    if key not in _DIGESTS:
+        _DIGESTS[key] = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    return _DIGESTS[key]
+
+
+def token_overrides(model: Any, fixes: list[tuple[int, np.ndarray]], encoder: str
+                    ) -> dict[str, Callable[[np.ndarray], np.ndarray]]:
+    """``Model.run`` overrides that put ``fixes``' vectors into the token-embedding rows."""
+    if not fixes:
+        return {}
+    found = model.token_table("input_ids") if hasattr(model, "token_table") else None
+    if found is None:
+        raise UsageError(f"{encoder}: frame cannot find the token-embedding table in this export, so it cannot "
+                         "use textual-inversion embeddings with it")
+    name, _width = found
+
+    def put(value: np.ndarray) -> np.ndarray:
+        out = np.array(value, copy=True)
+        rows = out.reshape(-1, out.shape[-1])
+        for position, vectors in fixes:
+            rows[position:position + len(vectors)] = vectors.astype(out.dtype)
+        return out
+
+    return {name: put}
+
+
+def table_width(model: Any) -> int | None:
+    found = model.token_table("input_ids") if hasattr(model, "token_table") else None
+    return None if found is None else found[1]
+
+
+def usable(embeddings: Embeddings | None, model: Any, encoder: str, warn: Callable[[str], None]) -> Embeddings:
+    """``embeddings`` when ``model`` has a token table to put vectors in; otherwise none, with a warning
+    (an export frame cannot see into paints the words as words rather than failing the night)."""
+    if embeddings is None or not embeddings.files():
+        return Embeddings()
+    if hasattr(model, "token_table") and model.token_table("input_ids") is not None:
+        return embeddings
+    warn(f"{encoder}: frame cannot find the token-embedding table in this export; textual-inversion "
+         "embeddings are ignored (their names stay words)")
+    return Embeddings()
