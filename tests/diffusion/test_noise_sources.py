@@ -19,6 +19,7 @@ from frame.diffusion.noise.philox import PhiloxNoise, philox4x32
 from frame.diffusion.noise.torch_cpu import TorchCpuNoise, fma32
 from frame.diffusion.samplers.base import NoiseSource
 from frame.errors import UsageError
+from tests.painting import paint
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 SHAPES = ((1, 4, 8, 12), (1, 4, 8, 12), (1, 4, 9, 7), (3,), (5,), (1,), (2, 3), (16,), (17,), (1, 4, 8, 12))
@@ -122,12 +123,12 @@ def test_seeded_render_matches_diffusers_without_latents(kind):
     ref = np.load(FIXTURES / "noise" / f"seeded_{kind}.npz")
     spec = json.loads(str(ref["settings"]))
     pipe = load_pipeline(FIXTURES / "pipelines" / kind / "model", noise="torch-cpu")
-    image = pipe.generate(spec["prompt"], spec["negative_prompt"], spec["steps"], spec["guidance"], spec["sampler"],
-                          spec["seed"], spec["width"], spec["height"])
+    image = paint(pipe, spec["prompt"], spec["negative_prompt"], spec["steps"], spec["guidance"], spec["sampler"],
+                  spec["seed"], spec["width"], spec["height"])
     theirs = np.clip(ref["image"][0] * 255, 0, 255)
     assert psnr(np.asarray(image, np.float32), theirs) >= 40
     assert "RNG: CPU" in image.info["parameters"]
-    frame_own = pipe.generate(spec["prompt"], spec["negative_prompt"], spec["steps"], spec["guidance"],
-                              spec["sampler"], spec["seed"], spec["width"], spec["height"], noise="frame")
+    frame_own = paint(pipe, spec["prompt"], spec["negative_prompt"], spec["steps"], spec["guidance"],
+                      spec["sampler"], spec["seed"], spec["width"], spec["height"], noise="frame")
     assert psnr(np.asarray(frame_own, np.float32), theirs) < 30  # the source is what makes the match
     assert "RNG" not in frame_own.info["parameters"]

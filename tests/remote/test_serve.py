@@ -214,7 +214,7 @@ def test_override_settings_randn_source_picks_the_noise_source(served):
     run_clients(served, client)
     answer = out["answer"].json()
     picture = Image.open(io.BytesIO(base64.b64decode(answer["images"][0])))
-    local = load_pipeline(resolve_model_source("demo")).generate(
+    local = paint(load_pipeline(resolve_model_source("demo")),
         JOB.prompt, negative_prompt="blurry", steps=2, guidance=7.5, sampler="euler_a", seed=1234, width=128,
         height=64, noise="torch-cpu")
     assert np.array_equal(np.asarray(picture.convert("RGB")), np.asarray(local))
