@@ -10,7 +10,6 @@ image to 12-19 dB from the render without it (``psnr_db_vs_no_lora``), so 40 dB 
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
