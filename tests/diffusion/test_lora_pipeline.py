@@ -56,3 +56,16 @@ def test_lora_image_matches_diffusers(kind, case):
     reference = np.load(FIXTURES / kind / case["reference"])["image"][0] * 255.0
     ours = _render(kind, case, prompt_tags=True)
     assert psnr(ours, reference) >= 40.0, f"{psnr(ours, reference):.1f} dB"
+
+
+def test_model_loras_setting_matches_the_tags():
+    """``model.loras`` (Pipeline.loras) paints what the same LoRAs as prompt tags paint, and the
+    picture's parameters carry them in A1111's form."""
+    case = json.loads((FIXTURES / "sd15" / "lora_cases.json").read_text())["cases"][0]
+    reference = np.load(FIXTURES / "sd15" / case["reference"])["image"][0] * 255.0
+    assert psnr(_render("sd15", case, prompt_tags=False), reference) >= 40.0
+    pipe = load_pipeline(FIXTURES / "sd15" / "model")
+    pipe.loras = [LoraRequest("ink", 1.0)]
+    settings = pipe.settings("a boat <lora:wood:0.5>", "", 2, 5.0, "euler", 1, 64, 64)
+    text = pipe.parameters(settings).to_text()
+    assert text.startswith("a boat <lora:wood:0.5> <lora:ink:1>")
