@@ -18,7 +18,8 @@ from frame.config.lora_tags import (  # noqa: F401  (re-exported: the pipeline's
     split_tags,
     strip_tags,
 )
-from frame.engine.lora import LoraFile, LoraUse, read_lora
+from frame.engine.lora import LoraFile, LoraUse, match_loras, read_lora
+from frame.errors import UsageError
 
 TEXT_COMPONENTS = ("text_encoder", "text_encoder_2")
 
@@ -47,3 +48,31 @@ def with_loras(load: Callable[..., Any], by_source: dict[Any, list[LoraUse]]) ->
         return load(source, loras=uses, **kwargs) if uses else load(source, **kwargs)
 
     return loaded
+
+
+def describe(requests: Sequence[LoraRequest], folders: Sequence[str], model_source: str,
+             prompts: Sequence[str] = ()) -> list[tuple[str, str]]:
+    """(level, line) for ``frame config check``: each LoRA found or not, what it changes in a local
+    model (modules applied, keys matching nothing) and the ``<lora:…>`` tags of ``prompts`` (themes)."""
+    from pathlib import Path
+
+    from frame.engine.model import read_structure
+
+    lines = [("error", problem) for problem in check_prompts(prompts, folders)]
+    root = Path(model_source).expanduser()
+    for request in requests:
+        try:
+            lora = read_lora(find(request, folders))
+        except UsageError as exc:
+            lines.append(("error", str(exc)))
+            continue
+        for component, modules in sorted(lora.components.items()):
+            path = root / component / "model.onnx"
+            if "://" in model_source or not path.is_file():
+                continue
+            structure = read_structure(str(path))
+            report = match_loras(structure.nodes, structure.weights, [LoraUse(lora.name, modules, 1.0)])[1]
+            for line in report.lines():
+                lines.append(("warning" if "not applied" in line else "info", f"{component}: {line.strip()}"))
+        lines += [("warning", f"{lora.name}: unsupported key (not applied): {key}") for key in lora.unsupported]
+    return lines

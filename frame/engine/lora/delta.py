@@ -16,6 +16,7 @@ import numpy as np
 
 from frame.engine.lora.files import LoraModule
 
+ADD_ELEMENTS = 1 << 18  # float32 elements of delta computed at a time (1 MB)
 Factors = list[tuple[np.ndarray, np.ndarray]]  # per module: up·multiplier [out, r], down [r, in·k]
 
 
@@ -57,10 +58,13 @@ class WeightDelta:
             total = part if total is None else np.add(total, part, out=total)
         return total
 
-    def merged(self, weight: np.ndarray, factors: Factors, offset: int = 0, rows: int = 256) -> np.ndarray:
+    def merged(self, weight: np.ndarray, factors: Factors, offset: int = 0) -> np.ndarray:
         """A float32 copy of ``weight`` (rows ``offset:`` of the stored weight) with the change added,
-        ``rows`` leading-axis rows at a time so the delta's temporary stays small."""
+        ``ADD_ELEMENTS`` at a time so the delta's temporary stays small."""
         out = np.array(weight, dtype=np.float32, copy=True)
+        rows = max(1, ADD_ELEMENTS // max(1, out.size // max(1, out.shape[0]))) if out.ndim else 1
+        if not out.ndim:
+            return out
         for first in range(0, out.shape[0], rows):
             last = min(out.shape[0], first + rows)
             out[first:last] += self.block(factors, 0, offset + first, offset + last)
@@ -77,8 +81,15 @@ class LoraStored:
         self.shape, self.dtype, self.ndim = stored.shape, stored.dtype, stored.ndim
         self.size, self.nbytes = stored.size, stored.nbytes
 
-    def delta_block(self, axis: int, start: int, stop: int) -> np.ndarray:
-        """The change of this array's channels ``start:stop`` along ``axis``."""
-        if axis % self.ndim == 0:
-            start, stop = start + self.offset, stop + self.offset
-        return self.delta.block(self.factors, axis, start, stop)
+    def add_to(self, block: np.ndarray, axis: int, start: int, stop: int) -> None:
+        """Add the change of this array's channels ``start:stop`` along ``axis`` to the decoded ``block``
+        in place, ``ADD_ELEMENTS`` at a time: a delta as large as the block (16 MB) would raise the peak."""
+        axis %= self.ndim
+        shift = self.offset if axis == 0 else 0
+        per_channel = max(1, block.size // max(1, stop - start))
+        step = max(1, ADD_ELEMENTS // per_channel)
+        index = [slice(None)] * block.ndim
+        for first in range(0, stop - start, step):
+            last = min(stop - start, first + step)
+            index[axis] = slice(first, last)
+            block[tuple(index)] += self.delta.block(self.factors, axis, shift + start + first, shift + start + last)

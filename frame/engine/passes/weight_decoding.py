@@ -78,7 +78,7 @@ def decode_block(q: np.ndarray | LoraStored, scale: np.ndarray | None, zero_poin
     the float16 ``q`` widened when ``scale`` is None; with a LoRA's change added when ``q`` carries one."""
     if isinstance(q, LoraStored):  # a LoRA's change, added to each decoded block (frame.engine.lora)
         block = decode_block(q.stored, scale, zero_point, quant_axis, block_axis, start, stop)
-        block += q.delta_block(block_axis, start, stop)
+        q.add_to(block, block_axis, start, stop)
         return block
     index = [slice(None)] * q.ndim
     index[block_axis] = slice(start, stop)
