@@ -151,3 +151,21 @@ def configured_requests(config: Config) -> list[LoraRequest]:
         else:
             requests.append(LoraRequest(text, float(entry.scale)))
     return requests
+
+
+def drop_unknown(prompt: str, folders: Sequence[str]) -> tuple[str, list[str]]:
+    """``prompt`` without the tags whose LoRA is not found, and their names: at night a feed's tag, or a
+    queued prompt's LoRA deleted since, must not cost the picture (checked tags were refused earlier)."""
+    dropped: list[str] = []
+
+    def keep(match: re.Match) -> str:
+        try:
+            find(LoraRequest(match.group(1).strip()), folders)
+            _ = [_number(p.strip(), match.group(0)) for p in match.group(2).split(":")[1:] if p.strip()]
+        except UsageError:
+            dropped.append(match.group(1).strip())
+            return ""
+        return match.group(0)
+
+    cleaned = TAG.sub(keep, prompt or "")
+    return (re.sub(r"\s{2,}", " ", cleaned).strip() if dropped else prompt), dropped

@@ -50,3 +50,10 @@ def test_model_loras_entries(tmp_path):
     assert requests[0] == lora_tags.LoraRequest("ink", 0.5)
     assert requests[1].name == "wood" and requests[1].file.endswith("/styles/wood.safetensors")
     assert str(tmp_path / "loras") in lora_tags.configured_folders(config)
+
+
+def test_night_drops_only_unknown_tags(tmp_path):
+    (tmp_path / "ink.safetensors").write_bytes(b"")
+    prompt, dropped = lora_tags.drop_unknown("a barn <lora:ink:0.5>, <lora:gone:1> dusk <lora:ink:x>", [str(tmp_path)])
+    assert (prompt, dropped) == ("a barn <lora:ink:0.5>, dusk", ["gone", "ink"])
+    assert lora_tags.drop_unknown("a barn <lora:ink>", [str(tmp_path)]) == ("a barn <lora:ink>", [])
