@@ -7,6 +7,7 @@ paste back into A1111.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from frame.config.lora_tags import (  # noqa: F401  (re-exported: the pipeline's one LoRA module)
@@ -19,6 +20,7 @@ from frame.config.lora_tags import (  # noqa: F401  (re-exported: the pipeline's
     strip_tags,
 )
 from frame.engine.lora import LoraFile, LoraUse, match_loras, read_lora
+from frame.engine.model import read_structure
 from frame.errors import UsageError
 
 TEXT_COMPONENTS = ("text_encoder", "text_encoder_2")
@@ -54,10 +56,6 @@ def describe(requests: Sequence[LoraRequest], folders: Sequence[str], model_sour
              prompts: Sequence[str] = ()) -> list[tuple[str, str]]:
     """(level, line) for ``frame config check``: each LoRA found or not, what it changes in a local
     model (modules applied, keys matching nothing) and the ``<lora:…>`` tags of ``prompts`` (themes)."""
-    from pathlib import Path
-
-    from frame.engine.model import read_structure
-
     lines = [("error", problem) for problem in check_prompts(prompts, folders)]
     root = Path(model_source).expanduser()
     for request in requests:
