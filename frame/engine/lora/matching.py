@@ -11,6 +11,7 @@ MatMul ``[in, out]``, Gemm ``[out, in]`` (transB) or ``[in, out]``, Conv ``[out,
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,6 +20,7 @@ from frame.engine.graph import Node, producer_index
 from frame.engine.io.weights import WeightRef
 from frame.engine.lora.delta import WeightDelta
 from frame.engine.lora.files import LoraModule
+from frame.engine.lora.sgm import candidates, is_sgm
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,12 @@ def targets(nodes: list[Node], weights: dict[str, WeightRef]) -> dict[str, _Targ
     return index
 
 
+def _layers_per_block(index: dict) -> int:
+    """Resnets per down block, from the export's own names (SDXL and SD 1.5: 2)."""
+    found = [int(m[1]) for key in index if (m := re.match(r"down_blocks_0_resnets_(\d+)_", key))]
+    return max(found) + 1 if found else 2
+
+
 def _fits(module: LoraModule, shape: tuple[int, ...], out_axis: int) -> bool:
     inner = int(np.prod(module.down.shape[1:]))
     if out_axis == 0:
@@ -114,6 +122,8 @@ def match_loras(nodes: list[Node], weights: dict[str, WeightRef], uses: list[Lor
         for key, module in use.modules.items():
             if key not in index and key.startswith("text_model_"):  # transformers 5 exports drop text_model
                 key = key[len("text_model_"):]
+            if key not in index and is_sgm(key):  # sd-scripts' SDXL names
+                key = next((k for k in candidates(key, _layers_per_block(index)) if k in index), key)
             target = index.get(key)
             if target is None:
                 missing.append(f"{key} ({'two layers answer to it' if key in index else 'no layer of that name'})")
