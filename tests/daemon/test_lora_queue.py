@@ -57,3 +57,19 @@ def test_night_drops_only_unknown_tags(tmp_path):
     prompt, dropped = lora_tags.drop_unknown("a barn <lora:ink:0.5>, <lora:gone:1> dusk <lora:ink:x>", [str(tmp_path)])
     assert (prompt, dropped) == ("a barn <lora:ink:0.5>, dusk", ["gone", "ink"])
     assert lora_tags.drop_unknown("a barn <lora:ink>", [str(tmp_path)]) == ("a barn <lora:ink>", [])
+
+
+def test_settings_page_refuses_a_theme_with_an_unknown_lora(tmp_path):
+    from frame.config import owner
+    from frame.daemon.settings import SettingsEditor
+
+    path = tmp_path / "config.yaml"
+    path.write_text(f"state_dir: {tmp_path / 'state'}\nweb:\n  token: test-token-123456\n", encoding="utf-8")
+    (tmp_path / "state" / "loras").mkdir(parents=True)
+    (tmp_path / "state" / "loras" / "ink.safetensors").write_bytes(b"")
+    editor = SettingsEditor(str(path), environ={})
+    proposal = editor.propose({"taste.themes": ["a harbour <lora:nope:0.5>", "a forest <lora:ink:0.8>"]})
+    assert not proposal.ok
+    assert any("unknown LoRA 'nope'" in p for p in proposal.problems["taste.themes"])
+    assert not any("'ink'" in p for p in proposal.problems["taste.themes"])
+    assert not owner.settings_path(tmp_path / "state").exists()
