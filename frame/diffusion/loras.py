@@ -40,6 +40,14 @@ def uses_for(resolved: Sequence[tuple[LoraRequest, LoraFile]], component: str) -
     return uses
 
 
+def loader(load: Callable[..., Any], requests: Sequence[LoraRequest], folders: Sequence[str],
+           components: dict[Any, str]) -> Callable[..., Any]:
+    """``load`` with each component's part of the requested LoRAs (``components``: source -> component
+    name); UsageError for an unknown name or a file that is not a LoRA, before anything runs."""
+    resolved = resolve(requests, folders)
+    return with_loras(load, {source: uses_for(resolved, name) for source, name in components.items()})
+
+
 def with_loras(load: Callable[..., Any], by_source: dict[Any, list[LoraUse]]) -> Callable[..., Any]:
     """A loader that passes each component's LoRAs to the engine (``load(source, loras=...)``)."""
     if not any(by_source.values()):

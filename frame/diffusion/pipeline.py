@@ -365,12 +365,8 @@ class Pipeline:
         """``self.load`` with the LoRAs of ``model.loras`` and the prompt's tags (UsageError for an
         unknown name or a file that is not a LoRA); ``self.load`` itself when there are none."""
         requests = list(self.loras) + loras.split_tags(prompt)[1]
-        if not requests:
-            return self.load
-        resolved = loras.resolve(requests, self.lora_folders)
-        by_source = {self.unet_source: loras.uses_for(resolved, "unet")}
-        by_source.update({e.source: loras.uses_for(resolved, e.name) for e in self.encoders})
-        return loras.with_loras(self.load, by_source)
+        components = {self.unet_source: "unet", **{e.source: e.name for e in self.encoders}}
+        return loras.loader(self.load, requests, self.lora_folders, components) if requests else self.load
 
     def _encode(self, settings: Settings, callback: ProgressCallback | None, load: Loader | None = None
                 ) -> tuple[conditioning.Conditioning, conditioning.Conditioning | None]:
