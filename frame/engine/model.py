@@ -267,14 +267,24 @@ def _merge_inline(deltas: dict[str, WeightDelta], weights: dict) -> None:
         ref.value = delta.merged(np.asarray(ref.value, dtype=np.float32), delta.factors()).astype(ref.value.dtype)
 
 
+_DECODING_OPS = {("frame.engine", "DecodedWeight"), ("frame.engine", "GegluFF")}  # add the change per block
+
+
 def _check_lora_decoding(steps, deltas: dict[str, WeightDelta]) -> None:
-    """An 8-bit weight with a LoRA change must be decoded by its op (``weight_decoding``), which adds
-    the change; a DequantizeLinear left in the graph would drop it, so that is refused at load."""
+    """Mark the changed weights whose every reader decodes them block by block (``WeightDelta.in_op``:
+    the change is added per block, no merged copy). An 8-bit weight read otherwise (a DequantizeLinear
+    left in the graph) would lose the change, so that is refused at load."""
+    readers: dict[str, set[tuple[str, str]]] = {}
     for step in steps:
         node = step.node
+        for name in node.inputs:
+            if name in deltas:
+                readers.setdefault(name, set()).add((node.domain, node.op_type))
         if node.op_type == "DequantizeLinear" and not node.domain and node.inputs and node.inputs[0] in deltas:
             raise UsageError(f"{deltas[node.inputs[0]].label}: a LoRA cannot change this 8-bit weight "
                              "(it is decoded outside its op); use the model's fp16 or float32 files")
+    for name, delta in deltas.items():
+        delta.in_op = bool(readers.get(name)) and readers[name] <= _DECODING_OPS
 
 
 def _as_declared(array: np.ndarray, dtype: np.dtype) -> np.ndarray:

@@ -76,3 +76,12 @@ def test_unknown_name_and_bad_scale_are_clear_errors(tmp_path):
     broken.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{}")
     with pytest.raises(UsageError, match="header length"):
         read_lora(broken)
+
+
+def test_float32_feed_forward_weights_take_the_change_per_block():
+    """The GEGLU feed-forward decodes its float32 weights per block: their change is added there (no
+    merged copy of SDXL's 52 MB projection), other float32 weights are merged while their op runs."""
+    uses = [LoraUse("ink", read_lora(LORA).modules("unet"), 1.0)]
+    with load_model(str(SD15 / "model" / "unet" / "model.onnx"), loras=uses) as model:
+        in_op = {d.label.split("/")[-2] for d in model.provider.deltas.values() if d.in_op}
+        assert in_op == {"proj", "net.2"} and len(model.provider.deltas) == 64

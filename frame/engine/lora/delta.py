@@ -27,6 +27,7 @@ class WeightDelta:
     out_axis: int  # 0: output channels first (Conv, Gemm transB); 1: MatMul's [in, out]
     terms: list[tuple[LoraModule, float]]  # (module, owner's scale)
     label: str = ""  # the layer, for messages
+    in_op: bool = False  # every reader decodes it per block and adds the change there (else: merged copy)
 
     @property
     def nbytes(self) -> int:

@@ -1,10 +1,12 @@
 """The weights provider that adds each LoRA change as its weight streams (see the package docstring).
 
-A float32 weight (and an fp16 one the executor widens) is handed over merged: a float32 copy with the
-change added row block by row block, alive only while its op runs. An 8-bit weight, or an fp16 one
-its op decodes itself (``WeightRef.keep_float16``), is handed over as stored inside a ``LoraStored``,
-and ``weight_decoding.decode_block`` adds the change to each float32 block it decodes: no float32
-copy of the whole weight, the same peak as without the LoRA plus the module's factors. The factors
+A weight whose every reader decodes it block by block (8-bit and fp16 weights fused into their op,
+and any weight of the GEGLU feed-forward, float32 included: ``WeightDelta.in_op``, set at load) is
+handed over as stored inside a ``LoraStored``, and ``weight_decoding.decode_block`` adds the change to
+each float32 block it decodes: no float32 copy of the whole weight, the same peak as without the LoRA
+plus the module's factors. Any other (a float32 weight read by a plain MatMul or Conv, an fp16 one
+the executor widens) is handed over merged: a float32 copy with the change added, alive only while
+its op runs. The factors
 of the weight being streamed are kept until another weight's are needed (a row-streamed weight asks
 once per block).
 """
@@ -46,9 +48,9 @@ class LoraProvider:
 
     def _with_delta(self, ref: WeightRef, array: np.ndarray, offset: int):
         delta = self.deltas[ref.name]
-        if array.dtype == np.float32 or (array.dtype == np.float16 and not ref.keep_float16):
-            return delta.merged(array, self._factors(delta), offset)
-        return LoraStored(array, delta, self._factors(delta), offset)
+        if delta.in_op:
+            return LoraStored(array, delta, self._factors(delta), offset)
+        return delta.merged(array, self._factors(delta), offset)
 
     def get(self, ref: WeightRef) -> np.ndarray:
         array = self.inner.get(ref)
