@@ -50,6 +50,9 @@ class LoraProvider:
         delta = self.deltas[ref.name]
         if delta.in_op:
             return LoraStored(array, delta, self._factors(delta), offset)
+        if array.dtype not in (np.float32, np.float16):  # 8-bit codes: only a decoding op may add to them
+            raise EngineError(f"{delta.label}: weight {ref.name!r} ({array.dtype}) is read by an op that does "
+                              "not decode it, so its LoRA change cannot be added")
         return delta.merged(array, self._factors(delta), offset)
 
     def get(self, ref: WeightRef) -> np.ndarray:
