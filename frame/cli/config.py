@@ -37,12 +37,32 @@ def _config_check(args: argparse.Namespace) -> int:
     _describe_rule_warnings(config)
     _describe_onnxstream(config)
     _describe_model(config)
+    lora_errors = _describe_loras(config)
     _describe_remote(config)
     readable = _describe_model_url(config)
     _describe_last_estimate(config)
     if readable:  # the estimate would only repeat why the model cannot be read
         _describe_estimate(config)
-    return 0
+    return 1 if lora_errors else 0
+
+
+def _describe_loras(config) -> int:
+    """model.loras and the themes' <lora:…> tags: each file found, and what it changes in the model
+    (keys that match nothing are warnings). Returns the number of errors (a LoRA that cannot be found
+    or read would fail the night)."""
+    from frame.config import lora_tags
+    from frame.diffusion.loras import describe
+    from frame.models import resolve_model_source
+
+    requests = lora_tags.configured_requests(config)
+    prompts = [*config.taste.themes, *config.taste.styles]
+    if not requests and not any("<lora:" in p.lower() for p in prompts):
+        return 0
+    lines = describe(requests, lora_tags.configured_folders(config), resolve_model_source(config.model.source),
+                     prompts)
+    for level, line in lines:
+        print(f"model.loras: {'' if level == 'info' else level + ': '}{line}")
+    return sum(level == "error" for level, _ in lines)
 
 
 def _describe_remote(config) -> None:

@@ -77,6 +77,14 @@ def blocklist(value: tuple[str, ...]) -> str | None:
     return None
 
 
+def lora_scale(value) -> str | None:
+    return None if -10.0 <= value <= 10.0 else "must be between -10 and 10 (A1111's LoRA weight, 1 = as trained)"
+
+
+def non_empty_text(value: str) -> str | None:
+    return None if value.strip() else "must not be empty"
+
+
 def non_negative(value) -> str | None:
     return None if value is None or value >= 0 else f"must be 0 or more, got {value}"
 

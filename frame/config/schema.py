@@ -48,6 +48,15 @@ class WeightCacheConfig:
 
 
 @dataclass(frozen=True)
+class LoraEntry:
+    """A LoRA on every picture: ``file`` is a path or a NAME in a ``loras`` folder (see README, "LoRAs");
+    a prompt's ``<lora:NAME:SCALE>`` adds one for that picture."""
+
+    file: str = _opt("", checks.non_empty_text)
+    scale: float = _opt(1.0, checks.lora_scale)
+
+
+@dataclass(frozen=True)
 class ModelConfig:
     source: str = _opt("demo", checks.model_source, secret=URL_SECRET)
     weights: WeightsName = "auto"
@@ -65,6 +74,7 @@ class ModelConfig:
     http_timeout_seconds: float = _opt(30.0, checks.positive)
     http_give_up_seconds: float = _opt(600.0, checks.positive)
     cache: WeightCacheConfig = field(default_factory=WeightCacheConfig)
+    loras: tuple[LoraEntry, ...] = ()
 
 
 @dataclass(frozen=True)

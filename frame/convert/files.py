@@ -28,15 +28,17 @@ from pathlib import Path
 import onnx
 
 from frame.atomicfile import fsync_dir
+from frame.convert.lora_merge import merging_reader
 from frame.convert.policy import Policy, plan
 from frame.convert.progress import ByteProgress
 from frame.convert.quantize import Scheme
 from frame.convert.rewrite import Report, rewrite
-from frame.convert.storage import ExternalData, TensorReader
+from frame.convert.storage import ExternalData
 from frame.engine.errors import ModelFormatError
 from frame.engine.io.protobuf_index import scan_model
 from frame.engine.io.sources import LocalSource
 from frame.engine.io.weights import WeightRef, collect_weights
+from frame.engine.lora import LoraFile
 from frame.engine.static_shapes import fill_small_values
 from frame.errors import UsageError
 
@@ -57,6 +59,7 @@ class Options:
     scheme: Scheme = DEFAULT_SCHEME
     policy: Policy = field(default_factory=Policy)
     transform: Callable[[onnx.ModelProto, str], onnx.ModelProto] | None = None  # e.g. dynamic shapes
+    loras: tuple[tuple[LoraFile, float], ...] = ()  # merged into the weights (``lora_merge``)
 
 
 @dataclass
@@ -113,7 +116,7 @@ def _convert_into(source: Source, onnx_path: Path, data_path: Path, data_name: s
         raise UsageError(f"{source.path}: opset {opset} has no per-channel DequantizeLinear (needs opset "
                          f"{MIN_QUANT_OPSET}+): re-export the model with a newer opset, or use --weights fp16")
     label = options.weights if options.weights == "fp16" else f"uint8 ({options.scheme.label}, per channel)"
-    reader = TensorReader()
+    reader = merging_reader(source.path, source.proto, source.weights, options.loras)
     try:
         with open(data_path, "wb") as file:
             sink = ExternalData(file, data_name)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from frame.config import fields as owner_fields
-from frame.config import owner
+from frame.config import lora_tags, owner
 from frame.config.loader import Layers, read_layers, resolve, to_plain
 from frame.config.redact import redact_text, redact_url
 from frame.config.schema import Config
@@ -162,6 +162,7 @@ class SettingsEditor:
                                                              f"nothing was saved: {exc}")
             deep = []
         found += [(p, m) for p, m in deep if format_path(p) not in known]
+        found += [(p, m) for p, m in _lora_problems(judged) if format_path(p) not in known]
         for path, message in found:
             key = field_for(path)
             message = redact_text(_item(path, key) + message)
@@ -219,3 +220,19 @@ def changed_fields(old: Config, new: Config) -> dict[str, str]:
     before, after = dataclasses.asdict(old), dataclasses.asdict(new)
     return {spec.key: spec.applies for spec in owner_fields.FIELDS
             if owner.get_path(before, spec.path)[1] != owner.get_path(after, spec.path)[1]}
+
+
+def _lora_problems(config: Config) -> list[tuple[tuple[str | int, ...], str]]:
+    """A theme or style naming an unknown ``<lora:…>``, or a ``model.loras`` file that is not there: refused
+    when saved, not found out at night (``frame.config.lora_tags``; no numpy)."""
+    folders = lora_tags.configured_folders(config)
+    found: list[tuple[tuple[str | int, ...], str]] = []
+    for name in ("themes", "styles"):
+        for i, text in enumerate(getattr(config.taste, name)):
+            found += [(("taste", name, i), problem) for problem in lora_tags.check_prompts([text], folders)]
+    for i, request in enumerate(lora_tags.configured_requests(config)):
+        try:
+            lora_tags.find(request, folders)
+        except FrameError as exc:
+            found.append((("model", "loras", i, "file"), str(exc)))
+    return found

@@ -1,6 +1,7 @@
 """The pipeline as the configuration describes it: the one place that turns ``config.model`` (source,
 weights provider, attention, VAE tiles, HTTP token/timeouts/weight cache, noise source) and
-``worker.memory_limit_mb`` (which decides how the guidance passes run) into plain typed values.
+``worker.memory_limit_mb`` (which decides how the guidance passes run) into plain typed values, and
+``model.loras`` with the LoRA folders into the pipeline's.
 
 Every caller that starts from a configuration comes through here: the render worker and ``frame
 render`` (``load_configured_pipeline``), the night's estimate (the same pipeline, and its resolved
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from frame.config import lora_tags
 from frame.diffusion import textual_inversion
 from frame.engine.io.http_settings import HttpSettings, origin
 from frame.models import resolve_model_source
@@ -44,6 +46,8 @@ class PipelineSetup:
     http: HttpSettings
     noise: str = "frame"  # model.noise: the seed's random source (frame.diffusion.noise)
     embeddings_dir: str | None = None  # STATE_DIR/embeddings, searched after the model's own folders
+    loras: tuple = ()  # model.loras as frame.engine.lora requests (lora_tags.configured_requests)
+    lora_folders: tuple = ()  # where <lora:NAME:...> tags are looked up (lora_tags.lora_folders)
 
     def loader(self) -> Loader:
         """Frame's engine loader with these weights, attention slices and HTTP settings."""
@@ -61,6 +65,8 @@ class PipelineSetup:
                              memory_limit_mb=self.memory_limit_mb, http=self.http, noise=self.noise)
         if self.embeddings_dir:  # embeddings/ in the state folder too, after the model's own
             pipe.embeddings.add_folder(Path(self.embeddings_dir))
+        pipe.loras = list(self.loras)
+        pipe.lora_folders = list(self.lora_folders)
         return pipe
 
     def open_structure(self) -> Pipeline:
@@ -100,11 +106,14 @@ def pipeline_setup(config: Config, source: str | None = None, *, capped: bool = 
     weight reads)."""
     model = config.model
     source = source or resolve_model_source(model.source)
+    state = os.path.expanduser(config.state_dir) if config.state_dir else None
     return PipelineSetup(source, model.cache_dir or None, engine_weights(model.weights), model.attention_slices,
                          model.vae_tile, model.vae_tile_overlap,
                          config.worker.memory_limit_mb if capped else None,
                          http_settings_for(model, source, config.state_dir), model.noise,
-                         str(Path(config.state_dir) / textual_inversion.FOLDER) if config.state_dir else None)
+                         str(Path(config.state_dir) / textual_inversion.FOLDER) if config.state_dir else None,
+                         tuple(lora_tags.configured_requests(config)),
+                         tuple(lora_tags.lora_folders(source, state)))
 
 
 def load_configured_pipeline(config: Config, source: str | None = None) -> Any:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +26,7 @@ from frame.diffusion import (
     denoise,
     guidance_plan,
     img2img,
+    loras,
     resume,
     rules,
     sizes,
@@ -48,6 +49,7 @@ from frame.engine import load_model
 from frame.engine.dynamic_shapes import dynamic_structure
 from frame.engine.io import http_settings
 from frame.engine.io.http_settings import HttpSettings
+from frame.engine.lora import LoraUse
 from frame.engine.memory import release_model
 from frame.errors import FrameError, UsageError
 
@@ -65,12 +67,13 @@ def engine_loader(weights: str = "prefetch", attention_slices: int | None = None
     (``frame.engine.providers``; the configuration's "auto" is resolved by ``frame.diffusion.configured``);
     URLs are read with ``http`` (token, retries, weight cache). ``load(source, dynamic_shapes=True)``
     rewrites a model exported at a fixed image size to run at any size (``engine.dynamic_shapes``):
-    the pipeline asks for it for a VAE decoder that must be tiled (``vae_shapes.VaeShapes.rewrite``)."""
+    the pipeline asks for it for a VAE decoder that must be tiled (``vae_shapes.VaeShapes.rewrite``);
+    ``load(source, loras=...)`` adds LoRA changes as the weights stream (``frame.diffusion.loras``)."""
 
-    def load(source: str, dynamic_shapes: bool = False) -> Any:
+    def load(source: str, dynamic_shapes: bool = False, loras: Sequence[LoraUse] = ()) -> Any:
         with http_settings.using(http):
             return load_model(source, weights=weights, attention_slices=attention_slices,
-                              transform=dynamic_structure if dynamic_shapes else None)
+                              transform=dynamic_structure if dynamic_shapes else None, loras=loras)
 
     return load
 
@@ -142,6 +145,8 @@ class Pipeline:
         self.vae_source = files.onnx("vae_decoder")
         self._unet_signature: tuple[tuple[int, int] | None, frozenset[str]] | None = None
         self._vae_shapes: vae_shapes.VaeShapes | None = None
+        self.loras: list[loras.LoraRequest] = []  # model.loras; prompts' <lora:…> tags add to these
+        self.lora_folders: list[str] = loras.lora_folders(getattr(files, "source", None), None)
 
     @property
     def kind(self) -> str:
@@ -244,7 +249,8 @@ class Pipeline:
         return image
 
     def parameters(self, settings: RenderSettings, init: img2img.InitImage | None = None) -> GenerationParameters:
-        return GenerationParameters(settings.prompt, (settings.negative_prompt or "") if settings.guided else "",
+        prompt = " ".join([settings.prompt] + [r.tag for r in self.loras if r.tag not in settings.prompt])
+        return GenerationParameters(prompt, (settings.negative_prompt or "") if settings.guided else "",
                                     settings.steps, settings.sampler, settings.guidance, settings.seed,
                                     settings.width, settings.height, os.path.basename(self.info.name.rstrip("/")),
                                     settings.strength, None if init is None else init.digest,
@@ -265,6 +271,8 @@ class Pipeline:
                   if not (k == "strength" and v is None) and not (k == "noise" and v == "frame")}
         parameters = {"format": 1, "model": self.files.identity(), "settings": values,
                       "init_noise": resume.array_hash(init_noise)}
+        if self.loras:  # as are those without model.loras
+            parameters["loras"] = [r.tag for r in self.loras]
         if init is not None:  # text-to-image hashes stay as they were before image-to-image existed
             parameters.update(init.hash_parts())
         return resume.parameters_hash(parameters)
@@ -298,8 +306,9 @@ class Pipeline:
         if start >= sampler.steps:
             return latents
         log.info("denoising with %s from step %d", sampler.describe(), start)
-        cond, uncond = self._encode(settings, callback)
-        model = self.load(self.unet_source)
+        load = self.lora_loader(settings.prompt)
+        cond, uncond = self._encode(settings, callback, load)
+        model = load(self.unet_source)
         try:
             mode = self.guidance_mode_for(settings, model)
             unet = denoise.GuidedUNet(model, cond, uncond, settings.guidance, (settings.width, settings.height), mode,
@@ -370,12 +379,20 @@ class Pipeline:
                                    self.vae_tile_overlap, progress=report)
         return sampler.add_noise(latent, start_noise, first)
 
-    def _encode(self, settings: RenderSettings, callback: ProgressCallback | None
+    def lora_loader(self, prompt: str) -> Loader:
+        """``self.load`` with the LoRAs of ``model.loras`` and the prompt's tags (UsageError for an
+        unknown name or a file that is not a LoRA); ``self.load`` itself when there are none."""
+        requests = list(self.loras) + loras.split_tags(prompt)[1]
+        components = {self.unet_source: "unet", **{e.source: e.name for e in self.encoders}}
+        return loras.loader(self.load, requests, self.lora_folders, components) if requests else self.load
+
+    def _encode(self, settings: RenderSettings, callback: ProgressCallback | None, load: Loader | None = None
                 ) -> tuple[conditioning.Conditioning, conditioning.Conditioning | None]:
         if callback is not None:
             callback(Progress("text", 0, settings.steps, 0.0, 0.0, None, kind=self.kind))
-        return conditioning.encode_prompts(self.encoders, self.load, self.info, settings.prompt,
-                                           settings.negative_prompt, settings.guided, log.warning, self.embeddings)
+        prompt, negative = loras.strip_tags(settings.prompt), loras.strip_tags(settings.negative_prompt)
+        return conditioning.encode_prompts(self.encoders, load or self.load, self.info, prompt, negative,
+                                           settings.guided, log.warning, self.embeddings)
 
     def decode(self, latents: np.ndarray, callback: ProgressCallback | None = None,
                tiled: bool | None = None) -> Image.Image:
@@ -408,7 +425,8 @@ class Pipeline:
         if isinstance(texts, str):
             texts = [texts]
         encoder = self.encoders[-1]
-        return conditioning.pooled_embeddings(encoder, self.load, list(texts), projected=self.kind == SDXL,
+        texts = [loras.strip_tags(text) for text in texts]
+        return conditioning.pooled_embeddings(encoder, self.load, texts, projected=self.kind == SDXL,
                                               embeddings=self.embeddings,
                                               table="clip_g" if self.kind == SDXL else "")
 

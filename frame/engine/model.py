@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,6 +32,8 @@ from frame.engine.io.sources import SourcePool, is_url
 from frame.engine.io.weight_cache import WeightCache
 from frame.engine.io.weights import collect_weights, numpy_dtype
 from frame.engine.io_check import check_feeds, symbolic_conflicts
+from frame.engine.lora import LoraUse, WeightDelta, match_loras
+from frame.engine.lora.provider import LoraProvider
 from frame.engine.memory import return_freed_buffers_to_os, trim_free_memory
 from frame.engine.passes.const_fold import fold_constants
 from frame.engine.passes.order import PassContext, run_passes
@@ -136,7 +138,7 @@ class Model:
     """
 
     def __init__(self, source: str, provider: WeightsProvider, structure: _Structure,
-                 attention: AttentionConfig) -> None:
+                 attention: AttentionConfig, loras: Sequence[LoraUse] = ()) -> None:
         self.source = source
         self.provider = provider
         self.attention = attention
@@ -151,6 +153,8 @@ class Model:
         compile_bodies(nodes)
         g.compute_in_float32(nodes)
         nodes = fold_constants(nodes, self._weights, output_names)
+        deltas, self.lora_report = match_loras(nodes, self._weights, list(loras))
+        _merge_inline(deltas, self._weights)
         opset = g.opset_table(structure.proto)[""]
         context = PassContext(input_names, output_names, self._weights, attention, opset)
         nodes, self.rewrites = run_passes(nodes, context)  # rewrites per pass: {"attention": 16, ...}
@@ -158,6 +162,9 @@ class Model:
         self.steps = g.make_plan(nodes, self._weights, input_names, output_names)
         self.rewrites["row_streamed"] = stream_weight_rows(self.steps)
         self.streamed_weights = fetch_order(self.steps)  # bodies' weights at their node's step
+        if deltas:
+            _check_lora_decoding(self.steps, deltas)
+            provider = self.provider = LoraProvider(provider, deltas)
         provider.prepare(self.streamed_weights)
         self._executor = Executor(self.steps, provider, [o.name for o in self.outputs])
         self.last_run_fetched = None  # FetchSnapshot: bytes the last run fetched per source kind
@@ -280,6 +287,33 @@ class Model:
 _PASS_THROUGH = ("Reshape", "Cast", "Unsqueeze", "Squeeze", "Flatten", "Identity")
 
 
+def _merge_inline(deltas: dict[str, WeightDelta], weights: dict) -> None:
+    """A changed weight stored inline in the graph (no provider reads it) is merged once, at load."""
+    for name in [n for n, d in deltas.items() if weights[n].value is not None]:
+        ref, delta = weights[name], deltas.pop(name)
+        ref.value = delta.merged(np.asarray(ref.value, dtype=np.float32), delta.factors()).astype(ref.value.dtype)
+
+
+_DECODING_OPS = {("frame.engine", "DecodedWeight"), ("frame.engine", "GegluFF")}  # add the change per block
+
+
+def _check_lora_decoding(steps, deltas: dict[str, WeightDelta]) -> None:
+    """Mark the changed weights whose every reader decodes them block by block (``WeightDelta.in_op``:
+    the change is added per block, no merged copy). An 8-bit weight read otherwise (a DequantizeLinear
+    left in the graph) would lose the change, so that is refused at load."""
+    readers: dict[str, set[tuple[str, str]]] = {}
+    for step in steps:
+        node = step.node
+        for name in node.inputs:
+            if name in deltas:
+                readers.setdefault(name, set()).add((node.domain, node.op_type))
+        if node.op_type == "DequantizeLinear" and not node.domain and node.inputs and node.inputs[0] in deltas:
+            raise UsageError(f"{deltas[node.inputs[0]].label}: a LoRA cannot change this 8-bit weight "
+                             "(it is decoded outside its op); use the model's fp16 or float32 files")
+    for name, delta in deltas.items():
+        delta.in_op = bool(readers.get(name)) and readers[name] <= _DECODING_OPS
+
+
 def _as_declared(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
     array = np.asarray(array)
     return array if dtype is None or array.dtype == dtype else array.astype(dtype)
@@ -287,13 +321,14 @@ def _as_declared(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 def load_model(source: str | onnxstream.OnnxStreamSource, weights: str | WeightsProvider = "prefetch",
                attention_slices: int | None = None, attention_budget_bytes: int = 16 << 20,
-               transform: StructureTransform | None = None) -> Model:
+               transform: StructureTransform | None = None, loras: Sequence[LoraUse] = ()) -> Model:
     """Load an ONNX model, or an OnnxStream model folder, from a path or http(s) URL for streaming execution.
 
     ``weights``: "nocache", "prefetch" (default; "http" prefetching for URLs), "ram", "http", or a
     provider object (see ``frame.engine.providers.base``). ``attention_slices`` fixes the query-row
     slices per attention head; by default they follow ``attention_budget_bytes``. ``transform``
-    rewrites the structure before it is bound (see ``read_structure``).
+    rewrites the structure before it is bound (see ``read_structure``). ``loras``: LoRA changes added
+    to their weights as they stream (``frame.engine.lora``); ``model.lora_report`` says what matched.
     Raises UnsupportedModelError listing every node that cannot run, before any compute.
     Side effect (glibc only, once per process): freed buffers over 1 MB go straight back to the OS
     (see ``frame.engine.memory``), which keeps peak RSS close to the live tensors.
@@ -308,7 +343,7 @@ def load_model(source: str | onnxstream.OnnxStreamSource, weights: str | Weights
         raise UnsupportedModelError(structure.problems)
     provider = make_provider(weights, is_url(str(source)))
     attention = AttentionConfig(attention_slices, attention_budget_bytes)
-    model = Model(source, provider, structure, attention)
+    model = Model(source, provider, structure, attention, loras)
     del structure
     trim_free_memory()  # parsing and the load-time rewrites leave ~16 MB of freed heap (SDXL UNet)
     log.info("loaded %s: %d nodes, %d weights (%.1f MB), rewrites %s", redact_url(str(source)),

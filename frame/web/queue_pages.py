@@ -16,6 +16,7 @@ from typing import Any
 
 from flask import flash, redirect, render_template, request, url_for
 
+from frame.config import lora_tags
 from frame.daemon import queue as queue_rules
 from frame.daemon.actions import queue as queue_actions
 from frame.daemon.actions.errors import BadValue
@@ -51,6 +52,9 @@ def _submitted(ctx: WebContext, form: Mapping[str, Any], variation: bool,
             values[name] = clean_text(form, name, limit, required=name == "prompt")
         except FormError as exc:
             problems.extend(exc.problems)
+    for problem in lora_tags.check_prompts([values.get("prompt"), values.get("negative_prompt")],
+                                           lora_tags.configured_folders(ctx.config)):
+        problems.append(("prompt", problem))  # an unknown <lora:NAME> is refused now, not at night
     try:
         check_blocklist(values, ctx.config.feeds.blocklist)
     except FormError as exc:
@@ -110,7 +114,8 @@ def _size_rule(ctx: WebContext) -> str:
 def _page(ctx: WebContext, values: Mapping[str, str], error: FormError | None) -> Any:
     queued = [queued_view(ctx, prompt) for prompt in ctx.store.queued_prompts()]
     return render_template("queue.html", queued=queued, values=values, error=error, limits=_limits(ctx),
-                           samplers=queue_rules.SAMPLERS, maxima=MAXIMA, size_rule=_size_rule(ctx)), \
+                           samplers=queue_rules.SAMPLERS, maxima=MAXIMA, size_rule=_size_rule(ctx),
+                           loras=[name for name, _ in lora_tags.available(lora_tags.configured_folders(ctx.config))]), \
         (400 if error else 200)
 
 
@@ -143,7 +148,8 @@ def edit_prompt(prompt_id: int) -> Any:
             flash("Saved.")
             return redirect(url_for("web.queue"), 303)
     return render_template("queue_edit.html", prompt=prompt, values=values, error=error, limits=_limits(ctx),
-                           samplers=queue_rules.SAMPLERS, maxima=MAXIMA, size_rule=_size_rule(ctx)), \
+                           samplers=queue_rules.SAMPLERS, maxima=MAXIMA, size_rule=_size_rule(ctx),
+                           loras=[name for name, _ in lora_tags.available(lora_tags.configured_folders(ctx.config))]), \
         (400 if error else 200)
 
 

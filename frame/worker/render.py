@@ -21,6 +21,7 @@ from typing import Any
 from PIL import PngImagePlugin
 
 from frame.atomicfile import write_bytes_atomic
+from frame.config import lora_tags
 from frame.config.redact import redact_url
 from frame.config.schema import Config
 from frame.diffusion.sizes import night_size
@@ -154,7 +155,11 @@ def generate(job: RenderJob, config: Config, choice: ThemeChoice, job_dir: Path,
         pipe.counted_guidance = (width, height, peaks)
     variation = job.variation
     strength = variation.strength if variation else None
-    settings = pipe.settings(choice.prompt, choice.negative_prompt, steps, model.guidance,
+    prompt, dropped = lora_tags.drop_unknown(choice.prompt, getattr(pipe, "lora_folders", []))
+    if dropped:
+        log.warning("LoRA(s) %s not found in %s: painting without them", ", ".join(dropped),
+                    ", ".join(getattr(pipe, "lora_folders", [])))
+    settings = pipe.settings(prompt, choice.negative_prompt, steps, model.guidance,
                              model.sampler, job.seed, width, height, strength)
     write_json(job_dir / "generation.json", Generation(
         steps=settings.steps, guidance=settings.guidance, sampler=settings.sampler, width=settings.width,

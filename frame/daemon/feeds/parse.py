@@ -42,6 +42,16 @@ def combined_weight(item_weight: float, feed_weight: float) -> float:
 
 _TAG = re.compile(r"<[^>]{0,2000}>")
 _ANGLE = re.compile(r"[<>]")
+_LORA_TAG = re.compile(r"<lora:[\w .\-]{1,100}(?::-?\d{0,3}(?:\.\d{1,4})?){0,2}>", re.IGNORECASE)
+_KEPT_BASE, _KEPT_MAX = 0xE000, 32  # private-use characters hold kept tags while the rest is cleaned
+_KEPT_CHARS = dict.fromkeys(range(_KEPT_BASE, _KEPT_BASE + _KEPT_MAX))
+
+
+def _keep(tag: str, kept: list[str]) -> str:
+    if len(kept) >= _KEPT_MAX:
+        return " "
+    kept.append(tag)
+    return f" {chr(_KEPT_BASE + len(kept) - 1)} "
 _UNESCAPE_ROUNDS = 4
 _SPACE = re.compile(r"\s+")
 _SPACE_BEFORE_PUNCT = re.compile(r"\s+([,.;:!?])")
@@ -71,6 +81,9 @@ class Sanitiser:
             if decoded == text:
                 break
             text = decoded
+        text = text.translate(_KEPT_CHARS)
+        kept: list[str] = []  # A1111's <lora:NAME:SCALE> tags survive (strict form); any other markup goes
+        text = _LORA_TAG.sub(lambda m: _keep(m.group(0), kept), text)
         text = _ANGLE.sub(" ", _TAG.sub(" ", text))
         text = "".join("" if unicodedata.category(c) == "Cs" else
                        " " if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") else c for c in text)
@@ -78,7 +91,9 @@ class Sanitiser:
         if len(text) > self.max_chars:
             cut = text[: self.max_chars]
             text = (cut.rsplit(" ", 1)[0] if " " in cut else cut).rstrip(" ,;:")
-        return text
+        for i, tag in enumerate(kept):
+            text = text.replace(chr(_KEPT_BASE + i), tag, 1)
+        return _SPACE_BEFORE_PUNCT.sub(r"\1", text) if kept else text
 
     def blocked(self, text: str) -> str | None:
         """The blocklist entry ``text`` contains (case-insensitive), if any."""

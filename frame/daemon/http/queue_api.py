@@ -10,6 +10,7 @@ from typing import Any
 
 from flask import jsonify
 
+from frame.config import lora_tags
 from frame.config.schema import Config
 from frame.daemon import queue as queue_rules
 from frame.daemon.actions import queue as queue_actions
@@ -40,6 +41,11 @@ def _prompt_fields(body: dict[str, Any], sanitiser: Sanitiser, new: bool, variat
         raise ApiError(400, f"unknown fields: {', '.join(sorted(unknown))}{extra}")
     values = {key: text_field(body, key, sanitiser, required=key == "prompt")
               for key in PROMPT_TEXT if new or key in body}
+    if config is not None:  # a <lora:NAME> with no such file is refused now, not at night
+        problems = lora_tags.check_prompts([values.get("prompt"), values.get("negative_prompt")],
+                                           lora_tags.configured_folders(config))
+        if problems:
+            raise ApiError(400, "; ".join(problems))
     try:
         values.update(queue_rules.parse_settings(body, config, current))
         if "strength" in body:

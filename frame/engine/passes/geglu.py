@@ -82,7 +82,7 @@ class GegluPlan:
 # ------------------------------------------------------------------------------------------ kernel
 def _weight(arrays: tuple, axis: int, start: int, stop: int, quant_axis: int) -> np.ndarray:
     q, scale, zero_point = arrays
-    if scale is None and q.dtype == np.float32:
+    if scale is None and q.dtype == np.float32 and isinstance(q, np.ndarray):  # not a LoraStored
         index = [slice(None)] * q.ndim
         index[axis] = slice(start, stop)
         return q[tuple(index)]

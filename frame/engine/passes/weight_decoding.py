@@ -32,6 +32,7 @@ import numpy as np
 
 from frame.engine.graph import Node, consumer_index, producer_index, rewrite_nodes
 from frame.engine.io.weights import WeightRef
+from frame.engine.lora.delta import LoraStored
 from frame.engine.ops.registry import OpSpec
 
 log = logging.getLogger(__name__)
@@ -71,10 +72,14 @@ def layout_of(node: Node, weight_rank: int | None) -> Layout | None:
     return Layout(1 if op == "ConvTranspose" else 0, 1, 2, blockable=group == 1)
 
 
-def decode_block(q: np.ndarray, scale: np.ndarray | None, zero_point: np.ndarray | None, quant_axis: int,
+def decode_block(q: np.ndarray | LoraStored, scale: np.ndarray | None, zero_point: np.ndarray | None, quant_axis: int,
                  block_axis: int, start: int, stop: int) -> np.ndarray:
     """float32 channels ``start:stop`` (along ``block_axis``) of ``(q - zero_point) * scale``, or of
-    the float16 ``q`` widened when ``scale`` is None."""
+    the float16 ``q`` widened when ``scale`` is None; with a LoRA's change added when ``q`` carries one."""
+    if isinstance(q, LoraStored):  # a LoRA's change, added to each decoded block (frame.engine.lora)
+        block = decode_block(q.stored, scale, zero_point, quant_axis, block_axis, start, stop)
+        q.add_to(block, block_axis, start, stop)
+        return block
     index = [slice(None)] * q.ndim
     index[block_axis] = slice(start, stop)
     if scale is None:

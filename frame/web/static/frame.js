@@ -108,3 +108,18 @@
   slider.addEventListener("input", update);
   update();
 }());
+
+// The queue form: a LoRA's button adds its <lora:NAME:1> tag to the prompt (typing it works without this).
+(function () {
+  "use strict";
+  var prompt = document.getElementById("prompt");
+  if (!prompt) { return; }
+  var buttons = document.querySelectorAll("[data-lora-tag]");
+  for (var i = 0; i < buttons.length; i++) {
+    buttons[i].addEventListener("click", function () {
+      var text = prompt.value.replace(/\s+$/, "");
+      prompt.value = (text ? text + " " : "") + this.getAttribute("data-lora-tag");
+      prompt.focus();
+    });
+  }
+})();

@@ -1,0 +1,134 @@
+"""A LoRA file's modules, per component, from kohya/A1111 or diffusers/PEFT safetensors keys.
+
+kohya / A1111 (sd-scripts, the files on civitai): ``lora_unet_<module with _>.lora_down.weight``,
+``.lora_up.weight`` and ``.alpha``; ``lora_te_`` / ``lora_te1_`` for the (first) text encoder and
+``lora_te2_`` for SDXL's second. LoCon files add conv layers the same way (down ``[r, in, kh, kw]``,
+up ``[out, r, 1, 1]``). diffusers / PEFT: ``unet.<module>.lora_A.weight`` / ``.lora_B.weight``
+(``text_encoder.``, ``text_encoder_2.``; older diffusers ``.lora.down.weight`` / ``.lora.up.weight``),
+alpha from the ``.alpha`` key, else from diffusers' ``lora_adapter_metadata``, else the rank
+(PEFT's default scaling of 1). Module names are kept with ``_`` for ``.`` so both spellings meet
+the graph's node names the same way (``matching``). Keys of other kinds (LoHa ``hada_``, LoKr,
+DoRA's ``dora_scale``, Tucker ``lora_mid``) are listed as unsupported, never silently dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+
+from frame.engine.io.safetensors import TensorEntry, read_header
+from frame.errors import UsageError
+
+COMPONENTS = ("unet", "text_encoder", "text_encoder_2")
+_KOHYA_PREFIXES = (("lora_unet_", "unet"), ("lora_te1_", "text_encoder"), ("lora_te2_", "text_encoder_2"),
+                   ("lora_te_", "text_encoder"))
+_PEFT_PREFIXES = (("unet.", "unet"), ("text_encoder_2.", "text_encoder_2"), ("text_encoder.", "text_encoder"),
+                  ("base_model.model.", "unet"))
+_SUFFIXES = ((".lora_down.weight", "down"), (".lora_up.weight", "up"), (".lora_A.weight", "down"),
+             (".lora_B.weight", "up"), (".lora.down.weight", "down"), (".lora.up.weight", "up"),
+             (".lora_linear_layer.down.weight", "down"), (".lora_linear_layer.up.weight", "up"),
+             (".alpha", "alpha"))
+
+
+@dataclass
+class LoraModule:
+    """One changed layer: ``up @ down`` (reshaped to the layer's weight) times ``alpha / rank``."""
+
+    name: str  # the module path with "_" for "." (kohya's spelling), without the component prefix
+    down: TensorEntry | None = None
+    up: TensorEntry | None = None
+    alpha: float | None = None
+
+    @property
+    def rank(self) -> int:
+        return self.down.shape[0] if self.down is not None else 0
+
+    @property
+    def factor(self) -> float:
+        """alpha / rank: kohya's scaling (alpha = rank, i.e. 1, when the file has none)."""
+        return (self.alpha if self.alpha is not None else self.rank) / max(self.rank, 1)
+
+    @property
+    def nbytes(self) -> int:
+        return (self.down.nbytes if self.down else 0) + (self.up.nbytes if self.up else 0)
+
+
+@dataclass
+class LoraFile:
+    path: str
+    components: dict[str, dict[str, LoraModule]] = field(default_factory=dict)
+    unsupported: list[str] = field(default_factory=list)  # keys of a kind frame does not apply
+
+    @property
+    def name(self) -> str:
+        return os.path.splitext(os.path.basename(self.path))[0]
+
+    def modules(self, component: str) -> dict[str, LoraModule]:
+        return self.components.get(component, {})
+
+
+def _split(key: str) -> tuple[str, str, str] | None:
+    """(component, module with "_", part) of a key, or None when it is not a LoRA factor key."""
+    for suffix, kind in _SUFFIXES:
+        if key.endswith(suffix):
+            stem, part = key[:-len(suffix)], kind
+            break
+    else:
+        return None
+    for prefix, component in _KOHYA_PREFIXES:
+        if stem.startswith(prefix):
+            return component, stem[len(prefix):], part
+    for prefix, component in _PEFT_PREFIXES:
+        if stem.startswith(prefix):
+            return component, stem[len(prefix):].replace(".", "_"), part
+    if "." in stem or stem.startswith(("down_blocks", "up_blocks", "mid_block")):  # bare diffusers UNet keys
+        return "unet", stem.replace(".", "_"), part
+    return None
+
+
+def _metadata_alphas(metadata: dict[str, str]) -> dict[str, float]:
+    """diffusers' ``lora_adapter_metadata``: {component: peft config} → alpha per component."""
+    try:
+        adapters = json.loads(metadata.get("lora_adapter_metadata", "{}"))
+    except json.JSONDecodeError:
+        return {}
+    alphas = {}
+    for key, config in adapters.items() if isinstance(adapters, dict) else ():
+        component = key.split(".")[0]
+        if isinstance(config, dict) and "lora_alpha" in config and component in COMPONENTS:
+            alphas[component] = float(config["lora_alpha"])
+    return alphas
+
+
+def read_lora(path: str | os.PathLike) -> LoraFile:
+    """The modules of a LoRA safetensors file (header only; factors are read when a weight streams).
+    UsageError naming the file when it holds no LoRA factors or a module lacks its up or down half."""
+    header = read_header(path)
+    lora = LoraFile(header.path)
+    for key, entry in header.tensors.items():
+        parsed = _split(key)
+        if parsed is None:
+            lora.unsupported.append(key)
+            continue
+        component, name, part = parsed
+        module = lora.components.setdefault(component, {}).setdefault(name, LoraModule(name))
+        if part == "alpha":
+            module.alpha = float(entry.read().reshape(-1)[0])
+        else:
+            setattr(module, part, entry)
+    alphas = _metadata_alphas(header.metadata)
+    for component, modules in lora.components.items():
+        for module in modules.values():
+            if module.down is None or module.up is None:
+                raise UsageError(f"{lora.path}: LoRA module {component}.{module.name} has no "
+                                 f"{'down (lora_A)' if module.down is None else 'up (lora_B)'} weight")
+            if module.up.shape[1] != module.rank:
+                raise UsageError(f"{lora.path}: LoRA module {component}.{module.name}: up {list(module.up.shape)} "
+                                 f"does not fit down {list(module.down.shape)}")
+            if module.alpha is None and component in alphas:
+                module.alpha = alphas[component]
+    if not lora.components:
+        raise UsageError(f"{lora.path}: holds no LoRA weights frame can read (kohya lora_down/lora_up or "
+                         f"PEFT lora_A/lora_B); first keys: {', '.join(list(header.tensors)[:3]) or 'none'}")
+    return lora
