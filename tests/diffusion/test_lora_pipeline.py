@@ -35,7 +35,7 @@ def _cases() -> list:
     return out
 
 
-def _render(kind: str, case: dict, prompt_tags: bool, weights: str = "auto") -> np.ndarray:
+def _render(kind: str, case: dict, prompt_tags: bool, weights: str = "prefetch") -> np.ndarray:
     base = next(c for c in json.loads((FIXTURES / kind / "cases.json").read_text())["cases"]
                 if c["name"] == case["case"])
     pipe = load_pipeline(FIXTURES / kind / "model", weights=weights)
