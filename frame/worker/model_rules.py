@@ -13,14 +13,17 @@ import contextlib
 import functools
 import logging
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
 from frame.config.schema import Config
 from frame.diffusion import rules, sizes
-from frame.diffusion.model_info import ModelInfo
+from frame.diffusion.model_files import ModelFiles
+from frame.diffusion.model_info import SDXL, ModelInfo, read_model_info
 from frame.diffusion.rules import Finding
 from frame.diffusion.sizes import night_size
+from frame.engine.io.graph_inputs import read_graph_inputs
 from frame.errors import FrameError
 from frame.models import resolve_model_source
 
@@ -41,24 +44,33 @@ def _quiet() -> Iterator[None]:
 
 @functools.lru_cache(maxsize=8)
 def _findings(source: str, cache_dir: str, model_key: tuple, display_key: tuple) -> tuple[Finding, ...]:
-    from frame.diffusion.pipeline import Pipeline, engine_loader, open_model_files
-
     sampler, steps, guidance, size, vae_tile, vae_tile_overlap = model_key
     found = rules.tile_findings(vae_tile, vae_tile_overlap)
-    with _quiet():
-        try:
-            files, info = open_model_files(source, cache_dir or None)
-            pipe = Pipeline(files, info, engine_loader("nocache"))
-            static = pipe.unet_static_latent()
-            night = SimpleNamespace(model=SimpleNamespace(size=size),
-                                    display=SimpleNamespace(size=display_key[0], rotate=display_key[1]))
-            width, height = night_size(night, pipe)
-        except FrameError:
-            return tuple(found)  # the folder itself is reported by deep_problems' model.source check
+    opened = _opened(source, cache_dir, _stamp(source))
+    if opened is None:
+        return tuple(found)  # the folder itself is reported by deep_problems' model.source check
+    info, static = opened
+    night = SimpleNamespace(model=SimpleNamespace(size=size),
+                            display=SimpleNamespace(size=display_key[0], rotate=display_key[1]))
+    try:
+        width, height = night_size(night, _Facts(info, static))
+    except FrameError:
+        return tuple(found)
     found += rules.generation_findings(
         info, static, sampler=sampler, steps=info.default_steps if steps is None else steps,
         guidance=info.default_guidance if guidance is None else guidance, width=width, height=height)
     return tuple(found)
+
+
+@dataclass(frozen=True)
+class _Facts:
+    """What ``night_size`` asks of a pipeline, from the model's facts alone (no graph loaded)."""
+
+    info: ModelInfo
+    static: tuple[int, int] | None
+
+    def auto_size(self, aspect: float) -> tuple[int, int]:
+        return sizes.auto_size(self.info, aspect, self.static)
 
 
 def _stamp(source: str) -> float:
@@ -76,15 +88,38 @@ def _stamp(source: str) -> float:
 @functools.lru_cache(maxsize=4)
 def _opened(source: str, cache_dir: str, stamp: float) -> tuple[ModelInfo, tuple[int, int] | None] | None:
     """The model's facts and fixed latent size (None for free axes); None when it cannot be opened
-    (``deep_problems`` reports the folder). Small files and the UNet's graph only, no weights."""
-    from frame.diffusion.pipeline import Pipeline, engine_loader, open_model_files
+    (``deep_problems`` reports the folder). Small files and the UNet's graph inputs only, no weights.
 
+    A local diffusers export is read without numpy, onnx or Pillow (``frame.engine.io.graph_inputs``:
+    the UNet's ``sample`` input, nothing else of its graph), so the settings checks' child stays at
+    its interpreter's size (issue 27: 61 -> 22 MiB on x86, it may run beside the render worker);
+    an OnnxStream folder is opened as the pipeline opens it."""
+    folder = Path(source).expanduser()
     with _quiet():
         try:
+            if (folder / "model_index.json").is_file() and not any(folder.glob("*/model.txt")):
+                return _export_facts(source, cache_dir)
+            from frame.diffusion.pipeline import Pipeline, engine_loader, open_model_files
+
             files, info = open_model_files(source, cache_dir or None)
             return info, Pipeline(files, info, engine_loader("nocache")).unet_static_latent()
-        except FrameError:
+        except (FrameError, OSError):
             return None
+
+
+def _export_facts(source: str, cache_dir: str) -> tuple[ModelInfo, tuple[int, int] | None]:
+    """``open_model_files`` + ``Pipeline.unet_static_latent`` for a local diffusers export, light."""
+    files = ModelFiles(source, cache_dir or None)
+    info = read_model_info(files)
+    names = [("text_encoder", "tokenizer")] + ([("text_encoder_2", "tokenizer_2")] if info.kind == SDXL else [])
+    for model, tokenizer in names:  # the files the Pipeline checks when it is built: FrameError as there
+        files.local_folder(tokenizer)
+        files.onnx(model)
+    files.onnx("vae_decoder")
+    shape = read_graph_inputs(files.onnx("unet")).get("sample")  # as denoise.static_latent_size reads it
+    if shape and len(shape) == 4 and isinstance(shape[2], int) and isinstance(shape[3], int):
+        return info, (shape[2], shape[3])
+    return info, None
 
 
 def prompt_findings(config: Config, *, sampler: str | None, steps: int | None, guidance: float | None,
