@@ -25,8 +25,8 @@ def _photo_job(tmp_path: Path) -> PhotoJob:
 
 def test_only_an_upload_s_limits_shrink_and_never_grow(tmp_path):
     beside = limits_beside_render(_photo_job(tmp_path))
-    assert (beside.limits.cap_mb, beside.limits.decode_bytes) == (children.RENDER_IMAGE_CAP_MB,
-                                                                  children.RENDER_DECODE_BYTES)
+    assert (beside.limits.cap_mb, beside.limits.decode_bytes, beside.max_side) == (
+        children.RENDER_IMAGE_CAP_MB, children.RENDER_DECODE_BYTES, children.RENDER_MAX_SIDE)
     small = PhotoJob(out=tmp_path / "o", limits=ImageLimits(1000, 1000, 48), max_side=64, jpeg_quality=90)
     assert limits_beside_render(small) == small
     check = CheckJob(config=tmp_path / "c.yaml", what="file", cap_mb=children.CHECK_CAP_MB)
@@ -54,7 +54,7 @@ def test_the_supervisor_says_which_workers_run_while_they_run(tmp_path):
 @pytest.mark.parametrize("rendering", [False, True])
 def test_a_16_megapixel_png_waits_for_the_render_to_end(tmp_path, monkeypatch, rendering):
     """64 MB of pixels: within the job's own 100 MB budget (under a roomy 256 MiB address space, so
-    only the decode budget decides), over the 50 MB kept beside a render."""
+    only the decode budget decides), over the 24 MB kept beside a render."""
     source = tmp_path / "sixteen.png"
     Image.new("RGB", (4000, 4000), (200, 30, 40)).save(source, "PNG", compress_level=1)
     monkeypatch.setattr(children, "running_workers", lambda: ["frame.worker.render"] if rendering else [])
@@ -66,15 +66,16 @@ def test_a_16_megapixel_png_waits_for_the_render_to_end(tmp_path, monkeypatch, r
             return
         with pytest.raises(ChildFailed) as refused:
             run_child(job, timeout=60, stdin=stdin)
-    assert refused.value.refused and "at most 50 MB of pixels" in str(refused.value)
+    assert refused.value.refused and "at most 24 MB of pixels" in str(refused.value)
     assert str(refused.value).endswith(BESIDE_RENDER)
 
 
 def test_a_phone_photo_is_still_taken_mid_render(tmp_path, monkeypatch):
-    """A phone's 12-megapixel JPEG (4032x3024, 48.8 MB decoded) fits beside the render."""
+    """A phone's 12-megapixel JPEG (4032x3024, 48.8 MB decoded whole) fits beside the render: stored at
+    2000 px, it decodes at half scale (12.2 MB)."""
     source = tmp_path / "phone.jpg"
     Image.new("RGB", (4032, 3024), (20, 120, 40)).save(source, "JPEG", quality=80)
     monkeypatch.setattr(children, "running_workers", lambda: ["frame.worker.render"])
     with open(source, "rb") as stdin:
         result = run_child(_photo_job(tmp_path), timeout=60, stdin=stdin)
-    assert result.width == 2048 and result.file.suffix == ".jpg"
+    assert (result.width, result.height) == (2000, 1500) and result.file.suffix == ".jpg"

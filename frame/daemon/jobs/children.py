@@ -41,13 +41,15 @@ IMAGE_DECODE_BYTES = 100_000_000  # a 24-megapixel PNG (4 bytes a pixel in Pillo
 # The check child's cap (MiB resident): numpy, onnx and the UNet's graph without weights (61 MiB
 # measured on the demo model, x86); a full SD 1.5 graph adds its nodes, not its weights.
 CHECK_CAP_MB = 192
-# Beside a render worker (the Pi's memory plan, docs/pi-twin.md): the image child decodes at most 50 MB
-# of pixels (12.5 megapixels: a 12 MP phone photo, 4032x3024, fits as it is; half the usual budget)
-# under a 160 MiB address-space cap (what that photo needs: Pillow maps far more than it touches), so
-# daemon + render worker + this child stay near the 291.6 MiB a Pi Zero 2 W leaves frame (own
-# peaks, x86: daemon <= 54, demo render worker 149, image child ~95 MiB resident for that photo).
-RENDER_IMAGE_CAP_MB = 160
-RENDER_DECODE_BYTES = 50_000_000
+# Beside a render worker (the Pi's memory plan, docs/pi-twin.md) an upload is stored at most 2000 px
+# a side, not 2048: a 4000-px phone JPEG then decodes at half scale in the decoder (``draft`` keeps
+# the long side >= max_side), 146 -> 51 MiB resident for a 12 MP photo (x86). It decodes at most
+# 24 MB of pixels (a 6 MP PNG or WebP; JPEGs up to 48 MP fit through the reduced decoding) under a
+# 128 MiB address space: about 90 MiB resident at worst, so daemon (<= 54) + demo render worker (149)
+# + this child stay near the 291.6 MiB a Pi Zero 2 W leaves frame.
+RENDER_IMAGE_CAP_MB = 128
+RENDER_DECODE_BYTES = 24_000_000
+RENDER_MAX_SIDE = 2000
 BESIDE_RENDER = ("while tonight's picture is being painted the frame keeps memory for it and decodes "
                  "less at once; send it again when the picture is done")
 WAIT_SECONDS = 60.0
@@ -78,13 +80,14 @@ def render_running() -> bool:
 
 def limits_beside_render(job: ChildJob) -> ChildJob:
     """``job`` with the image limits that fit beside a render worker (``RENDER_IMAGE_CAP_MB``,
-    ``RENDER_DECODE_BYTES``), never above its own; other jobs unchanged: the check child reads no
-    graph (35 MiB, x86) and thumbnails are of pictures the frame made."""
+    ``RENDER_DECODE_BYTES``, ``RENDER_MAX_SIDE``), never above its own; other jobs unchanged: the
+    check child reads no graph (35 MiB, x86) and thumbnails are of pictures the frame made."""
     if not isinstance(job, PhotoJob):
         return job
     limits = job.limits
-    return replace(job, limits=replace(limits, cap_mb=min(limits.cap_mb, RENDER_IMAGE_CAP_MB),
-                                       decode_bytes=min(limits.decode_bytes, RENDER_DECODE_BYTES)))
+    return replace(job, max_side=min(job.max_side, RENDER_MAX_SIDE),
+                   limits=replace(limits, cap_mb=min(limits.cap_mb, RENDER_IMAGE_CAP_MB),
+                                  decode_bytes=min(limits.decode_bytes, RENDER_DECODE_BYTES)))
 
 
 def run_child(job: ChildJob, *, timeout: float, stdin: BinaryIO | None = None,
