@@ -18,7 +18,9 @@ Steps (docs/pi-twin.md says why each is so):
 6. in the same cgroup, a slice of the test suite (engine, samplers, display preparation, store).
 
 Exit 1 on an OOM kill, a failed night, a picture outside the tolerance, a failed test, or memory over
-the budget; the peaks are printed either way.
+the budget; the peaks are printed either way. Exit 77 (``CANNOT_RUN``, printing why) only when this
+machine cannot run the twin at all: not root, no binfmt_misc for aarch64, no memory cgroup. ``.ci/run``
+skips the stage on 77 and fails on anything else.
 """
 
 from __future__ import annotations
@@ -47,6 +49,19 @@ from pi_twin_rootfs import log  # noqa: E402
 ROOT = rootfs_mod.ROOT
 PORT = 18080
 IDLE = "import time; time.sleep(0.5); print(open('/proc/self/status').read())"
+CANNOT_RUN = 77  # this machine cannot run the twin (not a failure of frame): .ci/run skips the stage
+
+
+def cannot_run_here() -> str | None:
+    """Why this machine cannot run the twin at all (None: it can): root for chroot, mounts and the
+    cgroup; a memory cgroup of either version; binfmt_misc to run aarch64 code through qemu-user."""
+    if os.geteuid() != 0:
+        return "needs root (chroot, mounts, a memory cgroup)"
+    if not memory.Cgroup.available():
+        return "no memory cgroup here (neither v2 memory.max nor v1 memory.limit_in_bytes)"
+    if not Path("/proc/sys/fs/binfmt_misc").is_dir():
+        return "this kernel has no binfmt_misc (/proc/sys/fs/binfmt_misc): aarch64 code cannot run here"
+    return None
 
 
 def qemu_overhead_mib(rootfs: Path) -> tuple[float, float]:
@@ -149,14 +164,19 @@ def main() -> int:
     parser.add_argument("--limit-mib", type=float, help="diagnosis: the cgroup's limit instead of the budget "
                         "(to see how far over it frame goes without an OOM kill); the budget is still checked")
     args = parser.parse_args()
-    if os.geteuid() != 0:
-        print("pi-twin: needs root (chroot, mounts, a memory cgroup)", file=sys.stderr)
-        return 2
+    reason = cannot_run_here()
+    if reason:
+        print(f"pi-twin: cannot run on this machine: {reason}", file=sys.stderr)
+        return CANNOT_RUN
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("pi-twin: stopped (SIGTERM)"))  # cleanup runs
     started = time.monotonic()
     args.cache.mkdir(parents=True, exist_ok=True)
     rootfs_mod.ensure_host_tools()
-    rootfs_mod.enable_binfmt()
+    try:
+        rootfs_mod.enable_binfmt()
+    except (subprocess.SubprocessError, RuntimeError) as exc:
+        print(f"pi-twin: cannot run on this machine: aarch64 binfmt_misc cannot be enabled ({exc})", file=sys.stderr)
+        return CANNOT_RUN
     tarball = rootfs_mod.build_rootfs(args.cache, timeout=40 * 60)
     wheels = rootfs_mod.host_wheels(args.cache)
     rootfs = args.work / "rootfs"

@@ -101,6 +101,13 @@ class Cgroup:
     path: Path
     version: int
 
+    @staticmethod
+    def available() -> bool:
+        """Whether this machine has a memory cgroup of either version to create one in."""
+        v2 = Path("/sys/fs/cgroup/cgroup.controllers")
+        v1 = Path("/sys/fs/cgroup/memory/memory.limit_in_bytes")
+        return (v2.exists() and "memory" in v2.read_text()) or v1.exists()
+
     @classmethod
     def create(cls, name: str, limit_mib: float) -> Cgroup:
         v2_root = Path("/sys/fs/cgroup")

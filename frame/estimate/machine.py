@@ -107,12 +107,17 @@ class Throughput:
         return replace(self, kind_macs=local, op_macs=_op_averages(probed, weights))
 
 
-def element_probe(rng: np.random.Generator) -> tuple[onnx.ModelProto, dict]:
+def element_probe(rng: np.random.Generator, tokens: int = 1024) -> tuple[onnx.ModelProto, dict]:
     """The memory-bound ops of a UNet resnet block (GroupNorm as exported, SiLU, residual Add) on
-    320 × 64 × 64 and of a transformer block (LayerNorm, GELU as exported, residual Adds) on
-    4096 × 1280: SD 1.5's sizes at 512 × 512, on four separate inputs so that, as in a model, the
-    ops read tensors written long before (more than the caches hold) rather than the last result."""
-    c, size, tokens, width = 320, 64, 4096, 1280
+    320 × 64 × 64 (SD 1.5's size at 512 × 512) and of a transformer block (LayerNorm, GELU as
+    exported, residual Adds) on 1024 × 1280 (SD 1.5's width), on four separate inputs so that, as in a
+    model, the ops read tensors written long before rather than the last result. Every tensor is
+    5.2 MB, ten times a Pi Zero 2's 512 KB L2 and more than an x86 core's L2, so the rate is memory
+    traffic. Not SD 1.5's 4096 tokens: at 21 MB a tensor the probe held 110 MiB beside the render
+    worker (the step-choice child's peak, OOM-killed in the Pi twin) for the same rate (x86: 18-20
+    GB/s per CPU second at either size; ``tokens``: 4096 for that comparison,
+    ``benchmarks/step_choice_memory.py``)."""
+    c, size, width = 320, 64, 1280
     weights = {"g_shape": np.array([1, 32, -1], np.int64), "x_shape": np.array([1, c, size, size], np.int64),
                "ones": np.ones(32, np.float32), "zeros": np.zeros(32, np.float32),
                "gamma": np.ones((c, 1, 1), np.float32), "beta": np.zeros((c, 1, 1), np.float32),

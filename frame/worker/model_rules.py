@@ -13,15 +13,18 @@ import contextlib
 import functools
 import logging
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
 from frame.config.schema import Config
 from frame.diffusion import rules, sizes
 from frame.diffusion.configured import PipelineSetup, pipeline_setup
-from frame.diffusion.model_info import ModelInfo
+from frame.diffusion.model_files import ModelFiles
+from frame.diffusion.model_info import SDXL, ModelInfo, read_model_info
 from frame.diffusion.rules import Finding
 from frame.diffusion.sizes import night_size
+from frame.engine.io.graph_inputs import read_graph_inputs
 from frame.errors import FrameError
 
 
@@ -43,19 +46,31 @@ def _quiet() -> Iterator[None]:
 def _findings(setup: PipelineSetup, model_key: tuple, display_key: tuple) -> tuple[Finding, ...]:
     sampler, steps, guidance, size = model_key
     found = rules.tile_findings(setup.vae_tile, setup.vae_tile_overlap)
-    with _quiet():
-        try:
-            pipe = setup.open_structure()
-            info, static = pipe.info, pipe.unet_static_latent()
-            night = SimpleNamespace(model=SimpleNamespace(size=size),
-                                    display=SimpleNamespace(size=display_key[0], rotate=display_key[1]))
-            width, height = night_size(night, pipe)
-        except FrameError:
-            return tuple(found)  # the folder itself is reported by deep_problems' model.source check
+    opened = _opened(setup, _stamp(setup.source))
+    if opened is None:
+        return tuple(found)  # the folder itself is reported by deep_problems' model.source check
+    info, static = opened
+    night = SimpleNamespace(model=SimpleNamespace(size=size),
+                            display=SimpleNamespace(size=display_key[0], rotate=display_key[1]))
+    try:
+        width, height = night_size(night, _Facts(info, static))
+    except FrameError:
+        return tuple(found)
     found += rules.generation_findings(
         info, static, sampler=sampler, steps=info.default_steps if steps is None else steps,
         guidance=info.default_guidance if guidance is None else guidance, width=width, height=height)
     return tuple(found)
+
+
+@dataclass(frozen=True)
+class _Facts:
+    """What ``night_size`` asks of a pipeline, from the model's facts alone (no graph loaded)."""
+
+    info: ModelInfo
+    static: tuple[int, int] | None
+
+    def auto_size(self, aspect: float) -> tuple[int, int]:
+        return sizes.auto_size(self.info, aspect, self.static)
 
 
 def _stamp(source: str) -> float:
@@ -73,13 +88,36 @@ def _stamp(source: str) -> float:
 @functools.lru_cache(maxsize=4)
 def _opened(setup: PipelineSetup, stamp: float) -> tuple[ModelInfo, tuple[int, int] | None] | None:
     """The model's facts and fixed latent size (None for free axes); None when it cannot be opened
-    (``deep_problems`` reports the folder). Small files and the UNet's graph only, no weights."""
+    (``deep_problems`` reports the folder). Small files and the UNet's graph inputs only, no weights.
+
+    A local diffusers export is read without numpy, onnx or Pillow (``frame.engine.io.graph_inputs``:
+    the UNet's ``sample`` input, nothing else of its graph), so the settings checks' child stays at
+    its interpreter's size (issue 27: 61 -> 22 MiB on x86, it may run beside the render worker);
+    an OnnxStream folder is opened as the pipeline opens it (``PipelineSetup.open_structure``)."""
+    folder = Path(setup.source).expanduser()
     with _quiet():
         try:
+            if (folder / "model_index.json").is_file() and not any(folder.glob("*/model.txt")):
+                return _export_facts(setup.source, setup.cache_dir)
             pipe = setup.open_structure()
             return pipe.info, pipe.unet_static_latent()
-        except FrameError:
+        except (FrameError, OSError):
             return None
+
+
+def _export_facts(source: str, cache_dir: str) -> tuple[ModelInfo, tuple[int, int] | None]:
+    """``open_model_files`` + ``Pipeline.unet_static_latent`` for a local diffusers export, light."""
+    files = ModelFiles(source, cache_dir or None)
+    info = read_model_info(files)
+    names = [("text_encoder", "tokenizer")] + ([("text_encoder_2", "tokenizer_2")] if info.kind == SDXL else [])
+    for model, tokenizer in names:  # the files the Pipeline checks when it is built: FrameError as there
+        files.local_folder(tokenizer)
+        files.onnx(model)
+    files.onnx("vae_decoder")
+    shape = read_graph_inputs(files.onnx("unet")).get("sample")  # as denoise.static_latent_size reads it
+    if shape and len(shape) == 4 and isinstance(shape[2], int) and isinstance(shape[3], int):
+        return info, (shape[2], shape[3])
+    return info, None
 
 
 def prompt_findings(config: Config, *, sampler: str | None, steps: int | None, guidance: float | None,

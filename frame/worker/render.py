@@ -129,7 +129,8 @@ def _steps_for_tonight(job: RenderJob, config: Config, pipe: Any, size: tuple[in
     except Exception as exc:  # noqa: BLE001 - see the docstring
         log.warning("no step estimate (%s): rendering the configured steps", exc)
         return config.model.steps
-    log.info("steps: %s", choice.sentence())
+    peak = nightly.saved_peak_mb(job_dir)
+    log.info("steps: %s%s", choice.sentence(), f" (estimate child peak {peak:.1f} MiB)" if peak else "")
     emit(StageEvent("generating", step_choice=choice.sentence()))
     return choice.steps
 

@@ -5,10 +5,19 @@ runs in a child process (``python -m frame.worker.step_choice JOB_DIR WIDTH HEIG
 memory counting takes (ONNX shape inference holds about 60 MB for the SD 1.5 UNet, 340 MB for
 SDXL's) is returned before the UNet loads; the child first checks that the machine has that much
 available (``COUNT_BYTES_PER_NODE``) and gives up otherwise. It reads the job's own config.yaml,
-counts the model (no weights read), measures this machine for a few seconds, chooses
-(``frame.estimate.choice``), saves the choice in ``JOB_DIR/step_choice.json`` (a restarted worker
-renders the same step count: the per-step checkpoints depend on it) and the figures in
-``<state_dir>/estimate.json`` for the phone's settings page.
+counts the model (no weights read), measures this machine for a few seconds unless a recent
+measurement covering tonight's step signatures is kept in ``<state_dir>/machine.json``
+(``frame.estimate.rates_file``: written by the first night, ``frame config check`` or the settings
+page's estimate), chooses (``frame.estimate.choice``), saves the choice in
+``JOB_DIR/step_choice.json`` (a restarted worker renders the same step count: the per-step
+checkpoints depend on it) and the figures in ``<state_dir>/estimate.json`` for the phone's settings page.
+
+Memory (issue 27, the Pi twin): the child runs while the render worker waits with the pipeline
+open and the daemon beside it, so its peak is part of the night's. On the demo model (x86) it was
+187 MiB, 110 of them the machine measurement's element probe (``frame.estimate.machine``), and was
+OOM-killed in the Pi twin; with the smaller probe it is about 111 MiB when it measures and the
+graphs' count alone (about 75 MiB) when it reuses the kept measurement. The child saves its own peak
+(``VmHWM``) in step_choice.json as ``peak_mb``; the render worker logs it.
 """
 
 from __future__ import annotations
@@ -75,6 +84,24 @@ def available_bytes() -> int | None:
     return None
 
 
+def own_peak_mb() -> float | None:
+    """This process's own peak resident memory (``VmHWM``) in MiB; None where /proc has none."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+def saved_peak_mb(job_dir: Path) -> float | None:
+    """The step-choice child's own peak as it saved it (None: not saved)."""
+    saved = read_json(Path(job_dir) / CHOICE_FILE)
+    peak = saved.get("peak_mb") if isinstance(saved, dict) else None
+    return float(peak) if isinstance(peak, (int, float)) else None
+
+
 def check_memory_for_counting(pipe: Any) -> None:
     """FrameError if counting the UNet would not fit in the memory available now."""
     from frame.engine.model import read_structure
@@ -101,14 +128,15 @@ def night_steps(config: Config, pipe: Any, size: tuple[int, int], deadline: floa
     from frame.estimate.report import to_dict
 
     result = estimate_config(config, pipe=pipe, size=size, measure_seconds=MEASURE_SECONDS, alternative=False,
-                             texts=texts, choose_tokens=tokens)
+                             texts=texts, choose_tokens=tokens, rates_dir=state_dir)
     estimate = result.estimate
     here = estimate.here
     available = deadline - (time.time() if now is None else now)
     choice = choose_steps(estimate.plan.steps, estimate.plan.min_steps,
                           remaining_fixed_seconds(here, estimate.plan.steps), here.step_seconds, available)
     # the UNet's own peaks at tonight's size: the render's guidance mode follows them (saved_guidance_peaks)
-    write_json(job_dir / CHOICE_FILE, {**choice.to_dict(), "guidance_peaks_mb": estimate.plan.counted_peaks_mb})
+    write_json(job_dir / CHOICE_FILE, {**choice.to_dict(), "guidance_peaks_mb": estimate.plan.counted_peaks_mb,
+                                       "peak_mb": own_peak_mb()})
     if state_dir is not None:
         write_json(Path(state_dir) / ESTIMATE_FILE, {**to_dict(result, "tonight's render"),
                                                       "step_choice": choice.to_dict()})

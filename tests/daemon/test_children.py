@@ -36,7 +36,7 @@ def test_an_image_child_past_its_address_space_cap_refuses_with_the_cap_named(tm
 
 
 def test_a_child_above_its_resident_cap_is_killed_and_says_so(tmp_path):
-    """The check child imports numpy and onnx (~60 MiB): with a 20 MiB cap the daemon's poll kills it."""
+    """The check child imports numpy (~35 MiB): with a 20 MiB cap the daemon's poll kills it."""
     config = tmp_path / "config.yaml"
     config.write_text("model:\n  steps: 4\n")
     with pytest.raises(ChildFailed) as failed:

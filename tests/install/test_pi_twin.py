@@ -142,3 +142,39 @@ def test_pytest_summary():
     output = "....\n===== 388 passed, 1 skipped in 160.02s (0:02:40) =====\n"
     assert twin_slice.pytest_summary(output) == "388 passed, 1 skipped in 160.02s (0:02:40)"
     assert twin_slice.pytest_summary("Segmentation fault\n").startswith("no pytest summary")
+
+
+def _ci_twin_stage(tmp_path, exit_code: int):
+    """``.ci/run``'s Pi twin stage, run with a stand-in for the twin that exits with ``exit_code``."""
+    import subprocess
+
+    text = (ROOT / ".ci/run").read_text()
+    stage = text[text.index("# The Pi twin (docs/pi-twin.md)"):]
+    fake = tmp_path / ".venv/bin/python"
+    fake.parent.mkdir(parents=True)
+    fake.write_text(f"#!/bin/sh\necho twin-ran\nexit {exit_code}\n")
+    fake.chmod(0o755)
+    script = tmp_path / "stage.sh"
+    script.write_text("set -euo pipefail\n" + stage + "echo after-twin\n")
+    return subprocess.run(["bash", str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=30)
+
+
+@pytest.mark.parametrize("exit_code", [1, 2, 124])
+def test_ci_fails_when_the_twin_fails(tmp_path, exit_code):
+    done = _ci_twin_stage(tmp_path, exit_code)
+    assert done.returncode != 0 and "twin-ran" in done.stdout and "after-twin" not in done.stdout
+    assert "the Pi twin FAILED" in done.stdout
+
+
+def test_ci_skips_the_twin_only_when_the_machine_cannot_run_it(tmp_path):
+    done = _ci_twin_stage(tmp_path, 77)
+    assert done.returncode == 0 and "skipped" in done.stdout and "after-twin" in done.stdout
+    assert _ci_twin_stage(tmp_path / "ok", 0).returncode == 0
+
+
+def test_the_twin_says_why_it_cannot_run_without_root(monkeypatch, capsys):
+    twin = load_tool("pi_twin")
+    monkeypatch.setattr(twin.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(twin.sys, "argv", ["pi_twin.py"])
+    assert twin.main() == twin.CANNOT_RUN == 77
+    assert "cannot run on this machine: needs root" in capsys.readouterr().err

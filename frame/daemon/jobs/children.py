@@ -25,11 +25,12 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import BinaryIO
 
-from frame.daemon.jobs.supervisor import rss_mb, worker_command, worker_env
+from frame.daemon.jobs.supervisor import rss_mb, running_workers, worker_command, worker_env
 from frame.errors import FrameError
-from frame.worker.shortjobs import ENTRY, EXIT_REFUSED, ChildJob, ChildOutput, parse_answer
+from frame.worker.shortjobs import ENTRY, EXIT_REFUSED, ChildJob, ChildOutput, PhotoJob, parse_answer
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,17 @@ IMAGE_DECODE_BYTES = 100_000_000  # a 24-megapixel PNG (4 bytes a pixel in Pillo
 # The check child's cap (MiB resident): numpy, onnx and the UNet's graph without weights (61 MiB
 # measured on the demo model, x86); a full SD 1.5 graph adds its nodes, not its weights.
 CHECK_CAP_MB = 192
+# Beside a render worker (the Pi's memory plan, docs/pi-twin.md) an upload is stored at most 2000 px
+# a side, not 2048: a 4000-px phone JPEG then decodes at half scale in the decoder (``draft`` keeps
+# the long side >= max_side), 146 -> 51 MiB resident for a 12 MP photo (x86). It decodes at most
+# 24 MB of pixels (a 6 MP PNG or WebP; JPEGs up to 48 MP fit through the reduced decoding) under a
+# 128 MiB address space: about 90 MiB resident at worst, so daemon (<= 54) + demo render worker (149)
+# + this child stay near the 291.6 MiB a Pi Zero 2 W leaves frame.
+RENDER_IMAGE_CAP_MB = 128
+RENDER_DECODE_BYTES = 24_000_000
+RENDER_MAX_SIDE = 2000
+BESIDE_RENDER = ("while tonight's picture is being painted the frame keeps memory for it and decodes "
+                 "less at once; send it again when the picture is done")
 WAIT_SECONDS = 60.0
 POLL_SECONDS = 0.05
 SLOTS = {entry: threading.BoundedSemaphore(1) for entry in set(ENTRY.values())}
@@ -61,16 +73,41 @@ def cap_of(job: ChildJob) -> int:
     return job.limits.cap_mb if hasattr(job, "limits") else job.cap_mb
 
 
+def render_running() -> bool:
+    """Whether this daemon runs a render worker now (``supervisor.running_workers``)."""
+    return any(module.endswith(".render") for module in running_workers())
+
+
+def limits_beside_render(job: ChildJob) -> ChildJob:
+    """``job`` with the image limits that fit beside a render worker (``RENDER_IMAGE_CAP_MB``,
+    ``RENDER_DECODE_BYTES``, ``RENDER_MAX_SIDE``), never above its own; other jobs unchanged: the
+    check child reads no graph (35 MiB, x86) and thumbnails are of pictures the frame made."""
+    if not isinstance(job, PhotoJob):
+        return job
+    limits = job.limits
+    return replace(job, max_side=min(job.max_side, RENDER_MAX_SIDE),
+                   limits=replace(limits, cap_mb=min(limits.cap_mb, RENDER_IMAGE_CAP_MB),
+                                  decode_bytes=min(limits.decode_bytes, RENDER_DECODE_BYTES)))
+
+
 def run_child(job: ChildJob, *, timeout: float, stdin: BinaryIO | None = None,
               wait: float = WAIT_SECONDS) -> ChildOutput:
     """Run ``job`` in its child (one of each kind at a time) and return the result. ``stdin``: a real
-    file the child reads (an upload's temporary file), never copied through the daemon."""
+    file the child reads (an upload's temporary file), never copied through the daemon. While a
+    render worker runs, an upload is decoded under ``limits_beside_render``; one that needs more is
+    refused with ``BESIDE_RENDER`` added to the child's message."""
     entry = ENTRY[job.kind]
     if not SLOTS[entry].acquire(timeout=wait):
         raise ChildBusy(f"the frame is busy with another {'picture' if entry == 'imagechild' else 'check'}; "
                         "try again in a minute")
     try:
-        return _run(entry, job, timeout, stdin)
+        beside = limits_beside_render(job) if render_running() else job
+        try:
+            return _run(entry, beside, timeout, stdin)
+        except ChildFailed as exc:
+            if beside is job or not exc.refused:
+                raise
+            raise ChildFailed(f"{exc}; {BESIDE_RENDER}", refused=True) from exc
     finally:
         SLOTS[entry].release()
 

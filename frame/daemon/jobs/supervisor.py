@@ -98,6 +98,17 @@ def worker_command(entry: str) -> list[str]:
     return [sys.executable, "-m", f"frame.worker.{entry}"]
 
 
+_RUNNING: dict[int, str] = {}  # pid -> the command's module (frame.worker.render, ...), while it runs
+_RUNNING_LOCK = threading.Lock()
+
+
+def running_workers() -> list[str]:
+    """The modules of the workers this daemon runs now (``frame.worker.render``, ``frame.worker.show``):
+    the short children size themselves by them (``children.limits_beside``)."""
+    with _RUNNING_LOCK:
+        return list(_RUNNING.values())
+
+
 class Supervisor:
     """Runs ``command JOB_DIR`` (default: the render worker, ``worker_command("render")``) until it
     finishes, restarting it after crashes."""
@@ -135,6 +146,16 @@ class Supervisor:
         proc = subprocess.Popen([*self.command, str(job_dir)],
                                 stdout=subprocess.PIPE, env=worker_env(), close_fds=True)
         self.pid = proc.pid
+        with _RUNNING_LOCK:
+            _RUNNING[proc.pid] = self.command[-1]
+        try:
+            return self._watch(proc, job_dir, stop, deadline, outcome)
+        finally:
+            with _RUNNING_LOCK:
+                _RUNNING.pop(proc.pid, None)
+
+    def _watch(self, proc: subprocess.Popen, job_dir: Path, stop: threading.Event, deadline: float | None,
+               outcome: _Tally) -> tuple[str, str]:
         reader = threading.Thread(target=self._read_events, args=(proc, outcome), daemon=True)
         reader.start()
         ended_by = None
