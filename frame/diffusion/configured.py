@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from frame.config import lora_tags
-from frame.diffusion import textual_inversion
+from frame.config import embedding_names, lora_tags
 from frame.engine.io.http_settings import HttpSettings, origin
 from frame.models import resolve_model_source
 
@@ -111,7 +110,7 @@ def pipeline_setup(config: Config, source: str | None = None, *, capped: bool = 
                          model.vae_tile, model.vae_tile_overlap,
                          config.worker.memory_limit_mb if capped else None,
                          http_settings_for(model, source, config.state_dir), model.noise,
-                         str(Path(config.state_dir) / textual_inversion.FOLDER) if config.state_dir else None,
+                         str(embedding_names.state_folder(config.state_dir)) if config.state_dir else None,
                          tuple(lora_tags.configured_requests(config)),
                          tuple(lora_tags.lora_folders(source, state)))
 

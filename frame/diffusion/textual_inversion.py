@@ -27,21 +27,14 @@ from typing import Any
 
 import numpy as np
 
+from frame.config import embedding_names
+from frame.config.embedding_names import model_folders  # noqa: F401  (re-exported: the pipeline reads it here)
 from frame.diffusion.emphasis import parse_emphasis
-from frame.diffusion.ti_files import SUFFIXES, EmbeddingFile, read_embedding
+from frame.diffusion.ti_files import EmbeddingFile, read_embedding
 from frame.errors import UsageError
 
-FOLDER = "embeddings"
 SDXL_TABLES = ("clip_l", "clip_g")  # an SDXL file's table for its first and second text encoder
 PLACEHOLDER_ID = 0
-
-
-def model_folders(source: str) -> list[Path]:
-    """The ``embeddings/`` folders of a local model: inside it, then beside it (none for a URL)."""
-    if source.startswith(("http://", "https://")):
-        return []
-    root = Path(source).expanduser()
-    return [root / FOLDER, root.parent / FOLDER]
 
 
 @dataclass(frozen=True)
@@ -69,16 +62,10 @@ class Embeddings:
         self._files = None
 
     def files(self) -> dict[str, Path]:
-        """Name → file, the first folder's file winning over a later one of the same name."""
+        """Name → file, the first folder's file winning over a later one of the same name (listed by
+        ``embedding_names.available``, as the phone page lists them)."""
         if self._files is None:
-            found: dict[str, Path] = {}
-            for folder in self.folders:
-                if not folder.is_dir():
-                    continue
-                for path in sorted(folder.rglob("*")):
-                    if path.suffix.lower() in SUFFIXES and path.is_file():
-                        found.setdefault(path.stem, path)
-            self._files = found
+            self._files = embedding_names.available(self.folders)
         return self._files
 
     def load(self, name: str, warn: Callable[[str], None]) -> EmbeddingFile | None:

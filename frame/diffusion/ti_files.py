@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
+from frame.config.embedding_names import SUFFIXES
 from frame.errors import UsageError
 
-SUFFIXES = (".pt", ".bin", ".safetensors")
 SDXL_KEYS = ("clip_l", "clip_g")
 MAX_VECTORS = 75  # a prompt row holds 75 tokens
 _SAFETENSORS_DTYPES = {"F32": np.float32, "F16": np.float16, "F64": np.float64, "BF16": "bf16"}

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from frame.config import embedding_names, lora_tags
 from frame.config.redact import redact_deep, redact_text, redact_url
 from frame.daemon import notices
 from frame.daemon.store.records import FeedHealth, RenderRow, StoredPicture
@@ -109,8 +110,9 @@ def why_details(why: Any) -> list[tuple[str, str]]:
     return details
 
 
-def picture_view(picture: StoredPicture) -> dict[str, Any]:
-    """One gallery picture as the templates need it."""
+def picture_view(picture: StoredPicture, embeddings: Iterable[str] = ()) -> dict[str, Any]:
+    """One gallery picture as the templates need it; ``embeddings``: the names of the embedding files
+    found, for the details' "embeddings" (the picture pages pass them; the gallery needs none)."""
     why = picture.why
     return {
         "id": picture.id,
@@ -131,7 +133,7 @@ def picture_view(picture: StoredPicture) -> dict[str, Any]:
         "has_panel": bool(picture.panel_file),
         "seed": picture.seed,
         "uploaded": picture.origin == "upload",
-        "facts": _facts(picture),
+        "facts": _facts(picture) + used_extras(picture, embeddings),
     }
 
 
@@ -143,6 +145,23 @@ def _facts(picture: StoredPicture) -> list[tuple[str, str]]:
             facts.append((label, redact_url(str(value))))  # a model URL may carry credentials
     if picture.width and picture.height:
         facts.append(("size", f"{picture.width}×{picture.height}"))
+    return facts
+
+
+def used_extras(picture: StoredPicture, embeddings: Iterable[str] = ()) -> list[tuple[str, str]]:
+    """The LoRAs (the stored prompts' ``<lora:…>`` tags, in A1111's form as written, which paste back
+    into A1111 or ComfyUI) and the embeddings (words of the prompts naming one of ``embeddings``) a
+    picture asked for. A tag's LoRA deleted before the night was painted without; that is in the log."""
+    facts = []
+    prompt, negative = picture.prompt or "", picture.negative_prompt or ""
+    tags = [match.group(0) for text in (prompt, negative) for match in lora_tags.TAG.finditer(text)]
+    if tags:
+        facts.append(("LoRAs", " ".join(dict.fromkeys(tags))))
+    names = list(embeddings)
+    for label, text in (("embeddings", prompt), ("negative embeddings", negative)):
+        used = embedding_names.named_in(lora_tags.TAG.sub(" ", text), names) if names else []
+        if used:
+            facts.append((label, ", ".join(used)))
     return facts
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from flask import flash, redirect, render_template, request, url_for
 
-from frame.config import lora_tags
+from frame.config import embedding_names, lora_tags
 from frame.daemon import queue as queue_rules
 from frame.daemon.actions import queue as queue_actions
 from frame.daemon.actions.errors import BadValue
@@ -111,11 +111,19 @@ def _size_rule(ctx: WebContext) -> str:
     return rule or f"multiples of {queue_rules.VAE_STEP} px at least (the model's own rule)"
 
 
+def _found(ctx: WebContext) -> dict[str, list[str]]:
+    """The LoRAs and embeddings in the configured folders, by file name only (nothing is read), for the
+    form's tap-to-insert buttons."""
+    return {"loras": [name for name, _ in lora_tags.available(lora_tags.configured_folders(ctx.config))],
+            "embeddings": sorted(embedding_names.available(embedding_names.configured_folders(ctx.config)),
+                                 key=str.lower)}
+
+
 def _page(ctx: WebContext, values: Mapping[str, str], error: FormError | None) -> Any:
     queued = [queued_view(ctx, prompt) for prompt in ctx.store.queued_prompts()]
     return render_template("queue.html", queued=queued, values=values, error=error, limits=_limits(ctx),
                            samplers=queue_rules.SAMPLERS, maxima=MAXIMA, size_rule=_size_rule(ctx),
-                           loras=[name for name, _ in lora_tags.available(lora_tags.configured_folders(ctx.config))]), \
+                           **_found(ctx)), \
         (400 if error else 200)
 
 
@@ -149,7 +157,7 @@ def edit_prompt(prompt_id: int) -> Any:
             return redirect(url_for("web.queue"), 303)
     return render_template("queue_edit.html", prompt=prompt, values=values, error=error, limits=_limits(ctx),
                            samplers=queue_rules.SAMPLERS, maxima=MAXIMA, size_rule=_size_rule(ctx),
-                           loras=[name for name, _ in lora_tags.available(lora_tags.configured_folders(ctx.config))]), \
+                           **_found(ctx)), \
         (400 if error else 200)
 
 

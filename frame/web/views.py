@@ -19,11 +19,13 @@ from typing import Any
 from flask import flash, redirect, render_template, request, session, url_for
 from werkzeug.exceptions import HTTPException
 
+from frame.config import embedding_names
 from frame.config.redact import redact_deep
 from frame.daemon import deletion
 from frame.daemon.actions import pictures as picture_actions
 from frame.daemon.actions.errors import NotFound, NotRunning
 from frame.daemon.http.contract import Busy, storage_full
+from frame.daemon.store.records import StoredPicture
 from frame.errors import FrameError
 from frame.web import auth, present, too_large
 from frame.web.context import WebContext
@@ -55,6 +57,13 @@ def on_panel(ctx: WebContext, status: dict[str, Any]) -> tuple[int | None, bool]
     return deletion.panel_picture(status, ctx.store)
 
 
+def _picture_page_view(ctx: WebContext, picture: StoredPicture) -> dict[str, Any]:
+    """A picture for its own page, whose details name the embeddings its prompts used: the files found
+    now, listed by name only (as the queue page lists them)."""
+    found = embedding_names.available(embedding_names.configured_folders(ctx.config))
+    return present.picture_view(picture, found)
+
+
 # now showing, one picture, the gallery, and the rate / show-on-frame actions ---------------------
 
 @bp.get("/")
@@ -69,7 +78,7 @@ def now() -> Any:
     if picture is None:
         newest = ctx.store.pictures(limit=1)
         picture = newest[0] if newest else None
-    return render_template("picture.html", picture=present.picture_view(picture) if picture else None,
+    return render_template("picture.html", picture=_picture_page_view(ctx, picture) if picture else None,
                            panel=present.panel_view(ctx.config.display),
                            now_showing=now_showing, home=True, info_screen=info_screen,
                            progress=present.progress_view(status))
@@ -79,7 +88,7 @@ def now() -> Any:
 def picture(picture_id: int) -> Any:
     ctx = web_context()
     row = ctx.picture_or_404(picture_id)
-    return render_template("picture.html", picture=present.picture_view(row), now_showing=False,
+    return render_template("picture.html", picture=_picture_page_view(ctx, row), now_showing=False,
                            panel=present.panel_view(ctx.config.display),
                            home=False, info_screen=False, progress=None)
 

@@ -517,3 +517,24 @@ def test_a_photo_over_20_mb_gets_a_styled_page_with_the_limit_and_a_way_back(ser
     page.get_by_role("link", name="Back to the upload form").click()
     expect(page.get_by_label("Photo", exact=True)).to_be_visible()
     assert [p for p in store.pictures() if p.origin == "upload"] == []
+
+
+def test_a_tap_adds_a_lora_tag_and_embedding_words_to_their_fields(server, page, store, state_dir):
+    """Issue 31: the LoRAs and embeddings found are buttons; a tap puts the tag or word in its field."""
+    for name in ("loras/woodcut.safetensors", "embeddings/inkwash.pt", "embeddings/easynegative.safetensors"):
+        (state_dir / name).parent.mkdir(exist_ok=True)
+        (state_dir / name).write_bytes(b"")
+    _log_in(page, server, "/queue")
+    prompt = page.get_by_label("Prompt", exact=True)
+    prompt.fill("a harbour at dawn")
+    page.get_by_role("button", name="woodcut").click()
+    page.locator('[data-embedding="inkwash"][data-into="prompt"]').click()
+    sync_api.expect(prompt).to_have_value("a harbour at dawn <lora:woodcut:1>, inkwash")
+    page.get_by_text("More options").click()
+    page.locator('[data-embedding="easynegative"][data-into="negative_prompt"]').click()
+    sync_api.expect(page.get_by_label("Avoid (negative prompt)")).to_have_value("easynegative")
+    shot(page, "queue-loras-embeddings")
+    page.get_by_role("button", name="Queue it").click()
+    sync_api.expect(page.get_by_text("a harbour at dawn <lora:woodcut:1>, inkwash")).to_be_visible()
+    queued = store.queued_prompts()[0]
+    assert (queued.prompt, queued.negative_prompt) == ("a harbour at dawn <lora:woodcut:1>, inkwash", "easynegative")

@@ -123,3 +123,20 @@
     });
   }
 })();
+
+// The queue form: an embedding's button adds its word to its field (data-into: the prompt or the negative
+// prompt), after a comma as prompts list words; typing the name works without this.
+(function () {
+  "use strict";
+  var buttons = document.querySelectorAll("[data-embedding][data-into]");
+  for (var i = 0; i < buttons.length; i++) {
+    buttons[i].addEventListener("click", function () {
+      var field = document.getElementById(this.getAttribute("data-into"));
+      if (!field) { return; }
+      var text = field.value.replace(/\s+$/, "");
+      var joint = !text ? "" : (/,$/.test(text) ? " " : ", ");
+      field.value = text + joint + this.getAttribute("data-embedding");
+      field.focus();
+    });
+  }
+})();
