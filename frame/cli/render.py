@@ -261,7 +261,8 @@ def render_command(args: argparse.Namespace) -> int:
     bar = ProgressBar(sys.stderr)
     try:
         pipe = load_configured_pipeline(config, args.model and resolve_model_source(args.model))
-        pipe.vae_peak_mb = peak_counter(pipe, engine_weights(config.model.weights))  # the VAE tiles the estimate counts
+        # the VAE tiles the estimate counts
+        pipe.vae_peak_mb = peak_counter(pipe, engine_weights(config.model.weights), pipe.http)
         if args.decode_latents:
             image, parameters = pipe.decode(_load_array(args.decode_latents, "--decode-latents"), bar), None
         else:

@@ -33,7 +33,7 @@ from frame import __version__
 from frame.atomicfile import make_dirs
 from frame.diffusion import embedding_cache
 from frame.diffusion.model_info import SDXL
-from frame.engine.io import http_settings
+from frame.engine.io.http_settings import HttpSettings
 from frame.statefile import read_json, write_json
 
 log = logging.getLogger(__name__)
@@ -100,19 +100,19 @@ def _local_weight_files(source: Any) -> list[Path]:
     return files
 
 
-def _url_validators(source: Any) -> list[str]:
+def _url_validators(source: Any, http: HttpSettings | None = None) -> list[str]:
     """``model.onnx`` and each external data file with its server validator (ETag or size+date)."""
     from frame.engine.io.http import HttpSource
     from frame.engine.model import read_structure
 
     if getattr(source, "weights_folder", None) or not isinstance(source, str):
         raise OSError("an OnnxStream model read over HTTP has no listable weight files")
-    weights = read_structure(source).weights
+    weights = read_structure(source, http=http).weights
     refs = weights.values() if isinstance(weights, dict) else weights
     locations = sorted({source} | {ref.location for ref in refs if ref.location})
     parts = []
     for location in locations:
-        remote = HttpSource(location)
+        remote = HttpSource(location, http)
         try:
             size = remote.size()
             if not remote.validator or remote.validator.endswith("modified="):  # size alone: a guess
@@ -128,17 +128,19 @@ def _is_url(source: Any) -> bool:
     return text.startswith(("http://", "https://"))
 
 
-def encoder_identity(encoder: Any, projected: bool, book: DigestBook, compute: bool = True) -> str | None:
+def encoder_identity(encoder: Any, projected: bool, book: DigestBook, compute: bool = True,
+                     http: HttpSettings | None = None) -> str | None:
     """The identity of ``encoder``'s (a ``conditioning.Encoder``) pooled output (see the module
     docstring), or None when it cannot be known. ``compute=False`` (the estimate, which only reads)
-    gives None instead of digesting a file the book does not know yet."""
+    gives None instead of digesting a file the book does not know yet. ``http``: how a URL encoder's
+    files are asked for their validators (the pipeline's settings)."""
     try:
         parts = [f"frame {__version__}", f"encoder {encoder.name}", f"pooled {'projected' if projected else 'pooler'}",
                  f"pad {encoder.pad_token}"]
         for tokenizer_file in sorted(p for p in Path(encoder.tokenizer_folder).iterdir() if p.is_file()):
             parts.append(f"tokenizer {tokenizer_file.name} {hashlib.sha256(tokenizer_file.read_bytes()).hexdigest()}")
         if _is_url(encoder.source):
-            parts += [f"url {line}" for line in _url_validators(encoder.source)]
+            parts += [f"url {line}" for line in _url_validators(encoder.source, http)]
         else:
             for path in _local_weight_files(encoder.source):
                 digest = book.digest(path, compute)
@@ -158,8 +160,7 @@ def text_cache_for(pipe: Any, state_dir: str | os.PathLike, compute: bool = True
     ``compute=False`` never digests a weight file)."""
     folder = embedding_cache.cache_folder(state_dir)
     book = DigestBook(folder)
-    with http_settings.using(getattr(pipe, "http", None)):
-        identity = encoder_identity(pipe.encoders[-1], pipe.kind == SDXL, book, compute)
+    identity = encoder_identity(pipe.encoders[-1], pipe.kind == SDXL, book, compute, getattr(pipe, "http", None))
     if compute:
         try:
             book.save()

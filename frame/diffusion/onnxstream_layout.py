@@ -34,7 +34,7 @@ from frame.config.redact import redact_url
 from frame.diffusion.conditioning import Encoder
 from frame.diffusion.model_files import ModelLocation
 from frame.diffusion.model_info import DEFAULT_SAMPLE_SIZE, DEFAULT_SCALING, SD15, SDXL, ModelInfo
-from frame.engine.io import http_settings
+from frame.engine.io.http_settings import HttpSettings
 from frame.engine.onnxstream import OnnxStreamSource
 from frame.engine.onnxstream.summary import ModelSummary, read_summary
 from frame.errors import FrameError
@@ -91,8 +91,10 @@ def is_onnxstream_folder(source: str | os.PathLike) -> bool:
 class OnnxStreamFiles(ModelLocation):
     """Access to one OnnxStream layout, with the interface the pipeline uses for a diffusers export."""
 
-    def __init__(self, source: str | os.PathLike, cache_dir: str | os.PathLike | None = None) -> None:
+    def __init__(self, source: str | os.PathLike, cache_dir: str | os.PathLike | None = None,
+                 http: HttpSettings | None = None) -> None:
         super().__init__(source, cache_dir)
+        self.http = http or HttpSettings()
         self._present: dict[str, bool] = {}
         self.layout = next((lay for lay in LAYOUTS if self.exists(f"{lay.tokenizer}/vocab.txt")), None)
         if self.layout is None:
@@ -134,13 +136,13 @@ class OnnxStreamFiles(ModelLocation):
 
     def _fetch(self, relative: str) -> Path:
         """Download a small file (tokenizer, model.txt, range_data.txt) into the cache once, with the
-        current ``HttpSettings`` (token, retries while the server is unreachable)."""
+        layout's ``HttpSettings`` (token, retries while the server is unreachable)."""
         target = self.cache / relative
         if target.is_file():
             return target
         from frame.engine.io.small_files import fetch_small
 
-        content = fetch_small(urljoin(self.base, relative), http_settings.current(), self.describe(relative))
+        content = fetch_small(urljoin(self.base, relative), self.http, self.describe(relative))
         if content is None:
             raise FileNotFoundError(self.describe(relative))
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -160,7 +162,7 @@ class OnnxStreamFiles(ModelLocation):
 
     def summary(self, component: str) -> ModelSummary:
         if component not in self._summaries:
-            self._summaries[component] = read_summary(str(self._local(f"{component}/model.txt")))
+            self._summaries[component] = read_summary(str(self._local(f"{component}/model.txt")), self.http)
         return self._summaries[component]
 
     def source_for(self, component: str, rename: dict[str, str] | None = None,

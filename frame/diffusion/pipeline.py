@@ -10,6 +10,7 @@ runs first, then the loop runs the last ``int(steps * strength)`` steps.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Callable, Sequence
@@ -47,7 +48,6 @@ from frame.diffusion.samplers import SamplerState, make_sampler, resolve_sampler
 from frame.diffusion.samplers.base import Noise
 from frame.engine import load_model
 from frame.engine.dynamic_shapes import dynamic_structure
-from frame.engine.io import http_settings
 from frame.engine.io.http_settings import HttpSettings
 from frame.engine.lora import LoraUse
 from frame.engine.memory import release_model
@@ -71,9 +71,9 @@ def engine_loader(weights: str = "prefetch", attention_slices: int | None = None
     ``load(source, loras=...)`` adds LoRA changes as the weights stream (``frame.diffusion.loras``)."""
 
     def load(source: str, dynamic_shapes: bool = False, loras: Sequence[LoraUse] = ()) -> Any:
-        with http_settings.using(http):
-            return load_model(source, weights=weights, attention_slices=attention_slices,
-                              transform=dynamic_structure if dynamic_shapes else None, loras=loras)
+        transform = functools.partial(dynamic_structure, http=http) if dynamic_shapes else None
+        return load_model(source, weights=weights, attention_slices=attention_slices, transform=transform,
+                          loras=loras, http=http)
 
     return load
 
@@ -168,9 +168,8 @@ class Pipeline:
             if isinstance(self.files, OnnxStreamFiles):  # its own folder format: tiles by its own decoder
                 self._vae_shapes = vae_shapes.VaeShapes(None, True)
             else:
-                with http_settings.using(self.http):
-                    self._vae_shapes = vae_shapes.check_vae(self.vae_source,
-                                                            self.vae_tile or vae_tiles.DEFAULT_TILE)
+                self._vae_shapes = vae_shapes.check_vae(self.vae_source, self.vae_tile or vae_tiles.DEFAULT_TILE,
+                                                        self.http)
         return self._vae_shapes
 
     def unet_static_latent(self) -> tuple[int, int] | None:
@@ -468,8 +467,7 @@ def load_pipeline(source: str | os.PathLike, cache_dir: str | os.PathLike | None
     name; ``http``: how URLs are read (``frame.engine.io.http_settings``). Every caller that starts from
     the configuration goes through ``frame.diffusion.configured``, which decides these values.
     ``noise``: the renders' default random source (``model.noise``)."""
-    with http_settings.using(http):
-        files, info = open_model_files(source, cache_dir, http)
+    files, info = open_model_files(source, cache_dir, http)
     rules.raise_first_error(rules.tile_findings(vae_tile, vae_tile_overlap))
     pipe = Pipeline(files, info, loader or engine_loader(weights, attention_slices, http), vae_tile, vae_tile_overlap,
                     guidance_mode, memory_limit_mb, http, noise)
@@ -486,13 +484,13 @@ def open_model_files(source: str | os.PathLike, cache_dir: str | os.PathLike | N
     """The export's files and facts: a diffusers layout (model_index.json) or OnnxStream's published one."""
     text = str(source)
     if not text.startswith(("http://", "https://")) and is_onnxstream_folder(text):
-        files: ModelFiles | OnnxStreamFiles = OnnxStreamFiles(text, cache_dir)
+        files: ModelFiles | OnnxStreamFiles = OnnxStreamFiles(text, cache_dir, http)
     else:
         try:
             files = ModelFiles(source, cache_dir, http)
         except FrameError as exc:
             if not text.startswith(("http://", "https://")) or "model_index.json is missing" not in str(exc):
                 raise
-            files = OnnxStreamFiles(text, cache_dir)
+            files = OnnxStreamFiles(text, cache_dir, http)
     info = files.model_info() if isinstance(files, OnnxStreamFiles) else read_model_info(files)
     return files, info

@@ -17,6 +17,7 @@ import logging
 from dataclasses import dataclass, field
 
 from frame.engine.dynamic_shapes import make_dynamic
+from frame.engine.io.http_settings import HttpSettings
 from frame.engine.static_shapes import probe, structure_with_small_values
 from frame.errors import UsageError
 
@@ -59,9 +60,10 @@ class VaeShapes:
         return None
 
 
-def check_vae(source: str, tile: int = 32) -> VaeShapes:
-    """Inspect the decoder at ``source`` (path or URL; reads the structure and small constants only)."""
-    proto = structure_with_small_values(source)
+def check_vae(source: str, tile: int = 32, http: HttpSettings | None = None) -> VaeShapes:
+    """Inspect the decoder at ``source`` (path or URL, read with ``http``; reads the structure and small
+    constants only)."""
+    proto = structure_with_small_values(source, http)
     spec = next((v for v in proto.graph.input if v.name == INPUT), None)
     if spec is None:
         return VaeShapes(None, True)

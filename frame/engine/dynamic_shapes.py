@@ -31,6 +31,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from frame.engine.io.http_settings import HttpSettings
 from frame.engine.static_shapes import constant_values, fill_small_values, probe, tensor_dims
 from frame.errors import UsageError
 
@@ -271,12 +272,13 @@ def make_dynamic(proto: onnx.ModelProto, where: str = "model") -> onnx.ModelProt
     return out
 
 
-def dynamic_structure(proto: onnx.ModelProto, weights: dict) -> onnx.ModelProto:
+def dynamic_structure(proto: onnx.ModelProto, weights: dict, http: HttpSettings | None = None) -> onnx.ModelProto:
     """``make_dynamic`` for ``load_model(transform=...)``: ``proto`` as the protobuf scanner reads it
     (initializers without data) and the model's weight references. Only the small constants (shapes,
     scales) are read; the rewrite adds a few Shape/Slice/Concat nodes and small constants, and every
-    weight stays where it was, streamed as before."""
-    return make_dynamic(fill_small_values(proto, weights))
+    weight stays where it was, streamed as before. ``http``: how a URL's constants are read (bind it with
+    ``functools.partial`` for a loader of URLs)."""
+    return make_dynamic(fill_small_values(proto, weights, http))
 
 
 def _first_baked_reshape(graph: onnx.GraphProto, at_probe: dict) -> int | None:

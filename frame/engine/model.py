@@ -27,6 +27,7 @@ from frame.engine.errors import ModelFormatError, NodeError, UnsupportedModelErr
 from frame.engine.executor import Executor
 from frame.engine.io import cached_model
 from frame.engine.io.fetch_stats import format_bytes
+from frame.engine.io.http_settings import HttpSettings
 from frame.engine.io.protobuf_index import scan_model
 from frame.engine.io.sources import SourcePool, is_url
 from frame.engine.io.weight_cache import WeightCache
@@ -97,20 +98,21 @@ def _scanned(pool: SourcePool, source: str):
 StructureTransform = Callable[[onnx.ModelProto, dict], onnx.ModelProto]
 
 
-def read_structure(source: str | onnxstream.OnnxStreamSource, transform: StructureTransform | None = None
-                   ) -> _Structure:
+def read_structure(source: str | onnxstream.OnnxStreamSource, transform: StructureTransform | None = None,
+                   http: HttpSettings | None = None) -> _Structure:
     """The model without weight bytes, with every node bound (or a problem line for it).
 
     An OnnxStream model (a folder holding model.txt, that file, or a URL to either) is read by
     ``frame.engine.onnxstream`` into the same structure. ``transform(proto, weights)`` rewrites an
     ONNX structure before its nodes are bound (``dynamic_shapes.dynamic_structure``); initializers it
-    adds carry their data inline, the weights it keeps are still streamed from the file.
+    adds carry their data inline, the weights it keeps are still streamed from the file. ``http``: how
+    a URL is read (token, retries, the weight cache's kept structure; None: the defaults).
     """
     if onnxstream.is_onnxstream_source(source):
         if transform is not None:
             raise UsageError(f"{source}: an OnnxStream model cannot be rewritten at load")
-        return onnxstream.read_structure(source)  # type: ignore[return-value]
-    pool = SourcePool()
+        return onnxstream.read_structure(source, http)  # type: ignore[return-value]
+    pool = SourcePool(http)
     try:
         scanned = _scanned(pool, source)
     finally:
@@ -321,7 +323,8 @@ def _as_declared(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 def load_model(source: str | onnxstream.OnnxStreamSource, weights: str | WeightsProvider = "prefetch",
                attention_slices: int | None = None, attention_budget_bytes: int = 16 << 20,
-               transform: StructureTransform | None = None, loras: Sequence[LoraUse] = ()) -> Model:
+               transform: StructureTransform | None = None, loras: Sequence[LoraUse] = (),
+               http: HttpSettings | None = None) -> Model:
     """Load an ONNX model, or an OnnxStream model folder, from a path or http(s) URL for streaming execution.
 
     ``weights``: "nocache", "prefetch" (default; "http" prefetching for URLs), "ram", "http", or a
@@ -329,6 +332,7 @@ def load_model(source: str | onnxstream.OnnxStreamSource, weights: str | Weights
     slices per attention head; by default they follow ``attention_budget_bytes``. ``transform``
     rewrites the structure before it is bound (see ``read_structure``). ``loras``: LoRA changes added
     to their weights as they stream (``frame.engine.lora``); ``model.lora_report`` says what matched.
+    ``http``: how URLs are read, by the structure scan and the weights provider (None: the defaults).
     Raises UnsupportedModelError listing every node that cannot run, before any compute.
     Side effect (glibc only, once per process): freed buffers over 1 MB go straight back to the OS
     (see ``frame.engine.memory``), which keeps peak RSS close to the live tensors.
@@ -338,10 +342,10 @@ def load_model(source: str | onnxstream.OnnxStreamSource, weights: str | Weights
     if attention_slices is not None and attention_slices < 1:
         raise UsageError(f"attention_slices must be at least 1, got {attention_slices}")
     return_freed_buffers_to_os()
-    structure = read_structure(source, transform)
+    structure = read_structure(source, transform, http)
     if structure.problems:
         raise UnsupportedModelError(structure.problems)
-    provider = make_provider(weights, is_url(str(source)))
+    provider = make_provider(weights, is_url(str(source)), http)
     attention = AttentionConfig(attention_slices, attention_budget_bytes)
     model = Model(source, provider, structure, attention, loras)
     del structure

@@ -19,6 +19,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from frame.engine.io.http_settings import HttpSettings
 from frame.engine.model import read_structure
 from frame.engine.providers.prefetch import NoCache
 
@@ -43,16 +44,17 @@ def tensor_dims(value: onnx.ValueInfoProto) -> tuple | None:
     return tuple(d.dim_value if d.HasField("dim_value") else None for d in value.type.tensor_type.shape.dim)
 
 
-def structure_with_small_values(source: str) -> onnx.ModelProto:
-    """The model without its large weights (dims kept) but with every small constant tensor filled in."""
-    structure = read_structure(source)
-    return fill_small_values(structure.proto, structure.weights)
+def structure_with_small_values(source: str, http: HttpSettings | None = None) -> onnx.ModelProto:
+    """The model without its large weights (dims kept) but with every small constant tensor filled in
+    (a URL read with ``http``; None: the defaults)."""
+    structure = read_structure(source, http=http)
+    return fill_small_values(structure.proto, structure.weights, http)
 
 
-def fill_small_values(proto: onnx.ModelProto, weights: dict) -> onnx.ModelProto:
+def fill_small_values(proto: onnx.ModelProto, weights: dict, http: HttpSettings | None = None) -> onnx.ModelProto:
     """``proto`` (from the protobuf scanner: initializers without data) with the data of every
-    initializer of at most ``SMALL_BYTES`` read back in, in place; returns ``proto``."""
-    provider = NoCache()  # a provider's reads: from the weight cache too, when it is on
+    initializer of at most ``SMALL_BYTES`` read back in, in place (URLs read with ``http``); returns ``proto``."""
+    provider = NoCache(http=http)  # a provider's reads: from the weight cache too, when it is on
     try:
         for tensor in proto.graph.initializer:
             ref = weights[tensor.name]

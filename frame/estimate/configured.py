@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from frame.config import state_dir
 from frame.diffusion.configured import PipelineSetup, pipeline_setup
 from frame.diffusion.sizes import night_size
-from frame.engine.io import http_settings
+from frame.engine.io.http_settings import HttpSettings
 from frame.engine.model import read_structure
 from frame.estimate import pi
 from frame.estimate.machine import Throughput, component_leaders, heaviest_signatures, measure_throughput, read_rate
@@ -70,11 +70,11 @@ def alternative_mode(tonight: str) -> str:
     return "sequential" if tonight in ("shared", "batched") else "shared"
 
 
-def weight_location(source: Any) -> str | None:
+def weight_location(source: Any, http: HttpSettings | None = None) -> str | None:
     """The biggest weight file of a component source (local path or URL), for the read-rate probe."""
     text = str(getattr(source, "weights_folder", None) or source)
     if text.startswith(("http://", "https://")):  # the file holding the largest weight (data file or model.onnx)
-        refs = [r for r in read_structure(source).weights.values() if r.location]
+        refs = [r for r in read_structure(source, http=http).weights.values() if r.location]
         return max(refs, key=lambda r: r.nbytes).location if refs else None
     path = Path(text)
     folder = path if path.is_dir() else path.parent
@@ -88,7 +88,8 @@ def _plans(pipe: Any, config: Config, setup: PipelineSetup, size: tuple[int, int
     fixed batch leaves no other way)."""
     model = config.model
     kwargs = dict(vae_tile=setup.vae_tile, vae_tile_overlap=setup.vae_tile_overlap, choose_texts=texts,
-                  choose_tokens=tokens, memory_limit_mb=setup.memory_limit_mb, weights=setup.weights)
+                  choose_tokens=tokens, memory_limit_mb=setup.memory_limit_mb, weights=setup.weights,
+                  http=setup.http)
     tonight = build_plan(pipe, *size, steps, model.guidance, model.sampler, **kwargs)
     if not tonight.guided or not alternative:
         return tonight, None
@@ -116,9 +117,8 @@ def estimate_config(config: Config, pipe: Any = None, steps: int | None = None, 
     setup = pipeline_setup(config)  # as the render's: model.token, the URL's user:password, timeouts, cache
     if pipe is None:
         pipe = setup.load()
-    with http_settings.using(setup.http):  # counting and the read probe fetch as the render does
-        return _estimate(config, setup, pipe, steps, size, measure_seconds, link_bytes, ratings, rates, texts, cpu,
-                         alternative, rates_dir, choose_tokens)
+    return _estimate(config, setup, pipe, steps, size, measure_seconds, link_bytes, ratings, rates, texts, cpu,
+                     alternative, rates_dir, choose_tokens)
 
 
 def _estimate(config: Config, setup: PipelineSetup, pipe: Any, steps: int | None, size: tuple[int, int] | None,
@@ -127,7 +127,7 @@ def _estimate(config: Config, setup: PipelineSetup, pipe: Any, steps: int | None
               choose_tokens: int | None) -> ConfiguredEstimate:
     model = config.model
     if getattr(pipe, "vae_peak_mb", None) is None:  # as the render worker sets it: the same VAE tiles
-        pipe.vae_peak_mb = peak_counter(pipe, setup.weights)
+        pipe.vae_peak_mb = peak_counter(pipe, setup.weights, setup.http)
     size = size or night_size(config, pipe)
     if isinstance(texts, TonightTexts):  # only the texts not kept from earlier nights are embedded
         texts, choose_tokens = count_new_for(pipe, texts, state_dir(config))
@@ -142,9 +142,9 @@ def _estimate(config: Config, setup: PipelineSetup, pipe: Any, steps: int | None
     if rates is None:
         rates = measure_throughput(heaviest_signatures(weighted), budget_seconds=measure_seconds, cpu=cpu,
                                    required=component_leaders(weighted))
-        location = weight_location(pipe.unet_source)
-        if location:
-            rates = rates.with_read(read_rate(location))
+        location = weight_location(pipe.unet_source, setup.http)  # counting and the read probe fetch as
+        if location:                                               # the render does (setup.http)
+            rates = rates.with_read(read_rate(location, http=setup.http))
             measured = location
         if rates_dir is not None:
             save_rates(rates_dir, rates)

@@ -22,6 +22,7 @@ import numpy as np
 from frame.diffusion.guidance_plan import precision_of
 from frame.engine import blas_threads as bt
 from frame.engine import graph as g
+from frame.engine.io.http_settings import HttpSettings
 from frame.engine.io.sources import SourcePool
 from frame.engine.model import Model, read_structure
 from frame.engine.ops.conv import FUSED_MIN_INPUT_PIXELS
@@ -245,7 +246,7 @@ def _step_costs(steps: list[g.Step], work: list[Work], owner: list[int | None], 
     return costs
 
 
-def _read_small_integer_weights(weights: Mapping, in_proto: set[str]) -> None:
+def _read_small_integer_weights(weights: Mapping, in_proto: set[str], http: HttpSettings | None = None) -> None:
     """Give small weights stored outside the proto their values (OnnxStream keeps reshape targets,
     axes and scalars as ``.bin`` files): shape inference needs them; a few bytes each."""
 
@@ -254,7 +255,7 @@ def _read_small_integer_weights(weights: Mapping, in_proto: set[str]) -> None:
                                                          else SMALL_FLOAT_BYTES)]
     if not small:
         return
-    pool = SourcePool()
+    pool = SourcePool(http)
     try:
         for ref in small:
             ref.value = ref.decode(pool.get(ref.location).read_at(ref.offset, ref.length)).copy()
@@ -263,15 +264,17 @@ def _read_small_integer_weights(weights: Mapping, in_proto: set[str]) -> None:
 
 
 def count_graph(source, input_shapes: Mapping[str, Sequence[int]],  # noqa: ANN001 - path, URL or OnnxStream source
-                attention_budget: int = 16 << 20, structure=None) -> GraphCount:  # noqa: ANN001
+                attention_budget: int = 16 << 20, structure=None,  # noqa: ANN001
+                http: HttpSettings | None = None) -> GraphCount:
     """Count one evaluation of ``source`` with its inputs at ``input_shapes`` (see the module docstring).
 
-    ``structure``: ``read_structure(source)`` if the caller has it already (it is consumed)."""
+    ``structure``: ``read_structure(source)`` if the caller has it already (it is consumed); ``http``:
+    how a URL is read, as the render reads it (token, retries, weight cache; None: the defaults)."""
     started = time.perf_counter()
-    structure = structure if structure is not None else read_structure(source)
+    structure = structure if structure is not None else read_structure(source, http=http)
     read_seconds = time.perf_counter() - started
-    fill_small_values(structure.proto, structure.weights)
-    _read_small_integer_weights(structure.weights, {t.name for t in structure.proto.graph.initializer})
+    fill_small_values(structure.proto, structure.weights, http)
+    _read_small_integer_weights(structure.weights, {t.name for t in structure.proto.graph.initializer}, http)
     table = infer_shapes(structure.proto, structure.weights, structure.nodes, input_shapes)
     weights = structure.weights
     weight_names = set(weights)

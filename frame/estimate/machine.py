@@ -39,7 +39,7 @@ import onnx
 from onnx import helper
 
 from frame.engine import load_model
-from frame.engine.io.http_settings import current
+from frame.engine.io.http_settings import HttpSettings
 from frame.estimate.counting import count_graph
 from frame.estimate.probes import build_probe, decode_probe, matmul_probe, probe_model
 from frame.estimate.signature import Signature
@@ -326,14 +326,15 @@ def _kind_averages(rates: dict[Signature, float], weights: dict[Signature, float
     return averages
 
 
-def read_rate(location: str, max_bytes: int = 64 << 20, max_seconds: float = 2.0) -> float | None:
+def read_rate(location: str, max_bytes: int = 64 << 20, max_seconds: float = 2.0,
+              http: HttpSettings | None = None) -> float | None:
     """Bytes per second reading ``location`` (a local file or an http(s) URL) sequentially.
 
     Local files are read with plain ``pread`` (a file already in the page cache reads at memory
     speed, as it will during the night if it stays cached); URLs with one Range request.
     """
     if location.startswith(("http://", "https://")):
-        return _url_rate(location, max_bytes, max_seconds)
+        return _url_rate(location, max_bytes, max_seconds, http or HttpSettings())
     try:
         size = os.path.getsize(location)
         fd = os.open(location, os.O_RDONLY)
@@ -354,12 +355,12 @@ def read_rate(location: str, max_bytes: int = 64 << 20, max_seconds: float = 2.0
     return done / seconds if done and seconds > 0 else None
 
 
-def _url_rate(url: str, max_bytes: int, max_seconds: float) -> float | None:
-    """One Range request, with the current ``HttpSettings``' token for the model's origin (a
+def _url_rate(url: str, max_bytes: int, max_seconds: float, http: HttpSettings) -> float | None:
+    """One Range request, with ``http``'s token for the model's origin (a
     ``user:password@`` in the URL is sent as basic auth by requests)."""
     import requests
 
-    headers = {"Range": f"bytes=0-{max_bytes - 1}", **current().headers_for(url)}
+    headers = {"Range": f"bytes=0-{max_bytes - 1}", **http.headers_for(url)}
     try:
         started = time.perf_counter()
         with requests.get(url, headers=headers, stream=True, timeout=5) as response:

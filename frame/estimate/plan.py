@@ -32,6 +32,7 @@ from frame.diffusion import guidance_plan, vae
 from frame.diffusion.conditioning import pass_sizes, texts_per_pass
 from frame.diffusion.model_info import SDXL
 from frame.diffusion.onnxstream_layout import OnnxStreamFiles
+from frame.engine.io.http_settings import HttpSettings
 from frame.engine.model import read_structure
 from frame.estimate import memory, vae_memory
 from frame.estimate.choice import minimum_steps
@@ -137,22 +138,22 @@ def unet_shapes(declared: dict[str, tuple], batch: int, latent: tuple[int, int])
     return shapes
 
 
-def _count(source, wanted) -> GraphCount:  # noqa: ANN001
+def _count(source, wanted, http: HttpSettings | None) -> GraphCount:  # noqa: ANN001
 
-    structure = read_structure(source)
-    return count_graph(source, wanted(declared_inputs(structure)), structure=structure)
+    structure = read_structure(source, http=http)
+    return count_graph(source, wanted(declared_inputs(structure)), structure=structure, http=http)
 
 
 def _vae_run(pipe, latent: tuple[int, int], tile: int | None, overlap: int,  # noqa: ANN001
-             limit_mb: float | None) -> tuple[object, Shape, int, str | None]:
+             limit_mb: float | None, http: HttpSettings | None) -> tuple[object, Shape, int, str | None]:
     """(decoder source, input latent size, evaluations, note) for the decode of ``latent``: the layout
     ``frame.diffusion.vae.layout_for`` gives the render, with the pipeline's own peak function (the
     render worker's, ``vae_memory.peak_counter``) and memory limit."""
     h, w = latent
-    peak_mb = getattr(pipe, "vae_peak_mb", None) or vae_memory.peak_counter(pipe)
+    peak_mb = getattr(pipe, "vae_peak_mb", None) or vae_memory.peak_counter(pipe, http=http)
     if isinstance(pipe.files, OnnxStreamFiles):  # its 32x32 tile decoder, or a whole one (fixed or any size)
         source = pipe.files.vae_for(h, w, None)
-        dims = declared_inputs(read_structure(source)).get("latent_sample", ())
+        dims = declared_inputs(read_structure(source, http=http)).get("latent_sample", ())
         static = tuple(dims[2:]) if len(dims) == 4 and all(isinstance(d, int) for d in dims[2:]) else None
         layout = vae.layout_for(latent, static, tile, overlap, None, peak_mb, limit_mb)  # type: ignore[arg-type]
         return source, layout.tile, layout.count, None
@@ -200,22 +201,23 @@ def guidance_mode_tonight(pipe, settings, batch_dim, precision: str, requested: 
 def build_plan(pipe, width: int, height: int, steps: int | None, guidance: float | None, sampler: str | None,  # noqa: ANN001
                guidance_mode: str | None = None, memory_limit_mb: float | None = None, vae_tile: int | None = None,
                vae_tile_overlap: int = 8, choose_texts: int = 0, choose_tokens: int | None = None,
-               weights: str = "prefetch") -> NightPlan:
+               weights: str = "prefetch", http: HttpSettings | None = None) -> NightPlan:
     """Count every component of ``pipe`` (a ``frame.diffusion.Pipeline``) for one night's settings.
 
     ``guidance_mode``: how the guidance passes run; None: as tonight's render would run them
     (``guidance_mode_tonight`` with ``memory_limit_mb``, the worker's limit; None there: the
     pipeline's own ``memory_limit_mb``). ``choose_tokens``: the positions a choose pass computes
     (``frame.diffusion.conditioning.through_end_of_text``; None: all 77). ``weights``: the engine
-    provider the render reads the weights with (its read-ahead counts in the peaks)."""
+    provider the render reads the weights with (its read-ahead counts in the peaks); ``http``: how the
+    render reads a URL model (``PipelineSetup.http``: token, retries, weight cache)."""
     settings = pipe.settings("estimate", "negative", steps, guidance, sampler, 0, width, height,
                              warn=False)  # a count: the render says the warnings
     info = pipe.info
     latent = (height // info.vae_factor, width // info.vae_factor)
-    structure = _structure(pipe.unet_source)
+    structure = read_structure(pipe.unet_source, http=http)
     unet_declared = declared_inputs(structure)
     batch_dim = unet_declared.get("sample", (None,))[0]
-    unet = count_graph(pipe.unet_source, unet_shapes(unet_declared, 1, latent), structure=structure)
+    unet = count_graph(pipe.unet_source, unet_shapes(unet_declared, 1, latent), structure=structure, http=http)
     limit = memory_limit_mb if memory_limit_mb is not None else getattr(pipe, "memory_limit_mb", None)
     peaks = counted_peaks_mb(unet, str(pipe.files.source).startswith(("http://", "https://")), weights)
     mode, reason = guidance_mode_tonight(pipe, settings, batch_dim, unet.precision, guidance_mode, limit, peaks)
@@ -223,26 +225,26 @@ def build_plan(pipe, width: int, height: int, steps: int | None, guidance: float
                      settings.guidance, settings.guided, mode, info.turbo, guidance_reason=reason,
                      counted_peaks_mb=peaks)
     if plan.batched and batch_dim != 2:
-        unet = count_graph(pipe.unet_source, unet_shapes(unet_declared, 2, latent))
+        unet = count_graph(pipe.unet_source, unet_shapes(unet_declared, 2, latent), http=http)
     evaluations = 2 if plan.guided and mode == "sequential" else 1
     plan.runs.append(Run("unet", "unet", unet, evaluations, per_step=True,
                          items=2 if plan.guided and mode == "shared" else 1))
     prompts = 2 if settings.guided else 1
     for encoder in pipe.encoders:
-        count = _count(encoder.source, lambda d: {k: concrete(v, (1, TOKENS)) for k, v in d.items()})
+        count = _count(encoder.source, lambda d: {k: concrete(v, (1, TOKENS)) for k, v in d.items()}, http)
         plan.runs.append(Run("text", encoder.name, count, prompts))
     if choose_texts:  # the picker's texts in shared passes (frame.diffusion.conditioning.pass_sizes)
         last = plan.runs_of("text")[-1]
         count = last.count
         if choose_tokens is not None and 0 < choose_tokens < TOKENS:  # a fixed sequence length stays 77
             count = _count(pipe.encoders[-1].source,
-                           lambda d: {k: concrete(v, (1, choose_tokens)) for k, v in d.items()})
+                           lambda d: {k: concrete(v, (1, choose_tokens)) for k, v in d.items()}, http)
         positions = count.input_shapes.get("input_ids", (1, TOKENS))[-1]  # 77 where the export fixes it
         sizes = pass_sizes(choose_texts, texts_per_pass(positions))  # counted as long as the first (+1 at most)
         plan.runs.append(Run("choose", last.name, count, len(sizes), items=sizes[0]))
-    source, tile_hw, tiles, note = _vae_run(pipe, latent, vae_tile, vae_tile_overlap, limit)
+    source, tile_hw, tiles, note = _vae_run(pipe, latent, vae_tile, vae_tile_overlap, limit, http)
     # at the tile size even where the export declares another (the render overrides it, vae_shapes)
-    decoder = _count(source, lambda d: {k: (1, 4, *tile_hw) for k in d})
+    decoder = _count(source, lambda d: {k: (1, 4, *tile_hw) for k in d}, http)
     plan.runs.append(Run("vae", "vae_decoder", decoder, tiles))
     plan.tiles = tiles
     if note:
@@ -250,11 +252,6 @@ def build_plan(pipe, width: int, height: int, steps: int | None, guidance: float
     if info.kind == SDXL and settings.guided and not info.force_zeros_for_empty_prompt:
         plan.notes.append("SDXL negative prompt encoded by both text encoders")
     return plan
-
-
-def _structure(source):  # noqa: ANN001, ANN202
-
-    return read_structure(source)
 
 
 def choose_texts(config, ratings: int | None = None, feed_items: int = 0, rated_prompts: int | None = None) -> int:  # noqa: ANN001

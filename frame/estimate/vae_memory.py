@@ -18,6 +18,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from frame.engine.io.http_settings import HttpSettings
 from frame.engine.memory import trim_free_memory
 from frame.estimate import memory
 from frame.estimate.counting import count_graph
@@ -28,15 +29,17 @@ MB = 1 << 20
 LATENT = "latent_sample"
 
 
-def count_at(source: Any, tile: tuple[int, int]) -> Any:
+def count_at(source: Any, tile: tuple[int, int], http: HttpSettings | None = None) -> Any:
     """``count_graph`` of the decoder at ``source`` for one (1, 4, height, width) latent tile (a fixed
     declared size is overridden: the render runs such a decoder at the tile size too)."""
-    return count_graph(source, {LATENT: (1, 4, *tile)})
+    return count_graph(source, {LATENT: (1, 4, *tile)}, http=http)
 
 
-def peak_counter(pipe: Any, weights: str = "prefetch") -> Callable[[tuple[int, int]], float | None]:
+def peak_counter(pipe: Any, weights: str = "prefetch",
+                 http: HttpSettings | None = None) -> Callable[[tuple[int, int]], float | None]:
     """MB the render worker peaks at while ``pipe``'s VAE decoder decodes one tile of that size.
-    ``weights``: the engine provider name (``PipelineSetup.weights``: "auto" already resolved)."""
+    ``weights``: the engine provider name (``PipelineSetup.weights``: "auto" already resolved);
+    ``http``: how a URL decoder is read (``PipelineSetup.http``, the pipeline's own)."""
     url = str(pipe.files.source).startswith(("http://", "https://"))
     provider = memory.provider_for(weights, url)
     source = pipe.vae_source
@@ -46,7 +49,7 @@ def peak_counter(pipe: Any, weights: str = "prefetch") -> Callable[[tuple[int, i
         tile = (int(tile[0]), int(tile[1]))
         if tile not in kept:
             try:
-                count = count_at(source, tile)
+                count = count_at(source, tile, http)
                 kept[tile] = round((memory.component_peak(count, provider) + memory.PIPELINE_BYTES) / MB, 1)
             except Exception as exc:  # noqa: BLE001 - an uncountable decoder keeps the default tile
                 log.info("vae_decoder not counted at %dx%d (%s): the default tile", *tile, exc)

@@ -40,4 +40,4 @@ def _vae_peak_counter(pipe: Any, config: Config) -> Any:
     from frame.diffusion.configured import engine_weights
     from frame.estimate.vae_memory import peak_counter
 
-    return peak_counter(pipe, engine_weights(config.model.weights))
+    return peak_counter(pipe, engine_weights(config.model.weights), pipe.http)

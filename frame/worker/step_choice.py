@@ -106,7 +106,7 @@ def check_memory_for_counting(pipe: Any) -> None:
     """FrameError if counting the UNet would not fit in the memory available now."""
     from frame.engine.model import read_structure
 
-    nodes = len(read_structure(pipe.unet_source).nodes)
+    nodes = len(read_structure(pipe.unet_source, http=getattr(pipe, "http", None)).nodes)
     needed = COUNT_BASE_BYTES + COUNT_BYTES_PER_NODE * nodes
     free = available_bytes()
     if free is not None and needed > free:

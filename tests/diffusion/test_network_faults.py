@@ -16,7 +16,6 @@ import pytest
 from frame.diffusion import load_pipeline
 from frame.engine import load_model
 from frame.engine.errors import WeightFetchError
-from frame.engine.io import http_settings
 from frame.engine.io.http_settings import HttpSettings
 from frame.engine.providers import HttpPrefetch
 from frame.models import demo_model_path
@@ -62,8 +61,7 @@ def night(server: RangeServer, cache, clock: FakeClock, callback=None, **overrid
     settings = HttpSettings(timeout=0.25, clock=clock, **overrides)
 
     def load(source: str):  # the real HTTP provider, with a small read-ahead so fetches run all through a step
-        with http_settings.using(settings):
-            return load_model(source, weights=HttpPrefetch(budget_bytes=64 << 10))
+        return load_model(source, weights=HttpPrefetch(budget_bytes=64 << 10, http=settings), http=settings)
 
     pipe = load_pipeline(server.url(""), cache_dir=cache, http=settings, loader=load)
     return np.asarray(paint(pipe, "a lighthouse", callback=callback, **RENDER))

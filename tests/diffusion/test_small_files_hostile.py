@@ -15,7 +15,6 @@ import pytest
 from frame.diffusion.model_files import ModelFiles
 from frame.diffusion.onnxstream_layout import OnnxStreamFiles
 from frame.engine.errors import WeightFetchError
-from frame.engine.io import http_settings
 from frame.engine.io.http_settings import HttpSettings
 from frame.engine.io.small_files import MAX_BYTES
 
@@ -128,12 +127,11 @@ def test_one_byte_at_a_time_ends_at_the_give_up_deadline(hostile, tmp_path):
 
 def test_onnxstream_small_files_have_the_same_limits(hostile, tmp_path):
     started = time.monotonic()
-    with http_settings.using(SETTINGS), pytest.raises(WeightFetchError, match=r"tokenizer/vocab.txt: no "
-                                                                              r"complete answer within 2 s"):
-        OnnxStreamFiles(url(hostile, "drip"), cache_dir=tmp_path)
+    with pytest.raises(WeightFetchError, match=r"tokenizer/vocab.txt: no complete answer within 2 s"):
+        OnnxStreamFiles(url(hostile, "drip"), cache_dir=tmp_path, http=SETTINGS)
     assert time.monotonic() - started < 5
-    with http_settings.using(SETTINGS), pytest.raises(WeightFetchError, match=r"compressed"):
-        OnnxStreamFiles(url(hostile, "gzip"), cache_dir=tmp_path)
+    with pytest.raises(WeightFetchError, match=r"compressed"):
+        OnnxStreamFiles(url(hostile, "gzip"), cache_dir=tmp_path, http=SETTINGS)
 
 
 def test_config_checks_probe_ends_when_headers_dribble(hostile):

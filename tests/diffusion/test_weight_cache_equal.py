@@ -8,7 +8,7 @@ import shutil
 import numpy as np
 import pytest
 
-from frame.engine.io.http_settings import HttpSettings, using
+from frame.engine.io.http_settings import HttpSettings
 from frame.engine.model import load_model
 from frame.models import demo_model_path
 from tests.modelserver.conftest import Served
@@ -27,9 +27,8 @@ def _unet(source: str, settings: HttpSettings | None = None) -> np.ndarray:
     feeds = {"sample": rng.standard_normal((2, 4, 20, 32)).astype(np.float32),
              "timestep": np.array([500.0], np.float32),
              "encoder_hidden_states": rng.standard_normal((2, 77, 32)).astype(np.float32)}
-    with using(settings):
-        with load_model(source) as model:
-            return model.run(feeds)["out_sample"]
+    with load_model(source, http=settings) as model:
+        return model.run(feeds)["out_sample"]
 
 
 def test_a_unet_from_the_cache_equals_the_streamed_and_the_local_one(served, tmp_path):

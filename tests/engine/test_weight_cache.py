@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from frame.engine import load_model
-from frame.engine.io import http_settings
 from frame.engine.io.http_settings import HttpSettings
 from tests.engine import builders
 from tests.modelserver.conftest import Served
@@ -34,7 +33,7 @@ def night(url, feeds, cache_dir, max_bytes=1 << 30):
     the bytes a whole fetch reads: each file's span of weights (the int64s embedded in model.onnx are a
     few bytes of protobuf framing apart, read along with them)."""
     settings = HttpSettings(cache_dir=str(cache_dir), cache_max_bytes=max_bytes, backoff=0.01)
-    with http_settings.using(settings), load_model(url) as model:
+    with load_model(url, http=settings) as model:
         files = {r.location for r in model.streamed_weights}
         assert len(files) == PROBES
         before = model.fetch_stats

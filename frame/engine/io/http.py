@@ -30,7 +30,6 @@ import urllib3
 
 from frame.config.redact import redact_text, redact_url
 from frame.engine.errors import ServerUnreachable, SourceTruncated, WeightFetchError
-from frame.engine.io import http_settings
 from frame.engine.io.fetch_stats import FetchStats
 from frame.engine.io.http_settings import HttpSettings
 
@@ -138,7 +137,7 @@ class HttpSource:
 
     def __init__(self, url: str, settings: HttpSettings | None = None, stats: FetchStats | None = None,
                  **overrides) -> None:
-        base = settings or http_settings.current()
+        base = settings or HttpSettings()
         self.settings = dataclasses.replace(base, **overrides) if overrides else base
         self.url = url
         self.location = redact_url(url)  # what messages and logs show

@@ -1,12 +1,12 @@
 """How model URLs are fetched: timeouts, how long to keep retrying, the bearer token, the weight cache.
 
 One ``HttpSettings`` value describes it: plain typed fields, never the configuration (which
-``frame.diffusion.configured.http_settings_for`` turns into this value, above the engine). The pipeline
-passes it explicitly to ``ModelFiles`` and to its loader; the loader makes it
-current (``using``) while the engine loads a component, so every ``SourcePool`` the engine opens on
-the way (structure scan, weights provider, VAE shape probe) picks it up when it is created, without
-threading one more argument through each of them. A ``SourcePool`` keeps what was current when it was
-made, so the prefetch thread (which has no context of its own) uses the same settings.
+``frame.diffusion.configured.http_settings_for`` turns into this value, above the engine). It travels
+one way only, as an explicit ``http`` argument: the pipeline passes it to ``ModelFiles`` and its loader,
+``load_model`` to the structure scan and the weights provider, each of those to the ``SourcePool`` it
+opens; the VAE shape probe, the encoder identity and the estimate's counting and read probe take it the
+same way. There is no context variable (``tests/engine/test_http_settings_explicit.py`` keeps it so): a
+value that arrives as an argument is the same on the prefetch thread and in the caller.
 
 Retries are bounded by time, not by count: a NAS that sleeps for a minute at the start of the night,
 or Wi-Fi that drops for half a minute mid-step, costs waiting, not the night. ``give_up_seconds`` of
@@ -19,9 +19,6 @@ another host a URL might point at.
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -66,24 +63,3 @@ def origin(url: str) -> str:
     except ValueError:
         port = 0
     return f"{parts.scheme}://{(parts.hostname or '').lower()}:{port}"
-
-
-_CURRENT: contextvars.ContextVar[HttpSettings | None] = contextvars.ContextVar("frame_http_settings", default=None)
-
-
-def current() -> HttpSettings:
-    """The settings made current by ``using``, else the defaults."""
-    return _CURRENT.get() or HttpSettings()
-
-
-@contextlib.contextmanager
-def using(settings: HttpSettings | None) -> Iterator[None]:
-    """Make ``settings`` current for the ``with`` block (``None``: leave the current ones)."""
-    if settings is None:
-        yield
-        return
-    token = _CURRENT.set(settings)
-    try:
-        yield
-    finally:
-        _CURRENT.reset(token)

@@ -19,8 +19,8 @@ from urllib.parse import urljoin, urlsplit
 import numpy as np
 
 from frame.engine.errors import ModelFormatError, SourceTruncated
-from frame.engine.io import http_settings
 from frame.engine.io.fetch_stats import FetchStats
+from frame.engine.io.http_settings import HttpSettings
 
 
 class ByteSource(Protocol):
@@ -134,12 +134,12 @@ class SourcePool:
     """Opens each location once and shares it (many tensors live in one external-data file).
 
     Every source it opens counts the bytes it reads in ``stats`` (see ``frame.engine.io.fetch_stats``).
-    URLs are read with the ``HttpSettings`` current when the pool was made, with ``http_options``
-    (``timeout=``, ``retries=``, ...) overriding single fields.
+    URLs are read with ``http`` (the defaults when None), with ``http_options`` (``timeout=``,
+    ``retries=``, ...) overriding single fields.
     """
 
-    def __init__(self, http_options: dict | None = None) -> None:
-        self.http_settings = http_settings.current()
+    def __init__(self, http: HttpSettings | None = None, http_options: dict | None = None) -> None:
+        self.http_settings = http or HttpSettings()
         self._http_options = dict(http_options or {})
         self._sources: dict[str, ByteSource] = {}
         self._lock = threading.Lock()

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 from frame.config.redact import redact_url
 from frame.engine.errors import EngineError, ModelFormatError, WeightDataError
+from frame.engine.io.http_settings import HttpSettings
 from frame.engine.io.sources import SourcePool, is_url
 from frame.engine.onnxstream.activations import parse_range_data, quantise_activations
 from frame.engine.onnxstream.build import Structure, WeightFile, build_structure
@@ -135,15 +136,16 @@ class LocalResolver:
 class UrlResolver:
     """Weight URLs next to model.txt; conv weight layout decided by probing the first one."""
 
-    def __init__(self, folder: str) -> None:
+    def __init__(self, folder: str, http: HttpSettings | None = None) -> None:
         self.folder = folder
+        self.http = http
         self.conv_nhwc: bool | None = None
 
     def __call__(self, file_name: str) -> WeightFile:
         if "_nchw.bin" not in file_name:
             return WeightFile(join(self.folder, file_name))
         if self.conv_nhwc is None:
-            self.conv_nhwc = not _url_exists(join(self.folder, file_name))
+            self.conv_nhwc = not _url_exists(join(self.folder, file_name), self.http)
             log.info("%s: conv weights read from %s files", redact_url(self.folder),
                      "_nhwc.bin" if self.conv_nhwc else "_nchw.bin")
         if self.conv_nhwc:
@@ -151,10 +153,10 @@ class UrlResolver:
         return WeightFile(join(self.folder, file_name))
 
 
-def _url_exists(url: str) -> bool:
+def _url_exists(url: str, http: HttpSettings | None = None) -> bool:
     from frame.engine.io.http import HttpSource
 
-    source = HttpSource(url, retries=2, backoff=0.5, timeout=30.0)
+    source = HttpSource(url, http, retries=2, backoff=0.5, timeout=30.0)
     try:
         source.size()
         return True
@@ -164,14 +166,15 @@ def _url_exists(url: str) -> bool:
         source.close()
 
 
-def read_structure(source: str | OnnxStreamSource) -> Structure:
-    """The engine's structure for an OnnxStream model (see the module docstring)."""
+def read_structure(source: str | OnnxStreamSource, http: HttpSettings | None = None) -> Structure:
+    """The engine's structure for an OnnxStream model (see the module docstring); ``http``: how a URL
+    is read (None: the defaults)."""
     spec = source if isinstance(source, OnnxStreamSource) else OnnxStreamSource(str(source))
     model_txt = model_txt_location(spec.location)
     folder = spec.weights_folder or folder_of(model_txt)
     if is_url(folder) and not folder.endswith("/"):
         folder += "/"
-    pool = SourcePool()
+    pool = SourcePool(http)
     try:
         ops = parse_model_text(read_text(model_txt, pool), model_txt)
         transforms = []
@@ -181,7 +184,7 @@ def read_structure(source: str | OnnxStreamSource) -> Structure:
                 transforms.append(quantise_activations(ranges))
     finally:
         pool.close()
-    resolver = UrlResolver(folder) if is_url(folder) else LocalResolver(folder)
+    resolver = UrlResolver(folder, http) if is_url(folder) else LocalResolver(folder)
     structure = build_structure(ops, resolver, model_txt, dict(spec.rename), spec.extra_outputs, transforms)
     if isinstance(resolver, LocalResolver):
         _check_local_files(resolver, structure, folder)

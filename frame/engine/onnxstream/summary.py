@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from frame.engine.io.http_settings import HttpSettings
 from frame.engine.io.sources import SourcePool
 from frame.engine.onnxstream.build import weight_bytes
 from frame.engine.onnxstream.names import unescape
@@ -79,15 +80,15 @@ def weight_files(ops: list[OpLine], conv: str = "nhwc") -> list[str]:
     return list(names)
 
 
-def read_ops(location: str) -> list[OpLine]:
-    """Parsed model.txt of a folder, model.txt path or URL."""
+def read_ops(location: str, http: HttpSettings | None = None) -> list[OpLine]:
+    """Parsed model.txt of a folder, model.txt path or URL (read with ``http``; None: the defaults)."""
     model_txt = model_txt_location(location)
-    pool = SourcePool()
+    pool = SourcePool(http)
     try:
         return parse_model_text(read_text(model_txt, pool), model_txt)
     finally:
         pool.close()
 
 
-def read_summary(location: str) -> ModelSummary:
-    return summarize(read_ops(location))
+def read_summary(location: str, http: HttpSettings | None = None) -> ModelSummary:
+    return summarize(read_ops(location, http))

@@ -20,6 +20,7 @@ import numpy as np
 
 from frame.engine.errors import SourceTruncated, WeightDataError
 from frame.engine.io import cached_model
+from frame.engine.io.http_settings import HttpSettings
 from frame.engine.io.sources import SourcePool, is_url
 from frame.engine.io.weight_cache import WeightCache
 from frame.engine.io.weights import WeightRef
@@ -37,8 +38,8 @@ class WeightsProvider(Protocol):
 class ReadingProvider:
     """Base for providers that read byte ranges from local files or URLs (see ``SourcePool``)."""
 
-    def __init__(self, http_options: dict | None = None) -> None:
-        self.sources = SourcePool(http_options)
+    def __init__(self, http_options: dict | None = None, http: HttpSettings | None = None) -> None:
+        self.sources = SourcePool(http, http_options)
         self.refs: list[WeightRef] = []
         settings = self.sources.http_settings
         self.cache = (WeightCache(settings.cache_dir, settings.cache_max_bytes, self.sources.stats)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from frame.engine.io.http_settings import HttpSettings
 from frame.engine.providers.prefetch import Prefetch
 from frame.engine.providers.registry import register_provider
 
@@ -15,8 +16,9 @@ class HttpPrefetch(Prefetch):
     the full-size SD 1.5 UNet a 64 MB budget raised the peak from 245 to 312 MB over a fast link
     (benchmarks/http_streaming.py) while a Pi's Wi-Fi, slower than its compute, never fills even 32 MB.
     Keyword arguments (``retries``, ``backoff``, ``timeout``, ``give_up_seconds``, ``max_backoff``, ...)
-    override single fields of the current ``HttpSettings`` (``frame.engine.io.http_settings``).
+    override single fields of ``http`` (``frame.engine.io.http_settings``; None: the defaults).
     """
 
-    def __init__(self, budget_bytes: int = 32 << 20, big_weights_ahead: bool = False, **http_options) -> None:
-        super().__init__(budget_bytes, http_options=http_options, big_weights_ahead=big_weights_ahead)
+    def __init__(self, budget_bytes: int = 32 << 20, big_weights_ahead: bool = False,
+                 http: HttpSettings | None = None, **http_options) -> None:
+        super().__init__(budget_bytes, http_options=http_options, big_weights_ahead=big_weights_ahead, http=http)

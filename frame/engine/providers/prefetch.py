@@ -29,6 +29,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from frame.engine.io.http_settings import HttpSettings
 from frame.engine.io.weights import WeightRef
 from frame.engine.providers.base import ReadingProvider
 from frame.engine.providers.registry import register_provider
@@ -52,8 +53,8 @@ class Prefetch(ReadingProvider):
     """Reads ahead in fetch order on a daemon thread, within ``budget_bytes`` of unconsumed data."""
 
     def __init__(self, budget_bytes: int = 16 << 20, http_options: dict | None = None,
-                 big_weights_ahead: bool = False) -> None:
-        super().__init__(http_options)
+                 big_weights_ahead: bool = False, http: HttpSettings | None = None) -> None:
+        super().__init__(http_options, http)
         self.budget_bytes = budget_bytes
         self.big_weights_ahead = big_weights_ahead
         self._ceiling = budget_bytes

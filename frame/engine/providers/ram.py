@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from frame.engine.io.http_settings import HttpSettings
 from frame.engine.io.weights import WeightRef
 from frame.engine.providers.base import ReadingProvider
 from frame.engine.providers.registry import register_provider
@@ -13,8 +14,8 @@ from frame.engine.providers.registry import register_provider
 class Ram(ReadingProvider):
     """Caches each weight on first use; cached arrays are read-only so no op can corrupt them."""
 
-    def __init__(self, http_options: dict | None = None) -> None:
-        super().__init__(http_options)
+    def __init__(self, http_options: dict | None = None, http: HttpSettings | None = None) -> None:
+        super().__init__(http_options, http)
         self._cache: dict[tuple, np.ndarray] = {}
 
     def get(self, ref: WeightRef) -> np.ndarray:

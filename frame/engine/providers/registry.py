@@ -15,6 +15,7 @@ from typing import TypeVar
 
 from frame.config.registry import Registry
 from frame.config.schema import WeightsName
+from frame.engine.io.http_settings import HttpSettings
 from frame.engine.providers.base import WeightsProvider
 from frame.errors import UsageError
 
@@ -50,8 +51,10 @@ def provider_names() -> tuple[str, ...]:
     return PROVIDERS.names()
 
 
-def make_provider(weights: str | WeightsProvider, source_is_url: bool) -> WeightsProvider:
-    """A provider for ``load_model(weights=...)``: a registered name or a provider object.
+def make_provider(weights: str | WeightsProvider, source_is_url: bool,
+                  http: HttpSettings | None = None) -> WeightsProvider:
+    """A provider for ``load_model(weights=...)``: a registered name or a provider object; a named one
+    reads URLs with ``http`` (``frame.engine.io.http_settings``; None: the defaults).
 
     Over a URL a name with a URL variant builds that variant instead ("prefetch", the default, means
     the ``HttpPrefetch`` provider there, whose budget and retries suit a network).
@@ -66,4 +69,4 @@ def make_provider(weights: str | WeightsProvider, source_is_url: bool) -> Weight
         raise UsageError(f"weights={weights!r} needs an http(s) URL as the model source")
     if source_is_url:
         weights = URL_VARIANTS.get(weights, weights)
-    return PROVIDERS[weights]()
+    return PROVIDERS[weights](http=http)
