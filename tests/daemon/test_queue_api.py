@@ -213,3 +213,17 @@ def test_a_model_behind_a_url_is_not_opened_by_the_queue(tmp_path, store):
     assert client.post("/api/prompts", headers=AUTH, json={"prompt": "x", "size": "768x512"}).status_code == 201
     refused = client.post("/api/prompts", headers=AUTH, json={"prompt": "x", "size": "500x500"})
     assert refused.status_code == 400 and "multiples of 8 pixels" in refused.get_json()["error"]
+
+
+def test_a_saved_configuration_reaches_the_queues_checks(config, store, tmp_path):
+    """After the owner saves settings, the API checks a queued prompt against the new configuration
+    (model rules, LoRA folders), not the one the daemon started with."""
+    from dataclasses import replace
+
+    from frame.daemon.http.api import API_KEY
+    from frame.daemon.http.app import update_config
+
+    app = create_app(config, store, token=TOKEN, state_dir=tmp_path)
+    saved = replace(config, model=replace(config.model, steps=7))
+    update_config(app, saved)
+    assert app.extensions[API_KEY].config is saved

@@ -102,8 +102,10 @@ class ApiDeps:
         self.sanitiser = Sanitiser(config.feeds.max_prompt_chars, tuple(config.feeds.blocklist))
 
     def adopt(self, config: Config) -> None:
-        """Take over a configuration the owner saved (``app.update_config``): the shared copy, the
-        prompt limits and blocklist, and whatever the pages registered in ``CONFIG_LISTENERS``."""
+        """Take over a configuration the owner saved (``app.update_config``): the API's own copy (the
+        queue's model rules), the shared copy, the prompt limits and blocklist, and whatever the pages
+        registered in ``CONFIG_LISTENERS``."""
+        self.config = config  # the queue's checks (model rules, LoRA folders) follow the saved settings
         self.shared["config"] = config
         self.sanitiser = Sanitiser(config.feeds.max_prompt_chars, tuple(config.feeds.blocklist))
         for listener in self.shared.get(CONFIG_LISTENERS, []):
