@@ -1,6 +1,6 @@
 """Textual-inversion embeddings: A1111's files read without torch, prompt words expanded to their
-vectors in the token table, and the tiny SD 1.5 pipeline painting diffusers' ``load_textual_inversion``
-picture (references: ``tools/build_ti_fixtures.py``)."""
+vectors in the token table, and the tiny SD 1.5 and SDXL pipelines painting the picture diffusers'
+own pipeline paints after ``load_textual_inversion`` (references: ``tools/build_ti_fixtures.py``)."""
 
 from __future__ import annotations
 
