@@ -37,10 +37,10 @@ from frame.diffusion import (
     vae_shapes,
     vae_tiles,
 )
-from frame.diffusion import noise as noise_sources
 from frame.diffusion import strength as img2img_strength
 from frame.diffusion.model_files import ModelFiles
 from frame.diffusion.model_info import SDXL, ModelInfo, read_model_info
+from frame.diffusion.noise import sources as noise_sources
 from frame.diffusion.onnxstream_layout import OnnxStreamFiles, is_onnxstream_folder
 from frame.diffusion.pngmeta import GenerationParameters
 from frame.diffusion.progress import EtaClock, FetchMeter, Progress

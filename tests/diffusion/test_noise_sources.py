@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from frame.diffusion import load_pipeline
-from frame.diffusion.noise import A1111_RNG, from_a1111, make_noise
 from frame.diffusion.noise.philox import PhiloxNoise, philox4x32
+from frame.diffusion.noise.sources import A1111_RNG, from_a1111, make_noise
 from frame.diffusion.noise.torch_cpu import TorchCpuNoise, fma32
 from frame.diffusion.samplers.base import NoiseSource
 from frame.errors import UsageError

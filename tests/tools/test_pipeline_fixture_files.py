@@ -135,7 +135,7 @@ def test_prompt_embeds_are_the_onnx_text_encoders_output(kind, name):
 
 def test_total_size_under_budget():
     total = sum(f.stat().st_size for f in ROOT.rglob("*") if f.is_file())
-    assert total < 6 * 1024 * 1024, total
+    assert total < 7 * 1024 * 1024, total  # 6 MiB before the LoRA fixtures (issue 31: about 0.7 MB)
 
 
 def test_ddim_from_an_euler_file_follows_the_file():

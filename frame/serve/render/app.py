@@ -32,7 +32,7 @@ from flask import Flask, jsonify, request
 from werkzeug.exceptions import HTTPException
 
 import frame
-from frame.diffusion import noise as noise_sources
+from frame.diffusion.noise import sources as noise_sources
 from frame.diffusion.pngmeta import png_bytes
 from frame.diffusion.samplers.registry import SAMPLERS, a1111_names, frame_name
 from frame.errors import UsageError
