@@ -75,7 +75,7 @@ def _settings_aside(resolved: Any) -> str | None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from frame.daemon.allocator import tune_allocator
+    from frame.daemon.allocator import settle_startup, tune_allocator
 
     tune_allocator()  # before the first thread: freed memory goes back to the system (issue 27)
     from frame.config.loader import config_file_path, resolve
@@ -99,6 +99,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, on_signal)
     try:
         daemon.start()
+        log.info("%d startup objects frozen", settle_startup())  # the process's, so not in Daemon.start (tests)
         daemon.run_forever()
     finally:
         daemon.stop()

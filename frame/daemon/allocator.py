@@ -15,10 +15,12 @@ more to the system when it is freed. Elsewhere than glibc (musl, macOS) it does 
 from __future__ import annotations
 
 import ctypes
+import gc
 import logging
 
 log = logging.getLogger(__name__)
 
+UPKEEP_SECONDS = 300.0  # how often the daemon's main loop collects and trims (``upkeep``)
 M_MMAP_THRESHOLD = -3  # glibc's mallopt parameters (malloc.h)
 M_ARENA_MAX = -8
 ARENA_MAX = 2
@@ -33,3 +35,33 @@ def tune_allocator(arena_max: int = ARENA_MAX, mmap_threshold: int = MMAP_THRESH
         return False
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     return mallopt(M_ARENA_MAX, arena_max) == 1 and mallopt(M_MMAP_THRESHOLD, mmap_threshold) == 1
+
+
+def settle_startup() -> int:
+    """Collect once, then freeze what startup made (modules, the app, its templates): those objects
+    live as long as the daemon, so the collector's full passes no longer walk them and its thresholds
+    count only what the daemon makes afterwards. Returns the number of objects frozen.
+
+    Why: every page load leaves reference cycles (werkzeug's URL matcher is a closure that refers to
+    itself; a failing feed leaves its exception, traceback and frames). With the ~50,000 startup
+    objects in the oldest generation, a full pass waits until a quarter as many again survive, so
+    that garbage piles up for minutes and new pymalloc arenas are opened for it; freed later, they
+    stay partly used and resident. In the soak this was the daemon's slow growth (issue 27)."""
+    gc.collect()
+    gc.freeze()
+    return gc.get_freeze_count()
+
+
+def upkeep() -> int:
+    """A full collection, then the free pages inside malloc's heap handed back (glibc
+    ``malloc_trim(0)``; nothing elsewhere). Called every ``UPKEEP_SECONDS`` by the daemon's main loop:
+    about 20 ms of CPU on this machine for the daemon's few thousand young objects. Returns the number
+    of unreachable objects found."""
+    found = gc.collect()
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return found
+    trim.argtypes = (ctypes.c_size_t,)
+    trim(0)
+    return found

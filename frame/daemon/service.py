@@ -26,7 +26,7 @@ from frame.atomicfile import make_dirs
 from frame.buttons.dispatch import Buttons
 from frame.config import state_dir
 from frame.config.schema import Config
-from frame.daemon import buttons_bridge, notices, panel_options, schedule
+from frame.daemon import allocator, buttons_bridge, notices, panel_options, schedule
 from frame.daemon.feeds.fetch import FeedFetcher, refresh_feeds
 from frame.daemon.http.app import create_app
 from frame.daemon.http.contract import Busy, PageFactory
@@ -136,10 +136,14 @@ class Daemon:
         """Main loop: the watchdog is pinged only from here, so a hung daemon gets restarted."""
         interval = min(watchdog_interval() or 5.0, 5.0)
         self.notifier.watchdog()
+        next_upkeep = time.monotonic() + allocator.UPKEEP_SECONDS
         while not self.stop_event.wait(interval):
             self.notifier.watchdog()
             self._flush_pending_show()
             self.refresh_status()
+            if time.monotonic() >= next_upkeep:
+                next_upkeep = time.monotonic() + allocator.UPKEEP_SECONDS
+                allocator.upkeep()  # the garbage of five minutes of page loads, not of hours (issue 27)
 
     def stop(self) -> None:
         """Stop everything within ~10 s: workers get SIGTERM (their checkpoint is on disk)."""

@@ -46,3 +46,72 @@ def test_freed_large_blocks_go_back_to_the_system_after_tune_allocator():
         assert done.returncode == 0, done.stderr
         kept[how] = int(done.stdout.strip())  # KiB still resident of the 50 MiB freed
     assert kept["default"] > 40 * 1024 and kept["tuned"] < 8 * 1024, kept
+
+
+class _Cycle:
+    def __init__(self) -> None:
+        self.me = self  # a reference cycle, as werkzeug's matcher closure and a failed feed's traceback leave
+
+
+def test_upkeep_frees_the_cycles_page_loads_leave():
+    import gc
+    import weakref
+
+    from frame.daemon.allocator import upkeep
+
+    gc.disable()  # the collector's own thresholds must not do the work the test asks of upkeep
+    try:
+        refs = [weakref.ref(_Cycle()) for _ in range(500)]
+        assert all(ref() is not None for ref in refs)  # unreachable, not freed: only a collection frees them
+        assert upkeep() >= 500
+        assert all(ref() is None for ref in refs)
+    finally:
+        gc.enable()
+
+
+def test_the_daemon_loop_keeps_house_every_upkeep_seconds(monkeypatch):
+    """``Daemon.run_forever`` calls ``allocator.upkeep`` every ``UPKEEP_SECONDS`` (not every tick)."""
+    import threading
+    import time
+    from types import SimpleNamespace
+
+    from frame.daemon import allocator
+    from frame.daemon.service import Daemon
+
+    calls: list[float] = []
+    ticks: list[float] = []
+    monkeypatch.setattr(allocator, "UPKEEP_SECONDS", 0.25)
+    monkeypatch.setattr(allocator, "upkeep", lambda: calls.append(time.monotonic()) or 0)
+    monkeypatch.setenv("WATCHDOG_USEC", "40000")  # a loop tick every 20 ms
+    monkeypatch.delenv("WATCHDOG_PID", raising=False)
+    stop = threading.Event()
+
+    def tick() -> None:
+        ticks.append(time.monotonic())
+        if len(ticks) >= 60:
+            stop.set()
+
+    fake = SimpleNamespace(stop_event=stop, notifier=SimpleNamespace(watchdog=lambda: None),
+                           _flush_pending_show=lambda: None, refresh_status=tick)
+    Daemon.run_forever(fake)
+    elapsed = ticks[-1] - ticks[0]
+    assert 1 <= len(calls) <= elapsed / 0.25 + 1, (len(calls), elapsed)
+    assert all(later - earlier >= 0.24 for earlier, later in zip(calls, calls[1:]))
+
+
+def test_frame_run_freezes_its_startup_objects(tmp_path):
+    """The real ``frame run`` freezes what its start made, so the collector's full passes walk only
+    what came after (``allocator.settle_startup``); its log says how many."""
+    import re
+
+    from tests.daemon.daemonproc import DaemonProcess, write_config
+
+    config, url = write_config(tmp_path)
+    daemon = DaemonProcess(config, url)
+    try:
+        log = config.with_suffix(".log")
+        found = daemon.wait_for(lambda: re.search(rb"(\d+) startup objects frozen", log.read_bytes()), timeout=20)
+        assert int(found.group(1)) > 10_000  # the modules, the app, its templates
+    finally:
+        daemon.terminate()
+        daemon.kill()
