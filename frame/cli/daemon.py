@@ -75,8 +75,9 @@ def _settings_aside(resolved: Any) -> str | None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from frame.daemon.allocator import settle_startup, tune_allocator
+    from frame.daemon.allocator import settle_startup, tune_allocator, use_system_malloc
 
+    use_system_malloc()  # first: it may re-execute this command line (issue 27)
     tune_allocator()  # before the first thread: freed memory goes back to the system (issue 27)
     from frame.config.loader import config_file_path, resolve
     from frame.daemon.service import Daemon

@@ -16,5 +16,7 @@ PARENT_PID = "FRAME_PARENT_PID"               # set by the daemon for its worker
 WORKER_LOG = "FRAME_WORKER_LOG"               # the workers' log level (default INFO)
 SERVE_MODEL_TOKEN = "FRAME_SERVE_MODEL_TOKEN"  # frame serve-model's token when no --token/--token-file
 SERVE_RENDER_TOKEN = "FRAME_SERVE_RENDER_TOKEN"  # frame serve-render's token when no --token/--token-file
+SYSTEM_MALLOC = "FRAME_SYSTEM_MALLOC"         # set by frame run for itself when it re-executes with PYTHONMALLOC=malloc
 
-NOT_SETTINGS = frozenset({CONFIG_FILE, PARENT_PID, WORKER_LOG, SERVE_MODEL_TOKEN, SERVE_RENDER_TOKEN})
+NOT_SETTINGS = frozenset({CONFIG_FILE, PARENT_PID, WORKER_LOG, SERVE_MODEL_TOKEN, SERVE_RENDER_TOKEN,
+                          SYSTEM_MALLOC})

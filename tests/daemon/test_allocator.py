@@ -115,3 +115,44 @@ def test_frame_run_freezes_its_startup_objects(tmp_path):
     finally:
         daemon.terminate()
         daemon.kill()
+
+
+def test_only_frames_own_command_line_is_re_executed():
+    from frame.daemon.allocator import frame_command_line
+
+    py = "/opt/frame/bin/python3"
+    assert frame_command_line([py, "-m", "frame", "--config", "c.yaml", "run"])
+    assert frame_command_line([py, "-X", "dev", "-m", "frame", "run"])
+    assert frame_command_line([py, "/usr/local/bin/frame", "run"])  # the console script, by its shebang
+    assert frame_command_line([py, "-m", "pytest", "-q"]) is None  # a test calling cmd_run: never exec'd
+    assert frame_command_line([py, "-c", "import frame"]) is None
+    assert frame_command_line([py]) is None
+
+
+def test_the_re_executed_daemon_keeps_pythonmalloc_from_its_workers(monkeypatch):
+    from frame.config import environment
+    from frame.daemon import allocator
+
+    monkeypatch.setenv("PYTHONMALLOC", "malloc")
+    monkeypatch.setenv(environment.SYSTEM_MALLOC, "1")
+    monkeypatch.setattr(allocator.os, "execve", lambda *a: pytest.fail("exec'd twice"))
+    allocator.use_system_malloc()
+    assert "PYTHONMALLOC" not in os.environ and environment.SYSTEM_MALLOC not in os.environ
+
+
+def test_frame_run_runs_on_the_system_malloc_in_the_same_process(tmp_path):
+    """``frame run`` re-executes itself once with ``PYTHONMALLOC=malloc`` (same PID: systemd's main
+    process and watchdog stay) and still serves."""
+    if "glibc" not in (os.confstr("CS_GNU_LIBC_VERSION") or ""):
+        pytest.skip("glibc's malloc_trim is what makes the system malloc worth it")
+    from tests.daemon.daemonproc import DaemonProcess, write_config
+
+    config, url = write_config(tmp_path)
+    daemon = DaemonProcess(config, url)
+    try:
+        environ = Path(f"/proc/{daemon.proc.pid}/environ").read_bytes().split(b"\0")
+        assert b"PYTHONMALLOC=malloc" in environ  # what it was exec'd with
+        assert daemon.get("/api/status").json()["state"] == "idle"
+    finally:
+        daemon.terminate()
+        daemon.kill()
