@@ -6,10 +6,11 @@ Two real daemons (``frame run``, demo model, 30 seeded pictures, retention at 40
 feed refreshed every minute) run at once, each with its own phone (``daemon_soak.Traffic``: pages at
 ``--rate`` per second, a rating every 10 s, a render every ``--render-every`` s):
 
-* **off**: ``frame run`` with ``frame.daemon.allocator.settle_startup`` and ``upkeep`` replaced by
-  no-ops (the daemon before the upkeep);
-* **on**: ``frame run`` as it ships (startup objects frozen, a full collection and ``malloc_trim``
-  every ``UPKEEP_SECONDS``).
+* **off**: frame's CLI started by ``python -c`` with ``frame.daemon.allocator.settle_startup`` and
+  ``upkeep`` replaced by no-ops; not being frame's own command line, it is not re-executed with
+  ``PYTHONMALLOC=malloc`` either: the daemon as it was before (pymalloc, no upkeep);
+* **on**: ``python -m frame run`` as it ships (re-executed on the system malloc, startup objects
+  frozen, a full collection and ``malloc_trim`` every ``UPKEEP_SECONDS``).
 
 Both share the machine's load, so their difference is the upkeep's. The traffic is denser than the
 2-hour soak's (``daemon_soak.py``: 2 pages/s, a render a minute), so a growth shows within half an
