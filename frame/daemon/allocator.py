@@ -10,6 +10,11 @@ MB at once the daemon stayed at 60.3 MiB (49.6 MiB with the settings below, same
 would do, applied by ``frame run`` itself before its first thread starts, so it holds whether the
 daemon runs under systemd, by hand or in a test. A fixed threshold returns every block of 128 KiB or
 more to the system when it is freed. Elsewhere than glibc (musl, macOS) it does nothing.
+
+Over hours, small objects matter more: ``use_system_malloc`` (Python's objects in glibc's heap instead
+of pymalloc's arenas), ``settle_startup`` (startup objects frozen) and ``upkeep`` (a full collection and
+``malloc_trim`` every ``UPKEEP_SECONDS``) keep the page loads' garbage from growing the daemon by a
+megabyte an hour (docs/daemon.md, "No slow growth").
 """
 
 from __future__ import annotations
