@@ -16,7 +16,8 @@ import os
 import subprocess
 import sys
 
-from tests.test_layers import DAEMON_PROCESS_PARTS, MODULES, ROOT, part_of, runtime_graph
+from tests.import_graph import MODULES, ROOT, runtime_graph
+from tests.test_layers import DAEMON_PROCESS_PARTS, part_of
 
 # Third rule (issue 27): what the daemon process can ever import. ``frame run`` (frame.cli.daemon) and
 # every daemon and web module, followed through every frame import they execute (function-level ones

@@ -1,6 +1,6 @@
 """Imports point down the layers (issue 15). Every module's imports are read with ``ast`` — top-level,
 inside functions and under ``TYPE_CHECKING`` alike, plus ``importlib.import_module("frame...")`` with a
-literal name — and checked against one rule over module prefixes:
+literal name (``tests/import_graph.py`` reads them) — and checked against one rule over module prefixes:
 
     cli (frame.cli, frame.__main__)                                               8
     web (frame.web)    serve (frame.serve: ``frame serve-render``)                7
@@ -58,12 +58,8 @@ frame/worker/pipeline.py.
 from __future__ import annotations
 
 import ast
-import functools
-from dataclasses import dataclass
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-PACKAGE = ROOT / "frame"
+from tests.import_graph import MODULES, ROOT, Import, all_imports, function_level_imports, import_cycles, imports_of
 
 # (part, level, prefixes): lowest level first.
 PARTS: tuple[tuple[str, int, tuple[str, ...]], ...] = (
@@ -97,16 +93,6 @@ UNPLACED: dict[str, str] = {
 }
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
-
-
-MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
-
-
 def part_of(module: str) -> str | None:
     """The part a module belongs to: its longest matching prefix, else ``UNPLACED``."""
     best, length = UNPLACED.get(module), -1
@@ -118,75 +104,8 @@ def part_of(module: str) -> str | None:
     return best
 
 
-@dataclass(frozen=True)
-class Import:
-    source: str
-    target: str
-    path: Path
-    line: int
-    where: str  # "top", "function" or "typing"
-
-    def describe(self) -> str:
-        where = {"top": "", "function": " [in a function]", "typing": " [TYPE_CHECKING]"}[self.where]
-        return (f"{self.path.relative_to(ROOT)}:{self.line} {self.source} ({part_of(self.source)}) -> "
-                f"{self.target} ({part_of(self.target)}){where}")
-
-
-def _resolve(source: str, is_package: bool, node: ast.ImportFrom) -> list[str]:
-    if node.level:
-        base = source.split(".") if is_package else source.split(".")[:-1]
-        base = base[: len(base) - (node.level - 1)]
-        package = ".".join(base + ([node.module] if node.module else []))
-    else:
-        package = node.module or ""
-    return [f"{package}.{alias.name}" if f"{package}.{alias.name}" in MODULES else package for alias in node.names]
-
-
-def _literal_import_module(node: ast.AST) -> bool:
-    """``importlib.import_module("frame.x")`` with a literal name (f-strings cannot be checked)."""
-    return (isinstance(node, ast.Call) and ast.unparse(node.func) in ("importlib.import_module", "import_module")
-            and bool(node.args) and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str))
-
-
-def _is_type_checking(test: ast.expr) -> bool:
-    return "TYPE_CHECKING" in ast.unparse(test)
-
-
-def imports_of(module: str) -> list[Import]:
-    """Every import in ``module`` of a frame module, wherever it is written."""
-    path = MODULES[module]
-    is_package = path.name == "__init__.py"
-    found: list[Import] = []
-
-    def visit(node: ast.AST, in_function: bool, typing_only: bool) -> None:
-        for child in ast.iter_child_nodes(node):
-            where = "typing" if typing_only else "function" if in_function else "top"
-            targets: list[str] = []
-            if isinstance(child, ast.Import):
-                targets = [alias.name for alias in child.names]
-            elif isinstance(child, ast.ImportFrom):
-                targets = _resolve(module, is_package, child)
-            elif _literal_import_module(child):
-                targets = [child.args[0].value]
-            for target in targets:
-                if target == "frame" or target.startswith("frame."):
-                    found.append(Import(module, target, path, child.lineno, where))
-            if isinstance(child, ast.If) and _is_type_checking(child.test):
-                for statement in child.body:
-                    visit(ast.Module(body=[statement], type_ignores=[]), in_function, True)
-                for statement in child.orelse:
-                    visit(ast.Module(body=[statement], type_ignores=[]), in_function, typing_only)
-                continue
-            visit(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)),
-                  typing_only)
-
-    visit(ast.parse(path.read_text(encoding="utf-8")), False, False)
-    return list(dict.fromkeys(found))  # ``from x import a, b`` of two names is one import of x
-
-
-@functools.cache
-def all_imports() -> tuple[Import, ...]:
-    return tuple(imp for module in MODULES for imp in imports_of(module))
+def describe(imp: Import) -> str:
+    return imp.describe(part_of)
 
 
 def direction_violations() -> list[Import]:
@@ -279,23 +198,6 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
 }
 
 
-def function_level_imports() -> list[tuple[str, str, Path, int]]:
-    """(module, imported module, path, line) of every import inside a function body, any package."""
-    found = []
-    for module, path in MODULES.items():
-        is_package = path.name == "__init__.py"
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                continue
-            for inner in ast.walk(node):
-                if isinstance(inner, ast.Import):
-                    found += [(module, alias.name, path, inner.lineno) for alias in inner.names]
-                elif isinstance(inner, ast.ImportFrom):
-                    found += [(module, target, path, inner.lineno)
-                              for target in dict.fromkeys(_resolve(module, is_package, inner))]
-    return sorted(set(found), key=lambda row: (str(row[2]), row[3], row[1]))
-
-
 def unlisted_lazy_imports() -> list[str]:
     bad = []
     for module, target, path, line in function_level_imports():
@@ -305,54 +207,6 @@ def unlisted_lazy_imports() -> list[str]:
                    for source, prefix in LAZY_IMPORTS):
             bad.append(f"{path.relative_to(ROOT)}:{line} {module} imports {target} inside a function")
     return bad
-
-
-def runtime_graph() -> dict[str, set[str]]:
-    """Module -> modules its import statements execute (top-level and function-level, not
-    ``TYPE_CHECKING``); importing ``a.b.c`` also runs the packages ``a`` and ``a.b``."""
-    graph: dict[str, set[str]] = {module: set() for module in MODULES}
-    for imp in all_imports():
-        if imp.where == "typing":
-            continue
-        target = imp.target if imp.target in MODULES else imp.target.rpartition(".")[0]
-        pieces = target.split(".")
-        for end in range(1, len(pieces) + 1):
-            module = ".".join(pieces[:end])
-            if module in MODULES and module != imp.source and not imp.source.startswith(module + "."):
-                graph[imp.source].add(module)
-    return graph
-
-
-def import_cycles() -> list[list[str]]:
-    """Strongly connected groups of modules (Tarjan), each sorted; a function-level import closes a
-    cycle as much as a top-level one does."""
-    graph, index, low, stack, on_stack, cycles = runtime_graph(), {}, {}, [], set(), []
-
-    def connect(node: str) -> None:
-        index[node] = low[node] = len(index)
-        stack.append(node)
-        on_stack.add(node)
-        for nxt in sorted(graph[node]):
-            if nxt not in index:
-                connect(nxt)
-                low[node] = min(low[node], low[nxt])
-            elif nxt in on_stack:
-                low[node] = min(low[node], index[nxt])
-        if low[node] == index[node]:
-            group = []
-            while True:
-                member = stack.pop()
-                on_stack.discard(member)
-                group.append(member)
-                if member == node:
-                    break
-            if len(group) > 1:
-                cycles.append(sorted(group))
-
-    for node in sorted(graph):
-        if node not in index:
-            connect(node)
-    return sorted(cycles)
 
 
 # Rule 4 (issue 30): the owner-action layer and the calls only it makes on the store, the queue's rules,
@@ -402,11 +256,11 @@ def test_unplaced_entries_still_exist():
 
 
 def test_imports_point_down_the_layers():
-    assert [imp.describe() for imp in direction_violations()] == []
+    assert [describe(imp) for imp in direction_violations()] == []
 
 
 def test_daemon_process_modules_import_no_worker_only_part():
-    assert [imp.describe() for imp in daemon_process_violations()] == []
+    assert [describe(imp) for imp in daemon_process_violations()] == []
 
 
 def test_no_import_cycles():
@@ -428,7 +282,7 @@ if __name__ == "__main__":  # print the current violations (to refresh the docst
                         ("Rule 2 (daemon process)", daemon_process_violations())):
         print(f"{title}, {len(rows)}:")
         for imp in rows:
-            print(f"  {imp.describe()}")
+            print(f"  {describe(imp)}")
     cycles = import_cycles()
     print(f"Cycles (runtime imports, function-level included), {len(cycles)}:")
     for group in cycles:

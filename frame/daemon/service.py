@@ -7,9 +7,8 @@ waitress server; the button dispatcher of ``frame.buttons.dispatch`` when ``butt
 ``stop_event``, which also stops a running worker (its last per-step checkpoint is on disk) — the next
 start resumes that render.
 
-Showing: every request (a new picture, rotation, fallback, the API, a button, the info screen) takes a
-ticket; the show thread refreshes the panel only for the newest ticket, so presses that come faster
-than the panel can refresh end in one refresh, for the last one.
+Showing: every request (a new picture, rotation, fallback, the API, a button, the info screen) goes
+through ``frame.daemon.showing`` (tickets, quiet hours, the panel's rest).
 """
 
 from __future__ import annotations
@@ -32,15 +31,14 @@ from frame.daemon.http.app import create_app
 from frame.daemon.http.contract import Busy, PageFactory
 from frame.daemon.http.token import ensure_token
 from frame.daemon.jobs import at_start
-from frame.daemon.jobs import info as infoscreen
 from frame.daemon.jobs import night as nights
 from frame.daemon.jobs.supervisor import Supervisor
 from frame.daemon.live_settings import LiveSettings, feed_fetcher
 from frame.daemon.lock import StateDirLock
 from frame.daemon.sdnotify import Notifier, watchdog_interval
+from frame.daemon.showing import PanelShows
 from frame.daemon.status import LiveStatus
-from frame.daemon.store.database import Store, now_iso
-from frame.errors import FrameError
+from frame.daemon.store.database import Store
 from frame.net.server import HttpServer
 
 if TYPE_CHECKING:  # apscheduler is imported when the scheduler is built (schedule.build_scheduler)
@@ -95,18 +93,13 @@ class Daemon:
         self.live.add_listener(self.notifier.status)
         self.fetcher: FeedFetcher = feed_fetcher(config.feeds, self.state_dir)
         self._render_lock = threading.Lock()
-        self._show_lock = threading.Lock()
         self._threads: list[threading.Thread] = []
-        self._pending_show: tuple[int, str] | None = None
-        self._pending_not_before = 0.0
-        self._ticket_lock = threading.Lock()
-        self._ticket = 0  # the newest show request; older ones still waiting are skipped
-        self._requested: int | None = None  # the picture last asked for (on the panel or on its way)
         self.scheduler: BackgroundScheduler | None = None
         self.app: Flask | None = None
         self.server: HttpServer | None = None
         self.buttons: Buttons | None = None
         self.settings = LiveSettings(self, settings_problem)
+        self.shows = PanelShows(self, lambda name, target: self._spawn(name, target))
 
     # lifecycle ------------------------------------------------------------------------------------
 
@@ -187,7 +180,7 @@ class Daemon:
 
     def status(self) -> dict[str, Any]:
         data = self.live.snapshot()
-        data["pending_show"] = self._pending_show[0] if self._pending_show else None
+        data["pending_show"] = self.shows.pending[0] if self.shows.pending else None
         return data
 
     def render_now(self) -> dict[str, Any]:
@@ -288,106 +281,32 @@ class Daemon:
     def rotate(self) -> None:
         """Every ``schedule.rotate_favourites_minutes``: the next favourite or uploaded photo
         (``Store.rotation_ids``), so family photos come round between generated nights."""
-        if self._quiet() or self._render_lock.locked():
+        if self.shows.quiet() or self._render_lock.locked():
             return
         shown = self.store.last_shown()
         picture_id = next_in_rotation(self.store.rotation_ids(), shown.picture_id if shown else None)
         if picture_id is not None:
             self.request_show(picture_id, "rotation")
 
-    # showing --------------------------------------------------------------------------------------
-
-    def _quiet(self) -> bool:
-        return schedule.in_quiet_hours(datetime.now(self.tz), self.config.schedule.quiet_hours, self.tz)
-
-    def _take_ticket(self) -> int:
-        with self._ticket_lock:
-            self._ticket += 1
-            return self._ticket
-
-    def _superseded(self, ticket: int, what: str) -> bool:
-        if ticket != self._ticket:
-            log.info("%s skipped: a newer show request came in", what)
-            return True
-        return False
+    # showing (frame.daemon.showing: tickets, quiet hours, the panel's rest) ----------------------------
 
     def on_panel(self) -> int | None:
-        """The picture the panel shows (also while the info screen covers it), or None."""
-        shown = self.store.last_shown()
-        return shown.picture_id if shown else None
+        return self.shows.on_panel()
 
     def browse_base(self) -> int | None:
-        """Where previous/next start from: the picture last asked for, else the one on the panel."""
-        requested = self._requested
-        return requested if requested is not None else self.on_panel()
+        return self.shows.browse_base()
 
     def info_on_panel(self) -> bool:
-        return (self.live.snapshot().get("shown") or {}).get("reason") == infoscreen.INFO_REASON
+        return self.shows.info_on_panel()
 
     def request_show(self, picture_id: int, reason: str) -> dict[str, Any]:
-        """Show now, or after quiet hours (the panel is not refreshed during them)."""
-        ticket = self._take_ticket()
-        self._requested = picture_id
-        if self._quiet():
-            self._pending_show, self._pending_not_before = (picture_id, reason), 0.0
-            log.info("quiet hours: picture %d will be shown when they end", picture_id)
-            return {"picture_id": picture_id, "deferred": "quiet hours"}
-        self._spawn("show", lambda: self._show_thread(picture_id, reason, ticket))
-        return {"picture_id": picture_id, "deferred": None}
-
-    def _show_thread(self, picture_id: int, reason: str, ticket: int) -> None:
-        with self._show_lock:
-            if self._superseded(ticket, f"showing picture {picture_id}"):
-                return
-            try:
-                result = nights.show_picture(self.ctx, picture_id, reason)
-            except FrameError as exc:
-                log.error("%s; the previous picture stays shown", exc)
-                self.live.update(notice=notices.show_failure_notice(
-                    picture_id, deleted=isinstance(exc, nights.PictureDeleted)), notice_details=str(exc))
-                if self._requested == picture_id:
-                    self._requested = None
-                return
-        if result.status == "too-soon":  # the panel needs a rest: try again when it allows
-            self._pending_show = (picture_id, reason)
-            self._pending_not_before = float(result.retry_at or time.time() + 60)
+        return self.shows.request(picture_id, reason)
 
     def show_info(self) -> dict[str, Any]:
-        """Put the info screen on the panel: what is shown, why, and the phone page's address.
-
-        Not during quiet hours, and not retried when the panel needs a rest: an info screen shown
-        hours after the press would only confuse.
-        """
-        if self._quiet():
-            log.info("quiet hours: the info screen is not shown")
-            return {"deferred": "quiet hours"}
-        ticket = self._take_ticket()
-        picture_id = self.on_panel()
-        url = infoscreen.page_url(self.config.web.listen, self.server.port if self.server else None)
-        self._spawn("show", lambda: self._info_thread(picture_id, url, ticket))
-        return {"picture_id": picture_id, "deferred": None}
-
-    def _info_thread(self, picture_id: int | None, url: str, ticket: int) -> None:
-        with self._show_lock:
-            if self._superseded(ticket, "the info screen"):
-                return
-            try:
-                facts = infoscreen.info_facts(self.store, self.state_dir, picture_id, url, self.tz)
-                result = infoscreen.show_info(self.ctx, facts)
-            except Exception as exc:
-                log.error("could not show the info screen: %s", exc, exc_info=not isinstance(exc, FrameError))
-                return
-        if result.status == "too-soon":
-            log.info("info screen not shown: %s", result.message)
-            return
-        self.live.update(shown={"picture_id": picture_id, "reason": infoscreen.INFO_REASON, "since": now_iso(),
-                                "output": result.shown})
+        return self.shows.show_info()
 
     def _flush_pending_show(self) -> None:
-        if self._pending_show and not self._quiet() and time.time() >= self._pending_not_before:
-            picture_id, reason = self._pending_show
-            self._pending_show = None
-            self.request_show(picture_id, reason)
+        self.shows.flush_pending()
 
     def fallback(self, reason: str, details: str | None = None) -> None:
         """Show the least recently shown favourite instead of tonight's picture, and say why: ``reason``

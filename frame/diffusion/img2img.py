@@ -23,6 +23,8 @@ from PIL import Image
 
 from frame.diffusion import init_image as images
 from frame.diffusion import resume
+from frame.diffusion import strength as img2img_strength
+from frame.diffusion.render_settings import RenderSettings
 from frame.errors import UsageError
 
 DEFAULT_STRENGTH = 0.6  # keeps the composition and colours, repaints the details
@@ -63,6 +65,30 @@ def posterior_noise(seed: int, shape: tuple[int, ...]) -> np.ndarray:
     """The seeded standard-normal draw for the VAE posterior (its own stream, see the module doc)."""
     generator = np.random.Generator(np.random.PCG64(seed).jumped())
     return generator.standard_normal(shape, dtype=np.float32)
+
+
+def posterior_draw(init: InitImage, seed: int, shape: tuple[int, ...]) -> np.ndarray:
+    """The VAE posterior's draw for ``init``: its own ``posterior_noise`` (checked against the latent
+    ``shape``) or the seeded one."""
+    if init.posterior_noise is None:
+        return posterior_noise(seed, shape)
+    if init.posterior_noise.shape != shape:
+        raise UsageError(f"posterior noise has shape {init.posterior_noise.shape}, the latent is {shape}")
+    return init.posterior_noise
+
+
+def first_step(settings: RenderSettings, init: InitImage | None) -> int:
+    """0 for text-to-image; the first step that runs for image-to-image (checked against the size)."""
+    if init is None:
+        if settings.strength is not None:
+            raise UsageError("strength is for image-to-image: give an init image too")
+        return 0
+    if settings.strength is None:
+        raise UsageError("an init image needs a strength (settings(..., strength=S), 0 < S <= 1)")
+    if init.size != (settings.width, settings.height):
+        raise UsageError(f"init image is {init.size[0]}x{init.size[1]} but the render is "
+                         f"{settings.width}x{settings.height} (img2img.prepare fits it)")
+    return img2img_strength.first_step(settings.steps, settings.strength)
 
 
 def latent_shape(init: InitImage, vae_factor: int, channels: int) -> tuple[int, int, int, int]:

@@ -6,6 +6,9 @@ UNet for every step (closed after the loop), then the VAE decoder. With ``resume
 checkpoints after every step and continues from the last one after a crash or power cut.
 ``init_image`` turns a render into image-to-image (``frame.diffusion.img2img``): the VAE encoder
 runs first, then the loop runs the last ``int(steps * strength)`` steps.
+
+Here is what ties the stages together (which model runs when, on what); each stage's rules live in its
+own module: ``render_settings``, ``conditioning``, ``denoise``, ``img2img``, ``resume``, ``progress``, ``vae``.
 """
 
 from __future__ import annotations
@@ -14,13 +17,11 @@ import functools
 import logging
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from PIL import Image
 
-from frame import seeds
 from frame.config.redact import redact_text, redact_url
 from frame.diffusion import (
     conditioning,
@@ -37,14 +38,14 @@ from frame.diffusion import (
     vae_shapes,
     vae_tiles,
 )
-from frame.diffusion import strength as img2img_strength
 from frame.diffusion.model_files import ModelFiles
 from frame.diffusion.model_info import SDXL, ModelInfo, read_model_info
 from frame.diffusion.noise import sources as noise_sources
 from frame.diffusion.onnxstream_layout import OnnxStreamFiles, is_onnxstream_folder
 from frame.diffusion.pngmeta import GenerationParameters
-from frame.diffusion.progress import EtaClock, FetchMeter, Progress
-from frame.diffusion.samplers import SamplerState, make_sampler, resolve_sampler_name
+from frame.diffusion.progress import FetchMeter, Progress, ProgressCallback, StepReports
+from frame.diffusion.render_settings import RenderSettings, resolve_settings
+from frame.diffusion.samplers import SamplerState, make_sampler
 from frame.diffusion.samplers.base import Noise
 from frame.engine import load_model
 from frame.engine.dynamic_shapes import dynamic_structure
@@ -56,7 +57,6 @@ from frame.errors import FrameError, UsageError
 log = logging.getLogger(__name__)
 
 Loader = Callable[[str], Any]
-ProgressCallback = Callable[[Progress], None]
 LATENT_CHANNELS = 4
 AESTHETIC_SCORES = (2.5, 6.0)  # diffusers' SDXL img2img defaults (negative, positive), refiner-type exports only
 
@@ -76,30 +76,6 @@ def engine_loader(weights: str = "prefetch", attention_slices: int | None = None
                           loras=loras, http=http)
 
     return load
-
-
-@dataclass(frozen=True)
-class RenderSettings:
-    """Resolved generation parameters (defaults filled in from the model kind, every value checked):
-    made once by ``Pipeline.settings``, then handed as they are to ``generate``, the resume hash and
-    the picture's parameters."""
-
-    prompt: str
-    negative_prompt: str | None  # None: diffusers' "no negative prompt" (zeros for SDXL)
-    steps: int
-    guidance: float
-    sampler: str
-    seed: int
-    width: int
-    height: int
-    guidance_embedded: bool = False  # LCM-distilled UNet: guidance is an input, no unconditional pass
-    strength: float | None = None  # image-to-image: share of the schedule that runs; None: text-to-image
-    noise: str = "frame"  # where the seed's random numbers come from (frame.diffusion.noise, model.noise)
-
-    @property
-    def guided(self) -> bool:
-        """Classifier-free guidance needs the unconditional pass only when guidance > 1 (as diffusers)."""
-        return self.guidance > 1.0 and not self.guidance_embedded
 
 
 class Pipeline:
@@ -195,31 +171,11 @@ class Pipeline:
         step at strength 0.5 would run none: 2). ``noise``: the seed's random source
         (``frame.diffusion.noise``; None: the pipeline's, ``model.noise``).
         """
-        if not isinstance(prompt, str) or not isinstance(negative_prompt, (str, type(None))):
-            raise UsageError("prompt and negative prompt must be strings")
-        try:
-            seed = seeds.check_seed(int(seed) if isinstance(seed, np.integer) else seed)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
-        if strength is not None:
-            strength = img2img_strength.check_strength(strength)
-            if steps is None:
-                steps = img2img_strength.fewest_steps(strength, self.info.default_steps)
-        steps = self.info.default_steps if steps is None else steps
-        steps = int(steps) if isinstance(steps, np.integer) else steps
-        guidance = self.info.default_guidance if guidance is None else float(guidance)
-        static = self.unet_static_latent()
-        native_w, native_h = sizes.auto_size(self.info, 1.0, static) if static else self.info.native_size
-        width, height = native_w if width is None else width, native_h if height is None else height
-        findings = rules.generation_findings(self.info, static, sampler=sampler, steps=steps, guidance=guidance,
-                                             width=width, height=height)
-        rules.raise_first_error(findings)
+        settings, findings = resolve_settings(self.info, self.unet_signature, self.noise, prompt, negative_prompt,
+                                              steps, guidance, sampler, seed, width, height, strength, noise)
         for finding in findings if warn else ():
             log.warning("%s", finding.message)
-        sampler = resolve_sampler_name(sampler)
-        embedded = "timestep_cond" in self.unet_signature()[1]
-        return RenderSettings(prompt, negative_prompt, int(steps), guidance, sampler, int(seed), width, height,
-                              embedded, strength, noise_sources.check_noise(self.noise if noise is None else noise))
+        return settings
 
     def generate(self, settings: RenderSettings, *, init_noise: np.ndarray | None = None,
                  callback: ProgressCallback | None = None, resume_dir: str | os.PathLike | None = None,
@@ -265,17 +221,6 @@ class Pipeline:
                              f"needs {shape}")
         return init_noise.astype(np.float32)
 
-    def _hash(self, settings: RenderSettings, init_noise: np.ndarray, init: img2img.InitImage | None) -> str:
-        values = {k: v for k, v in settings.__dict__.items()
-                  if not (k == "strength" and v is None) and not (k == "noise" and v == "frame")}
-        parameters = {"format": 1, "model": self.files.identity(), "settings": values,
-                      "init_noise": resume.array_hash(init_noise)}
-        if self.loras:  # as are those without model.loras
-            parameters["loras"] = [r.tag for r in self.loras]
-        if init is not None:  # text-to-image hashes stay as they were before image-to-image existed
-            parameters.update(init.hash_parts())
-        return resume.parameters_hash(parameters)
-
     def denoise_settings(self, settings: RenderSettings, init_noise: np.ndarray | None = None,
                          callback: ProgressCallback | None = None,
                          resume_dir: str | os.PathLike | None = None, step_noise: Noise | None = None,
@@ -288,11 +233,13 @@ class Pipeline:
         progress then counts the steps that run (12 of 12 for 20 steps at strength 0.6).
         """
         sampler = make_sampler(settings.sampler, self.info.scheduler_config, settings.steps)
-        first = self._first_step(settings, init_image)
+        first = img2img.first_step(settings, init_image)
         noise = noise_sources.make_noise(settings.noise, settings.seed)
         start_noise = self.initial_noise(settings, init_noise, noise)
         state = SamplerState(noise=step_noise or noise)
-        store = resume.ResumeStore(resume_dir, self._hash(settings, start_noise, init_image)) if resume_dir else None
+        key = resume.render_hash(self.files.identity(), settings.__dict__, start_noise, [r.tag for r in self.loras],
+                                None if init_image is None else init_image.hash_parts())
+        store = resume.ResumeStore(resume_dir, key) if resume_dir else None
         checkpoint = store.load() if store else None
         if checkpoint is not None and checkpoint.latents.shape == start_noise.shape and checkpoint.step >= first:
             latents, start, state.history = checkpoint.latents, checkpoint.step, checkpoint.history
@@ -312,7 +259,7 @@ class Pipeline:
             mode = self.guidance_mode_for(settings, model)
             unet = denoise.GuidedUNet(model, cond, uncond, settings.guidance, (settings.width, settings.height), mode,
                                       AESTHETIC_SCORES if self.info.requires_aesthetics_score else None)
-            reports = _StepReports(callback, sampler.steps, start, first, self.kind, FetchMeter(model))
+            reports = StepReports(callback, sampler.steps, start, first, self.kind, FetchMeter(model))
 
             def on_step(done: int, current: np.ndarray, denoised: np.ndarray) -> None:
                 if store is not None:
@@ -337,19 +284,6 @@ class Pipeline:
             log.info("guidance passes: %s (%s)", plan.mode, plan.reason)
         return plan.mode
 
-    def _first_step(self, settings: RenderSettings, init: img2img.InitImage | None) -> int:
-        """0 for text-to-image; the first step that runs for image-to-image (checked against the size)."""
-        if init is None:
-            if settings.strength is not None:
-                raise UsageError("strength is for image-to-image: give an init image too")
-            return 0
-        if settings.strength is None:
-            raise UsageError("an init image needs a strength (settings(..., strength=S), 0 < S <= 1)")
-        if init.size != (settings.width, settings.height):
-            raise UsageError(f"init image is {init.size[0]}x{init.size[1]} but the render is "
-                             f"{settings.width}x{settings.height} (img2img.prepare fits it)")
-        return img2img_strength.first_step(settings.steps, settings.strength)
-
     def vae_encoder_source(self) -> str:
         """Path or URL of ``vae_encoder/model.onnx``, or a UsageError saying image-to-image needs it."""
         if isinstance(self.files, OnnxStreamFiles) or not self.files.has_model("vae_encoder"):
@@ -362,11 +296,7 @@ class Pipeline:
                         init: img2img.InitImage, callback: ProgressCallback | None) -> np.ndarray:
         """The picture's latent (VAE encoder, seeded posterior draw) noised to step ``first``."""
         source = self.vae_encoder_source()
-        eps = init.posterior_noise
-        if eps is None:
-            eps = img2img.posterior_noise(settings.seed, start_noise.shape)
-        elif eps.shape != start_noise.shape:
-            raise UsageError(f"posterior noise has shape {eps.shape}, the latent is {start_noise.shape}")
+        eps = img2img.posterior_draw(init, settings.seed, start_noise.shape)
 
         def report(fraction: float) -> None:
             if callback is not None:
@@ -428,33 +358,6 @@ class Pipeline:
         return conditioning.pooled_embeddings(encoder, self.load, texts, projected=self.kind == SDXL,
                                               embeddings=self.embeddings,
                                               table="clip_g" if self.kind == SDXL else "")
-
-
-class _StepReports:
-    """The denoising loop's progress callbacks: per op (throttled by the receiver) and per finished
-    step, with the ETA and the bytes fetched per step."""
-
-    def __init__(self, callback: ProgressCallback | None, steps: int, start: int, first: int, kind: str,
-                 meter: FetchMeter) -> None:
-        """``first``: the first step that runs at all (image-to-image skips the ones before it), so
-        progress counts the steps that run (12 of 12 for 20 steps at strength 0.6)."""
-        self.callback, self.total, self.first, self.kind, self.meter = callback, steps - first, first, kind, meter
-        self.clock = EtaClock(start - first, steps - first)
-
-    def _report(self, step: int, fraction: float, done: bool, latents=None, denoised=None) -> None:
-        if self.callback is not None:
-            shown = step - self.first
-            self.callback(Progress("unet", shown, self.total, fraction, self.clock.fraction(shown, fraction),
-                                   self.clock.eta(shown, fraction), done, latents, denoised, self.kind,
-                                   self.meter.last_step_bytes, self.meter.link_rate(),
-                                   self.meter.last_step_cache_bytes))
-
-    def op(self, index: int, fraction: float) -> None:
-        self._report(index, fraction, False)
-
-    def step(self, done: int, latents: np.ndarray, denoised: np.ndarray) -> None:
-        self.meter.step_done()
-        self._report(done, 0.0, True, latents, denoised)
 
 
 def load_pipeline(source: str | os.PathLike, cache_dir: str | os.PathLike | None = None, weights: str = "prefetch",

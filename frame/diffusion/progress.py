@@ -9,6 +9,7 @@ estimate into a small RGB image with a fixed linear latent→RGB projection (no 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -118,3 +119,34 @@ class FetchMeter:
         if now is None or self.started is None:
             return None
         return (now - self.started).rate("http")
+
+
+ProgressCallback = Callable[[Progress], None]
+
+
+class StepReports:
+    """The denoising loop's progress callbacks: per op (throttled by the receiver) and per finished
+    step, with the ETA and the bytes fetched per step (``Pipeline.denoise_settings`` hands ``op`` and
+    ``step`` to ``denoise.run_loop``)."""
+
+    def __init__(self, callback: ProgressCallback | None, steps: int, start: int, first: int, kind: str,
+                 meter: FetchMeter) -> None:
+        """``first``: the first step that runs at all (image-to-image skips the ones before it), so
+        progress counts the steps that run (12 of 12 for 20 steps at strength 0.6)."""
+        self.callback, self.total, self.first, self.kind, self.meter = callback, steps - first, first, kind, meter
+        self.clock = EtaClock(start - first, steps - first)
+
+    def _report(self, step: int, fraction: float, done: bool, latents=None, denoised=None) -> None:
+        if self.callback is not None:
+            shown = step - self.first
+            self.callback(Progress("unet", shown, self.total, fraction, self.clock.fraction(shown, fraction),
+                                   self.clock.eta(shown, fraction), done, latents, denoised, self.kind,
+                                   self.meter.last_step_bytes, self.meter.link_rate(),
+                                   self.meter.last_step_cache_bytes))
+
+    def op(self, index: int, fraction: float) -> None:
+        self._report(index, fraction, False)
+
+    def step(self, done: int, latents: np.ndarray, denoised: np.ndarray) -> None:
+        self.meter.step_done()
+        self._report(done, 0.0, True, latents, denoised)

@@ -46,6 +46,21 @@ def array_hash(array: np.ndarray) -> str:
     return hashlib.sha256(f"{array.dtype.str}{array.shape}".encode() + array.tobytes()).hexdigest()
 
 
+def render_hash(model_identity: str, settings: dict[str, Any], init_noise: np.ndarray, lora_tags: list[str],
+                init_parts: dict[str, str | None] | None) -> str:
+    """The hash a render's checkpoint is kept under: the model, the resolved settings (a
+    ``RenderSettings``'s fields), the initial noise, the LoRAs and an init image's parts. Values that
+    came later are left out at their defaults, so a checkpoint written before they existed still fits."""
+    values = {k: v for k, v in settings.items()
+              if not (k == "strength" and v is None) and not (k == "noise" and v == "frame")}
+    parameters = {"format": 1, "model": model_identity, "settings": values, "init_noise": array_hash(init_noise)}
+    if lora_tags:  # as are those without model.loras
+        parameters["loras"] = list(lora_tags)
+    if init_parts is not None:  # text-to-image hashes stay as they were before image-to-image existed
+        parameters.update(init_parts)
+    return parameters_hash(parameters)
+
+
 @dataclass
 class Checkpoint:
     """State after ``step`` finished steps: resume by running step index ``step`` next."""

@@ -62,6 +62,12 @@ class A1111Client:
     def close(self) -> None:
         self.session.close()
 
+    def __enter__(self) -> A1111Client:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
     def models(self, seconds: float) -> list[str]:
         """The server's checkpoint titles (``GET /sdapi/v1/sd-models``): the reachability check."""
         return a1111.model_titles(self.call("GET", a1111.SD_MODELS, seconds=seconds))
@@ -99,7 +105,7 @@ class A1111Client:
             finally:
                 response.close()
         except RemoteUnavailable as exc:
-            raise RemoteUnavailable(exc.reason, exc.detail, self.server) from None
+            raise exc.at(self.server) from None
         except (requests.RequestException, DeadlinePassed, OSError) as exc:
             raise self._failure(exc, path, deadline, started) from None
         if raw and 200 <= status < 300:

@@ -44,6 +44,9 @@ from frame.remote.render import (
     ProgressCallback,
     RemoteProgress,
     RemoteResult,
+    job_budget,
+    not_done_in_time,
+    server_gone,
 )
 
 if TYPE_CHECKING:
@@ -72,13 +75,12 @@ class ComfyRenderer:
         try:
             return comfyui.checkpoint_names(answer)
         except RemoteUnavailable as exc:
-            raise RemoteUnavailable(exc.reason, exc.detail, self.client.server) from None
+            raise exc.at(self.client.server) from None
 
     def render(self, job: RemoteJob, progress: ProgressCallback | None = None,
                deadline_seconds: float | None = None) -> RemoteResult:
         started = time.monotonic()
-        budget = min(self.settings.job_timeout_minutes * 60.0, math.inf if deadline_seconds is None
-                     else deadline_seconds)
+        budget = job_budget(self.settings, deadline_seconds)
         end = started + budget
         workflow = self._template = self._workflow(job)  # the owner's file first: a broken one never reaches the server
         names = self.checkpoints(min(CHECK_SECONDS, budget))
@@ -103,7 +105,7 @@ class ComfyRenderer:
         try:
             prompt_id = comfyui.prompt_id_of(answer)
         except RemoteUnavailable as exc:
-            raise RemoteUnavailable(exc.reason, exc.detail, self.client.server) from None
+            raise exc.at(self.client.server) from None
         if listener is not None:
             listener.prompt_id = prompt_id
         try:
@@ -113,16 +115,15 @@ class ComfyRenderer:
         except RemoteUnavailable as exc:
             if exc.reason == TIMEOUT:
                 self.cancel(prompt_id)
-                raise RemoteUnavailable(TIMEOUT, f"the picture was not done within {budget:g} s "
-                                                 f"({self._limit(budget)})", self.client.server) from None
-            raise RemoteUnavailable(exc.reason, exc.detail, self.client.server) from None  # name the server
+                raise not_done_in_time(self.settings, budget, self.client.server) from None
+            raise exc.at(self.client.server) from None  # name the server
         except BaseException:  # the worker was stopped (SIGTERM): free the server
             self.cancel(prompt_id)
             raise
         try:
             image = check_picture(data, job.width, job.height)
         except RemoteUnavailable as exc:  # raised without knowing the server: name it
-            raise RemoteUnavailable(exc.reason, exc.detail, self.client.server) from None
+            raise exc.at(self.client.server) from None
         parameters = comfyui.parameters_of(sent, job, checkpoint if comfyui.uses(self._template, "checkpoint") else "")
         image.info["parameters"] = parameters.to_text()
         seconds = time.monotonic() - started
@@ -190,8 +191,7 @@ class ComfyRenderer:
                 if exc.reason not in (TIMEOUT, DIED) or self._left(end) <= 0:
                     raise
                 if time.monotonic() - last_answer >= self.settings.lost_after_seconds:
-                    raise RemoteUnavailable(DIED, f"no answer for {self.settings.lost_after_seconds:g} s "
-                                                  f"({exc.detail}): the server is gone", self.client.server) from None
+                    raise server_gone(self.settings, exc, self.client.server) from None
             else:
                 last_answer = time.monotonic()
                 if progress is not None:
@@ -219,10 +219,6 @@ class ComfyRenderer:
     def _left(end: float, cap: float = math.inf) -> float:
         return min(cap, end - time.monotonic())
 
-    def _limit(self, budget: float) -> str:
-        return ("render.remote.job_timeout_minutes" if budget == self.settings.job_timeout_minutes * 60.0
-                else "the render window")
-
     def cancel(self, prompt_id: str) -> None:
         """Best effort: drop the job from ComfyUI's queue, or interrupt it when it is the one running
         (``/interrupt`` with its ``prompt_id``, so nobody else's job is stopped)."""
@@ -241,17 +237,13 @@ def render_comfyui(settings: RemoteRenderConfig, job: RemoteJob, progress: Progr
                    deadline_seconds: float | None = None) -> RemoteResult:
     """Paint ``job`` on the ComfyUI server of ``settings`` (``config.render.remote``), or raise RemoteUnavailable."""
     renderer = ComfyRenderer(settings)
-    try:
+    with renderer.client:
         return renderer.render(job, progress, deadline_seconds)
-    finally:
-        renderer.client.close()
 
 
 def check_comfyui(settings: RemoteRenderConfig, seconds: float = 5.0) -> list[str]:
     """The server's checkpoints within ``seconds`` (``frame config check``), or RemoteUnavailable."""
     renderer = ComfyRenderer(settings)
-    try:
+    with renderer.client:
         return renderer.checkpoints(seconds)
-    finally:
-        renderer.client.close()
 

@@ -34,3 +34,7 @@ class RemoteUnavailable(FrameError):
         self.detail = redact_text(message)
         where = f"render server {server}" if server else "render server"
         super().__init__(f"{where}: {self.detail}")
+
+    def at(self, server: str) -> RemoteUnavailable:
+        """The same failure naming ``server`` (a parser raises it without knowing which server answered)."""
+        return RemoteUnavailable(self.reason, self.detail, server)

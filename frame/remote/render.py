@@ -47,6 +47,25 @@ POLL_CALL_SECONDS = 10.0
 INTERRUPT_SECONDS = 2.0  # the supervisor SIGKILLs a worker 6 s after SIGTERM
 
 
+def job_budget(settings: RemoteRenderConfig, deadline_seconds: float | None) -> float:
+    """Seconds the job may take: ``job_timeout_minutes``, or less when the caller's render window ends sooner."""
+    return min(settings.job_timeout_minutes * 60.0, math.inf if deadline_seconds is None else deadline_seconds)
+
+
+def not_done_in_time(settings: RemoteRenderConfig, budget: float, server: str) -> RemoteUnavailable:
+    """The timeout both clients raise, naming which limit ``budget`` came from (the owner's setting or
+    the render window), so the owner knows what to lengthen."""
+    limit = ("render.remote.job_timeout_minutes" if budget == settings.job_timeout_minutes * 60.0
+             else "the render window")
+    return RemoteUnavailable(TIMEOUT, f"the picture was not done within {budget:g} s ({limit})", server)
+
+
+def server_gone(settings: RemoteRenderConfig, exc: RemoteUnavailable, server: str) -> RemoteUnavailable:
+    """``lost_after_seconds`` without any answer: a desktop switched off mid-job sends no reset."""
+    return RemoteUnavailable(DIED, f"no answer for {settings.lost_after_seconds:g} s ({exc.detail}): the server "
+                                   "is gone", server)
+
+
 @dataclass(frozen=True)
 class RemoteProgress(Progress):
     """A progress report from the render server; ``preview`` shows its live preview image, if any."""
@@ -110,8 +129,7 @@ class RemoteRenderer:
     def render(self, job: RemoteJob, progress: ProgressCallback | None = None,
                deadline_seconds: float | None = None) -> RemoteResult:
         started = time.monotonic()
-        budget = min(self.settings.job_timeout_minutes * 60.0, math.inf if deadline_seconds is None
-                     else deadline_seconds)
+        budget = job_budget(self.settings, deadline_seconds)
         titles = self.client.models(min(CHECK_SECONDS, budget))
         log.info("rendering on %s (models: %s)", self.client.server, ", ".join(titles[:3]) or "none listed")
         post = _Post(self.client, job, max(0.1, budget - (time.monotonic() - started)))
@@ -124,17 +142,14 @@ class RemoteRenderer:
             raise
         if isinstance(post.error, RemoteUnavailable) and post.error.reason == TIMEOUT:
             self.interrupt()  # the server may still be painting a picture nobody will collect
-            limit = ("render.remote.job_timeout_minutes" if budget == self.settings.job_timeout_minutes * 60.0
-                     else "the render window")
-            raise RemoteUnavailable(TIMEOUT, f"the picture was not done within {budget:g} s ({limit})",
-                                    self.client.server) from None
+            raise not_done_in_time(self.settings, budget, self.client.server) from None
         if post.error is not None:
             raise post.error
         try:
             encoded, info = a1111.answer_image_and_info(post.answer)
             image = check_picture(decode_base64_image(encoded), job.width, job.height)
         except RemoteUnavailable as exc:  # raised without knowing the server: name it
-            raise RemoteUnavailable(exc.reason, exc.detail, self.client.server) from None
+            raise exc.at(self.client.server) from None
         fallback_model = titles[0] if len(titles) == 1 else "remote"
         parameters = a1111.parameters_from_info(info, job, fallback_model)
         infotexts = info.get("infotexts")
@@ -174,8 +189,7 @@ class RemoteRenderer:
                 if time.monotonic() - last_answer >= self.settings.lost_after_seconds:
                     post.deadline.cancel()
                     post.thread.join()
-                    raise RemoteUnavailable(DIED, f"no answer for {self.settings.lost_after_seconds:g} s "
-                                                  f"({exc.detail}): the server is gone", self.client.server) from None
+                    raise server_gone(self.settings, exc, self.client.server) from None
                 continue
             last_answer = time.monotonic()
             if progress is not None and snapshot.active:
@@ -199,17 +213,12 @@ def render_remote(settings: RemoteRenderConfig, job: RemoteJob, progress: Progre
                   deadline_seconds: float | None = None) -> RemoteResult:
     """Paint ``job`` on the server of ``settings`` (``config.render.remote``), or raise RemoteUnavailable."""
     renderer = RemoteRenderer(settings)
-    try:
+    with renderer.client:
         return renderer.render(job, progress, deadline_seconds)
-    finally:
-        renderer.client.close()
 
 
 def check_reachable(settings: RemoteRenderConfig, seconds: float = 5.0) -> list[str]:
     """The server's model titles within ``seconds`` (``frame config check``), or RemoteUnavailable."""
-    renderer = RemoteRenderer(settings)
-    try:
-        return renderer.client.models(seconds)
-    finally:
-        renderer.client.close()
+    with RemoteRenderer(settings).client as client:
+        return client.models(seconds)
 

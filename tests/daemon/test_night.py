@@ -8,7 +8,7 @@ import pytest
 
 from frame import statefile
 from frame.daemon.http.contract import Busy
-from frame.daemon.jobs import night
+from frame.daemon.jobs import night, render_job
 from frame.daemon.service import Daemon
 from frame.daemon.store import gallery
 from frame.web import create_blueprint
@@ -222,7 +222,7 @@ def test_rated_uploads_stay_out_of_the_taste_history(ctx, store):
     photo = add_picture(store, "Grandma's garden", origin=gallery.UPLOAD_ORIGIN)
     store.rate(painted, "thumb", 1)
     store.rate(photo, "thumb", 1)
-    assert [rated.id for rated in night._history(store)] == [painted]
+    assert [rated.id for rated in render_job.rated_history(store)] == [painted]
 
 
 def _daemon(tmp_path, **schedule_fields):

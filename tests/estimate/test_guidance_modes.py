@@ -151,7 +151,7 @@ def test_a_small_models_memory_plan_comes_from_its_own_activations(demo):
 
 
 def test_the_render_runs_the_passes_as_the_estimate_counted(demo, monkeypatch):
-    from frame.diffusion.pipeline import RenderSettings
+    from frame.diffusion.render_settings import RenderSettings
 
     settings = RenderSettings("a", "", 4, 7.5, "euler_a", 0, 256, 256)
     model = load_model(str(demo.unet_source))

@@ -78,22 +78,7 @@ class FakeA1111:
         self.job_steps = 25  # the running job's steps, as its progress reports them
         self.stop = threading.Event()
         self.interrupted = threading.Event()  # POST /sdapi/v1/interrupt ends the running job early
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):  # quiet
-                pass
-
-            def do_GET(self):
-                fake.handle(self, "GET")
-
-            def do_POST(self):
-                fake.handle(self, "POST")
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+        self.server = local_server(self.handle)
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     @property
@@ -224,6 +209,27 @@ class FakeA1111:
             handler.wfile.write(data[i:i + 4])
             handler.wfile.flush()
             time.sleep(self.drip_seconds)
+
+
+def local_server(handle) -> ThreadingHTTPServer:
+    """A quiet HTTP/1.1 server on a free port of 127.0.0.1 that hands every GET and POST to
+    ``handle(request, method)`` (both fake servers answer this way); not started yet."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):  # quiet
+            pass
+
+        def do_GET(self):
+            handle(self, "GET")
+
+        def do_POST(self):
+            handle(self, "POST")
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    return server
 
 
 def free_port() -> int:

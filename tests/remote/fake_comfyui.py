@@ -27,12 +27,12 @@ import struct
 import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlsplit
 
 from PIL import Image
 
-from tests.remote.fake_a1111 import gradient_png, png_of
+from tests.remote.fake_a1111 import gradient_png, local_server, png_of
 from tests.remote.fake_websocket import WebSocketPush
 
 CHECKPOINTS = ["dreamshaper_8.safetensors", "sd_xl_base_1.0.safetensors"]
@@ -78,22 +78,7 @@ class FakeComfyUI(WebSocketPush):
         self.lock = threading.Condition()
         self.interrupted = threading.Event()
         self.stop = threading.Event()
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            def do_GET(self):
-                fake.handle(self, "GET")
-
-            def do_POST(self):
-                fake.handle(self, "POST")
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+        self.server = local_server(self.handle)
         self.threads = [threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True),
                         threading.Thread(target=self._worker, daemon=True)]
         self.port = self.server.server_address[1]

@@ -13,26 +13,16 @@ import time
 import pytest
 from PIL import Image
 
-from frame.config.schema import RemoteRenderConfig
 from frame.remote import RemoteJob, RemoteUnavailable, check_comfyui, render_comfyui
 from frame.remote.render import RemoteProgress
+from tests.remote import clients
+from tests.remote.clients import JOB, settings
 from tests.remote.fake_a1111 import free_port
 from tests.remote.fake_comfyui import CHECKPOINTS, FakeComfyUI
 
-JOB = RemoteJob(prompt="a lighthouse in a storm, oil painting", negative_prompt="blurry", steps=25, guidance=7.0,
-                sampler="dpm++2m_karras", seed=42, width=128, height=80)
-
-
-def settings(url: str, **changes) -> RemoteRenderConfig:
-    base = dict(url=url, connect_timeout_seconds=1.0, job_timeout_minutes=0.5, poll_seconds=0.1,
-                lost_after_seconds=1.0)
-    return dataclasses.replace(RemoteRenderConfig(), **{**base, **changes})
-
 
 def failure(url: str, deadline: float | None = None, job: RemoteJob = JOB, **changes) -> RemoteUnavailable:
-    with pytest.raises(RemoteUnavailable) as info:
-        render_comfyui(settings(url, **changes), job, deadline_seconds=deadline)
-    return info.value
+    return clients.failure(render_comfyui, url, deadline, job, **changes)
 
 
 def test_success_stores_the_picture_with_the_parameters_sent():

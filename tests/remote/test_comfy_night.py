@@ -6,48 +6,18 @@ the frame's own pipeline. The fault table shared with the AUTOMATIC1111 backend 
 
 from __future__ import annotations
 
-import os
-import signal
-
-import pytest
 from PIL import Image
 
-from frame.config.schema import RemoteRenderConfig
 from frame.daemon.jobs import night
 from frame.daemon.store import gallery
-from frame.daemon.store.database import Store
-from tests.daemon.conftest import make_config
 from tests.remote.fake_comfyui import CHECKPOINTS, FakeComfyUI
-
-FAST = {"connect_timeout_seconds": 1.0, "poll_seconds": 0.1, "lost_after_seconds": 1.0, "size": "96x64"}
-
-
-def _ctx(tmp_path, url: str, **remote):
-    config = make_config(tmp_path, model={"size": "64x64", "steps": 2}, display={"size": "80x48"},
-                         render={"backend": "comfyui", "remote": RemoteRenderConfig(url=url, **{**FAST, **remote})})
-    return night.RenderContext(config, Store.open(tmp_path), tmp_path)
+from tests.remote.nights import FAST, KillDuring, render_queued, restart_daemon, stop_while_on_the_server
 
 
-def _render(ctx, prompt: str = "a lighthouse in a storm"):
-    ctx.store.queue_prompt(prompt)
-    render_id = ctx.store.start_render("now", None)
-    outcome, picture_id = night.render(ctx, render_id, "now")
-    return render_id, outcome, picture_id
-
-
-@pytest.fixture
-def closing():
-    opened = []
-    yield opened.append
-    for ctx in opened:
-        ctx.store.close()
-
-
-def test_the_night_is_painted_on_comfyui_with_its_parameters(tmp_path, closing):
+def test_the_night_is_painted_on_comfyui_with_its_parameters(open_night):
     with FakeComfyUI(job_seconds=1.0) as fake:
-        ctx = _ctx(tmp_path, fake.url)
-        closing(ctx)
-        _, outcome, picture_id = _render(ctx)
+        ctx = open_night(fake.url, "comfyui")
+        _, outcome, picture_id = render_queued(ctx)
         [post] = fake.posts("/prompt")
     assert outcome.status == "done", outcome.error
     picture = ctx.store.picture(picture_id)
@@ -66,20 +36,11 @@ def test_the_night_is_painted_on_comfyui_with_its_parameters(tmp_path, closing):
     assert Image.open(gallery.picture_path(ctx.state_dir, picture.panel_file)).size == (80, 48)
 
 
-def test_a_worker_killed_mid_job_asks_comfyui_again_with_the_same_workflow(tmp_path, closing):
+def test_a_worker_killed_mid_job_asks_comfyui_again_with_the_same_workflow(open_night):
     with FakeComfyUI(job_seconds=1.5) as fake:
-        ctx = _ctx(tmp_path, fake.url)
-        closing(ctx)
-        killed = []
-
-        def kill_once_waiting(line: str) -> None:
-            pid = ctx.supervisor.pid if ctx.supervisor else None
-            if pid and not killed and (ctx.status.snapshot()["render"] or {}).get("stage") == "generating (remote)":
-                killed.append(pid)
-                os.kill(pid, signal.SIGKILL)
-
-        ctx.status.add_listener(kill_once_waiting)
-        _, outcome, picture_id = _render(ctx)
+        ctx = open_night(fake.url, "comfyui")
+        ctx.status.add_listener(KillDuring(ctx, 1))
+        _, outcome, picture_id = render_queued(ctx)
         first, again = fake.posts("/prompt")
     assert outcome.status == "done" and outcome.restarts == 1, outcome.error
     assert first["prompt"] == again["prompt"]  # the same prompt and seed: the same picture
@@ -128,23 +89,14 @@ def test_a_daemon_night_falls_back_to_the_frame_when_comfyui_dies(tmp_path):
                                          "mid-job (connection refused)")
 
 
-def test_a_stopped_worker_interrupts_its_own_job_on_comfyui(tmp_path, closing):
-    import threading
-
+def test_a_stopped_worker_interrupts_its_own_job_on_comfyui(open_night):
     with FakeComfyUI(job_seconds=5.0) as fake:
-        ctx = _ctx(tmp_path, fake.url)
-        closing(ctx)
-
-        def stop_once_painting(line: str) -> None:
-            if (ctx.status.snapshot()["render"] or {}).get("stage") == "generating (remote)":
-                ctx.stop.set()
-
-        ctx.status.add_listener(stop_once_painting)
-        render_id, outcome, _ = _render(ctx)
+        ctx = open_night(fake.url, "comfyui")
+        stop_while_on_the_server(ctx)
+        render_id, outcome, _ = render_queued(ctx)
         assert outcome.status == "stopped"
         assert fake.posts("/interrupt") == [{"prompt_id": fake.prompt_ids[0]}] and fake.interrupted.is_set()
-        ctx.status = night.LiveStatus()  # the restarted daemon: a fresh status, no stop request
-        ctx.stop = threading.Event()
+        restart_daemon(ctx)
         fake.job_seconds = 0.3
         outcome, picture_id = night.render(ctx, render_id, "now", resume=True)
     assert outcome.status == "done", outcome.error

@@ -6,9 +6,6 @@ the same render, and restarts that never lose the night nor paint two pictures."
 from __future__ import annotations
 
 import io
-import os
-import signal
-import threading
 import time
 from pathlib import Path
 
@@ -23,25 +20,9 @@ from frame.worker.remote_step import remote_budget
 from tests.daemon.conftest import make_config
 from tests.remote.fake_a1111 import INFOTEXT, FakeA1111, free_port
 from tests.remote.fake_comfyui import FakeComfyUI
+from tests.remote.nights import FAST, ON_THE_FRAME, KillDuring, render_queued, restart_daemon, stop_while_on_the_server
 
 REMOTE = {"backend": "remote"}
-FAST = {"connect_timeout_seconds": 1.0, "poll_seconds": 0.1, "lost_after_seconds": 1.0, "size": "96x64"}
-
-
-def _ctx(tmp_path, url: str, backend: str = "remote", **remote):
-    from frame.config.schema import RemoteRenderConfig
-
-    settings = RemoteRenderConfig(url=url, **{**FAST, **remote})
-    config = make_config(tmp_path, model={"size": "64x64", "steps": 2}, display={"size": "80x48"},
-                         render={"backend": backend, "remote": settings})
-    return night.RenderContext(config, Store.open(tmp_path), tmp_path)
-
-
-def _render(ctx, prompt: str = "a lighthouse in a storm", **kwargs):
-    ctx.store.queue_prompt(prompt)
-    render_id = ctx.store.start_render("now", None)
-    outcome, picture_id = night.render(ctx, render_id, "now", **kwargs)
-    return render_id, outcome, picture_id
 
 
 def _parameters(ctx, picture) -> str:
@@ -52,19 +33,10 @@ def _posts(fake) -> list[dict]:
     return [body for method, path, _, body in fake.requests if path == "/sdapi/v1/txt2img"]
 
 
-@pytest.fixture
-def closing():
-    opened = []
-    yield opened.append
-    for ctx in opened:
-        ctx.store.close()
-
-
-def test_the_night_is_painted_on_the_server_with_its_parameters(tmp_path, closing):
+def test_the_night_is_painted_on_the_server_with_its_parameters(open_night):
     with FakeA1111(job_seconds=1.0) as fake:
-        ctx = _ctx(tmp_path, fake.url)
-        closing(ctx)
-        _, outcome, picture_id = _render(ctx)
+        ctx = open_night(fake.url)
+        _, outcome, picture_id = render_queued(ctx)
     assert outcome.status == "done", outcome.error
     picture = ctx.store.picture(picture_id)
     [body] = _posts(fake)
@@ -80,13 +52,12 @@ def test_the_night_is_painted_on_the_server_with_its_parameters(tmp_path, closin
     assert Image.open(gallery.picture_path(ctx.state_dir, picture.panel_file)).size == (80, 48)
 
 
-def test_progress_and_preview_reach_the_live_status(tmp_path, closing):
+def test_progress_and_preview_reach_the_live_status(open_night):
     seen = []
     with FakeA1111(job_seconds=1.5) as fake:
-        ctx = _ctx(tmp_path, fake.url)
-        closing(ctx)
+        ctx = open_night(fake.url)
         ctx.status.add_listener(lambda line: seen.append(ctx.status.snapshot()["render"] or {}))
-        _, outcome, _ = _render(ctx)
+        _, outcome, _ = render_queued(ctx)
     assert outcome.status == "done"
     remote = [r for r in seen if r.get("stage") == "generating (remote)"]
     assert remote and all(r["steps"] == 25 for r in remote)
@@ -115,18 +86,16 @@ COMFYUI_FAULTS = [  # the same night on render.backend: comfyui (the other fault
 
 @pytest.mark.parametrize("backend, mode, remote, reason", [pytest.param("remote", *p.values, id=p.id) for p in FAULTS]
                          + [pytest.param("comfyui", *p.values, id=p.id) for p in COMFYUI_FAULTS])
-def test_each_fault_falls_back_to_the_frame_in_the_same_render(tmp_path, closing, capfd, backend, mode, remote,
+def test_each_fault_falls_back_to_the_frame_in_the_same_render(open_night, capfd, backend, mode, remote,
                                                                reason):
     if mode is None:
-        ctx = _ctx(tmp_path, f"http://127.0.0.1:{free_port()}", backend=backend, **remote)
-        closing(ctx)
-        render_id, outcome, picture_id = _render(ctx)
+        ctx = open_night(f"http://127.0.0.1:{free_port()}", backend=backend, **remote)
+        render_id, outcome, picture_id = render_queued(ctx)
     else:
         server = FakeComfyUI if backend == "comfyui" else FakeA1111
         with server(mode=mode, job_seconds=0.3, drip_seconds=0.3) as fake:
-            ctx = _ctx(tmp_path, fake.url, backend=backend, **remote)
-            closing(ctx)
-            render_id, outcome, picture_id = _render(ctx)
+            ctx = open_night(fake.url, backend=backend, **remote)
+            render_id, outcome, picture_id = render_queued(ctx)
         assert len(fake.posts("/prompt") if backend == "comfyui" else _posts(fake)) == 1
     assert outcome.status == "done" and outcome.restarts == 0, outcome.error
     assert ctx.store.render(render_id).status == "done" and ctx.store.count_pictures() == 1
@@ -141,50 +110,31 @@ def test_each_fault_falls_back_to_the_frame_in_the_same_render(tmp_path, closing
     assert "painting tonight's picture on the frame instead." in log
 
 
-def test_the_local_backend_never_asks_the_server(tmp_path, closing):
+def test_the_local_backend_never_asks_the_server(open_night):
     with FakeA1111() as fake:
-        ctx = _ctx(tmp_path, fake.url, backend="local")
-        closing(ctx)
-        _, outcome, picture_id = _render(ctx)
+        ctx = open_night(fake.url, backend="local")
+        _, outcome, picture_id = render_queued(ctx)
     assert outcome.status == "done" and fake.requests == []
     picture = ctx.store.picture(picture_id)
     assert picture.model.endswith("models/demo") and "painted" not in picture.why
 
 
-class _KillDuringRemoteJob:
-    """SIGKILLs the worker ``times`` times, each once the server's job is under way."""
-
-    def __init__(self, ctx, times: int) -> None:
-        self.ctx, self.left, self.killed_pids = ctx, times, set()
-
-    def __call__(self, line: str) -> None:
-        supervisor = self.ctx.supervisor
-        pid = supervisor.pid if supervisor else None
-        stage = (self.ctx.status.snapshot()["render"] or {}).get("stage")
-        if pid and self.left and stage == "generating (remote)" and pid not in self.killed_pids:
-            self.killed_pids.add(pid)
-            self.left -= 1
-            os.kill(pid, signal.SIGKILL)
-
-
-def test_a_worker_killed_mid_remote_job_asks_the_server_again(tmp_path, closing):
+def test_a_worker_killed_mid_remote_job_asks_the_server_again(open_night):
     with FakeA1111(job_seconds=1.0) as fake:
-        ctx = _ctx(tmp_path, fake.url)
-        closing(ctx)
-        ctx.status.add_listener(_KillDuringRemoteJob(ctx, 1))
-        _, outcome, picture_id = _render(ctx)
+        ctx = open_night(fake.url)
+        ctx.status.add_listener(KillDuring(ctx, 1))
+        _, outcome, picture_id = render_queued(ctx)
     assert outcome.status == "done" and outcome.restarts == 1, outcome.error
     first, again = _posts(fake)
     assert first == again  # the same prompt and seed: the same picture
     assert ctx.store.count_pictures() == 1 and ctx.store.picture(picture_id).model == "dreamshaper_8"
 
 
-def test_a_worker_killed_twice_mid_remote_job_paints_on_the_frame(tmp_path, closing):
+def test_a_worker_killed_twice_mid_remote_job_paints_on_the_frame(open_night):
     with FakeA1111(job_seconds=1.0) as fake:
-        ctx = _ctx(tmp_path, fake.url)
-        closing(ctx)
-        ctx.status.add_listener(_KillDuringRemoteJob(ctx, 2))
-        _, outcome, picture_id = _render(ctx)
+        ctx = open_night(fake.url)
+        ctx.status.add_listener(KillDuring(ctx, 2))
+        _, outcome, picture_id = render_queued(ctx)
     assert outcome.status == "done" and outcome.restarts == 2, outcome.error
     assert len(_posts(fake)) == 2 and ctx.store.count_pictures() == 1
     picture = ctx.store.picture(picture_id)
@@ -192,21 +142,14 @@ def test_a_worker_killed_twice_mid_remote_job_paints_on_the_frame(tmp_path, clos
     assert "interrupted 2 times" in picture.why["painted"]
 
 
-def test_a_stopped_worker_interrupts_the_server_and_the_restart_asks_again(tmp_path, closing):
+def test_a_stopped_worker_interrupts_the_server_and_the_restart_asks_again(open_night):
     with FakeA1111(job_seconds=3.0) as fake:
-        ctx = _ctx(tmp_path, fake.url)
-        closing(ctx)
-
-        def stop_once_painting(line: str) -> None:
-            if (ctx.status.snapshot()["render"] or {}).get("stage") == "generating (remote)":
-                ctx.stop.set()
-
-        ctx.status.add_listener(stop_once_painting)
-        render_id, outcome, _ = _render(ctx)
+        ctx = open_night(fake.url)
+        stop_while_on_the_server(ctx)
+        render_id, outcome, _ = render_queued(ctx)
         assert outcome.status == "stopped"
         assert [p for m, p, _, _ in fake.requests if m == "POST"] == ["/sdapi/v1/txt2img", "/sdapi/v1/interrupt"]
-        ctx.status = night.LiveStatus()  # the restarted daemon: a fresh status, no stop request
-        ctx.stop = threading.Event()
+        restart_daemon(ctx)
         fake.job_seconds = 0.3
         outcome, picture_id = night.render(ctx, render_id, "now", resume=True)
     assert outcome.status == "done", outcome.error
@@ -223,22 +166,13 @@ def test_the_server_gets_at_most_half_of_what_is_left_of_the_window(tmp_path):
     assert remote_budget(_job(now - 5), config, now=now) == 0
 
 
-def test_a_worker_restarted_after_the_fallback_began_does_not_ask_again(tmp_path, closing):
+def test_a_worker_restarted_after_the_fallback_began_does_not_ask_again(open_night):
     """remote.json "failed" is final: the restarted worker resumes the local render, the server is
     not asked a second time (which could give a second, different picture's worth of waiting)."""
     with FakeA1111(mode="500", job_seconds=0.1) as fake:
-        ctx = _ctx(tmp_path, fake.url)
-        closing(ctx)
-        killed = []
-
-        def kill_once_painting_locally(line: str) -> None:
-            pid = ctx.supervisor.pid if ctx.supervisor else None
-            if pid and not killed and (ctx.status.snapshot()["render"] or {}).get("stage") == "generating (unet)":
-                killed.append(pid)
-                os.kill(pid, signal.SIGKILL)
-
-        ctx.status.add_listener(kill_once_painting_locally)
-        _, outcome, picture_id = _render(ctx)
+        ctx = open_night(fake.url)
+        ctx.status.add_listener(KillDuring(ctx, 1, during=ON_THE_FRAME))
+        _, outcome, picture_id = render_queued(ctx)
     assert outcome.status == "done" and outcome.restarts == 1, outcome.error
     assert len(_posts(fake)) == 1 and ctx.store.count_pictures() == 1
     assert ctx.store.picture(picture_id).why["remote_fallback"] == "server-error"

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from frame.config.redact import redact_url
@@ -23,6 +24,11 @@ from frame.config.redact import redact_url
 RatingKind = Literal["thumb", "stars"]
 RenderKind = Literal["night", "now"]
 RenderStatus = Literal["running", "done", "failed", "missed"]
+
+
+def now_iso() -> str:
+    """UTC timestamp as stored everywhere in the database."""
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def _from_row(cls: type, row: Mapping[str, Any]) -> dict[str, Any]:

@@ -44,7 +44,7 @@ from frame.serve.render import img2img as init_fields
 from frame.serve.render.jobs import QueueFull, RenderQueue, RenderRequest
 
 if TYPE_CHECKING:
-    from frame.diffusion.pipeline import RenderSettings
+    from frame.diffusion.render_settings import RenderSettings
 
 log = logging.getLogger(__name__)
 

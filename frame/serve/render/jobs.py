@@ -29,7 +29,7 @@ from frame.diffusion import strength
 from frame.diffusion.progress import Progress
 
 if TYPE_CHECKING:
-    from frame.diffusion.pipeline import RenderSettings
+    from frame.diffusion.render_settings import RenderSettings
 
 log = logging.getLogger(__name__)
 
