@@ -9,7 +9,8 @@ otherwise steal the cores from the numpy run that follows); frame's kernel runs 
 ``bind_node`` + ``spec.fn`` exactly as the engine does; "old" is the banded im2col kernel as it was
 before this benchmark (16 MB column bands, kept here only as the baseline), or with ``--baseline f2``
 frame's own kernel with Winograd F(4×4, 3×3) switched off (its 3×3 convs as F(2×2, 3×3), as before
-F(4×4) was added; the upsampling cases: the fused kernel likewise). Runs alternate between the
+F(4×4) was added; the upsampling cases: the fused kernel likewise), both sides then with BLAS on one
+thread and the kernel splitting its products over the cores as in an engine run. Runs alternate between the
 three sides and the best wall and CPU (all threads of the process) time of each is kept. The last two
 columns are the peak memory each frame kernel allocates beyond its output, measured with tracemalloc
 (numpy reports its buffers to it) in a separate untimed run.
@@ -28,6 +29,7 @@ import onnx
 import onnxruntime as ort
 from onnx import helper, numpy_helper
 
+from frame.engine import blas_threads
 from frame.engine.ops import bind_node, conv_winograd
 from frame.engine.ops.conv import spatial_params, upsample2x_conv3x3
 
@@ -78,6 +80,18 @@ def old_conv(x: np.ndarray, w: np.ndarray, b: np.ndarray, kernel_shape, pads=Non
     return out
 
 
+def as_engine(fn: Callable[[], np.ndarray]) -> Callable[[], np.ndarray]:
+    """``fn`` with BLAS on one thread and the kernel splitting its products itself, as the engine runs a
+    Conv step (``blas_threads.fit_step``)."""
+    def run() -> np.ndarray:
+        blas_threads.shared().fit_step("Conv", [])
+        try:
+            return fn()
+        finally:
+            blas_threads.shared().restore()
+    return run
+
+
 def f2_only(fn: Callable[[], np.ndarray]) -> Callable[[], np.ndarray]:
     """``fn`` run with Winograd F(4×4) off: the planner takes F(2×2) (or im2col) as before it."""
     def run() -> np.ndarray:
@@ -123,7 +137,9 @@ def _case(name: str, cin: int, cout: int, hw: int, kernel: int, stride: int, arg
     session = _session(node, x, [w, b], args.threads)
     spec, kernel_attrs = bind_node(node, 17)
     new = partial(spec.fn, x, w, b, **kernel_attrs)
-    old = f2_only(new) if args.baseline == "f2" else partial(old_conv, x, w, b, **attrs)
+    old = partial(old_conv, x, w, b, **attrs)
+    if args.baseline == "f2":
+        new, old = as_engine(new), as_engine(f2_only(new))
     sides = [lambda: session.run(None, {"x": x})[0], old, new]
     _print_row(name, sides, args)
 
@@ -152,8 +168,10 @@ def _upsample_case(name: str, cin: int, cout: int, hw: int, args: argparse.Names
     def two_kernels() -> np.ndarray:
         return conv_spec.fn(resize_spec.fn(x, None, scales, **resize_attrs), w, b, **conv_attrs)
 
-    new = partial(upsample2x_conv3x3, x, w, b)
-    sides = [lambda: session.run(None, {"x": x})[0], f2_only(new) if args.baseline == "f2" else two_kernels, new]
+    new, old = partial(upsample2x_conv3x3, x, w, b), two_kernels
+    if args.baseline == "f2":
+        new, old = as_engine(new), as_engine(f2_only(new))
+    sides = [lambda: session.run(None, {"x": x})[0], old, new]
     _print_row(name, sides, args)
 
 
