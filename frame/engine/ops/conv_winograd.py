@@ -10,7 +10,7 @@ tiles); its transforms cost more per pixel, and its float32 error is larger: max
 output's scale against float64 (points 0, -1, 1, 1/2, -2), F(2×2) about 2e-7, im2col 4e-7.
 
 Measured on one core (AVX2 BLAS, benchmarks/engine_profile.py): 320 → 320 channels at 64×64
-77 → 45 ms by F(2×2); docs/benchmarks-engine.md has F(4×4)'s figures. Extra memory stays within
+77 → 45 ms by F(2×2); docs/benchmarks-conv.md has F(4×4)'s figures. Extra memory stays within
 ``budget`` bytes, in one of two layouts (``plan``):
 
 * **chunks** (small images, where the transformed input V of the whole image is small): V once,
