@@ -6,8 +6,9 @@ around it (``winograd_transforms``): summed over input channels, the element-wis
 transformed tile and weight becomes (m+2)² GEMMs ``U[ξ] (M × C) @ V[ξ] (C × tiles)`` — 36
 multiply-adds per 16 output pixels and input channel for F(4×4), 16 per 4 for F(2×2), against 9
 per pixel direct. F(4×4) is used where the GEMMs dominate (``plan``: enough output channels and
-tiles); its transforms cost more per pixel, and its float32 error is larger: max error 3.7e-6 of the
-output's scale against float64 (points 0, -1, 1, 1/2, -2), F(2×2) about 2e-7, im2col 4e-7.
+tiles); its transforms cost more per pixel, and its float32 error is larger: max error 4.9e-6 of the
+output's scale against float64 (points 0, -1, 1, 1/2, -2; 512 → 128 channels at 64×64, weights
+N(0, 0.02)), F(2×2) 5.5e-7, im2col 4e-7.
 
 Measured on one core (AVX2 BLAS, benchmarks/engine_profile.py): 320 → 320 channels at 64×64
 77 → 45 ms by F(2×2); docs/benchmarks-conv.md has F(4×4)'s figures. Extra memory stays within
