@@ -1,12 +1,16 @@
 """Time frame's Conv kernel (new) against its previous version (old) and onnxruntime on SD 1.5 shapes.
 
 Usage:  python benchmarks/conv_kernel.py [--repeat 2] [--threads 2] [--only SUBSTRING] [--skip-large]
+                                        [--baseline im2col|f2]
 
 Each case is a one-node Conv model with weights and bias as initializers, as in a real export.
 onnxruntime runs with ``--threads`` intra-op threads and spinning disabled (its idle threads would
 otherwise steal the cores from the numpy run that follows); frame's kernel runs through
 ``bind_node`` + ``spec.fn`` exactly as the engine does; "old" is the banded im2col kernel as it was
-before this benchmark (16 MB column bands, kept here only as the baseline). Runs alternate between the
+before this benchmark (16 MB column bands, kept here only as the baseline), or with ``--baseline f2``
+frame's own kernel with Winograd F(4×4, 3×3) switched off (its 3×3 convs as F(2×2, 3×3), as before
+F(4×4) was added; the upsampling cases: the fused kernel likewise), both sides then with BLAS on one
+thread and the kernel splitting its products over the cores as in an engine run. Runs alternate between the
 three sides and the best wall and CPU (all threads of the process) time of each is kept. The last two
 columns are the peak memory each frame kernel allocates beyond its output, measured with tracemalloc
 (numpy reports its buffers to it) in a separate untimed run.
@@ -18,13 +22,15 @@ import argparse
 import time
 import tracemalloc
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import helper, numpy_helper
 
-from frame.engine.ops import bind_node
+from frame.engine import blas_threads
+from frame.engine.ops import bind_node, conv_winograd
 from frame.engine.ops.conv import spatial_params, upsample2x_conv3x3
 
 OLD_COLUMN_BUDGET_BYTES = 16 << 20
@@ -74,6 +80,29 @@ def old_conv(x: np.ndarray, w: np.ndarray, b: np.ndarray, kernel_shape, pads=Non
     return out
 
 
+def as_engine(fn: Callable[[], np.ndarray]) -> Callable[[], np.ndarray]:
+    """``fn`` with BLAS on one thread and the kernel splitting its products itself, as the engine runs a
+    Conv step (``blas_threads.fit_step``)."""
+    def run() -> np.ndarray:
+        blas_threads.shared().fit_step("Conv", [])
+        try:
+            return fn()
+        finally:
+            blas_threads.shared().restore()
+    return run
+
+
+def f2_only(fn: Callable[[], np.ndarray]) -> Callable[[], np.ndarray]:
+    """``fn`` run with Winograd F(4×4) off: the planner takes F(2×2) (or im2col) as before it."""
+    def run() -> np.ndarray:
+        saved, conv_winograd.MIN_OUTPUTS_F4 = conv_winograd.MIN_OUTPUTS_F4, 1 << 30
+        try:
+            return fn()
+        finally:
+            conv_winograd.MIN_OUTPUTS_F4 = saved
+    return run
+
+
 def _extra_bytes(fn: Callable[[], np.ndarray]) -> int:
     """Peak bytes allocated while ``fn`` runs, minus its result's own bytes."""
     tracemalloc.start()
@@ -107,8 +136,11 @@ def _case(name: str, cin: int, cout: int, hw: int, kernel: int, stride: int, arg
     node = helper.make_node("Conv", ["x", "w", "b"], ["y"], **attrs)
     session = _session(node, x, [w, b], args.threads)
     spec, kernel_attrs = bind_node(node, 17)
-    sides = [lambda: session.run(None, {"x": x})[0], lambda: old_conv(x, w, b, **attrs),
-             lambda: spec.fn(x, w, b, **kernel_attrs)]
+    new = partial(spec.fn, x, w, b, **kernel_attrs)
+    old = partial(old_conv, x, w, b, **attrs)
+    if args.baseline == "f2":
+        new, old = as_engine(new), as_engine(f2_only(new))
+    sides = [lambda: session.run(None, {"x": x})[0], old, new]
     _print_row(name, sides, args)
 
 
@@ -136,7 +168,10 @@ def _upsample_case(name: str, cin: int, cout: int, hw: int, args: argparse.Names
     def two_kernels() -> np.ndarray:
         return conv_spec.fn(resize_spec.fn(x, None, scales, **resize_attrs), w, b, **conv_attrs)
 
-    sides = [lambda: session.run(None, {"x": x})[0], two_kernels, lambda: upsample2x_conv3x3(x, w, b)]
+    new, old = partial(upsample2x_conv3x3, x, w, b), two_kernels
+    if args.baseline == "f2":
+        new, old = as_engine(new), as_engine(f2_only(new))
+    sides = [lambda: session.run(None, {"x": x})[0], old, new]
     _print_row(name, sides, args)
 
 
@@ -195,6 +230,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--only", default="", help="run only cases whose name contains this")
     parser.add_argument("--skip-large", action="store_true", help="skip the VAE 512x512 cases")
+    parser.add_argument("--baseline", choices=["im2col", "f2"], default="im2col",
+                        help="old: the 16 MB-band im2col kernel, or frame's kernel without Winograd F(4x4)")
     args = parser.parse_args()
     print("| case | ort ms | old ms | new ms | ort CPU ms | old CPU ms | new CPU ms | new/ort wall | "
           "old/ort CPU | new/ort CPU | old extra MB | new extra MB | max rel diff |")

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from frame.engine.ops.conv import winograd_layout
 from frame.estimate.machine import Throughput
 from frame.estimate.signature import Signature
 
@@ -64,6 +65,14 @@ WIFI_READ_BYTES = 3e6
 NORM_CONV_WINOGRAD_GAIN = 0.862 / 0.707
 OP_EFFICIENCY = {"conv": 1.29, "upsample_conv": 1.62, "norm_conv": round(0.94 * NORM_CONV_WINOGRAD_GAIN, 2),
                  "matmul": 1.09, "geglu": 1.04, "attention": 0.66, "activation_matmul": 0.66}
+# Winograd F(4x4, 3x3) (b792ddd), the same script, three runs each, interleaved with the code before it
+# (e6bc9c8 via git archive, the probe rule of 4e232a6 in both) on this shared 2-core machine at load
+# average 5-10: the VAE decoder's norm_conv medians 0.997 before, 1.264 after; the UNet's 1.030 / 1.012
+# and plain conv's 0.943 / 0.926 (no gain: the UNet's convs at 512x512 are at most 64x64, F(4x4)'s
+# weight transform is paid over few tiles, and 16x16 stays F(2x2)). So the gain is applied where it was
+# measured: norm convs the engine runs as F(4x4) on more than 64x64 output pixels (docs/estimate.md).
+NORM_CONV_WINOGRAD4_GAIN = 1.264 / 0.997
+WINOGRAD4_GAIN_MIN_PIXELS = 64 * 64
 FEW_ROWS = 256
 FEW_ROWS_EFFICIENCY = {"matmul": 0.54, "geglu": 0.54, "attention": 0.54, "activation_matmul": 0.54}  # text encoder
 KIND_EFFICIENCY = {"conv": 0.98, "matmul": 1.03, "attention": 0.66}  # a step with no signature of its own
@@ -82,11 +91,25 @@ def rows(signature: Signature) -> int:
     return first[-2] if len(first) >= 2 else 0
 
 
+def runs_large_winograd4(signature: Signature) -> bool:
+    """Whether ``signature`` is a norm conv the engine runs as Winograd F(4×4, 3×3) on more than
+    ``WINOGRAD4_GAIN_MIN_PIXELS`` output pixels (where ``NORM_CONV_WINOGRAD4_GAIN`` was measured)."""
+    if signature.op != "norm_conv" or len(signature.shapes) < 2 or len(signature.shapes[0]) != 4:
+        return False
+    (_, c, h, w), (m, cg, kh, kw) = signature.shapes[:2]
+    strides = tuple(signature.attr("strides") or (1, 1))
+    if (kh, kw) != (3, 3) or c != cg or any(int(v) != 1 for v in strides) or h * w <= WINOGRAD4_GAIN_MIN_PIXELS:
+        return False
+    layout = winograd_layout(cg, m, (h, w), 1)
+    return layout is not None and layout.tile == 4
+
+
 def efficiency(signature: Signature) -> float:
     """The share of ``GEMM_MACS`` a step of ``signature`` runs at on the Pi."""
     if signature.op in FEW_ROWS_EFFICIENCY and rows(signature) < FEW_ROWS:
         return FEW_ROWS_EFFICIENCY[signature.op]
-    return OP_EFFICIENCY.get(signature.op, KIND_EFFICIENCY[signature.kind])
+    share = OP_EFFICIENCY.get(signature.op, KIND_EFFICIENCY[signature.kind])
+    return share * NORM_CONV_WINOGRAD4_GAIN if runs_large_winograd4(signature) else share
 
 
 def pi_throughput(signatures: Iterable[Signature], link_bytes: float | None = None, url: bool = False) -> Throughput:

@@ -7,7 +7,8 @@ decoding exactly as in the model), but with the parallel dimension cut down to s
 projection. Those dimensions only repeat the same inner work, so the rate per multiply-add barely
 changes while a probe takes a fraction of a second instead of several, as long as the probe keeps
 one whole unit of the kernel's own blocking: a conv at least one im2col band of output rows
-(``frame.engine.ops.conv.band_rows``: a thinner band is a narrower, slower GEMM), an attention at
+(``frame.engine.ops.conv.band_rows``: a thinner band is a narrower, slower GEMM) and one band of its
+Winograd layout (``_winograd_rows``), an attention at
 least one block of query rows (``AttentionConfig.block``), a projection at least 512 token rows.
 """
 
@@ -20,7 +21,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from frame.engine.blas_threads import SINGLE_THREAD_WORK
-from frame.engine.ops.conv import band_rows
+from frame.engine.ops.conv import band_rows, winograd_layout
 from frame.engine.passes.sliced_attention import AttentionConfig
 from frame.estimate.signature import Signature
 
@@ -83,9 +84,23 @@ def _conv_input(sig: Signature, max_macs: int) -> tuple[int, int, int, int]:
     else:
         band = band_rows((max(1, h // stride), out_w), cg * kh * kw) * stride
     rows_in = max(_rows(h, m * cg * kh * kw * out_w * (4 if upsample else 1) // stride, max_macs, kh),
-                  min(h, band))
+                  min(h, band), _winograd_rows(sig))
     rows_in = _same_threads(rows_in, h, w_in * m * cg * kh * kw)  # blas_threads.gemm_work: input positions
     return (1, c, rows_in, w_in)
+
+
+def _winograd_rows(sig: Signature) -> int:
+    """Input rows of one whole band of the Winograd layout the engine runs the full conv with (0: not
+    Winograd). Its weight transform is made once per band (chunks: once per image), so a probe of fewer
+    rows would pay it over fewer tiles: F(4×4)'s U, 36 values per weight's 9, made the 512-channel
+    probe at 64×64 (22 of 64 rows) look barely faster than F(2×2)."""
+    (_, c, h, w_in), (m, cg, kh, kw) = sig.shapes
+    attrs = dict(sig.attrs)
+    if (sig.op == "upsample_conv" or (kh, kw) != (3, 3) or c != cg
+            or any(int(v) != 1 for v in (*(attrs.get("strides") or ()), *(attrs.get("dilations") or ())))):
+        return 0
+    layout = winograd_layout(cg, m, (h, w_in), 1)  # pads 1: the output is the input's size
+    return 0 if layout is None else min(h, getattr(layout, "tile", 2) * layout.tile_rows)
 
 
 def _conv_attrs(sig: Signature) -> dict:

@@ -3,8 +3,9 @@
 Each figure follows the kernel's code (the docstrings of ``frame.engine.ops.conv``,
 ``frame.engine.passes.weight_decoding`` and ``frame.engine.passes.sliced_attention`` say the same):
 
-* Conv (dense, 2-D): a 3×3 stride-1 conv that runs as Winograd F(2×2, 3×3) (``conv.winograd_layout``)
-  its layout's transformed weight, input tiles and GEMM result (``conv_winograd.scratch_bytes``);
+* Conv (dense, 2-D): a 3×3 stride-1 conv that runs as Winograd F(4×4) or F(2×2, 3×3)
+  (``conv.winograd_layout``) its layout's transformed weight, input tiles, transform scratch and GEMM
+  result (``conv_winograd.scratch_bytes``);
   otherwise one im2col band of ``band_rows`` output rows (``C/g·kh·kw × rows·Wo`` float32, at most
   ``COLUMN_BUDGET_BYTES``) plus the padded input rows it reads; a 1×1 conv without stride or
   padding is one GEMM on the input itself (nothing extra);

@@ -138,10 +138,12 @@ def test_the_normalised_activation_never_exists_whole(tmp_path, monkeypatch):
     assert _most_big_arrays_alive(path, feeds, size) == 2
 
 
-@pytest.mark.parametrize("c, m, hw, layout", [(80, 24, (18, 21), "bands"), (256, 160, (24, 24), "chunks")])
-def test_3x3_norm_convs_run_as_winograd_and_match(tmp_path, monkeypatch, c, m, hw, layout):
-    """The VAE's and UNet's resnet convs are NormConvs: they take Winograd F(2x2, 3x3) like a plain
-    Conv, normalising each band (bands layout) or channel block (chunks layout) as it is copied."""
+@pytest.mark.parametrize("c, m, hw, layout, tile", [(80, 24, (18, 21), "bands", 2), (256, 160, (24, 24), "chunks", 2),
+                                                     (64, 64, (33, 35), "bands", 4), (96, 160, (34, 33), "chunks", 4)])
+def test_3x3_norm_convs_run_as_winograd_and_match(tmp_path, monkeypatch, c, m, hw, layout, tile):
+    """The VAE's and UNet's resnet convs are NormConvs: they take Winograd F(2x2, 3x3) or F(4x4, 3x3)
+    like a plain Conv, normalising each band (bands layout) or channel block (chunks layout) as it is
+    copied."""
     from frame.engine.ops import conv_winograd
 
     path, feeds = norm_conv_model(tmp_path, c=c, groups=8, m=m, hw=hw)
@@ -152,6 +154,6 @@ def test_3x3_norm_convs_run_as_winograd_and_match(tmp_path, monkeypatch, c, m, h
         with load_model(path) as model:
             assert model.rewrites["norm_conv"] == 1
             fused = model.run(feeds)
-    assert plans and all((p.chunk < m) == (layout == "chunks") for p in plans)
+    assert plans and all((p.chunk < m) == (layout == "chunks") and p.tile == tile for p in plans)
     _, _, unfused, expected = run_both(path, feeds, monkeypatch)
     assert_agree(fused, unfused, expected)

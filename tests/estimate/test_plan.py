@@ -95,13 +95,14 @@ def test_every_probe_runs_on_the_engine_and_fuses_like_the_model(signature, tmp_
 
 
 def test_probes_are_cut_to_the_cap_but_keep_one_band_of_the_kernel():
-    from frame.engine.ops.conv import band_rows
+    from frame.engine.ops.conv import band_rows, winograd_layout
     from frame.estimate.probes import conv_probe
 
     sig = Signature("conv", ((1, 128, 256, 256), (128, 128, 3, 3)), (("pads", (1, 1, 1, 1)),))
-    band = band_rows((256, 256), 128 * 9)  # the VAE's 128-channel conv at 256 x 256: 28 rows a band
+    band = band_rows((256, 256), 128 * 9)  # the VAE's 128-channel conv at 256 x 256: 28 rows an im2col band
+    layout = winograd_layout(128, 128, (256, 256), 1)  # ... and it runs as Winograd: one band of its layout
     _, feeds = conv_probe(sig, 1, np.random.default_rng(0))
-    assert feeds["x"].shape == (1, 128, band, 256)
+    assert feeds["x"].shape == (1, 128, max(band, layout.tile * layout.tile_rows), 256)
     per_row = 128 * 128 * 9 * 256
     _, feeds = conv_probe(sig, 100 * per_row, np.random.default_rng(0))
     assert feeds["x"].shape == (1, 128, 100, 256)

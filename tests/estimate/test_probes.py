@@ -65,3 +65,21 @@ def test_every_compute_step_has_a_signature_whose_probe_runs_the_same_kernel(mod
         assert (got.op, got.storage, got.attrs) == (signature.op, signature.storage, signature.attrs)
         if signature.kind != "attention":  # the weights as in the model (attention probes cut heads)
             assert got.shapes[1:] == signature.shapes[1:]
+
+
+@pytest.mark.parametrize("channels, size, rows", [(512, 64, 64), (512, 128, 32)])
+def test_a_winograd_conv_probe_keeps_one_band_of_its_layout(channels, size, rows):
+    """The probe of a 3x3 conv keeps one whole band of the Winograd layout the engine runs the full conv
+    with (512 channels at 64x64: chunks over the whole image; at 128x128: chunks within 8-tile-row bands
+    of F(4x4)), so its weight transform is spread over as many tiles as in the model (22 and 13 rows
+    before: the transform's share made F(4x4) look barely faster than F(2x2)); same tile size."""
+    from frame.engine.ops.conv import winograd_layout
+    from frame.estimate.signature import Signature
+
+    sig = Signature("norm_conv", ((1, channels, size, size), (channels, channels, 3, 3)),
+                    (("pads", (1, 1, 1, 1)), ("strides", (1, 1))))
+    model, feeds = build_probe(sig, 300_000_000, np.random.default_rng(0))
+    probe_rows = next(iter(feeds.values())).shape[2]
+    assert probe_rows == rows
+    full, probe = (winograd_layout(channels, channels, (h, size), 1) for h in (size, probe_rows))
+    assert full.tile == probe.tile == 4 and probe.tile_rows == full.tile_rows

@@ -2,9 +2,9 @@
 
 Depthwise and grouped convs run in ``conv_grouped``, 3-D ones in ``conv_nd``; this module keeps the
 dense 1-D/2-D kernel that the Stable Diffusion UNet and VAE spend their time in. Dense 3x3 stride-1
-convs over at least 64 output tiles run as Winograd F(2x2, 3x3) (``conv_winograd``: 2.25x fewer
-multiply-adds, within the same ``COLUMN_BUDGET_BYTES`` of temporaries) where its layouts fit the
-budget; everything else as the banded im2col below.
+convs over at least 64 output tiles run as Winograd F(4x4, 3x3) or F(2x2, 3x3) (``conv_winograd``: 4x
+or 2.25x fewer multiply-adds, within the same ``COLUMN_BUDGET_BYTES`` of temporaries) where its
+layouts fit the budget; everything else as the banded im2col below.
 
 Why not plain im2col: for a 3x3 conv it materialises 9 copies of the input (47 MB for 320x64x64,
 2.4 GB for the VAE's 256x512x512), too much for a Pi Zero's 512 MB. Here im2col runs in bands of output
@@ -123,12 +123,12 @@ def _conv_image(x: np.ndarray, weight: np.ndarray, group: int, stride, dilation,
 def dense_conv_image(x: np.ndarray, weight: np.ndarray, stride, dilation, pads, out_hw, out: np.ndarray,
                      transform=None) -> None:
     """One image of a dense (group 1) conv: x (C, H, W), contiguous weight (M, C, kh, kw) float32 ->
-    out (M, Ho, Wo), bias not added. 3x3 stride-1 convs run as Winograd F(2x2, 3x3) when its layout
-    fits, the rest as the banded im2col. ``transform`` maps each band of copied input rows in place
+    out (M, Ho, Wo), bias not added. 3x3 stride-1 convs run as Winograd (F(4x4) or F(2x2), 3x3) when
+    a layout fits, the rest as the banded im2col. ``transform`` maps each band of copied input rows in place
     before the conv reads it (``passes.norm_conv``: GroupNorm + SiLU of the input), in both paths."""
     m, c, kh, kw = weight.shape
     ho, wo = out_hw
-    if (kh, kw) == (3, 3) and list(stride) == [1, 1] and list(dilation) == [1, 1]:  # Winograd F(2x2, 3x3)
+    if (kh, kw) == (3, 3) and list(stride) == [1, 1] and list(dilation) == [1, 1]:  # Winograd
         layout = winograd_layout(c, m, out_hw, gemm_pieces(m * c * 9 * ho * wo))
         if layout is not None:
             conv_winograd.winograd_conv3x3(x, weight, pads, out, layout, transform)

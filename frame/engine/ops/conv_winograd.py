@@ -1,15 +1,18 @@
-"""Dense 3×3 stride-1 convolutions by Winograd's F(2×2, 3×3): 2.25× fewer multiply-adds than im2col.
+"""Dense 3×3 stride-1 convolutions by Winograd's F(4×4, 3×3) or F(2×2, 3×3): 4× or 2.25× fewer
+multiply-adds than im2col.
 
-Each 2×2 block of output pixels is computed from the 4×4 input tile around it as
-``Aᵀ [(G g Gᵀ) ⊙ (Bᵀ d B)] A`` (Lavin & Gray, "Fast Algorithms for Convolutional Neural Networks",
-2016): summed over input channels, the element-wise product of the 16 transformed values becomes
-16 GEMMs ``U[ξ] (M × C) @ V[ξ] (C × tiles)`` — 16 multiply-adds per 4 output pixels and input
-channel instead of 36. The transforms only add and subtract (and halve, for the weight), so the
-result is as exact as the direct sum (max error ~2e-7 of the output scale against float64, im2col
-~4e-7).
+Each ``m × m`` block of output pixels (m = 4 or 2) is computed from the ``(m+2)²`` input tile
+around it (``winograd_transforms``): summed over input channels, the element-wise product of the
+transformed tile and weight becomes (m+2)² GEMMs ``U[ξ] (M × C) @ V[ξ] (C × tiles)`` — 36
+multiply-adds per 16 output pixels and input channel for F(4×4), 16 per 4 for F(2×2), against 9
+per pixel direct. F(4×4) is used where the GEMMs dominate (``plan``: enough output channels and
+tiles); its transforms cost more per pixel, and its float32 error is larger: max error 4.9e-6 of the
+output's scale against float64 (points 0, -1, 1, 1/2, -2; 512 → 128 channels at 64×64, weights
+N(0, 0.02)), F(2×2) 5.5e-7, im2col 4e-7.
 
 Measured on one core (AVX2 BLAS, benchmarks/engine_profile.py): 320 → 320 channels at 64×64
-77 → 45 ms. Extra memory stays within ``budget`` bytes, in one of two layouts (``plan``):
+77 → 45 ms by F(2×2); docs/benchmarks-conv.md has F(4×4)'s figures. Extra memory stays within
+``budget`` bytes, in one of two layouts (``plan``):
 
 * **chunks** (small images, where the transformed input V of the whole image is small): V once,
   then the output channels in chunks, each chunk's transformed weight U made just before its GEMMs
@@ -30,13 +33,23 @@ import numpy as np
 from frame.engine import buffers
 from frame.engine.ops.blocks import gemm_pieces, matmul_into, run_tasks
 from frame.engine.ops.padded_rows import PaddedRows
+from frame.engine.ops.winograd_transforms import (
+    G2,
+    G4,
+    input_scratch,
+    output_scratch,
+    transform_input,
+    transform_output,
+    view,
+    weight_transform_t,
+)
 
-_G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], np.float64)
-# the weight transform as one product: Kᵀ (16, 9) @ gᵀ (9, M·C) gives every G g Gᵀ, already laid out
-_WEIGHT_TRANSFORM_T = np.ascontiguousarray(np.einsum("ai,bj->abij", _G, _G).reshape(16, 9)).astype(np.float32)
+_WEIGHT_TRANSFORM_T = {2: weight_transform_t(G2), 4: weight_transform_t(G4)}
 
 MIN_TILES = 64  # 2×2 output tiles: an 8×8 image (16 tiles) gains too little for the weight transform
 MIN_CHANNELS = 16  # the SD UNet's conv_in (4 input channels) gains nothing
+MIN_TILES_F4 = 64  # 4×4 output tiles (a 32×32 image)
+MIN_OUTPUTS_F4 = 64  # output channels: F(4×4)'s dearer transforms are shared by fewer GEMM rows below
 CHUNK_WEIGHT_BYTES = 4 << 20  # transformed weight per chunk: stays in cache until its GEMMs read it
 MIN_CHUNK = 64  # output channels per chunk: fewer make the GEMMs too flat (32: 118 vs 95 ms at 640->320, 64x64)
 MIN_BAND_TILES = 64  # tiles per band's GEMM (its N): 2 tile rows of a 64-wide image still beat im2col by 1.5x
@@ -46,52 +59,87 @@ CHANNEL_BLOCK = 64  # input channels transformed at a time in the chunk layout
 @dataclass(frozen=True)
 class Plan:
     """``tile_rows`` per band, ``chunk`` output channels per transformed-weight chunk (chunk < M: the
-    chunk layout, one band of all tile rows) and ``threads`` sharing the bands or chunks (1: the
-    threads split each GEMM instead)."""
+    chunk layout, one band of all tile rows), ``threads`` sharing the bands or chunks (1: the
+    threads split each GEMM instead) and ``tile``: 4 for F(4×4, 3×3), 2 for F(2×2, 3×3)."""
 
     tile_rows: int
     chunk: int
     threads: int = 1
+    tile: int = 2
 
 
-def _chunk_plan(channels: int, outputs: int, tiles: tuple[int, int], budget: int, pieces: int) -> Plan | None:
-    th, tw = tiles
-    whole_v = 4 * (16 * channels * th * tw + 5 * min(channels, CHANNEL_BLOCK) * (2 * th + 2) * (2 * tw + 2))
-    per_output = 4 * 16 * (channels + th * tw)  # one output channel's U row and GEMM result row
-    if outputs < 2 * MIN_CHUNK or whole_v >= budget:
+def _tiles(out_hw: tuple[int, int], tile: int) -> tuple[int, int]:
+    return -(-out_hw[0] // tile), -(-out_hw[1] // tile)
+
+
+def _chunk_plan(channels: int, outputs: int, out_hw, tile: int, budget: int, pieces: int,
+                banded: bool = False) -> Plan | None:
+    """The chunk layout: V of the whole image beside the chunks, or (``banded``) V of bands of tile
+    rows, each band's U chunks made again (9 multiply-adds per tile of a chunk, a few % of its GEMMs)."""
+    th, tw = _tiles(out_hw, tile)
+    if outputs < 2 * MIN_CHUNK:
         return None
+    n2 = (tile + 2) ** 2
+    width = tile * tw + 2
+    block = min(channels, CHANNEL_BLOCK)
+    least = -(-min(MIN_BAND_TILES, th * tw) // tw)  # tile rows per band at least
     for threads in sorted({pieces, 1}, reverse=True):
-        chunk = min(max(MIN_CHUNK, CHUNK_WEIGHT_BYTES // (4 * 16 * channels)),
-                    (budget - whole_v) // (threads * per_output), -(-outputs // threads))
-        if chunk >= MIN_CHUNK:
-            return Plan(th, int(chunk), threads)
+        top = min(max(MIN_CHUNK, CHUNK_WEIGHT_BYTES // (4 * n2 * channels)), -(-outputs // threads))
+        for bands in range(1, th + 1 if banded else 2):
+            rows = -(-th // bands)
+            if rows < least:
+                break
+            # V of a band and its padded rows, beside the input transform's scratch or the chunks
+            fixed = 4 * (n2 * channels * rows * tw + block * (tile * rows + 2) * width)
+            free = budget - fixed - 4 * threads * output_scratch(tile, top, rows * tw)
+            if 4 * input_scratch(tile, block, rows, width, tw) >= budget - fixed:
+                continue
+            chunk = min(top, free // (threads * 4 * n2 * (channels + rows * tw)))
+            if chunk >= MIN_CHUNK:
+                return Plan(-(-th // bands), int(chunk), threads, tile)
     return None
 
 
-def _band_plan(channels: int, outputs: int, tiles: tuple[int, int], budget: int, pieces: int) -> Plan | None:
-    th, tw = tiles
-    u_bytes = 16 * outputs * channels * 4
-    per_row = 4 * tw * (16 * channels + 16 * outputs + 12 * channels)  # V, GEMM result, padded rows, scratch
+def _band_plan(channels: int, outputs: int, out_hw, tile: int, budget: int, pieces: int) -> Plan | None:
+    th, tw = _tiles(out_hw, tile)
+    n2 = (tile + 2) ** 2
+    width = tile * tw + 2
+    u_bytes = n2 * outputs * channels * 4
+    # per tile row: padded input rows, the input transform's scratch, V, GEMM result, output scratch
+    per_row = 4 * (tile * channels * width + input_scratch(tile, channels, 1, width, tw)
+                   + n2 * tw * (channels + outputs) + output_scratch(tile, outputs, tw))
     for threads in sorted({pieces, 1}, reverse=True):
         rows = min(th, (budget - u_bytes) // (threads * per_row)) if u_bytes < budget else 0
         if rows * tw >= min(MIN_BAND_TILES, th * tw) and (threads == 1 or th >= 2 * threads):
             bands = -(-th // rows)
             bands = -(-bands // threads) * threads  # every thread gets as many bands
-            return Plan(-(-th // bands), outputs, threads)
+            return Plan(-(-th // bands), outputs, threads, tile)
     return None
 
 
 def plan(channels: int, outputs: int, out_hw: tuple[int, int], budget: int, pieces: int) -> Plan | None:
     """Layout within ``budget`` bytes of temporaries for ``pieces`` threads, or None (use im2col).
 
-    Chunks are preferred (each chunk's U is made while the cache holds it); then bands; each first with
-    a share per thread, else with all threads on every GEMM (less memory: one band or chunk at a time).
+    F(4×4) where it has the output channels and tiles to gain, else F(2×2). Chunks are preferred
+    (each chunk's U is made while the cache holds it); then bands; then (F(4×4), whose U is 4× the
+    weight: 512 → 512 channels at 128×128 fits neither) chunks within bands of tile rows. Each first
+    with a share per thread, else with all threads on every GEMM (less memory: one band or chunk at a
+    time).
     """
-    tiles = -(-out_hw[0] // 2), -(-out_hw[1] // 2)
-    if tiles[0] * tiles[1] < MIN_TILES or channels < MIN_CHANNELS:
+    if channels < MIN_CHANNELS:
         return None
-    return _chunk_plan(channels, outputs, tiles, budget, pieces) or _band_plan(channels, outputs, tiles, budget,
-                                                                                pieces)
+    tiles4 = _tiles(out_hw, 4)
+    if outputs >= MIN_OUTPUTS_F4 and tiles4[0] * tiles4[1] >= MIN_TILES_F4:
+        layout = (_chunk_plan(channels, outputs, out_hw, 4, budget, pieces)
+                  or _band_plan(channels, outputs, out_hw, 4, budget, pieces)
+                  or _chunk_plan(channels, outputs, out_hw, 4, budget, pieces, banded=True))
+        if layout is not None:
+            return layout
+    tiles = _tiles(out_hw, 2)
+    if tiles[0] * tiles[1] < MIN_TILES:
+        return None
+    return (_chunk_plan(channels, outputs, out_hw, 2, budget, pieces)
+            or _band_plan(channels, outputs, out_hw, 2, budget, pieces))
 
 
 def scratch_bytes(layout: Plan, channels: int, outputs: int, out_hw: tuple[int, int]) -> int:
@@ -99,85 +147,40 @@ def scratch_bytes(layout: Plan, channels: int, outputs: int, out_hw: tuple[int, 
     ``_by_bands`` and ``_by_chunks`` allocate them; the estimate's memory model counts this
     (``frame.estimate.scratch``).
 
-    bands: the whole U, then per thread the padded input rows, the row-transform scratch, V and the
-    GEMM result of one band. chunks: V of the whole image beside one channel block's padded rows and
-    row-transform scratch while the input is transformed; then V, the padded rows (the last
-    ``source`` view keeps them) and each thread's U chunk and GEMM result."""
-    th, tw = -(-out_hw[0] // 2), -(-out_hw[1] // 2)
-    width = 2 * tw + 2  # the padded columns (``winograd_conv3x3`` pads right up to whole tiles)
+    bands: the whole U, then per thread the padded input rows, the input transform's scratch, V and
+    the GEMM result (and F(4)'s output scratch) of one band. chunks: V of the whole image beside one
+    channel block's padded rows and input transform scratch while the input is transformed; then V,
+    the padded rows (the last ``source`` view keeps them) and each thread's U chunk and GEMM result."""
+    tile = layout.tile
+    th, tw = _tiles(out_hw, tile)
+    n2 = (tile + 2) ** 2
+    width = tile * tw + 2  # the padded columns (``winograd_conv3x3`` pads right up to whole tiles)
     if layout.chunk >= outputs:
         rows = layout.tile_rows
-        band = channels * (2 * rows + 2) * width + 4 * channels * rows * width + 16 * rows * tw * (channels + outputs)
-        return 4 * (16 * outputs * channels + layout.threads * band)
+        band = (channels * (tile * rows + 2) * width + input_scratch(tile, channels, rows, width, tw)
+                + n2 * rows * tw * (channels + outputs) + output_scratch(tile, outputs, rows * tw))
+        return 4 * (n2 * outputs * channels + layout.threads * band)
+    rows = layout.tile_rows
     block = min(channels, CHANNEL_BLOCK)
-    v, padded = 16 * channels * th * tw, block * (2 * th + 2) * width
-    chunks = layout.threads * 16 * layout.chunk * (th * tw + channels)
-    return 4 * (v + padded + max(4 * block * th * width, chunks))
+    v, padded = n2 * channels * rows * tw, block * (tile * rows + 2) * width
+    chunks = layout.threads * (n2 * layout.chunk * (rows * tw + channels)
+                               + output_scratch(tile, layout.chunk, rows * tw))
+    return 4 * (v + padded + max(input_scratch(tile, block, rows, width, tw), chunks))
 
 
-def transform_weight(w: np.ndarray, step: int = 1 << 15, out: np.ndarray | None = None) -> np.ndarray:
-    """(M, C, 3, 3) float32 → U (16, M, C): U[4a + b] = (G g Gᵀ)[a, b], ``step`` filters per GEMM.
+def transform_weight(w: np.ndarray, step: int = 1 << 15, out: np.ndarray | None = None, tile: int = 2) -> np.ndarray:
+    """(M, C, 3, 3) float32 → U (n², M, C): U[n·a + b] = (G g Gᵀ)[a, b] (n = tile + 2), ``step``
+    filters per GEMM.
 
-    ``out`` (at least 16·M·C floats) is used instead of a fresh array: the chunk layout makes one
+    ``out`` (at least n²·M·C floats) is used instead of a fresh array: the chunk layout makes one
     U per chunk, and a fresh 5 MB array each time is 5 MB of new pages for the kernel to zero."""
     m, c = w.shape[:2]
+    n2 = (tile + 2) ** 2
     flat = np.ascontiguousarray(w).reshape(m * c, 9)
-    u = buffers.empty((16, m * c), np.float32) if out is None else _view(out[:16 * m * c], (16, m * c))
+    u = buffers.empty((n2, m * c), np.float32) if out is None else view(out[:n2 * m * c], (n2, m * c))
     for r0 in range(0, m * c, step):
-        np.matmul(_WEIGHT_TRANSFORM_T, flat[r0:r0 + step].T, out=u[:, r0:r0 + step])
-    return u.reshape(16, m, c)
-
-
-def _view(array: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """``array.reshape(shape)`` that must not copy (kernels write through it)."""
-    view = array.reshape(shape)
-    if view.flags.owndata:
-        raise AssertionError(f"reshape of {array.shape} to {shape} would copy")
-    return view
-
-
-def _transform_input(padded: np.ndarray, tiles: tuple[int, int], v: np.ndarray, rows: np.ndarray) -> None:
-    """Bᵀ d B of every 4×4 tile (stride 2) of ``padded`` (C, 2·th+2, ≥ 2·tw+2) into v (16, C, th·tw).
-
-    ``rows`` (4, C, th, width) is scratch for the transform along the rows.
-    """
-    th, tw = tiles
-    c = padded.shape[0]
-    d = [padded[:, i:i + 2 * th:2] for i in range(4)]  # (C, th, width) each
-    np.subtract(d[0], d[2], out=rows[0])
-    np.add(d[1], d[2], out=rows[1])
-    np.subtract(d[2], d[1], out=rows[2])
-    np.subtract(d[1], d[3], out=rows[3])
-    for a in range(4):
-        e = [rows[a][:, :, j:j + 2 * tw:2] for j in range(4)]  # (C, th, tw) each
-        target = _view(v[4 * a:4 * a + 4], (4, c, th, tw))
-        np.subtract(e[0], e[2], out=target[0])
-        np.add(e[1], e[2], out=target[1])
-        np.subtract(e[2], e[1], out=target[2])
-        np.subtract(e[1], e[3], out=target[3])
-
-
-def _transform_output(mo: np.ndarray, tiles: tuple[int, int], out: np.ndarray) -> None:
-    """Aᵀ m A of every tile: mo (16, M, th·tw) (overwritten) → out (M, ≤ 2·th, ≤ 2·tw)."""
-    th, tw = tiles
-    t = _view(mo, (4, 4, mo.shape[1], th, tw))
-    for b in range(4):  # along the rows: t[3, b] = m1b - m2b - m3b, then t[0, b] = m0b + m1b + m2b
-        np.subtract(t[1, b], t[3, b], out=t[3, b])
-        t[3, b] -= t[2, b]
-        t[0, b] += t[1, b]
-        t[0, b] += t[2, b]
-    ho, wo = out.shape[1:]
-    for i, row in enumerate((t[0], t[3])):
-        rows = (ho - i + 1) // 2
-        for j in range(2):
-            cols = (wo - j + 1) // 2
-            target = out[:, i::2, j::2]
-            if j == 0:  # y = r0 + r1 + r2
-                np.add(row[0][:, :rows, :cols], row[1][:, :rows, :cols], out=target)
-                target += row[2][:, :rows, :cols]
-            else:  # y = r1 - r2 - r3
-                np.subtract(row[1][:, :rows, :cols], row[2][:, :rows, :cols], out=target)
-                target -= row[3][:, :rows, :cols]
+        np.matmul(_WEIGHT_TRANSFORM_T[tile], flat[r0:r0 + step].T, out=u[:, r0:r0 + step])
+    return u.reshape(n2, m, c)
 
 
 def winograd_conv3x3(x: np.ndarray, w: np.ndarray, pads, out: np.ndarray, layout: Plan, transform=None) -> None:
@@ -187,73 +190,89 @@ def winograd_conv3x3(x: np.ndarray, w: np.ndarray, pads, out: np.ndarray, layout
     transformed (``PaddedRows.fill``; the GroupNorm + SiLU of ``passes.norm_conv``): ``rows`` holds
     channels ``first_channel ..`` of the image."""
     m, ho, wo = out.shape
-    tiles = -(-ho // 2), -(-wo // 2)
-    # pad right (and, through PaddedRows, bottom) up to whole tiles: 2·tw + 2 padded input columns
-    full = [pads[0], pads[1], 0, 2 * tiles[1] + 2 - (x.shape[2] + pads[1])]
+    tiles = _tiles((ho, wo), layout.tile)
+    # pad right (and, through PaddedRows, bottom) up to whole tiles: tile·tw + 2 padded input columns
+    full = [pads[0], pads[1], 0, layout.tile * tiles[1] + 2 - (x.shape[2] + pads[1])]
     threads = min(layout.threads, gemm_pieces(m * x.shape[0] * 4 * ho * wo))
     if layout.chunk >= m:
-        _by_bands(x, w, full, tiles, out, layout.tile_rows, threads, transform)
+        _by_bands(x, w, full, tiles, out, layout, threads, transform)
     else:
-        _by_chunks(x, w, full, tiles, out, layout.chunk, threads, transform)
+        _by_chunks(x, w, full, tiles, out, layout, threads, transform)
 
 
-def _by_bands(x: np.ndarray, w: np.ndarray, pads, tiles, out: np.ndarray, tile_rows: int, threads: int,
+def _by_bands(x: np.ndarray, w: np.ndarray, pads, tiles, out: np.ndarray, layout: Plan, threads: int,
               transform=None) -> None:
     c, m = x.shape[0], w.shape[0]
     th, tw = tiles
-    u = transform_weight(w)
+    tile, tile_rows = layout.tile, layout.tile_rows
+    n2 = (tile + 2) ** 2
+    u = transform_weight(w, tile=tile)
     bands = list(range(0, th, tile_rows))
     shares = min(threads, len(bands))
     size = -(-len(bands) // shares)
 
     def run(share: list[int]) -> None:
-        padded = PaddedRows(c, 2 * tile_rows + 2, x.shape[2], pads, np.float32)
+        padded = PaddedRows(c, tile * tile_rows + 2, x.shape[2], pads, np.float32)
         width = padded.buffer.shape[2]
-        scratch = [buffers.empty(n, np.float32) for n in (4 * c * tile_rows * width, 16 * tile_rows * tw * (c + m))]
+        scratch = [buffers.empty(n, np.float32) for n in (
+            input_scratch(tile, c, tile_rows, width, tw), n2 * tile_rows * tw * (c + m),
+            max(output_scratch(tile, m, tile_rows * tw), 1))]
         for t0 in share:
             count = min(tile_rows, th - t0)
-            rows = _view(scratch[0][:4 * c * count * width], (4, c, count, width))
-            v = _view(scratch[1][:16 * c * count * tw], (16, c, count * tw))
-            mo = _view(scratch[1][16 * c * count * tw:16 * (c + m) * count * tw], (16, m, count * tw))
-            _transform_input(padded.fill(x, 2 * t0, 2 * count + 2, transform), (count, tw), v, rows)
+            v = view(scratch[1][:n2 * c * count * tw], (n2, c, count * tw))
+            mo = view(scratch[1][n2 * c * count * tw:n2 * (c + m) * count * tw], (n2, m, count * tw))
+            source = padded.fill(x, tile * t0, tile * count + 2, transform)
+            transform_input(tile, source, (count, tw), v, scratch[0])
             if shares > 1:  # the bands are shared out already: one BLAS thread each
                 np.matmul(u, v, out=mo)
             else:
                 matmul_into(u, v, mo)
-            _transform_output(mo, (count, tw), out[:, 2 * t0:2 * t0 + 2 * count])
+            transform_output(tile, mo, (count, tw), out[:, tile * t0:tile * (t0 + count)], scratch[2])
 
     run_tasks([lambda s=s: run(bands[s:s + size]) for s in range(0, len(bands), size)])
 
 
-def _by_chunks(x: np.ndarray, w: np.ndarray, pads, tiles, out: np.ndarray, chunk: int, threads: int,
+def _by_chunks(x: np.ndarray, w: np.ndarray, pads, tiles, out: np.ndarray, layout: Plan, threads: int,
                transform=None) -> None:
     c, m = x.shape[0], w.shape[0]
     th, tw = tiles
-    v = buffers.empty((16, c, th * tw), np.float32)
+    tile, chunk, tile_rows = layout.tile, layout.chunk, layout.tile_rows
+    n2 = (tile + 2) ** 2
     block = min(c, CHANNEL_BLOCK)
-    padded = PaddedRows(block, 2 * th + 2, x.shape[2], pads, np.float32)
-    rows = buffers.empty((4, block, th, padded.buffer.shape[2]), np.float32)
-    for c0 in range(0, c, block):
-        c1 = min(c0 + block, c)
-        block_transform = None if transform is None else partial(transform, first_channel=c0)
-        source = padded.fill(x[c0:c1], 0, 2 * th + 2, block_transform)
-        _transform_input(source, tiles, v[:, c0:c1], rows[:, :c1 - c0])
-    del padded, rows
+    v_buffer = buffers.empty(n2 * c * tile_rows * tw, np.float32)
     chunks = list(range(0, m, chunk))
     shares = min(threads, len(chunks))
     size = -(-len(chunks) // shares)
+    padded = PaddedRows(block, tile * tile_rows + 2, x.shape[2], pads, np.float32)
+    for t0 in range(0, th, tile_rows):
+        count = min(tile_rows, th - t0)
+        v = view(v_buffer[:n2 * c * count * tw], (n2, c, count * tw))
+        scratch = buffers.empty(input_scratch(tile, block, tile_rows, padded.buffer.shape[2], tw), np.float32)
+        for c0 in range(0, c, block):
+            c1 = min(c0 + block, c)
+            block_transform = None if transform is None else partial(transform, first_channel=c0)
+            source = padded.fill(x[c0:c1], tile * t0, tile * count + 2, block_transform)
+            transform_input(tile, source, (count, tw), v[:, c0:c1], scratch)
+        del scratch  # the chunks' buffers take its place
+        target = out[:, tile * t0:tile * (t0 + count)]
+        run_tasks([partial(_chunk_products, w, v, (count, tw), target, chunks[s:s + size], layout, shares > 1)
+                   for s in range(0, len(chunks), size)])
 
-    def run(share: list[int]) -> None:
-        scratch = buffers.empty(16 * chunk * th * tw, np.float32)
-        u_buffer = buffers.empty(16 * chunk * c, np.float32)
-        for m0 in share:
-            m1 = min(m0 + chunk, m)
-            mo = _view(scratch[:16 * (m1 - m0) * th * tw], (16, m1 - m0, th * tw))
-            u = transform_weight(w[m0:m1], out=u_buffer)
-            if shares > 1:  # the chunks are shared out already: one BLAS thread each
-                np.matmul(u, v, out=mo)
-            else:
-                matmul_into(u, v, mo)
-            _transform_output(mo, tiles, out[m0:m1])
 
-    run_tasks([lambda s=s: run(chunks[s:s + size]) for s in range(0, len(chunks), size)])
+def _chunk_products(w: np.ndarray, v: np.ndarray, tiles, out: np.ndarray, share: list[int], layout: Plan,
+                    shared: bool) -> None:
+    """The GEMMs and output transform of the output-channel chunks ``share`` for one band's V."""
+    m, c, tile, chunk = w.shape[0], w.shape[1], layout.tile, layout.chunk
+    n2, count = (tile + 2) ** 2, tiles[0] * tiles[1]
+    result = buffers.empty(n2 * chunk * count, np.float32)
+    u_buffer = buffers.empty(n2 * chunk * c, np.float32)
+    out_scratch = buffers.empty(max(output_scratch(tile, chunk, count), 1), np.float32)
+    for m0 in share:
+        m1 = min(m0 + chunk, m)
+        mo = view(result[:n2 * (m1 - m0) * count], (n2, m1 - m0, count))
+        u = transform_weight(w[m0:m1], out=u_buffer, tile=tile)
+        if shared:  # the chunks are shared out already: one BLAS thread each
+            np.matmul(u, v, out=mo)
+        else:
+            matmul_into(u, v, mo)
+        transform_output(tile, mo, tiles, out[m0:m1], out_scratch)

@@ -11,8 +11,8 @@ Here the chain becomes two nodes:
   (one group row at a time, no output-sized temporary), returning a small ``(N, C, 3)`` table: the
   mean to subtract and the scale and shift that make ``(x - mean) * scale + shift`` equal the whole
   normalisation and affine (InstanceNormalization's own ``s``/``b`` per group included);
-* ``NormConv(x, w, bias, table)``: the conv (``ops.conv.dense_conv_image``: Winograd F(2×2, 3×3) for
-  3×3 stride-1 convs where its layout fits, else the banded im2col), which applies the table and the
+* ``NormConv(x, w, bias, table)``: the conv (``ops.conv.dense_conv_image``: Winograd F(4×4) or F(2×2,
+  3×3) for 3×3 stride-1 convs where a layout fits, else the banded im2col), which applies the table and the
   SiLU to each band of padded input rows (or block of channels) as it copies them, so the normalised
   tensor never exists.
   1×1 convs normalise blocks of pixels before each GEMM instead.
