@@ -118,3 +118,53 @@ def test_without_matplotlib_the_model_explains_in_words_and_notes_the_missing_pl
     assert why["mode"] == "model" and why["sentence"].startswith("expected liking")
     assert why["plot"] is None and why["plot_note"] == tastechoice.NO_MATPLOTLIB
     assert "frame[plots]" in why["plot_note"] and not (folder / "why.png").exists()
+
+
+PROBE = ("import json, sys; from frame.worker import {module} as child; code = child.main([sys.argv[1]]); "
+         "print(json.dumps([code, sorted(m for m in ('matplotlib', 'sklearn', 'scipy') if m in sys.modules)]))")
+
+
+def _run_child(module, folder):
+    done = subprocess.run([sys.executable, "-c", PROBE.format(module=module), str(folder)], capture_output=True,
+                          text=True, timeout=300)
+    return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
+
+
+def test_the_taste_child_trains_without_matplotlib_and_the_plot_child_draws_without_scikit_learn(tmp_path):
+    """Issue 27's Pi twin: one child holding scikit-learn, scipy and matplotlib peaked at 201 MiB (x86)
+    beside the waiting worker; the plot's numbers now pass to a child of their own."""
+    job, config, folder = _job_folder(tmp_path)
+    texts = sorted(set(tastechild.texts_to_embed(job, config)))
+    write_json(folder / tastechild.INPUT_NAME, {"texts": texts, "vectors": fake_embed(texts).tolist()})
+
+    (code, modules), err = _run_child("tastechild", folder)
+    assert code == 0, err
+    assert "sklearn" in modules and "matplotlib" not in modules  # the model trained; nothing drawn here
+    assert (folder / tastechoice.PLOT_DATA_NAME).is_file() and not (folder / "why.png").exists()
+    assert ThemeChoice.from_json(read_json(folder / tastechild.CHOICE_NAME)).why.plot == "why.png"
+
+    (code, modules), err = _run_child("plotchild", folder)
+    assert code == 0, err
+    assert modules == ["matplotlib"]  # no scikit-learn, no scipy
+    in_process = tmp_path / "in-process"
+    in_process.mkdir()
+    tastechoice.pick(job, config, fake_embed, in_process)
+    assert (folder / "why.png").read_bytes() == (in_process / "why.png").read_bytes()
+
+
+def test_a_power_cut_between_the_choice_and_the_plot_draws_it_and_a_failed_plot_is_noted(tmp_path, monkeypatch):
+    job, config, folder = _job_folder(tmp_path)
+    texts = sorted(set(tastechild.texts_to_embed(job, config)))
+    write_json(folder / tastechild.INPUT_NAME, {"texts": texts, "vectors": fake_embed(texts).tolist()})
+    assert tastechild.main([str(folder)]) == 0  # the taste child chose; the worker died before the plot
+    monkeypatch.setattr(tastechild, "run_child", lambda *a: pytest.fail("the choice was made twice"))
+    chosen = tastechild.choose(job, config, fake_embed, folder)
+    assert chosen.why.plot == "why.png" and (folder / "why.png").is_file()
+
+    (folder / "why.png").unlink()
+    write_json(folder / tastechoice.PLOT_DATA_NAME, {"classes": ["liked"], "panels": "not panels"})
+    noted = tastechild.choose(job, config, fake_embed, folder)
+    assert noted.why.plot is None and noted.why.details["plot_note"].startswith("No plot tonight: ")
+    assert "Error" in noted.why.details["plot_note"]  # the plot child's own line
+    assert ThemeChoice.from_json(read_json(folder / tastechild.CHOICE_NAME)) == noted  # and kept: not retried
+    assert noted.prompt == chosen.prompt and not (folder / "why.png").exists()
