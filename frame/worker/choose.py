@@ -21,8 +21,8 @@ import numpy as np
 from frame.config.schema import Config, TasteConfig
 from frame.statefile import write_json
 from frame.taste.features import Candidate
-from frame.taste.plot_data import plot_data
 from frame.taste.picker import TasteSettings, ThemePicker
+from frame.taste.plot_data import plot_data
 from frame.taste.ratings import Rating
 from frame.worker.records import JobCandidate, RatedPicture, RenderJob, ThemeChoice, Why
 

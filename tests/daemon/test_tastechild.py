@@ -12,7 +12,7 @@ from frame.daemon.jobs import night
 from frame.statefile import read_json, write_json
 from frame.worker import choose as tastechoice
 from frame.worker import tastechild
-from frame.worker.records import RenderJob, ThemeChoice
+from frame.worker.records import RenderJob, ThemeChoice, Why
 from tests.daemon.conftest import make_config
 
 THEMES = ("a stormy sea", "a calm meadow", "a night city")
@@ -168,3 +168,23 @@ def test_a_power_cut_between_the_choice_and_the_plot_draws_it_and_a_failed_plot_
     assert "Error" in noted.why.details["plot_note"]  # the plot child's own line
     assert ThemeChoice.from_json(read_json(folder / tastechild.CHOICE_NAME)) == noted  # and kept: not retried
     assert noted.prompt == chosen.prompt and not (folder / "why.png").exists()
+
+
+def test_the_waiting_worker_hands_its_freed_heap_back_before_each_child_starts(tmp_path, monkeypatch):
+    """The worker waits beside the child with what loading and embedding freed still in malloc's
+    arenas (81.3 -> 68.5 MiB VmRSS on x86 after malloc_trim): it returns it first."""
+    events = []
+    monkeypatch.setattr(tastechild, "trim_free_memory", lambda: events.append("trim"))
+
+    def child(command, **kwargs):
+        events.append(command[2])
+        return subprocess.CompletedProcess(command, 1, stdout="", stderr="ValueError: no\n")
+
+    monkeypatch.setattr(tastechild.subprocess, "run", child)
+    with pytest.raises(RuntimeError):
+        tastechild.run_child(tmp_path)
+    write_json(tmp_path / tastechoice.PLOT_DATA_NAME, {"classes": [], "panels": []})
+    choice = ThemeChoice(prompt="p", negative_prompt="", theme="t", style="s", origin="theme",
+                         why=Why("taste (model)", "liked", {"plot": "why.png"}))
+    assert tastechild.draw_plot(tmp_path, choice).why.plot is None
+    assert events == ["trim", "frame.worker.tastechild", "trim", "frame.worker.plotchild"]
