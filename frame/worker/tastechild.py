@@ -8,11 +8,13 @@ variety with numpy alone, and that stays in the worker (no child to start). The 
 second child after this one exits (``plotchild.py``: matplotlib without scikit-learn), so this one
 writes only its numbers: 201 → 160 MiB own peak on x86 (173 → 131 without the dev tools' pandas).
 
-The worker keeps the text encoder: it embeds every text the picker can ask for (the concept axes'
-ends, the candidates, the rated pictures) and hands the vectors over. Files in the job folder, each
-written atomically (``statefile.write_json``, checksummed):
+The text encoder embeds every text the picker can ask for (the concept axes' ends, the candidates,
+the rated pictures) and the vectors are handed over: in the render worker, a third short child
+(``embedchild.py``, via ``embed_in_child``) does it, so the worker waits beside the taste child
+without a loaded pipeline (81 -> 40 MiB on x86, demo model). Files in the job folder, each written
+atomically (``statefile.write_json``, checksummed):
 
-* ``taste-input.json``, worker → child: ``{"texts": [...], "vectors": [[...], ...]}``;
+* ``taste-input.json``, worker (or embed child) → child: ``{"texts": [...], "vectors": [[...], ...]}``;
 * ``taste-choice.json``, child → worker: what ``tastechoice.pick`` returns (its plot is ``why.png``,
   drawn from ``why-plot.json`` by the plot child).
 
@@ -32,6 +34,7 @@ import resource
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -61,9 +64,12 @@ class ChoiceFailed(FrameError):
     step = "choose"
 
 
-def choose(job: RenderJob, config: Config, embed: Any, job_dir: Path) -> ThemeChoice:
+def choose(job: RenderJob, config: Config, embed: Any, job_dir: Path,
+           embed_apart: Callable[[Path], None] | None = None) -> ThemeChoice:
     """Tonight's taste choice (``choose.pick``'s): in this process when the picker chooses for variety,
-    in a child process when it trains the model."""
+    in a child process when it trains the model. With ``embed_apart`` (the render worker's
+    ``embedchild.embed_in_child``) the texts are embedded in a short child too, so this process
+    never loads the pipeline before the taste child runs beside it."""
 
     saved = read_json(job_dir / CHOICE_NAME)
     if saved is not None:
@@ -71,9 +77,10 @@ def choose(job: RenderJob, config: Config, embed: Any, job_dir: Path) -> ThemeCh
     ratings = [tastechoice.to_rating(p) for p in job.history]
     if not tastechoice.picker_for(config, embed).uses_model(ratings):
         return tastechoice.pick(job, config, embed, job_dir)
+    if read_json(job_dir / INPUT_NAME) is None and embed_apart is not None:
+        embed_apart(job_dir)
     if read_json(job_dir / INPUT_NAME) is None:
-        texts = sorted(set(texts_to_embed(job, config)))
-        write_json(job_dir / INPUT_NAME, {"texts": texts, "vectors": _plain_rows(embed(texts), len(texts))})
+        write_input(job, config, embed, job_dir)
     return draw_plot(job_dir, run_child(job_dir))
 
 
@@ -89,6 +96,12 @@ def texts_to_embed(job: RenderJob, config: Config) -> list[str]:
 
 def _no_embed(texts: list[str]) -> Any:
     raise AssertionError("texts_to_embed only reads the configured axes")
+
+
+def write_input(job: RenderJob, config: Config, embed: Any, job_dir: Path) -> None:
+    """``taste-input.json``: every text the picker asks for, with ``embed``'s vectors."""
+    texts = sorted(set(texts_to_embed(job, config)))
+    write_json(job_dir / INPUT_NAME, {"texts": texts, "vectors": _plain_rows(embed(texts), len(texts))})
 
 
 def _plain_rows(vectors: Any, count: int) -> list[list[float]]:
@@ -117,6 +130,24 @@ def run_child(job_dir: Path, timeout: float = CHILD_TIMEOUT) -> ThemeChoice:
         return ThemeChoice.from_json(choice)
     lines = (done.stderr or "").strip().splitlines()
     message = f"the taste model could not choose: {lines[-1] if lines else f'exit status {done.returncode}'}"
+    if done.returncode == EXIT_PERMANENT:
+        raise ChoiceFailed(message)
+    raise RuntimeError(message)  # a crash or a kill (out of memory?): the supervisor retries the job
+
+
+def embed_in_child(job_dir: Path, timeout: float = CHILD_TIMEOUT) -> None:
+    """Run ``python -m frame.worker.embedchild`` on ``job_dir`` (the render worker's ``embed_apart``);
+    the choose step's failure with the child's last line if it wrote no ``taste-input.json``."""
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "frame.worker.embedchild", str(job_dir)], capture_output=True,
+                          text=True, timeout=timeout)
+    if done.returncode == 0 and (job_dir / INPUT_NAME).is_file():
+        report = json.loads(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else {}
+        log.info("taste texts embedded in a child process: %.1f s (%.1f s CPU), its peak RSS %.1f MiB",
+                 time.monotonic() - started, report.get("cpu_s", 0.0), report.get("peak_rss_mb", 0.0))
+        return
+    lines = (done.stderr or "").strip().splitlines()
+    message = f"the taste model's texts could not be embedded: {lines[-1] if lines else f'exit {done.returncode}'}"
     if done.returncode == EXIT_PERMANENT:
         raise ChoiceFailed(message)
     raise RuntimeError(message)  # a crash or a kill (out of memory?): the supervisor retries the job

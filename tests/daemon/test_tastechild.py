@@ -188,3 +188,26 @@ def test_the_waiting_worker_hands_its_freed_heap_back_before_each_child_starts(t
                          why=Why("taste (model)", "liked", {"plot": "why.png"}))
     assert tastechild.draw_plot(tmp_path, choice).why.plot is None
     assert events == ["trim", "frame.worker.tastechild", "trim", "frame.worker.plotchild"]
+
+
+def test_the_texts_are_embedded_in_a_child_so_the_worker_waits_without_its_pipeline(tmp_path):
+    """The Pi twin: a worker that had loaded the pipeline to embed waited at 138 MiB (emulated) beside
+    the taste child, which was OOM-killed; one that had loaded nothing was 80 MiB and it fitted."""
+    from frame.worker.embeddings import COUNTS_NAME
+
+    job, config, folder = _job_folder(tmp_path)
+
+    def no_encoder(texts):
+        raise AssertionError("the worker embedded: its pipeline would wait beside the taste child")
+
+    chosen = tastechild.choose(job, config, no_encoder, folder, embed_apart=tastechild.embed_in_child)
+    assert chosen.why.details["mode"] == "model" and (folder / "why.png").is_file()
+    inputs = read_json(folder / tastechild.INPUT_NAME)
+    assert inputs["texts"] == sorted(set(tastechild.texts_to_embed(job, config)))
+    assert len(inputs["vectors"]) == len(inputs["texts"]) and len(inputs["vectors"][0]) > 1  # the demo encoder's
+    assert read_json(folder / COUNTS_NAME)["embedded"] == len(inputs["texts"])
+
+    (folder / "job.json").unlink()
+    (folder / tastechild.INPUT_NAME).unlink()
+    with pytest.raises(tastechild.ChoiceFailed, match="could not be embedded: no readable job.json"):
+        tastechild.embed_in_child(folder)
