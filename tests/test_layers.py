@@ -159,6 +159,7 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("frame.serve.render.engines", "onnxruntime"): "optional extra frame[desktop]",
     ("frame.taste.classifier", "sklearn.neighbors"): "+14.3 MiB; only the faithful reference kNN",
     ("frame.taste.classifier", "frame.taste.plots"): "matplotlib +38.8 MiB; only to draw",
+    ("frame.taste.plot_data", "sklearn"): "scikit-learn+scipy +80 MiB; the plot child reads PlotData without it",
     ("frame.taste.picker", "frame.taste.classifier"): "scikit-learn +118 MiB/1.06 s; only once the model decides",
     ("frame.taste.search", "sklearn"): "+126 MiB; only the faithful cross-validation",
     ("frame.web.settings", "gpiozero"): "whether the optional extra is installed is the question",

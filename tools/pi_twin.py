@@ -26,6 +26,7 @@ skips the stage on 77 and fails on anything else.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import signal
@@ -44,6 +45,7 @@ import pi_twin_memory as memory  # noqa: E402
 import pi_twin_phone as phone_mod  # noqa: E402
 import pi_twin_rootfs as rootfs_mod  # noqa: E402
 import pi_twin_slice as slice_mod  # noqa: E402
+import pi_twin_taste as taste_mod  # noqa: E402
 from pi_twin_rootfs import log  # noqa: E402
 
 ROOT = rootfs_mod.ROOT
@@ -71,15 +73,35 @@ def qemu_overhead_mib(rootfs: Path) -> tuple[float, float]:
     return (memory.status_kib(native.stdout, "VmHWM") / 1024, memory.status_kib(emulated.stdout, "VmHWM") / 1024)
 
 
-def write_night_config(rootfs: Path) -> None:
-    """The installer's /etc/frame/config.yaml with the twin's night settings (mode and group kept)."""
+TASTE_SETTINGS = ("import json; from frame.config import load_config; c = load_config('/etc/frame/config.yaml'); "
+                  "print(json.dumps([list(c.taste.themes), list(c.taste.styles), c.taste.min_ratings]))")
+
+
+def write_night_config(rootfs: Path) -> tuple[list[str], list[str], int]:
+    """The installer's /etc/frame/config.yaml with the twin's night settings (mode and group kept);
+    returns its taste themes, styles and min_ratings as frame reads them."""
     path = rootfs / "etc/frame/config.yaml"
     stat = path.stat()
     config = phone_mod.night_config(yaml.safe_load(path.read_text()), PORT)
+    config = taste_mod.taste_config(config)
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     os.chown(path, stat.st_uid, stat.st_gid)
     os.chmod(path, stat.st_mode)
     install_mod.in_chroot(rootfs, ["/opt/frame/bin/frame", "config", "check", "/etc/frame/config.yaml"], 300)
+    settings = install_mod.in_chroot(rootfs, ["/opt/frame/bin/python", "-c", TASTE_SETTINGS], 300)
+    themes, styles, min_ratings = json.loads(settings.stdout.strip().splitlines()[-1])
+    return themes, styles, min_ratings
+
+
+def seed_ratings(rootfs: Path, unit: install_mod.Unit, themes: list[str], styles: list[str], min_ratings: int) -> int:
+    """The taste night's rated pictures, written by frame's store code as the unit's user (before the
+    daemon starts); returns how many."""
+    plan = taste_mod.rated_plan(themes, styles)
+    if len(plan) < min_ratings:
+        raise ValueError(f"{len(plan)} seeded ratings do not reach taste.min_ratings {min_ratings}")
+    done = install_mod.in_chroot(rootfs, ["/opt/frame/bin/python", "-c", taste_mod.SEED_SCRIPT,
+                                          "/etc/frame/config.yaml", json.dumps(plan)], 300, user=unit.user)
+    return int(done.stdout.strip().splitlines()[-1])
 
 
 def start_daemon(rootfs: Path, unit: install_mod.Unit, cgroup: memory.Cgroup, log_path: Path) -> subprocess.Popen:
@@ -114,25 +136,37 @@ class Poller(threading.Thread):
             self.watch.poll()
 
 
-def night(rootfs: Path, cgroup: memory.Cgroup, work: Path, minutes: float) -> tuple[dict, memory.PeakWatch]:
+def night(rootfs: Path, cgroup: memory.Cgroup, work: Path, minutes: float,
+          taste: tuple[list[str], list[str], int]) -> tuple[dict, memory.PeakWatch]:
+    """The queued-prompt night (its picture is compared with x86), then the taste night
+    (tools/pi_twin_taste.py), with the phone on the page throughout."""
     unit = install_mod.parse_unit((rootfs / install_mod.UNIT).read_text())
+    log(f"seeded {seed_ratings(rootfs, unit, *taste)} rated pictures for the taste night")
     watch = memory.PeakWatch(cgroup.pids)
     poller = Poller(watch)
     poller.start()
     started = time.monotonic()
     daemon = start_daemon(rootfs, unit, cgroup, work / "daemon.log")
+    result: dict = {}
     try:
         phone = phone_mod.Phone(f"http://127.0.0.1:{PORT}", "", timeout=120)
         phone.wait_up(300)
         phone.token = (rootfs / "var/lib/frame/token").read_text().strip()
         photo = (ROOT / "tests/fixtures/pi_twin/upload.jpg").read_bytes()
         report = phone_mod.drive_night(phone, photo, night_seconds=minutes * 60)
-        result = {"picture_png": report.picture_png, "render_seconds": report.render_seconds,
+        result.update({"picture_png": report.picture_png, "render_seconds": report.render_seconds,
                   "night_seconds": report.night_seconds, "page_loads": report.page_loads,
-                  "actions": report.actions, "total_seconds": time.monotonic() - started}
+                  "actions": report.actions})
+
+        def browse() -> None:
+            phone.page(phone_mod.PAGES[int(time.monotonic()) % len(phone_mod.PAGES)])
+
+        log("the taste night: render now, no queued prompt, the trained model chooses")
+        chosen = taste_mod.drive_taste_night(phone, night_seconds=minutes * 60, until=phone_mod.until, browse=browse)
+        result.update(taste=chosen, page_loads=phone.page_loads, total_seconds=time.monotonic() - started)
     except Exception as exc:
         log(f"the night failed: {type(exc).__name__}: {exc}")
-        result = {"error": f"{type(exc).__name__}: {exc}"}
+        result["error"] = f"{type(exc).__name__}: {exc}"
     finally:
         stop(daemon)
         poller.done.set()
@@ -191,17 +225,20 @@ def main() -> int:
         print(output)
         log(f"tools/install-pi.sh ran in the rootfs in {time.monotonic() - t:.0f} s (systemctl: chroot mode; "
             "the unit's ExecStart is started below, see docs/pi-twin.md)")
-        write_night_config(rootfs)
+        taste = write_night_config(rootfs)
         native, emulated = qemu_overhead_mib(rootfs)
         budget = memory.budget(emulated - native, args.os_baseline_mib)
         log(f"qemu-user overhead: idle python3 VmHWM {emulated:.1f} MiB emulated vs {native:.1f} MiB native")
         log(budget.describe())
         limit = args.limit_mib or budget.limit_mib
-        cgroup = memory.Cgroup.create("frame-pi-twin", limit)
+        for stale in memory.Cgroup.stale():  # left by a twin that was killed before its cleanup
+            log(f"removing the stale cgroup {stale.path}")
+            stale.remove()
+        cgroup = memory.Cgroup.create(memory.cgroup_name(os.getpid()), limit)
         log(f"cgroup v{cgroup.version} {cgroup.path}: limit {limit:.1f} MiB, swap off "
             f"({cgroup.swap_off()})")
         try:
-            result, watch = night(rootfs, cgroup, args.work, args.night_minutes)
+            result, watch = night(rootfs, cgroup, args.work, args.night_minutes, taste)
             night_peak, night_ooms = cgroup.peak_mib(), cgroup.oom_kills()
             print_peaks("the night (frame run + phone)", watch, night_peak, budget)
             if "error" in result:
@@ -210,6 +247,9 @@ def main() -> int:
                 print(f"  night: render {result['render_seconds']:.0f} s emulated, whole night "
                       f"{result['night_seconds']:.0f} s, {result['page_loads']} page loads")
                 print("  " + "\n  ".join(result["actions"]))
+                chosen = result["taste"]
+                print(f"  taste night: picture {chosen.picture_id} '{chosen.prompt}' in {chosen.seconds:.0f} s "
+                      f"(render now → picture), plot {chosen.plot or 'none'}: {chosen.sentence}")
                 (args.work / "night-aarch64.png").write_bytes(result["picture_png"])
                 verdict = slice_mod.compare_with_reference(result["picture_png"])
                 print(f"  aarch64 vs x86 picture: {verdict.describe()}")

@@ -26,6 +26,8 @@ MIB = 1024 * 1024
 PI_RAM_MIB = 512.0
 # 512 MiB minus 64-bit Raspberry Pi OS Lite's "avail Mem" at idle on a Zero 2 W (291.6 MiB, see above)
 OS_BASELINE_MIB = 220.4
+# The twin's cgroup is CGROUP_PREFIX-<pid of the twin>: two twins on one machine do not share one
+CGROUP_PREFIX = "frame-pi-twin"
 # What runs at once by design: the daemon, the render worker and one short child (taste, show, ...)
 CONCURRENT_PROCESSES = 3
 
@@ -94,6 +96,26 @@ def process_label(cmdline: list[str]) -> str:
     return os.path.basename(cmdline[0]) if cmdline else "?"
 
 
+def cgroup_name(pid: int) -> str:
+    """The memory cgroup of the twin run ``pid``: one per run, so two twins never share a limit or a peak."""
+    return f"{CGROUP_PREFIX}-{pid}"
+
+
+def stale_names(names: list[str], alive: Callable[[int], bool]) -> list[str]:
+    """Twin cgroups among ``names`` whose twin run (the pid in the name) is gone: a run killed before its
+    cleanup leaves its cgroup (and maybe processes) behind. Other names, and live runs', are kept."""
+    stale = []
+    for name in names:
+        pid = name.removeprefix(CGROUP_PREFIX + "-")
+        if name.startswith(CGROUP_PREFIX + "-") and pid.isdigit() and not alive(int(pid)):
+            stale.append(name)
+    return stale
+
+
+def pid_alive(pid: int) -> bool:
+    return Path(f"/proc/{pid}").exists()
+
+
 @dataclass
 class Cgroup:
     """One memory cgroup: v2 (``memory.max``) or v1 (``memory.limit_in_bytes``), with swap off."""
@@ -108,15 +130,27 @@ class Cgroup:
         v1 = Path("/sys/fs/cgroup/memory/memory.limit_in_bytes")
         return (v2.exists() and "memory" in v2.read_text()) or v1.exists()
 
-    @classmethod
-    def create(cls, name: str, limit_mib: float) -> Cgroup:
+    @staticmethod
+    def parent() -> tuple[Path, int]:
+        """Where memory cgroups are made here, and the cgroup version."""
         v2_root = Path("/sys/fs/cgroup")
         if (v2_root / "cgroup.controllers").exists() and "memory" in (v2_root / "cgroup.controllers").read_text():
-            group = cls(v2_root / name, 2)
-        elif Path("/sys/fs/cgroup/memory/memory.limit_in_bytes").exists():
-            group = cls(Path("/sys/fs/cgroup/memory") / name, 1)
-        else:
-            raise RuntimeError("no memory cgroup here (neither v2 memory.max nor v1 memory.limit_in_bytes)")
+            return v2_root, 2
+        if Path("/sys/fs/cgroup/memory/memory.limit_in_bytes").exists():
+            return Path("/sys/fs/cgroup/memory"), 1
+        raise RuntimeError("no memory cgroup here (neither v2 memory.max nor v1 memory.limit_in_bytes)")
+
+    @classmethod
+    def stale(cls) -> list[Cgroup]:
+        """The cgroups of twin runs that are gone (``stale_names``), to remove."""
+        parent, version = cls.parent()
+        names = [entry.name for entry in parent.iterdir() if entry.is_dir()]
+        return [cls(parent / name, version) for name in stale_names(names, pid_alive)]
+
+    @classmethod
+    def create(cls, name: str, limit_mib: float) -> Cgroup:
+        parent, version = cls.parent()
+        group = cls(parent / name, version)
         group.remove()
         group.path.mkdir()
         group.limit(limit_mib)

@@ -60,7 +60,7 @@ def choose(job: RenderJob, config: Config, job_dir: Path, emit: Emit, pipeline: 
         raise StepUnavailable("choose", "no candidate themes or prompts (taste.themes is empty?)")
     else:
         embed = NightEmbed(lambda: pipeline.get(emit), job.state_dir)  # kept embeddings: only new texts run
-        choice = tastechild.choose(job, config, embed, job_dir)
+        choice = tastechild.choose(job, config, embed, job_dir, embed_apart=tastechild.embed_in_child)
         embed.save_counts(job_dir)
     choice = dataclasses.replace(choice, negative_prompt=choice.negative_prompt or config.model.negative_prompt)
     write_json(path, choice.to_json())

@@ -108,7 +108,8 @@ atexit.register(_record)
 
 def test_taste_model_choice_is_explained_with_a_plot(tmp_path, store, monkeypatch):
     """With enough mixed ratings the taste picker's model chooses; its explanation and plot are stored.
-    The model (scikit-learn, scipy, matplotlib) runs in the worker's child, never in the worker."""
+    The model (scikit-learn, scipy) and its plot (matplotlib) run in the worker's children, each in its
+    own, never in the worker; the texts are embedded in a third."""
     probe = tmp_path / "probe"
     probe.mkdir()
     (probe / "sitecustomize.py").write_text(PROBE.format(folder=str(probe)))
@@ -133,9 +134,11 @@ def test_taste_model_choice_is_explained_with_a_plot(tmp_path, store, monkeypatc
     # the render worker runs as `python -m frame.worker.render` (argv[0] is that file)
     processes = [json.loads(f.read_text()) for f in probe.glob("modules-*.json")]
     worker = [p for p in processes if p["argv"][0].endswith(os.path.join("worker", "render.py"))]
-    child = [p for p in processes if p["argv"][0].endswith("tastechild.py")]
+    children = {name: [p["heavy"] for p in processes if p["argv"][0].endswith(name + ".py")]
+                for name in ("embedchild", "tastechild", "plotchild")}
     assert len(worker) == 1 and worker[0]["heavy"] == []
-    assert len(child) == 1 and {"sklearn", "scipy", "matplotlib"} <= set(child[0]["heavy"])
+    # the model's libraries never share a process: scikit-learn + scipy to choose, matplotlib to draw
+    assert children == {"embedchild": [[]], "tastechild": [["scipy", "sklearn"]], "plotchild": [["matplotlib"]]}
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="Linux /proc")

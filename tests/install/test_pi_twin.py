@@ -15,6 +15,7 @@ memory = load_tool("pi_twin_memory")
 install = load_tool("pi_twin_install")
 phone = load_tool("pi_twin_phone")
 twin_slice = load_tool("pi_twin_slice")
+taste = load_tool("pi_twin_taste")
 
 STATUS = "Name:\tpython3\nVmPeak:\t  40000 kB\nVmHWM:\t   23456 kB\nVmRSS:\t   20000 kB\n"
 
@@ -178,3 +179,61 @@ def test_the_twin_says_why_it_cannot_run_without_root(monkeypatch, capsys):
     monkeypatch.setattr(twin.sys, "argv", ["pi_twin.py"])
     assert twin.main() == twin.CANNOT_RUN == 77
     assert "cannot run on this machine: needs root" in capsys.readouterr().err
+
+
+def test_each_twin_run_has_its_own_cgroup_and_removes_only_dead_runs_ones():
+    assert memory.cgroup_name(4242) != memory.cgroup_name(4243)
+    assert memory.cgroup_name(4242).endswith("-4242")
+    names = [memory.cgroup_name(10), memory.cgroup_name(11), "frame-pi-twin-main", "system.slice", "frame-pi-twin"]
+    assert memory.stale_names(names, alive=lambda pid: pid == 11) == [memory.cgroup_name(10)]
+    assert memory.stale_names(names, alive=lambda pid: True) == []
+
+
+def test_the_twins_ratings_make_the_trained_model_choose(tmp_path):
+    """The seed script (run on x86 here, in the rootfs by the twin) leaves a store from which the
+    night's job has enough rated pictures of two kinds: the taste child runs, not the variety choice."""
+    import json
+    import subprocess
+    import sys
+
+    import yaml
+
+    from frame.config import load_config
+    from frame.daemon.jobs import night
+    from frame.daemon.store.database import Store
+    from frame.worker import choose as tastechoice
+
+    config_path = tmp_path / "config.yaml"
+    config_path.write_text(yaml.safe_dump(taste.taste_config({"state_dir": str(tmp_path / "state")})))
+    config = load_config(config_path, environ={})
+    assert config.taste.explore_rate == 0  # the model chooses, every run
+    plan = taste.rated_plan(config.taste.themes, config.taste.styles)
+    assert len(plan) >= config.taste.min_ratings and {value for _, _, value in plan} == {1, -1}
+    done = subprocess.run([sys.executable, "-c", taste.SEED_SCRIPT, str(config_path), json.dumps(plan)],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    store = Store.open(tmp_path / "state")
+    try:
+        job = night.build_job(night.RenderContext(config, store, tmp_path / "state"), 1, "now")
+        files = [p.file for p in store.pictures(limit=50)]
+    finally:
+        store.close()
+    assert job.choice is None and len(job.history) == len(plan)
+    ratings = [tastechoice.to_rating(p) for p in job.history]
+    assert tastechoice.picker_for(config, None).uses_model(ratings)
+    assert all((tmp_path / "state" / "gallery" / name).is_file() for name in files)
+    with pytest.raises(ValueError, match="two themes"):
+        taste.rated_plan(["one theme"], ["oil"])
+
+
+@pytest.mark.parametrize(("why", "problem"), [
+    ({"method": "taste (model)", "sentence": "expected liking 0.75", "plot": "why.png"}, None),
+    ({"method": "taste (model)", "plot": None, "plot_note": "No plot tonight: one class"}, None),
+    ({"method": "taste (variety)", "plot": None}, "chosen by 'taste (variety)'"),
+    ({"method": "queue"}, "not 'taste (model)'"),
+    ({"method": "taste (model)", "plot": None}, "neither drew a plot"),
+    (None, "no why"),
+])
+def test_the_taste_night_passes_only_when_the_trained_model_chose(why, problem):
+    found = taste.taste_problem(why)
+    assert (found is None) if problem is None else (problem in found)
