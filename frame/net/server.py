@@ -96,10 +96,13 @@ class HttpServer:
         once."""
         self._closing = True
         closed = threading.Event()
+        failed: list[BaseException] = []
 
         def close_in_loop() -> None:
             try:
                 self._server.close()
+            except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread below
+                failed.append(exc)
             finally:
                 closed.set()
 
@@ -107,6 +110,8 @@ class HttpServer:
         if wake is not None and self._thread.is_alive():
             wake.pull_trigger(close_in_loop)
             closed.wait(timeout)
+        if failed:
+            raise failed[0]
         if not closed.is_set():
             self._server.close()
         self._server.task_dispatcher.shutdown(timeout=timeout)
