@@ -108,8 +108,12 @@ class HttpServer:
 
         wake = getattr(self._server, "trigger", None)  # one listener (several: a MultiSocketServer)
         if wake is not None and self._thread.is_alive():
-            wake.pull_trigger(close_in_loop)
-            closed.wait(timeout)
+            try:
+                wake.pull_trigger(close_in_loop)
+            except OSError:  # the trigger is closed already (the loop is ending): close from here
+                pass
+            else:
+                closed.wait(timeout)
         if failed:
             raise failed[0]
         if not closed.is_set():

@@ -216,3 +216,19 @@ def test_close_wakes_the_socket_loop_instead_of_waiting_for_its_timeout(tmp_path
             socket.create_connection(("127.0.0.1", port), timeout=2).close()
     finally:
         store.close()
+
+
+def test_close_after_the_loops_trigger_closed_still_closes(tmp_path):
+    """The wake-up pipe can be closed while the loop thread still runs (the whole suite once met this in
+    a teardown: EBADF from close()); close() then closes from the caller's thread, as it always did."""
+    store = Store.open(tmp_path)
+    http = HttpServer(create_app(make_config(tmp_path), store, token=TOKEN, pages=create_blueprint), "127.0.0.1:0")
+    http.start()
+    port = http.port
+    try:
+        http._server.trigger.close()
+        http.close(timeout=2.0)
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    finally:
+        store.close()
