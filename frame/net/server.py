@@ -14,8 +14,8 @@ from frame.net.connguard import create_guarded_server
 log = logging.getLogger(__name__)
 
 # How long waitress's socket loop sleeps in select() when nothing happens. waitress reads this setting
-# as an int: 0.5 became 0, a zero-timeout poll that kept one core busy forever. 1 s also bounds how
-# long close() waits for the loop to notice.
+# as an int: 0.5 became 0, a zero-timeout poll that kept one core busy forever. close() wakes the loop
+# rather than waiting for this timeout.
 LOOP_TIMEOUT_SECONDS = 1
 # Request headers are kept in memory while they arrive; browsers and the CLI send well under this.
 MAX_HEADER_BYTES = 32 * 1024
@@ -87,7 +87,36 @@ class HttpServer:
         log.info(self._announce, self._server.effective_host, self.port)
 
     def close(self, timeout: float = 2.0) -> None:
+        """Stop listening, let running requests finish (up to ``timeout``) and end the loop thread.
+
+        The socket loop sleeps up to ``LOOP_TIMEOUT_SECONDS`` in select(), and closing a socket from
+        another thread does not wake it: each close (a daemon's stop, every test's server) waited that
+        second. A single listener closes from inside the loop instead, through waitress's trigger (a pipe
+        the loop selects on; its callables run in the loop thread), so the loop sees its map empty at
+        once."""
         self._closing = True
-        self._server.close()
+        closed = threading.Event()
+        failed: list[BaseException] = []
+
+        def close_in_loop() -> None:
+            try:
+                self._server.close()
+            except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread below
+                failed.append(exc)
+            finally:
+                closed.set()
+
+        wake = getattr(self._server, "trigger", None)  # one listener (several: a MultiSocketServer)
+        if wake is not None and self._thread.is_alive():
+            try:
+                wake.pull_trigger(close_in_loop)
+            except OSError:  # the trigger is closed already (the loop is ending): close from here
+                pass
+            else:
+                closed.wait(timeout)
+        if failed:
+            raise failed[0]
+        if not closed.is_set():
+            self._server.close()
         self._server.task_dispatcher.shutdown(timeout=timeout)
         self._thread.join(timeout=timeout)

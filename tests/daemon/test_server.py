@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import time
 
 import pytest
 import waitress.buffers
@@ -191,3 +192,43 @@ def test_a_chunked_upload_is_not_admitted(server):
     answer = _request(server.port, head, [chunk] * 32)
     assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
     assert server.spooled == []
+
+
+
+def test_close_wakes_the_socket_loop_instead_of_waiting_for_its_timeout(tmp_path):
+    """close() of an idle server returns at once with its loop thread ended: it does not wait for the
+    loop's select() timeout (``LOOP_TIMEOUT_SECONDS``). It used to wait that 1 s, in every daemon stop
+    and every test's server; closing in the loop thread takes milliseconds."""
+    from frame.net.server import LOOP_TIMEOUT_SECONDS
+
+    store = Store.open(tmp_path)
+    http = HttpServer(create_app(make_config(tmp_path), store, token=TOKEN, pages=create_blueprint), "127.0.0.1:0")
+    http.start()
+    port = http.port
+    time.sleep(0.5)  # the loop sleeps in select() (an idle server, as when a daemon stops)
+    try:
+        started = time.monotonic()
+        http.close(timeout=2.0)
+        took = time.monotonic() - started
+        assert took < LOOP_TIMEOUT_SECONDS / 2, f"close() took {took:.2f} s: it waited for select() to time out"
+        assert not http._thread.is_alive()
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    finally:
+        store.close()
+
+
+def test_close_after_the_loops_trigger_closed_still_closes(tmp_path):
+    """The wake-up pipe can be closed while the loop thread still runs (the whole suite once met this in
+    a teardown: EBADF from close()); close() then closes from the caller's thread, as it always did."""
+    store = Store.open(tmp_path)
+    http = HttpServer(create_app(make_config(tmp_path), store, token=TOKEN, pages=create_blueprint), "127.0.0.1:0")
+    http.start()
+    port = http.port
+    try:
+        http._server.trigger.close()
+        http.close(timeout=2.0)
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    finally:
+        store.close()
