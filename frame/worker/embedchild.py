@@ -19,10 +19,7 @@ The worker runs it with ``tastechild.embed_in_child``. Exit 0 with the files wri
 from __future__ import annotations
 
 import functools
-import json
 import logging
-import os
-import resource
 import sys
 from pathlib import Path
 
@@ -30,9 +27,9 @@ from frame.config import load_config
 from frame.diffusion.configured import load_configured_pipeline
 from frame.errors import FrameError
 from frame.worker.embeddings import NightEmbed
-from frame.worker.process import die_with_parent, peak_rss_mb
+from frame.worker.process import job_dir_child_main
 from frame.worker.records import JobUnreadable, RenderJob, read_job
-from frame.worker.tastechild import EXIT_PERMANENT, write_input
+from frame.worker.tastechild import write_input
 
 log = logging.getLogger(__name__)
 
@@ -52,23 +49,7 @@ def embed_here(job_dir: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        sys.stderr.write("usage: python -m frame.worker.embedchild JOB_DIR\n")
-        return 2
-    die_with_parent(os.getppid())  # a worker killed meanwhile leaves no orphan embedding
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="embed child %(levelname)s: %(message)s")
-    try:
-        embed_here(Path(args[0]))
-    except FrameError as exc:
-        print(str(exc), file=sys.stderr)
-        return EXIT_PERMANENT
-    except Exception as exc:  # noqa: BLE001 - one line for the worker, which reports it as the step's failure
-        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    print(json.dumps({"peak_rss_mb": round(peak_rss_mb(), 1), "cpu_s": round(usage.ru_utime + usage.ru_stime, 2)}))
-    return 0
+    return job_dir_child_main(sys.argv[1:] if argv is None else argv, "embedchild", embed_here)
 
 
 if __name__ == "__main__":

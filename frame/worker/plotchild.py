@@ -15,9 +15,7 @@ stderr. A failed plot never fails the night: the worker records why there is no 
 
 from __future__ import annotations
 
-import json
 import os
-import resource
 import sys
 from pathlib import Path
 
@@ -25,7 +23,7 @@ from frame.statefile import read_json
 from frame.taste.plot_data import PlotData
 from frame.taste.plots import draw
 from frame.worker.choose import PLOT_DATA_NAME, PLOT_NAME
-from frame.worker.process import die_with_parent, peak_rss_mb
+from frame.worker.process import job_dir_child_main
 
 
 def draw_here(job_dir: Path) -> Path:
@@ -40,19 +38,7 @@ def draw_here(job_dir: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        sys.stderr.write("usage: python -m frame.worker.plotchild JOB_DIR\n")
-        return 2
-    die_with_parent(os.getppid())  # a worker killed mid-plot leaves no orphan drawing
-    try:
-        draw_here(Path(args[0]))
-    except Exception as exc:  # noqa: BLE001 - one line for the worker, which notes it beside the choice
-        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    print(json.dumps({"peak_rss_mb": round(peak_rss_mb(), 1), "cpu_s": round(usage.ru_utime + usage.ru_stime, 2)}))
-    return 0
+    return job_dir_child_main(sys.argv[1:] if argv is None else argv, "plotchild", draw_here, log_errors=False)
 
 
 if __name__ == "__main__":

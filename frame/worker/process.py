@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ctypes
 import fcntl
+import json
 import logging
 import os
 import resource
@@ -176,3 +177,28 @@ def main(argv: list[str] | None, kind: str, run_steps: JobSteps) -> int:
         emit(ErrorEvent("render", f"{type(exc).__name__}: {exc}"))
         return 1
 
+
+
+def job_dir_child_main(argv: list[str], name: str, work: Callable[[Path], None], *, log_errors: bool = True) -> int:
+    """The entry point of the render worker's own short children (``frame.worker.tastechild``,
+    ``embedchild``, ``plotchild``): one job folder as the only argument, dies with the worker that
+    waits for it, ``work(job_dir)``; exit 0 with the child's own peak memory and CPU time on stdout,
+    3 (``EXIT_PERMANENT``) for a FrameError, 1 for anything else, the error's one line on stderr (the
+    worker reports it as its step's failure), 2 for a bad call."""
+    if len(argv) != 1:
+        sys.stderr.write(f"usage: python -m frame.worker.{name} JOB_DIR\n")
+        return 2
+    die_with_parent(os.getppid())  # a worker killed meanwhile leaves no orphan child working
+    if log_errors:
+        logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format=f"{name} %(levelname)s: %(message)s")
+    try:
+        work(Path(argv[0]))
+    except FrameError as exc:
+        print(str(exc), file=sys.stderr)
+        return EXIT_PERMANENT
+    except Exception as exc:  # noqa: BLE001 - one line for the worker, which reports it as the step's failure
+        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    print(json.dumps({"peak_rss_mb": round(peak_rss_mb(), 1), "cpu_s": round(usage.ru_utime + usage.ru_stime, 2)}))
+    return 0

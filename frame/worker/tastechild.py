@@ -29,8 +29,6 @@ import dataclasses
 import gc
 import json
 import logging
-import os
-import resource
 import subprocess
 import sys
 import time
@@ -47,7 +45,7 @@ from frame.errors import FrameError
 from frame.statefile import read_json, write_json
 from frame.worker import choose as tastechoice
 from frame.worker.choose import PLOT_DATA_NAME, pick
-from frame.worker.process import die_with_parent
+from frame.worker.process import job_dir_child_main
 from frame.worker.records import JobUnreadable, RenderJob, ThemeChoice, read_job
 
 log = logging.getLogger(__name__)
@@ -229,25 +227,7 @@ def _status_mb(field: str) -> float:
 def main(argv: list[str] | None = None) -> int:
     """Child entry point: exit 0 with ``taste-choice.json`` written, 3 for a permanent error, 1 else;
     the error's one line on stderr, the child's own peak memory and CPU time on stdout."""
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        sys.stderr.write("usage: python -m frame.worker.tastechild JOB_DIR\n")
-        return 2
-
-    die_with_parent(os.getppid())  # a worker killed mid-choice leaves no orphan choosing
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="taste child %(levelname)s: %(message)s")
-    try:
-        choose_here(Path(args[0]))
-    except FrameError as exc:
-        print(str(exc), file=sys.stderr)
-        return EXIT_PERMANENT
-    except Exception as exc:  # noqa: BLE001 - one line for the worker, which reports it as the step's failure
-        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    cpu = usage.ru_utime + usage.ru_stime
-    print(json.dumps({"peak_rss_mb": round(_status_mb("VmHWM"), 1), "cpu_s": round(cpu, 2)}))
-    return 0
+    return job_dir_child_main(sys.argv[1:] if argv is None else argv, "tastechild", choose_here)
 
 
 if __name__ == "__main__":
