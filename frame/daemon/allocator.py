@@ -13,8 +13,8 @@ more to the system when it is freed. Elsewhere than glibc (musl, macOS) it does 
 
 Over hours, small objects matter more: ``use_system_malloc`` (Python's objects in glibc's heap instead
 of pymalloc's arenas), ``settle_startup`` (startup objects frozen) and ``upkeep`` (a full collection and
-``malloc_trim`` every ``UPKEEP_SECONDS``) keep the page loads' garbage from growing the daemon by a
-megabyte an hour (docs/daemon.md, "No slow growth").
+``malloc_trim`` every ``UPKEEP_SECONDS``) keep the page loads' garbage from holding pymalloc arenas
+resident (docs/daemon.md, "No slow growth", also for what still grows).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def settle_startup() -> int:
     itself; a failing feed leaves its exception, traceback and frames). With the ~50,000 startup
     objects in the oldest generation, a full pass waits until a quarter as many again survive, so
     that garbage piles up for minutes and new pymalloc arenas are opened for it; freed later, they
-    stay partly used and resident. In the soak this was the daemon's slow growth (issue 27)."""
+    stay partly used and resident: part of the soak's slow growth (issue 27; docs/daemon.md)."""
     gc.collect()
     gc.freeze()
     return gc.get_freeze_count()
