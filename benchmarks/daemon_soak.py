@@ -113,6 +113,15 @@ class Traffic:
                 time.sleep(1)
 
 
+def soak_config(folder: Path, port: int) -> Path:
+    """The soak's config.yaml: the demo model (4 steps, 256x160), retention at 40 pictures, a feed that
+    always fails (a closed port), refreshed every minute."""
+    return daemonrun.write_config(folder, port, {
+        "model": {"source": "demo", "steps": 4, "size": "256x160"}, "gallery": {"max_pictures": 40},
+        "feeds": {"sources": [{"url": "http://127.0.0.1:9/feed.json", "name": "always-failing"}],
+                  "refresh_minutes": 1, "timeout_seconds": 2}})
+
+
 def kill_render_worker(daemon_pid: int) -> str:
     sampler = daemonrun.Sampler(daemon_pid)
     for _ in range(600):  # wait up to 10 min for a render to be running
@@ -137,10 +146,7 @@ def main() -> int:
         folder = Path(tmp)
         daemonrun.seed_pictures(folder / "state", 30)
         port = daemonrun.free_port()
-        config = daemonrun.write_config(folder, port, {
-            "model": {"source": "demo", "steps": 4, "size": "256x160"}, "gallery": {"max_pictures": 40},
-            "feeds": {"sources": [{"url": "http://127.0.0.1:9/feed.json", "name": "always-failing"}],
-                      "refresh_minutes": 1, "timeout_seconds": 2}})
+        config = soak_config(folder, port)
         traffic = Traffic(args.render_every)
         lives: list[list[tuple[float, float, int, int]]] = [[], []]
         events = []

@@ -22,14 +22,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
-
-import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -47,23 +44,10 @@ WITHOUT_UPKEEP = (
 
 
 class Side(daemonrun.Daemon):
-    """One daemon of the comparison: ``frame run`` with (``upkeep`` True) or without its upkeep."""
+    """One daemon of the comparison: ``python -m frame run`` (upkeep on) or the no-op wrapper (off)."""
 
     def __init__(self, folder: Path, port: int, config: Path, upkeep: bool) -> None:
-        self.folder, self.port, self.base = folder, port, f"http://127.0.0.1:{port}"
-        self.log_path = folder / "daemon.log"
-        self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
-        entry = ["-m", "frame"] if upkeep else ["-c", WITHOUT_UPKEEP]
-        self.proc = subprocess.Popen([sys.executable, *entry, "--config", str(config), "run"], cwd=daemonrun.ROOT,
-                                     env={**os.environ, "PYTHONPATH": str(daemonrun.ROOT)}, stdout=self._log,
-                                     stderr=subprocess.STDOUT)
-        for _ in range(600):
-            try:
-                requests.get(f"{self.base}/api/status", timeout=1)
-                return
-            except requests.ConnectionError:
-                time.sleep(0.1)
-        raise RuntimeError(f"the daemon did not answer; see {self.log_path}")
+        super().__init__(folder, port, config, ("-m", "frame") if upkeep else ("-c", WITHOUT_UPKEEP))
 
     def cpu_seconds(self) -> float:
         fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -73,11 +57,7 @@ class Side(daemonrun.Daemon):
 def start_side(folder: Path, upkeep: bool, rate: float, render_every: float) -> tuple[Side, daemon_soak.Traffic]:
     daemonrun.seed_pictures(folder / "state", 30)
     port = daemonrun.free_port()
-    config = daemonrun.write_config(folder, port, {
-        "model": {"source": "demo", "steps": 4, "size": "256x160"}, "gallery": {"max_pictures": 40},
-        "feeds": {"sources": [{"url": "http://127.0.0.1:9/feed.json", "name": "always-failing"}],
-                  "refresh_minutes": 1, "timeout_seconds": 2}})
-    side = Side(folder, port, config, upkeep)
+    side = Side(folder, port, daemon_soak.soak_config(folder, port), upkeep)
     traffic = daemon_soak.Traffic(render_every, rate=rate)
     traffic.aim(side.base)
     threading.Thread(target=traffic.run, daemon=True).start()

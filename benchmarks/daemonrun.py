@@ -138,13 +138,14 @@ def _entry(pid: int) -> str:
 
 
 class Daemon:
-    """``frame run`` in a subprocess, its log in ``folder/daemon.log``."""
+    """``frame run`` in a subprocess, its log in ``folder/daemon.log``; ``entry`` is what the interpreter
+    runs to reach frame's CLI (``-m frame``, or ``-c`` and a wrapper script)."""
 
-    def __init__(self, folder: Path, port: int, config: Path) -> None:
+    def __init__(self, folder: Path, port: int, config: Path, entry: tuple[str, ...] = ("-m", "frame")) -> None:
         self.folder, self.port, self.base = folder, port, f"http://127.0.0.1:{port}"
         self.log_path = folder / "daemon.log"
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen([sys.executable, "-m", "frame", "--config", str(config), "run"], cwd=ROOT,
+        self.proc = subprocess.Popen([sys.executable, *entry, "--config", str(config), "run"], cwd=ROOT,
                                      env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=self._log,
                                      stderr=subprocess.STDOUT)
         for _ in range(300):
