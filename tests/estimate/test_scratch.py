@@ -12,6 +12,16 @@ from frame.engine.ops.conv import winograd_layout
 from frame.estimate.scratch import conv_scratch
 
 
+def _traced_peak(x: np.ndarray, w: np.ndarray, out: np.ndarray, layout: conv_winograd.Plan) -> int:
+    """tracemalloc's peak while the Winograd kernel runs ``layout`` (the output allocated before)."""
+    tracemalloc.start()
+    try:
+        conv_winograd.winograd_conv3x3(x, w, [1, 1, 1, 1], out, layout)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
 @pytest.mark.parametrize(("channels", "outputs", "size", "tile", "chunks"),
                          [(64, 32, 64, 2, False), (320, 320, 24, 2, True), (64, 64, 64, 4, False),
                           (320, 320, 32, 4, True)])
@@ -24,12 +34,7 @@ def test_winograd_scratch_is_what_the_kernel_allocates(channels, outputs, size, 
     x = rng.standard_normal((channels, size, size), dtype=np.float32)
     w = rng.standard_normal((outputs, channels, 3, 3), dtype=np.float32)
     out = np.empty((outputs, size, size), np.float32)
-    tracemalloc.start()
-    try:
-        conv_winograd.winograd_conv3x3(x, w, [1, 1, 1, 1], out, layout)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    peak = _traced_peak(x, w, out, layout)
     counted = conv_scratch((1, channels, size, size), (outputs, channels, 3, 3), (1, outputs, size, size),
                            {"pads": [1, 1, 1, 1]})
     assert counted == conv_winograd.scratch_bytes(layout, channels, outputs, (size, size))
@@ -44,11 +49,6 @@ def test_banded_chunk_scratch_is_what_the_kernel_allocates(layout):
     x = rng.standard_normal((96, 40, 40), dtype=np.float32)
     w = rng.standard_normal((192, 96, 3, 3), dtype=np.float32)
     out = np.empty((192, 40, 40), np.float32)
-    tracemalloc.start()
-    try:
-        conv_winograd.winograd_conv3x3(x, w, [1, 1, 1, 1], out, layout)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    peak = _traced_peak(x, w, out, layout)
     counted = conv_winograd.scratch_bytes(layout, 96, 192, (40, 40))
     assert abs(counted - peak) <= max(0.03 * peak, 80_000), (counted, peak)
