@@ -44,6 +44,7 @@ from frame.engine.memory import trim_free_memory
 from frame.errors import FrameError
 from frame.statefile import read_json, write_json
 from frame.worker import choose as tastechoice
+from frame.worker.childmain import own_status_mb
 from frame.worker.choose import PLOT_DATA_NAME, pick
 from frame.worker.process import job_dir_child_main
 from frame.worker.records import JobUnreadable, RenderJob, ThemeChoice, read_job
@@ -112,9 +113,9 @@ def _plain_rows(vectors: Any, count: int) -> list[list[float]]:
 def run_child(job_dir: Path, timeout: float = CHILD_TIMEOUT) -> ThemeChoice:
     """Run the child on ``job_dir``; its choice, or the step's failure with the child's last line."""
     command = [sys.executable, "-m", "frame.worker.tastechild", str(job_dir)]
-    started, worker_mb = time.monotonic(), _status_mb("VmRSS")
+    started, worker_mb = time.monotonic(), own_status_mb("VmRSS")
     _hand_back_free_memory()
-    trimmed_mb = _status_mb("VmRSS")
+    trimmed_mb = own_status_mb("VmRSS")
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as exc:
@@ -213,15 +214,6 @@ def _hand_back_free_memory() -> None:
     back to the OS (``malloc_trim``), 81.3 -> 68.5 MiB VmRSS on x86 (demo model, 92 texts embedded)."""
     gc.collect()
     trim_free_memory()
-
-
-def _status_mb(field: str) -> float:
-    """``VmHWM`` (own peak) or ``VmRSS`` of this process from /proc/self/status, in MiB (0 if unknown)."""
-    try:
-        with open("/proc/self/status") as status:
-            return next((int(line.split()[1]) / 1024 for line in status if line.startswith(field + ":")), 0.0)
-    except OSError:
-        return 0.0
 
 
 def main(argv: list[str] | None = None) -> int:
