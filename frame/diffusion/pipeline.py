@@ -29,6 +29,7 @@ from frame.diffusion import (
     guidance_plan,
     img2img,
     loras,
+    readahead,
     resume,
     rules,
     sizes,
@@ -109,6 +110,7 @@ class Pipeline:
         # estimate (frame.worker.step_choice); guidance_plan.choose uses them at that size
         self.counted_guidance: tuple[int, int, tuple[float, float]] | None = None
         self.memory_limit_mb = memory_limit_mb
+        self.readahead: dict[str, int] = {}  # component -> read-ahead bytes tonight's estimate chose (readahead)
         if isinstance(files, OnnxStreamFiles):
             self.encoders = files.encoders()
         else:
@@ -310,10 +312,11 @@ class Pipeline:
 
     def lora_loader(self, prompt: str) -> Loader:
         """``self.load`` with the LoRAs of ``model.loras`` and the prompt's tags (UsageError for an
-        unknown name or a file that is not a LoRA); ``self.load`` itself when there are none."""
+        unknown name or a file that is not a LoRA) and tonight's read-ahead (``self.readahead``)."""
         requests = list(self.loras) + loras.split_tags(prompt)[1]
         components = {self.unet_source: "unet", **{e.source: e.name for e in self.encoders}}
-        return loras.loader(self.load, requests, self.lora_folders, components) if requests else self.load
+        load = loras.loader(self.load, requests, self.lora_folders, components) if requests else self.load
+        return readahead.loader(load, self.readahead, list(components.items()))
 
     def _encode(self, settings: RenderSettings, callback: ProgressCallback | None, load: Loader | None = None
                 ) -> tuple[conditioning.Conditioning, conditioning.Conditioning | None]:
@@ -344,6 +347,7 @@ class Pipeline:
             if shapes.rewrite:  # a static export whose ops bake the size: rewritten at load, then tiled
                 def load(path: str) -> Any:
                     return self.load(path, dynamic_shapes=True)
+        load = readahead.loader(load, self.readahead, [(source, "vae_decoder")])
         pixels = vae.decode(load, source, latents, self.info.scaling_factor, self.vae_tile,
                             self.vae_tile_overlap, tiled, report, relax_static=relax, peak_mb=self.vae_peak_mb,
                             limit_mb=self.memory_limit_mb)

@@ -198,6 +198,15 @@ class Model:
         if budget_bytes is not None:
             self.attention.budget_bytes = int(budget_bytes)
 
+    def set_readahead(self, budget_bytes: int) -> bool:
+        """Read the weights ahead within ``budget_bytes`` from now on; False when the provider reads
+        nothing ahead (``nocache``, ``ram``, a provider object without ``set_budget``)."""
+        setter = getattr(self.provider, "set_budget", None)  # a LoraProvider passes it to the one it wraps
+        if setter is None:
+            return False
+        setter(int(budget_bytes))
+        return True
+
     def run(self, feeds: Mapping[str, np.ndarray], progress: Callable[[float], None] | None = None,
             rng: object | None = None,
             overrides: Mapping[str, Callable[[np.ndarray], np.ndarray]] | None = None) -> dict[str, np.ndarray]:

@@ -12,7 +12,8 @@ peak of one component = BASE_BYTES                       Python, numpy, onnx and
                       + ALLOCATOR_BYTES
 
 Read-ahead: the prefetching providers hold weights read but not yet used, up to their budget
-(the providers' defaults: 16 MB disk, 32 MB HTTP); a weight bigger than the budget is never read
+(the providers' defaults: 16 MB disk, 32 MB HTTP; 32 MB on disk for a component whose counted peak
+leaves room for it, ``frame.diffusion.readahead``); a weight bigger than the budget is never read
 ahead, so after step *i* the reader can only hold the weights that follow up to the next big one:
 the model takes, per step, the sizes of the next weights in fetch order while they fit the budget
 and are each below it. A row-streamed weight (read by its op, block by block) is held one stored
@@ -51,9 +52,10 @@ def provider_for(weights: str, url: bool) -> str:
     return "http" if url and weights == "prefetch" else weights
 
 
-def readahead_bytes(count: GraphCount, provider: str) -> list[int]:
-    """Bytes the provider may hold read ahead while each step runs (see the module docstring)."""
-    budget = BUDGETS.get(provider, 0)
+def readahead_bytes(count: GraphCount, provider: str, budget: int | None = None) -> list[int]:
+    """Bytes the provider may hold read ahead while each step runs (see the module docstring);
+    ``budget``: its read-ahead bytes where tonight's differ from its default (``frame.diffusion.readahead``)."""
+    budget = budget if budget is not None and BUDGETS.get(provider) else BUDGETS.get(provider, 0)
     sizes = [s.fetches for s in count.steps]
     if provider == "ram":
         return [count.stored_weight_bytes] * len(sizes)
@@ -87,11 +89,12 @@ def other_items_bytes(count: GraphCount, items: int) -> list[int]:
     return [(items - 1) * max(b, s.kept_bytes) for b, s in zip(before, count.steps)]
 
 
-def component_peak(count: GraphCount, provider: str = "prefetch", items: int = 1) -> int:
+def component_peak(count: GraphCount, provider: str = "prefetch", items: int = 1, budget: int | None = None) -> int:
     """Process peak (bytes) while ``count``'s model runs in a fresh worker; ``items`` > 1: that many
     inputs run through each op while its weights are held (the guidance passes' "shared" mode: the
-    weights, read-ahead and scratch once, the activations of every item)."""
-    ahead = readahead_bytes(count, provider)
+    weights, read-ahead and scratch once, the activations of every item); ``budget``: the provider's
+    read-ahead bytes (None: its default)."""
+    ahead = readahead_bytes(count, provider, budget)
     others = other_items_bytes(count, items)
     steps = max((s.resident_bytes + o + a + round(ALLOCATOR_SHARE * (s.live_bytes + o))
                  for s, o, a in zip(count.steps, others, ahead)), default=0)

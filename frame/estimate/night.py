@@ -64,8 +64,8 @@ class NightEstimate:
 def _run_seconds(run: Run, rates: Throughput, provider: str) -> tuple[float, float, float]:
     """(seconds of all evaluations, stall seconds, compute seconds) of a run (per step for UNet runs)."""
     rates = rates.within(run.count.steps)  # unprobed signatures at this component's own averages
-    first = evaluation_time(run.count, rates, rates.read_bytes, provider, first=True, items=run.items)
-    later = evaluation_time(run.count, rates, rates.read_bytes, provider, first=False, items=run.items)
+    first = evaluation_time(run.count, rates, rates.read_bytes, provider, True, run.items, run.readahead)
+    later = evaluation_time(run.count, rates, rates.read_bytes, provider, False, run.items, run.readahead)
     total = first.seconds + later.seconds * (run.evaluations - 1)
     stall = first.stall + later.stall * (run.evaluations - 1)
     return total, stall, first.compute + later.compute * (run.evaluations - 1)
@@ -102,7 +102,7 @@ def peak(plan: NightPlan, provider: str, taste_model: bool) -> tuple[int, str]:
     """(bytes, phase) of the night's largest component peak (``memory.component_peak``)."""
     best, where = 0, ""
     for run in plan.runs:
-        value = memory.component_peak(run.count, provider, run.items) + memory.PIPELINE_BYTES
+        value = memory.component_peak(run.count, provider, run.items, run.readahead) + memory.PIPELINE_BYTES
         if run.phase in ("text", "unet", "vae") and taste_model:
             value += memory.TASTE_BYTES
         if value > best:

@@ -20,6 +20,10 @@ A night, as ``frame.worker.render`` and ``frame.diffusion.pipeline`` run it:
    overlapping by ``vae_tile_overlap``), or once on the whole latent when it fits in one tile or the
    export's fixed size cannot be tiled.
 
+Each run but the taste choice reads its weights as far ahead as ``frame.diffusion.readahead`` lets
+the render (``Run.readahead``: 32 MB where the component's counted peak leaves room in the memory
+limit, else the provider's default), decided after the guidance mode and the tiles.
+
 Every component is loaded, run and closed in turn, so the night's memory peak is the largest one.
 """
 
@@ -28,7 +32,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from frame.diffusion import guidance_plan, vae
+from frame.diffusion import guidance_plan, readahead, vae
 from frame.diffusion.conditioning import pass_sizes, texts_per_pass
 from frame.diffusion.model_info import SDXL
 from frame.diffusion.onnxstream_layout import OnnxStreamFiles
@@ -56,6 +60,7 @@ class Run:
     evaluations: int
     per_step: bool = False
     items: int = 1
+    readahead: int | None = None  # the provider's read-ahead bytes (``frame.diffusion.readahead``; None: default)
 
 
 @dataclass
@@ -98,6 +103,12 @@ class NightPlan:
 
     def runs_of(self, phase: str) -> list[Run]:
         return [r for r in self.runs if r.phase == phase]
+
+    @property
+    def readahead(self) -> dict[str, int]:
+        """Read-ahead bytes by component where tonight's differ from the default: what the render
+        worker hands the pipeline (``Pipeline.readahead``; the taste choice runs before it: default)."""
+        return {r.name: r.readahead for r in self.runs if r.readahead and r.phase != "choose"}
 
 
 def declared_inputs(structure) -> dict[str, tuple]:  # noqa: ANN001 - read_structure's result
@@ -176,6 +187,15 @@ def counted_peaks_mb(unet: GraphCount, url: bool, weights: str = "prefetch") -> 
                  for items in (1, 2))  # type: ignore[return-value]
 
 
+def readahead_budget(count: GraphCount, provider: str, items: int, limit_mb: float | None) -> int | None:
+    """The component's read-ahead bytes as the render gets them (``frame.diffusion.readahead.choose``
+    on its counted render peak with the larger budget; None: the provider's default)."""
+    def peak_mb(budget: int) -> float:
+        return (memory.component_peak(count, provider, items, budget) + memory.PIPELINE_BYTES) / MB
+
+    return readahead.choose(provider, peak_mb, limit_mb)
+
+
 def guidance_mode_tonight(pipe, settings, batch_dim, precision: str, requested: str | None,  # noqa: ANN001
                           memory_limit_mb: float | None, counted: tuple[float, float] | None = None
                           ) -> tuple[str, str]:
@@ -227,12 +247,15 @@ def build_plan(pipe, width: int, height: int, steps: int | None, guidance: float
     if plan.batched and batch_dim != 2:
         unet = count_graph(pipe.unet_source, unet_shapes(unet_declared, 2, latent), http=http)
     evaluations = 2 if plan.guided and mode == "sequential" else 1
-    plan.runs.append(Run("unet", "unet", unet, evaluations, per_step=True,
-                         items=2 if plan.guided and mode == "shared" else 1))
+    items = 2 if plan.guided and mode == "shared" else 1
+    provider = memory.provider_for(weights, str(pipe.files.source).startswith(("http://", "https://")))
+    plan.runs.append(Run("unet", "unet", unet, evaluations, per_step=True, items=items,
+                         readahead=readahead_budget(unet, provider, items, limit)))
     prompts = 2 if settings.guided else 1
     for encoder in pipe.encoders:
         count = _count(encoder.source, lambda d: {k: concrete(v, (1, TOKENS)) for k, v in d.items()}, http)
-        plan.runs.append(Run("text", encoder.name, count, prompts))
+        plan.runs.append(Run("text", encoder.name, count, prompts,
+                             readahead=readahead_budget(count, provider, 1, limit)))
     if choose_texts:  # the picker's texts in shared passes (frame.diffusion.conditioning.pass_sizes)
         last = plan.runs_of("text")[-1]
         count = last.count
@@ -245,10 +268,13 @@ def build_plan(pipe, width: int, height: int, steps: int | None, guidance: float
     source, tile_hw, tiles, note = _vae_run(pipe, latent, vae_tile, vae_tile_overlap, limit, http)
     # at the tile size even where the export declares another (the render overrides it, vae_shapes)
     decoder = _count(source, lambda d: {k: (1, 4, *tile_hw) for k in d}, http)
-    plan.runs.append(Run("vae", "vae_decoder", decoder, tiles))
+    plan.runs.append(Run("vae", "vae_decoder", decoder, tiles,
+                         readahead=readahead_budget(decoder, provider, 1, limit)))
     plan.tiles = tiles
     if note:
         plan.notes.append(note)
+    if readahead.describe(plan.readahead):
+        plan.notes.append(readahead.describe(plan.readahead))
     if info.kind == SDXL and settings.guided and not info.force_zeros_for_empty_prompt:
         plan.notes.append("SDXL negative prompt encoded by both text encoders")
     return plan

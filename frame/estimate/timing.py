@@ -12,7 +12,8 @@ Compute of a step (seconds) =
 
 Weights are read by the provider the night uses (``frame.engine.providers``): ``prefetch`` (disk)
 and ``http`` read ahead in fetch order on a thread while the ops compute, up to a budget of bytes
-read but not yet asked for (the providers' defaults: 16 MB on disk, 32 MB over HTTP); a weight
+read but not yet asked for (the providers' defaults: 16 MB on disk, 32 MB over HTTP; on disk 32 MB
+for a component whose counted peak leaves room, ``frame.diffusion.readahead``); a weight
 bigger than the budget is read when its op asks for it, and a row-streamed one (``WeightRows``:
 fp16/8-bit weights of 4 MB and more) by its op, block by block, adding to the op's time.
 ``simulate`` replays that policy step by step: the reader reads weight k as soon as it is free and
@@ -125,11 +126,13 @@ def _budget_start(reader: float, size: int, budget: int, requested: deque[tuple[
 
 
 def evaluation_time(count: GraphCount, rates: Throughput, read_rate: float | None = None,
-                    provider: str = "prefetch", first: bool = True, items: int = 1) -> EvaluationTime:
+                    provider: str = "prefetch", first: bool = True, items: int = 1,
+                    budget: int | None = None) -> EvaluationTime:
     """One evaluation of ``count`` at ``rates``; weights read at ``read_rate`` through ``provider``
     (``ram``: only the ``first`` evaluation reads). ``items`` > 1: that many inputs run through each op
     while its weights are held (``Model.run_shared``): each op computes ``items`` times, its weights
-    are read once, and the read-ahead overlaps them as for one evaluation."""
+    are read once, and the read-ahead overlaps them as for one evaluation. ``budget``: the provider's
+    read-ahead bytes tonight (``frame.diffusion.readahead``; None: its default)."""
     computes = [step_compute(s, rates, items) for s in count.steps]
     fetches = [s.fetches for s in count.steps]
     total_read = sum(sum(f) for f in fetches) + sum(s.row_bytes for s in count.steps)
@@ -138,6 +141,6 @@ def evaluation_time(count: GraphCount, rates: Throughput, read_rate: float | Non
     # a row-streamed weight is read by its op, block by block between its kernel calls (once for all
     # items of a shared run): no read-ahead, so its reading adds to the op's own time
     ops = [c + (s.row_bytes / read_rate if read_rate else 0.0) for c, s in zip(computes, count.steps)]
-    budget = PROVIDER_BUDGET.get(provider, PROVIDER_BUDGET["prefetch"])
+    budget = budget or PROVIDER_BUDGET.get(provider, PROVIDER_BUDGET["prefetch"])
     seconds = simulate(ops, fetches, read_rate, None if provider in ("nocache", "ram") or not budget else budget)
     return EvaluationTime(seconds, sum(computes), total_read / read_rate if read_rate else 0.0)

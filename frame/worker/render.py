@@ -154,6 +154,7 @@ def generate(job: RenderJob, config: Config, choice: ThemeChoice, job_dir: Path,
     peaks = nightly.saved_guidance_peaks(job_dir)
     if peaks is not None:  # the guidance passes run as tonight's estimate counted this model's memory
         pipe.counted_guidance = (width, height, peaks)
+    pipe.readahead = nightly.saved_readahead(job_dir)  # the read-ahead that estimate counted (readahead.py)
     variation = job.variation
     strength = variation.strength if variation else None
     prompt, dropped = lora_tags.drop_unknown(choice.prompt, getattr(pipe, "lora_folders", []))

@@ -73,6 +73,17 @@ def saved_guidance_peaks(job_dir: Path) -> tuple[float, float] | None:
     return None
 
 
+def saved_readahead(job_dir: Path) -> dict[str, int]:
+    """Read-ahead bytes by component tonight's estimate chose (``frame.diffusion.readahead``; empty
+    without an estimate: every component keeps the provider's default)."""
+    saved = read_json(Path(job_dir) / CHOICE_FILE)
+    budgets = saved.get("readahead_bytes") if isinstance(saved, dict) else None
+    if not isinstance(budgets, dict):
+        return {}
+    return {str(name): int(size) for name, size in budgets.items()
+            if isinstance(size, int) and not isinstance(size, bool) and size > 0}
+
+
 def available_bytes() -> int | None:
     """MemAvailable from /proc/meminfo (None where there is none)."""
     try:
@@ -136,7 +147,7 @@ def night_steps(config: Config, pipe: Any, size: tuple[int, int], deadline: floa
                           remaining_fixed_seconds(here, estimate.plan.steps), here.step_seconds, available)
     # the UNet's own peaks at tonight's size: the render's guidance mode follows them (saved_guidance_peaks)
     write_json(job_dir / CHOICE_FILE, {**choice.to_dict(), "guidance_peaks_mb": estimate.plan.counted_peaks_mb,
-                                       "peak_mb": own_peak_mb()})
+                                       "readahead_bytes": estimate.plan.readahead, "peak_mb": own_peak_mb()})
     if state_dir is not None:
         write_json(Path(state_dir) / ESTIMATE_FILE, {**to_dict(result, "tonight's render"),
                                                       "step_choice": choice.to_dict()})

@@ -78,10 +78,25 @@ class Prefetch(ReadingProvider):
     def prepare(self, refs: Sequence[WeightRef]) -> None:
         with self._cond:
             super().prepare(refs)
-            largest = max([self.budget_bytes, *(r.nbytes for r in self.refs)])
-            self._ceiling = largest if self.big_weights_ahead else self.budget_bytes
+            self._set_ceiling()
             self._reset(len(self.refs))  # idle until the first request
             self._cond.notify_all()
+
+    def set_budget(self, budget_bytes: int) -> None:
+        """Read ahead within ``budget_bytes`` from now on (``frame.diffusion.readahead``: a component
+        loaded with the default gets the budget tonight's memory plan left room for)."""
+        if budget_bytes < 0:
+            raise ValueError(f"read-ahead budget must be at least 0 bytes, got {budget_bytes}")
+        with self._cond:
+            self.budget_bytes = int(budget_bytes)
+            self._set_ceiling()
+            self._cond.notify_all()
+
+    def _set_ceiling(self) -> None:
+        """Bytes read ahead plus held may reach (caller holds the lock): the budget, or with
+        ``big_weights_ahead`` the largest weight if that is more."""
+        largest = max([self.budget_bytes, *(r.nbytes for r in self.refs)])
+        self._ceiling = largest if self.big_weights_ahead else self.budget_bytes
 
     def get(self, ref: WeightRef) -> np.ndarray:
         i = ref.index
