@@ -77,7 +77,7 @@ class FakeEstimate:
     def __init__(self, step: float) -> None:
         from types import SimpleNamespace
 
-        self.plan = SimpleNamespace(steps=20, min_steps=10, counted_peaks_mb=None)
+        self.plan = SimpleNamespace(steps=20, min_steps=10, counted_peaks_mb=None, readahead={})
         self.here = FakeProjection(600.0, step, 20)
 
 
