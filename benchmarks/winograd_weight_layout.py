@@ -69,9 +69,9 @@ def prototype(x: np.ndarray, w: np.ndarray, out: np.ndarray, block: int) -> None
         transform_output(4, mo[:, :m1 - m0], (th, tw), out[m0:m1], out_scratch)
 
 
-def cpu_ms(run) -> float:
+def cpu_ms(run, *args) -> float:
     start = time.process_time()
-    run()
+    run(*args)
     return (time.process_time() - start) * 1e3
 
 
@@ -90,8 +90,8 @@ def main() -> None:
         today, proto = np.empty((m, hw, hw), np.float32), np.empty((m, hw, hw), np.float32)
         times: dict[str, list[float]] = {"today": [], "proto": []}
         for _ in range(args.runs):
-            times["today"].append(cpu_ms(lambda: cw.winograd_conv3x3(x, w, [1, 1, 1, 1], today, layout)))
-            times["proto"].append(cpu_ms(lambda: prototype(x, w, proto, args.block)))
+            times["today"].append(cpu_ms(cw.winograd_conv3x3, x, w, [1, 1, 1, 1], today, layout))
+            times["proto"].append(cpu_ms(prototype, x, w, proto, args.block))
         error = float(np.abs(proto - today).max() / np.abs(today).max())
         a, b = statistics.median(times["today"]), statistics.median(times["proto"])
         print(f"| {c} → {m} at {hw}×{hw} | F({layout.tile}×{layout.tile}), chunk {layout.chunk} | {a:.1f} | "
