@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import numpy as np
 
-# Cap on query-rows × train-rows per distance block: 2^18 float64 entries = 2 MiB. A search holds
+# Cap on query-rows × train-rows per distance block: 2^16 float64 entries = 512 KiB. A search holds
 # about four block-sized arrays at once (distances, one column's differences, the partition's copy,
-# the selection mask), so this bounds its transient memory at ~10 MiB whatever the sizes. It was
+# the selection mask), so its scratch stays near 2 MiB whatever the sizes, beside its results. It was
 # 4 M entries (32 MB): the explanation plot's 120 × 120 grid against 300 rated pictures peaked at
-# 92 MiB in tracemalloc (taste child 182 MiB with 150 ratings, 130 without the grid); per-block
-# overhead is negligible at this size (benchmarks/taste_child_imports.py --ratings).
-BLOCK_ENTRIES = 1 << 18
+# 92 MiB in tracemalloc (the taste child's own peak grew with the ratings: benchmarks/
+# taste_child_imports.py --ratings). Smaller blocks cost no measurable CPU here (0.31 s for the grid
+# against 1000 rows, 0.33 s with 4 M entries); 2^18 kept 1.5 MiB more at 12 ratings.
+BLOCK_ENTRIES = 1 << 16
 
 
 def query_blocks(n_query: int, n_train: int) -> range:

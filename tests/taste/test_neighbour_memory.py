@@ -14,7 +14,7 @@ from frame.taste import search
 from frame.taste.neighbours import kneighbors, query_blocks, squared_distances
 
 GRID = np.column_stack([axis.ravel() for axis in np.meshgrid(np.linspace(-3, 3, 120), np.linspace(-3, 3, 120))])
-SCRATCH_LIMIT = 16 * 2**20  # bytes: ~4 blocks of 2 MiB plus the results; 4 M-entry blocks peaked at 50-123 MiB
+SCRATCH_LIMIT = 8 * 2**20  # bytes: 3.9 MiB now (results 1.8 MiB, twice while stacked); 4 M-entry blocks: 50-123 MiB
 
 
 def _traced_peak(run: Callable[[], object]) -> int:
