@@ -23,8 +23,10 @@ and ``on attribute``, and compares the child's peak and its ``taste-choice.json`
 With ``--job`` and ``--ratings N,...`` it measures what the fit itself adds as the owner rates more
 pictures: the job's history is replaced by N ratings of its own candidates (seeded; the same
 pictures rated more than once, as on a frame that has run for a while), and the whole child runs
-with the neighbour searches' distance blocks at 4 M entries (their size before 2026-12-04) and at
-``frame.taste.neighbours.BLOCK_ENTRIES``; both columns must write the same ``taste-choice.json``.
+with the neighbour searches' distance blocks at 4 M entries and the plot's whole grid in one call
+(as before 2026-12-04), and at ``frame.taste.neighbours.BLOCK_ENTRIES`` with the grid in
+``frame.taste.plot_data.GRID_CHUNK``-point chunks; both columns must write the same
+``taste-choice.json``. (The plot's JSON rows, strings since the same day, are the same in both.)
 These runs hide pandas (the Pi's lock has none; scikit-learn imports it when it is installed).
 Results: docs/pi-twin.md, "The taste night".
 """
@@ -48,7 +50,7 @@ from pathlib import Path
 STEPS = ("numpy", "frame.worker.tastechild", "scipy.sparse", "scipy.sparse.linalg", "scipy.stats",
          "sklearn.base", "sklearn.neighbors", "sklearn.model_selection")
 MODES = ("plain", "LazyLoader", "on attribute")
-OLD_BLOCK_ENTRIES = 4_000_000  # frame.taste.neighbours' distance block before 2026-12-04
+OLD_BLOCK_ENTRIES = 4_000_000  # frame.taste.neighbours' distance block before 2026-12-04 (and no grid chunks)
 HEAVY = "scipy.stats._distn_infrastructure"  # in sys.modules once scipy.stats's code has run
 
 
@@ -85,12 +87,15 @@ def _defer(name: str, mode: str) -> None:
 
 def child(mode: str, job: str | None, block: int | None = None) -> None:
     """One process: defer scipy.stats as ``mode`` says, then import the steps (or run the taste child);
-    with ``block``, no pandas and the neighbour searches' distance blocks of that many entries."""
+    with ``block``, no pandas and the neighbour searches' distance blocks of that many entries (the
+    old size also asks about the plot's whole grid at once)."""
     if block:
         sys.modules["pandas"] = None  # as not installed: ``import pandas`` raises ImportError
-        from frame.taste import neighbours
+        from frame.taste import neighbours, plot_data
 
         neighbours.BLOCK_ENTRIES = block
+        if block == OLD_BLOCK_ENTRIES:
+            plot_data.GRID_CHUNK = plot_data.GRID**2
     if mode != "plain":
         import scipy  # noqa: F401 - find_spec("scipy.stats") imports the parent package anyway
 
@@ -185,13 +190,15 @@ def rated_job(source: Path, target: Path, count: int) -> None:
 
 
 def fit_memory(source: Path, counts: list[int], runs: int) -> None:
-    """The whole child's own peak on jobs with ``counts`` ratings, old and current distance blocks."""
+    """The whole child's own peak on jobs with ``counts`` ratings, old and current search sizes."""
     from frame.taste.neighbours import BLOCK_ENTRIES
+    from frame.taste.plot_data import GRID_CHUNK
 
-    blocks = {f"{size:,}-entry blocks": size for size in (OLD_BLOCK_ENTRIES, BLOCK_ENTRIES)}
+    blocks = {f"{OLD_BLOCK_ENTRIES:,} dists, whole grid": OLD_BLOCK_ENTRIES,
+              f"{BLOCK_ENTRIES:,} dists, grid by {GRID_CHUNK}": BLOCK_ENTRIES}
     print(f"the whole taste child on {source} with N ratings, no pandas: own peak (VmHWM, MiB) and CPU s, "
           f"median of {runs}")
-    print(f"{'ratings':>8}" + "".join(f"{name:>30}" for name in blocks) + "   same taste-choice.json")
+    print(f"{'ratings':>8}" + "".join(f"{name:>34}" for name in blocks) + "   same taste-choice.json")
     for count in counts:
         cells, choices = [], set()
         for block in blocks.values():
@@ -204,7 +211,7 @@ def fit_memory(source: Path, counts: list[int], runs: int) -> None:
                     cpus.append(report["cpu_s"])
                     choices.add(hashlib.sha256((Path(tmp) / "taste-choice.json").read_bytes()).hexdigest())
             cells.append(f"{statistics.median(peaks):13.1f} MiB {statistics.median(cpus):7.2f} s CPU")
-        print(f"{count:>8}" + "".join(f"{cell:>30}" for cell in cells) + f"   {'yes' if len(choices) == 1 else 'NO'}")
+        print(f"{count:>8}" + "".join(f"{cell:>34}" for cell in cells) + f"   {'yes' if len(choices) == 1 else 'NO'}")
 
 
 if __name__ == "__main__":
