@@ -98,14 +98,14 @@ def faithful_neighbour_sets(train: np.ndarray, query: np.ndarray, k: int) -> np.
     if query.shape[0] * n_train > _BRUTE_FORCE_ENTRIES:
         return sklearn_neighbours(train, query, k)
     found = np.empty((query.shape[0], k), dtype=np.intp)
-    tied = []
+    tied_per_block = []
     blocks = query_blocks(query.shape[0], n_train)  # bounded scratch (see neighbours.BLOCK_ENTRIES)
     for start in blocks:
         rows = query[start : start + blocks.step]
         nearest, boundary_tie = _nearest_with_ties(train, rows, k)
         found[start : start + len(rows)] = nearest
-        tied.append(start + np.flatnonzero(boundary_tie))
-    tied = np.concatenate(tied)
+        tied_per_block.append(start + np.flatnonzero(boundary_tie))
+    tied = np.concatenate(tied_per_block)
     if tied.size:
         found[tied] = sklearn_neighbours(train, query[tied], k)
     return found
