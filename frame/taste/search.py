@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from frame.taste.neighbours import class_fractions, kneighbors, macro_f1, squared_distances
+from frame.taste.neighbours import class_fractions, kneighbors, macro_f1, query_blocks, squared_distances
 
 # Leave-one-out scores are computed on at most this many rows (a fixed stratified subset) so fit
 # time stays linear in n for big tables; neighbours are still searched among all rows.
@@ -97,20 +97,33 @@ def faithful_neighbour_sets(train: np.ndarray, query: np.ndarray, k: int) -> np.
         return np.tile(np.arange(n_train), (query.shape[0], 1))
     if query.shape[0] * n_train > _BRUTE_FORCE_ENTRIES:
         return sklearn_neighbours(train, query, k)
+    found = np.empty((query.shape[0], k), dtype=np.intp)
+    tied_per_block = []
+    blocks = query_blocks(query.shape[0], n_train)  # bounded scratch (see neighbours.BLOCK_ENTRIES)
+    for start in blocks:
+        rows = query[start : start + blocks.step]
+        nearest, boundary_tie = _nearest_with_ties(train, rows, k)
+        found[start : start + len(rows)] = nearest
+        tied_per_block.append(start + np.flatnonzero(boundary_tie))
+    tied = np.concatenate(tied_per_block)
+    if tied.size:
+        found[tied] = sklearn_neighbours(train, query[tied], k)
+    return found
+
+
+def _nearest_with_ties(train: np.ndarray, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The k nearest training rows of each query row by brute force, and whether the k-th and
+    (k+1)-th distances are within rounding of a tie (then scikit-learn's tie order decides)."""
     dist = squared_distances(train, query)
     nearest = np.argpartition(dist, k, axis=1)[:, : k + 1]
     near = np.take_along_axis(dist, nearest, axis=1)
     order = np.argsort(near, axis=1, kind="stable")
     nearest, near = np.take_along_axis(nearest, order, axis=1), np.take_along_axis(near, order, axis=1)
-    if train.shape[1] <= 15 and k < n_train // 2:  # the KD-tree path: exact distances
+    if train.shape[1] <= 15 and k < train.shape[0] // 2:  # the KD-tree path: exact distances
         tolerance = 1e-9 * (1.0 + near[:, k])
     else:  # the expanded-distance path
         tolerance = 1e-9 * (1.0 + (query**2).sum(axis=1) + (train**2).sum(axis=1).max())
-    tied = np.flatnonzero(near[:, k] - near[:, k - 1] <= tolerance)
-    found = nearest[:, :k]
-    if tied.size:
-        found[tied] = sklearn_neighbours(train, query[tied], k)
-    return found
+    return nearest[:, :k], near[:, k] - near[:, k - 1] <= tolerance
 
 
 def faithful_folds(y: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
