@@ -165,6 +165,8 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("frame.web.settings", "gpiozero"): "whether the optional extra is installed is the question",
     ("frame.diffusion.configured", "frame.diffusion.pipeline"): "onnx +20.0 MiB/0.56 s in every render worker (over "
                                                                 "its numpy+Pillow); only once it paints locally",
+    ("frame.diffusion.configured", "frame.diffusion.onnxstream_layout"): "the engine's OnnxStream reader (numpy); "
+                                                                         "only for the checks' graph reading",
     ("frame.diffusion.model_files", "frame.engine.io.small_files"): "requests +13.5 MiB/0.07 s; only for a model "
                                                                     "URL",
     ("frame.diffusion.model_files", "frame.engine.io.http"): "as small_files (requests); only for a model URL",

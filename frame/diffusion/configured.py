@@ -71,7 +71,8 @@ class PipelineSetup:
     def open_structure(self) -> Pipeline:
         """The pipeline for reading graphs only (the checks): no weights are read ("nocache"), and the
         VAE decoder is not probed as ``load`` does."""
-        from frame.diffusion.pipeline import Pipeline, open_model_files
+        from frame.diffusion.onnxstream_layout import open_model_files
+        from frame.diffusion.pipeline import Pipeline
 
         files, info = open_model_files(self.source, self.cache_dir, self.http)
         structure_only = dataclasses.replace(self, weights="nocache")

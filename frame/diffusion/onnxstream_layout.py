@@ -17,6 +17,8 @@ name). This module maps them to the names the rest of the pipeline uses (``input
 ``last_hidden_state``, ``hidden_states.N``, ``text_embeds``, ``latent_sample``, ``sample``,
 ``out_sample``), so tokenisation, guidance, sampling and decoding are the code the diffusers layout
 runs. There is no scheduler file: the schedules are those of the models' own releases.
+
+``open_model_files`` decides between this layout and a diffusers export (``model_index.json``).
 """
 
 from __future__ import annotations
@@ -32,8 +34,8 @@ from urllib.parse import urljoin
 from frame.atomicfile import write_bytes_atomic
 from frame.config.redact import redact_url
 from frame.diffusion.conditioning import Encoder
-from frame.diffusion.model_files import ModelLocation
-from frame.diffusion.model_info import DEFAULT_SAMPLE_SIZE, DEFAULT_SCALING, SD15, SDXL, ModelInfo
+from frame.diffusion.model_files import ModelFiles, ModelLocation
+from frame.diffusion.model_info import DEFAULT_SAMPLE_SIZE, DEFAULT_SCALING, SD15, SDXL, ModelInfo, read_model_info
 from frame.engine.io.http_settings import HttpSettings
 from frame.engine.onnxstream import OnnxStreamSource
 from frame.engine.onnxstream.summary import ModelSummary, read_summary
@@ -297,3 +299,20 @@ def _static_hw(values: tuple[tuple[str, tuple[int, ...]], ...]) -> tuple[int, in
     if dims is None or dims[2] <= 0 or dims[3] <= 0:
         return None
     return dims[2], dims[3]
+
+
+def open_model_files(source: str | os.PathLike, cache_dir: str | os.PathLike | None = None,
+                     http: HttpSettings | None = None) -> tuple[ModelFiles | OnnxStreamFiles, ModelInfo]:
+    """The export's files and facts: a diffusers layout (model_index.json) or OnnxStream's published one."""
+    text = str(source)
+    if not text.startswith(("http://", "https://")) and is_onnxstream_folder(text):
+        files: ModelFiles | OnnxStreamFiles = OnnxStreamFiles(text, cache_dir, http)
+    else:
+        try:
+            files = ModelFiles(source, cache_dir, http)
+        except FrameError as exc:
+            if not text.startswith(("http://", "https://")) or "model_index.json is missing" not in str(exc):
+                raise
+            files = OnnxStreamFiles(text, cache_dir, http)
+    info = files.model_info() if isinstance(files, OnnxStreamFiles) else read_model_info(files)
+    return files, info

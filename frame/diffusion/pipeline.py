@@ -40,9 +40,9 @@ from frame.diffusion import (
     vae_tiles,
 )
 from frame.diffusion.model_files import ModelFiles
-from frame.diffusion.model_info import SDXL, ModelInfo, read_model_info
+from frame.diffusion.model_info import SDXL, ModelInfo
 from frame.diffusion.noise import sources as noise_sources
-from frame.diffusion.onnxstream_layout import OnnxStreamFiles, is_onnxstream_folder
+from frame.diffusion.onnxstream_layout import OnnxStreamFiles, open_model_files
 from frame.diffusion.pngmeta import GenerationParameters
 from frame.diffusion.progress import FetchMeter, Progress, ProgressCallback, StepReports
 from frame.diffusion.render_settings import RenderSettings, resolve_settings
@@ -53,7 +53,7 @@ from frame.engine.dynamic_shapes import dynamic_structure
 from frame.engine.io.http_settings import HttpSettings
 from frame.engine.lora import LoraUse
 from frame.engine.memory import release_model
-from frame.errors import FrameError, UsageError
+from frame.errors import UsageError
 
 log = logging.getLogger(__name__)
 
@@ -384,20 +384,3 @@ def load_pipeline(source: str | os.PathLike, cache_dir: str | os.PathLike | None
     elif shapes.note():
         log.info("%s", shapes.note())
     return pipe
-
-
-def open_model_files(source: str | os.PathLike, cache_dir: str | os.PathLike | None = None,
-                     http: HttpSettings | None = None) -> tuple[ModelFiles | OnnxStreamFiles, ModelInfo]:
-    """The export's files and facts: a diffusers layout (model_index.json) or OnnxStream's published one."""
-    text = str(source)
-    if not text.startswith(("http://", "https://")) and is_onnxstream_folder(text):
-        files: ModelFiles | OnnxStreamFiles = OnnxStreamFiles(text, cache_dir, http)
-    else:
-        try:
-            files = ModelFiles(source, cache_dir, http)
-        except FrameError as exc:
-            if not text.startswith(("http://", "https://")) or "model_index.json is missing" not in str(exc):
-                raise
-            files = OnnxStreamFiles(text, cache_dir, http)
-    info = files.model_info() if isinstance(files, OnnxStreamFiles) else read_model_info(files)
-    return files, info
