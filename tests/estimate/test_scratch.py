@@ -52,3 +52,18 @@ def test_banded_chunk_scratch_is_what_the_kernel_allocates(layout):
     peak = _traced_peak(x, w, out, layout)
     counted = conv_winograd.scratch_bytes(layout, 96, 192, (40, 40))
     assert abs(counted - peak) <= max(0.03 * peak, 80_000), (counted, peak)
+
+
+@pytest.mark.parametrize("layout", [conv_winograd.Plan(5, 64, 1, 4), conv_winograd.Plan(4, 96, 1, 2),
+                                    conv_winograd.Plan(10, 64, 1, 4)])
+def test_blocked_weight_chunk_scratch_is_what_the_kernel_allocates(monkeypatch, layout):
+    """U in input-channel blocks (WEIGHT_BLOCK 32 of 96 channels here): each thread's U block, GEMM
+    result and partial result counted as allocated, within 3 % or 80 kB (as above)."""
+    monkeypatch.setattr(conv_winograd, "WEIGHT_BLOCK", 32)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((96, 40, 40), dtype=np.float32)
+    w = rng.standard_normal((192, 96, 3, 3), dtype=np.float32)
+    out = np.empty((192, 40, 40), np.float32)
+    peak = _traced_peak(x, w, out, layout)
+    counted = conv_winograd.scratch_bytes(layout, 96, 192, (40, 40))
+    assert abs(counted - peak) <= max(0.03 * peak, 80_000), (counted, peak)

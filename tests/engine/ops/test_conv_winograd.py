@@ -148,3 +148,50 @@ def test_weight_transform_is_g_g_gt(tile, g):
     n = tile + 2
     want = np.einsum("ai,mcij,bj->abmc", g, w.astype(np.float64), g).reshape(n * n, 5, 3)
     np.testing.assert_allclose(cw.transform_weight(w, step=4, tile=tile), want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("tile, g", [(2, wt.G2), (4, wt.G4)])
+def test_weight_block_transform_is_g_g_gt_per_output_channel(tile, g):
+    """The chunk layout's U (M, n², C) of a strided slice of the weight (outputs 2..6, inputs 3..10)."""
+    rng = np.random.default_rng(4)
+    w = rng.standard_normal((8, 12, 3, 3)).astype(np.float32)
+    n = tile + 2
+    part = w[2:6, 3:10]
+    want = np.einsum("ai,mcij,bj->mabc", g, part.astype(np.float64), g).reshape(4, n * n, 7)
+    out = np.full(4 * n * n * 7 + 5, np.nan, np.float32)
+    got = cw.transform_weight_block(part, out, tile)
+    assert got.shape == (4, n * n, 7)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_weight_blocks_where_the_weight_transform_weighs():
+    """Few tiles (the UNet's 32x32 and 16x16 convs): U in blocks of WEIGHT_BLOCK input channels; many
+    (64x64 and up), the GEMMs dominate and the chunk's U is one block."""
+    assert cw.weight_block(1280, 64) == cw.WEIGHT_BLOCK == 128
+    assert cw.weight_block(96, 64) == 96
+    assert cw.weight_block(512, 256) == 512
+
+
+BLOCKED_CASES = [  # channels, outputs, height, width, pads, layout; WEIGHT_BLOCK 32 in the test
+    (80, 250, 15, 16, (1, 1, 1, 1), cw.Plan(8, 96)),         # F(2x2) chunks: blocks of 32, 32, 16
+    (80, 250, 15, 16, (1, 1, 1, 1), cw.Plan(4, 96, 1, 4)),   # F(4x4) chunks, the last chunk short
+    (72, 200, 22, 13, (0, 1, 2, 0), cw.Plan(2, 64, 1, 4)),   # F(4x4) chunks within bands, asymmetric pads
+    (64, 130, 13, 21, (1, 1, 1, 1), cw.Plan(3, 64, 1, 2)),   # F(2x2) chunks within bands, two whole blocks
+]
+
+
+@pytest.mark.parametrize("split", [False, True])
+@pytest.mark.parametrize("c, m, h, w, pads, layout", BLOCKED_CASES)
+def test_blocked_weight_chunks_match_direct_float64(request, monkeypatch, split, c, m, h, w, pads, layout):
+    """The chunks' products summed over input-channel blocks of U, the last block short."""
+    if split:
+        request.getfixturevalue("two_way_splits")
+    monkeypatch.setattr(cw, "WEIGHT_BLOCK", 32)
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((c, h, w)).astype(np.float32)
+    weight = rng.standard_normal((m, c, 3, 3)).astype(np.float32)
+    want = _reference(x, weight, pads)
+    out = np.full(want.shape, np.nan, np.float32)
+    cw.winograd_conv3x3(x, weight, pads, out, layout)
+    bound = 1e-6 if layout.tile == 2 else 5e-6
+    assert np.abs(out - want).max() < bound * np.abs(want).max()
