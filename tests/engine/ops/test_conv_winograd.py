@@ -195,3 +195,17 @@ def test_blocked_weight_chunks_match_direct_float64(request, monkeypatch, split,
     cw.winograd_conv3x3(x, weight, pads, out, layout)
     bound = 1e-6 if layout.tile == 2 else 5e-6
     assert np.abs(out - want).max() < bound * np.abs(want).max()
+
+
+def test_f4_input_transform_is_bt_d_b_of_every_tile():
+    """Bᵀ d B of every 6x6 tile into v[6a + b], 20 channels (blocks of 8, 8, 4), within the counted scratch."""
+    rng = np.random.default_rng(6)
+    th, tw, width = 3, 5, 4 * 5 + 2
+    padded = rng.standard_normal((20, 4 * th + 2, width)).astype(np.float32)
+    tiles = np.stack([padded[:, 4 * t:4 * t + 6, 4 * s:4 * s + 6] for t in range(th) for s in range(tw)], -1)
+    bt = wt.BT4.astype(np.float64)
+    want = np.einsum("ai,citn,bt->abcn", bt, tiles.astype(np.float64), bt).reshape(36, 20, th * tw)
+    v = np.full((36, 20, th * tw), np.nan, np.float32)
+    scratch = np.full(wt.input_scratch(4, 20, th, width, tw), np.nan, np.float32)
+    wt.transform_input(4, padded, (th, tw), v, scratch)
+    np.testing.assert_allclose(v, want, rtol=1e-5, atol=1e-5)
