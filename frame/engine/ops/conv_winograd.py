@@ -25,7 +25,7 @@ Neither fits for a few big convs at large sizes (960 → 320 at 64×64): those r
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 import numpy as np
@@ -36,12 +36,14 @@ from frame.engine.ops.padded_rows import PaddedRows
 from frame.engine.ops.winograd_transforms import (
     G2,
     G4,
+    IN_BLOCK,
     input_scratch,
     output_scratch,
     transform_input,
     transform_output,
     view,
     weight_transform_t,
+    wide_in_block,
 )
 
 _WEIGHT_TRANSFORM_T = {2: weight_transform_t(G2), 4: weight_transform_t(G4)}
@@ -68,6 +70,7 @@ class Plan:
     chunk: int
     threads: int = 1
     tile: int = 2
+    in_block: int = IN_BLOCK
 
 
 def _tiles(out_hw: tuple[int, int], tile: int) -> tuple[int, int]:
@@ -130,7 +133,12 @@ def _band_plan(channels: int, outputs: int, out_hw, tile: int, budget: int, piec
         if rows * tw >= min(MIN_BAND_TILES, th * tw) and (threads == 1 or th >= 2 * threads):
             bands = -(-th // rows)
             bands = -(-bands // threads) * threads  # every thread gets as many bands
-            return Plan(-(-th // bands), outputs, threads, tile)
+            layout = Plan(-(-th // bands), outputs, threads, tile)
+            if tile == 4:  # thin bands: more input channels a block where the budget has room
+                wide = replace(layout, in_block=wide_in_block(channels, layout.tile_rows, width))
+                if scratch_bytes(wide, channels, outputs, out_hw) <= budget:
+                    return wide
+            return layout
     return None
 
 
@@ -175,7 +183,7 @@ def scratch_bytes(layout: Plan, channels: int, outputs: int, out_hw: tuple[int, 
     width = tile * tw + 2  # the padded columns (``winograd_conv3x3`` pads right up to whole tiles)
     if layout.chunk >= outputs:
         rows = layout.tile_rows
-        band = (channels * (tile * rows + 2) * width + input_scratch(tile, channels, rows, width, tw)
+        band = (channels * (tile * rows + 2) * width + input_scratch(tile, channels, rows, width, tw, layout.in_block)
                 + n2 * rows * tw * (channels + outputs) + output_scratch(tile, outputs, rows * tw))
         return 4 * (n2 * outputs * channels + layout.threads * band)
     rows = layout.tile_rows
@@ -249,7 +257,7 @@ def _by_bands(x: np.ndarray, w: np.ndarray, pads, tiles, out: np.ndarray, layout
         padded = PaddedRows(c, tile * tile_rows + 2, x.shape[2], pads, np.float32)
         width = padded.buffer.shape[2]
         scratch = [buffers.empty(n, np.float32) for n in (
-            input_scratch(tile, c, tile_rows, width, tw), n2 * tile_rows * tw * (c + m),
+            input_scratch(tile, c, tile_rows, width, tw, layout.in_block), n2 * tile_rows * tw * (c + m),
             max(output_scratch(tile, m, tile_rows * tw), 1))]
         for t0 in share:
             count = min(tile_rows, th - t0)

@@ -37,6 +37,7 @@ CASES = [  # channels, outputs, height, width, pads, layout
     (80, 250, 15, 16, (1, 1, 1, 1), cw.Plan(4, 96, 1, 4)),   # F(4x4) chunks, the last short, 80 = 5 blocks
     (24, 200, 22, 13, (1, 1, 1, 1), cw.Plan(2, 64, 1, 4)),   # F(4x4) chunks within bands, the last band short
     (24, 130, 13, 21, (1, 1, 1, 1), cw.Plan(3, 64, 1, 2)),   # F(2x2) chunks within bands
+    (40, 16, 13, 22, (1, 1, 1, 1), cw.Plan(1, 16, 1, 4, 24)),  # F(4x4) thin bands, input blocks of 24, 16
 ]
 
 
@@ -209,3 +210,17 @@ def test_f4_input_transform_is_bt_d_b_of_every_tile():
     scratch = np.full(wt.input_scratch(4, 20, th, width, tw), np.nan, np.float32)
     wt.transform_input(4, padded, (th, tw), v, scratch)
     np.testing.assert_allclose(v, want, rtol=1e-5, atol=1e-5)
+
+
+def test_thin_f4_bands_take_wide_input_blocks_within_the_budget():
+    """The VAE decoder's 256-channel convs at 288x288 (SDXL's 36-latent tile) run one tile row a band
+    on two threads: 28 input channels a block of the input transform, not 8, still within 32 MB; a
+    small image's budget keeps 8 (32 -> 64 channels at 41x39 stays F(4x4))."""
+    budget = 32 << 20
+    thin = cw.plan(256, 256, (288, 288), budget, 2)
+    assert (thin.tile_rows, thin.chunk, thin.tile, thin.in_block) == (1, 256, 4, 28)
+    assert cw.scratch_bytes(thin, 256, 256, (288, 288)) <= budget
+    small_budget = 32 * 9 * 41 * 39 * 4
+    small = cw.plan(32, 64, (41, 39), small_budget, 1)
+    assert small.tile == 4 and small.in_block == wt.IN_BLOCK
+    assert cw.scratch_bytes(small, 32, 64, (41, 39)) <= small_budget
