@@ -46,7 +46,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from frame.engine.ops.conv import winograd_layout
+from frame.engine.ops.conv import FUSED_MIN_INPUT_PIXELS, winograd_layout
+from frame.engine.ops.conv_winograd import weight_blocked
 from frame.estimate.machine import Throughput
 from frame.estimate.signature import Signature
 
@@ -73,6 +74,16 @@ OP_EFFICIENCY = {"conv": 1.29, "upsample_conv": 1.62, "norm_conv": round(0.94 * 
 # measured: norm convs the engine runs as F(4x4) on more than 64x64 output pixels (docs/estimate.md).
 NORM_CONV_WINOGRAD4_GAIN = 1.264 / 0.997
 WINOGRAD4_GAIN_MIN_PIXELS = 64 * 64
+# The chunk layout's transformed weight in blocks of input channels (``conv_winograd.weight_block``),
+# the same script, three runs each, interleaved with the code before it (6bffd8a via git archive) on
+# the shared 2-core machine, load average 6-7: the UNet's norm_conv medians 1.069 before, 1.453 after,
+# its upsample_conv (16 -> 32 and 8 -> 16: upsampled, then convolved at 32x32 / 16x16) 1.130 / 1.710;
+# the GEMM rate the shares divide by read 36.9 G/s in one run after (40.6-44.3 in the others), so the
+# gain is taken from each run's share times its own GEMM rate: 1.197 and 1.318 (unchanged code the same
+# way: matmul 0.991, attention 1.039; the VAE decoder's norm_conv 1.006, upsample_conv 1.016: no gain
+# applied there). Applied to the convs that take the blocks, where the gain is larger than the UNet's
+# average over all its norm convs (its 64x64 ones, about a third, do not change): conservative.
+WEIGHT_BLOCK_GAIN = {"norm_conv": 1.197, "upsample_conv": 1.318}
 FEW_ROWS = 256
 FEW_ROWS_EFFICIENCY = {"matmul": 0.54, "geglu": 0.54, "attention": 0.54, "activation_matmul": 0.54}  # text encoder
 KIND_EFFICIENCY = {"conv": 0.98, "matmul": 1.03, "attention": 0.66}  # a step with no signature of its own
@@ -104,12 +115,32 @@ def runs_large_winograd4(signature: Signature) -> bool:
     return layout is not None and layout.tile == 4
 
 
+def runs_weight_blocks(signature: Signature) -> bool:
+    """Whether ``signature`` is a norm conv, or an upsample conv on a small image (upsampled, then
+    convolved), that the engine runs as Winograd chunks whose U is made in blocks of input channels
+    (``conv_winograd.weight_blocked``: where ``WEIGHT_BLOCK_GAIN`` was measured)."""
+    if signature.op not in WEIGHT_BLOCK_GAIN or len(signature.shapes) < 2 or len(signature.shapes[0]) != 4:
+        return False
+    (_, c, h, w), (m, cg, kh, kw) = signature.shapes[:2]
+    if signature.op == "upsample_conv":
+        if h * w >= FUSED_MIN_INPUT_PIXELS:  # the fused sub-pixel kernel: not Winograd
+            return False
+        h, w = 2 * h, 2 * w
+    strides = tuple(signature.attr("strides") or (1, 1))
+    if (kh, kw) != (3, 3) or c != cg or any(int(v) != 1 for v in strides):
+        return False
+    layout = winograd_layout(cg, m, (h, w), 1)
+    return layout is not None and weight_blocked(layout, cg, m, (h, w))
+
+
 def efficiency(signature: Signature) -> float:
     """The share of ``GEMM_MACS`` a step of ``signature`` runs at on the Pi."""
     if signature.op in FEW_ROWS_EFFICIENCY and rows(signature) < FEW_ROWS:
         return FEW_ROWS_EFFICIENCY[signature.op]
     share = OP_EFFICIENCY.get(signature.op, KIND_EFFICIENCY[signature.kind])
-    return share * NORM_CONV_WINOGRAD4_GAIN if runs_large_winograd4(signature) else share
+    if runs_large_winograd4(signature):
+        return share * NORM_CONV_WINOGRAD4_GAIN
+    return share * WEIGHT_BLOCK_GAIN[signature.op] if runs_weight_blocks(signature) else share
 
 
 def pi_throughput(signatures: Iterable[Signature], link_bytes: float | None = None, url: bool = False) -> Throughput:

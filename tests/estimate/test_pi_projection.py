@@ -74,3 +74,19 @@ def test_the_winograd4_gain_applies_to_the_large_norm_convs_it_was_measured_on()
     for plain in (sig("norm_conv", 320, 320, 64), sig("norm_conv", 128, 3, 512)):
         assert pi.efficiency(plain) == base
     assert pi.efficiency(sig("conv", 512, 512, 128)) == pi.OP_EFFICIENCY["conv"]
+
+
+def test_the_weight_block_gain_applies_to_the_convs_that_make_u_in_blocks():
+    """WEIGHT_BLOCK_GAIN (the UNet's norm and upsample convs, measured across the blocked weight
+    layout): the 32x32 and 16x16 norm convs and the upsample convs of 16x16 and 8x8 images (convolved
+    at twice their size) get it; a 64x64 norm conv (256 F(4x4) tiles: one block), an 8x8 one
+    (im2col), a fused 32 -> 64 upsample, a plain conv and a 96-channel conv (one block) do not."""
+    def sig(op, c, m, size):
+        return Signature(op, ((1, c, size, size), (m, c, 3, 3)), (("pads", (1, 1, 1, 1)), ("strides", (1, 1))))
+
+    for op, c, m, size in [("norm_conv", 640, 640, 32), ("norm_conv", 2560, 1280, 16),
+                           ("upsample_conv", 1280, 1280, 16), ("upsample_conv", 1280, 1280, 8)]:
+        assert pi.efficiency(sig(op, c, m, size)) == pytest.approx(pi.OP_EFFICIENCY[op] * pi.WEIGHT_BLOCK_GAIN[op])
+    for op, c, m, size in [("norm_conv", 320, 320, 64), ("norm_conv", 1280, 1280, 8),
+                           ("upsample_conv", 640, 640, 32), ("conv", 640, 640, 32), ("norm_conv", 96, 96, 32)]:
+        assert pi.efficiency(sig(op, c, m, size)) == pi.OP_EFFICIENCY[op]

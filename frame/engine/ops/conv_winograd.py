@@ -120,6 +120,13 @@ def weight_block(channels: int, count: int) -> int:
     return channels if count > BLOCKED_MAX_TILES else min(channels, WEIGHT_BLOCK)
 
 
+def weight_blocked(layout: Plan, channels: int, outputs: int, out_hw: tuple[int, int]) -> bool:
+    """Whether ``winograd_conv3x3`` with ``layout`` makes its chunks' U in blocks of input channels
+    (``weight_block``; the Pi projection's ``pi.WEIGHT_BLOCK_GAIN`` applies there)."""
+    count = layout.tile_rows * _tiles(out_hw, layout.tile)[1]
+    return layout.chunk < outputs and weight_block(channels, count) < channels
+
+
 def _band_plan(channels: int, outputs: int, out_hw, tile: int, budget: int, pieces: int) -> Plan | None:
     th, tw = _tiles(out_hw, tile)
     n2 = (tile + 2) ** 2
