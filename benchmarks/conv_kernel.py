@@ -214,11 +214,13 @@ CASES = [
     ("VAE 3x3 512->512 @128", 512, 512, 128, 3, 1, False),
     ("VAE 3x3 256->256 @256", 256, 256, 256, 3, 1, False),
     ("VAE 1x1 512->256 @256 (shortcut)", 512, 256, 256, 1, 1, False),
-    ("VAE 3x3 512->512 @36 (SDXL tile)", 512, 512, 36, 3, 1, False),  # the 36x36-latent tiles of SDXL at 512²
-    ("VAE 3x3 512->512 @144 (SDXL tile)", 512, 512, 144, 3, 1, False),
-    ("VAE 3x3 512->256 @288 (SDXL tile)", 512, 256, 288, 3, 1, False),
-    ("VAE 3x3 256->256 @288 (SDXL tile)", 256, 256, 288, 3, 1, False),
-    ("VAE 3x3 128->128 @288 (SDXL tile)", 128, 128, 288, 3, 1, False),
+    # the decoder's 3x3 convs on a 36x36-latent tile (2x2 of them decode SDXL's 64x64 latent: 512²)
+    ("VAE 3x3 512->512 @36 (tile)", 512, 512, 36, 3, 1, False),
+    ("VAE 3x3 512->512 @72 (tile)", 512, 512, 72, 3, 1, False),
+    ("VAE 3x3 512->256 @144 (tile)", 512, 256, 144, 3, 1, False),
+    ("VAE 3x3 256->256 @144 (tile)", 256, 256, 144, 3, 1, False),
+    ("VAE 3x3 256->128 @288 (tile)", 256, 128, 288, 3, 1, False),
+    ("VAE 3x3 128->128 @288 (tile)", 128, 128, 288, 3, 1, False),
     ("VAE 3x3 256->256 @512", 256, 256, 512, 3, 1, True),
     ("VAE 3x3 256->128 @512", 256, 128, 512, 3, 1, True),
     ("VAE 3x3 128->128 @512", 128, 128, 512, 3, 1, True),
