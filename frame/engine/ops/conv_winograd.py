@@ -16,7 +16,8 @@ Measured on one core (AVX2 BLAS, benchmarks/engine_profile.py): 320 → 320 chan
 
 * **chunks** (small images, where the transformed input V of the whole image is small): V once,
   then the output channels in chunks, each chunk's transformed weight U made just before its GEMMs
-  (while it is still in cache) — the 1280-channel convs at 16×16, whose whole U would be 105 MB;
+  (while it is still in cache; with few tiles a band, 128 input channels at a time, ``weight_block``)
+  — the 1280-channel convs at 16×16, whose whole U would be 105 MB;
 * **bands** (large images with small weights): the whole U once, then bands of tile rows, each
   with its own V and GEMM result — the 320-channel convs at 64×64.
 
