@@ -75,15 +75,18 @@ OP_EFFICIENCY = {"conv": 1.29, "upsample_conv": 1.62, "norm_conv": round(0.94 * 
 NORM_CONV_WINOGRAD4_GAIN = 1.264 / 0.997
 WINOGRAD4_GAIN_MIN_PIXELS = 64 * 64
 # The chunk layout's transformed weight in blocks of input channels (``conv_winograd.weight_block``),
-# the same script, three runs each, interleaved with the code before it (6bffd8a via git archive) on
-# the shared 2-core machine, load average 6-7: the UNet's norm_conv medians 1.069 before, 1.453 after,
-# its upsample_conv (16 -> 32 and 8 -> 16: upsampled, then convolved at 32x32 / 16x16) 1.130 / 1.710;
-# the GEMM rate the shares divide by read 36.9 G/s in one run after (40.6-44.3 in the others), so the
-# gain is taken from each run's share times its own GEMM rate: 1.197 and 1.318 (unchanged code the same
-# way: matmul 0.991, attention 1.039; the VAE decoder's norm_conv 1.006, upsample_conv 1.016: no gain
-# applied there). Applied to the convs that take the blocks, where the gain is larger than the UNet's
-# average over all its norm convs (its 64x64 ones, about a third, do not change): conservative.
-WEIGHT_BLOCK_GAIN = {"norm_conv": 1.197, "upsample_conv": 1.318}
+# F(4x4)'s input transform in fewer numpy calls and wider input blocks for thin bands (872a394), the
+# same script, six runs each, interleaved with the code before it (6bffd8a via git archive) on the
+# shared 2-core machine, load average 6-7. The GEMM rate the shares divide by read 36.9-44.3 G/s, so
+# each gain is the median of share x that run's GEMM rate, after / before (unchanged code the same
+# way: matmul 1.030, attention 1.014, the VAE's fused upsample_conv 1.010, plain conv 1.000):
+# the UNet's norm_conv 1.231 and its upsample_conv (16 -> 32 and 8 -> 16: upsampled, then convolved
+# at 32x32 / 16x16) 1.308, applied to the convs that take the weight blocks (the UNet's 64x64 norm
+# convs, about a third of its norm-conv work, do not: the subset's own gain is larger, so this is
+# conservative); the VAE decoder's norm_conv 1.114, of which its 36x36 stage (11 % of its norm-conv
+# multiply-adds, weight blocks) takes 1.231, which leaves 1.10 for its F(4x4) stages above 64x64.
+WEIGHT_BLOCK_GAIN = {"norm_conv": 1.231, "upsample_conv": 1.308}
+NORM_CONV_WINOGRAD4_TRANSFORM_GAIN = 1.10
 FEW_ROWS = 256
 FEW_ROWS_EFFICIENCY = {"matmul": 0.54, "geglu": 0.54, "attention": 0.54, "activation_matmul": 0.54}  # text encoder
 KIND_EFFICIENCY = {"conv": 0.98, "matmul": 1.03, "attention": 0.66}  # a step with no signature of its own
@@ -104,7 +107,8 @@ def rows(signature: Signature) -> int:
 
 def runs_large_winograd4(signature: Signature) -> bool:
     """Whether ``signature`` is a norm conv the engine runs as Winograd F(4×4, 3×3) on more than
-    ``WINOGRAD4_GAIN_MIN_PIXELS`` output pixels (where ``NORM_CONV_WINOGRAD4_GAIN`` was measured)."""
+    ``WINOGRAD4_GAIN_MIN_PIXELS`` output pixels (where ``NORM_CONV_WINOGRAD4_GAIN`` and
+    ``NORM_CONV_WINOGRAD4_TRANSFORM_GAIN`` were measured)."""
     if signature.op != "norm_conv" or len(signature.shapes) < 2 or len(signature.shapes[0]) != 4:
         return False
     (_, c, h, w), (m, cg, kh, kw) = signature.shapes[:2]
@@ -139,7 +143,7 @@ def efficiency(signature: Signature) -> float:
         return FEW_ROWS_EFFICIENCY[signature.op]
     share = OP_EFFICIENCY.get(signature.op, KIND_EFFICIENCY[signature.kind])
     if runs_large_winograd4(signature):
-        return share * NORM_CONV_WINOGRAD4_GAIN
+        return share * NORM_CONV_WINOGRAD4_GAIN * NORM_CONV_WINOGRAD4_TRANSFORM_GAIN
     return share * WEIGHT_BLOCK_GAIN[signature.op] if runs_weight_blocks(signature) else share
 
 
