@@ -14,6 +14,11 @@ thread and the kernel splitting its products over the cores as in an engine run.
 three sides and the best wall and CPU (all threads of the process) time of each is kept. The last two
 columns are the peak memory each frame kernel allocates beyond its output, measured with tracemalloc
 (numpy reports its buffers to it) in a separate untimed run.
+
+Two versions of frame's kernel (before and after a change): run this script, with ``--baseline f2``,
+alternately with ``PYTHONPATH`` set to each tree (``git archive`` of the older commit), and compare the
+"new" columns (the tree's kernel as the engine runs it) and "new/ort CPU" (onnxruntime, unchanged, in
+the same process: the load of a shared machine cancels). docs/benchmarks-conv.md has such runs.
 """
 
 from __future__ import annotations
@@ -209,6 +214,13 @@ CASES = [
     ("VAE 3x3 512->512 @128", 512, 512, 128, 3, 1, False),
     ("VAE 3x3 256->256 @256", 256, 256, 256, 3, 1, False),
     ("VAE 1x1 512->256 @256 (shortcut)", 512, 256, 256, 1, 1, False),
+    # the decoder's 3x3 convs on a 36x36-latent tile (2x2 of them decode SDXL's 64x64 latent: 512²)
+    ("VAE 3x3 512->512 @36 (tile)", 512, 512, 36, 3, 1, False),
+    ("VAE 3x3 512->512 @72 (tile)", 512, 512, 72, 3, 1, False),
+    ("VAE 3x3 512->256 @144 (tile)", 512, 256, 144, 3, 1, False),
+    ("VAE 3x3 256->256 @144 (tile)", 256, 256, 144, 3, 1, False),
+    ("VAE 3x3 256->128 @288 (tile)", 256, 128, 288, 3, 1, False),
+    ("VAE 3x3 128->128 @288 (tile)", 128, 128, 288, 3, 1, False),
     ("VAE 3x3 256->256 @512", 256, 256, 512, 3, 1, True),
     ("VAE 3x3 256->128 @512", 256, 128, 512, 3, 1, True),
     ("VAE 3x3 128->128 @512", 128, 128, 512, 3, 1, True),
@@ -224,11 +236,16 @@ UPSAMPLE_CASES = [
 ]
 
 
+def _chosen(name: str, only: str) -> bool:
+    return any(part in name for part in only.split(","))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--only", default="", help="run only cases whose name contains this")
+    parser.add_argument("--only", default="", help="run only cases whose name contains this (or, comma-separated, "
+                        "any of these)")
     parser.add_argument("--skip-large", action="store_true", help="skip the VAE 512x512 cases")
     parser.add_argument("--baseline", choices=["im2col", "f2"], default="im2col",
                         help="old: the 16 MB-band im2col kernel, or frame's kernel without Winograd F(4x4)")
@@ -237,11 +254,11 @@ def main() -> None:
           "old/ort CPU | new/ort CPU | old extra MB | new extra MB | max rel diff |")
     print("|---|" + "---|" * 12)
     for name, cin, cout, hw, kernel, stride, large in CASES:
-        if args.only in name and not (large and args.skip_large):
+        if _chosen(name, args.only) and not (large and args.skip_large):
             _case(name, cin, cout, hw, kernel, stride, args)
     # old = frame's Resize kernel then Conv kernel (what the runtime runs today), new = fused kernel
     for name, cin, cout, hw, large in UPSAMPLE_CASES:
-        if args.only in name and not (large and args.skip_large):
+        if _chosen(name, args.only) and not (large and args.skip_large):
             _upsample_case(name, cin, cout, hw, args)
 
 

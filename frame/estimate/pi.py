@@ -46,7 +46,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from frame.engine.ops.conv import winograd_layout
+from frame.engine.ops.conv import FUSED_MIN_INPUT_PIXELS, winograd_layout
+from frame.engine.ops.conv_winograd import weight_blocked
 from frame.estimate.machine import Throughput
 from frame.estimate.signature import Signature
 
@@ -73,6 +74,19 @@ OP_EFFICIENCY = {"conv": 1.29, "upsample_conv": 1.62, "norm_conv": round(0.94 * 
 # measured: norm convs the engine runs as F(4x4) on more than 64x64 output pixels (docs/estimate.md).
 NORM_CONV_WINOGRAD4_GAIN = 1.264 / 0.997
 WINOGRAD4_GAIN_MIN_PIXELS = 64 * 64
+# The chunk layout's transformed weight in blocks of input channels (``conv_winograd.weight_block``),
+# F(4x4)'s input transform in fewer numpy calls and wider input blocks for thin bands (872a394), the
+# same script, six runs each, interleaved with the code before it (6bffd8a via git archive) on the
+# shared 2-core machine, load average 6-7. The GEMM rate the shares divide by read 36.9-44.3 G/s, so
+# each gain is the median of share x that run's GEMM rate, after / before (unchanged code the same
+# way: matmul 1.030, attention 1.014, the VAE's fused upsample_conv 1.010, plain conv 1.000):
+# the UNet's norm_conv 1.231 and its upsample_conv (16 -> 32 and 8 -> 16: upsampled, then convolved
+# at 32x32 / 16x16) 1.308, applied to the convs that take the weight blocks (the UNet's 64x64 norm
+# convs, about a third of its norm-conv work, do not: the subset's own gain is larger, so this is
+# conservative); the VAE decoder's norm_conv 1.114, of which its 36x36 stage (11 % of its norm-conv
+# multiply-adds, weight blocks) takes 1.231, which leaves 1.10 for its F(4x4) stages above 64x64.
+WEIGHT_BLOCK_GAIN = {"norm_conv": 1.231, "upsample_conv": 1.308}
+NORM_CONV_WINOGRAD4_TRANSFORM_GAIN = 1.10
 FEW_ROWS = 256
 FEW_ROWS_EFFICIENCY = {"matmul": 0.54, "geglu": 0.54, "attention": 0.54, "activation_matmul": 0.54}  # text encoder
 KIND_EFFICIENCY = {"conv": 0.98, "matmul": 1.03, "attention": 0.66}  # a step with no signature of its own
@@ -93,7 +107,8 @@ def rows(signature: Signature) -> int:
 
 def runs_large_winograd4(signature: Signature) -> bool:
     """Whether ``signature`` is a norm conv the engine runs as Winograd F(4×4, 3×3) on more than
-    ``WINOGRAD4_GAIN_MIN_PIXELS`` output pixels (where ``NORM_CONV_WINOGRAD4_GAIN`` was measured)."""
+    ``WINOGRAD4_GAIN_MIN_PIXELS`` output pixels (where ``NORM_CONV_WINOGRAD4_GAIN`` and
+    ``NORM_CONV_WINOGRAD4_TRANSFORM_GAIN`` were measured)."""
     if signature.op != "norm_conv" or len(signature.shapes) < 2 or len(signature.shapes[0]) != 4:
         return False
     (_, c, h, w), (m, cg, kh, kw) = signature.shapes[:2]
@@ -104,12 +119,32 @@ def runs_large_winograd4(signature: Signature) -> bool:
     return layout is not None and layout.tile == 4
 
 
+def runs_weight_blocks(signature: Signature) -> bool:
+    """Whether ``signature`` is a norm conv, or an upsample conv on a small image (upsampled, then
+    convolved), that the engine runs as Winograd chunks whose U is made in blocks of input channels
+    (``conv_winograd.weight_blocked``: where ``WEIGHT_BLOCK_GAIN`` was measured)."""
+    if signature.op not in WEIGHT_BLOCK_GAIN or len(signature.shapes) < 2 or len(signature.shapes[0]) != 4:
+        return False
+    (_, c, h, w), (m, cg, kh, kw) = signature.shapes[:2]
+    if signature.op == "upsample_conv":
+        if h * w >= FUSED_MIN_INPUT_PIXELS:  # the fused sub-pixel kernel: not Winograd
+            return False
+        h, w = 2 * h, 2 * w
+    strides = tuple(signature.attr("strides") or (1, 1))
+    if (kh, kw) != (3, 3) or c != cg or any(int(v) != 1 for v in strides):
+        return False
+    layout = winograd_layout(cg, m, (h, w), 1)
+    return layout is not None and weight_blocked(layout, cg, m, (h, w))
+
+
 def efficiency(signature: Signature) -> float:
     """The share of ``GEMM_MACS`` a step of ``signature`` runs at on the Pi."""
     if signature.op in FEW_ROWS_EFFICIENCY and rows(signature) < FEW_ROWS:
         return FEW_ROWS_EFFICIENCY[signature.op]
     share = OP_EFFICIENCY.get(signature.op, KIND_EFFICIENCY[signature.kind])
-    return share * NORM_CONV_WINOGRAD4_GAIN if runs_large_winograd4(signature) else share
+    if runs_large_winograd4(signature):
+        return share * NORM_CONV_WINOGRAD4_GAIN * NORM_CONV_WINOGRAD4_TRANSFORM_GAIN
+    return share * WEIGHT_BLOCK_GAIN[signature.op] if runs_weight_blocks(signature) else share
 
 
 def pi_throughput(signatures: Iterable[Signature], link_bytes: float | None = None, url: bool = False) -> Throughput:

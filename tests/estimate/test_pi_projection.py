@@ -62,7 +62,8 @@ def test_the_pi_rates_are_a_function_of_the_signature_alone():
 
 
 def test_the_winograd4_gain_applies_to_the_large_norm_convs_it_was_measured_on():
-    """NORM_CONV_WINOGRAD4_GAIN (the VAE decoder's norm convs, measured across F(4x4)): a VAE-size
+    """NORM_CONV_WINOGRAD4_GAIN and _TRANSFORM_GAIN (the VAE decoder's norm convs, measured across F(4x4)
+    and across its faster input transform): a VAE-size
     norm conv the engine runs as F(4x4) gets it; a UNet-size one (64x64, no gain measured), a plain
     conv and a 3-output conv_out (F(2x2)) do not."""
     def sig(op, c, m, size):
@@ -70,7 +71,24 @@ def test_the_winograd4_gain_applies_to_the_large_norm_convs_it_was_measured_on()
 
     base = pi.OP_EFFICIENCY["norm_conv"]
     for gained in (sig("norm_conv", 512, 512, 72), sig("norm_conv", 256, 256, 256)):
-        assert pi.efficiency(gained) == pytest.approx(base * pi.NORM_CONV_WINOGRAD4_GAIN)
+        assert pi.efficiency(gained) == pytest.approx(
+            base * pi.NORM_CONV_WINOGRAD4_GAIN * pi.NORM_CONV_WINOGRAD4_TRANSFORM_GAIN)
     for plain in (sig("norm_conv", 320, 320, 64), sig("norm_conv", 128, 3, 512)):
         assert pi.efficiency(plain) == base
     assert pi.efficiency(sig("conv", 512, 512, 128)) == pi.OP_EFFICIENCY["conv"]
+
+
+def test_the_weight_block_gain_applies_to_the_convs_that_make_u_in_blocks():
+    """WEIGHT_BLOCK_GAIN (the UNet's norm and upsample convs, measured across the blocked weight
+    layout): the 32x32 and 16x16 norm convs and the upsample convs of 16x16 and 8x8 images (convolved
+    at twice their size) get it; a 64x64 norm conv (256 F(4x4) tiles: one block), an 8x8 one
+    (im2col), a fused 32 -> 64 upsample, a plain conv and a 96-channel conv (one block) do not."""
+    def sig(op, c, m, size):
+        return Signature(op, ((1, c, size, size), (m, c, 3, 3)), (("pads", (1, 1, 1, 1)), ("strides", (1, 1))))
+
+    for op, c, m, size in [("norm_conv", 640, 640, 32), ("norm_conv", 2560, 1280, 16),
+                           ("upsample_conv", 1280, 1280, 16), ("upsample_conv", 1280, 1280, 8)]:
+        assert pi.efficiency(sig(op, c, m, size)) == pytest.approx(pi.OP_EFFICIENCY[op] * pi.WEIGHT_BLOCK_GAIN[op])
+    for op, c, m, size in [("norm_conv", 320, 320, 64), ("norm_conv", 1280, 1280, 8),
+                           ("upsample_conv", 640, 640, 32), ("conv", 640, 640, 32), ("norm_conv", 96, 96, 32)]:
+        assert pi.efficiency(sig(op, c, m, size)) == pi.OP_EFFICIENCY[op]

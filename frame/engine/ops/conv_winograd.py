@@ -16,7 +16,8 @@ Measured on one core (AVX2 BLAS, benchmarks/engine_profile.py): 320 → 320 chan
 
 * **chunks** (small images, where the transformed input V of the whole image is small): V once,
   then the output channels in chunks, each chunk's transformed weight U made just before its GEMMs
-  (while it is still in cache) — the 1280-channel convs at 16×16, whose whole U would be 105 MB;
+  (while it is still in cache; with few tiles a band, 128 input channels at a time, ``weight_block``)
+  — the 1280-channel convs at 16×16, whose whole U would be 105 MB;
 * **bands** (large images with small weights): the whole U once, then bands of tile rows, each
   with its own V and GEMM result — the 320-channel convs at 64×64.
 
@@ -25,7 +26,7 @@ Neither fits for a few big convs at large sizes (960 → 320 at 64×64): those r
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 import numpy as np
@@ -36,12 +37,14 @@ from frame.engine.ops.padded_rows import PaddedRows
 from frame.engine.ops.winograd_transforms import (
     G2,
     G4,
+    IN_BLOCK,
     input_scratch,
     output_scratch,
     transform_input,
     transform_output,
     view,
     weight_transform_t,
+    wide_in_block,
 )
 
 _WEIGHT_TRANSFORM_T = {2: weight_transform_t(G2), 4: weight_transform_t(G4)}
@@ -54,6 +57,8 @@ CHUNK_WEIGHT_BYTES = 4 << 20  # transformed weight per chunk: stays in cache unt
 MIN_CHUNK = 64  # output channels per chunk: fewer make the GEMMs too flat (32: 118 vs 95 ms at 640->320, 64x64)
 MIN_BAND_TILES = 64  # tiles per band's GEMM (its N): 2 tile rows of a 64-wide image still beat im2col by 1.5x
 CHANNEL_BLOCK = 64  # input channels transformed at a time in the chunk layout
+WEIGHT_BLOCK = 128  # input channels per transformed-weight block in the chunk layout (``_chunk_products``)
+BLOCKED_MAX_TILES = 128  # ... where a band has at most this many tiles (more: the GEMMs dominate, one block)
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,7 @@ class Plan:
     chunk: int
     threads: int = 1
     tile: int = 2
+    in_block: int = IN_BLOCK
 
 
 def _tiles(out_hw: tuple[int, int], tile: int) -> tuple[int, int]:
@@ -94,10 +100,32 @@ def _chunk_plan(channels: int, outputs: int, out_hw, tile: int, budget: int, pie
             free = budget - fixed - 4 * threads * output_scratch(tile, top, rows * tw)
             if 4 * input_scratch(tile, block, rows, width, tw) >= budget - fixed:
                 continue
-            chunk = min(top, free // (threads * 4 * n2 * (channels + rows * tw)))
+            chunk = min(top, free // (threads * 4 * n2 * (_chunk_floats(channels, rows * tw))))
             if chunk >= MIN_CHUNK:
                 return Plan(-(-th // bands), int(chunk), threads, tile)
     return None
+
+
+def _chunk_floats(channels: int, count: int) -> int:
+    """Floats per output channel and ξ of a chunk's buffers: one weight block of U and the GEMM result
+    over ``count`` tiles (and, with more than one weight block, the block's partial result)."""
+    block = weight_block(channels, count)
+    return block + (2 if channels > block else 1) * count
+
+
+def weight_block(channels: int, count: int) -> int:
+    """Input channels per U block of a chunk whose band has ``count`` tiles: ``WEIGHT_BLOCK`` where the
+    weight transform weighs (few tiles: 1280 → 1280 at 32×32, 64 tiles of F(4×4), 214 → 153 ms CPU),
+    all of them where the GEMMs dominate (512 → 512 at 64×64, 256 tiles: blocks of 128 cost 6 % more,
+    summing their products)."""
+    return channels if count > BLOCKED_MAX_TILES else min(channels, WEIGHT_BLOCK)
+
+
+def weight_blocked(layout: Plan, channels: int, outputs: int, out_hw: tuple[int, int]) -> bool:
+    """Whether ``winograd_conv3x3`` with ``layout`` makes its chunks' U in blocks of input channels
+    (``weight_block``; the Pi projection's ``pi.WEIGHT_BLOCK_GAIN`` applies there)."""
+    count = layout.tile_rows * _tiles(out_hw, layout.tile)[1]
+    return layout.chunk < outputs and weight_block(channels, count) < channels
 
 
 def _band_plan(channels: int, outputs: int, out_hw, tile: int, budget: int, pieces: int) -> Plan | None:
@@ -113,7 +141,12 @@ def _band_plan(channels: int, outputs: int, out_hw, tile: int, budget: int, piec
         if rows * tw >= min(MIN_BAND_TILES, th * tw) and (threads == 1 or th >= 2 * threads):
             bands = -(-th // rows)
             bands = -(-bands // threads) * threads  # every thread gets as many bands
-            return Plan(-(-th // bands), outputs, threads, tile)
+            layout = Plan(-(-th // bands), outputs, threads, tile)
+            if tile == 4:  # thin bands: more input channels a block where the budget has room
+                wide = replace(layout, in_block=wide_in_block(channels, layout.tile_rows, width))
+                if scratch_bytes(wide, channels, outputs, out_hw) <= budget:
+                    return wide
+            return layout
     return None
 
 
@@ -150,20 +183,21 @@ def scratch_bytes(layout: Plan, channels: int, outputs: int, out_hw: tuple[int, 
     bands: the whole U, then per thread the padded input rows, the input transform's scratch, V and
     the GEMM result (and F(4)'s output scratch) of one band. chunks: V of the whole image beside one
     channel block's padded rows and input transform scratch while the input is transformed; then V,
-    the padded rows (the last ``source`` view keeps them) and each thread's U chunk and GEMM result."""
+    the padded rows (the last ``source`` view keeps them) and each thread's U block, GEMM result (and
+    partial result, with more than one weight block) and output scratch."""
     tile = layout.tile
     th, tw = _tiles(out_hw, tile)
     n2 = (tile + 2) ** 2
     width = tile * tw + 2  # the padded columns (``winograd_conv3x3`` pads right up to whole tiles)
     if layout.chunk >= outputs:
         rows = layout.tile_rows
-        band = (channels * (tile * rows + 2) * width + input_scratch(tile, channels, rows, width, tw)
+        band = (channels * (tile * rows + 2) * width + input_scratch(tile, channels, rows, width, tw, layout.in_block)
                 + n2 * rows * tw * (channels + outputs) + output_scratch(tile, outputs, rows * tw))
         return 4 * (n2 * outputs * channels + layout.threads * band)
     rows = layout.tile_rows
     block = min(channels, CHANNEL_BLOCK)
     v, padded = n2 * channels * rows * tw, block * (tile * rows + 2) * width
-    chunks = layout.threads * (n2 * layout.chunk * (rows * tw + channels)
+    chunks = layout.threads * (n2 * layout.chunk * _chunk_floats(channels, rows * tw)
                                + output_scratch(tile, layout.chunk, rows * tw))
     return 4 * (v + padded + max(input_scratch(tile, block, rows, width, tw), chunks))
 
@@ -181,6 +215,22 @@ def transform_weight(w: np.ndarray, step: int = 1 << 15, out: np.ndarray | None 
     for r0 in range(0, m * c, step):
         np.matmul(_WEIGHT_TRANSFORM_T[tile], flat[r0:r0 + step].T, out=u[:, r0:r0 + step])
     return u.reshape(n2, m, c)
+
+
+def transform_weight_block(w: np.ndarray, out: np.ndarray, tile: int) -> np.ndarray:
+    """(M, C, 3, 3) float32, any strides of a slice → U (M, n², C) in ``out`` (at least M·n²·C floats):
+    U[m, n·a + b] = (G g Gᵀ)[a, b] (n = tile + 2), one (n² × 9) @ (9 × C) product per output channel.
+
+    The chunk layout's weight: ``transform_weight``'s single (n² × 9) @ (9 × M·C) product has an inner
+    dimension of 9 and writes all n² rows of a chunk far apart (out of cache), which BLAS runs far below
+    its rate (1280 → 640 at 32×32: 34 ms of the conv's 116); here each output channel's n² × C block is
+    written at once, and for ``WEIGHT_BLOCK`` input channels the whole block stays in cache until the
+    GEMMs read it as U[:, ξ, :] (rows n²·C apart: still a BLAS matrix)."""
+    m, c = w.shape[:2]
+    n2 = (tile + 2) ** 2
+    u = view(out[:m * n2 * c], (m, n2, c))
+    np.matmul(_WEIGHT_TRANSFORM_T[tile], w.reshape(m, c, 9).transpose(0, 2, 1), out=u)
+    return u
 
 
 def winograd_conv3x3(x: np.ndarray, w: np.ndarray, pads, out: np.ndarray, layout: Plan, transform=None) -> None:
@@ -215,7 +265,7 @@ def _by_bands(x: np.ndarray, w: np.ndarray, pads, tiles, out: np.ndarray, layout
         padded = PaddedRows(c, tile * tile_rows + 2, x.shape[2], pads, np.float32)
         width = padded.buffer.shape[2]
         scratch = [buffers.empty(n, np.float32) for n in (
-            input_scratch(tile, c, tile_rows, width, tw), n2 * tile_rows * tw * (c + m),
+            input_scratch(tile, c, tile_rows, width, tw, layout.in_block), n2 * tile_rows * tw * (c + m),
             max(output_scratch(tile, m, tile_rows * tw), 1))]
         for t0 in share:
             count = min(tile_rows, th - t0)
@@ -261,18 +311,29 @@ def _by_chunks(x: np.ndarray, w: np.ndarray, pads, tiles, out: np.ndarray, layou
 
 def _chunk_products(w: np.ndarray, v: np.ndarray, tiles, out: np.ndarray, share: list[int], layout: Plan,
                     shared: bool) -> None:
-    """The GEMMs and output transform of the output-channel chunks ``share`` for one band's V."""
+    """The GEMMs and output transform of the output-channel chunks ``share`` for one band's V.
+
+    Each chunk's U is made and multiplied ``WEIGHT_BLOCK`` input channels at a time
+    (``transform_weight_block``: 64 outputs × 128 inputs of F(4×4) are 1.2 MB, still in cache when
+    the GEMMs read them), the blocks' products summed into the first's."""
     m, c, tile, chunk = w.shape[0], w.shape[1], layout.tile, layout.chunk
     n2, count = (tile + 2) ** 2, tiles[0] * tiles[1]
-    result = buffers.empty(n2 * chunk * count, np.float32)
-    u_buffer = buffers.empty(n2 * chunk * c, np.float32)
+    block = weight_block(c, count)
+    result = buffers.empty(n2 * chunk * (_chunk_floats(c, count) - block), np.float32)
+    u_buffer = buffers.empty(n2 * chunk * block, np.float32)
     out_scratch = buffers.empty(max(output_scratch(tile, chunk, count), 1), np.float32)
     for m0 in share:
         m1 = min(m0 + chunk, m)
-        mo = view(result[:n2 * (m1 - m0) * count], (n2, m1 - m0, count))
-        u = transform_weight(w[m0:m1], out=u_buffer, tile=tile)
-        if shared:  # the chunks are shared out already: one BLAS thread each
-            np.matmul(u, v, out=mo)
-        else:
-            matmul_into(u, v, mo)
+        size = n2 * (m1 - m0) * count
+        mo = view(result[:size], (n2, m1 - m0, count))
+        for c0 in range(0, c, block):
+            c1 = min(c0 + block, c)
+            u = transform_weight_block(w[m0:m1, c0:c1], u_buffer, tile).transpose(1, 0, 2)
+            target = mo if c0 == 0 else view(result[size:2 * size], (n2, m1 - m0, count))
+            if shared:  # the chunks are shared out already: one BLAS thread each
+                np.matmul(u, v[:, c0:c1], out=target)
+            else:
+                matmul_into(u, v[:, c0:c1], target)
+            if c0:
+                np.add(mo, target, out=mo)
         transform_output(tile, mo, tiles, out[m0:m1], out_scratch)

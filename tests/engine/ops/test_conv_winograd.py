@@ -37,6 +37,7 @@ CASES = [  # channels, outputs, height, width, pads, layout
     (80, 250, 15, 16, (1, 1, 1, 1), cw.Plan(4, 96, 1, 4)),   # F(4x4) chunks, the last short, 80 = 5 blocks
     (24, 200, 22, 13, (1, 1, 1, 1), cw.Plan(2, 64, 1, 4)),   # F(4x4) chunks within bands, the last band short
     (24, 130, 13, 21, (1, 1, 1, 1), cw.Plan(3, 64, 1, 2)),   # F(2x2) chunks within bands
+    (40, 16, 13, 22, (1, 1, 1, 1), cw.Plan(1, 16, 1, 4, 24)),  # F(4x4) thin bands, input blocks of 24, 16
 ]
 
 
@@ -148,3 +149,78 @@ def test_weight_transform_is_g_g_gt(tile, g):
     n = tile + 2
     want = np.einsum("ai,mcij,bj->abmc", g, w.astype(np.float64), g).reshape(n * n, 5, 3)
     np.testing.assert_allclose(cw.transform_weight(w, step=4, tile=tile), want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("tile, g", [(2, wt.G2), (4, wt.G4)])
+def test_weight_block_transform_is_g_g_gt_per_output_channel(tile, g):
+    """The chunk layout's U (M, n², C) of a strided slice of the weight (outputs 2..6, inputs 3..10)."""
+    rng = np.random.default_rng(4)
+    w = rng.standard_normal((8, 12, 3, 3)).astype(np.float32)
+    n = tile + 2
+    part = w[2:6, 3:10]
+    want = np.einsum("ai,mcij,bj->mabc", g, part.astype(np.float64), g).reshape(4, n * n, 7)
+    out = np.full(4 * n * n * 7 + 5, np.nan, np.float32)
+    got = cw.transform_weight_block(part, out, tile)
+    assert got.shape == (4, n * n, 7)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_weight_blocks_where_the_weight_transform_weighs():
+    """Few tiles (the UNet's 32x32 and 16x16 convs): U in blocks of WEIGHT_BLOCK input channels; many
+    (64x64 and up), the GEMMs dominate and the chunk's U is one block."""
+    assert cw.weight_block(1280, 64) == cw.WEIGHT_BLOCK == 128
+    assert cw.weight_block(96, 64) == 96
+    assert cw.weight_block(512, 256) == 512
+
+
+BLOCKED_CASES = [  # channels, outputs, height, width, pads, layout; WEIGHT_BLOCK 32 in the test
+    (80, 250, 15, 16, (1, 1, 1, 1), cw.Plan(8, 96)),         # F(2x2) chunks: blocks of 32, 32, 16
+    (80, 250, 15, 16, (1, 1, 1, 1), cw.Plan(4, 96, 1, 4)),   # F(4x4) chunks, the last chunk short
+    (72, 200, 22, 13, (0, 1, 2, 0), cw.Plan(2, 64, 1, 4)),   # F(4x4) chunks within bands, asymmetric pads
+    (64, 130, 13, 21, (1, 1, 1, 1), cw.Plan(3, 64, 1, 2)),   # F(2x2) chunks within bands, two whole blocks
+]
+
+
+@pytest.mark.parametrize("split", [False, True])
+@pytest.mark.parametrize("c, m, h, w, pads, layout", BLOCKED_CASES)
+def test_blocked_weight_chunks_match_direct_float64(request, monkeypatch, split, c, m, h, w, pads, layout):
+    """The chunks' products summed over input-channel blocks of U, the last block short."""
+    if split:
+        request.getfixturevalue("two_way_splits")
+    monkeypatch.setattr(cw, "WEIGHT_BLOCK", 32)
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((c, h, w)).astype(np.float32)
+    weight = rng.standard_normal((m, c, 3, 3)).astype(np.float32)
+    want = _reference(x, weight, pads)
+    out = np.full(want.shape, np.nan, np.float32)
+    cw.winograd_conv3x3(x, weight, pads, out, layout)
+    bound = 1e-6 if layout.tile == 2 else 5e-6
+    assert np.abs(out - want).max() < bound * np.abs(want).max()
+
+
+def test_f4_input_transform_is_bt_d_b_of_every_tile():
+    """Bᵀ d B of every 6x6 tile into v[6a + b], 20 channels (blocks of 8, 8, 4), within the counted scratch."""
+    rng = np.random.default_rng(6)
+    th, tw, width = 3, 5, 4 * 5 + 2
+    padded = rng.standard_normal((20, 4 * th + 2, width)).astype(np.float32)
+    tiles = np.stack([padded[:, 4 * t:4 * t + 6, 4 * s:4 * s + 6] for t in range(th) for s in range(tw)], -1)
+    bt = wt.BT4.astype(np.float64)
+    want = np.einsum("ai,citn,bt->abcn", bt, tiles.astype(np.float64), bt).reshape(36, 20, th * tw)
+    v = np.full((36, 20, th * tw), np.nan, np.float32)
+    scratch = np.full(wt.input_scratch(4, 20, th, width, tw), np.nan, np.float32)
+    wt.transform_input(4, padded, (th, tw), v, scratch)
+    np.testing.assert_allclose(v, want, rtol=1e-5, atol=1e-5)
+
+
+def test_thin_f4_bands_take_wide_input_blocks_within_the_budget():
+    """The VAE decoder's 256-channel convs at 288x288 (SDXL's 36-latent tile) run one tile row a band
+    on two threads: 28 input channels a block of the input transform, not 8, still within 32 MB; a
+    small image's budget keeps 8 (32 -> 64 channels at 41x39 stays F(4x4))."""
+    budget = 32 << 20
+    thin = cw.plan(256, 256, (288, 288), budget, 2)
+    assert (thin.tile_rows, thin.chunk, thin.tile, thin.in_block) == (1, 256, 4, 28)
+    assert cw.scratch_bytes(thin, 256, 256, (288, 288)) <= budget
+    small_budget = 32 * 9 * 41 * 39 * 4
+    small = cw.plan(32, 64, (41, 39), small_budget, 1)
+    assert small.tile == 4 and small.in_block == wt.IN_BLOCK
+    assert cw.scratch_bytes(small, 32, 64, (41, 39)) <= small_budget
