@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from frame import __version__
 from frame.atomicfile import make_dirs, write_bytes_atomic
 from frame.engine.ops.registry import registered_specs, resolve
 
@@ -72,8 +73,6 @@ class Planned:
 def code_identity() -> str:
     """A digest of frame's version, Python's and numpy's, and every source file of ``frame.engine``:
     the plan is what that code makes of a graph."""
-    from frame import __version__
-
     digest = hashlib.sha256(f"{__version__}\0{sys.version}\0{np.__version__}\0".encode())
     for path in sorted(ENGINE_ROOT.rglob("*.py")):
         digest.update(str(path.relative_to(ENGINE_ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
@@ -164,8 +163,10 @@ class PlanCache:
         name = transform_name(transform)
         if name is None:
             return None
-        return {"source": os.path.abspath(source), "transform": name, "slices": attention.slices,
-                "budget": attention.budget_bytes, "code": code_identity()}
+        # the source as given (the plan's weight locations are written as it was), and where a relative
+        # one was given from
+        return {"source": source, "cwd": "" if os.path.isabs(source) else os.getcwd(), "transform": name,
+                "slices": attention.slices, "budget": attention.budget_bytes, "code": code_identity()}
 
     def path(self, key: dict) -> Path:
         return self.folder / (hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest() + SUFFIX)
@@ -221,7 +222,7 @@ class PlanCache:
 
 
 def _files_of(key: dict, planned: Planned) -> dict[str, list[int]]:
-    locations = {key["source"]} | {os.path.abspath(ref.location) for ref in planned.weights.values()
+    locations = {os.path.abspath(key["source"])} | {os.path.abspath(ref.location) for ref in planned.weights.values()
                                    if ref.value is None and ref.location is not None}
     return {path: file_identity(path) for path in sorted(locations)}
 
