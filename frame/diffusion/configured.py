@@ -47,12 +47,13 @@ class PipelineSetup:
     embeddings_dir: str | None = None  # STATE_DIR/embeddings, searched after the model's own folders
     loras: tuple = ()  # model.loras as frame.engine.lora requests (lora_tags.configured_requests)
     lora_folders: tuple = ()  # where <lora:NAME:...> tags are looked up (lora_tags.lora_folders)
+    plans_dir: str | None = None  # STATE_DIR/model-plans: the components' plans kept between nights
 
     def loader(self) -> Loader:
         """Frame's engine loader with these weights, attention slices and HTTP settings."""
         from frame.diffusion.pipeline import engine_loader
 
-        return engine_loader(self.weights, self.attention_slices, self.http)
+        return engine_loader(self.weights, self.attention_slices, self.http, self.plans_dir)
 
     def load(self, loader: Loader | None = None, vae_tile: int | None = None) -> Pipeline:
         """``load_pipeline`` with these values; ``loader`` / ``vae_tile`` replace the engine loader and
@@ -104,6 +105,8 @@ def pipeline_setup(config: Config, source: str | None = None, *, capped: bool = 
     ``capped``: the pipeline runs in the render worker, under ``worker.memory_limit_mb``; ``frame
     serve-render`` runs on a desktop outside that cap (no limit known: ``guidance_plan`` shares the
     weight reads)."""
+    from frame.engine import plan_cache  # the engine's registry (onnx): only once a pipeline is set up
+
     model = config.model
     source = source or resolve_model_source(model.source)
     state = os.path.expanduser(config.state_dir) if config.state_dir else None
@@ -113,7 +116,8 @@ def pipeline_setup(config: Config, source: str | None = None, *, capped: bool = 
                          http_settings_for(model, source, config.state_dir), model.noise,
                          str(embedding_names.state_folder(config.state_dir)) if config.state_dir else None,
                          tuple(lora_tags.configured_requests(config)),
-                         tuple(lora_tags.lora_folders(source, state)))
+                         tuple(lora_tags.lora_folders(source, state)),
+                         os.path.join(state, plan_cache.FOLDER_NAME) if state else None)
 
 
 def load_configured_pipeline(config: Config, source: str | None = None) -> Any:

@@ -63,18 +63,19 @@ AESTHETIC_SCORES = (2.5, 6.0)  # diffusers' SDXL img2img defaults (negative, pos
 
 
 def engine_loader(weights: str = "prefetch", attention_slices: int | None = None,
-                  http: HttpSettings | None = None) -> Loader:
+                  http: HttpSettings | None = None, plans: str | None = None) -> Loader:
     """Load components with frame's streaming engine; ``weights``: the engine's provider name
     (``frame.engine.providers``; the configuration's "auto" is resolved by ``frame.diffusion.configured``);
     URLs are read with ``http`` (token, retries, weight cache). ``load(source, dynamic_shapes=True)``
     rewrites a model exported at a fixed image size to run at any size (``engine.dynamic_shapes``):
     the pipeline asks for it for a VAE decoder that must be tiled (``vae_shapes.VaeShapes.rewrite``);
-    ``load(source, loras=...)`` adds LoRA changes as the weights stream (``frame.diffusion.loras``)."""
+    ``load(source, loras=...)`` adds LoRA changes as the weights stream (``frame.diffusion.loras``).
+    ``plans``: where each component's plan is kept between nights (``frame.engine.plan_cache``)."""
 
     def load(source: str, dynamic_shapes: bool = False, loras: Sequence[LoraUse] = ()) -> Any:
         transform = functools.partial(dynamic_structure, http=http) if dynamic_shapes else None
         return load_model(source, weights=weights, attention_slices=attention_slices, transform=transform,
-                          loras=loras, http=http)
+                          loras=loras, http=http, plans=plans)
 
     return load
 

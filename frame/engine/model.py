@@ -12,6 +12,7 @@ streaming weights through the provider.
 from __future__ import annotations
 
 import logging
+import os
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ from frame.engine.passes.const_fold import fold_constants
 from frame.engine.passes.order import PassContext, run_passes
 from frame.engine.passes.sliced_attention import AttentionConfig
 from frame.engine.passes.weight_decoding import stream_weight_rows
+from frame.engine.plan_cache import PlanCache, Planned
 from frame.engine.providers import WeightsProvider, make_provider
 from frame.engine.subgraphs import BodyBinder, compile_bodies, fetch_order
 from frame.errors import UsageError
@@ -133,49 +135,57 @@ def read_structure(source: str | onnxstream.OnnxStreamSource, transform: Structu
     return _Structure(proto, weights, nodes, problems)
 
 
+def plan_structure(structure: _Structure, attention: AttentionConfig, loras: Sequence[LoraUse] = ()) -> Planned:
+    """What ``load_model`` makes of a graph before a provider is attached: nodes in order, constants
+    folded, LoRA changes matched, the engine's rewrites run and the fetch/free plan made. This is the
+    load's work that a kept plan (``frame.engine.plan_cache``) saves."""
+    graph = structure.proto.graph
+    weights = structure.weights
+    inputs = [tensor_info(v) for v in graph.input if v.name not in weights]
+    outputs = [tensor_info(v) for v in graph.output]
+    op_counts = Counter(n.op_type for n in structure.nodes)
+    input_names = {i.name for i in inputs}
+    output_names = {o.name for o in outputs}
+    nodes = g.topological_order(structure.nodes, input_names | set(weights))
+    compile_bodies(nodes)
+    g.compute_in_float32(nodes)
+    nodes = fold_constants(nodes, weights, output_names)
+    deltas, lora_report = match_loras(nodes, weights, list(loras))
+    _merge_inline(deltas, weights)
+    opset = g.opset_table(structure.proto)[""]
+    context = PassContext(input_names, output_names, weights, attention, opset)
+    nodes, rewrites = run_passes(nodes, context)  # rewrites per pass: {"attention": 16, ...}
+    produced = {o for n in nodes for o in n.outputs} | input_names
+    for out in outputs:
+        if out.name not in produced:
+            raise ModelFormatError(f"graph output {out.name!r} is produced by no node")
+    steps = g.make_plan(nodes, weights, input_names, output_names)
+    rewrites["row_streamed"] = stream_weight_rows(steps)
+    return Planned(weights, inputs, outputs, op_counts, lora_report, rewrites, steps, deltas)
+
+
 class Model:
     """A loaded model; see ``load_model``. Use as a context manager or call ``close()``.
 
     One ``run`` at a time: the plan and the provider's read-ahead follow a single execution.
     """
 
-    def __init__(self, source: str, provider: WeightsProvider, structure: _Structure,
-                 attention: AttentionConfig, loras: Sequence[LoraUse] = ()) -> None:
+    def __init__(self, source: str, provider: WeightsProvider, planned: Planned, attention: AttentionConfig) -> None:
         self.source = source
         self.provider = provider
         self.attention = attention
-        graph = structure.proto.graph
-        self._weights = structure.weights
-        self.inputs = [tensor_info(v) for v in graph.input if v.name not in self._weights]
-        self.outputs = [tensor_info(v) for v in graph.output]
-        self.op_counts = Counter(n.op_type for n in structure.nodes)
-        input_names = {i.name for i in self.inputs}
-        output_names = {o.name for o in self.outputs}
-        nodes = g.topological_order(structure.nodes, input_names | set(self._weights))
-        compile_bodies(nodes)
-        g.compute_in_float32(nodes)
-        nodes = fold_constants(nodes, self._weights, output_names)
-        deltas, self.lora_report = match_loras(nodes, self._weights, list(loras))
-        _merge_inline(deltas, self._weights)
-        opset = g.opset_table(structure.proto)[""]
-        context = PassContext(input_names, output_names, self._weights, attention, opset)
-        nodes, self.rewrites = run_passes(nodes, context)  # rewrites per pass: {"attention": 16, ...}
-        self._check_outputs_produced(nodes, input_names)
-        self.steps = g.make_plan(nodes, self._weights, input_names, output_names)
-        self.rewrites["row_streamed"] = stream_weight_rows(self.steps)
+        self._weights = planned.weights
+        self.inputs, self.outputs = list(planned.inputs), list(planned.outputs)
+        self.op_counts = planned.op_counts
+        self.lora_report, self.rewrites = planned.lora_report, planned.rewrites
+        self.steps = planned.steps
         self.streamed_weights = fetch_order(self.steps)  # bodies' weights at their node's step
-        if deltas:
-            _check_lora_decoding(self.steps, deltas)
-            provider = self.provider = LoraProvider(provider, deltas)
+        if planned.deltas:
+            _check_lora_decoding(self.steps, planned.deltas)
+            provider = self.provider = LoraProvider(provider, planned.deltas)
         provider.prepare(self.streamed_weights)
         self._executor = Executor(self.steps, provider, [o.name for o in self.outputs])
         self.last_run_fetched = None  # FetchSnapshot: bytes the last run fetched per source kind
-
-    def _check_outputs_produced(self, nodes: list[g.Node], input_names: set[str]) -> None:
-        produced = {o for n in nodes for o in n.outputs} | input_names
-        for out in self.outputs:
-            if out.name not in produced:
-                raise ModelFormatError(f"graph output {out.name!r} is produced by no node")
 
     @property
     def weight_bytes(self) -> int:
@@ -333,7 +343,7 @@ def _as_declared(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
 def load_model(source: str | onnxstream.OnnxStreamSource, weights: str | WeightsProvider = "prefetch",
                attention_slices: int | None = None, attention_budget_bytes: int = 16 << 20,
                transform: StructureTransform | None = None, loras: Sequence[LoraUse] = (),
-               http: HttpSettings | None = None) -> Model:
+               http: HttpSettings | None = None, plans: str | os.PathLike | None = None) -> Model:
     """Load an ONNX model, or an OnnxStream model folder, from a path or http(s) URL for streaming execution.
 
     ``weights``: "nocache", "prefetch" (default; "http" prefetching for URLs), "ram", "http", or a
@@ -342,6 +352,8 @@ def load_model(source: str | onnxstream.OnnxStreamSource, weights: str | Weights
     rewrites the structure before it is bound (see ``read_structure``). ``loras``: LoRA changes added
     to their weights as they stream (``frame.engine.lora``); ``model.lora_report`` says what matched.
     ``http``: how URLs are read, by the structure scan and the weights provider (None: the defaults).
+    ``plans``: a folder where the plan of a local ONNX file is kept and read back on later loads
+    (``frame.engine.plan_cache``: no parsing or rewriting then; a model with LoRAs is always planned).
     Raises UnsupportedModelError listing every node that cannot run, before any compute.
     Side effect (glibc only, once per process): freed buffers over 1 MB go straight back to the OS
     (see ``frame.engine.memory``), which keeps peak RSS close to the live tensors.
@@ -351,15 +363,28 @@ def load_model(source: str | onnxstream.OnnxStreamSource, weights: str | Weights
     if attention_slices is not None and attention_slices < 1:
         raise UsageError(f"attention_slices must be at least 1, got {attention_slices}")
     return_freed_buffers_to_os()
-    structure = read_structure(source, transform, http)
-    if structure.problems:
-        raise UnsupportedModelError(structure.problems)
-    provider = make_provider(weights, is_url(str(source)), http)
     attention = AttentionConfig(attention_slices, attention_budget_bytes)
-    model = Model(source, provider, structure, attention, loras)
-    del structure
+    cache = key = None
+    if plans is not None and isinstance(source, str) and not is_url(source) and not loras \
+            and not onnxstream.is_onnxstream_source(source):
+        cache = PlanCache(plans)
+        key = cache.key(source, transform, attention)
+    planned = cache.read(key, attention) if cache is not None and key is not None else None
+    kept = planned is not None
+    if planned is None:
+        structure = read_structure(source, transform, http)
+        if structure.problems:
+            raise UnsupportedModelError(structure.problems)
+        planned = plan_structure(structure, attention, loras)
+        del structure
+        if cache is not None and key is not None:
+            cache.store(key, planned, attention)
+    provider = make_provider(weights, is_url(str(source)), http)
+    model = Model(source, provider, planned, attention)
+    del planned
     trim_free_memory()  # parsing and the load-time rewrites leave ~16 MB of freed heap (SDXL UNet)
-    log.info("loaded %s: %d nodes, %d weights (%.1f MB), rewrites %s", redact_url(str(source)),
-             len(model.steps), len(model.streamed_weights), model.weight_bytes / 1e6,
+    log.info("loaded %s%s: %d nodes, %d weights (%.1f MB), rewrites %s", redact_url(str(source)),
+             " (kept plan)" if kept else "", len(model.steps), len(model.streamed_weights),
+             model.weight_bytes / 1e6,
              ", ".join(f"{name} {count}" for name, count in model.rewrites.items() if count) or "none")
     return model

@@ -23,12 +23,13 @@ from typing import TYPE_CHECKING, Any
 from frame.config import state_dir
 from frame.diffusion.configured import PipelineSetup, pipeline_setup
 from frame.diffusion.sizes import night_size
+from frame.engine import onnxstream
 from frame.engine.io.http_settings import HttpSettings
 from frame.engine.model import read_structure
 from frame.estimate import pi
 from frame.estimate.machine import Throughput, component_leaders, heaviest_signatures, measure_throughput, read_rate
 from frame.estimate.new_texts import TonightTexts, count_new_for
-from frame.estimate.night import NightEstimate, estimate_night
+from frame.estimate.night import NightEstimate, estimate_night, first_night_extra
 from frame.estimate.plan import NightPlan, build_plan, choose_texts
 from frame.estimate.rates_file import FILE, MAX_AGE_SECONDS, load_rates, save_rates
 from frame.estimate.vae_memory import peak_counter
@@ -82,6 +83,14 @@ def weight_location(source: Any, http: HttpSettings | None = None) -> str | None
     return str(max(files, key=lambda p: p.stat().st_size)) if files else None
 
 
+def keeps_plans(setup: PipelineSetup) -> bool:
+    """Whether the render keeps its components' plans between nights (``frame.engine.plan_cache``): a
+    state folder, a local ONNX model (not a URL, not an OnnxStream folder) and no LoRA."""
+    source = str(setup.source)
+    return bool(setup.plans_dir) and not setup.loras and not source.startswith(("http://", "https://")) \
+        and not onnxstream.is_onnxstream_source(source)
+
+
 def _plans(pipe: Any, config: Config, setup: PipelineSetup, size: tuple[int, int], steps: int | None, texts: int,
            alternative: bool, tokens: int | None = None) -> tuple[NightPlan, NightPlan | None]:
     """Tonight's plan and, with guidance and ``alternative``, the other mode's (None when the export's
@@ -89,7 +98,7 @@ def _plans(pipe: Any, config: Config, setup: PipelineSetup, size: tuple[int, int
     model = config.model
     kwargs = dict(vae_tile=setup.vae_tile, vae_tile_overlap=setup.vae_tile_overlap, choose_texts=texts,
                   choose_tokens=tokens, memory_limit_mb=setup.memory_limit_mb, weights=setup.weights,
-                  http=setup.http)
+                  http=setup.http, kept_plans=keeps_plans(setup))
     tonight = build_plan(pipe, *size, steps, model.guidance, model.sampler, **kwargs)
     if not tonight.guided or not alternative:
         return tonight, None
@@ -155,6 +164,10 @@ def _estimate(config: Config, setup: PipelineSetup, pipe: Any, steps: int | None
     taste = ratings is None or ratings >= config.taste.min_ratings
     first = estimate_night(tonight, machines, setup.weights, taste_model=taste)
     second = estimate_night(other, machines, setup.weights, taste_model=taste) if other else None
+    extra = first_night_extra(tonight, machines[1][0])
+    if extra:
+        first.notes.append(f"the first night (a new model, or after an upgrade) plans each model once: "
+                           f"{extra:.0f} s more on a {pi.LABEL}; the plans are kept in {setup.plans_dir}")
     if reused is not None:
         first.notes.append(f"this machine's figures reuse its measurement kept in {Path(rates_dir) / FILE} "
                            f"(under {MAX_AGE_SECONDS // 86400} days old); frame estimate measures again")

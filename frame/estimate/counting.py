@@ -24,7 +24,7 @@ from frame.engine import blas_threads as bt
 from frame.engine import graph as g
 from frame.engine.io.http_settings import HttpSettings
 from frame.engine.io.sources import SourcePool
-from frame.engine.model import Model, read_structure
+from frame.engine.model import plan_structure, read_structure
 from frame.engine.ops.conv import FUSED_MIN_INPUT_PIXELS
 from frame.engine.passes.sliced_attention import AttentionConfig
 from frame.engine.static_shapes import fill_small_values
@@ -37,19 +37,6 @@ from frame.estimate.work import ATTENTION, CONV, KINDS, MATMUL, Work, node_work
 
 SMALL_INTEGER_BYTES = 4096  # shape targets, axes, indices
 SMALL_FLOAT_BYTES = 64      # scalars that shape arithmetic uses (mask fill values, eps)
-
-
-class _NoReads:
-    """A weights provider for planning only: the count must never read a weight."""
-
-    def prepare(self, refs) -> None:  # noqa: ANN001 - the provider protocol
-        pass
-
-    def get(self, ref):  # noqa: ANN001, ANN201
-        raise RuntimeError(f"counting tried to read weight {ref.name!r}")
-
-    def release(self, ref) -> None:  # noqa: ANN001
-        pass
 
 
 @dataclass(frozen=True)
@@ -120,8 +107,7 @@ class GraphCount:
 
 
 def _plan(source, structure, attention: AttentionConfig) -> list[g.Step]:  # noqa: ANN001
-    model = Model(str(source), _NoReads(), structure, attention)
-    return model.steps
+    return plan_structure(structure, attention).steps
 
 
 def _step_of_nodes(nodes: list[g.Node], steps: list[g.Step], folded: set[str]) -> list[int | None]:

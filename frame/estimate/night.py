@@ -9,14 +9,17 @@ UNet per step, by guidance mode (``frame.diffusion.guidance_plan``): "sequential
 Each evaluation is ``frame.estimate.timing.evaluation_time`` (compute overlapped with weight reads
 at the storage's rate). On this machine the loads are measured (loading is what counting does); a
 machine described by constants (the Pi, ``frame.estimate.pi``) sets its worker start and its load
-cost per graph node instead, so its projection depends on the count alone.
+cost per graph node instead, so its projection depends on the count alone. A night whose plans are
+kept (``NightPlan.kept_plans``: the render keeps each component's plan in the state folder,
+``frame.engine.plan_cache``) loads each component at ``pi.KEPT_PLAN_LOAD_SHARE`` of that cost; the
+first night plans them (``first_night_extra``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from frame.estimate import memory
+from frame.estimate import memory, pi
 from frame.estimate.machine import Throughput
 from frame.estimate.plan import NightPlan, Run
 from frame.estimate.timing import evaluation_time
@@ -71,6 +74,24 @@ def _run_seconds(run: Run, rates: Throughput, provider: str) -> tuple[float, flo
     return total, stall, first.compute + later.compute * (run.evaluations - 1)
 
 
+def planning_seconds(run: Run, rates: Throughput) -> float:
+    """Loading ``run``'s component when its graph is parsed and planned (the first night's load)."""
+    per_node = rates.load_seconds_per_node
+    return run.count.load_seconds if per_node is None else run.count.node_count * per_node
+
+
+def load_seconds(plan: NightPlan, run: Run, rates: Throughput) -> float:
+    """Loading ``run``'s component tonight: from its kept plan when ``plan.kept_plans``."""
+    return planning_seconds(run, rates) * (pi.KEPT_PLAN_LOAD_SHARE if plan.kept_plans else 1.0)
+
+
+def first_night_extra(plan: NightPlan, rates: Throughput) -> float:
+    """Seconds the first night (no plans kept yet: a new model, an upgrade) adds to ``plan``'s."""
+    if not plan.kept_plans:
+        return 0.0
+    return sum(planning_seconds(run, rates) - load_seconds(plan, run, rates) for run in plan.runs)
+
+
 def project(plan: NightPlan, rates: Throughput, provider: str, load_factor: float = 1.0) -> Projection:
     phases = {phase: 0.0 for phase in PHASES}
     start = rates.worker_start_seconds
@@ -78,9 +99,7 @@ def project(plan: NightPlan, rates: Throughput, provider: str, load_factor: floa
     step = stall = 0.0
     for run in plan.runs:
         seconds, waited, _ = _run_seconds(run, rates, provider)
-        per_node = rates.load_seconds_per_node
-        load = run.count.load_seconds if per_node is None else run.count.node_count * per_node
-        phases[run.phase] += load * load_factor
+        phases[run.phase] += load_seconds(plan, run, rates) * load_factor
         if run.per_step:
             step += seconds
             stall += waited

@@ -30,7 +30,8 @@ count alone:
 * Each engine op reaches a share of ``GEMM_MACS`` (``OP_EFFICIENCY``; a product of fewer than
   ``FEW_ROWS`` rows, such as a text encoder's 77 tokens, ``FEW_ROWS_EFFICIENCY`` instead). The engine's
   fixed cost per step (Python, numpy calls) is ``STEP_SECONDS``, loading a component
-  ``LOAD_SECONDS_PER_NODE`` per graph node, a worker's imports ``WORKER_START_SECONDS``. The shares are
+  ``LOAD_SECONDS_PER_NODE`` per graph node (``KEPT_PLAN_LOAD_SHARE`` of it from a kept plan), a
+  worker's imports ``WORKER_START_SECONDS``. The shares are
   the medians of three runs of ``benchmarks/estimate_pi_constants.py`` on the full-size SD 1.5 export
   on the development machine (the share of its own large-GEMM rate each op reached, the way
   ``CALIBRATION`` was fitted); the costs are that machine's medians × 8, for an in-order 1 GHz core
@@ -92,6 +93,12 @@ FEW_ROWS_EFFICIENCY = {"matmul": 0.54, "geglu": 0.54, "attention": 0.54, "activa
 KIND_EFFICIENCY = {"conv": 0.98, "matmul": 1.03, "attention": 0.66}  # a step with no signature of its own
 STEP_SECONDS = 8 * 8.9e-6          # the dev machine's engine step: 13.4, 8.9, 7.6 us
 LOAD_SECONDS_PER_NODE = 8 * 281e-6  # the dev machine's load per ONNX node: 473, 281, 160 us
+# benchmarks/plan_cache_load.py (docs/estimate.md): a component loaded from its kept plan
+# (frame.engine.plan_cache) takes this share of the CPU time of planning it afresh: SDXL Turbo uint8's
+# four components, medians of five runs each side, interleaved, summed: 0.282 / 1.297 s = 0.217 (UNet
+# 0.194 / 1.018 s; the small graphs' fixed costs make their shares 0.22-0.55). The Pi's load per node
+# (LOAD_SECONDS_PER_NODE) times this share: a kept plan is read and bound, not parsed and rewritten.
+KEPT_PLAN_LOAD_SHARE = 0.22
 WORKER_START_SECONDS = 8 * 2.0     # a render worker's imports there (README footprint table: 1.4-1.9 s)
 MEMORY_BYTES = 512 * 1024 * 1024
 LABEL = "Raspberry Pi Zero 2 W"

@@ -82,6 +82,7 @@ class NightPlan:
     notes: list[str] = field(default_factory=list)
     guidance_reason: str = ""       # why that mode (``guidance_plan.choose``'s reason, or the setting)
     counted_peaks_mb: tuple[float, float] | None = None  # ``counted_peaks_mb`` of this UNet at this size
+    kept_plans: bool = False        # the components load from plans kept in the state folder (plan_cache)
 
     @property
     def min_steps(self) -> int:
@@ -221,7 +222,7 @@ def guidance_mode_tonight(pipe, settings, batch_dim, precision: str, requested: 
 def build_plan(pipe, width: int, height: int, steps: int | None, guidance: float | None, sampler: str | None,  # noqa: ANN001
                guidance_mode: str | None = None, memory_limit_mb: float | None = None, vae_tile: int | None = None,
                vae_tile_overlap: int = 8, choose_texts: int = 0, choose_tokens: int | None = None,
-               weights: str = "prefetch", http: HttpSettings | None = None) -> NightPlan:
+               weights: str = "prefetch", http: HttpSettings | None = None, kept_plans: bool = False) -> NightPlan:
     """Count every component of ``pipe`` (a ``frame.diffusion.Pipeline``) for one night's settings.
 
     ``guidance_mode``: how the guidance passes run; None: as tonight's render would run them
@@ -229,7 +230,9 @@ def build_plan(pipe, width: int, height: int, steps: int | None, guidance: float
     pipeline's own ``memory_limit_mb``). ``choose_tokens``: the positions a choose pass computes
     (``frame.diffusion.conditioning.through_end_of_text``; None: all 77). ``weights``: the engine
     provider the render reads the weights with (its read-ahead counts in the peaks); ``http``: how the
-    render reads a URL model (``PipelineSetup.http``: token, retries, weight cache)."""
+    render reads a URL model (``PipelineSetup.http``: token, retries, weight cache); ``kept_plans``: the
+    render keeps each component's plan between nights (``frame.engine.plan_cache``), so a night after
+    the first loads them without planning."""
     settings = pipe.settings("estimate", "negative", steps, guidance, sampler, 0, width, height,
                              warn=False)  # a count: the render says the warnings
     info = pipe.info
@@ -243,7 +246,7 @@ def build_plan(pipe, width: int, height: int, steps: int | None, guidance: float
     mode, reason = guidance_mode_tonight(pipe, settings, batch_dim, unet.precision, guidance_mode, limit, peaks)
     plan = NightPlan(info.label, str(pipe.files.source), width, height, settings.steps, settings.sampler,
                      settings.guidance, settings.guided, mode, info.turbo, guidance_reason=reason,
-                     counted_peaks_mb=peaks)
+                     counted_peaks_mb=peaks, kept_plans=kept_plans)
     if plan.batched and batch_dim != 2:
         unet = count_graph(pipe.unet_source, unet_shapes(unet_declared, 2, latent), http=http)
     evaluations = 2 if plan.guided and mode == "sequential" else 1

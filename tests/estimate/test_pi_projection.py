@@ -92,3 +92,23 @@ def test_the_weight_block_gain_applies_to_the_convs_that_make_u_in_blocks():
     for op, c, m, size in [("norm_conv", 320, 320, 64), ("norm_conv", 1280, 1280, 8),
                            ("upsample_conv", 640, 640, 32), ("conv", 640, 640, 32), ("norm_conv", 96, 96, 32)]:
         assert pi.efficiency(sig(op, c, m, size)) == pi.OP_EFFICIENCY[op]
+
+
+def test_a_night_with_kept_plans_loads_each_component_at_the_kept_share(demo, monkeypatch, tmp_path):
+    """The render keeps each component's plan in the state folder (frame.engine.plan_cache), so every
+    night after the first loads the components at pi.KEPT_PLAN_LOAD_SHARE of planning them; without a
+    state folder every night plans them. The first night's extra is said in a note."""
+    measured = measure_throughput([], budget_seconds=0.2)
+    monkeypatch.setattr(configured, "measure_throughput", lambda *a, **k: measured)
+    runs = {}
+    for name, state in (("kept", str(tmp_path / "state")), ("planned", None)):
+        config = dataclasses.replace(Config(), model=ModelConfig(size="256x256", steps=8), state_dir=state)
+        runs[name] = configured.estimate_config(config, pipe=demo, ratings=0, alternative=False)
+    kept, planned = (runs[n].estimate for n in ("kept", "planned"))
+    assert kept.plan.kept_plans and not planned.plan.kept_plans
+    nodes = sum(r.count.node_count for r in kept.plan.runs)
+    saved = nodes * pi.LOAD_SECONDS_PER_NODE * (1 - pi.KEPT_PLAN_LOAD_SHARE)
+    assert planned.projections[1].seconds - kept.projections[1].seconds == pytest.approx(saved)
+    assert kept.projections[1].phases["unet"] < planned.projections[1].phases["unet"]
+    assert any(f"{saved:.0f} s more" in note and "model-plans" in note for note in kept.notes)
+    assert not any("plans each model once" in note for note in planned.notes)

@@ -120,6 +120,11 @@ def resolve(op_type: str, opset: int, domain: str = "") -> OpSpec:
     return usable[-1]
 
 
+def registered_specs() -> list[OpSpec]:
+    """Every registered kernel spec, all versions (a kept plan names these instead of storing them)."""
+    return [spec for versions in _TABLE.values() for spec in versions]
+
+
 def supported_op_types(domain: str = "") -> list[str]:
     return sorted(op for (d, op) in _TABLE if d == domain)
 
