@@ -32,6 +32,13 @@ else:
     if not CHROMIUM.exists():
         pytest.skip(f"{CHROMIUM} is missing: {INSTALL}", allow_module_level=True)
 
+# How long an expect() waits for the page (Playwright's default: 5 s). CI runs 2 pytest workers on its
+# 2 cores beside chromium, show workers and daemons: there the lazy "why" plot of the Now page once
+# took over 5 s to load (a 0x0, so "hidden", <img> until then) and the test failed. An expectation
+# polls, so the longer bound costs nothing while the page is quick.
+EXPECT_TIMEOUT_MS = 15_000
+sync_api.expect.set_options(timeout=EXPECT_TIMEOUT_MS)
+
 
 SHOW_TIMEOUT_MS = 60_000  # a real show worker runs before "Show this on the frame" answers
 
