@@ -33,7 +33,8 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.crash.fsmodel import Effect, Image
+from tests.crash.fsimage import Image
+from tests.crash.fsmodel import Effect
 
 
 def _hash(data: bytes) -> bytes:

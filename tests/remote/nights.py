@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from frame.config.schema import RemoteRenderConfig
@@ -47,10 +48,17 @@ def stage(ctx: night.RenderContext) -> str | None:
 
 class KillDuring:
     """A status listener that SIGKILLs the worker ``times`` times, each worker once, when the render
-    reaches ``during`` (a crash mid-job: the supervisor restarts the worker)."""
+    reaches ``during`` (a crash mid-job: the supervisor restarts the worker); then calls ``after_last``.
 
-    def __init__(self, ctx: night.RenderContext, times: int = 1, during: str = ON_THE_SERVER) -> None:
+    A fake server's job should outlast the kills (``after_last`` can shorten the jobs after them): a
+    kill lands only once this process has read the worker's status line, and on a loaded machine (two
+    pytest-xdist workers, worker processes, other jobs) a 1 s job was once over before the second kill.
+    """
+
+    def __init__(self, ctx: night.RenderContext, times: int = 1, during: str = ON_THE_SERVER,
+                 after_last: Callable[[], None] | None = None) -> None:
         self.ctx, self.left, self.during, self.killed_pids = ctx, times, during, set()
+        self.after_last = after_last
 
     def __call__(self, line: str) -> None:
         supervisor = self.ctx.supervisor
@@ -59,6 +67,8 @@ class KillDuring:
             self.killed_pids.add(pid)
             self.left -= 1
             os.kill(pid, signal.SIGKILL)
+            if not self.left and self.after_last:
+                self.after_last()
 
 
 def stop_while_on_the_server(ctx: night.RenderContext) -> None:

@@ -37,9 +37,9 @@ def test_the_night_is_painted_on_comfyui_with_its_parameters(open_night):
 
 
 def test_a_worker_killed_mid_job_asks_comfyui_again_with_the_same_workflow(open_night):
-    with FakeComfyUI(job_seconds=1.5) as fake:
+    with FakeComfyUI(job_seconds=30.0) as fake:  # the first job outlasts the kill; the one asked again is quick
         ctx = open_night(fake.url, "comfyui")
-        ctx.status.add_listener(KillDuring(ctx, 1))
+        ctx.status.add_listener(KillDuring(ctx, 1, after_last=lambda: setattr(fake, "job_seconds", 0.3)))
         _, outcome, picture_id = render_queued(ctx)
         first, again = fake.posts("/prompt")
     assert outcome.status == "done" and outcome.restarts == 1, outcome.error

@@ -120,9 +120,9 @@ def test_the_local_backend_never_asks_the_server(open_night):
 
 
 def test_a_worker_killed_mid_remote_job_asks_the_server_again(open_night):
-    with FakeA1111(job_seconds=1.0) as fake:
+    with FakeA1111(job_seconds=30.0) as fake:  # the first job outlasts the kill; the one asked again is quick
         ctx = open_night(fake.url)
-        ctx.status.add_listener(KillDuring(ctx, 1))
+        ctx.status.add_listener(KillDuring(ctx, 1, after_last=lambda: setattr(fake, "job_seconds", 0.3)))
         _, outcome, picture_id = render_queued(ctx)
     assert outcome.status == "done" and outcome.restarts == 1, outcome.error
     first, again = _posts(fake)
@@ -131,7 +131,7 @@ def test_a_worker_killed_mid_remote_job_asks_the_server_again(open_night):
 
 
 def test_a_worker_killed_twice_mid_remote_job_paints_on_the_frame(open_night):
-    with FakeA1111(job_seconds=1.0) as fake:
+    with FakeA1111(job_seconds=30.0) as fake:  # both jobs outlast their kills (the frame paints the third try)
         ctx = open_night(fake.url)
         ctx.status.add_listener(KillDuring(ctx, 2))
         _, outcome, picture_id = render_queued(ctx)

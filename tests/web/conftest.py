@@ -151,3 +151,29 @@ def owner(client):
     response = login(client)
     assert response.status_code == 303
     return client
+
+
+# The browser tests' fixtures (test_browser*.py); tests/web/browser.py imports playwright, so only they load it.
+@pytest.fixture
+def server(store, state_dir, pictures, controller):
+    """The real WSGI app served by the daemon's server; yields its base URL."""
+    from tests.web.browser import serve
+
+    yield from serve(make_app(store, state_dir, controller))
+
+
+@pytest.fixture(scope="module")
+def browser_context(tmp_path_factory):
+    """One phone-sized chromium with a fresh profile for each test module."""
+    from tests.web.browser import phone_browser
+
+    with phone_browser(tmp_path_factory.mktemp("chromium-profile")) as context:
+        yield context
+
+
+@pytest.fixture
+def page(browser_context):
+    browser_context.clear_cookies()
+    page = browser_context.new_page()
+    yield page
+    page.close()

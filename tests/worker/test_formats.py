@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -121,11 +122,58 @@ def test_the_0_1_database_opens_with_every_picture(tmp_path):
         store.close()
 
 
+def _place_once(source: Path, target: Path) -> None:
+    """Copy the folder ``source`` to ``target`` unless ``target`` is there already.
+
+    ``target`` is a fixed path in /tmp that every test run on this machine shares (xdist workers, two
+    checkouts' suites at once). A plain ``exists()`` then ``copytree()`` let a second run either fail
+    with FileExistsError or see a half-copied model; here each run copies into its own folder beside
+    ``target`` and renames it into place (atomic), and a run that loses the race uses the winner's copy.
+    """
+    if target.exists():
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    try:
+        shutil.copytree(source, staging, dirs_exist_ok=True)
+        try:
+            os.rename(staging, target)
+        except OSError:  # ENOTEMPTY/EEXIST: another run put its whole copy there first
+            if not target.is_dir():
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def test_a_run_never_uses_a_half_copied_model_another_run_is_placing(tmp_path, monkeypatch):
+    """Run A is half-way through copying when run B (another xdist worker or checkout) needs the model:
+    B must get the whole model, and A's late copy must neither fail nor be left behind."""
+    source = tmp_path / "source"
+    for part in ("text_encoder", "unet", "vae_decoder"):
+        (source / part).mkdir(parents=True)
+        (source / part / "model.onnx").write_bytes(part.encode() * 100)
+    target = tmp_path / "shared" / "demo"
+    real_copytree, seen_by_b = shutil.copytree, []
+
+    def copytree_interrupted_by_run_b(src, dst, **options):
+        monkeypatch.setattr(shutil, "copytree", real_copytree)  # run B copies normally
+        Path(dst).mkdir(parents=True, exist_ok=True)
+        real_copytree(Path(src) / "text_encoder", Path(dst) / "text_encoder")  # A is half-way
+        _place_once(source, target)  # run B
+        seen_by_b.append(sorted(path.name for path in target.iterdir()))
+        return real_copytree(src, dst, dirs_exist_ok=True)  # A finishes
+
+    monkeypatch.setattr(shutil, "copytree", copytree_interrupted_by_run_b)
+    _place_once(source, target)  # run A
+    assert seen_by_b == [["text_encoder", "unet", "vae_decoder"]]
+    assert os.listdir(target.parent) == ["demo"]  # A's staging copy is gone
+    assert (target / "unet" / "model.onnx").read_bytes() == b"unet" * 100
+
+
 def _prepare_interrupted_job(tmp_path: Path) -> Path:
     if CAPTURED_MODEL.exists() and not (CAPTURED_MODEL / "unet").is_dir():
         pytest.skip(f"{CAPTURED_MODEL} exists but is not the demo model")
-    if not CAPTURED_MODEL.exists():
-        shutil.copytree(Path(frame.__file__).parent / "models" / "demo", CAPTURED_MODEL)
+    _place_once(Path(frame.__file__).parent / "models" / "demo", CAPTURED_MODEL)
     job_dir = tmp_path / "job"
     shutil.copytree(FORMATS / "interrupted" / "folder", job_dir)
     job = read_json(job_dir / "job.json")
