@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 
 AUTO_WEIGHTS = "prefetch"  # model.weights "auto": prefetch from disk; the engine takes its http variant for URLs
 
+PLANS_FOLDER = "model-plans"  # in the state dir: frame.engine.plan_cache's folder (named here: the checks
+# set pipelines up without the engine's registry, which imports onnx)
+
 
 @dataclass(frozen=True)
 class PipelineSetup:
@@ -105,8 +108,6 @@ def pipeline_setup(config: Config, source: str | None = None, *, capped: bool = 
     ``capped``: the pipeline runs in the render worker, under ``worker.memory_limit_mb``; ``frame
     serve-render`` runs on a desktop outside that cap (no limit known: ``guidance_plan`` shares the
     weight reads)."""
-    from frame.engine import plan_cache  # the engine's registry (onnx): only once a pipeline is set up
-
     model = config.model
     source = source or resolve_model_source(model.source)
     state = os.path.expanduser(config.state_dir) if config.state_dir else None
@@ -117,7 +118,7 @@ def pipeline_setup(config: Config, source: str | None = None, *, capped: bool = 
                          str(embedding_names.state_folder(config.state_dir)) if config.state_dir else None,
                          tuple(lora_tags.configured_requests(config)),
                          tuple(lora_tags.lora_folders(source, state)),
-                         os.path.join(state, plan_cache.FOLDER_NAME) if state else None)
+                         os.path.join(state, PLANS_FOLDER) if state else None)
 
 
 def load_configured_pipeline(config: Config, source: str | None = None) -> Any:

@@ -46,7 +46,6 @@ from frame.engine.ops.registry import registered_specs, resolve
 
 log = logging.getLogger(__name__)
 
-FOLDER_NAME = "model-plans"
 SUFFIX = ".plan"
 MAGIC = b"frame model plan 1\n"
 DIGEST_BYTES = 32

@@ -3,6 +3,7 @@ the same bytes, without parsing or rewriting any graph. Runs the render worker's
 
 from pathlib import Path
 
+from frame.diffusion import configured
 from frame.engine import model as engine_model
 from frame.engine import plan_cache
 from frame.worker.records import JobCandidate, RenderJob
@@ -28,7 +29,7 @@ def test_a_night_from_kept_plans_paints_the_same_bytes_without_planning(tmp_path
     state = tmp_path / "state"
     state.mkdir()
     first = _render(tmp_path, "first", state)
-    kept = list((state / plan_cache.FOLDER_NAME).glob("*" + plan_cache.SUFFIX))
+    kept = list((state / configured.PLANS_FOLDER).glob("*" + plan_cache.SUFFIX))
     assert len(kept) >= 3, kept  # text encoder, UNet, VAE decoder
 
     def refuse(*args, **kwargs):
