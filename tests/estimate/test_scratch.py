@@ -41,12 +41,8 @@ def test_winograd_scratch_is_what_the_kernel_allocates(channels, outputs, size, 
     assert abs(counted - peak) <= 0.03 * peak, (counted, peak)
 
 
-@pytest.mark.parametrize("layout", [conv_winograd.Plan(5, 64, 1, 4), conv_winograd.Plan(4, 96, 1, 2),
-                                    conv_winograd.Plan(1, 192, 1, 4, 40)])
-def test_banded_chunk_scratch_is_what_the_kernel_allocates(layout):
-    """Chunks within bands of tile rows (F(4x4)'s layout for 512 channels at 128x128, here small), and
-    bands of one tile row with 40 input channels a block of the input transform: within
-    3 % or 80 kB (numpy's buffers for ufuncs on strided views, about 70 kB here for F(2x2), not counted)."""
+def _assert_counted_within_3_percent_or_80_kb(layout):
+    """96 -> 192 channels at 40x40: the counted scratch against tracemalloc's peak."""
     rng = np.random.default_rng(0)
     x = rng.standard_normal((96, 40, 40), dtype=np.float32)
     w = rng.standard_normal((192, 96, 3, 3), dtype=np.float32)
@@ -54,6 +50,15 @@ def test_banded_chunk_scratch_is_what_the_kernel_allocates(layout):
     peak = _traced_peak(x, w, out, layout)
     counted = conv_winograd.scratch_bytes(layout, 96, 192, (40, 40))
     assert abs(counted - peak) <= max(0.03 * peak, 80_000), (counted, peak)
+
+
+@pytest.mark.parametrize("layout", [conv_winograd.Plan(5, 64, 1, 4), conv_winograd.Plan(4, 96, 1, 2),
+                                    conv_winograd.Plan(1, 192, 1, 4, 40)])
+def test_banded_chunk_scratch_is_what_the_kernel_allocates(layout):
+    """Chunks within bands of tile rows (F(4x4)'s layout for 512 channels at 128x128, here small), and
+    bands of one tile row with 40 input channels a block of the input transform: within
+    3 % or 80 kB (numpy's buffers for ufuncs on strided views, about 70 kB here for F(2x2), not counted)."""
+    _assert_counted_within_3_percent_or_80_kb(layout)
 
 
 @pytest.mark.parametrize("layout", [conv_winograd.Plan(5, 64, 1, 4), conv_winograd.Plan(4, 96, 1, 2),
@@ -62,10 +67,4 @@ def test_blocked_weight_chunk_scratch_is_what_the_kernel_allocates(monkeypatch, 
     """U in input-channel blocks (WEIGHT_BLOCK 32 of 96 channels here): each thread's U block, GEMM
     result and partial result counted as allocated, within 3 % or 80 kB (as above)."""
     monkeypatch.setattr(conv_winograd, "WEIGHT_BLOCK", 32)
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((96, 40, 40), dtype=np.float32)
-    w = rng.standard_normal((192, 96, 3, 3), dtype=np.float32)
-    out = np.empty((192, 40, 40), np.float32)
-    peak = _traced_peak(x, w, out, layout)
-    counted = conv_winograd.scratch_bytes(layout, 96, 192, (40, 40))
-    assert abs(counted - peak) <= max(0.03 * peak, 80_000), (counted, peak)
+    _assert_counted_within_3_percent_or_80_kb(layout)
