@@ -170,7 +170,7 @@ def full(state_dir: Path, out_dir: Path) -> None:
     import requests
 
     from frame.daemon.service import Daemon
-    from tests.daemon.daemonproc import free_port
+    from tests.ports import free_port
 
     port = free_port()
     config = scenario_config(state_dir, "full", listen=f"127.0.0.1:{port}")

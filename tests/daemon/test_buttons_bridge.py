@@ -12,7 +12,7 @@ from frame.daemon.buttons_bridge import neighbour
 from frame.daemon.jobs.info import INFO_REASON
 from frame.daemon.service import Daemon
 from tests.daemon.conftest import add_picture, clock, make_config
-from tests.daemon.daemonproc import free_port
+from tests.ports import free_port
 
 PANEL = (160, 96)
 LIKE, DISLIKE, NEXT, PREVIOUS = 5, 6, 16, 24

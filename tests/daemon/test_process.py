@@ -10,7 +10,8 @@ import time
 import pytest
 
 from frame.daemon.lock import DaemonRunning, StateDirLock
-from tests.daemon.daemonproc import ROOT, DaemonProcess, free_port, idle_cpu_share, write_config
+from tests.daemon.daemonproc import ROOT, DaemonProcess, idle_cpu_share, write_config
+from tests.ports import free_port
 
 
 def test_idle_daemon_uses_almost_no_cpu(tmp_path):

@@ -70,8 +70,9 @@ def split_sampler(name: str) -> tuple[str, str]:
 
 class FakeA1111:
     def __init__(self, mode: str = "ok", job_seconds: float = 0.4, user: str = "", password: str = "",
-                 token: str = "", drip_seconds: float = 0.2) -> None:
+                 token: str = "", drip_seconds: float = 0.2, hold: threading.Event | None = None) -> None:
         self.mode, self.job_seconds, self.drip_seconds = mode, job_seconds, drip_seconds
+        self.hold = hold  # when given, a job answers only once it is set (a test saw what it waits for)
         self.user, self.password, self.token = user, password, token
         self.requests: list[tuple[str, str, dict, object]] = []
         self.job_started: float | None = None
@@ -156,6 +157,8 @@ class FakeA1111:
             return
         self.interrupted.clear()
         self.interrupted.wait(self.job_seconds)
+        if self.hold is not None:
+            self.hold.wait(60)
         self.job_started = None
         if self.mode in ("500", "422"):
             status = int(self.mode)
@@ -230,10 +233,3 @@ def local_server(handle) -> ThreadingHTTPServer:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     return server
-
-
-def free_port() -> int:
-    """A port nothing listens on (bound, then released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]

@@ -14,9 +14,10 @@ from PIL import Image
 
 from frame.remote import RemoteJob, RemoteUnavailable, render_remote
 from frame.remote.render import RemoteProgress
+from tests.ports import free_port
 from tests.remote import clients
 from tests.remote.clients import JOB, settings
-from tests.remote.fake_a1111 import FakeA1111, free_port
+from tests.remote.fake_a1111 import FakeA1111
 
 
 def failure(url: str, deadline: float | None = None, job: RemoteJob = JOB, **changes) -> RemoteUnavailable:

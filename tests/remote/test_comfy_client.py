@@ -15,9 +15,9 @@ from PIL import Image
 
 from frame.remote import RemoteJob, RemoteUnavailable, check_comfyui, render_comfyui
 from frame.remote.render import RemoteProgress
+from tests.ports import free_port
 from tests.remote import clients
 from tests.remote.clients import JOB, settings
-from tests.remote.fake_a1111 import free_port
 from tests.remote.fake_comfyui import CHECKPOINTS, FakeComfyUI
 
 

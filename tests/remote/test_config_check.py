@@ -7,7 +7,8 @@ import pytest
 from frame.cli.program import main
 from frame.errors import ConfigError
 from frame.worker.checks import check_config
-from tests.remote.fake_a1111 import FakeA1111, free_port
+from tests.ports import free_port
+from tests.remote.fake_a1111 import FakeA1111
 
 
 def _write(tmp_path, text: str):

@@ -6,6 +6,7 @@ the same render, and restarts that never lose the night nor paint two pictures."
 from __future__ import annotations
 
 import io
+import threading
 import time
 from pathlib import Path
 
@@ -18,7 +19,8 @@ from frame.daemon.store.database import Store
 from frame.worker.records import ThemeChoice, Why
 from frame.worker.remote_step import remote_budget
 from tests.daemon.conftest import make_config
-from tests.remote.fake_a1111 import INFOTEXT, FakeA1111, free_port
+from tests.ports import free_port
+from tests.remote.fake_a1111 import INFOTEXT, FakeA1111
 from tests.remote.fake_comfyui import FakeComfyUI
 from tests.remote.nights import FAST, ON_THE_FRAME, KillDuring, render_queued, restart_daemon, stop_while_on_the_server
 
@@ -53,10 +55,20 @@ def test_the_night_is_painted_on_the_server_with_its_parameters(open_night):
 
 
 def test_progress_and_preview_reach_the_live_status(open_night):
-    seen = []
-    with FakeA1111(job_seconds=1.5) as fake:
+    seen, enough = [], threading.Event()
+
+    def listen(line) -> None:
+        """The server's job ends once a progress report with a step, a preview and an ETA has reached the
+        status (however slowly a loaded machine starts the worker), so the test waits for no clock."""
+        render = ctx.status.snapshot()["render"] or {}
+        seen.append(render)
+        if render.get("stage") == "generating (remote)" and (render.get("step") or 0) > 0 and render.get("preview") \
+                and render.get("eta_seconds") is not None:
+            enough.set()
+
+    with FakeA1111(job_seconds=0.5, hold=enough) as fake:
         ctx = open_night(fake.url)
-        ctx.status.add_listener(lambda line: seen.append(ctx.status.snapshot()["render"] or {}))
+        ctx.status.add_listener(listen)
         _, outcome, _ = render_queued(ctx)
     assert outcome.status == "done"
     remote = [r for r in seen if r.get("stage") == "generating (remote)"]
@@ -143,7 +155,8 @@ def test_a_worker_killed_twice_mid_remote_job_paints_on_the_frame(open_night):
 
 
 def test_a_stopped_worker_interrupts_the_server_and_the_restart_asks_again(open_night):
-    with FakeA1111(job_seconds=3.0) as fake:
+    # the job lasts until the stopped worker interrupts it, however long a loaded machine takes to stop
+    with FakeA1111(job_seconds=60.0) as fake:
         ctx = open_night(fake.url)
         stop_while_on_the_server(ctx)
         render_id, outcome, _ = render_queued(ctx)
