@@ -23,7 +23,7 @@ from frame.engine import blas_threads, buffers
 from frame.engine.errors import EngineError, FrameError, NodeError
 from frame.engine.graph import Step
 from frame.engine.io.weights import WeightRef
-from frame.engine.passes.weight_decoding import WeightRows, decoded_weight_items, decoded_weight_op
+from frame.engine.passes.weight_decoding import STORED_INPUTS_END, WeightRows, decoded_weight_items, decoded_weight_op
 from frame.engine.providers.base import WeightsProvider
 
 if TYPE_CHECKING:
@@ -162,25 +162,31 @@ class Executor:
             env.pop(rows.ref.name, None)
 
     def _run_decoded_shared(self, step: Step, envs: list[dict[str, np.ndarray]]) -> bool:
-        """A DecodedWeight step for every item at once when the items differ only in the data input:
-        each block of the weight is decoded once for all of them (``decoded_weight_items``), not once
-        per item. The kernel still runs each item on its own with the same decoded block, so every item
-        gets the bytes a separate run gives (DecodedWeight splits its own products: BLAS on one thread
-        whatever the items' shapes). False when it does not apply (the caller runs each item)."""
+        """A DecodedWeight step for every item at once when the items share the stored weight (its
+        values, scale and zero point): each block of the weight is decoded once for all of them
+        (``decoded_weight_items``), not once per item. The kernel still runs each item on its own with
+        the same decoded block and the item's own other operands (a NormConv's GroupNorm table differs
+        per item), so every item gets the bytes a separate run gives (DecodedWeight splits its own
+        products: BLAS on one thread whatever the items' shapes). False when it does not apply (the
+        caller runs each item)."""
         node, first = step.node, envs[0]
         fn = node.spec.fn
         if len(envs) == 1 or getattr(fn, "func", None) is not decoded_weight_op:
             return False
-        if not all(name == "" or env.get(name) is first.get(name) for env in envs[1:] for name in node.inputs[1:]):
+        stored, others = node.inputs[1:STORED_INPUTS_END], node.inputs[STORED_INPUTS_END:]
+        if not all(name == "" or env.get(name) is first.get(name) for env in envs[1:] for name in stored):
             return False
         try:
             xs = [env[node.inputs[0]] for env in envs]
-            operands = [first[name] if name else None for name in node.inputs[1:]]
+            operands = [first[name] if name else None for name in stored]
+            rests = [tuple(env[name] if name else None for name in others) for env in envs]
         except KeyError as exc:
             raise EngineError(f"{node.label}: input {exc.args[0]!r} is not available") from None
-        blas_threads.shared().fit_step(node.op_type, [xs[0], *operands])
+        blas_threads.shared().fit_step(node.op_type, [xs[0], *operands, *rests[0]])
+        same = all(a is b for rest in rests[1:] for a, b in zip(rest, rests[0]))
         try:
-            results = decoded_weight_items(xs, *operands, **fn.keywords)
+            results = decoded_weight_items(xs, *operands, *rests[0], item_rests=None if same else rests,
+                                           **fn.keywords)
         except FrameError:
             raise
         except Exception as exc:

@@ -154,6 +154,9 @@ def _stored_block(q, scale, zero_point, quant_axis: int, axis: int, start: int, 
     return decode_block(rows, local(scale), local(zero_point), quant_axis, axis, 0, stop - start)
 
 
+STORED_INPUTS_END = 4  # a DecodedWeight node's inputs: data, stored weight, scale, zero point, then the op's others
+
+
 def decoded_weight_op(x: np.ndarray, q: np.ndarray | WeightRows, scale: np.ndarray | None = None,
                       zero_point: np.ndarray | None = None, /, *rest: np.ndarray | None, _kernel, _layout: Layout,
                       _quant_axis: int = 1) -> np.ndarray:
@@ -164,24 +167,27 @@ def decoded_weight_op(x: np.ndarray, q: np.ndarray | WeightRows, scale: np.ndarr
 
 def decoded_weight_items(xs: list[np.ndarray], q: np.ndarray | WeightRows, scale: np.ndarray | None = None,
                          zero_point: np.ndarray | None = None, /, *rest: np.ndarray | None, _kernel,
-                         _layout: Layout, _quant_axis: int = 1) -> list[np.ndarray]:
+                         _layout: Layout, _quant_axis: int = 1,
+                         item_rests: list[tuple] | None = None) -> list[np.ndarray]:
     """``decoded_weight_op`` for several data inputs that share the weight (a shared run's items): each
     block is decoded, and read when ``q`` is WeightRows, once for all of them, so guidance's two passes
-    still read a row-streamed weight once per step."""
+    still read a row-streamed weight once per step. ``item_rests``: each item's own operands after the
+    stored weight, where they differ per item (a NormConv's GroupNorm table), else ``rest`` for all."""
+    rests = [tuple(r) for r in item_rests] if item_rests is not None else [rest] * len(xs)
     weight_axis = _layout.weight_axis % q.ndim
     blocks = _channel_blocks(q, weight_axis) if _layout.blockable else []
     if len(blocks) <= 1:
         weight = _stored_block(q, scale, zero_point, _quant_axis, weight_axis, 0, q.shape[weight_axis])
-        return [_kernel(x, weight, *rest) for x in xs]
+        return [_kernel(x, weight, *item_rest) for x, item_rest in zip(xs, rests)]
     channels = q.shape[weight_axis]
     outs: list[np.ndarray | None] = [None] * len(xs)
     bias_at = None if _layout.bias_input is None else _layout.bias_input - 2
     for start, stop in blocks:
         weight = _stored_block(q, scale, zero_point, _quant_axis, weight_axis, start, stop)
-        args = list(rest)
-        if bias_at is not None and bias_at < len(args):
-            args[bias_at] = _bias_block(args[bias_at], start, stop, channels)
-        for item, x in enumerate(xs):
+        for item, (x, item_rest) in enumerate(zip(xs, rests)):
+            args = list(item_rest)
+            if bias_at is not None and bias_at < len(args):
+                args[bias_at] = _bias_block(args[bias_at], start, stop, channels)
             part = _kernel(x, weight, *args)
             axis = _layout.output_axis % part.ndim
             if outs[item] is None:
@@ -189,8 +195,8 @@ def decoded_weight_items(xs: list[np.ndarray], q: np.ndarray | WeightRows, scale
             target = [slice(None)] * part.ndim
             target[axis] = slice(start, stop)
             outs[item][tuple(target)] = part
-            del part
-        del weight, args
+            del part, args
+        del weight
     return outs
 
 
@@ -267,7 +273,7 @@ def _fused(node: Node, source: _Source, layout: Layout, weights: dict[str, Weigh
     fn = partial(decoded_weight_op, _kernel=partial(node.spec.fn, **attrs), _layout=layout,
                  _quant_axis=source.quant_axis)
     spec = OpSpec("DecodedWeight", 1, fn, DOMAIN)
-    inputs = [node.inputs[0], source.stored, source.scale, source.zero_point, *node.inputs[2:]]
+    inputs = [node.inputs[0], source.stored, source.scale, source.zero_point, *node.inputs[2:]]  # STORED_INPUTS_END
     return Node(f"{node.name}/decoded_weight", "DecodedWeight", DOMAIN, inputs, list(node.outputs),
                 {}, spec)
 
