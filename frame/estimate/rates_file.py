@@ -23,7 +23,7 @@ from frame.statefile import read_json, write_json
 
 FILE = "machine.json"
 MAX_AGE_SECONDS = 7 * 24 * 3600
-FORMAT = 1
+FORMAT = 2  # 2: op_costs (a measurement without them is made again)
 
 
 def _tuples(value: Any) -> Any:
@@ -65,6 +65,8 @@ def load_rates(folder: Path, required: Collection[Signature], now: float | None 
     try:
         plain = dict(data["rates"])
         plain["signature_macs"] = {_signature(s): float(rate) for s, rate in plain["signature_macs"]}
+        plain["op_costs"] = {op: (float(per_mac), float(per_weight)) for op, (per_mac, per_weight)
+                             in plain.get("op_costs", {}).items()}
         rates = Throughput(**plain)
     except (KeyError, TypeError, ValueError):
         return None

@@ -175,3 +175,44 @@ def test_the_decode_probe_is_all_decoding(tmp_path):
     values = DECODE_SHAPE[0] * DECODE_SHAPE[1]
     assert count.decoded_elements == values and count.macs == values  # one multiply-add per value
     assert sum(s.row_bytes for s in count.steps) == 2 * values  # read block by block, as big weights are
+
+
+def _norm_conv_at(pixels_side: int, channels: int, macs: float) -> StepCost:
+    sig = Signature("norm_conv", ((1, channels, pixels_side, pixels_side), (channels, channels, 3, 3)),
+                    (("pads", (1, 1, 1, 1)),), "fp16")
+    return StepCost("DecodedWeight", (macs, 0, 0), (macs, 0, 0), 0, 0, (), 0, 0, 0, sig)
+
+
+def test_an_ops_most_weight_bound_signature_is_probed_beside_its_heaviest():
+    """The SD 1.5 UNet's 1280-channel NormConvs at 8x8 spend their time on the weight, not on their
+    multiply-adds: with only the 64x64 one probed they were estimated at a third of their time."""
+    from frame.estimate.machine import component_leaders
+
+    heavy, bound, light = _norm_conv_at(64, 320, 60e9), _norm_conv_at(8, 1280, 10e9), _norm_conv_at(4, 1280, 1e9)
+    mid = _norm_conv_at(32, 640, 29e9)
+    # the 4x4 one reuses its weight least but has under 3 % of the op's work: the 8x8 one is the leader
+    assert component_leaders([([heavy, mid, bound, light], 1)]) == {heavy.signature, bound.signature}
+    # reuse within WEIGHT_BOUND_REUSE_RATIO of the heaviest's: one regime, one probe
+    assert component_leaders([([heavy, _norm_conv_at(48, 640, 29e9)], 1)]) == {heavy.signature}
+
+
+def test_unprobed_signatures_take_their_ops_rate_at_their_weight_reuse():
+    """Probes at 64x64 (4096 output pixels) and 8x8 (64) fix seconds per multiply-add and per weight
+    value; a 16x16 conv (256 pixels) between them is priced by that line, not by the op's average."""
+    from frame.estimate.machine import weight_reuse
+
+    heavy, bound, between = _norm_conv_at(64, 320, 60e9), _norm_conv_at(8, 1280, 10e9), _norm_conv_at(16, 1280, 5e9)
+    per_mac, per_weight = 1e-11, 2e-9  # the machine the rates below come from
+    rates = _rates(conv=1e9, matmul=1e9, attention=1e9)
+    for step in (heavy, bound):
+        rates.signature_macs[step.signature] = 1 / (per_mac + per_weight / weight_reuse(step.signature))
+    here = rates.within([heavy, bound, between])
+    assert here.op_costs["norm_conv"] == pytest.approx((per_mac, per_weight))
+    assert weight_reuse(between.signature) == 256
+    assert step_compute(between, here) == pytest.approx(0.001 + 5e9 * (per_mac + per_weight / 256))
+    assert step_compute(between, here) > 0.001 + 5e9 / here.op_macs["norm_conv"]  # the average was too fast
+    # probes of one regime only (or a fit with a negative term): the op's average, as before
+    near = _norm_conv_at(48, 640, 29e9)
+    rates.signature_macs[near.signature] = rates.signature_macs[heavy.signature] / 1.2
+    same = rates.within([heavy, near])
+    assert "norm_conv" not in same.op_costs
