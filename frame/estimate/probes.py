@@ -47,7 +47,8 @@ def stored_weight(shape: tuple[int, ...], storage: str, axis: int, rng: np.rando
         return ([helper.make_node("DequantizeLinear", [f"{name}q", f"{name}s", f"{name}z"], [name], axis=axis)],
                 {f"{name}q": rng.integers(0, 256, shape, dtype=np.uint8),
                  f"{name}s": np.full(channels, 0.003, np.float32), f"{name}z": np.full(channels, 128, np.uint8)})
-    values = (rng.standard_normal(shape) * 0.02).astype(np.float32)
+    values = rng.standard_normal(shape, dtype=np.float32)  # float32 from the start: a probe of a big weight
+    values *= 0.02                                          # (2560x1280x3x3) must not hold float64 copies
     if storage == "fp16":
         return [helper.make_node("Cast", [f"{name}h"], [name], to=FLOAT)], {f"{name}h": values.astype(np.float16)}
     return [], {name: values}
