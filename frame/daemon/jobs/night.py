@@ -214,16 +214,19 @@ def _finish(ctx: RenderContext, render_id: int, outcome: Outcome, seconds: float
     if result.feed_item_id:
         ctx.store.mark_feed_item_used(result.feed_item_id)
     ctx.store.finish_render(render_id, "done", picture_id=picture_id, timings=dict(meta.timings))
-    _housekeeping(ctx, render_id)
+    _housekeeping(ctx, render_id, picture_id)
     return outcome, picture_id
 
 
-def _housekeeping(ctx: RenderContext, render_id: int) -> None:
-    """After a stored picture: retention, a fresh database backup, drop the checkpoint folder."""
+def _housekeeping(ctx: RenderContext, render_id: int, picture_id: int) -> None:
+    """After a stored picture: retention, a fresh database backup, drop the checkpoint folder.
+    Retention keeps tonight's picture and the one on the panel: with every older picture a favourite
+    (never deleted), tonight's was the only one it could take, and it went before it was shown."""
     shown = ctx.store.last_shown()
     policy = gallery.Retention(ctx.config.gallery.max_pictures, ctx.config.gallery.max_disk_mb)
+    keep = {picture_id} | ({shown.picture_id} if shown else set())
     try:
-        gallery.apply_retention(ctx.store, ctx.state_dir, policy, keep={shown.picture_id} if shown else set())
+        gallery.apply_retention(ctx.store, ctx.state_dir, policy, keep=keep)
         ctx.store.backup(backup_path(ctx.store.path))
     except (OSError, sqlite3.Error, FrameError) as exc:
         log.error("housekeeping after render %d failed: %s", render_id, exc)

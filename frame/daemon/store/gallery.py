@@ -144,6 +144,10 @@ def apply_retention(store: Store, state_dir: Path, policy: Retention, keep: set[
     _sweep(store, state_dir)
     if deleted:
         log.info("gallery retention removed %d pictures (now %d, %.1f MB)", len(deleted), count, total / 2**20)
+    if count > policy.max_pictures or total > limit_bytes:
+        log.info("gallery holds %d pictures (%.1f MB), over gallery.max_pictures %d or max_disk_mb %d: favourites, "
+                 "uploads and the pictures on and for the panel are never deleted", count, total / 2**20,
+                 policy.max_pictures, policy.max_disk_mb)
     return deleted
 
 
