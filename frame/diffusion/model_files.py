@@ -26,6 +26,8 @@ from frame.engine.io.http_settings import HttpSettings
 from frame.errors import FrameError
 from frame.statefile import read_json, write_json
 
+FRAME_KEY_PREFIX = '"_frame_'  # frame's own keys in a model_index.json (frame.models.DEFAULT_STEPS_KEY)
+
 log = logging.getLogger(__name__)
 
 TOKENIZER_FILES = ("vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json")
@@ -125,11 +127,19 @@ class ModelFiles(ModelLocation):
         return urljoin(self.base, relative)
 
     def identity(self) -> str:
-        """A string that changes when the model does: source plus the small config files and UNet size."""
+        """A string that changes when the model does: source plus the small config files and UNet size.
+        Lines of frame's own keys in model_index.json (``"_frame_…"``, e.g. the demo's default steps)
+        are left out: they are settings carried with the model, which reach a render's checkpoint hash
+        through the settings, and adding one must not discard an interrupted night (the demo's
+        ``_frame_default_steps`` made every checkpoint written before it start afresh)."""
         parts = [self.source]
         for relative in ("model_index.json", "scheduler/scheduler_config.json", "unet/config.json"):
             if self.exists(relative):
-                parts.append(self._local(relative).read_text(encoding="utf-8"))
+                text = self._local(relative).read_text(encoding="utf-8")
+                if relative == "model_index.json":
+                    text = "".join(line for line in text.splitlines(keepends=True)
+                                   if not line.lstrip().startswith(FRAME_KEY_PREFIX))
+                parts.append(text)
         if not self.is_url:
             for name in ("model.onnx", "model.onnx_data"):
                 path = self.root / "unet" / name

@@ -188,3 +188,24 @@ def test_crash_while_decoding_resumes_straight_to_the_decoder(tmp_path):
     resumed = paint(pipe, "a quiet harbour", resume_dir=tmp_path, callback=lambda p: phases.append(p.phase), **args)
     assert set(phases) == {"vae"}  # no text encoding, no UNet step
     assert np.array_equal(np.asarray(resumed), straight)
+
+
+def test_frames_own_keys_in_model_index_are_not_the_models_identity(tmp_path):
+    """The demo's ``_frame_default_steps`` (added after 0.1) changed the model's identity, so a
+    checkpoint written before it never resumed (tests/worker/test_formats.py passed only beside a
+    copy of the demo left in /tmp by an older checkout). frame's own keys are settings, not the model;
+    any other change to model_index.json still changes the identity."""
+    import shutil
+
+    from frame.diffusion.model_files import ModelFiles
+
+    model = tmp_path / "demo"
+    shutil.copytree(demo_model_path(), model)
+    index = model / "model_index.json"
+    text = index.read_text()
+    with_key = ModelFiles(model).identity()
+    assert '"_frame_default_steps"' in text
+    index.write_text("".join(line for line in text.splitlines(keepends=True) if "_frame_default_steps" not in line))
+    assert ModelFiles(model).identity() == with_key
+    index.write_text(text.replace('"StableDiffusionPipeline"', '"StableDiffusionImg2ImgPipeline"'))
+    assert ModelFiles(model).identity() != with_key
