@@ -26,7 +26,7 @@ from frame.engine.io.http_settings import HttpSettings
 from frame.errors import FrameError
 from frame.statefile import read_json, write_json
 
-FRAME_KEY_PREFIX = '"_frame_'  # frame's own keys in a model_index.json (frame.models.DEFAULT_STEPS_KEY)
+OWN_KEY_PREFIX = '"_frame_'  # frame's own keys in a model_index.json (frame.models.DEFAULT_STEPS_KEY)
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +138,7 @@ class ModelFiles(ModelLocation):
                 text = self._local(relative).read_text(encoding="utf-8")
                 if relative == "model_index.json":
                     text = "".join(line for line in text.splitlines(keepends=True)
-                                   if not line.lstrip().startswith(FRAME_KEY_PREFIX))
+                                   if not line.lstrip().startswith(OWN_KEY_PREFIX))
                 parts.append(text)
         if not self.is_url:
             for name in ("model.onnx", "model.onnx_data"):

@@ -16,7 +16,7 @@ then the model's own heaviest step signatures (``frame.estimate.signature``) wit
 shapes and weight storage, cut down to about ``PROBE_MACS`` each (``frame.estimate.probes``),
 the heaviest and the most weight-bound of each op in each component first, then heaviest first,
 until ``budget_seconds`` are spent (the leaders are always probed). Signatures not probed run at
-their op's rate for their weight reuse where its probes span two regimes (``_op_costs``), else at
+their op's rate for their weight reuse where its probes span two regimes (``rate_fit.op_costs``), else at
 the average rate of their op in their own component (``Throughput.within``), else of their kind
 there, else of their kind. Each probe runs once to warm up, then at least twice; the median run counts. Rates are per
 second of wall time (what a night takes) or, with ``cpu=True``, per second of this process's CPU
@@ -43,13 +43,13 @@ from frame.engine import load_model
 from frame.engine.io.http_settings import HttpSettings
 from frame.estimate.counting import count_graph
 from frame.estimate.probes import build_probe, decode_probe, matmul_probe, probe_model
+from frame.estimate.rate_fit import WEIGHT_BOUND_REUSE_RATIO, kind_averages, op_averages, op_costs, weight_reuse
 from frame.estimate.signature import Signature
 
 FLOAT = onnx.TensorProto.FLOAT
 PROBE_MACS = 300_000_000
 GEMM_SIGNATURE = Signature("matmul", ((1, 256, 1280), (1280, 1280)))
 WEIGHT_BOUND_MIN_SHARE = 0.03   # of an op's multiply-adds in a run, for its weight-bound leader
-WEIGHT_BOUND_REUSE_RATIO = 4.0  # reuse of the heaviest over the weight-bound one, to probe both
 
 
 @dataclass
@@ -71,7 +71,7 @@ class Throughput:
     # counting, ``night.WORKER_START_SECONDS``)
     worker_start_seconds: float | None = None
     load_seconds_per_node: float | None = None
-    # per op with probes in two regimes: (seconds per multiply-add, seconds per weight value), ``_op_costs``
+    # per op with probes in two regimes: (seconds per multiply-add, seconds per weight value), ``rate_fit.op_costs``
     op_costs: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def decode_cost(self, storage: str) -> float:
@@ -113,9 +113,9 @@ class Throughput:
         if not weights:
             return self
         probed = {s: self.signature_macs[s] for s in weights}
-        local = _kind_averages(probed, weights, self.kind_macs)
-        return replace(self, kind_macs=local, op_macs=_op_averages(probed, weights),
-                       op_costs=_op_costs(probed, weights))
+        local = kind_averages(probed, weights, self.kind_macs)
+        return replace(self, kind_macs=local, op_macs=op_averages(probed, weights),
+                       op_costs=op_costs(probed, weights))
 
 
 def element_probe(rng: np.random.Generator, tokens: int = 1024) -> tuple[onnx.ModelProto, dict]:
@@ -275,7 +275,7 @@ def weight_bound_leader(of_op: dict[Signature, float]) -> Signature | None:
     streaming it through the cache), not on its multiply-adds. The SD 1.5 UNet's 1280-channel
     NormConvs at 8x8 ran 2.9x longer than the rate of its probed 64x64 one, those at 16x16 2.0x:
     an fp16 2-step render's UNet 28 % longer than estimated (docs/estimate.md). With both ends
-    probed, ``_op_costs`` prices the signatures between them by their reuse."""
+    probed, ``rate_fit.op_costs`` prices the signatures between them by their reuse."""
     total = sum(of_op.values())
     candidates = [s for s, macs in of_op.items() if weight_reuse(s) and macs >= WEIGHT_BOUND_MIN_SHARE * total]
     return min(candidates, key=lambda s: (weight_reuse(s), -of_op[s])) if candidates else None
@@ -323,79 +323,12 @@ def measure_throughput(signatures: list[tuple[Signature, float]] = (), budget_se
             timing = bench.time(proto, feeds)
             macs, _, decoded = _probe_work(timing[2], feeds)
             rates[signature] = macs / _compute_seconds(timing[pick], decoded, decode.get(signature.storage, 0.0))
-    kinds = _kind_averages(rates, dict(signatures), gemm_rate)
+    kinds = kind_averages(rates, dict(signatures), gemm_rate)
     return Throughput(gemm_rate, stream_rate, step_seconds, kinds, rates, None,
                       bench.cpu / max(bench.wall, 1e-9), time.perf_counter() - started,
                       "this machine (per CPU second)" if cpu else "this machine",
-                      _op_averages(rates, dict(signatures)), op_costs=_op_costs(rates, dict(signatures)),
+                      op_averages(rates, dict(signatures)), op_costs=op_costs(rates, dict(signatures)),
                       decode_seconds=decode)
-
-
-def _weighted_averages(rates: dict[Signature, float], weights: dict[Signature, float],
-                       key: Callable[[Signature], str]) -> dict[str, float]:
-    """Per ``key`` of the probed signatures, their multiply-add-weighted rate (total work / total time)."""
-    work: dict[str, float] = {}
-    seconds: dict[str, float] = {}
-    for signature, rate in rates.items():
-        macs = weights.get(signature, 1.0)
-        work[key(signature)] = work.get(key(signature), 0.0) + macs
-        seconds[key(signature)] = seconds.get(key(signature), 0.0) + macs / rate
-    return {k: work[k] / seconds[k] for k in work if seconds[k] > 0}
-
-
-def _op_averages(rates: dict[Signature, float], weights: dict[Signature, float]) -> dict[str, float]:
-    return _weighted_averages(rates, weights, lambda s: s.op)
-
-
-def _op_costs(rates: dict[Signature, float], weights: dict[Signature, float]) -> dict[str, tuple[float, float]]:
-    """Per op whose probes reuse their weights to different degrees (the most by at least
-    ``WEIGHT_BOUND_REUSE_RATIO`` times the least), the line through their seconds per multiply-add
-    against 1 / ``weight_reuse``, fitted by least squares weighted by each signature's multiply-adds:
-    (seconds per multiply-add, seconds per weight value and item). Ops whose probes cannot separate
-    the two, or whose fit has a negative term, keep their average rate (``_op_averages``)."""
-    by_op: dict[str, list[tuple[float, float, float]]] = {}
-    for signature, rate in rates.items():
-        reuse = weight_reuse(signature)
-        if reuse and rate > 0:
-            by_op.setdefault(signature.op, []).append((1.0 / reuse, 1.0 / rate, weights.get(signature, 1.0)))
-    costs = {}
-    for op, points in by_op.items():
-        inverse = [x for x, _, _ in points]
-        if len(points) < 2 or max(inverse) < WEIGHT_BOUND_REUSE_RATIO * min(inverse):
-            continue
-        total = sum(w for _, _, w in points)
-        mean_x = sum(x * w for x, _, w in points) / total
-        mean_y = sum(y * w for _, y, w in points) / total
-        var = sum(w * (x - mean_x) ** 2 for x, _, w in points)
-        per_weight = sum(w * (x - mean_x) * (y - mean_y) for x, y, w in points) / var
-        per_mac = mean_y - per_weight * mean_x
-        if per_weight > 0 and per_mac > 0:
-            costs[op] = (per_mac, per_weight)
-    return costs
-
-
-def weight_reuse(signature: Signature) -> int:
-    """Multiply-adds per weight value for one input: a conv's output pixels, a product's rows; 0 for
-    ops without a weight (attention)."""
-    if signature.kind == "conv" and len(signature.shapes) >= 2 and len(signature.shapes[0]) == 4:
-        _, _, h, w = signature.shapes[0]
-        if signature.op == "upsample_conv":
-            return 4 * h * w
-        strides = tuple(signature.attr("strides") or (1, 1))
-        return max(1, h // int(strides[0])) * max(1, w // int(strides[-1]))
-    if signature.kind == "matmul" and signature.shapes and signature.shapes[0]:
-        return int(np.prod(signature.shapes[0][:-1]))
-    return 0
-
-
-def _kind_averages(rates: dict[Signature, float], weights: dict[Signature, float],
-                   fallback: dict[str, float] | float) -> dict[str, float]:
-    """Per kind, the multiply-add-weighted rate of the probed signatures (total work / total time);
-    kinds without a probe take ``fallback`` (a rate, or a rate per kind)."""
-    averages = _weighted_averages(rates, weights, lambda s: s.kind)
-    for kind in ("conv", "matmul", "attention"):
-        averages.setdefault(kind, fallback[kind] if isinstance(fallback, dict) else fallback)
-    return averages
 
 
 def read_rate(location: str, max_bytes: int = 64 << 20, max_seconds: float = 2.0,
