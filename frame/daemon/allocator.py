@@ -73,15 +73,15 @@ def grow_interned_strings(count: int = INTERNED_CHURN) -> None:
     """Intern ``count`` new strings and drop each at once, so CPython's table of interned strings is
     rebuilt now at the size the daemon's live interned strings call for, not an hour into a night.
 
-    Why: interned strings come and go while the daemon serves pages (names set as attributes are
-    interned, and freed with their objects); each new one takes a fresh entry of the table, a freed
-    one leaves its entry spent, and when the entries run out the table is rebuilt for three times the
+    Why: interned strings come and go while the daemon serves pages (CPython interns, for example,
+    names given to ``setattr``, and drops them when freed); each new one takes a fresh entry of the
+    table, a freed one leaves its entry spent, and when the entries run out the table is rebuilt for three times the
     live strings, rounded up to a power of two. With the daemon's ~25,000-40,000 live strings that
     is 131,072 slots (1.9 MB) against startup's 65,536 (0.94 MB): every soak grew one step of +0.9 MiB
     40-50 minutes in, once, then stayed flat (found with tracemalloc: a 961,216-byte block allocated
     at an import, the size of a 65,536-slot table of string keys; docs/daemon.md). Churning here fills
     any table of up to 131,072 slots, so the rebuild happens during startup; after it, the table is
-    rebuilt at the same size. About 20 ms."""
+    rebuilt at the same size. About 40 ms."""
     tag = f"frame-startup-{os.getpid()}-"
     for index in range(count):
         sys.intern(tag + str(index))
