@@ -183,10 +183,8 @@ class Executor:
         except KeyError as exc:
             raise EngineError(f"{node.label}: input {exc.args[0]!r} is not available") from None
         blas_threads.shared().fit_step(node.op_type, [xs[0], *operands, *rests[0]])
-        same = all(a is b for rest in rests[1:] for a, b in zip(rest, rests[0]))
         try:
-            results = decoded_weight_items(xs, *operands, *rests[0], item_rests=None if same else rests,
-                                           **fn.keywords)
+            results = decoded_weight_items(xs, *operands, item_rests=rests, **fn.keywords)
         except FrameError:
             raise
         except Exception as exc:
