@@ -65,7 +65,8 @@ def _fits(p: Projection, window_seconds: float, estimate: NightEstimate, minimum
     if choice.fits and not choice.reduced:
         return "fits"
     if choice.fits:
-        return f"does not fit; {_steps(choice.steps)} would ({format_duration(choice.projected_seconds)})"
+        return (f"does not fit with {choice.margin:.0%} to spare; {_steps(choice.steps)} would "
+                f"({format_duration(choice.projected_seconds)})")
     return (f"does not fit, not even at the minimum {_steps(choice.steps)} "
             f"({format_duration(choice.projected_seconds)})")
 

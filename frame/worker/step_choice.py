@@ -59,7 +59,8 @@ def remaining_fixed_seconds(projection: Any, steps: int) -> float:
 def saved_choice(job_dir: Path) -> StepChoice | None:
     saved = read_json(Path(job_dir) / CHOICE_FILE)
     if isinstance(saved, dict) and isinstance(saved.get("steps"), int):
-        return StepChoice(**{k: saved[k] for k in StepChoice.__dataclass_fields__})
+        # a choice saved before ``margin`` existed has none: it was chosen without one
+        return StepChoice(**{k: saved[k] for k in StepChoice.__dataclass_fields__ if k in saved})
     return None
 
 

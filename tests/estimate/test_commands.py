@@ -145,11 +145,24 @@ def test_the_worker_renders_fewer_steps_when_the_night_is_short(tmp_path, fake_e
 
     emitted = []
     fake_estimate.step = 200.0  # fixed part still ahead: 600 s (text 10 + vae 590)
-    with caplog.at_level(logging.INFO, logger="frame.worker.render"):
-        steps = _tonight(tmp_path, time.time() + 600 + 14 * 200 + 50, emitted)
-    assert steps == 14
-    assert "14 of 20 steps" in caplog.text
-    assert any("14 of 20 steps" in (event.step_choice or "") for event in emitted)
+    with caplog.at_level(logging.INFO, logger="frame.worker.render"):  # 14 steps fit; with 15 % to spare, 12
+        steps = _tonight(tmp_path, time.time() + 3500, emitted)
+    assert steps == 12
+    assert "12 of 20 steps" in caplog.text and "to spare" in caplog.text
+    assert any("12 of 20 steps" in (event.step_choice or "") for event in emitted)
+
+
+def test_a_choice_saved_before_the_margin_is_read_as_it_was_made(tmp_path):
+    """A render resumed after an upgrade keeps the steps its checkpoints were made with."""
+    from frame.statefile import write_json
+    from frame.worker.step_choice import saved_choice
+
+    write_json(tmp_path / "step_choice.json", {"steps": 14, "configured": 20, "minimum": 10, "fits": True,
+                                               "projected_seconds": 3400.0, "available_seconds": 3450.0,
+                                               "sentence": "14 of 20 steps: ..."})
+    choice = saved_choice(tmp_path)
+    assert (choice.steps, choice.margin) == (14, 0.0)
+    assert "to spare" not in choice.sentence()
 
 
 def test_the_worker_keeps_the_minimum_when_nothing_fits_and_reuses_the_choice(tmp_path, fake_estimate):
