@@ -56,7 +56,9 @@ def measure_steps(path: str, feeds: list[dict], runs: int) -> tuple[list[list[fl
     steps = model.steps
     index = {id(s): i for i, s in enumerate(steps)}
     per = [[0.0, 0.0, 0] for _ in steps]
-    run_step, run_rows = Executor._run_step, Executor._run_rows_shared
+    # every way the executor runs a step: alone, row-streamed for all items, or with its weight decoded once
+    # for all items (a guided run's fp16/8-bit products: not timed before 2026-12-04, so they read 0 s)
+    run_step, run_rows, run_decoded = Executor._run_step, Executor._run_rows_shared, Executor._run_decoded_shared
 
     depth = [0]
 
@@ -66,7 +68,7 @@ def measure_steps(path: str, feeds: list[dict], runs: int) -> tuple[list[list[fl
             f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
             depth[0] += 1
             try:
-                fn(self, step, *args, **kwargs)
+                result = fn(self, step, *args, **kwargs)
             finally:
                 depth[0] -= 1
             row = per[index[id(step)]] if id(step) in index and not depth[0] else None  # outermost call only
@@ -74,6 +76,7 @@ def measure_steps(path: str, feeds: list[dict], runs: int) -> tuple[list[list[fl
                 row[0] += time.process_time() - c0
                 row[1] += time.perf_counter() - w0
                 row[2] += resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0
+            return result
         return wrapper
 
     def run_once():
@@ -81,6 +84,7 @@ def measure_steps(path: str, feeds: list[dict], runs: int) -> tuple[list[list[fl
 
     run_once()  # warm-up
     Executor._run_step, Executor._run_rows_shared = timed(run_step), timed(run_rows)
+    Executor._run_decoded_shared = timed(run_decoded)
     usage = resource.getrusage(resource.RUSAGE_SELF)
     c0, w0 = time.process_time(), time.perf_counter()
     try:
@@ -88,6 +92,7 @@ def measure_steps(path: str, feeds: list[dict], runs: int) -> tuple[list[list[fl
             run_once()
     finally:
         Executor._run_step, Executor._run_rows_shared = run_step, run_rows
+        Executor._run_decoded_shared = run_decoded
     after = resource.getrusage(resource.RUSAGE_SELF)
     model.close()
     totals = {"cpu": (time.process_time() - c0) / runs, "wall": (time.perf_counter() - w0) / runs,
