@@ -199,16 +199,19 @@ if [ -f "$ROOT$CONFIG" ]; then ok "$CONFIG (yours: kept as it is)"; else
     ensure_file "$CONFIG" 640 "$USER_NAME" "$config_text" || true
     RESTART=1
 fi
-if [ "$DRY_RUN" = 1 ] && { [ ! -x "$ROOT$VENV/bin/frame" ] || [ ! -f "$ROOT$CONFIG" ]; }; then
-    echo "   would check: frame config check $CONFIG"
-else
-    "$ROOT$VENV/bin/frame" config check "$ROOT$CONFIG" >/dev/null \
-        || die "$CONFIG has problems (above): fix them and run this again"
-    ok "frame config check $CONFIG"
-fi
 
 step state
 ensure_dir "$STATE" "$USER_NAME:$USER_NAME" 750
+if [ "$DRY_RUN" = 1 ] && { [ ! -x "$ROOT$VENV/bin/frame" ] || [ ! -f "$ROOT$CONFIG" ]; }; then
+    echo "   would check: frame config check $CONFIG"
+else
+    # as the service user, once the state folder is there: the check loads the model and keeps its plan in
+    # STATE/model-plans; as root it left that folder owned by root, and the daemon could never keep another
+    # plan there (met in the Pi twin: the text encoder's and the VAE's were planned afresh every night)
+    runuser -u "$USER_NAME" -- "$ROOT$VENV/bin/frame" config check "$ROOT$CONFIG" >/dev/null \
+        || die "$CONFIG has problems (above): fix them and run this again"
+    ok "frame config check $CONFIG"
+fi
 
 step service
 if [ -x "$ROOT$VENV/bin/frame" ]; then

@@ -177,6 +177,9 @@ def _frame(args, *_):
         print(f"frame: error: unknown keys from environment variables {', '.join(leaked)}", file=sys.stderr)
         return 2
     if args[:2] == ["config", "check"]:
+        if os.environ.get("FAKESYS_USER") != "frame":  # as root it keeps the model's plan in a root-owned folder
+            print("frame: config check ran as root: STATE/model-plans would be root's", file=sys.stderr)
+            return 3
         return int(os.environ.get("FAKESYS_CONFIG_CHECK", "0"))
     if args[:1] == ["install-service"]:
         assert "--print" in args
