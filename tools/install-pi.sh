@@ -13,8 +13,9 @@
 #   wifi     Wi-Fi power saving off for good (NetworkManager conf, or a systemd unit without NM)
 #   user     system user 'frame' in the spi and gpio groups (and i2c for Inky)
 #   venv     /opt/frame from requirements-pi.txt: wheels only, hashes checked, nothing compiles
-#   config   /etc/frame/config.yaml (kept if it exists), checked with 'frame config check'
-#   state    /var/lib/frame owned by the service user
+#   config   /etc/frame/config.yaml (kept if it exists)
+#   state    /var/lib/frame owned by the service user; then 'frame config check' as that user (the check
+#            keeps the model's plan and this machine's measurement there, which the daemon updates later)
 #   service  the unit from 'frame install-service', enabled and (re)started when it or frame changed
 #   status   'frame status'
 # FRAME_ROOT (tests only) prefixes every file path, so the script can run against a temporary root.
