@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import html
 import itertools
 import re
 import resource
@@ -104,7 +103,7 @@ def send_single_uploads(base: str, session: requests.Session) -> list[tuple[str,
         started, before = time.monotonic(), rendering(base)
         status, said = daemonrun.upload(session, base, name, data)
         mid_render = before and rendering(base)
-        rows.append((name, len(data), status, f"{html.unescape(said)} ({time.monotonic() - started:.1f} s)",
+        rows.append((name, len(data), status, f"{said} ({time.monotonic() - started:.1f} s)",
                      mid_render))
     return rows
 
@@ -121,17 +120,16 @@ def send_uploads(base: str, session: requests.Session, daemon: daemonrun.Daemon,
         answers = list(pool.map(lambda i: daemonrun.upload(session, base, f"parallel-{i}.jpg", big), range(12)))
     mid_render = before and rendering(base)
     for i, (status, said) in enumerate(answers):
-        rows.append((f"parallel-{i}.jpg", len(big), status, html.unescape(said), mid_render))
+        rows.append((f"parallel-{i}.jpg", len(big), status, said, mid_render))
     phases["RSS after 12 parallel uploads"] = daemon.rss_mb()
     return rows
 
 
-def wait_for_night(base: str, timeout: float = 1800) -> dict:
+def wait_for_night(base: str, timeout: float = 1800) -> None:
     started = time.monotonic()
     while time.monotonic() - started < timeout:
-        status = requests.get(f"{base}/api/status", timeout=10).json()
-        if status.get("state") != "rendering" and not status.get("render"):
-            return status
+        if not rendering(base):
+            return
         time.sleep(1)
     raise RuntimeError("the night did not finish")
 

@@ -6,6 +6,7 @@ starts (render/show workers, short children), read from /proc.
 
 from __future__ import annotations
 
+import html
 import io
 import os
 import re
@@ -194,4 +195,4 @@ def upload(session: requests.Session, base: str, name: str, data: bytes) -> tupl
     if answer.status_code == 303:
         return 303, answer.headers.get("Location", "")
     found = re.search(r'role="alert"[^>]*>(.*?)</', answer.text, re.S)
-    return answer.status_code, (found.group(1).strip() if found else answer.text[:160])
+    return answer.status_code, html.unescape(found.group(1).strip() if found else answer.text[:160])
