@@ -13,6 +13,7 @@ from flask import Blueprint, current_app
 from flask.blueprints import BlueprintSetupState
 
 from frame.daemon.http.contract import IdConverter
+from frame.web import shown_text
 from frame.web.context import WebContext
 
 WEB_KEY = "frame.web"
@@ -27,6 +28,7 @@ def _id_converter(setup: BlueprintSetupState) -> None:
 
 
 bp.record_once(_id_converter)
+bp.record_once(lambda setup: shown_text.install(setup.app))  # names shown as they are: shown_text.py
 
 
 def web_context() -> WebContext:

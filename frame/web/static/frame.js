@@ -37,9 +37,19 @@
     return parts.join(" · ");
   }
 
+  // shown_text.py:neutralise — a file name in the status (a model, a LoRA) reads as what it holds: each
+  // control or format character (a right-to-left override) is shown as its code point
+  var HIDDEN = /(?![\t\r\n\u200c\u200d])[\p{Cc}\p{Cf}\p{Co}\p{Cs}]/gu;  // checks.py:_REFUSED_CATEGORIES
+  function plain(text) {
+    return String(text).replace(HIDDEN, function (c) {
+      var hex = c.codePointAt(0).toString(16).toUpperCase();
+      return "[U+" + ("000" + hex).slice(-Math.max(4, hex.length)) + "]";
+    });
+  }
+
   function field(name, text) {
     var el = box.querySelector('[data-field="' + name + '"]');
-    if (el) { el.textContent = text; }
+    if (el) { el.textContent = plain(text); }
   }
 
   function facts(status) {  // the status page's own lines: the daemon's state and the queue's length
@@ -73,12 +83,12 @@
     field("fetch", fetchLine(render));
     var note = box.querySelector('[data-field="backend_note"]');
     if (note) {
-      note.textContent = render.backend_note || "";
+      note.textContent = plain(render.backend_note || "");
       note.hidden = !render.backend_note;
     }
     var choice = box.querySelector('[data-field="step_choice"]');
     if (choice) {
-      choice.textContent = render.step_choice ? "Tonight: " + render.step_choice + "." : "";
+      choice.textContent = render.step_choice ? plain("Tonight: " + render.step_choice + ".") : "";
       choice.hidden = !render.step_choice;
     }
     var img = document.getElementById("progress-preview");
