@@ -3,7 +3,8 @@ saved in kohya's keys by diffusers' own converter (and one in diffusers' PEFT la
 images diffusers renders with them (``load_lora_weights`` + ``set_adapters``), so frame's streamed
 LoRA is checked against diffusers in CI without torch (tests/diffusion/test_lora_pipeline.py).
 
-dev-only (torch 2.13.0, diffusers 0.42.1, transformers 5.24.0, peft 0.18.x):
+dev-only (torch 2.13.0, diffusers 0.42.1, transformers 5.24.0, peft 0.21.2; diffusers 0.42 needs accelerate
+to load peft adapters):
 
     PYTHONPATH=$PWD /work/main/.venv/bin/python tools/build_lora_fixtures.py    # ~1 min on 2 cores
 
@@ -34,13 +35,17 @@ TEXT_A = ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"]
 TEXT_B: list[str] = []  # diffusers 0.42 + transformers 5 load a second kohya LoRA's text-encoder keys as
 # "self_attn.to_q_lora" (UNEXPECTED, ignored): its reference would lack them, so "wood" changes the UNet only
 # (name, unet targets, text targets, rank, alpha, factor std, saved as)
+# "reed" is written by diffusers' own save_lora_weights, which keeps alpha (8, twice the rank) only in
+# the header's lora_adapter_metadata, as flat keys ("unet.lora_alpha": 8, "unet.r": 4; issue 40 item 9)
 LORAS = [("ink", UNET_A, TEXT_A, 4, 4.0, 0.35, "kohya"),
          ("wood", UNET_B, TEXT_B, 2, 2.0, 0.35, "kohya"),
-         ("water", ["to_q", "to_out.0", "ff.net.2"], ["q_proj"], 3, 3.0, 0.4, "peft")]
-CASES = [  # (case name, base case, [(lora, scale)])
+         ("water", ["to_q", "to_out.0", "ff.net.2"], ["q_proj"], 3, 3.0, 0.4, "peft"),
+         ("reed", ["to_q", "to_v", "ff.net.2"], ["q_proj", "fc1"], 4, 8.0, 0.3, "diffusers")]
+CASES = [  # (case name, base case, [(lora, scale)]); a case of one diffusers-saved LoRA is fused (fuse_lora)
     ("ink_1_wood_0.5", "euler", [("ink", 1.0), ("wood", 0.5)]),
     ("ink_0.5", "euler", [("ink", 0.5)]),
     ("ink_1_water_1", "euler", [("ink", 1.0), ("water", 1.0)]),
+    ("reed_1", "euler", [("reed", 1.0)]),
 ]
 
 
@@ -76,11 +81,17 @@ def random_lora(pipe, name: str, unet_targets, text_targets, rank: int, alpha: f
     return models
 
 
-def save_lora(models, name: str, layout: str, folder: Path) -> Path:
+def save_lora(models, name: str, layout: str, folder: Path, pipe=None) -> Path:
     from diffusers.utils import convert_state_dict_to_kohya
     from peft.utils import get_peft_model_state_dict
     from safetensors.torch import save_file
 
+    if layout == "diffusers":  # the pipeline's own save_lora_weights, adapter configs as header metadata
+        layers = {f"{prefix}_lora_layers": get_peft_model_state_dict(model, adapter_name=name)
+                  for prefix, model, _ in models}
+        metadata = {f"{prefix}_lora_adapter_metadata": model.peft_config[name].to_dict() for prefix, model, _ in models}
+        type(pipe).save_lora_weights(str(folder), weight_name=f"{name}.safetensors", **layers, **metadata)
+        return folder / f"{name}.safetensors"
     state = {}
     for prefix, model, _ in models:
         peft_state = get_peft_model_state_dict(model, adapter_name=name)
@@ -109,8 +120,9 @@ def build_kind(kind: str) -> None:
     assert check > 80, "the rebuilt pipeline is not the fixture's"
     paths = {}
     for seed, (name, unet_t, text_t, rank, alpha, std, layout) in enumerate(LORAS):
-        models = random_lora(rebuilt_pipeline(kind), name, unet_t, text_t, rank, alpha, std, 1000 + seed)
-        paths[name] = save_lora(models, name, layout, root / "loras")
+        pipe = rebuilt_pipeline(kind)
+        models = random_lora(pipe, name, unet_t, text_t, rank, alpha, std, 1000 + seed)
+        paths[name] = save_lora(models, name, layout, root / "loras", pipe)
     out = root / "lora_references"
     out.mkdir(exist_ok=True)
     described = []
@@ -119,6 +131,9 @@ def build_kind(kind: str) -> None:
         for lora, _ in uses:
             fresh.load_lora_weights(str(paths[lora]), adapter_name=lora)
         fresh.set_adapters([lora for lora, _ in uses], adapter_weights=[scale for _, scale in uses])
+        if len(uses) == 1 and dict((n, lay) for n, *_, lay in LORAS)[uses[0][0]] == "diffusers":
+            fresh.fuse_lora(lora_scale=1.0, adapter_names=[uses[0][0]])  # into the weights, then the adapter goes
+            fresh.unload_lora_weights()
         arrays, _ = pc.run_case(fresh, case, base, noise, kind == "sdxl", 0)
         np.savez_compressed(out / f"{name}.npz", image=arrays["image"].astype(np.float32))
         vs_plain = pc.psnr(arrays["image"], plain["image"])

@@ -69,7 +69,7 @@ def test_unknown_name_and_bad_scale_are_clear_errors(tmp_path):
     folders = [str(SD15 / "loras")]
     assert find(LoraRequest("ink"), folders) == str(LORA)
     problems = check_prompts(["sunset <lora:nope:1>", "<lora:ink:lots>", "<lora:../ink:1>"], folders)
-    assert "unknown LoRA 'nope'" in problems[0] and "found: ink, water, wood" in problems[0]
+    assert "unknown LoRA 'nope'" in problems[0] and "found: ink, reed, water, wood" in problems[0]
     assert "'lots' is not a number" in problems[1]
     assert "cannot contain a path" in problems[2]
     broken = tmp_path / "broken.safetensors"

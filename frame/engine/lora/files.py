@@ -5,7 +5,7 @@ kohya / A1111 (sd-scripts, the files on civitai): ``lora_unet_<module with _>.lo
 ``lora_te2_`` for SDXL's second. LoCon files add conv layers the same way (down ``[r, in, kh, kw]``,
 up ``[out, r, 1, 1]``). diffusers / PEFT: ``unet.<module>.lora_A.weight`` / ``.lora_B.weight``
 (``text_encoder.``, ``text_encoder_2.``; older diffusers ``.lora.down.weight`` / ``.lora.up.weight``),
-alpha from the ``.alpha`` key, else from diffusers' ``lora_adapter_metadata``, else the rank
+alpha from the ``.alpha`` key, else from diffusers' ``lora_adapter_metadata`` (flat or nested), else the rank
 (PEFT's default scaling of 1). Module names are kept with ``_`` for ``.`` so both spellings meet
 the graph's node names the same way (``matching``). Keys of other kinds (LoHa ``hada_``, LoKr,
 DoRA's ``dora_scale``, Tucker ``lora_mid``) are listed as unsupported, never silently dropped.
@@ -14,6 +14,7 @@ DoRA's ``dora_scale``, Tucker ``lora_mid``) are listed as unsupported, never sil
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass, field
 
@@ -39,6 +40,7 @@ class LoraModule:
     down: TensorEntry | None = None
     up: TensorEntry | None = None
     alpha: float | None = None
+    rslora: bool = False  # peft's use_rslora (from diffusers' metadata): alpha / sqrt(rank)
 
     @property
     def rank(self) -> int:
@@ -46,8 +48,10 @@ class LoraModule:
 
     @property
     def factor(self) -> float:
-        """alpha / rank: kohya's scaling (alpha = rank, i.e. 1, when the file has none)."""
-        return (self.alpha if self.alpha is not None else self.rank) / max(self.rank, 1)
+        """alpha / rank: kohya's and peft's scaling (alpha = rank, i.e. 1, when the file has none);
+        alpha / sqrt(rank) for an rsLoRA adapter."""
+        alpha = self.alpha if self.alpha is not None else self.rank
+        return alpha / (math.sqrt(max(self.rank, 1)) if self.rslora else max(self.rank, 1))
 
     @property
     def nbytes(self) -> int:
@@ -87,18 +91,38 @@ def _split(key: str) -> tuple[str, str, str] | None:
     return None
 
 
-def _metadata_alphas(metadata: dict[str, str]) -> dict[str, float]:
-    """diffusers' ``lora_adapter_metadata``: {component: peft config} → alpha per component."""
+def _adapter_configs(metadata: dict[str, str]) -> dict[str, dict]:
+    """diffusers' ``lora_adapter_metadata``: the peft config of each component, from either form it
+    takes. diffusers 0.42's ``save_lora_weights`` writes flat keys (``{"unet.lora_alpha": 8, "unet.r":
+    4, "text_encoder.lora_alpha": ...}``); older writers nested one object per component (``{"unet":
+    {"lora_alpha": 8, ...}}``). Anything else is no config: alpha then comes from the keys or the rank."""
     try:
         adapters = json.loads(metadata.get("lora_adapter_metadata", "{}"))
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return {}
-    alphas = {}
-    for key, config in adapters.items() if isinstance(adapters, dict) else ():
-        component = key.split(".")[0]
-        if isinstance(config, dict) and "lora_alpha" in config and component in COMPONENTS:
-            alphas[component] = float(config["lora_alpha"])
-    return alphas
+    configs: dict[str, dict] = {}
+    for key, value in adapters.items() if isinstance(adapters, dict) else ():
+        if key in COMPONENTS and isinstance(value, dict):
+            configs.setdefault(key, {}).update(value)
+        elif "." in key and key.split(".", 1)[0] in COMPONENTS:
+            component, field_name = key.split(".", 1)
+            configs.setdefault(component, {})[field_name] = value
+    return configs
+
+
+def _metadata_scaling(path: str, metadata: dict[str, str]) -> dict[str, tuple[float, bool]]:
+    """(alpha, rsLoRA) per component from diffusers' adapter metadata; UsageError naming the file for an
+    alpha that is not a finite number (a NaN alpha paints an all-black picture)."""
+    found = {}
+    for component, config in _adapter_configs(metadata).items():
+        alpha = config.get("lora_alpha")
+        if alpha is None:
+            continue
+        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha):
+            raise UsageError(f"{path}: {component}.lora_alpha in the file's lora_adapter_metadata is "
+                             f"{str(alpha)[:40]!r}, not a finite number")
+        found[component] = (float(alpha), config.get("use_rslora") is True)
+    return found
 
 
 def read_lora(path: str | os.PathLike) -> LoraFile:
@@ -117,7 +141,7 @@ def read_lora(path: str | os.PathLike) -> LoraFile:
             module.alpha = float(entry.read().reshape(-1)[0])
         else:
             setattr(module, part, entry)
-    alphas = _metadata_alphas(header.metadata)
+    scaling = _metadata_scaling(lora.path, header.metadata)
     for component, modules in lora.components.items():
         for module in modules.values():
             if module.down is None or module.up is None:
@@ -126,8 +150,8 @@ def read_lora(path: str | os.PathLike) -> LoraFile:
             if module.up.shape[1] != module.rank:
                 raise UsageError(f"{lora.path}: LoRA module {component}.{module.name}: up {list(module.up.shape)} "
                                  f"does not fit down {list(module.down.shape)}")
-            if module.alpha is None and component in alphas:
-                module.alpha = alphas[component]
+            if module.alpha is None and component in scaling:
+                module.alpha, module.rslora = scaling[component]
     if not lora.components:
         raise UsageError(f"{lora.path}: holds no LoRA weights frame can read (kohya lora_down/lora_up or "
                          f"PEFT lora_A/lora_B); first keys: {', '.join(list(header.tensors)[:3]) or 'none'}")
