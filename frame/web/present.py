@@ -30,6 +30,19 @@ def rating_label(picture: StoredPicture) -> str:
     return "not rated"
 
 
+def verdict(picture: StoredPicture) -> str:
+    """"liked", "neutral", "disliked" or "" (not rated): what the taste model learns from the picture's
+    latest rating, 4-5 stars being a like and 1-2 a dislike (``frame.taste.ratings.rating_class``, which
+    the daemon may not import; ``tests/web/test_present.py`` keeps the two the same). The Like and
+    Dislike buttons show it pressed, so 5 stars reads as the like it is."""
+    kind, value = picture.rating_kind, picture.rating_value
+    if kind == "thumb" and value in (1, -1):
+        return "liked" if value == 1 else "disliked"
+    if kind == "stars" and isinstance(value, int) and 1 <= value <= STARS:
+        return "liked" if value >= 4 else "neutral" if value == 3 else "disliked"
+    return ""
+
+
 def why_sentence(why: Any) -> str:
     """The stored explanation sentence, whatever shape the daemon saved it in."""
     if isinstance(why, str):
@@ -125,6 +138,7 @@ def picture_view(picture: StoredPicture, embeddings: Iterable[str] = ()) -> dict
         "rating": rating_label(picture),
         "rating_kind": picture.rating_kind,
         "rating_value": picture.rating_value,
+        "verdict": verdict(picture),
         "favourite": picture.favourite,
         "why": plain_why(why),
         "why_details": why_details(why),

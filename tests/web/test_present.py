@@ -166,3 +166,17 @@ def test_why_this_picture_is_one_plain_sentence_with_the_details_folded(owner, s
     for jargon in ("mode", "taste (variety)", "choosing for variety —", "<dt>reason</dt>"):
         assert jargon not in page.split("Why this picture?")[1].split("</details>\n<details")[0], jargon
     assert "<summary>More about this choice</summary>" in page
+
+
+@pytest.mark.parametrize(("kind", "value"), [("thumb", 1), ("thumb", -1)] + [("stars", n) for n in range(1, 6)])
+def test_verdict_is_what_the_taste_model_learns(kind, value):
+    """Issue 40 item 21: 4-5 stars did not press "Like" although the taste model learns them as liked."""
+    pytest.importorskip("sklearn")  # frame.taste imports it
+    from frame.taste.ratings import rating_class
+
+    picture = StoredPicture.from_row({"rating_kind": kind, "rating_value": value})
+    assert present.verdict(picture) == rating_class(value == 1 if kind == "thumb" else value)
+
+
+def test_an_unrated_picture_has_no_verdict():
+    assert present.verdict(StoredPicture.from_row({"rating_kind": None, "rating_value": None})) == ""

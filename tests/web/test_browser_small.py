@@ -1,0 +1,20 @@
+"""Issue 40, item 21, in chromium at 390 px: the small things a new owner stumbled on."""
+
+from __future__ import annotations
+
+from tests.web.browser import log_in, no_horizontal_overflow, shot, sync_api
+
+
+def test_four_or_five_stars_press_like_and_two_press_dislike(server, page, store, pictures):
+    expect = sync_api.expect
+    log_in(page, server, f"/pictures/{pictures['new']}")
+    like = page.get_by_role("button", name="Like", exact=True)
+    dislike = page.get_by_role("button", name="Dislike", exact=True)
+    for stars, liked, disliked in (("5 stars", "true", "false"), ("3 stars", "false", "false"),
+                                   ("2 stars", "false", "true"), ("4 stars", "true", "false")):
+        page.get_by_role("button", name=stars).click()
+        expect(page.get_by_role("button", name=stars)).to_have_attribute("aria-pressed", "true")
+        expect(like).to_have_attribute("aria-pressed", liked)
+        expect(dislike).to_have_attribute("aria-pressed", disliked)
+    no_horizontal_overflow(page)
+    shot(page, "stars-press-like")
