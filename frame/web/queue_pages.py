@@ -101,14 +101,18 @@ def queued_view(ctx: WebContext, prompt: QueuedPrompt) -> dict[str, Any]:
             "source": prompt.source_picture_id, "strength": prompt.strength, "missing": missing}
 
 
-def _size_rule(ctx: WebContext) -> str:
-    """The size field's rule: the configured model's (asked of the check child, kept per settings)."""
+def _size_hint(ctx: WebContext) -> dict[str, str]:
+    """The size field's ``size_rule`` (the configured model's) and ``night_size``, the size tonight's
+    picture is painted at (its placeholder, "" when unknown): both asked of the check child, which
+    keeps its answer per settings. A fixed example once said 768x512 where the frame paints 672x400."""
+    rule = night = None
     try:
         rule = config_checks.size_rule(ctx.config, ctx.state_dir)
+        night = config_checks.night_size(ctx.config, ctx.state_dir)
     except FrameError as exc:
         log.warning("queue page: the model's size rule could not be asked: %s", exc)
-        rule = None
-    return rule or f"multiples of {queue_rules.VAE_STEP} px at least (the model's own rule)"
+    return {"size_rule": rule or f"multiples of {queue_rules.VAE_STEP} px at least (the model's own rule)",
+            "night_size": night or ""}
 
 
 def _found(ctx: WebContext) -> dict[str, list[str]]:
@@ -122,7 +126,7 @@ def _found(ctx: WebContext) -> dict[str, list[str]]:
 def _page(ctx: WebContext, values: Mapping[str, str], error: FormError | None) -> Any:
     queued = [queued_view(ctx, prompt) for prompt in ctx.store.queued_prompts()]
     return render_template("queue.html", queued=queued, values=values, error=error, limits=_limits(ctx),
-                           samplers=queue_rules.SAMPLERS, maxima=MAXIMA, size_rule=_size_rule(ctx),
+                           samplers=queue_rules.SAMPLERS, maxima=MAXIMA, **_size_hint(ctx),
                            **_found(ctx)), \
         (400 if error else 200)
 
@@ -156,7 +160,7 @@ def edit_prompt(prompt_id: int) -> Any:
             flash("Saved.")
             return redirect(url_for("web.queue"), 303)
     return render_template("queue_edit.html", prompt=prompt, values=values, error=error, limits=_limits(ctx),
-                           samplers=queue_rules.SAMPLERS, maxima=MAXIMA, size_rule=_size_rule(ctx),
+                           samplers=queue_rules.SAMPLERS, maxima=MAXIMA, **_size_hint(ctx),
                            **_found(ctx)), \
         (400 if error else 200)
 

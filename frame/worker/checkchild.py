@@ -18,7 +18,7 @@ import sys
 
 from frame.config.loader import resolve
 from frame.errors import ConfigError
-from frame.worker.checks import check_config, deep_problems, model_size_rule, queued_problems
+from frame.worker.checks import check_config, deep_problems, model_night_size, model_size_rule, queued_problems
 from frame.worker.childmain import Refused, child_main
 from frame.worker.shortjobs import CheckJob, CheckOutput, ChildJob
 
@@ -36,7 +36,8 @@ def run(job: ChildJob) -> CheckOutput:
     if job.what == "prompt":
         found = queued_problems(config, job.prompt or {})
         return CheckOutput(problems=tuple(((name,), message) for name, message in found or ()),
-                           size_rule=model_size_rule(config), model_known=found is not None)
+                           size_rule=model_size_rule(config), night_size=model_night_size(config),
+                           model_known=found is not None)
     return CheckOutput(problems=tuple((tuple(path), message) for path, message in deep_problems(config)))
 
 

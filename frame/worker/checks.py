@@ -21,7 +21,7 @@ from frame.config.validate import Path as KeyPath
 from frame.config.validate import format_path
 from frame.errors import ConfigError, FrameError
 from frame.models import resolve_model_source
-from frame.worker.model_rules import model_findings, prompt_findings, size_rule
+from frame.worker.model_rules import model_findings, night_pixels, prompt_findings, size_rule
 
 
 def deep_problems(config: Config) -> list[tuple[KeyPath, str]]:
@@ -64,6 +64,12 @@ def model_size_rule(config: Config) -> str | None:
     """The sizes the configured model paints, in words for a form ("multiples of 16 px for this SD 1.5
     model"); None when the model is behind a URL (asked when it loads)."""
     return size_rule(config)
+
+
+def model_night_size(config: Config) -> str | None:
+    """Tonight's picture size as "WIDTHxHEIGHT" (``model_rules.night_pixels``), or None."""
+    size = night_pixels(config)
+    return f"{size[0]}x{size[1]}" if size else None
 
 
 def _onnxstream_problems(source: str) -> list[str]:

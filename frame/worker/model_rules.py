@@ -162,6 +162,22 @@ def size_rule(config: Config) -> str | None:
     return f"multiples of {sizes.pixel_step(info)} px for this {info.label} model"
 
 
+def night_pixels(config: Config) -> tuple[int, int] | None:
+    """The size tonight's picture is painted at (``sizes.night_size``: ``model.size``, or for "auto" the
+    model's area at the panel's aspect), for the queue form's hint; None when it cannot be asked here."""
+    size = sizes.parse_size(config.model.size)
+    if size:
+        return size
+    setup = pipeline_setup(config)
+    opened = None if "://" in setup.source else _opened(setup, _stamp(setup.source))
+    if opened is None:
+        return None
+    try:
+        return night_size(config, _Facts(*opened))
+    except FrameError:
+        return None
+
+
 def model_findings(config: Config) -> list[Finding]:
     """Every rule the configured ``model`` section breaks on the configured model (warnings included)."""
     setup = pipeline_setup(config)

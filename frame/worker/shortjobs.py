@@ -19,6 +19,7 @@ refusal, which the daemon shows the owner as it is). Standard-library only: the 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -164,21 +165,28 @@ KeyPath = tuple[str | int, ...]
 class CheckOutput:
     """``lines`` (what "file" found, as ``ConfigError.problems``) or ``problems`` ("config": key path,
     message; "prompt": (field,), message). "prompt" also answers the model's ``size_rule`` in words,
-    and ``model_known`` False when the model cannot be asked without loading it (behind a URL)."""
+    tonight's ``night_size`` ("672x400", the queue form's hint), and ``model_known`` False when the
+    model cannot be asked without loading it (behind a URL)."""
 
     lines: tuple[str, ...] = ()
     problems: tuple[tuple[KeyPath, str], ...] = ()
     size_rule: str | None = None
+    night_size: str | None = None
     model_known: bool = True
     kind: Literal["check"] = "check"
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "lines": list(self.lines),
                 "problems": [[list(path), message] for path, message in self.problems],
-                "size_rule": self.size_rule, "model_known": self.model_known}
+                "size_rule": self.size_rule, "night_size": self.night_size, "model_known": self.model_known}
 
 
 ChildOutput = PhotoOutput | ThumbsOutput | CheckOutput
+
+
+def _size_text(value: Any) -> str | None:
+    """A "WIDTHxHEIGHT" answer, or None for anything else (the child's answer is read, not trusted)."""
+    return value if isinstance(value, str) and re.fullmatch(r"[1-9][0-9]{0,4}x[1-9][0-9]{0,4}", value) else None
 
 
 def child_output_from_json(data: Mapping[str, Any]) -> ChildOutput:
@@ -195,6 +203,7 @@ def child_output_from_json(data: Mapping[str, Any]) -> ChildOutput:
         return CheckOutput(lines=tuple(str(line) for line in data["lines"]),
                            problems=tuple((tuple(path), str(message)) for path, message in data["problems"]),
                            size_rule=str(rule) if rule is not None else None,
+                           night_size=_size_text(data.get("night_size")),
                            model_known=bool(data.get("model_known", True)))
     raise ValueError(f"unknown short job result {kind!r}")
 

@@ -125,8 +125,8 @@ def test_queue_form_names_every_problem_with_the_models_size_rule(server, page, 
     log_in(page, server, "/queue")
     page.get_by_label("Prompt", exact=True).fill("a heron in reeds, ink wash")
     page.get_by_text("More options").click()
-    expect(page.locator("label[for=size]")).to_have_text("Size (WIDTHxHEIGHT, multiples of 16 px for this SD 1.5 "
-                                                         "model)")
+    expect(page.locator("label[for=size]")).to_have_text("Size (WIDTHxHEIGHT; empty: the frame's 672x400; "
+                                                         "multiples of 16 px for this SD 1.5 model)")
     page.get_by_label("Steps").evaluate("field => field.removeAttribute('max')")  # what a script could send
     page.get_by_label("Steps").fill("1001")
     page.get_by_label("Guidance").evaluate("field => field.removeAttribute('max')")

@@ -125,3 +125,8 @@ def queued_problems(config: Config, state_dir: Path, prompt: Mapping[str, Any]) 
 def size_rule(config: Config, state_dir: Path) -> str | None:
     """The configured model's size rule in words for the queue form (None: behind a URL)."""
     return _ask_about(config, state_dir, "prompt", {}).size_rule
+
+
+def night_size(config: Config, state_dir: Path) -> str | None:
+    """Tonight's picture size, "672x400", for the queue form's hint (None: behind a URL)."""
+    return _ask_about(config, state_dir, "prompt", {}).night_size
