@@ -1,0 +1,56 @@
+"""The graph configs read config.json dicts and refuse, with one line naming the field, what the
+builders do not implement."""
+
+from __future__ import annotations
+
+import pytest
+
+from frame.convert.graphs import TextEncoderConfig, VaeConfig
+from frame.errors import FrameError
+
+SD_VAE = {"block_out_channels": [128, 256, 512, 512], "down_block_types": ["DownEncoderBlock2D"] * 4,
+          "up_block_types": ["UpDecoderBlock2D"] * 4, "layers_per_block": 2, "latent_channels": 4,
+          "norm_num_groups": 32, "scaling_factor": 0.18215, "_class_name": "AutoencoderKL"}
+
+
+def test_vae_config_reads_sd_vae():
+    cfg = VaeConfig.from_diffusers(SD_VAE)
+    assert cfg.block_out_channels == (128, 256, 512, 512) and cfg.layers_per_block == 2
+    assert cfg.mid_block_add_attention and cfg.use_quant_conv and cfg.use_post_quant_conv
+
+
+@pytest.mark.parametrize("change,field", [
+    ({"act_fn": "relu"}, "act_fn"),
+    ({"norm_type": "spatial"}, "norm_type"),
+    ({"up_block_types": ["AttnUpDecoderBlock2D"] * 4}, "block types"),
+    ({"block_out_channels": [128, -1]}, "block_out_channels"),
+    ({"layers_per_block": "2"}, "layers_per_block"),
+])
+def test_vae_config_refuses_what_is_not_built(change, field):
+    with pytest.raises(FrameError, match=field):
+        VaeConfig.from_diffusers({**SD_VAE, **change})
+
+
+CLIP_L = {"vocab_size": 49408, "hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
+          "num_attention_heads": 12, "max_position_embeddings": 77, "hidden_act": "quick_gelu",
+          "projection_dim": 768, "eos_token_id": 2, "architectures": ["CLIPTextModel"]}
+
+
+def test_text_config_projection_and_hidden_states_follow_the_architecture():
+    plain = TextEncoderConfig.from_transformers(CLIP_L)
+    assert not plain.with_projection and not plain.hidden_states
+    bigg = TextEncoderConfig.from_transformers({**CLIP_L, "architectures": ["CLIPTextModelWithProjection"],
+                                                "hidden_act": "gelu"})
+    assert bigg.with_projection and bigg.hidden_states and bigg.hidden_act == "gelu"
+    assert TextEncoderConfig.from_transformers(CLIP_L, hidden_states=True).hidden_states
+
+
+@pytest.mark.parametrize("change,field", [
+    ({"hidden_act": "relu"}, "hidden_act"),
+    ({"num_attention_heads": 5}, "attention heads"),
+    ({"layer_norm_eps": 0}, "layer_norm_eps"),
+    ({"eos_token_id": "2"}, "eos_token_id"),
+])
+def test_text_config_refuses_what_is_not_built(change, field):
+    with pytest.raises(FrameError, match=field):
+        TextEncoderConfig.from_transformers({**CLIP_L, **change})

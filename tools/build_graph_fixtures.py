@@ -1,0 +1,162 @@
+"""Build the fixtures of frame's own SD graphs (frame.convert.graphs) against torch.
+
+Dev-only (torch, diffusers, transformers). Each case is a tiny random-weight diffusers/transformers
+module of one architecture; ``tests/fixtures/graphs/<case>/`` gets its ``case.json`` (which builder,
+the component's config.json dict, the builder's options), ``weights.npz`` (the module's state-dict
+tensors the graph reads, under their state-dict keys), ``inputs.npz`` (feeds by ONNX input name,
+plus ``noise`` for a sampling VAE encoder) and ``expected.npz`` (torch's outputs by ONNX output name).
+The build checks that the graph declares exactly the module's state-dict keys with torch's shapes, so
+a committed fixture is also the name contract the importer relies on.
+
+    PYTHONPATH=. /work/main/.venv/bin/python tools/build_graph_fixtures.py [--only NAME]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import tiny_models as tm  # noqa: E402
+
+from tests.convert.graph_cases import build_case  # noqa: E402
+
+OUT = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "graphs"
+SEED = 41
+
+
+@dataclass
+class Case:
+    name: str
+    kind: str  # vae_decoder | vae_encoder | text_encoder | unet
+    make: Callable[[], torch.nn.Module]
+    feeds: Callable[[np.random.Generator, Any], dict[str, np.ndarray]]
+    run: Callable[[Any, dict[str, np.ndarray]], dict[str, np.ndarray]]
+    options: dict[str, Any] = field(default_factory=dict)
+    keys: Callable[[str], bool] = lambda key: True  # which state-dict keys this component's graph holds
+    weights_from: str | None = None  # a case of the same module whose weights.npz this one reads
+
+
+def _np(t: torch.Tensor) -> np.ndarray:
+    return t.detach().float().numpy()
+
+
+def _torch(feeds: dict[str, np.ndarray], name: str) -> torch.Tensor:
+    return torch.from_numpy(np.array(feeds[name], copy=True))
+
+
+# ---------------------------------------------------------------------- VAE
+def _vae_config(**overrides) -> dict[str, Any]:
+    return tm.merged(tm.VAE, overrides)
+
+
+def _latents(rng: np.random.Generator, model: Any) -> dict[str, np.ndarray]:
+    return {"latent_sample": rng.standard_normal((2, model.config.latent_channels, 3, 4)).astype(np.float32)}
+
+
+def _pixels(rng: np.random.Generator, model: Any) -> dict[str, np.ndarray]:
+    return {"sample": rng.uniform(-1, 1, (1, model.config.in_channels, 24, 40)).astype(np.float32)}
+
+
+def _pixels_and_noise(rng: np.random.Generator, model: Any) -> dict[str, np.ndarray]:
+    noise = rng.standard_normal((1, model.config.latent_channels, 3, 5)).astype(np.float32)
+    return {**_pixels(rng, model), "noise": noise}
+
+
+def _decode(model: Any, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return {"sample": _np(model.decode(_torch(feeds, "latent_sample")).sample)}
+
+
+def _encode(style: str) -> Callable[[Any, dict[str, np.ndarray]], dict[str, np.ndarray]]:
+    def run(model: Any, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        dist = model.encode(_torch(feeds, "sample")).latent_dist
+        if style == "parameters":
+            return {"latent_parameters": _np(dist.parameters)}
+        if style == "mean":
+            return {"latent_sample": _np(dist.mode())}
+        return {"latent_sample": _np(dist.mean + dist.std * _torch(feeds, "noise"))}
+    return run
+
+
+def _decoder_key(key: str) -> bool:
+    return key.startswith(("decoder.", "post_quant_conv."))
+
+
+def _encoder_key(key: str) -> bool:
+    return key.startswith(("encoder.", "quant_conv."))
+
+
+VAE_SMALL = {"block_out_channels": (4, 8), "down_block_types": ("DownEncoderBlock2D",) * 2,
+             "up_block_types": ("UpDecoderBlock2D",) * 2, "layers_per_block": 2}
+
+CASES = [
+    Case("vae_decoder", "vae_decoder", lambda: tm.vae(SEED, _vae_config()), _latents, _decode, keys=_decoder_key),
+    Case("vae_decoder_2blocks_noattn", "vae_decoder",
+         lambda: tm.vae(SEED, _vae_config(**VAE_SMALL, mid_block_add_attention=False)), _latents, _decode,
+         keys=_decoder_key),
+    Case("vae_encoder_parameters", "vae_encoder", lambda: tm.vae(SEED, _vae_config()), _pixels,
+         _encode("parameters"), {"style": "parameters"}, _encoder_key),
+    Case("vae_encoder_sampled", "vae_encoder", lambda: tm.vae(SEED, _vae_config()), _pixels_and_noise,
+         _encode("sampled"), {"style": "sampled"}, _encoder_key, weights_from="vae_encoder_parameters"),
+]
+
+
+# ---------------------------------------------------------------------- building
+def _config_of(model: Any) -> dict[str, Any]:
+    config = model.config
+    data = config.to_dict() if hasattr(config, "to_dict") else dict(config)
+    return json.loads(json.dumps(data, default=list))
+
+
+def build(case: Case) -> dict[str, float]:
+    model = case.make().eval()
+    config = _config_of(model)
+    graph = build_case(case.kind, config, case.options)
+    state = {k: v for k, v in model.state_dict().items() if case.keys(k)}
+    declared = {init.name: tuple(init.dims) for init in graph.graph.initializer}
+    torch_shapes = {k: tuple(v.shape) for k, v in state.items()}
+    if declared != torch_shapes:
+        missing, extra = sorted(set(torch_shapes) - set(declared)), sorted(set(declared) - set(torch_shapes))
+        wrong = sorted(k for k in set(declared) & set(torch_shapes) if declared[k] != torch_shapes[k])
+        raise SystemExit(f"{case.name}: graph names differ from the state dict: missing {missing[:5]}, "
+                         f"extra {extra[:5]}, wrong shapes {[(k, declared[k], torch_shapes[k]) for k in wrong[:5]]}")
+    feeds = case.feeds(np.random.default_rng(SEED), model)
+    with torch.no_grad():
+        expected = case.run(model, feeds)
+    folder = OUT / case.name
+    folder.mkdir(parents=True, exist_ok=True)
+    meta = {"kind": case.kind, "config": config, "options": case.options}
+    if case.weights_from:
+        meta["weights_from"] = case.weights_from
+    else:
+        np.savez(folder / "weights.npz", **{k: _np(v) for k, v in state.items()})
+    (folder / "case.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
+    np.savez(folder / "inputs.npz", **feeds)
+    np.savez(folder / "expected.npz", **expected)
+    return {name: float(np.abs(v).max()) for name, v in expected.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", action="append", help="case name (repeatable)")
+    args = parser.parse_args()
+    for case in CASES:
+        if args.only and case.name not in args.only:
+            continue
+        print(case.name, build(case))
+    total = sum(p.stat().st_size for p in OUT.rglob("*") if p.is_file())
+    print(f"fixtures: {total / 1024:.0f} KiB in {OUT}")
+
+
+if __name__ == "__main__":
+    main()
