@@ -158,7 +158,7 @@ def edit_prompt(prompt_id: int) -> Any:
         else:
             queue_actions.edit(ctx.store, prompt_id, changes, "web")
             flash("Saved.")
-            return redirect(url_for("web.queue"), 303)
+            return redirect(_at(prompt_id), 303)
     return render_template("queue_edit.html", prompt=prompt, values=values, error=error, limits=_limits(ctx),
                            samplers=queue_rules.SAMPLERS, maxima=MAXIMA, **_size_hint(ctx),
                            **_found(ctx)), \
@@ -181,14 +181,24 @@ def move_prompt(prompt_id: int) -> Any:
         queue_actions.move(ctx.store, prompt_id, target, "web")
     except BadValue as exc:
         raise FormError(exc.field, exc.message) from None
-    return redirect(url_for("web.queue"), 303)
+    return redirect(_at(prompt_id), 303)
 
 
 @bp.post("/queue/<id:prompt_id>/remove")
 def remove_prompt(prompt_id: int) -> Any:
-    queue_actions.remove(web_context().store, prompt_id, "web")
+    store = web_context().store
+    order = [prompt.id for prompt in store.queued_prompts()]
+    queue_actions.remove(store, prompt_id, "web")
     flash("Removed from the queue.")
-    return redirect(url_for("web.queue"), 303)
+    at = order.index(prompt_id) if prompt_id in order else -1
+    rest = order[at + 1:at + 2] or order[max(at - 1, 0):at]  # the one that takes its place, else the one above
+    return redirect(_at(rest[0] if rest else None), 303)
+
+
+def _at(prompt_id: int | None) -> str:
+    """The queue page scrolled to the prompt just moved or edited (its fragment, ``prompt-N``), or to
+    the waiting list: a tap on the tenth prompt's arrow once landed back at the top of the page."""
+    return url_for("web.queue", _anchor=f"prompt-{prompt_id}" if prompt_id is not None else "waiting")
 
 
 @bp.post("/pictures/<id:picture_id>/reuse-seed")

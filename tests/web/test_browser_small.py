@@ -29,3 +29,33 @@ def test_the_size_hint_is_the_size_the_frame_paints(server, page):
     sync_api.expect(size).to_have_attribute("placeholder", "672x400")
     sync_api.expect(page.locator("label[for=size]")).to_contain_text("empty: the frame's 672x400")
     no_horizontal_overflow(page)
+
+
+def test_a_queue_tap_keeps_its_place_in_the_list(server, page, store):
+    """Every move, edit or removal reloaded the page at its top: the tapped prompt is in view now."""
+    expect = sync_api.expect
+    ids = [store.queue_prompt(f"prompt number {n}, a long description of a quiet scene") for n in range(1, 13)]
+    log_in(page, server, "/queue")
+    tenth = page.locator(f"#prompt-{ids[9]}")
+
+    def in_view(locator) -> bool:
+        box = locator.bounding_box()
+        return box is not None and 0 <= box["y"] <= 844 - box["height"]
+
+    page.get_by_role("button", name="Move up: prompt number 10, a long description of a quiet scene").click()
+    expect(page).to_have_url(f"{server}/queue#prompt-{ids[9]}")
+    assert [q.id for q in store.queued_prompts()].index(ids[9]) == 8
+    assert page.evaluate("window.scrollY") > 0 and in_view(tenth)
+    header = page.locator("header").bounding_box()
+    assert tenth.bounding_box()["y"] >= header["y"] + header["height"], "under the sticky header"
+    page.get_by_role("button", name="Remove: prompt number 10, a long description of a quiet scene").click()
+    expect(page.get_by_role("status")).to_contain_text("Removed from the queue")
+    assert ids[9] not in [q.id for q in store.queued_prompts()]
+    expect(page).to_have_url(f"{server}/queue#prompt-{ids[8]}")  # the one that took its place
+    assert in_view(page.locator(f"#prompt-{ids[8]}"))
+    page.get_by_role("link", name="Edit: prompt number 11, a long description of a quiet scene").click()
+    page.get_by_role("button", name="Save").click()
+    expect(page).to_have_url(f"{server}/queue#prompt-{ids[10]}")
+    assert in_view(page.locator(f"#prompt-{ids[10]}"))
+    no_horizontal_overflow(page)
+    shot(page, "queue-keeps-its-place")
