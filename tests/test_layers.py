@@ -145,6 +145,8 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("frame.worker.checks", "frame.diffusion.onnxstream_layout"): "onnx+numpy +36.8 MiB/0.68 s in frame config "
                                                                    "check and the check child; only OnnxStream folders",
     ("frame.daemon.feeds.parse", "feedparser"): "+8.9 MiB in the daemon; only rss feeds",
+    ("frame.daemon.service", "frame.daemon.mqtt.bridge"): "paho-mqtt +0.7 MiB in the daemon; only when mqtt.host "
+                                                          "is set",
     ("frame.worker.choose", "frame.taste.plots"): "matplotlib +38.8 MiB/0.46 s; only when the model chose",
     ("frame.diffusion.model_check", "frame.engine.model"): "onnx +20.8 MiB/0.62 s in frame config check; only "
                                                            "for a local diffusers folder",
@@ -215,7 +217,7 @@ def unlisted_lazy_imports() -> list[str]:
 # Rule 4 (issue 30): the owner-action layer and the calls only it makes on the store, the queue's rules,
 # deletion, the settings editor and the running daemon.
 OWNER_ACTIONS = "frame.daemon.actions"
-OWNER_ACTION_CALLERS = ("frame.daemon.http", "frame.web")
+OWNER_ACTION_CALLERS = ("frame.daemon.http", "frame.web", "frame.daemon.mqtt")
 OWNER_CHANGES = {"queue_prompt", "update_prompt", "move_prompt", "remove_prompt", "rate", "queue_reuse",
                  "queue_variation", "delete_picture", "restore_previous", "apply_settings", "request_restart",
                  "render_now", "show"}

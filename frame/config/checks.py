@@ -227,6 +227,32 @@ def host_names(value: tuple[str, ...]) -> str | None:
     return None
 
 
+def broker_host(value: str) -> str | None:
+    """``mqtt.host``: a host name or address without scheme, port or path ("" = MQTT off)."""
+    if value and (any(c in value for c in "/:@ ") or not value.isascii()) and not _IPV6.match(value):
+        return f"must be a host name or address like homeassistant.local (no scheme, port or path), got {value!r}"
+    return None
+
+
+_IPV6 = re.compile(r"^[0-9A-Fa-f:.]+$")
+_MQTT_TOPIC_LEVEL = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def mqtt_topic(value: str) -> str | None:
+    """``mqtt.base_topic`` and ``discovery_prefix``: levels of letters, digits, ``_`` and ``-`` joined by
+    ``/``. No wildcard (``+``, ``#``), no leading ``$`` (the broker's own topics), no empty level."""
+    if not value or not all(_MQTT_TOPIC_LEVEL.match(level) for level in value.split("/")):
+        return f"must be topic levels of letters, digits, _ and - separated by / (like frame), got {value!r}"
+    return None
+
+
+MAX_MQTT_CREDENTIAL = 1024  # MQTT's length fields hold 65535; a longer one is a mistake
+
+
+def mqtt_credential(value: str) -> str | None:
+    return None if len(value.encode()) <= MAX_MQTT_CREDENTIAL else f"must be at most {MAX_MQTT_CREDENTIAL} bytes"
+
+
 def token(value: str) -> str | None:
     if value and len(value) < 12:
         return "must be empty (generated at first start) or at least 12 characters"

@@ -199,6 +199,27 @@ class GalleryConfig:
 
 
 @dataclass(frozen=True)
+class MqttTlsConfig:
+    enabled: bool = False
+    ca_file: str = ""  # "" = the system's certificate authorities
+
+
+@dataclass(frozen=True)
+class MqttConfig:
+    """Home Assistant through an MQTT broker (docs/home-assistant.md); off while ``host`` is empty."""
+
+    host: str = _opt("", checks.broker_host)
+    port: int = _opt(1883, checks.within(1, 65535))
+    username: str = _opt("", checks.mqtt_credential)
+    password: str = _opt("", checks.mqtt_credential, secret=True)
+    password_file: str = ""
+    tls: MqttTlsConfig = field(default_factory=MqttTlsConfig)
+    base_topic: str = _opt("frame", checks.mqtt_topic)
+    discovery_prefix: str = _opt("homeassistant", checks.mqtt_topic)
+    frame_url: str = _opt("", checks.http_url_or_empty, secret=URL_SECRET)
+
+
+@dataclass(frozen=True)
 class LoggingConfig:
     level: Literal["debug", "info", "warning", "error"] = "info"
 
@@ -216,4 +237,5 @@ class Config:
     web: WebConfig = field(default_factory=WebConfig)
     buttons: ButtonsConfig = field(default_factory=ButtonsConfig)
     gallery: GalleryConfig = field(default_factory=GalleryConfig)
+    mqtt: MqttConfig = field(default_factory=MqttConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)

@@ -39,11 +39,14 @@ from frame.daemon.sdnotify import Notifier, watchdog_interval
 from frame.daemon.showing import PanelShows
 from frame.daemon.status import LiveStatus
 from frame.daemon.store.database import Store
+from frame.daemon.wishes import Wishes
 from frame.net.server import HttpServer
 
 if TYPE_CHECKING:  # apscheduler is imported when the scheduler is built (schedule.build_scheduler)
     from apscheduler.schedulers.background import BackgroundScheduler
     from flask import Flask
+
+    from frame.daemon.mqtt.bridge import MqttBridge
 
 log = logging.getLogger(__name__)
 
@@ -86,9 +89,11 @@ class Daemon:
         self.tz = schedule.resolve_timezone(config.schedule.timezone)
         self.live = LiveStatus()
         self.stop_event = threading.Event()
+        self.wishes = Wishes(self.state_dir)
         self.ctx = nights.RenderContext(config, self.store, self.state_dir, self.live, self.stop_event,
                                         supervisor_factory, panel_since=panel_options.note(self.state_dir,
-                                                                                           config.display))
+                                                                                           config.display),
+                                        wishes=self.wishes)
         self.notifier = notifier or Notifier()
         self.live.add_listener(self.notifier.status)
         self.fetcher: FeedFetcher = feed_fetcher(config.feeds, self.state_dir)
@@ -98,6 +103,7 @@ class Daemon:
         self.app: Flask | None = None
         self.server: HttpServer | None = None
         self.buttons: Buttons | None = None
+        self.mqtt: MqttBridge | None = None
         self.settings = LiveSettings(self, settings_problem)
         self.shows = PanelShows(self, lambda name, target: self._spawn(name, target))
 
@@ -115,6 +121,9 @@ class Daemon:
         self.server = HttpServer(self.app, self.config.web.listen)
         self.server.start()
         self.buttons = buttons_bridge.start(self, self.config.buttons, self._pin_factory)
+        if self.config.mqtt.host:  # paho-mqtt (+0.7 MiB) is imported only when MQTT is on
+            from frame.daemon.mqtt import bridge as mqtt_bridge
+            self.mqtt = mqtt_bridge.start(self, self.config.mqtt)
         if self.settings.problem:
             self.live.update(notice=self.settings.problem, notice_details=None)
         # resume a render cut short by a stop, crash or power cut, or start tonight's if it was missed
@@ -146,6 +155,9 @@ class Daemon:
         if self.buttons is not None:  # first: no press may start anything while the rest stops
             self.buttons.close()
             self.buttons = None
+        if self.mqtt is not None:  # says offline (retained); commands sent meanwhile wait in its session
+            self.mqtt.stop()
+            self.mqtt = None
         if self.scheduler is not None:
             self.scheduler.shutdown(wait=False)
         for thread in list(self._threads):
@@ -173,8 +185,8 @@ class Daemon:
     def refresh_status(self) -> None:
         now = datetime.now(self.tz)
         runs = schedule.next_runs(self.scheduler) if self.scheduler else {}
-        self.live.update(quiet=schedule.in_quiet_hours(now, self.config.schedule.quiet_hours, self.tz),
-                           next_runs=runs)
+        self.live.update(quiet=self.wishes.quiet_hold() or schedule.in_quiet_hours(
+            now, self.config.schedule.quiet_hours, self.tz), next_runs=runs)
 
     # Controller (the API) -------------------------------------------------------------------------
 
@@ -292,6 +304,9 @@ class Daemon:
 
     def on_panel(self) -> int | None:
         return self.shows.on_panel()
+
+    def refreshing(self) -> bool:
+        return self.shows.refreshing()
 
     def browse_base(self) -> int | None:
         return self.shows.browse_base()

@@ -24,6 +24,7 @@ from frame.daemon.jobs import info as infoscreen
 from frame.daemon.jobs import night as nights
 from frame.daemon.status import LiveStatus
 from frame.daemon.store.database import Store, now_iso
+from frame.daemon.wishes import Wishes
 from frame.errors import FrameError
 
 if TYPE_CHECKING:
@@ -46,6 +47,7 @@ class ShowHost(Protocol):
     live: LiveStatus
     ctx: nights.RenderContext
     server: HttpServer | None
+    wishes: Wishes
 
 
 class PanelShows:
@@ -62,8 +64,14 @@ class PanelShows:
         self._requested: int | None = None  # the picture last asked for (on the panel or on its way)
 
     def quiet(self) -> bool:
+        """Quiet hours, or the owner's quiet hold (``frame.daemon.wishes``): no refresh either way."""
         host = self._host
-        return schedule.in_quiet_hours(datetime.now(host.tz), host.config.schedule.quiet_hours, host.tz)
+        return host.wishes.quiet_hold() or schedule.in_quiet_hours(datetime.now(host.tz),
+                                                                   host.config.schedule.quiet_hours, host.tz)
+
+    def refreshing(self) -> bool:
+        """Whether a show thread is putting a picture (or the info screen) on the panel right now."""
+        return self._lock.locked()
 
     def on_panel(self) -> int | None:
         """The picture the panel shows (also while the info screen covers it), or None."""

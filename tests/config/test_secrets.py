@@ -64,9 +64,10 @@ def test_url_fields_are_marked_in_the_schema_not_found_by_name():
     url_checks = (checks.http_url, checks.http_url_or_empty, checks.model_source)
     url_fields = {name: secret for name, check, secret in fields if check in url_checks}
     assert url_fields == {"ModelConfig.source": URL_SECRET, "RemoteRenderConfig.url": URL_SECRET,
-                          "FeedSource.url": URL_SECRET}
+                          "FeedSource.url": URL_SECRET, "MqttConfig.frame_url": URL_SECRET}
     assert [name for name, _, secret in fields if secret is True] == [
-        "ModelConfig.token", "RemoteRenderConfig.password", "RemoteRenderConfig.token", "WebConfig.token"]
+        "ModelConfig.token", "RemoteRenderConfig.password", "RemoteRenderConfig.token", "WebConfig.token",
+        "MqttConfig.password"]
 
 
 def test_to_plain_hides_url_credentials_and_tokens(tmp_path):

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from frame.daemon import deletion
-from frame.daemon.actions.errors import NotRunning, no_picture
+from frame.daemon.actions.errors import NotFound, NotRunning, no_picture
 from frame.daemon.http.contract import Controller
 from frame.daemon.store.database import Store
 from frame.daemon.store.records import StoredPicture
@@ -51,6 +51,27 @@ def show(store: Store, controller: Controller | None, picture_id: int, source: s
     answer = _running(controller).show(picture_id)
     log.info("asked to show picture %d (%s)", picture_id, source)
     return answer
+
+
+def show_next(store: Store, controller: Controller | None, base: int | None, source: str) -> dict[str, Any]:
+    """Show the gallery's next (newer, wrapping) picture after ``base`` (the picture on the panel or on
+    its way), as the frame's *next* button does; ``NotFound`` for an empty gallery."""
+    ids = [row[0] for row in store.query("SELECT id FROM pictures ORDER BY id")]
+    later = [i for i in ids if base is None or i > base]
+    target = (later or ids or [None])[0]
+    if target is None:
+        raise NotFound("the gallery is empty: there is no picture to show")
+    return show(store, controller, target, source)
+
+
+def show_favourite(store: Store, controller: Controller | None, on_panel: int | None, source: str) -> dict[str, Any]:
+    """Show a favourite: the next one after the picture on the panel, wrapping, so that pressing again
+    goes through them all; ``NotFound`` without any."""
+    favourites = sorted(store.favourite_ids())
+    later = [i for i in favourites if on_panel is None or i > on_panel]
+    if not favourites:
+        raise NotFound("there is no favourite yet: a like or 4 or 5 stars makes a picture one")
+    return show(store, controller, (later or favourites)[0], source)
 
 
 def render_now(controller: Controller | None, source: str) -> dict[str, Any]:

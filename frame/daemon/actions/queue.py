@@ -16,10 +16,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from frame.config import lora_tags
 from frame.config.schema import Config
 from frame.daemon import queue as queue_rules
 from frame.daemon.actions.errors import BadValue, no_prompt
 from frame.daemon.actions.pictures import picture as find_picture
+from frame.daemon.feeds.parse import Sanitiser
 from frame.daemon.store.database import Store
 from frame.daemon.store.records import QueuedPrompt, StoredPicture
 
@@ -39,6 +41,26 @@ def add(store: Store, values: Mapping[str, Any], source: str) -> int:
     prompt_id = store.queue_prompt(**values)
     log.info("queued prompt %d (%d characters, %s)", prompt_id, len(values["prompt"]), source)
     return prompt_id
+
+
+def add_text(config: Config, store: Store, sanitiser: Sanitiser, text: str, source: str) -> tuple[int, str]:
+    """Queue a plain prompt sent as text alone (Home Assistant's text entity), with the JSON API's
+    checks on a new prompt: sanitised by the feeds' rules, not empty, no blocklisted word, every
+    ``<lora:NAME>`` a file there is, the configured model's rules. Returns its id and the prompt as
+    stored; ``BadValue`` (field ``prompt``) names what is wrong."""
+    prompt = sanitiser.clean(text)
+    if not prompt:
+        raise BadValue("prompt", "the prompt must not be empty")
+    if sanitiser.blocked(prompt):
+        raise BadValue("prompt", "the prompt contains a blocklisted word")
+    problems = lora_tags.check_prompts([prompt], lora_tags.configured_folders(config))
+    if problems:
+        raise BadValue("prompt", "; ".join(problems))
+    try:
+        settings = queue_rules.parse_settings({}, config)
+    except queue_rules.QueueError as exc:
+        raise BadValue("prompt", str(exc)) from None
+    return add(store, {"prompt": prompt, "negative_prompt": "", "theme": "", **settings}, source), prompt
 
 
 def edit(store: Store, prompt_id: int, changes: Mapping[str, Any], source: str) -> QueuedPrompt:

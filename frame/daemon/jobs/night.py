@@ -39,6 +39,7 @@ from frame.daemon.status import LiveStatus
 from frame.daemon.store import gallery
 from frame.daemon.store.database import Store, now_iso
 from frame.daemon.store.recovery import backup_path
+from frame.daemon.wishes import Wishes
 from frame.errors import FrameError
 from frame.statefile import read_json
 from frame.worker.events import RenderOutput, ShowOutput
@@ -65,6 +66,7 @@ class RenderContext:
     supervisor_factory: Callable[..., Supervisor] = Supervisor
     supervisor: Supervisor | None = None
     panel_since: str = ""  # pictures made at or before this (UTC ISO) are prepared again (panel_options)
+    wishes: Wishes | None = None  # tonight's theme, chosen by the owner (frame.daemon.wishes)
 
 
 @dataclass(frozen=True)

@@ -38,8 +38,12 @@ if TYPE_CHECKING:  # night imports this module; the context is only a parameter 
 log = logging.getLogger(__name__)
 
 
-def candidates(config: Config, store: Store) -> tuple[JobCandidate, ...]:
-    """Feed prompts valid now (unused first) followed by every theme × style combination."""
+def candidates(config: Config, store: Store, theme: str | None = None) -> tuple[JobCandidate, ...]:
+    """Feed prompts valid now (unused first) followed by every theme × style combination; with the
+    owner's ``theme`` for tonight (``frame.daemon.wishes``), that theme with every style only."""
+    if theme is not None:
+        return tuple(JobCandidate(prompt=f"{theme}, {style}", theme=theme, style=style, weight=1.0, origin="theme")
+                     for style in config.taste.styles)
     items = [JobCandidate(prompt=i["prompt"], theme=i["theme"], style="", negative_prompt=i["negative_prompt"],
                           weight=i["weight"], origin=f"feed:{i['feed']}", feed_item_id=i["id"])
              for i in store.feed_items()]
@@ -77,8 +81,11 @@ def build_job(ctx: RenderContext, render_id: int, kind: RenderKind, deadline: fl
     lets the worker choose the step count that fits (``frame.estimate``)."""
     queued = next((q for q in ctx.store.queued_prompts() if _paintable(ctx, q)), None)
     if queued is None:
+        theme = ctx.wishes.take_theme(ctx.config.taste.themes) if ctx.wishes is not None else None
+        if theme is not None:
+            log.info("render %d paints the theme the owner chose: %s", render_id, theme)
         return RenderJob(render_kind=kind, render_id=render_id, state_dir=Path(ctx.state_dir), seed=resolve_seed(None),
-                         candidates=candidates(ctx.config, ctx.store), history=rated_history(ctx.store),
+                         candidates=candidates(ctx.config, ctx.store, theme), history=rated_history(ctx.store),
                          recent_themes=_recent_themes(ctx.store, ctx.config.taste.avoid_recent), deadline=deadline)
     variation = _variation(ctx, queued)
     why = (Why("variation", f"you asked for more like picture {queued.source_picture_id}",
