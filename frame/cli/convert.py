@@ -70,24 +70,24 @@ def convert_command(args: argparse.Namespace) -> int:
 
 
 def _lora_argument(text: str):
-    from frame.engine.lora import read_lora
+    from frame.engine.lora import read_checked
 
     path, _, scale = text.rpartition(":")
     try:
         value = float(scale) if path else 1.0
     except ValueError:
         path, value = text, 1.0
-    return read_lora(path or text), value
+    return read_checked(path or text), value
 
 
 def lora_check_command(args: argparse.Namespace) -> int:
     """Exit 0 when every LoRA key changes a layer, 1 when some match nothing (listed)."""
     from pathlib import Path
 
-    from frame.engine.lora import LoraUse, match_loras, read_lora
+    from frame.engine.lora import LoraUse, match_loras, read_checked
     from frame.engine.model import read_structure
 
-    lora = read_lora(args.lora)
+    lora = read_checked(args.lora)  # malformed or non-finite: one line naming the file
     source = args.model
     if source is None:
         from frame.config.loader import load_config

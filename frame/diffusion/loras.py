@@ -2,11 +2,19 @@
 read and handed to the engine per component (``frame.engine.lora`` applies them as the weights stream).
 The tag is removed from the text the tokenizer sees and kept in the picture's parameters, so they
 paste back into A1111.
+
+At night a LoRA file that cannot be used (malformed, NaN or inf values, cut short) is left out with a
+warning and the picture painted without it, as a missing one is: one bad file must not cost the
+night, nor, for a queued prompt, every night after (issue 40 item 4). ``LoraOutcome`` keeps what
+happened to each LoRA (left out and why, or how many layers it changed: "matched 0 layers" is a
+warning too) for the log and the picture's details.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,15 +27,57 @@ from frame.config.lora_tags import (  # noqa: F401  (re-exported: the pipeline's
     split_tags,
     strip_tags,
 )
-from frame.engine.lora import LoraFile, LoraUse, match_loras, read_lora
+from frame.engine.lora import LoraFile, LoraUse, match_loras, read_checked
 from frame.engine.model import read_structure
 from frame.errors import UsageError
 
+log = logging.getLogger(__name__)
 TEXT_COMPONENTS = ("text_encoder", "text_encoder_2")
 
 
-def resolve(requests: Sequence[LoraRequest], folders: Sequence[str]) -> list[tuple[LoraRequest, LoraFile]]:
-    return [(request, read_lora(find(request, folders))) for request in requests]
+@dataclass
+class LoraOutcome:
+    """What became of each requested LoRA in a render: left out (``refused``: name -> why) or applied to
+    ``layers`` (name -> component -> layers changed, filled in as each model loads)."""
+
+    refused: dict[str, str] = field(default_factory=dict)
+    layers: dict[str, dict[str, int]] = field(default_factory=dict)
+    unscaled: set[str] = field(default_factory=set)  # asked for at scale 0
+
+    def notes(self) -> dict[str, str]:
+        """Name -> "matched N layers" / "matched 0 layers" / "scale 0" / "not applied: why"."""
+        out = {name: f"not applied: {why}" for name, why in self.refused.items()}
+        for name, counts in self.layers.items():
+            if name not in out:
+                total = sum(counts.values())
+                out[name] = "scale 0" if name in self.unscaled and not total else \
+                    f"matched {total} layer{'' if total == 1 else 's'}"
+        return out
+
+    def warnings(self) -> list[str]:
+        return [f"LoRA {name}: {note}" for name, note in self.notes().items()
+                if note.startswith("not applied") or note == "matched 0 layers"]
+
+
+def resolve(requests: Sequence[LoraRequest], folders: Sequence[str], outcome: LoraOutcome | None = None
+            ) -> list[tuple[LoraRequest, LoraFile]]:
+    """Each request's file, read and checked (``read_checked``). Without ``outcome`` a bad one raises
+    UsageError; with it, it is left out and its reason kept there (a render: the night paints)."""
+    resolved = []
+    for request in requests:
+        try:
+            resolved.append((request, read_checked(find(request, folders))))
+        except UsageError as exc:
+            if outcome is None:
+                raise
+            outcome.refused[request.name] = str(exc)
+            log.warning("LoRA %s is left out: %s", request.name, exc)
+            continue
+        if outcome is not None:
+            outcome.layers.setdefault(request.name, {})
+            if request.scale == 0 and not request.text_scale:
+                outcome.unscaled.add(request.name)
+    return resolved
 
 
 def uses_for(resolved: Sequence[tuple[LoraRequest, LoraFile]], component: str) -> list[LoraUse]:
@@ -41,21 +91,33 @@ def uses_for(resolved: Sequence[tuple[LoraRequest, LoraFile]], component: str) -
 
 
 def loader(load: Callable[..., Any], requests: Sequence[LoraRequest], folders: Sequence[str],
-           components: dict[Any, str]) -> Callable[..., Any]:
+           components: dict[Any, str], outcome: LoraOutcome | None = None) -> Callable[..., Any]:
     """``load`` with each component's part of the requested LoRAs (``components``: source -> component
-    name); UsageError for an unknown name or a file that is not a LoRA, before anything runs."""
-    resolved = resolve(requests, folders)
-    return with_loras(load, {source: uses_for(resolved, name) for source, name in components.items()})
+    name). Without ``outcome``, UsageError for an unknown name or a file that is not a LoRA, before
+    anything runs; with it, such a LoRA is left out and each loaded model's layer counts are kept."""
+    resolved = resolve(requests, folders, outcome)
+    return with_loras(load, {source: uses_for(resolved, name) for source, name in components.items()},
+                      outcome, components)
 
 
-def with_loras(load: Callable[..., Any], by_source: dict[Any, list[LoraUse]]) -> Callable[..., Any]:
-    """A loader that passes each component's LoRAs to the engine (``load(source, loras=...)``)."""
+def with_loras(load: Callable[..., Any], by_source: dict[Any, list[LoraUse]], outcome: LoraOutcome | None = None,
+               components: dict[Any, str] | None = None) -> Callable[..., Any]:
+    """A loader that passes each component's LoRAs to the engine (``load(source, loras=...)``) and
+    notes in ``outcome`` how many layers each changed in that component (the model's ``lora_report``)."""
     if not any(by_source.values()):
         return load
 
     def loaded(source: Any, **kwargs: Any) -> Any:
         uses = by_source.get(source)
-        return load(source, loras=uses, **kwargs) if uses else load(source, **kwargs)
+        if not uses:
+            return load(source, **kwargs)
+        model = load(source, loras=uses, **kwargs)
+        report = getattr(model, "lora_report", None)
+        if outcome is not None and report is not None:
+            component = (components or {}).get(source, str(source))
+            for label, count in report.applied.items():
+                outcome.layers.setdefault(label, {})[component] = count
+        return model
 
     return loaded
 
@@ -68,7 +130,7 @@ def describe(requests: Sequence[LoraRequest], folders: Sequence[str], model_sour
     root = Path(model_source).expanduser()
     for request in requests:
         try:
-            lora = read_lora(find(request, folders))
+            lora = read_checked(find(request, folders))
         except UsageError as exc:
             lines.append(("error", str(exc)))
             continue

@@ -126,6 +126,7 @@ class Pipeline:
         self._vae_shapes: vae_shapes.VaeShapes | None = None
         self.loras: list[loras.LoraRequest] = []  # model.loras; prompts' <lora:…> tags add to these
         self.lora_folders: list[str] = loras.lora_folders(getattr(files, "source", None), None)
+        self.lora_outcome = loras.LoraOutcome()  # the last render's (lora_loader)
 
     @property
     def kind(self) -> str:
@@ -312,11 +313,14 @@ class Pipeline:
         return sampler.add_noise(latent, start_noise, first)
 
     def lora_loader(self, prompt: str) -> Loader:
-        """``self.load`` with the LoRAs of ``model.loras`` and the prompt's tags (UsageError for an
-        unknown name or a file that is not a LoRA) and tonight's read-ahead (``self.readahead``)."""
+        """``self.load`` with the LoRAs of ``model.loras`` and the prompt's tags and tonight's read-ahead
+        (``self.readahead``). A LoRA that cannot be used is left out with a warning (the picture is painted
+        without it); ``self.lora_outcome`` says what became of each (``loras.LoraOutcome``)."""
         requests = list(self.loras) + loras.split_tags(prompt)[1]
         components = {self.unet_source: "unet", **{e.source: e.name for e in self.encoders}}
-        load = loras.loader(self.load, requests, self.lora_folders, components) if requests else self.load
+        self.lora_outcome = loras.LoraOutcome()
+        load = loras.loader(self.load, requests, self.lora_folders, components, self.lora_outcome) \
+            if requests else self.load
         return readahead.loader(load, self.readahead, list(components.items()))
 
     def _encode(self, settings: RenderSettings, callback: ProgressCallback | None, load: Loader | None = None

@@ -83,6 +83,10 @@ class Embeddings:
             except (UsageError, OSError) as exc:
                 warn(f"embedding {name!r} is ignored: {exc}")
                 self._loaded[key] = None
+            except Exception as exc:  # noqa: BLE001 - a reader tripped by a hostile file must not cost the night
+                warn(f"embedding {name!r} is ignored: {path} is not an embedding frame can read "
+                     f"({type(exc).__name__})")
+                self._loaded[key] = None
         return self._loaded[key]
 
     def _lookup(self, tokenizer: Any) -> dict[int, list[tuple[tuple[int, ...], str]]]:

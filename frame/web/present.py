@@ -165,12 +165,20 @@ def _facts(picture: StoredPicture) -> list[tuple[str, str]]:
 def used_extras(picture: StoredPicture, embeddings: Iterable[str] = ()) -> list[tuple[str, str]]:
     """The LoRAs (the stored prompts' ``<lora:…>`` tags, in A1111's form as written, which paste back
     into A1111 or ComfyUI) and the embeddings (words of the prompts naming one of ``embeddings``) a
-    picture asked for. A tag's LoRA deleted before the night was painted without; that is in the log."""
+    picture asked for. Each tag carries what the night made of it (the worker's ``loras`` note in the
+    picture's why: "matched 3 layers", "matched 0 layers", "not applied: …"), so a LoRA that changed
+    nothing or was left out is not shown as applied."""
     facts = []
     prompt, negative = picture.prompt or "", picture.negative_prompt or ""
-    tags = [match.group(0) for text in (prompt, negative) for match in lora_tags.TAG.finditer(text)]
-    if tags:
-        facts.append(("LoRAs", " ".join(dict.fromkeys(tags))))
+    why = picture.why if isinstance(picture.why, Mapping) else {}
+    notes = why.get("loras") if isinstance(why.get("loras"), Mapping) else {}
+    shown = []
+    for text in (prompt, negative):
+        for match in lora_tags.TAG.finditer(text):
+            note = notes.get(match.group(1).strip())
+            shown.append(f"{match.group(0)} ({note})" if isinstance(note, str) and note else match.group(0))
+    if shown:
+        facts.append(("LoRAs", " ".join(dict.fromkeys(shown))))
     names = list(embeddings)
     for label, text in (("embeddings", prompt), ("negative embeddings", negative)):
         used = embedding_names.named_in(lora_tags.TAG.sub(" ", text), names) if names else []

@@ -43,6 +43,7 @@ from frame.worker.remote_step import SERVER_BACKENDS, paint_remotely, why_with_b
 log = logging.getLogger(__name__)
 
 OWN_SETTINGS = "own_settings.json"  # written only when the model refused a queued prompt's own settings
+LORAS = "loras.json"  # what became of each LoRA (name -> "matched N layers" / "not applied: why")
 
 
 # choose ---------------------------------------------------------------------------------------------
@@ -169,8 +170,22 @@ def generate(job: RenderJob, config: Config, choice: ThemeChoice, job_dir: Path,
     emit(StageEvent("generating", steps=settings.steps))
     image = pipe.generate(settings, callback=ProgressRelay(job_dir, emit), resume_dir=job_dir / "diffusion",
                           init_image=variation.image if variation else None)
+    _keep_lora_notes(job_dir, pipe, dropped)
     write_bytes_atomic(out, _png_with_parameters(image))
     return out
+
+
+def _keep_lora_notes(job_dir: Path, pipe: Any, dropped: list[str]) -> None:
+    """``JOB_DIR/loras.json``: each LoRA's fate for the picture's details, written before the image (a
+    restart after it skips generating). A LoRA left out or matching no layer is a warning in the log."""
+    outcome = getattr(pipe, "lora_outcome", None)
+    notes = {name: "not applied: not found" for name in dropped}
+    if outcome is not None:
+        notes.update(outcome.notes())
+        for line in outcome.warnings():
+            log.warning("%s", line)
+    if notes:
+        write_json(job_dir / LORAS, notes)
 
 
 def _own_settings(job: RenderJob, config: Config, pipe: Any, job_dir: Path) -> Config:
@@ -240,7 +255,8 @@ def picture_meta(job: RenderJob, config: Config, choice: ThemeChoice, generation
         width=generation.width if generation else None, height=generation.height if generation else None,
         # stored and shown: no credentials
         model=redact_url((generation.model if generation else "") or config.model.source),
-        why=_with_refusal(why_with_backend(choice.why, job_dir), job_dir).to_json(), features=choice.features,
+        why=_with_loras(_with_refusal(why_with_backend(choice.why, job_dir), job_dir), job_dir).to_json(),
+        features=choice.features,
         timings=dict(timings))
 
 
@@ -249,6 +265,13 @@ def _with_refusal(why: Why, job_dir: Path) -> Why:
     if not isinstance(refusal, dict):
         return why
     return why.with_details(own_settings=f"painted with the night's settings: {refusal.get('refused')}")
+
+
+def _with_loras(why: Why, job_dir: Path) -> Why:
+    notes = read_json(job_dir / LORAS)
+    if not isinstance(notes, dict) or not notes:
+        return why
+    return why.with_details(loras={str(name): str(note) for name, note in notes.items()})
 
 
 def run_render(job: RenderJob, config: Config, job_dir: Path, emit: Emit) -> RenderOutput:

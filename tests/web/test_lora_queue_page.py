@@ -17,3 +17,15 @@ def test_queue_page_lists_loras_and_checks_tags(owner, store, state_dir):
     queued = owner.post("/queue", data={"prompt": "a barn <lora:woodcut:0.5>", "csrf_token": csrf_from(page)})
     assert queued.status_code == 303
     assert store.queued_prompts()[0].prompt == "a barn <lora:woodcut:0.5>"
+
+
+def test_picture_details_say_what_each_lora_did(owner, store):
+    """Issue 40 items 4 and 10: a LoRA that matched no layer, or was left out, is not shown as applied."""
+    picture = store.add_picture(file="new.png", prompt="a barn <lora:woodcut:0.5> <lora:nowhere> <lora:bad:1>", seed=3,
+                                why={"method": "queue", "sentence": "you queued this prompt",
+                                     "loras": {"woodcut": "matched 3 layers", "nowhere": "matched 0 layers",
+                                               "bad": "not applied: bad.safetensors holds NaN or infinite values"}})
+    page = owner.get(f"/pictures/{picture}").get_data(as_text=True)
+    assert ("<dt>LoRAs</dt><dd>&lt;lora:woodcut:0.5&gt; (matched 3 layers) &lt;lora:nowhere&gt; (matched 0 layers) "
+            "&lt;lora:bad:1&gt; (not applied: bad.safetensors holds NaN or infinite values)</dd>") in page
+    assert "<dt>loras</dt>" not in page  # the mapping is not repeated among the choice's facts

@@ -125,9 +125,60 @@ def _metadata_scaling(path: str, metadata: dict[str, str]) -> dict[str, tuple[fl
     return found
 
 
+MAX_FACTOR_ELEMENTS = 1 << 24  # one factor's values (64 MB as float32; an SDXL rank-256 factor has 1.3 M)
+
+
+def _check_entry(path: str, label: str, entry: TensorEntry, ranks: tuple[int, ...]) -> None:
+    """One factor's header facts that the render relies on: whole-number byte offsets, 2 or 4 axes
+    (``ranks``), no empty axis, and a size a Pi's worker can hold."""
+    if not (type(entry.start) is int and type(entry.stop) is int):  # noqa: E721 - a float offset passes ==
+        raise UsageError(f"{path}: {label} has byte offsets that are not whole numbers")
+    if len(entry.shape) not in ranks:
+        raise UsageError(f"{path}: {label} has shape {list(entry.shape)}, not a LoRA factor "
+                         f"({' or '.join(map(str, ranks))} axes)")
+    if min(entry.shape) < 1:
+        raise UsageError(f"{path}: {label} has shape {list(entry.shape)} (rank 0 or an empty axis): it changes nothing")
+    if math.prod(entry.shape) > MAX_FACTOR_ELEMENTS:
+        raise UsageError(f"{path}: {label} has {math.prod(entry.shape):,} values, more than the "
+                         f"{MAX_FACTOR_ELEMENTS:,} a LoRA factor may have here")
+
+
+def _check_module(path: str, component: str, module: LoraModule) -> None:
+    label = f"LoRA module {component}.{module.name}"
+    if module.down is None or module.up is None:
+        raise UsageError(f"{path}: {label} has no "
+                         f"{'down (lora_A)' if module.down is None else 'up (lora_B)'} weight")
+    _check_entry(path, f"{label}'s down weight", module.down, (2, 4))
+    _check_entry(path, f"{label}'s up weight", module.up, (2, 4))
+    if module.up.shape[1] != module.rank or (len(module.up.shape) == 4 and module.up.shape[2:] != (1, 1)):
+        raise UsageError(f"{path}: {label}: up {list(module.up.shape)} does not fit down {list(module.down.shape)}")
+
+
+def _alpha(path: str, key: str, entry: TensorEntry) -> float:
+    """A module's ``.alpha`` tensor: exactly one finite number."""
+    if not (type(entry.start) is int and type(entry.stop) is int) or math.prod(entry.shape) != 1:  # noqa: E721
+        raise UsageError(f"{path}: {key} must hold one number, it has shape {list(entry.shape)}")
+    value = float(entry.read().reshape(-1)[0])
+    if not math.isfinite(value):
+        raise UsageError(f"{path}: {key} is {value}, not a finite number (it would paint a black picture)")
+    return value
+
+
 def read_lora(path: str | os.PathLike) -> LoraFile:
-    """The modules of a LoRA safetensors file (header only; factors are read when a weight streams).
-    UsageError naming the file when it holds no LoRA factors or a module lacks its up or down half."""
+    """The modules of a LoRA safetensors file (header only; factors are read when a weight streams,
+    ``values.check_values`` reads them all once). UsageError naming the file when it holds no LoRA
+    factors, a module lacks its up or down half, or a factor or alpha is malformed; a header the reader
+    trips over in an unforeseen way is the same one line, never a traceback."""
+    try:
+        return _read_lora(os.fspath(path))
+    except UsageError:
+        raise
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError, OverflowError, RecursionError) as exc:
+        raise UsageError(f"{os.fspath(path)}: not a LoRA file frame can read (a malformed header: "
+                         f"{type(exc).__name__})") from exc
+
+
+def _read_lora(path: str) -> LoraFile:
     header = read_header(path)
     lora = LoraFile(header.path)
     for key, entry in header.tensors.items():
@@ -138,18 +189,13 @@ def read_lora(path: str | os.PathLike) -> LoraFile:
         component, name, part = parsed
         module = lora.components.setdefault(component, {}).setdefault(name, LoraModule(name))
         if part == "alpha":
-            module.alpha = float(entry.read().reshape(-1)[0])
+            module.alpha = _alpha(lora.path, key, entry)
         else:
             setattr(module, part, entry)
-    scaling = _metadata_scaling(lora.path, header.metadata)
+    scaling = _metadata_scaling(lora.path, header.metadata if isinstance(header.metadata, dict) else {})
     for component, modules in lora.components.items():
         for module in modules.values():
-            if module.down is None or module.up is None:
-                raise UsageError(f"{lora.path}: LoRA module {component}.{module.name} has no "
-                                 f"{'down (lora_A)' if module.down is None else 'up (lora_B)'} weight")
-            if module.up.shape[1] != module.rank:
-                raise UsageError(f"{lora.path}: LoRA module {component}.{module.name}: up {list(module.up.shape)} "
-                                 f"does not fit down {list(module.down.shape)}")
+            _check_module(lora.path, component, module)
             if module.alpha is None and component in scaling:
                 module.alpha, module.rslora = scaling[component]
     if not lora.components:
