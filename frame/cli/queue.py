@@ -71,7 +71,9 @@ def run(args: argparse.Namespace, client: Any) -> list[str]:
     if args.edit is not None:
         if not body:
             raise UsageError("queue --edit: say what to change (a new prompt text or options such as --steps)")
-        return ["edited: " + describe([client.request("PATCH", f"/api/prompts/{args.edit}", body)])[0]]
+        edited = client.request("PATCH", f"/api/prompts/{args.edit}", body)
+        order = [prompt["id"] for prompt in client.request("GET", "/api/prompts")["prompts"]]
+        return ["edited: " + line(order.index(edited["id"]) + 1 if edited["id"] in order else None, edited)]
     if args.prompt is None:
         raise UsageError("queue: give a prompt to add, or --list, --remove ID, --move ID POS or --edit ID")
     result = client.request("POST", "/api/prompts", {"negative_prompt": "", "theme": "", **body})
@@ -82,14 +84,17 @@ def describe(prompts: list[dict[str, Any]]) -> list[str]:
     """One line per queued prompt: position, id, the prompt and what it sets itself."""
     if not prompts:
         return ["nothing queued: the next nights paint from your themes and feeds"]
-    lines = []
-    for number, prompt in enumerate(prompts, start=1):
-        own = [f"{key} {prompt[key]}" for key in ("steps", "sampler", "guidance", "seed")
-               if prompt.get(key) is not None]
-        if prompt.get("width") and prompt.get("height"):
-            own.append(f"size {prompt['width']}x{prompt['height']}")
-        if prompt.get("source_picture_id") is not None:
-            own.insert(0, f"more like picture {prompt['source_picture_id']} (strength {prompt['strength']:g})")
-        extra = f"  [{', '.join(own)}]" if own else ""
-        lines.append(f"{number}. #{prompt['id']} {prompt['prompt']}{extra}")
-    return lines
+    return [line(number, prompt) for number, prompt in enumerate(prompts, start=1)]
+
+
+def line(position: int | None, prompt: dict[str, Any]) -> str:
+    """One queued prompt: its position in the queue (None: not known), id, text and own settings. An
+    edited prompt is asked its position in the queue: its line once always began "1."."""
+    own = [f"{key} {prompt[key]}" for key in ("steps", "sampler", "guidance", "seed")
+           if prompt.get(key) is not None]
+    if prompt.get("width") and prompt.get("height"):
+        own.append(f"size {prompt['width']}x{prompt['height']}")
+    if prompt.get("source_picture_id") is not None:
+        own.insert(0, f"more like picture {prompt['source_picture_id']} (strength {prompt['strength']:g})")
+    extra = f"  [{', '.join(own)}]" if own else ""
+    return f"{f'{position}. ' if position is not None else ''}#{prompt['id']} {prompt['prompt']}{extra}"

@@ -169,7 +169,7 @@ def test_frame_queue_list_move_edit_remove(monkeypatch, client, store, capsys):
     assert _frame_queue(monkeypatch, client, capsys, "--move", "2", "1")[1:] == [
         "1. #2 a whale", "2. #1 a fox  [steps 12, seed 7, size 768x512]"]
     assert _frame_queue(monkeypatch, client, capsys, "--edit", "1", "--steps", "", "--sampler", "ddim") == [
-        "edited: 1. #1 a fox  [sampler ddim, seed 7, size 768x512]"]
+        "edited: 2. #1 a fox  [sampler ddim, seed 7, size 768x512]"]  # second since the move (it said 1.)
     assert _frame_queue(monkeypatch, client, capsys, "--remove", "2") == ["removed prompt 2 from the queue"]
     assert [p.prompt for p in store.queued_prompts()] == ["a fox"]
 
