@@ -50,9 +50,9 @@ def add_text(config: Config, store: Store, sanitiser: Sanitiser, text: str, sour
     stored; ``BadValue`` (field ``prompt``) names what is wrong."""
     prompt = sanitiser.clean(text)
     if not prompt:
-        raise BadValue("prompt", "the prompt must not be empty")
+        raise BadValue("prompt", "prompt must not be empty")  # the JSON API's words
     if sanitiser.blocked(prompt):
-        raise BadValue("prompt", "the prompt contains a blocklisted word")
+        raise BadValue("prompt", "prompt contains a blocklisted word")
     problems = lora_tags.check_prompts([prompt], lora_tags.configured_folders(config))
     if problems:
         raise BadValue("prompt", "; ".join(problems))
