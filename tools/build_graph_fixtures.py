@@ -47,6 +47,13 @@ class Case:
     weights_from: str | None = None  # a case of the same module whose weights.npz this one reads
 
 
+def _saved_key(key: str) -> str:
+    """The key as the module's files hold it: transformers 5 drops CLIPTextModel's ``text_model.`` in
+    memory but writes it back in ``save_pretrained`` (and every published text_encoder has it)."""
+    return key if key.startswith(("text_model.", "text_projection.")) or "." not in key or not key.startswith(
+        ("embeddings.", "encoder.", "final_layer_norm.")) else f"text_model.{key}"
+
+
 def _np(t: torch.Tensor) -> np.ndarray:
     return t.detach().float().numpy()
 
@@ -96,6 +103,42 @@ def _encoder_key(key: str) -> bool:
     return key.startswith(("encoder.", "quant_conv."))
 
 
+# ---------------------------------------------------------------------- text encoders
+def _clip(config: dict[str, Any], projection: bool) -> Callable[[], torch.nn.Module]:
+    small = {"vocab_size": 100, "bos_token_id": 98, "eos_token_id": 99}  # a 100-row token table: fixture size
+    return lambda: tm.clip_text(SEED, tm.merged(tm.merged(tm.CLIP_TEXT, small), config), with_projection=projection)
+
+
+def _ids(batch: int, length: int) -> Callable[[np.random.Generator, Any], dict[str, np.ndarray]]:
+    """CLIP token rows: BOS, words, EOS (the largest id, as in CLIP's vocabulary), then padding: EOS in
+    the first row (SD 1.5's tokenizer), 0 in the others (SDXL's second tokenizer)."""
+    def feeds(rng: np.random.Generator, model: Any) -> dict[str, np.ndarray]:
+        bos, eos = model.config.bos_token_id, model.config.vocab_size - 1
+        ids = np.zeros((batch, length), np.int32)
+        ids[0] = eos
+        for row in range(batch):
+            words = int(rng.integers(1, length - 1))
+            ids[row, 0], ids[row, words + 1] = bos, eos
+            ids[row, 1:words + 1] = rng.integers(2, bos, words)
+        return {"input_ids": ids}
+    return feeds
+
+
+def _encode_text(model: Any, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    out = model(input_ids=_torch(feeds, "input_ids").long(), output_hidden_states=True)
+    result = {"last_hidden_state": _np(out.last_hidden_state)}
+    if hasattr(out, "text_embeds"):
+        result["text_embeds"] = _np(out.text_embeds)
+    else:
+        result["pooler_output"] = _np(out.pooler_output)
+    return result
+
+
+def _with_hidden_states(model: Any, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    out = model(input_ids=_torch(feeds, "input_ids").long(), output_hidden_states=True)
+    return {**_encode_text(model, feeds), **{f"hidden_states.{i}": _np(h) for i, h in enumerate(out.hidden_states)}}
+
+
 VAE_SMALL = {"block_out_channels": (4, 8), "down_block_types": ("DownEncoderBlock2D",) * 2,
              "up_block_types": ("UpDecoderBlock2D",) * 2, "layers_per_block": 2}
 
@@ -108,6 +151,14 @@ CASES = [
          _encode("parameters"), {"style": "parameters"}, _encoder_key),
     Case("vae_encoder_sampled", "vae_encoder", lambda: tm.vae(SEED, _vae_config()), _pixels_and_noise,
          _encode("sampled"), {"style": "sampled"}, _encoder_key, weights_from="vae_encoder_parameters"),
+    # SD 1.x: OpenAI CLIP ViT-L, quick_gelu, eos_token_id 2 (the pooled state at the largest id), 77 tokens
+    Case("clip_l", "text_encoder", _clip({"eos_token_id": 2}, False), _ids(2, 77), _encode_text),
+    # SD 2.x: OpenCLIP ViT-H, gelu, the first eos_token_id, a prompt run through its end-of-text (9 tokens)
+    Case("openclip_h_short", "text_encoder", _clip({"hidden_act": "gelu", "num_hidden_layers": 3}, False),
+         _ids(1, 9), _with_hidden_states, {"hidden_states": True}),
+    # SDXL text_encoder_2: OpenCLIP bigG with its projection and every layer's hidden state
+    Case("openclip_bigg", "text_encoder", _clip({"hidden_act": "gelu", "eos_token_id": 2}, True), _ids(2, 20),
+         _with_hidden_states, {"with_projection": True, "hidden_states": True}),
 ]
 
 
@@ -122,7 +173,8 @@ def build(case: Case) -> dict[str, float]:
     model = case.make().eval()
     config = _config_of(model)
     graph = build_case(case.kind, config, case.options)
-    state = {k: v for k, v in model.state_dict().items() if case.keys(k)}
+    state = {_saved_key(k) if case.kind == "text_encoder" else k: v for k, v in model.state_dict().items()
+             if case.keys(k)}
     declared = {init.name: tuple(init.dims) for init in graph.graph.initializer}
     torch_shapes = {k: tuple(v.shape) for k, v in state.items()}
     if declared != torch_shapes:

@@ -72,12 +72,15 @@ def test_engine_matches_torch(folder: Path, weights: str, slices: int | None, tm
     with load_model(_save(graph, tmp_path), weights=weights, attention_slices=slices) as model:
         got = model.run(case.feeds(), rng=rng) if rng is not None else model.run(case.feeds())
         rewrites = dict(model.rewrites)
+        table = model.token_table("input_ids") if case.kind == "text_encoder" else None
     _check(case, got, f"engine ({weights}, slices {slices})")
     ops = [n.op_type for n in graph.graph.node]
     assert rewrites["attention"] == ops.count("Softmax"), "every attention block runs sliced"
     assert rewrites["upsample_conv"] == ops.count("Resize"), "every upsampling runs as UpsampleConv"
     if "InstanceNormalization" in ops:
         assert rewrites["norm_conv"] > 0
+    if case.kind == "text_encoder":  # textual inversion puts its vectors into this Gather's rows
+        assert table == ("token_embeds", case.config["hidden_size"])
 
 
 @pytest.mark.skipif(not CASES, reason="no graph fixtures")
