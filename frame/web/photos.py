@@ -24,6 +24,7 @@ to (its stdin), the stored file comes back in a folder under ``<state_dir>/check
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import logging
 import secrets
@@ -81,6 +82,17 @@ def _size(stream: BinaryIO | None) -> int:
     size = stream.tell()
     stream.seek(0)
     return size
+
+
+def content_digest(stream: BinaryIO) -> str:
+    """SHA-256 (hex) of the uploaded file, read in 1 MiB pieces from its temporary file and rewound:
+    the photo's bytes never sit in the daemon's memory at once."""
+    digest = hashlib.sha256()
+    stream.seek(0)
+    for piece in iter(lambda: stream.read(1 << 20), b""):
+        digest.update(piece)
+    stream.seek(0)
+    return digest.hexdigest()
 
 
 def read_photo(stream: BinaryIO | None, state_dir: Path) -> Photo:

@@ -34,7 +34,7 @@ from frame.errors import FrameError
 from frame.net.bodylimit import RequestHead
 from frame.web.context import WebContext
 from frame.web.forms import FormError, clean_text
-from frame.web.photos import FIELD, MAX_UPLOAD_BYTES, accepted_types, read_photo
+from frame.web.photos import FIELD, MAX_UPLOAD_BYTES, accepted_types, content_digest, read_photo
 from frame.web.routes import bp, web_context
 
 log = logging.getLogger(__name__)
@@ -97,6 +97,12 @@ def upload() -> Any:
     try:
         caption = clean_text(request.form, "caption", CAPTION_MAX)
         part = request.files.get(FIELD)
+        digest = content_digest(part.stream) if part is not None else None
+        stored = gallery.upload_with_digest(ctx.store, digest) if digest else None
+        if stored is not None:  # the same file again: nothing decoded, nothing stored twice
+            log.info("web: upload is picture %d again", stored)
+            flash("This photo is already in the gallery: here it is.")
+            return redirect(url_for("web.picture", picture_id=stored), 303)
         photo = read_photo(part.stream if part is not None else None, ctx.state_dir)
     except FormError as exc:
         log.info("web: upload refused: %s", exc)
@@ -104,7 +110,7 @@ def upload() -> Any:
     try:
         picture_id = gallery.publish_upload(ctx.store, ctx.state_dir, photo.data, photo.suffix,
                                             caption=caption or DEFAULT_CAPTION, width=photo.width,
-                                            height=photo.height)
+                                            height=photo.height, digest=digest)
     except FrameError as exc:
         if storage_full(exc.__cause__ or exc):
             log.error("web: upload refused: %s", exc)

@@ -59,3 +59,23 @@ def test_a_queue_tap_keeps_its_place_in_the_list(server, page, store):
     assert in_view(page.locator(f"#prompt-{ids[10]}"))
     no_horizontal_overflow(page)
     shot(page, "queue-keeps-its-place")
+
+
+def test_the_same_photo_uploaded_twice_is_one_picture(server, page, store, tmp_path):
+    from tests.web.test_upload import jpeg
+
+    expect = sync_api.expect
+    photo = tmp_path / "IMG_0042.jpg"
+    photo.write_bytes(jpeg(size=(300, 200)))
+    log_in(page, server, "/upload")
+    page.get_by_label("Photo", exact=True).set_input_files(str(photo))
+    page.get_by_role("button", name="Upload").click()
+    expect(page.get_by_role("status")).to_contain_text("Photo added to the gallery")
+    first = page.url
+    page.goto(server + "/upload")
+    page.get_by_label("Photo", exact=True).set_input_files(str(photo))
+    page.get_by_role("button", name="Upload").click()
+    expect(page.get_by_role("status")).to_contain_text("This photo is already in the gallery")
+    assert page.url == first
+    assert len([p for p in store.pictures() if p.origin == "upload"]) == 1
+    no_horizontal_overflow(page)

@@ -226,3 +226,36 @@ def test_a_60_megapixel_panorama_jpeg_is_decoded_at_a_reduced_scale_and_stored(o
     assert post_photo(owner, jpeg(size=(20000, 2900))).status_code == 303
     [stored] = uploads(store)
     assert (stored.width, stored.height) == (photos.MAX_SIDE, 297)
+
+
+def test_the_same_photo_sent_twice_is_stored_once(owner, store, state_dir):
+    """Issue 40 item 21: the same photo uploaded twice was stored twice. The SHA-256 of the file sent
+    finds the first copy (its name carries it); the second upload goes to it, nothing decoded or stored."""
+    photo = jpeg(gps=True)
+    first = post_photo(owner, photo, caption="the garden")
+    [stored] = uploads(store)
+    files = sorted(p.name for p in (state_dir / "gallery").iterdir())
+    again = post_photo(owner, photo, caption="the garden again", name="IMG_0001 copy.jpg")
+    assert again.status_code == 303 and again.headers["Location"] == first.headers["Location"]
+    assert [p.id for p in uploads(store)] == [stored.id] and store.picture(stored.id).prompt == "the garden"
+    assert sorted(p.name for p in (state_dir / "gallery").iterdir()) == files
+    assert "already in the gallery" in owner.get(again.headers["Location"]).get_data(as_text=True)
+    other = post_photo(owner, jpeg(size=(61, 40)))  # another photo is stored as before
+    assert other.status_code == 303 and len(uploads(store)) == 2
+
+
+def test_a_deleted_photo_can_be_sent_again(owner, store, state_dir):
+    photo = png()
+    post_photo(owner, photo, name="a.png")
+    [stored] = uploads(store)
+    gallery.remove_picture(store, state_dir, stored.id)
+    assert post_photo(owner, photo, name="a.png").status_code == 303
+    [again] = uploads(store)
+    assert again.id != stored.id and gallery.picture_path(state_dir, again.file).is_file()
+
+
+def test_a_digest_is_checked_before_it_reaches_a_query(store):
+    for bad in ("", "abc", "%" * 64, "_" * 64, "g" * 64):
+        with pytest.raises(ValueError):
+            gallery.upload_with_digest(store, bad)
+    assert gallery.upload_with_digest(store, "0" * 64) is None

@@ -71,18 +71,35 @@ def publish(store: Store, state_dir: Path, render_id: int, image: Path, panel: P
 UPLOAD_ORIGIN = "upload"
 
 
+UPLOAD_DIGEST_CHARS = 16  # of the SHA-256 of the file the owner sent: 64 bits, in the stored file's name
+
+
+def upload_with_digest(store: Store, digest: str) -> int | None:
+    """The uploaded photo whose original file had SHA-256 ``digest`` (hex), or None: the same photo sent
+    twice is stored once. The digest is part of the stored file's name (``publish_upload``), so no
+    column is needed; photos stored before that have random names and are not matched."""
+    key = digest[:UPLOAD_DIGEST_CHARS].lower()
+    if len(key) != UPLOAD_DIGEST_CHARS or any(c not in "0123456789abcdef" for c in key):
+        raise ValueError(f"not a SHA-256 digest: {digest!r}")
+    rows = store.query("SELECT id FROM pictures WHERE origin = ? AND (file LIKE ? OR file LIKE ?) ORDER BY id LIMIT 1",
+                       (UPLOAD_ORIGIN, f"%-upload-{key}.jpg", f"%-upload-{key}.png"))
+    return int(rows[0][0]) if rows else None
+
+
 def publish_upload(store: Store, state_dir: Path, data: bytes, suffix: str, *, caption: str, width: int,
-                   height: int) -> int:
+                   height: int, digest: str | None = None) -> int:
     """Store an owner's photo (already decoded, upright and re-encoded by the web page) like a
     generated picture: the file written atomically into the gallery first, then its record with
-    ``origin`` "upload". It has no panel file yet; the first preview or show prepares one.
+    ``origin`` "upload". It has no panel file yet; the first preview or show prepares one. ``digest``:
+    the SHA-256 of the file sent, kept in the name for ``upload_with_digest`` (else a random name).
 
     Raises FrameError when the file cannot be written (e.g. disk full); nothing is recorded then."""
     if suffix not in (".jpg", ".png"):
         raise ValueError(f"an upload is stored as .jpg or .png, not {suffix!r}")
     folder = gallery_dir(state_dir)
     make_dirs(folder)
-    name = f"{datetime.now(UTC):%Y%m%d-%H%M%S}-upload-{secrets.token_hex(4)}{suffix}"
+    tag = digest[:UPLOAD_DIGEST_CHARS].lower() if digest else secrets.token_hex(4)
+    name = f"{datetime.now(UTC):%Y%m%d-%H%M%S}-upload-{tag}{suffix}"
     try:
         write_bytes_atomic(folder / name, data)
     except OSError as exc:
