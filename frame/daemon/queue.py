@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, get_args
 
-from frame.config import state_dir
+from frame.config import lora_tags, state_dir
 from frame.config.checks import MAX_GUIDANCE
 from frame.config.schema import Config, SamplerName
 from frame.daemon.jobs import config_checks
@@ -265,3 +265,21 @@ def queue_variation(config: Config, store: Store, state_dir: Path, picture: Stor
     log.info("queued prompt %d: a variation of picture %d at strength %.2f (rated %d stars)", prompt_id,
              picture.id, value, STRONG_LIKE_STARS)
     return prompt_id, value
+
+
+def lora_problems(config: Config, texts: list[str | None]) -> tuple[list[str], list[str]]:
+    """(problems, warnings) of the ``<lora:…>`` tags in a prompt's texts, for the API and the page: an
+    unknown name or a bad scale (here), a file that cannot be used (malformed, NaN or inf values: the
+    check child reads it) are problems, refused now rather than costing the night; a LoRA that matches
+    no layer of the model is a warning. When the child cannot be asked, only the names are checked
+    (logged), and the night leaves out a bad file."""
+    clean = [text for text in texts if text]
+    folders = lora_tags.configured_folders(config)
+    problems = lora_tags.check_prompts(clean, folders)
+    if problems or not any(lora_tags.split_tags(text)[1] for text in clean):
+        return problems, []
+    try:
+        return config_checks.lora_findings(config, Path(state_dir(config)), clean)
+    except FrameError as exc:
+        log.warning("queue: the LoRA files could not be read (%s); the night leaves out a bad one", exc)
+        return [], []

@@ -42,9 +42,11 @@ def _limits(ctx: WebContext) -> dict[str, int]:
 
 
 def _submitted(ctx: WebContext, form: Mapping[str, Any], variation: bool,
-               current: QueuedPrompt | None = None) -> dict[str, Any]:
+               current: QueuedPrompt | None = None) -> tuple[dict[str, Any], list[str]]:
     """The store's columns from the form, or FormError naming every bad field at once (nothing stored).
-    The settings follow the configured model's rules (``frame.daemon.queue.parse_settings``)."""
+    The settings follow the configured model's rules (``frame.daemon.queue.parse_settings``); an unknown
+    ``<lora:NAME>`` or a LoRA file that cannot be used is refused. Also the warnings to show once it
+    is stored (a LoRA that matches no layer of the model)."""
     values: dict[str, Any] = {}
     problems: list[tuple[str, str]] = []
     for name, limit in _limits(ctx).items():
@@ -52,9 +54,9 @@ def _submitted(ctx: WebContext, form: Mapping[str, Any], variation: bool,
             values[name] = clean_text(form, name, limit, required=name == "prompt")
         except FormError as exc:
             problems.extend(exc.problems)
-    for problem in lora_tags.check_prompts([values.get("prompt"), values.get("negative_prompt")],
-                                           lora_tags.configured_folders(ctx.config)):
-        problems.append(("prompt", problem))  # an unknown <lora:NAME> is refused now, not at night
+    lora_problems, warnings = queue_rules.lora_problems(ctx.config, [values.get("prompt"),
+                                                                     values.get("negative_prompt")])
+    problems.extend(("prompt", problem) for problem in lora_problems)  # refused now, not at night
     try:
         check_blocklist(values, ctx.config.feeds.blocklist)
     except FormError as exc:
@@ -71,7 +73,7 @@ def _submitted(ctx: WebContext, form: Mapping[str, Any], variation: bool,
             problems.extend(exc.problems)
     if problems:
         raise FormError(*problems[0], problems=problems)
-    return values
+    return values, warnings
 
 
 def _as_form(prompt: QueuedPrompt) -> dict[str, str]:
@@ -137,11 +139,11 @@ def queue() -> Any:
     if request.method == "GET":
         return _page(ctx, EMPTY, None)
     try:
-        values = _submitted(ctx, request.form, variation=False)
+        values, warnings = _submitted(ctx, request.form, variation=False)
     except FormError as exc:
         return _page(ctx, {k: str(request.form.get(k, ""))[:PROMPT_MAX] for k in EMPTY}, exc)
     queue_actions.add(ctx.store, values, "web")
-    flash("Queued for the next night.")
+    flash(" ".join(["Queued for the next night."] + [f"Note: {warning}." for warning in warnings]))
     return redirect(url_for("web.queue"), 303)
 
 
@@ -152,12 +154,12 @@ def edit_prompt(prompt_id: int) -> Any:
     values, error = _as_form(prompt), None
     if request.method == "POST":
         try:
-            changes = _submitted(ctx, request.form, variation=prompt.variation, current=prompt)
+            changes, warnings = _submitted(ctx, request.form, variation=prompt.variation, current=prompt)
         except FormError as exc:
             error, values = exc, {k: str(request.form.get(k, ""))[:PROMPT_MAX] for k in EMPTY}
         else:
             queue_actions.edit(ctx.store, prompt_id, changes, "web")
-            flash("Saved.")
+            flash(" ".join(["Saved."] + [f"Note: {warning}." for warning in warnings]))
             return redirect(_at(prompt_id), 303)
     return render_template("queue_edit.html", prompt=prompt, values=values, error=error, limits=_limits(ctx),
                            samplers=queue_rules.SAMPLERS, maxima=MAXIMA, **_size_hint(ctx),

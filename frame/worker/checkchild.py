@@ -9,7 +9,8 @@ keeps the answer for the same settings text.
 ``CheckJob.what`` "file": ``check_config`` on the file, exactly as ``frame config check`` (problem lines);
 "config": ``deep_problems`` on exactly the settings in the file (no environment, no owner layer: the
 daemon wrote the settings it is about to save), as (key path, message); "prompt": ``queued_problems``
-of a queued prompt's own settings under those settings, and the model's size rule for the queue form.
+of a queued prompt's own settings under those settings, and the model's size rule for the queue form;
+"loras": a queued prompt's LoRA files read and matched against the model (``lora_checks``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from frame.config.loader import resolve
 from frame.errors import ConfigError
 from frame.worker.checks import check_config, deep_problems, model_night_size, model_size_rule, queued_problems
 from frame.worker.childmain import Refused, child_main
+from frame.worker.lora_checks import lora_findings
 from frame.worker.shortjobs import CheckJob, CheckOutput, ChildJob
 
 
@@ -33,6 +35,10 @@ def run(job: ChildJob) -> CheckOutput:
             return CheckOutput(lines=tuple(exc.problems))
         return CheckOutput()
     config = resolve(job.config, environ={}, with_owner=False).config
+    if job.what == "loras":
+        texts = (job.prompt or {}).get("texts") or []
+        problems, warnings = lora_findings(config, [text for text in texts if isinstance(text, str)])
+        return CheckOutput(lines=tuple(warnings), problems=tuple((("prompt",), message) for message in problems))
     if job.what == "prompt":
         found = queued_problems(config, job.prompt or {})
         return CheckOutput(problems=tuple(((name,), message) for name, message in found or ()),

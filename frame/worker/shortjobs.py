@@ -82,10 +82,12 @@ class CheckJob:
     check`` (schema and deep checks, the process environment's layers too), answered as problem lines;
     "config": the deep checks of exactly that file's settings (``environ`` empty), as (path, message);
     "prompt": the model's rules for a queued prompt's own ``prompt`` settings (steps, sampler,
-    guidance, width, height; absent = the night's), as (field, message), with the model's size rule."""
+    guidance, width, height; absent = the night's), as (field, message), with the model's size rule;
+    "loras": the ``<lora:…>`` tags of ``prompt["texts"]`` (``frame.worker.lora_checks``), problems as
+    (("prompt",), message) and warnings as ``lines``."""
 
     config: Path
-    what: Literal["file", "config", "prompt"]
+    what: Literal["file", "config", "prompt", "loras"]
     cap_mb: int
     prompt: Mapping[str, Any] | None = None
     kind: Literal["check"] = "check"
@@ -115,7 +117,7 @@ def child_job_from_json(data: Any) -> ChildJob:
                              limits=ImageLimits.from_json(data["limits"]), size=int(data["size"]))
         if kind == "check":
             what = data["what"]
-            if what not in ("file", "config", "prompt"):
+            if what not in ("file", "config", "prompt", "loras"):
                 raise ValueError(f"unknown check {what!r}")
             prompt = data.get("prompt")
             if prompt is not None and not isinstance(prompt, Mapping):

@@ -1,5 +1,7 @@
 """``<lora:NAME:SCALE>`` in a queued prompt: kept by the sanitiser (other markup still goes), and a
-name with no file in the LoRA folders is refused when the prompt is queued, not at night."""
+name with no file in the LoRA folders, or a file that cannot be used (malformed, NaN or inf: issue 40
+item 8, read in the check child), is refused when the prompt is queued, not at night; a LoRA that
+matches no layer of the model is queued with a warning (item 10)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from frame.config import lora_tags
 from frame.daemon.feeds.parse import Sanitiser
 from frame.daemon.http.app import create_app
 from tests.daemon.conftest import make_config
+from tests.lora_files import demo_lora, malformed_lora, non_finite_lora, nowhere_lora
 
 TOKEN = "owner-token-for-tests"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -24,7 +27,7 @@ def test_sanitiser_keeps_lora_tags_and_nothing_else():
 @pytest.fixture
 def client(store, tmp_path):
     (tmp_path / "loras").mkdir()
-    (tmp_path / "loras" / "ink.safetensors").write_bytes(b"")
+    demo_lora(tmp_path / "loras" / "ink.safetensors")
     config = make_config(tmp_path)
     return create_app(config, store, token=TOKEN, state_dir=tmp_path).test_client()
 
@@ -35,7 +38,31 @@ def test_queue_refuses_unknown_lora_and_keeps_known(client):
     assert "unknown LoRA 'nope'" in answer.get_json()["error"] and "found: ink" in answer.get_json()["error"]
     answer = client.post("/api/prompts", headers=AUTH, json={"prompt": "a fox <lora:ink:0.7>"})
     assert answer.status_code == 201
-    assert answer.get_json()["prompt"] == "a fox <lora:ink:0.7>"
+    assert answer.get_json()["prompt"] == "a fox <lora:ink:0.7>" and "warnings" not in answer.get_json()
+
+
+def test_queue_refuses_a_lora_file_that_cannot_be_used(client, tmp_path, store):
+    folder = tmp_path / "loras"
+    non_finite_lora(folder / "black.safetensors")
+    malformed_lora(folder / "flat.safetensors", "rank_zero")
+    (folder / "junk.safetensors").write_bytes(b"not a safetensors file")
+    for name, why in (("black", "NaN or infinite"), ("flat", "rank 0"), ("junk", "not a safetensors file")):
+        answer = client.post("/api/prompts", headers=AUTH, json={"prompt": "a fox", "negative_prompt": f"<lora:{name}>"})
+        assert answer.status_code == 400, name
+        error = answer.get_json()["error"]
+        assert f"{name}.safetensors" in error and why in error and "Error" not in error, error
+    assert not store.queued_prompts()
+
+
+def test_a_lora_that_matches_no_layer_is_queued_with_a_warning(client, tmp_path, store):
+    nowhere_lora(tmp_path / "loras" / "nowhere.safetensors")
+    answer = client.post("/api/prompts", headers=AUTH, json={"prompt": "a fox <lora:nowhere:0.7>"})
+    assert answer.status_code == 201
+    assert answer.get_json()["warnings"] == ["LoRA nowhere matched 0 layers of this model (a LoRA for another "
+                                             "model?): the picture will look as without it"]
+    edited = client.patch(f"/api/prompts/{answer.get_json()['id']}", headers=AUTH,
+                          json={"prompt": "a fox <lora:nowhere:0.5> <lora:ink>"})
+    assert edited.status_code == 200 and len(edited.get_json()["warnings"]) == 1
 
 
 def test_model_loras_entries(tmp_path):

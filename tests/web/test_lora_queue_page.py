@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from tests.lora_files import non_finite_lora, nowhere_lora
 from tests.web.conftest import csrf_from
 
 
 def test_queue_page_lists_loras_and_checks_tags(owner, store, state_dir):
     (state_dir / "loras").mkdir()
-    (state_dir / "loras" / "woodcut.safetensors").write_bytes(b"")
+    nowhere_lora(state_dir / "loras" / "woodcut.safetensors")
+    non_finite_lora(state_dir / "loras" / "black.safetensors")
     page = owner.get("/queue").get_data(as_text=True)
     assert 'data-lora-tag="&lt;lora:woodcut:1&gt;"' in page
     refused = owner.post("/queue", data={"prompt": "a barn <lora:nope:0.5>", "csrf_token": csrf_from(page)})
@@ -17,6 +19,11 @@ def test_queue_page_lists_loras_and_checks_tags(owner, store, state_dir):
     queued = owner.post("/queue", data={"prompt": "a barn <lora:woodcut:0.5>", "csrf_token": csrf_from(page)})
     assert queued.status_code == 303
     assert store.queued_prompts()[0].prompt == "a barn <lora:woodcut:0.5>"
+    page = owner.get("/queue").get_data(as_text=True)
+    assert "Queued for the next night. Note: LoRA woodcut matched 0 layers of this model" in page  # item 10
+    refused = owner.post("/queue", data={"prompt": "a barn <lora:black>", "csrf_token": csrf_from(page)})
+    assert refused.status_code == 400 and "NaN or infinite" in refused.get_data(as_text=True)  # item 8
+    assert len(store.queued_prompts()) == 1
 
 
 def test_picture_details_say_what_each_lora_did(owner, store):

@@ -10,7 +10,6 @@ from typing import Any
 
 from flask import jsonify
 
-from frame.config import lora_tags
 from frame.config.schema import Config
 from frame.daemon import queue as queue_rules
 from frame.daemon.actions import queue as queue_actions
@@ -30,10 +29,12 @@ PROMPT_TEXT = ("prompt", "negative_prompt", "theme")
 
 
 def _prompt_fields(body: dict[str, Any], sanitiser: Sanitiser, new: bool, variation: bool = False,
-                   config: Config | None = None, current: QueuedPrompt | None = None) -> dict[str, Any]:
+                   config: Config | None = None, current: QueuedPrompt | None = None
+                   ) -> tuple[dict[str, Any], list[str]]:
     """A queued prompt's columns from a request body: its texts (sanitised) and its own settings
     (``frame.daemon.queue``, by the configured model's rules); ``new`` requires the prompt, an edit
-    (``current``) changes only what it sends. Every bad setting is named in one answer."""
+    (``current``) changes only what it sends. Every bad setting is named in one answer. Also the
+    warnings to answer with (a LoRA that matches no layer of the model)."""
     allowed = set(PROMPT_TEXT) | set(queue_rules.SETTING_FIELDS) | ({"strength"} if variation else set())
     unknown = set(body) - allowed
     if unknown:
@@ -41,26 +42,30 @@ def _prompt_fields(body: dict[str, Any], sanitiser: Sanitiser, new: bool, variat
         raise ApiError(400, f"unknown fields: {', '.join(sorted(unknown))}{extra}")
     values = {key: text_field(body, key, sanitiser, required=key == "prompt")
               for key in PROMPT_TEXT if new or key in body}
-    if config is not None:  # a <lora:NAME> with no such file is refused now, not at night
-        problems = lora_tags.check_prompts([values.get("prompt"), values.get("negative_prompt")],
-                                           lora_tags.configured_folders(config))
+    if config is not None:  # a <lora:NAME> with no such file, or one that cannot be used, is refused now
+        problems, warnings = queue_rules.lora_problems(config, [values.get("prompt"), values.get("negative_prompt")])
         if problems:
             raise ApiError(400, "; ".join(problems))
+    else:
+        warnings = []
     try:
         values.update(queue_rules.parse_settings(body, config, current))
         if "strength" in body:
             values["strength"] = queue_rules.parse_strength(body["strength"])
     except queue_rules.QueueError as exc:
         raise ApiError(400, str(exc)) from None
-    return values
+    return values, warnings
 
 
 @api.post("/prompts")
 def queue():
     deps = api_deps()
-    values = _prompt_fields(request_body(), deps.sanitiser, new=True, config=deps.config)
+    values, warnings = _prompt_fields(request_body(), deps.sanitiser, new=True, config=deps.config)
     prompt_id = queue_actions.add(deps.store, values, "api")
-    return jsonify({"id": prompt_id, "prompt": values["prompt"]}), 201
+    answer: dict[str, Any] = {"id": prompt_id, "prompt": values["prompt"]}
+    if warnings:
+        answer["warnings"] = warnings  # e.g. a LoRA that matched 0 layers of this model
+    return jsonify(answer), 201
 
 
 @api.patch("/prompts/<id:prompt_id>")
@@ -68,9 +73,10 @@ def edit_prompt(prompt_id: int):
     deps = api_deps()
     body = request_body()
     current = queue_actions.waiting(deps.store, prompt_id)
-    values = _prompt_fields(body, deps.sanitiser, new=False, variation=current.variation, config=deps.config,
-                            current=current)
-    return jsonify(queue_actions.edit(deps.store, prompt_id, values, "api").to_json())
+    values, warnings = _prompt_fields(body, deps.sanitiser, new=False, variation=current.variation,
+                                      config=deps.config, current=current)
+    answer = queue_actions.edit(deps.store, prompt_id, values, "api").to_json()
+    return jsonify({**answer, "warnings": warnings} if warnings else answer)
 
 
 @api.delete("/prompts/<id:prompt_id>")

@@ -11,6 +11,8 @@ the same settings, files and model folder (their sizes and times) for up to ``KE
   the environment and the owner layer), as its problem lines: the settings page's report.
 * ``queued_problems(config, state_dir, prompt)`` and ``size_rule(config, state_dir)``: the model's rules for a
   queued prompt's own settings, and its size rule in words (the queue form and API, issue 29 item 17).
+* ``lora_findings(config, state_dir, texts)``: a queued prompt's LoRA files read (NaN/inf, malformed)
+  and matched against the model ("matched 0 layers"), as (problems, warnings).
 * ``deep_problems(config, state_dir)``: the deep checks of exactly ``config`` (what a save would make
   the settings), as (key path, message): written, secrets included, into a private job folder that is
   removed at once, as for a worker.
@@ -30,9 +32,11 @@ from typing import Any
 import yaml
 
 from frame.atomicfile import make_dirs, write_bytes_atomic
+from frame.config import lora_tags
 from frame.config.loader import to_plain
 from frame.config.schema import Config
 from frame.daemon.jobs.children import CHECK_CAP_MB, WAIT_SECONDS, ChildBusy, run_child
+from frame.errors import UsageError
 from frame.models import resolve_model_source
 from frame.worker.shortjobs import CheckJob, CheckOutput, KeyPath
 
@@ -120,6 +124,23 @@ def queued_problems(config: Config, state_dir: Path, prompt: Mapping[str, Any]) 
     if not answer.model_known:
         return None
     return [(path[0], message) for path, message in answer.problems]
+
+
+def lora_findings(config: Config, state_dir: Path, texts: list[str]) -> tuple[list[str], list[str]]:
+    """(problems, warnings) of the LoRA files the ``<lora:…>`` tags of ``texts`` name
+    (``frame.worker.lora_checks``), run in the check child; the answer is kept while the files and the
+    model are unchanged (their sizes and times are part of the question)."""
+    folders = lora_tags.configured_folders(config)
+    files = {}
+    for text in texts:
+        for request in lora_tags.split_tags(text)[1]:
+            try:
+                path = lora_tags.find(request, folders)
+            except UsageError:
+                continue  # named by the child's answer
+            files[path] = _stamp(Path(path))
+    answer = _ask_about(config, state_dir, "loras", {"texts": list(texts), "files": files})
+    return [message for _, message in answer.problems], list(answer.lines)
 
 
 def size_rule(config: Config, state_dir: Path) -> str | None:
