@@ -41,22 +41,13 @@ from frame.engine.passes.const_fold import fold_constants
 from frame.engine.passes.order import PassContext, run_passes
 from frame.engine.passes.sliced_attention import AttentionConfig
 from frame.engine.passes.weight_decoding import stream_weight_rows
-from frame.engine.plan_cache import PlanCache, Planned
+from frame.engine.plan_cache import PlanCache
+from frame.engine.planned import Planned, TensorInfo
 from frame.engine.providers import WeightsProvider, make_provider
 from frame.engine.subgraphs import BodyBinder, compile_bodies, fetch_order
 from frame.errors import UsageError
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class TensorInfo:
-    """A graph input or output: dims are ints, symbolic names (str) or None (unknown); dtype None when
-    the model declares no type at all (allowed for outputs, as onnxruntime does)."""
-
-    name: str
-    dtype: np.dtype | None
-    shape: tuple[int | str | None, ...] | None
 
 
 def tensor_info(value: onnx.ValueInfoProto) -> TensorInfo:

@@ -11,14 +11,20 @@ One file per (model file, transform, attention settings, frame's code) in ``<sta
 named by the SHA-256 of that key. A file is::
 
     MAGIC | SHA-256 of the body (32 bytes) | body
-    body = header length (4 bytes, little endian) | header (JSON) | pickled plan
+    body = header length | header (JSON) | tree length | tree (JSON) | array bytes
+    (lengths: 4 bytes, little endian)
 
 The header holds the key and the identity (path, size, mtime, inode, ctime) of the model file and of
 every file its weights are read from; frame's code identity is a digest of the engine's own source
 files, so an upgrade (or any change to a kernel or a rewrite) plans afresh. An entry whose digest,
-key or file identities do not match is never used: it is logged, removed and planned again. The plan
-is read with an unpickler that builds only the engine's own classes and numpy arrays (``PlanUnpickler``);
-kernels are stored by name and bound again on read. Each file is written atomically
+key or file identities do not match is never used: it is logged, removed and planned again.
+
+The file is hostile input: whoever can write the folder can write a valid digest too. So it holds
+data only (``frame.engine.plan_format``: no pickle, nothing in it can name a class or a function;
+frame's own records are rebuilt field by field, kernels are named by their registered op and bound
+from the registry, sizes are checked before anything is allocated), every weight it points at must be
+one of the header's identity-checked files inside the model's folder, and anything else is refused
+with a line naming the file and why, then planned again. Each file is written atomically
 (``frame.atomicfile``); the folder is capped (``DEFAULT_CAP_BYTES``), least recently used first.
 """
 
@@ -26,15 +32,12 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import io
 import json
 import logging
+import math
 import os
-import pickle
 import struct
 import sys
-from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,30 +45,21 @@ import numpy as np
 
 from frame import __version__
 from frame.atomicfile import make_dirs, write_bytes_atomic
-from frame.engine.ops.registry import registered_specs, resolve
+from frame.engine import plan_format
+from frame.engine.planned import Planned
+from frame.engine.subgraphs import Body
 
 log = logging.getLogger(__name__)
 
 SUFFIX = ".plan"
-MAGIC = b"frame model plan 1\n"
+MAGIC = b"frame model plan 2\n"
+OLD_MAGICS = (b"frame model plan 1\n",)  # pickles (issue 40): refused, never read
 DIGEST_BYTES = 32
 # SDXL's components plan to about 6.5 MB (its UNet 4.7 MB): 32 MB keep a few models' plans.
 DEFAULT_CAP_BYTES = 32 << 20
+MAX_FILE_BYTES = 64 << 20  # a bigger file is refused before it is read
+MAX_HEADER_BYTES = 1 << 20
 ENGINE_ROOT = Path(__file__).resolve().parent
-
-
-@dataclass
-class Planned:
-    """A model as ``load_model`` plans it, before a weights provider is attached (``Model``'s state)."""
-
-    weights: dict
-    inputs: list
-    outputs: list
-    op_counts: Counter
-    lora_report: Any
-    rewrites: dict
-    steps: list
-    deltas: dict = field(default_factory=dict)  # LoRA changes (a model with LoRAs is never kept)
 
 
 @functools.cache
@@ -91,62 +85,6 @@ def transform_name(transform: Any) -> str | None:
     func = getattr(transform, "func", transform)
     module, name = getattr(func, "__module__", None), getattr(func, "__qualname__", "")
     return None if module is None or "<" in name else f"{module}.{name}"
-
-
-class PlanPickler(pickle.Pickler):
-    """Registered kernels and their specs by name, the model's attention settings by reference: bound
-    again on read. A fused op's spec is pickled whole: its kernel is a partial of module functions."""
-
-    def __init__(self, file: io.BytesIO, attention: Any) -> None:
-        super().__init__(file, protocol=5)
-        self.attention = attention
-        specs = registered_specs()
-        self.specs = {id(spec): ("spec", spec.domain, spec.op_type, spec.since) for spec in specs}
-        self.kernels = {id(spec.fn): ("kernel", spec.domain, spec.op_type, spec.since) for spec in specs}
-        self.alive = specs  # the ids above stay theirs while this pickler lives
-
-    def persistent_id(self, obj: Any) -> Any:
-        if obj is self.attention:
-            return ("attention",)
-        return self.specs.get(id(obj)) or self.kernels.get(id(obj))
-
-
-_NUMPY_NAMES = {("numpy", "dtype"), ("numpy", "ndarray"), ("numpy._core.numeric", "_frombuffer"),
-                ("numpy.core.numeric", "_frombuffer"), ("numpy._core.multiarray", "_reconstruct"),
-                ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "scalar"),
-                ("numpy.core.multiarray", "scalar")}
-_BUILTINS = {"set", "frozenset", "slice", "complex", "bytearray", "range"}
-
-
-class PlanUnpickler(pickle.Unpickler):
-    """Builds only the engine's own classes, numpy arrays and dtypes, and a few builtins."""
-
-    def __init__(self, file: io.BytesIO, attention: Any) -> None:
-        super().__init__(file)
-        self.attention = attention
-
-    def find_class(self, module: str, name: str) -> Any:
-        if (module, name) in _NUMPY_NAMES or (module == "numpy.dtypes" and name.endswith("DType")):
-            return super().find_class(module, name)
-        if module == "builtins" and name in _BUILTINS or (module, name) == ("collections", "Counter"):
-            return super().find_class(module, name)
-        if (module, name) == ("functools", "partial"):
-            return functools.partial
-        if module.startswith("frame.engine."):  # the engine's classes, kernels and fused ops' functions
-            found = super().find_class(module, name)
-            if isinstance(found, type) or callable(found) and getattr(found, "__module__", "") == module:
-                return found
-        raise pickle.UnpicklingError(f"a model plan may not contain {module}.{name}")
-
-    def persistent_load(self, pid: Any) -> Any:
-        if pid == ("attention",):
-            return self.attention
-        if isinstance(pid, tuple) and len(pid) == 4 and pid[0] in ("spec", "kernel"):
-            spec = resolve(pid[2], pid[3], pid[1])
-            if spec.since != pid[3]:
-                raise pickle.UnpicklingError(f"kernel {pid[2]} since opset {pid[3]} is gone")
-            return spec if pid[0] == "spec" else spec.fn
-        raise pickle.UnpicklingError(f"unknown reference {pid!r}")
 
 
 class PlanCache:
@@ -175,16 +113,12 @@ class PlanCache:
         removed, so the caller plans again and keeps the new one)."""
         path = self.path(key)
         try:
-            raw = path.read_bytes()
+            raw = _read_capped(path)
+            planned = _decode(raw, key, attention)
         except FileNotFoundError:
             return None
-        except OSError as exc:
-            log.warning("cannot read model plan %s: %s", path, exc)
-            return None
-        try:
-            planned = _decode(raw, key, attention)
         except Exception as exc:  # noqa: BLE001 - anything wrong with the entry: plan again, never trust it
-            log.warning("model plan %s is unusable (%s): planning %s again", path.name, exc, key["source"])
+            log.warning("model plan %s is unusable (%s): planning %s again", path, exc, key["source"])
             path.unlink(missing_ok=True)
             return None
         try:
@@ -195,13 +129,15 @@ class PlanCache:
 
     def store(self, key: dict, planned: Planned, attention: Any) -> None:
         """Keep ``planned`` for ``key`` (atomically), then evict above the cap. A plan that cannot be
-        written (a full card, an object the pickler refuses) is logged, not an error."""
+        written (a full card, a value the format cannot hold) is logged, not an error."""
         try:
             data = _encode(key, planned, attention)
+            if len(data) > MAX_FILE_BYTES:
+                raise ValueError(f"the plan is {len(data)} bytes, more than a kept plan may be ({MAX_FILE_BYTES})")
             make_dirs(self.folder)
             write_bytes_atomic(self.path(key), data)
             self.evict(keep=self.path(key).name)
-        except (OSError, pickle.PicklingError, TypeError, AttributeError) as exc:
+        except (OSError, TypeError, ValueError) as exc:
             log.warning("could not keep the plan of %s in %s: %s", key["source"], self.folder, exc)
 
     def evict(self, keep: str = "") -> int:
@@ -220,40 +156,101 @@ class PlanCache:
         return removed
 
 
+def _read_capped(path: Path) -> bytes:
+    with open(path, "rb") as file:
+        size = os.fstat(file.fileno()).st_size
+        if size > MAX_FILE_BYTES:
+            raise ValueError(f"{size} bytes, more than a plan's {MAX_FILE_BYTES}")
+        return file.read(MAX_FILE_BYTES + 1)
+
+
 def _files_of(key: dict, planned: Planned) -> dict[str, list[int]]:
-    locations = {os.path.abspath(key["source"])} | {os.path.abspath(ref.location) for ref in planned.weights.values()
-                                   if ref.value is None and ref.location is not None}
+    locations = {os.path.abspath(key["source"])} | {os.path.abspath(ref.location) for ref in _refs(planned)
+                                                    if ref.value is None and ref.location is not None}
+    folder = os.path.dirname(os.path.abspath(key["source"]))
+    for path in locations:
+        if os.path.dirname(path) != folder and not path.startswith(folder + os.sep):
+            raise ValueError(f"weights in {path}, outside the model's folder")
     return {path: file_identity(path) for path in sorted(locations)}
+
+
+def _refs(planned: Planned) -> list:
+    """Every weight the plan can read: the model's and those of the bodies inside it."""
+    refs = list(planned.weights.values())
+    pending = list(planned.steps)
+    while pending:
+        step = pending.pop()
+        refs.extend(step.fetch)
+        refs.extend(ref for ref in (step.gather_rows, step.weight_rows) if ref is not None)
+        for value in step.node.attrs.values():
+            for body in value if isinstance(value, list) else [value]:
+                if isinstance(body, Body):
+                    refs.extend(body.weights.values())
+                    pending.extend(body.steps)
+    return refs
 
 
 def _encode(key: dict, planned: Planned, attention: Any) -> bytes:
     if planned.deltas:
         raise TypeError("a plan with LoRA changes is not kept")
-    buffer = io.BytesIO()
-    PlanPickler(buffer, attention).dump(planned)
+    tree, arrays = plan_format.encode(planned, attention)
     header = json.dumps({"key": key, "files": _files_of(key, planned)}, sort_keys=True).encode()
-    body = struct.pack("<I", len(header)) + header + buffer.getvalue()
+    body = struct.pack("<I", len(header)) + header + struct.pack("<I", len(tree)) + tree + arrays
     return MAGIC + hashlib.sha256(body).digest() + body
 
 
 def _decode(raw: bytes, key: dict, attention: Any) -> Planned:
+    if raw.startswith(OLD_MAGICS):
+        raise ValueError("an old pickled plan, which frame no longer reads")
     if not raw.startswith(MAGIC):
         raise ValueError("not a model plan file")
     digest, body = raw[len(MAGIC):len(MAGIC) + DIGEST_BYTES], memoryview(raw)[len(MAGIC) + DIGEST_BYTES:]
     if hashlib.sha256(body).digest() != digest:
         raise ValueError("checksum mismatch")
-    (length,) = struct.unpack("<I", body[:4])
-    header = json.loads(bytes(body[4:4 + length]).decode())
-    if header.get("key") != json.loads(json.dumps(key)):
+    header, rest = _section(body, MAX_HEADER_BYTES, "header")
+    header = json.loads(bytes(header).decode())
+    if type(header) is not dict or header.get("key") != json.loads(json.dumps(key)):
         raise ValueError("the plan belongs to another model or settings")
-    for path, identity in header.get("files", {}).items():
+    files = header.get("files")
+    if type(files) is not dict:
+        raise ValueError("the header lists no files")
+    for path, identity in files.items():
         try:
             current = file_identity(path)
         except OSError:
             current = None
         if current != identity:
             raise ValueError(f"{path} changed since it was planned")
-    planned = PlanUnpickler(io.BytesIO(body[4 + length:]), attention).load()
-    if not isinstance(planned, Planned):
+    tree, arrays = _section(rest, len(rest), "tree")
+    planned = plan_format.decode(bytes(tree), arrays, attention)
+    if type(planned) is not Planned:
         raise ValueError("the file holds no plan")
+    if planned.deltas:
+        raise ValueError("the plan holds LoRA changes")
+    _check_weights(planned, key, files)
     return planned
+
+
+def _section(data: memoryview, cap: int, what: str) -> tuple[memoryview, memoryview]:
+    if len(data) < 4:
+        raise ValueError(f"the file ends before its {what}")
+    (length,) = struct.unpack("<I", data[:4])
+    if length > min(cap, len(data) - 4):
+        raise ValueError(f"a {what} of {length} bytes in {len(data) - 4}")
+    return data[4:4 + length], data[4 + length:]
+
+
+def _check_weights(planned: Planned, key: dict, files: dict) -> None:
+    """Every weight read from a file reads a byte range of one of the header's checked files (the model
+    file or one beside it: ``_files_of``), of exactly the size its dtype and shape say."""
+    folder = os.path.dirname(os.path.abspath(key["source"]))
+    for ref in _refs(planned):
+        if any(type(d) is not int or d < 0 for d in ref.shape) or ref.offset < 0 or ref.length < 0:
+            raise ValueError(f"weight {ref.name!r} has shape {ref.shape}, offset {ref.offset}, length {ref.length}")
+        if ref.value is not None:
+            continue
+        path = os.path.abspath(ref.location) if ref.location is not None else None
+        if path not in files or not (os.path.dirname(path) == folder or path.startswith(folder + os.sep)):
+            raise ValueError(f"weight {ref.name!r} is read from {ref.location}, not a file of the model")
+        if ref.length != math.prod(ref.shape) * ref.dtype.itemsize or ref.offset + ref.length > files[path][0]:
+            raise ValueError(f"weight {ref.name!r}: bytes {ref.offset}+{ref.length} do not fit its shape or file")

@@ -113,18 +113,6 @@ def test_a_changed_model_file_is_planned_again(uint8_unet, tmp_path, caplog):
     assert "changed since it was planned" in caplog.text
 
 
-def test_a_plan_file_cannot_make_the_loader_call_arbitrary_code(uint8_unet, tmp_path):
-    import io
-    import pickle
-
-    class Evil:
-        def __reduce__(self):
-            return (os.system, ("echo never",))
-
-    with pytest.raises(pickle.UnpicklingError):
-        plan_cache.PlanUnpickler(io.BytesIO(pickle.dumps(Evil())), None).load()
-
-
 def test_the_folder_is_capped_least_recently_used_first(uint8_unet, tmp_path):
     plans = tmp_path / "model-plans"
     for slices in (1, 2, 3):

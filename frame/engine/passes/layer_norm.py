@@ -22,14 +22,14 @@ from frame.engine.ops.registry import OpSpec
 DOMAIN = "frame.engine"
 
 
-def _fused_kernel(x: np.ndarray, scale: np.ndarray | None = None, bias: np.ndarray | None = None, /, *,
+def fused_layer_norm(x: np.ndarray, scale: np.ndarray | None = None, bias: np.ndarray | None = None, /, *,
                   epsilon: float) -> np.ndarray:
     if scale is None:
         scale = np.ones(x.shape[-1], x.dtype)
     return layer_normalization(x, scale, bias, axis=-1, epsilon=epsilon)
 
 
-SPEC = OpSpec("LayerNormalization", 1, _fused_kernel, DOMAIN)
+SPEC = OpSpec("LayerNormalization", 1, fused_layer_norm, DOMAIN)
 
 
 def _scalar(name: str, weights: dict[str, WeightRef]) -> float | None:

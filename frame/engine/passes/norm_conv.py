@@ -106,7 +106,7 @@ def group_norm_stats(x: np.ndarray, target: np.ndarray, s: np.ndarray, b: np.nda
     return _original(x, target, s, b, gamma, beta)
 
 
-def _original_chain(x, target, s, b, gamma, beta, *, reshape, instance_norm, mul_first, add_first, act):
+def original_chain(x, target, s, b, gamma, beta, *, reshape, instance_norm, mul_first, add_first, act):
     """The unfused GroupNorm (+ SiLU) with the nodes' own kernels."""
     y = instance_norm(reshape(x, target), s, b)
     y = y.reshape(x.shape)
@@ -264,7 +264,7 @@ def _match(conv_index: int, nodes: list[Node], producer: dict[str, int], uses: d
 def _fused(chain: _Chain, nodes: list[Node]) -> tuple[Node, Node]:
     norm, conv = nodes[chain.instance_norm], nodes[chain.conv]
     mul, add = nodes[chain.mul], nodes[chain.add]
-    original = partial(_original_chain, reshape=partial(nodes[chain.reshape].spec.fn, **nodes[chain.reshape].attrs),
+    original = partial(original_chain, reshape=partial(nodes[chain.reshape].spec.fn, **nodes[chain.reshape].attrs),
                        instance_norm=partial(norm.spec.fn, **norm.attrs),
                        mul_first=mul.inputs[1] == chain.gamma, add_first=add.inputs[1] == chain.beta,
                        act=chain.act is not None)

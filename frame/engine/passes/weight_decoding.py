@@ -318,13 +318,13 @@ def _rewire_gathers(nodes: list[Node], producer: dict[str, int], weights: dict[s
             continue
         source = _trace(node.inputs[0], nodes, producer, weights, graph_outputs)
         if source is not None and source.float16:
-            spec = OpSpec("Gather", node.spec.since, partial(_widened, _kernel=node.spec.fn), "")
+            spec = OpSpec("Gather", node.spec.since, partial(widened_gather, _kernel=node.spec.fn), "")
             rewired[i] = Node(node.name, node.op_type, node.domain, [source.stored, *node.inputs[1:]],
                               list(node.outputs), node.attrs, spec)
     return rewired
 
 
-def _widened(table: np.ndarray, *args, _kernel, **attrs) -> np.ndarray:
+def widened_gather(table: np.ndarray, *args, _kernel, **attrs) -> np.ndarray:
     """A rewired Gather run by its kernel (when the executor cannot read just the rows): float32 out."""
     result = _kernel(table, *args, **attrs)
     return result.astype(np.float32) if result.dtype == np.float16 else result
