@@ -19,7 +19,8 @@ import logging
 import socket
 import ssl
 import threading
-from collections import OrderedDict
+import time
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -121,11 +122,11 @@ class Link:
         self.settings, self.topics = settings, topics
         self._on_message, self._on_connected = on_message, on_connected
         self.connected = threading.Event()
-        self.attempts = 0  # connection attempts that failed (tests and the log read it)
+        self.attempts = 0  # connection attempts that failed
+        self.failed_at: deque[float] = deque(maxlen=16)  # when the last ones failed (monotonic): the backoff
         self._last_problem: str | None = None
         client = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id=settings.client_id, clean_session=False,
                              protocol=paho.MQTTv311, manual_ack=True)
-        client.enable_logger(logging.getLogger("frame.daemon.mqtt.paho"))
         client.will_set(topics.availability, NOT_AVAILABLE, qos=1, retain=True)
         if settings.username or settings.password:
             client.username_pw_set(settings.username or None, settings.password)
@@ -167,6 +168,7 @@ class Link:
     def _problem(self, text: str) -> None:
         """One log line per distinct cause; a repeat of the same is counted, not logged."""
         self.attempts += 1
+        self.failed_at.append(time.monotonic())
         if text != self._last_problem:
             self._last_problem = text
             log.error("mqtt: %s; trying again with backoff (up to every %d s)", text, RECONNECT_MAX_SECONDS)
@@ -191,7 +193,9 @@ class Link:
             log.exception("mqtt: publishing the frame's entities failed")
 
     def _connect_failed(self, client, userdata) -> None:
-        self._problem(f"cannot reach the broker at {self._where()}")
+        hint = (" over TLS (is mqtt.tls.ca_file the authority that signed the broker's certificate, for this "
+                "host name, and the port the broker's TLS port?)" if self.settings.tls else "")
+        self._problem(f"cannot reach the broker at {self._where()}{hint}")
 
     def _disconnected(self, client, userdata, flags, reason, properties) -> None:
         if self.connected.is_set():

@@ -14,11 +14,13 @@ import paho.mqtt.client as paho
 
 class HomeAssistant:
     def __init__(self, port: int, username: str | None = None, password: str | None = None,
-                 prefixes: tuple[str, ...] = ("homeassistant", "frame")) -> None:
+                 prefixes: tuple[str, ...] = ("homeassistant", "frame"), ca_file: str | None = None) -> None:
         self.client = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id=f"ha-{uuid.uuid4().hex[:8]}",
                                   protocol=paho.MQTTv311)
         if username:
             self.client.username_pw_set(username, password)
+        if ca_file:
+            self.client.tls_set(ca_certs=ca_file)
         self.retained: dict[str, bytes] = {}
         self.messages: list[tuple[str, bytes, bool]] = []
         self._lock = threading.Lock()
