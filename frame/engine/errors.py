@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from frame.errors import FrameError
+from frame.errors import FrameError, UsageError
 
 
 class EngineError(FrameError):
@@ -55,3 +55,13 @@ class SourceTruncated(Exception):
 
     Not an EngineError on purpose: callers turn it into the error that names what was being read,
     and no ``except FrameError`` should catch it on the way."""
+
+
+class FileFormatError(UsageError):
+    """A file frame reads (a safetensors header, a torch checkpoint's pickle or tensors) is malformed
+    or out of bounds. The message names the file and the field; ``path`` and ``field`` say them too,
+    for callers that report a bad file and carry on (an embedding's word stays a word)."""
+
+    def __init__(self, message: str, path: str = "", field: str = "") -> None:
+        super().__init__(message)
+        self.path, self.field = path, field
