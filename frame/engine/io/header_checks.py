@@ -117,9 +117,12 @@ def check_entries(header: dict[str, Any], path: str, body: int, itemsize: dict[s
             raise _fail(path, f"{where}: data_offsets {short(offsets)} is not two integers",
                         f"{name[:60]}.data_offsets")
         begin, end = offsets
-        if not 0 <= begin <= end <= body:
-            raise _fail(path, f"{where}: data_offsets [{begin}, {end}] are not in order inside the file's "
-                        f"{body} data bytes", f"{name[:60]}.data_offsets")
+        if not 0 <= begin <= end:
+            raise _fail(path, f"{where}: data_offsets [{begin}, {end}] are negative or reversed",
+                        f"{name[:60]}.data_offsets")
+        if end > body:
+            raise _fail(path, f"{where}: data_offsets [{begin}, {end}] reach past the file's {body} data bytes "
+                        "(a truncated file?)", f"{name[:60]}.data_offsets")
         expected = itemsize[dtype] if 0 not in shape else 0
         for dim in shape:  # stops at the first product past the data: no giant integer is formed
             if expected > body:
