@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from frame.config import checks
+from frame.config.panels import panel_names
 from frame.config.schema import Config
 
 Applies = Literal["now", "next render", "restart"]
@@ -71,14 +72,17 @@ def _describe(tp: Any) -> tuple[Kind, bool, tuple[Any, ...]]:
 
 
 def field(key: str, group: str, label: str, applies: Applies, help: str = "", *, kind: Kind | None = None,
-          **limits: Any) -> Field:
+          choices: tuple[Any, ...] | None = None, **limits: Any) -> Field:
+    """``choices``: a select list for a ``str`` setting whose names a registry holds (the panels)."""
     path = tuple(key.split("."))
     tp, spec = _schema_field(path)
-    derived, optional, choices = _describe(tp)
+    derived, optional, derived_choices = _describe(tp)
     secret = spec.metadata.get("secret")
     if secret is True:
         derived = "secret"
-    return Field(path, group, label, applies, kind or derived, help, optional, choices,
+    if choices is not None:
+        derived, derived_choices = "select", choices
+    return Field(path, group, label, applies, kind or derived, help, optional, derived_choices,
                  url_secret=secret == "url", **limits)
 
 
@@ -102,6 +106,9 @@ FIELDS: tuple[Field, ...] = (
     field("feeds.sources", "Feeds", "Prompt feeds", NOW, "Each feed's prompts join the themes.", kind="feeds"),
     field("feeds.refresh_minutes", "Feeds", "Fetch feeds every … minutes", NOW, minimum=1, maximum=525_600),
     field("feeds.blocklist", "Feeds", "Blocked words", NOW, "One per line; prompts containing one are dropped."),
+    field("display.panel", "Panel", "Panel type", NOW,
+          "The e-paper panel on the frame (virtual: none, pictures are written as PNGs); the picture on it "
+          "is shown again with the new type.", choices=tuple(panel_names())),
     field("display.saturation", "Panel", "Saturation", NOW,
           "0 to 1; empty: the panel's own value.", minimum=0, maximum=1, step="0.05"),
     field("display.dither", "Panel", "Dither", NOW, "auto: the panel's usual method."),

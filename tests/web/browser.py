@@ -79,7 +79,7 @@ def log_in(page, server: str, path: str = "/") -> None:
     page.goto(server + "/login?next=" + path)
     page.get_by_label("Owner token").fill(TOKEN)
     page.get_by_role("button", name="Log in").click()
-    sync_api.expect(page.get_by_role("button", name="Log out")).to_be_visible()
+    sync_api.expect(page.get_by_role("button", name="Log out", exact=True)).to_be_visible()
 
 
 def no_horizontal_overflow(page) -> None:
