@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from frame.config.lora_header import looks_like_lora
 from frame.errors import UsageError
 from frame.models import resolve_model_source
 
@@ -89,17 +90,19 @@ def lora_folders(model_source: str | os.PathLike | None, state_dir: str | os.Pat
 
 
 def available(folders: Iterable[str]) -> list[tuple[str, str]]:
-    """(name, path) of every LoRA file in the folders, first folder winning a name (the phone page's list)."""
-    found: dict[str, str] = {}
+    """(name, path) of every LoRA file in the folders, first folder winning a name (the phone page's
+    list): only files whose header names LoRA factors (``lora_header``), so garbage is not offered."""
+    found: dict[str, str | None] = {}  # None: the name's file (the one a tag finds) is not a LoRA
     for folder in folders:
         try:
             names = sorted(os.listdir(folder))
         except OSError:
             continue
         for entry in names:
-            if entry.lower().endswith(SUFFIX):
-                found.setdefault(entry[:-len(SUFFIX)], os.path.join(folder, entry))
-    return sorted(found.items(), key=lambda item: item[0].lower())
+            path = os.path.join(folder, entry)
+            if entry.lower().endswith(SUFFIX) and entry[:-len(SUFFIX)] not in found and os.path.isfile(path):
+                found[entry[:-len(SUFFIX)]] = path if looks_like_lora(path) else None
+    return sorted(((name, path) for name, path in found.items() if path is not None), key=lambda item: item[0].lower())
 
 
 def find(request: LoraRequest, folders: Sequence[str]) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 
+from tests.lora_files import demo_lora
 from tests.web.browser import log_in, no_horizontal_overflow, serve, shot, sync_api
 from tests.web.conftest import TOKEN, FakeController, make_app
 
@@ -251,6 +252,7 @@ def test_a_tap_adds_a_lora_tag_and_embedding_words_to_their_fields(server, page,
     for name in ("loras/woodcut.safetensors", "embeddings/inkwash.pt", "embeddings/easynegative.safetensors"):
         (state_dir / name).parent.mkdir(exist_ok=True)
         (state_dir / name).write_bytes(b"")
+    demo_lora(state_dir / "loras" / "woodcut.safetensors")  # the list offers only files with a LoRA's header
     log_in(page, server, "/queue")
     prompt = page.get_by_label("Prompt", exact=True)
     prompt.fill("a harbour at dawn")

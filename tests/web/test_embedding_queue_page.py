@@ -11,6 +11,7 @@ import pytest
 from frame.config import Config, ModelConfig, WebConfig, embedding_names
 from frame.diffusion.configured import pipeline_setup
 from frame.diffusion.textual_inversion import Embeddings, model_folders
+from tests.lora_files import demo_lora
 from tests.web.conftest import TOKEN, login, make_app
 
 
@@ -33,7 +34,7 @@ def folders(tmp_path: Path, state_dir: Path) -> dict[str, Path]:
         "BadHands": _touch(tmp_path / "models" / "embeddings" / "negatives" / "BadHands.safetensors"),
         "easynegative": _touch(state_dir / "embeddings" / "easynegative.bin"),
         "notes": _touch(state_dir / "embeddings" / "readme.txt"),
-        "lora": _touch(state_dir / "loras" / "woodcut.safetensors"),
+        "lora": demo_lora(_touch(state_dir / "loras" / "woodcut.safetensors")),  # listed: a LoRA's header
     }
 
 

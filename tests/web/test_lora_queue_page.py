@@ -10,8 +10,10 @@ def test_queue_page_lists_loras_and_checks_tags(owner, store, state_dir):
     (state_dir / "loras").mkdir()
     nowhere_lora(state_dir / "loras" / "woodcut.safetensors")
     non_finite_lora(state_dir / "loras" / "black.safetensors")
+    (state_dir / "loras" / "junk.safetensors").write_bytes(b"not a LoRA")
     page = owner.get("/queue").get_data(as_text=True)
     assert 'data-lora-tag="&lt;lora:woodcut:1&gt;"' in page
+    assert "lora:junk" not in page  # item 10: a file without a LoRA's header is not offered
     refused = owner.post("/queue", data={"prompt": "a barn <lora:nope:0.5>", "csrf_token": csrf_from(page)})
     assert refused.status_code == 400
     assert "unknown LoRA" in refused.get_data(as_text=True) and not store.queued_prompts()
