@@ -3,7 +3,8 @@
 Dev-only (torch, diffusers, transformers). Each case is a tiny random-weight diffusers/transformers
 module of one architecture; ``tests/fixtures/graphs/<case>/`` gets its ``case.json`` (which builder,
 the component's config.json dict, the builder's options), ``weights.npz`` (the module's state-dict
-tensors the graph reads, under their state-dict keys), ``inputs.npz`` (feeds by ONNX input name,
+tensors the graph reads, under their state-dict keys, rounded to and stored as float16: the module is
+run on the rounded values, and the graph computes in float32), ``inputs.npz`` (feeds by ONNX input name,
 plus ``noise`` for a sampling VAE encoder) and ``expected.npz`` (torch's outputs by ONNX output name).
 The build checks that the graph declares exactly the module's state-dict keys with torch's shapes, so
 a committed fixture is also the name contract the importer relies on.
@@ -139,6 +140,39 @@ def _with_hidden_states(model: Any, feeds: dict[str, np.ndarray]) -> dict[str, n
     return {**_encode_text(model, feeds), **{f"hidden_states.{i}": _np(h) for i, h in enumerate(out.hidden_states)}}
 
 
+# ---------------------------------------------------------------------- UNets
+def _unet_inputs(batch: int, seq: int, steps: int) -> Callable[[np.random.Generator, Any], dict[str, np.ndarray]]:
+    def feeds(rng: np.random.Generator, model: Any) -> dict[str, np.ndarray]:
+        cfg = model.config
+        out = {"sample": rng.standard_normal((batch, cfg.in_channels, 4, 6)).astype(np.float32),
+               "timestep": np.array([501.0, 301.0][:steps], np.float32),
+               "encoder_hidden_states": rng.standard_normal((batch, seq, cfg.cross_attention_dim)).astype(np.float32)}
+        if cfg.addition_embed_type == "text_time":
+            pooled = cfg.projection_class_embeddings_input_dim - 6 * cfg.addition_time_embed_dim
+            out["text_embeds"] = rng.standard_normal((batch, pooled)).astype(np.float32)
+            out["time_ids"] = np.tile(np.array([32, 48, 0, 0, 32, 48], np.float32), (batch, 1))
+        if cfg.time_cond_proj_dim is not None:
+            out["timestep_cond"] = rng.standard_normal((batch, cfg.time_cond_proj_dim)).astype(np.float32)
+        return out
+    return feeds
+
+
+def _denoise(model: Any, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    added = {k: _torch(feeds, k) for k in ("text_embeds", "time_ids") if k in feeds} or None
+    cond = _torch(feeds, "timestep_cond") if "timestep_cond" in feeds else None
+    out = model(_torch(feeds, "sample"), _torch(feeds, "timestep"), _torch(feeds, "encoder_hidden_states"),
+                added_cond_kwargs=added, timestep_cond=cond, return_dict=False)[0]
+    return {"out_sample": _np(out)}
+
+
+def _unet(config: dict[str, Any], **overrides) -> Callable[[], torch.nn.Module]:
+    return lambda: tm.unet(SEED, tm.merged(config, overrides))
+
+
+# SD 2.x: linear projections, a head count per block, a wider text context (OpenCLIP-H's 1024 in full size)
+SD2_UNET = {**tm.SD15_UNET, "use_linear_projection": True, "attention_head_dim": (2, 4), "cross_attention_dim": 24,
+            "upcast_attention": True}
+
 VAE_SMALL = {"block_out_channels": (4, 8), "down_block_types": ("DownEncoderBlock2D",) * 2,
              "up_block_types": ("UpDecoderBlock2D",) * 2, "layers_per_block": 2}
 
@@ -159,6 +193,16 @@ CASES = [
     # SDXL text_encoder_2: OpenCLIP bigG with its projection and every layer's hidden state
     Case("openclip_bigg", "text_encoder", _clip({"hidden_act": "gelu", "eos_token_id": 2}, True), _ids(2, 20),
          _with_hidden_states, {"with_projection": True, "hidden_states": True}),
+    # SD 1.x: conv projections, 2 heads everywhere, one timestep for the guided batch of 2
+    Case("unet_sd1", "unet", _unet(tm.SD15_UNET), _unet_inputs(2, 77, 1), _denoise),
+    Case("unet_sd2", "unet", _unet(SD2_UNET), _unet_inputs(2, 12, 2), _denoise),
+    # SDXL: text_time added conditioning, no attention in the first block, two transformer layers deeper
+    Case("unet_sdxl", "unet", _unet(tm.SDXL_UNET), _unet_inputs(2, 12, 2), _denoise),
+    # LCM-distilled: the guidance scale's embedding as timestep_cond; one level, so no resampling at all
+    Case("unet_lcm_one_level", "unet", _unet(tm.SD15_UNET, time_cond_proj_dim=8, block_out_channels=(8,),
+                                             down_block_types=("CrossAttnDownBlock2D",),
+                                             up_block_types=("CrossAttnUpBlock2D",)),
+         _unet_inputs(1, 12, 1), _denoise),
 ]
 
 
@@ -171,6 +215,10 @@ def _config_of(model: Any) -> dict[str, Any]:
 
 def build(case: Case) -> dict[str, float]:
     model = case.make().eval()
+    with torch.no_grad():  # weights are committed as float16 (half the bytes): torch runs on the same values
+        for tensor in model.state_dict().values():
+            if tensor.is_floating_point():
+                tensor.copy_(tensor.half().float())
     config = _config_of(model)
     graph = build_case(case.kind, config, case.options)
     state = {_saved_key(k) if case.kind == "text_encoder" else k: v for k, v in model.state_dict().items()
@@ -191,7 +239,7 @@ def build(case: Case) -> dict[str, float]:
     if case.weights_from:
         meta["weights_from"] = case.weights_from
     else:
-        np.savez(folder / "weights.npz", **{k: _np(v) for k, v in state.items()})
+        np.savez(folder / "weights.npz", **{k: _np(v).astype(np.float16) for k, v in state.items()})
     (folder / "case.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
     np.savez(folder / "inputs.npz", **feeds)
     np.savez(folder / "expected.npz", **expected)

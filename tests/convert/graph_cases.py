@@ -34,6 +34,11 @@ def _npz(path: Path) -> dict[str, np.ndarray]:
         return {k: data[k] for k in data.files}
 
 
+def _float32(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The committed float16 weights as the float32 state dict they are (torch ran on these values)."""
+    return {k: v.astype(np.float32) if v.dtype == np.float16 else v for k, v in arrays.items()}
+
+
 @dataclass(frozen=True)
 class GraphCase:
     name: str
@@ -55,7 +60,8 @@ def load_case(folder: Path) -> GraphCase:
     meta = json.loads((folder / "case.json").read_text())
     weights = folder.parent / meta["weights_from"] if meta.get("weights_from") else folder
     return GraphCase(folder.name, meta["kind"], meta["config"], meta.get("options", {}),
-                     _npz(weights / "weights.npz"), _npz(folder / "inputs.npz"), _npz(folder / "expected.npz"))
+                     _float32(_npz(weights / "weights.npz")), _npz(folder / "inputs.npz"),
+                     _npz(folder / "expected.npz"))
 
 
 def case_folders() -> list[Path]:

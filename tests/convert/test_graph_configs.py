@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from frame.convert.graphs import TextEncoderConfig, VaeConfig
+from frame.convert.graphs import TextEncoderConfig, UNetConfig, VaeConfig
 from frame.errors import FrameError
 
 SD_VAE = {"block_out_channels": [128, 256, 512, 512], "down_block_types": ["DownEncoderBlock2D"] * 4,
@@ -54,3 +54,36 @@ def test_text_config_projection_and_hidden_states_follow_the_architecture():
 def test_text_config_refuses_what_is_not_built(change, field):
     with pytest.raises(FrameError, match=field):
         TextEncoderConfig.from_transformers({**CLIP_L, **change})
+
+
+SDXL_UNET = {"addition_embed_type": "text_time", "addition_time_embed_dim": 256, "attention_head_dim": [5, 10, 20],
+             "block_out_channels": [320, 640, 1280], "cross_attention_dim": 2048,
+             "down_block_types": ["DownBlock2D", "CrossAttnDownBlock2D", "CrossAttnDownBlock2D"],
+             "up_block_types": ["CrossAttnUpBlock2D", "CrossAttnUpBlock2D", "UpBlock2D"],
+             "projection_class_embeddings_input_dim": 2816, "transformer_layers_per_block": [1, 2, 10],
+             "use_linear_projection": True, "layers_per_block": 2, "norm_num_groups": 32}
+
+
+def test_unet_config_reads_sdxl_and_the_legacy_head_count():
+    cfg = UNetConfig.from_diffusers(SDXL_UNET)
+    assert cfg.num_attention_heads == (5, 10, 20) and cfg.transformer_layers_per_block == (1, 2, 10)
+    assert cfg.text_time and cfg.text_embeds_dim == 1280 and cfg.time_embed_dim == 1280
+    sd15 = UNetConfig.from_diffusers({"attention_head_dim": 8, "cross_attention_dim": 768})
+    assert sd15.num_attention_heads == (8, 8, 8, 8) and sd15.layers_per_block == (2, 2, 2, 2)
+
+
+@pytest.mark.parametrize("change,field", [
+    ({"class_embed_type": "timestep"}, "class_embed_type"),
+    ({"addition_embed_type": "text"}, "addition_embed_type"),
+    ({"resnet_time_scale_shift": "scale_shift"}, "resnet_time_scale_shift"),
+    ({"mid_block_type": None, "time_embedding_type": "fourier"}, "time_embedding_type"),
+    ({"down_block_types": ["DownBlock2D", "AttnDownBlock2D", "CrossAttnDownBlock2D"]}, "block types"),
+    ({"transformer_layers_per_block": [1, 2]}, "transformer_layers_per_block"),
+    ({"attention_head_dim": [5, 7, 20]}, "attention heads"),
+    ({"cross_attention_dim": [2048, 1024, 2048]}, "cross_attention_dim"),
+    ({"reverse_transformer_layers_per_block": [[10, 10, 10], [2, 2, 2], [1, 1, 1]]},
+     "reverse_transformer_layers_per_block"),
+])
+def test_unet_config_refuses_what_is_not_built(change, field):
+    with pytest.raises(FrameError, match=field):
+        UNetConfig.from_diffusers({**SDXL_UNET, **change})

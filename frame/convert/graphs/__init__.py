@@ -15,17 +15,20 @@ from typing import TYPE_CHECKING
 from frame.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from frame.convert.graphs.configs import TextEncoderConfig, VaeConfig
+    from frame.convert.graphs.configs import TextEncoderConfig, UNetConfig, VaeConfig
     from frame.convert.graphs.text import build_text_encoder
+    from frame.convert.graphs.unet import build_unet
     from frame.convert.graphs.vae import build_vae_decoder, build_vae_encoder
     from frame.convert.graphs.weights import attach_weights, weight_specs
 
-__all__ = ["TextEncoderConfig", "VaeConfig", "attach_weights", "build_text_encoder", "build_vae_decoder",
-           "build_vae_encoder", "weight_specs"]
+__all__ = ["TextEncoderConfig", "UNetConfig", "VaeConfig", "attach_weights", "build_text_encoder", "build_unet",
+           "build_vae_decoder", "build_vae_encoder", "weight_specs"]
 
 __getattr__, __dir__ = lazy_exports(__name__, {
     "TextEncoderConfig": "frame.convert.graphs.configs",
+    "UNetConfig": "frame.convert.graphs.configs",
     "VaeConfig": "frame.convert.graphs.configs",
+    "build_unet": "frame.convert.graphs.unet",
     "build_text_encoder": "frame.convert.graphs.text",
     "build_vae_decoder": "frame.convert.graphs.vae",
     "build_vae_encoder": "frame.convert.graphs.vae",

@@ -127,3 +127,108 @@ class TextEncoderConfig:
                    hidden_act=_require(config, "hidden_act", ("quick_gelu", "gelu"), "quick_gelu"),
                    layer_norm_eps=float(eps), projection_dim=_positive(config, "projection_dim", 512),
                    eos_token_id=eos, with_projection=bool(with_projection), hidden_states=bool(hidden_states))
+
+
+DOWN_TYPES = ("CrossAttnDownBlock2D", "DownBlock2D")
+UP_TYPES = ("CrossAttnUpBlock2D", "UpBlock2D")
+# UNet2DConditionModel switches the builder implements only at their SD/SDXL values: (field, allowed, default)
+_UNET_FIXED = (
+    ("center_input_sample", (False,), False), ("only_cross_attention", (False,), False),
+    ("dual_cross_attention", (False,), False), ("act_fn", ("silu",), "silu"),
+    ("mid_block_type", ("UNetMidBlock2DCrossAttn",), "UNetMidBlock2DCrossAttn"),
+    ("class_embed_type", (None,), None), ("num_class_embeds", (None,), None), ("encoder_hid_dim", (None,), None),
+    ("encoder_hid_dim_type", (None,), None), ("addition_embed_type", (None, "text_time"), None),
+    ("resnet_time_scale_shift", ("default",), "default"), ("resnet_skip_time_act", (False,), False),
+    ("resnet_out_scale_factor", (1, 1.0), 1.0), ("mid_block_scale_factor", (1, 1.0), 1),
+    ("time_embedding_type", ("positional",), "positional"), ("time_embedding_act_fn", (None,), None),
+    ("timestep_post_act", (None,), None), ("conv_in_kernel", (3,), 3), ("conv_out_kernel", (3,), 3),
+    ("attention_type", ("default",), "default"), ("class_embeddings_concat", (False,), False),
+    ("mid_block_only_cross_attention", (None, False), None), ("cross_attention_norm", (None,), None),
+    ("time_embedding_dim", (None,), None),
+)
+
+
+@dataclass(frozen=True)
+class UNetConfig:
+    """diffusers UNet2DConditionModel, per-block settings as tuples (SD 1.x, 2.x, SDXL, LCM's
+    ``time_cond_proj_dim``)."""
+
+    in_channels: int = 4
+    out_channels: int = 4
+    block_out_channels: tuple[int, ...] = (320, 640, 1280, 1280)
+    down_block_types: tuple[str, ...] = ("CrossAttnDownBlock2D",) * 3 + ("DownBlock2D",)
+    up_block_types: tuple[str, ...] = ("UpBlock2D",) + ("CrossAttnUpBlock2D",) * 3
+    layers_per_block: tuple[int, ...] = (2, 2, 2, 2)
+    transformer_layers_per_block: tuple[int, ...] = (1, 1, 1, 1)
+    reverse_transformer_layers_per_block: tuple[int, ...] | None = None
+    num_attention_heads: tuple[int, ...] = (8, 8, 8, 8)
+    cross_attention_dim: int = 1280
+    use_linear_projection: bool = False
+    norm_num_groups: int = 32
+    norm_eps: float = 1e-5
+    flip_sin_to_cos: bool = True
+    freq_shift: float = 0
+    downsample_padding: int = 1
+    text_time: bool = False  # addition_embed_type: text_time (SDXL)
+    addition_time_embed_dim: int = 0
+    projection_class_embeddings_input_dim: int = 0
+    time_cond_proj_dim: int | None = None
+
+    @property
+    def time_embed_dim(self) -> int:
+        return self.block_out_channels[0] * 4
+
+    @property
+    def text_embeds_dim(self) -> int:
+        """The pooled text embedding's width SDXL's UNet takes (its input minus six time ids)."""
+        return self.projection_class_embeddings_input_dim - 6 * self.addition_time_embed_dim
+
+    @classmethod
+    def from_diffusers(cls, config: Mapping[str, Any]) -> UNetConfig:
+        for field, allowed, default in _UNET_FIXED:
+            _require(config, field, allowed, default)
+        blocks = _channels(config, "block_out_channels", [320, 640, 1280, 1280])
+        n = len(blocks)
+        down = tuple(config.get("down_block_types", cls.down_block_types))
+        up = tuple(config.get("up_block_types", cls.up_block_types))
+        if len(down) != n or len(up) != n or any(t not in DOWN_TYPES for t in down) or any(
+                t not in UP_TYPES for t in up):
+            raise FrameError(f"config: block types {list(down)} / {list(up)} are not supported (one of "
+                             f"{', '.join(DOWN_TYPES)} down and {', '.join(UP_TYPES)} up per block)")
+        heads = config.get("num_attention_heads") or config.get("attention_head_dim", 8)  # diffusers' legacy name
+        heads = _tuple(heads, n, "num_attention_heads")
+        layers = _tuple(config.get("layers_per_block", 2), n, "layers_per_block")
+        transformer = _tuple(config.get("transformer_layers_per_block", 1), n, "transformer_layers_per_block")
+        reverse = config.get("reverse_transformer_layers_per_block")
+        for field, values in (("num_attention_heads", heads), ("layers_per_block", layers),
+                              ("transformer_layers_per_block", transformer)):
+            if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values):
+                raise FrameError(f"config: {field} must be positive integers, got {list(values)}")
+        if reverse is not None:
+            raise FrameError("config: reverse_transformer_layers_per_block is not supported")
+        for i, (width, h) in enumerate(zip(blocks, heads)):
+            if width % h and down[i] == "CrossAttnDownBlock2D":
+                raise FrameError(f"config: block {i}'s {width} channels do not split into {h} attention heads")
+        cross = config.get("cross_attention_dim", 1280)
+        if isinstance(cross, (list, tuple)):
+            if len(set(cross)) != 1:
+                raise FrameError(f"config: a cross_attention_dim per block ({list(cross)}) is not supported")
+            cross = cross[0]
+        text_time = config.get("addition_embed_type") == "text_time"
+        cond = config.get("time_cond_proj_dim")
+        eps = config.get("norm_eps", 1e-5)
+        if not isinstance(eps, (int, float)) or eps <= 0:
+            raise FrameError(f"config: norm_eps must be a positive number, got {eps!r}")
+        return cls(
+            in_channels=_positive(config, "in_channels", 4), out_channels=_positive(config, "out_channels", 4),
+            block_out_channels=blocks, down_block_types=down, up_block_types=up, layers_per_block=layers,
+            transformer_layers_per_block=transformer, num_attention_heads=heads,
+            cross_attention_dim=_positive({"cross_attention_dim": cross}, "cross_attention_dim"),
+            use_linear_projection=bool(config.get("use_linear_projection", False)),
+            norm_num_groups=_positive(config, "norm_num_groups", 32), norm_eps=float(eps),
+            flip_sin_to_cos=bool(config.get("flip_sin_to_cos", True)), freq_shift=float(config.get("freq_shift", 0)),
+            downsample_padding=int(config.get("downsample_padding", 1)), text_time=text_time,
+            addition_time_embed_dim=_positive(config, "addition_time_embed_dim") if text_time else 0,
+            projection_class_embeddings_input_dim=_positive(config, "projection_class_embeddings_input_dim")
+            if text_time else 0,
+            time_cond_proj_dim=None if cond is None else _positive(config, "time_cond_proj_dim"))
