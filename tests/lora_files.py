@@ -72,7 +72,9 @@ def non_finite_lora(path: Path, where: str = "up", value: float = float("nan")) 
 def malformed_lora(path: Path, kind: str) -> Path:
     """One of the malformed kinds: ``rank_zero`` (down [0, 32], up [32, 0]), ``off_float`` (float data
     offsets), ``up_1d`` (a 1-D up), ``down_scalar`` (a 0-D down), ``alpha_empty`` (alpha of no element),
-    ``huge_shape`` (a shape of 2^40 rows with no data), ``metadata_list`` (metadata of the wrong type)."""
+    ``huge_shape`` (a shape of 2^40 rows with no data), ``metadata_list`` (``__metadata__`` a list),
+    ``off_string`` (offsets as strings), ``dtype_list`` (a dtype that is a list), ``inf_shape`` (an axis
+    of 1e999), ``deep_header`` (JSON nested 100,000 deep)."""
     module = DEMO_MODULES[0]
     tensors = lora_tensors((module,))
     header: dict[str, Any] = {}
@@ -94,10 +96,28 @@ def malformed_lora(path: Path, kind: str) -> Path:
     elif kind == "huge_shape":
         header = {f"{module}.lora_down.weight": {"dtype": "F32", "shape": [1 << 40, 0], "data_offsets": [0, 0]}}
     elif kind == "metadata_list":
-        return write_safetensors(path, tensors, metadata={"lora_adapter_metadata": "[1, 2]"})
+        header = {"__metadata__": ["lora_adapter_metadata"]}
+    elif kind == "off_string":
+        write_safetensors(path, tensors)
+        head = json.loads(path.read_bytes()[8:8 + struct.unpack("<Q", path.read_bytes()[:8])[0]])
+        header = {name: {**entry, "data_offsets": [str(v) for v in entry["data_offsets"]]}
+                  for name, entry in head.items()}
+    elif kind == "dtype_list":
+        header = {f"{module}.lora_down.weight": {"dtype": ["F32"], "shape": [2, 32], "data_offsets": [0, 256]}}
+    elif kind == "inf_shape":
+        text = json.dumps({f"{module}.lora_down.weight": {"dtype": "F32", "shape": [2, 32], "data_offsets": [0, 256]}})
+        text = text.replace("[2, 32]", "[1e999, 32]")
+        raw = text.encode()
+        path.write_bytes(struct.pack("<Q", len(raw)) + raw + b"\0" * 256)
+        return path
+    elif kind == "deep_header":
+        raw = b'{"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+        path.write_bytes(struct.pack("<Q", len(raw)) + raw)
+        return path
     else:
         raise ValueError(kind)
     return write_safetensors(path, tensors, header=header)
 
 
-MALFORMED = ("rank_zero", "off_float", "up_1d", "down_scalar", "alpha_empty", "huge_shape")
+MALFORMED = ("rank_zero", "off_float", "up_1d", "down_scalar", "alpha_empty", "huge_shape", "metadata_list",
+             "off_string", "dtype_list", "inf_shape", "deep_header")
