@@ -65,12 +65,14 @@ class TensorEntry:
                                   path=self.path, field="data_offsets")
         return self.decode(data)
 
-    def decode(self, data: bytes | np.ndarray) -> np.ndarray:
-        """This tensor's raw bytes (read by the caller, from a file or a ``ByteSource``) as float32."""
+    def decode(self, data: bytes | np.ndarray, shape: tuple[int, ...] | None = None) -> np.ndarray:
+        """This tensor's raw bytes (read by the caller, from a file or a ``ByteSource``; all of them, or
+        whole rows of them with ``shape``) as float32."""
         raw = np.frombuffer(data, dtype=np.dtype(DTYPES[self.dtype]).newbyteorder("<"))
+        shape = self.shape if shape is None else shape
         if self.dtype == "BF16":  # bfloat16 is the top half of a float32
-            return (raw.astype(np.uint32) << 16).view(np.float32).reshape(self.shape)
-        return raw.astype(np.float32).reshape(self.shape)
+            return (raw.astype(np.uint32) << 16).view(np.float32).reshape(shape)
+        return raw.astype(np.float32).reshape(shape)
 
 
 @dataclass(frozen=True)
