@@ -1,6 +1,6 @@
 """Daemon memory under an owner's (and an attacker's) day, against issue 27's targets, in one run.
 
-    PYTHONPATH=. python benchmarks/daemon_memory.py [--pages 1000] [--steps 200] [--size 256x160]
+    PYTHONPATH=. python benchmarks/daemon_memory.py [--pages 1000] [--steps 200] [--size 256x160] [--mqtt]
 
 Starts the real daemon (``python -m frame --config FILE run``, demo model, virtual panel) on a
 temporary state folder with 40 seeded pictures, samples its resident memory and that of every
@@ -25,6 +25,9 @@ the largest sum of all frame processes at one moment against ``--budget-mb`` (43
 example of 512 MB less Raspberry Pi OS; the Pi twin measures its own, on a real SD 1.5 architecture).
 On main 74c5b74 the issue measured 46 MiB idle, 91-96 MiB after pages and peaks of 361 MiB (24 MP
 PNG), 1191 MB (the RGBA PNG), 1163 MB (the WebP), 428 MB (12 parallel).
+With ``--mqtt`` the daemon also runs its Home Assistant side (issue 42): a mosquitto on 127.0.0.1 and
+a client playing Home Assistant that sends a command every 2 s all along (``mqtt_home.py``); the
+figures are then those of a frame with MQTT on.
 Exit status 1 when a target is missed.
 """
 
@@ -47,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import daemonrun  # noqa: E402
 import hostile_uploads  # noqa: E402
+import mqtt_home  # noqa: E402
 
 TARGET_AFTER_MB = 60.0
 TARGET_PEAK_MB = 80.0
@@ -138,9 +142,16 @@ def run(args: argparse.Namespace, folder: Path) -> int:
     state = folder / "state"
     ids = daemonrun.seed_pictures(state, 40)
     port = daemonrun.free_port()
-    daemon = daemonrun.Daemon(folder, port, daemonrun.write_config(folder, port, {
-        "model": {"source": "demo", "steps": args.steps, "size": args.size}}))
+    extra: dict = {"model": {"source": "demo", "steps": args.steps, "size": args.size}}
+    broker = home = None
+    if args.mqtt:
+        broker_port = daemonrun.free_port()
+        broker = mqtt_home.start_broker(folder, broker_port)
+        extra["mqtt"] = {"host": "127.0.0.1", "port": broker_port}
+    daemon = daemonrun.Daemon(folder, port, daemonrun.write_config(folder, port, extra))
     sampler = daemonrun.Sampler(daemon.proc.pid).start()
+    if broker is not None:
+        home = mqtt_home.HomeAssistant(broker_port)
     try:
         time.sleep(5)
         idle = daemon.rss_mb()
@@ -163,11 +174,19 @@ def run(args: argparse.Namespace, folder: Path) -> int:
         after, peak = daemon.rss_mb(), daemon.hwm_mb()
     finally:
         sampler.stop()
+        if home is not None:
+            home.stop()
         daemon.stop()
+        if broker is not None:
+            broker.terminate()
+            broker.wait(timeout=10)
     children = [(m.group(1), m.group(2), float(m.group(4)), int(m.group(5)))
                 for m in CHILD_LINE.finditer(daemon.log_text())]
     workers = [c for c in sampler.children.values() if c["entry"] not in ("imagechild", "checkchild")]
     print(f"pages: {args.pages} in {pages_s:.1f} s, answers {statuses}")
+    if home is not None:
+        print(f"mqtt: on; Home Assistant sent {home.counts['sent']} commands, got {home.counts['answers']} answers, "
+              f"{home.counts['state']} state and {home.counts['discovery']} discovery messages")
     print(f"night: POST /api/render {render.status_code}; painted picture(s) {painted or 'NONE'}")
     print(f"{'upload':<24}{'bytes':>12}  {'mid-render':<11} answer")
     for name, size, code, said, mid_render in uploads:
@@ -199,6 +218,8 @@ def run(args: argparse.Namespace, folder: Path) -> int:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     print(f"CPU of the daemon and its children: {usage.ru_utime + usage.ru_stime:.1f} s")
     missed = [] if painted else ["the night painted no picture"]
+    if home is not None and (not home.counts["answers"] or not home.counts["discovery"]):
+        missed.append("MQTT: no discovery or no answer from the daemon")
     if not overlapped:
         missed.append("no upload met the render (raise --steps)")
     if after > TARGET_AFTER_MB:
@@ -221,6 +242,8 @@ def main() -> int:
     parser.add_argument("--size", default="256x160", help="as frame demo")
     parser.add_argument("--budget-mb", type=int, default=430,
                         help="all frame processes together (the issue's example: 512 MB less the OS)")
+    parser.add_argument("--mqtt", action="store_true",
+                        help="MQTT on: a local mosquitto and a client playing Home Assistant (issue 42)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         return run(args, Path(tmp))

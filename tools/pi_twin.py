@@ -13,7 +13,8 @@ Steps (docs/pi-twin.md says why each is so):
    512 MiB minus Raspberry Pi OS Lite's idle use, plus qemu-user's measured per-process overhead;
 4. in it, the unit's ExecStart as its User (``frame run``: daemon and workers) through a whole
    night on the bundled demo model while a phone (tools/pi_twin_phone.py) loads pages, queues and
-   edits a prompt, saves settings, uploads a photo and rates it mid-render;
+   edits a prompt, saves settings, uploads a photo and rates it mid-render, with MQTT on: a host
+   mosquitto and a client playing Home Assistant (tools/pi_twin_mqtt.py);
 5. the night's picture against the x86 reference (tests/fixtures/pi_twin, tools/build_pi_twin_reference.py);
 6. in the same cgroup, a slice of the test suite (engine, samplers, display preparation, store).
 
@@ -42,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import pi_twin_install as install_mod  # noqa: E402
 import pi_twin_memory as memory  # noqa: E402
+import pi_twin_mqtt as mqtt_mod  # noqa: E402
 import pi_twin_phone as phone_mod  # noqa: E402
 import pi_twin_rootfs as rootfs_mod  # noqa: E402
 import pi_twin_slice as slice_mod  # noqa: E402
@@ -83,7 +85,7 @@ def write_night_config(rootfs: Path) -> tuple[list[str], list[str], int]:
     path = rootfs / "etc/frame/config.yaml"
     stat = path.stat()
     config = phone_mod.night_config(yaml.safe_load(path.read_text()), PORT)
-    config = taste_mod.taste_config(config)
+    config = mqtt_mod.mqtt_config(taste_mod.taste_config(config))
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     os.chown(path, stat.st_uid, stat.st_gid)
     os.chmod(path, stat.st_mode)
@@ -146,6 +148,7 @@ def night(rootfs: Path, cgroup: memory.Cgroup, work: Path, minutes: float,
     poller = Poller(watch)
     poller.start()
     started = time.monotonic()
+    home = mqtt_mod.HomeAssistant(work)  # before the daemon: it connects at start
     daemon = start_daemon(rootfs, unit, cgroup, work / "daemon.log")
     result: dict = {}
     try:
@@ -164,11 +167,13 @@ def night(rootfs: Path, cgroup: memory.Cgroup, work: Path, minutes: float,
         log("the taste night: render now, no queued prompt, the trained model chooses")
         chosen = taste_mod.drive_taste_night(phone, night_seconds=minutes * 60, until=phone_mod.until, browse=browse)
         result.update(taste=chosen, page_loads=phone.page_loads, total_seconds=time.monotonic() - started)
+        result.update(mqtt=home.describe(), mqtt_problems=home.problems())  # while the frame is online
     except Exception as exc:
         log(f"the night failed: {type(exc).__name__}: {exc}")
         result["error"] = f"{type(exc).__name__}: {exc}"
     finally:
         stop(daemon)
+        home.close()
         poller.done.set()
         poller.join(5)
     log_text = (work / "daemon.log").read_text(errors="replace")
@@ -250,6 +255,8 @@ def main() -> int:
                 chosen = result["taste"]
                 print(f"  taste night: picture {chosen.picture_id} '{chosen.prompt}' in {chosen.seconds:.0f} s "
                       f"(render now → picture), plot {chosen.plot or 'none'}: {chosen.sentence}")
+                print(f"  {result['mqtt']}")
+                failures += [f"MQTT: {problem}" for problem in result["mqtt_problems"]]
                 (args.work / "night-aarch64.png").write_bytes(result["picture_png"])
                 verdict = slice_mod.compare_with_reference(result["picture_png"])
                 print(f"  aarch64 vs x86 picture: {verdict.describe()}")

@@ -125,6 +125,7 @@ class Link:
         self.attempts = 0  # connection attempts that failed
         self.failed_at: deque[float] = deque(maxlen=16)  # when the last ones failed (monotonic): the backoff
         self._last_problem: str | None = None
+        self._stopping = False
         client = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id=settings.client_id, clean_session=False,
                              protocol=paho.MQTTv311, manual_ack=True)
         client.will_set(topics.availability, NOT_AVAILABLE, qos=1, retain=True)
@@ -149,6 +150,7 @@ class Link:
 
     def stop(self, timeout: float = 2.0) -> None:
         """Say ``offline`` (retained) and leave; the persistent session keeps what comes meanwhile."""
+        self._stopping = True
         if self.connected.is_set():
             info = self.client.publish(self.topics.availability, NOT_AVAILABLE, qos=1, retain=True)
             try:
@@ -200,6 +202,8 @@ class Link:
     def _disconnected(self, client, userdata, flags, reason, properties) -> None:
         if self.connected.is_set():
             self.connected.clear()
+            if self._stopping:
+                return
             log.warning("mqtt: lost the broker at %s (%s); reconnecting", self._where(), reason)
 
     def _message(self, client, userdata, message: paho.MQTTMessage) -> None:
