@@ -3,7 +3,8 @@ render/show workers together and is the API's ``Controller``.
 
 Threads: the main thread runs ``run_forever`` (systemd watchdog pings, deferred shows after quiet
 hours, status); APScheduler's pool runs the jobs; one render thread and one show thread at most; the
-waitress server; the button dispatcher of ``frame.buttons.dispatch`` when ``buttons.enabled``. SIGTERM sets
+waitress server; the button dispatcher of ``frame.buttons.dispatch`` when ``buttons.enabled``; the MQTT bridge's
+command and state threads and paho's network thread when ``mqtt.host`` is set (``frame.daemon.mqtt``). SIGTERM sets
 ``stop_event``, which also stops a running worker (its last per-step checkpoint is on disk) — the next
 start resumes that render.
 

@@ -62,7 +62,8 @@ def test_state_document_and_picture_url_follow_the_panel(daemon, ha):
     assert ha.retained["frame/state"] == json.dumps(state, sort_keys=True, ensure_ascii=False).encode()
 
 
-def test_a_clean_stop_says_offline(daemon, ha):
+def test_a_clean_stop_says_offline(daemon, ha, caplog):
     ha.wait_for(lambda: ha.retained.get("frame/availability") == b"online", what="online")
     daemon.stop()
     ha.wait_for(lambda: ha.retained.get("frame/availability") == b"offline", what="offline")
+    assert not [r for r in caplog.records if "lost the broker" in r.getMessage()]  # it left, nothing was lost
