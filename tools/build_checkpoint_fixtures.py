@@ -12,7 +12,9 @@ every original weight exactly. Output in ``tests/fixtures/checkpoints/``:
 * ``<kind>/``: the tiny folder's config.json files, scheduler and tokenizer(s), what ``frame model
   import --config`` takes for widths a checkpoint cannot tell (heads, GroupNorm groups);
 * ``<kind>/expected.json``: per component, every diffusers/transformers key with its shape and the
-  SHA-256 of its float32 bytes, as diffusers loads them.
+  SHA-256 of its float32 bytes, as diffusers loads them;
+* ``<kind>/reference.npz``: diffusers' picture (uint8) from that pipeline and a seed alone
+  (``RENDER``), which frame's import + render must match (tests/convert/checkpoint/test_end_to_end.py).
 
     /work/main/.venv/bin/python tools/build_checkpoint_fixtures.py [--out tests/fixtures/checkpoints]
 """
@@ -148,8 +150,26 @@ def save(tensors: dict[str, np.ndarray], path: Path, dtype: torch.dtype) -> None
     save_file(stored, str(path))
 
 
-def verify(kind: str, pipe, path: Path, folder: Path) -> None:
-    """diffusers' own loader on the file must give back every weight of ``pipe`` exactly."""
+RENDER = {"prompt": "a lighthouse on a cliff at dusk, oil painting", "negative_prompt": "blurry, low quality",
+          "steps": 4, "guidance": 5.0, "seed": 1234, "width": 64, "height": 64}
+SAMPLER = {"sd15": "ddim", "sd2v": "ddim", "sdxl": "euler"}
+
+
+def reference_render(kind: str, loaded) -> dict[str, np.ndarray]:
+    """diffusers' picture from the seed alone (torch's CPU generator draws the latents, as frame's
+    ``model.noise: torch-cpu`` does), with the pipeline ``from_single_file`` made."""
+    out = loaded(prompt=RENDER["prompt"], negative_prompt=RENDER["negative_prompt"],
+                 num_inference_steps=RENDER["steps"], guidance_scale=RENDER["guidance"], width=RENDER["width"],
+                 height=RENDER["height"], generator=torch.Generator().manual_seed(RENDER["seed"]), output_type="np")
+    image = np.clip(np.round(out.images[0] * 255), 0, 255).astype(np.uint8)
+    settings = {**RENDER, "sampler": SAMPLER[kind]}
+    print(f"{kind}: reference render, pixel std {image.std():.1f}")
+    return {"image": image, "settings": np.array(json.dumps(settings))}
+
+
+def verify(kind: str, pipe, path: Path, folder: Path):
+    """diffusers' own loader on the file must give back every weight of ``pipe`` exactly; returns
+    the loaded pipeline."""
     import diffusers
 
     cls = getattr(diffusers, KINDS[kind]["pipeline"])
@@ -163,6 +183,7 @@ def verify(kind: str, pipe, path: Path, folder: Path) -> None:
             if not np.array_equal(value, got[key]):
                 raise SystemExit(f"{kind}/{name}: {key} differs after from_single_file")
     print(f"{kind}: diffusers from_single_file reproduces all {len(names)} components exactly")
+    return loaded
 
 
 def expected(pipe, names: list[str]) -> dict:
@@ -208,8 +229,9 @@ def main() -> int:
             pipe.save_pretrained(str(folder))
             path = args.out / f"{kind}.safetensors"
             save(original_layout(kind, pipe, torch.Generator().manual_seed(SEED)), path, spec["dtype"])
-            verify(kind, pipe, path, folder)
+            loaded = verify(kind, pipe, path, folder)
             write_folder(kind, folder, args.out / kind, vocab, merges)
+            np.savez_compressed(args.out / kind / "reference.npz", **reference_render(kind, loaded))
         (args.out / kind / "expected.json").write_text(json.dumps(expected(pipe, names), indent=0) + "\n")
         print(f"wrote {path} ({path.stat().st_size / 1e3:.0f} kB) and {args.out / kind}/")
     return 0

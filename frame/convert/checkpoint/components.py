@@ -19,6 +19,17 @@ if TYPE_CHECKING:
     from frame.convert.checkpoint.reader import Checkpoint
 
 
+FLOAT_DTYPES = ("F32", "F16", "BF16", "F64")  # what a weight may be stored as (read as float32)
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """One tensor of a checkpoint, as its header says: the dtype's name (F32, F16, BF16...) and shape."""
+
+    dtype: str
+    shape: tuple[int, ...]
+
+
 @dataclass(frozen=True)
 class Take:
     """How one output tensor comes from the checkpoint: ``source``, then optionally a block of rows
@@ -80,8 +91,11 @@ class Component:
 
 
 def _order(checkpoint: Checkpoint):
-    """Sort key putting tensors in file order (fewer, longer forward reads over HTTP)."""
-    entries = getattr(checkpoint, "entries", None)
-    if entries is None:
-        return lambda source: 0
-    return lambda source: entries[source].start
+    return lambda source: file_position(checkpoint, source)
+
+
+def file_position(checkpoint: Checkpoint, source: str) -> int:
+    """Where tensor ``source`` starts in its file (0 when the file has no such order): sorting by it
+    reads a file forwards (fewer, longer reads over HTTP)."""
+    entry = getattr(checkpoint, "entries", {}).get(source)
+    return getattr(entry, "start", 0)

@@ -49,6 +49,8 @@ EMBEDDING = {"emb_params", "clip_l", "clip_g", "string_to_param.*", "string_to_t
 
 def refuse_non_checkpoints(checkpoint: Checkpoint) -> None:
     keys = list(checkpoint.tensors)
+    if not keys:
+        raise UsageError(f"{checkpoint.location}: holds no tensors, not a checkpoint")
     lora = [k for k in keys if LORA.search(k)]
     if lora:
         raise UsageError(f"{checkpoint.location}: a LoRA ({len(lora)} LoRA keys such as {lora[0]}), not a "

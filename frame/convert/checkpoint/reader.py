@@ -24,6 +24,8 @@ from typing import Protocol
 import numpy as np
 
 from frame.config.redact import redact_url
+from frame.convert.checkpoint.components import FLOAT_DTYPES, TensorInfo
+from frame.convert.checkpoint.torch_file import TorchCheckpoint
 from frame.engine.errors import SourceTruncated, WeightFetchError
 from frame.engine.io.http import HttpSource
 from frame.engine.io.http_settings import HttpSettings
@@ -36,12 +38,6 @@ MAX_JSON_BYTES = 1 << 20  # a component's config.json is a few KB; model_index.j
 COMPONENTS = ("unet", "vae", "text_encoder", "text_encoder_2")
 WEIGHT_NAMES = {"unet": "diffusion_pytorch_model", "vae": "diffusion_pytorch_model",
                 "text_encoder": "model", "text_encoder_2": "model"}
-
-
-@dataclass(frozen=True)
-class TensorInfo:
-    dtype: str  # the file's name for it: F32, F16, BF16...
-    shape: tuple[int, ...]
 
 
 class Checkpoint(Protocol):
@@ -57,9 +53,6 @@ class Checkpoint(Protocol):
     def read_rows(self, key: str, first: int, count: int) -> np.ndarray: ...
 
     def close(self) -> None: ...
-
-
-FLOAT_DTYPES = ("F32", "F16", "BF16", "F64")
 
 
 class SafetensorsCheckpoint:
@@ -163,7 +156,7 @@ class Opener:
             return file.read()
 
 
-def open_file(location: str, opener: Opener | None = None) -> SafetensorsCheckpoint:
+def open_file(location: str, opener: Opener | None = None) -> Checkpoint:
     """A single-file checkpoint; one line naming the file when it is not one frame can read."""
     opener = opener or Opener()
     source = opener.source(location)
@@ -173,8 +166,11 @@ def open_file(location: str, opener: Opener | None = None) -> SafetensorsCheckpo
         if kind == "safetensors":
             return SafetensorsCheckpoint(source, read_source_header(source))
         if kind == "torch":
-            raise UsageError(f"{source.location}: a torch checkpoint (.ckpt/.pt); frame reads .safetensors "
-                             "checkpoints (most sites offer one; the .ckpt reader is not in this version)")
+            if is_url(location):
+                raise UsageError(f"{source.location}: a torch checkpoint (.ckpt) at a URL: frame streams "
+                                 ".safetensors from URLs; download the .ckpt first, or use the site's .safetensors")
+            source.close()
+            return TorchCheckpoint(location)
         raise UsageError(f"{source.location}: neither a .safetensors nor a .ckpt checkpoint "
                          f"(it starts with {head[:8]!r})")
     except BaseException:

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from frame.convert.checkpoint.components import Component
+from frame.convert.checkpoint.components import Component, file_position
 from frame.convert.files import DEFAULT_SCHEME, MIN_QUANT_OPSET
 from frame.convert.policy import Policy, plan
 from frame.convert.rewrite import Report, rewrite
@@ -97,11 +97,9 @@ def weight_refs(model: onnx.ModelProto, component: Component) -> dict[str, Weigh
 
 def in_file_order(model: onnx.ModelProto, component: Component) -> onnx.ModelProto:
     """The initializers sorted by where their source lies in the checkpoint (forward reads over HTTP)."""
-    entries = getattr(component.checkpoint, "entries", None)
-    if entries is None:
-        return model
-    start = {key: entries[take.source].start for key, take in component.takes.items() if take.source in entries}
-    ordered = sorted(model.graph.initializer, key=lambda t: start.get(t.name, 0))
+    takes = component.takes
+    ordered = sorted(model.graph.initializer, key=lambda t: file_position(component.checkpoint, takes[t.name].source)
+                     if t.name in takes else 0)
     del model.graph.initializer[:]
     model.graph.initializer.extend(ordered)
     return model

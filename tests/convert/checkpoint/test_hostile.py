@@ -79,11 +79,11 @@ def test_not_a_checkpoint_at_all(tmp_path):
     assert "neither a .safetensors nor a .ckpt checkpoint" in _refusal(path)
 
 
-def test_torch_checkpoint_is_named(tmp_path):
+def test_empty_torch_checkpoint(tmp_path):
     path = tmp_path / "model.ckpt"
     with zipfile.ZipFile(path, "w") as archive:
         archive.writestr("archive/data.pkl", b"\x80\x02}q\x00.")
-    assert "a torch checkpoint" in _refusal(path)
+    assert "holds no tensors, not a checkpoint" in _refusal(path)
 
 
 def test_unknown_architecture_names_its_keys(tmp_path):
