@@ -26,7 +26,7 @@ from frame.engine.lora.matching import MatchReport
 from frame.engine.ops.registry import OpSpec
 from frame.engine.passes import (
     conv_affine,
-    geglu,
+    geglu_kernel,
     gelu,
     layer_norm,
     norm_conv,
@@ -74,9 +74,9 @@ RECORDS: dict[str, tuple[type, tuple[tuple[str, Any], ...]]] = {
     "OpSpec": (OpSpec, (("op_type", (str,)), ("since", (int,)), ("fn", KERNEL), ("domain", (str,)),
                         ("inplace", (bool,)), ("validate", (NONE,)), ("attribute_names", (frozenset,)),
                         ("hints", (frozenset,)))),
-    "GegluPlan": (geglu.GegluPlan, (("gate_input", (str,)), ("gate_nodes", ListOf(Node)), ("gate_output", (str,)),
-                                    ("hidden_first", (bool,)), ("slices", (tuple,)), ("constants", ListOf(str)),
-                                    ("dying", ListOf(tuple)))),
+    "GegluPlan": (geglu_kernel.GegluPlan, (("gate_input", (str,)), ("gate_nodes", ListOf(Node)),
+                                           ("gate_output", (str,)), ("hidden_first", (bool,)), ("slices", (tuple,)),
+                                           ("constants", ListOf(str)), ("dying", ListOf(tuple)))),
     "Layout": (weight_decoding.Layout, (("weight_axis", (int,)), ("output_axis", (int,)), ("bias_input", (int, NONE)),
                                         ("blockable", (bool,)))),
     "Body": (Body, (("where", (str,)), ("inputs", ListOf(str)), ("outputs", ListOf(str)), ("nodes", ListOf(Node)),
@@ -88,8 +88,8 @@ RECORD_TAGS = {cls: tag for tag, (cls, _fields) in RECORDS.items()}
 # the module functions the engine's rewrites build fused kernels from (``frame.engine.passes``)
 FUSED_KERNELS: dict[str, types.FunctionType] = {
     "conv_affine": conv_affine.conv_affine,
-    "geglu_ff": geglu.geglu_ff,
-    "shape_without": geglu.shape_without,
+    "geglu_ff": geglu_kernel.geglu_ff,
+    "shape_without": geglu_kernel.shape_without,
     "gelu": gelu.gelu,
     "layer_norm": layer_norm.fused_layer_norm,
     "norm_conv": norm_conv.norm_conv,

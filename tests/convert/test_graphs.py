@@ -17,6 +17,7 @@ import pytest
 
 from frame.convert.graphs import weight_specs
 from frame.engine import load_model
+from tests.convert.graph_cases import FIXTURES as FIXTURES_DIR
 from tests.convert.graph_cases import build_case, case_folders, load_case, rel_l2
 
 CASES = case_folders()
@@ -77,6 +78,8 @@ def test_engine_matches_torch(folder: Path, weights: str, slices: int | None, tm
     ops = [n.op_type for n in graph.graph.node]
     assert rewrites["attention"] == ops.count("Softmax"), "every attention block runs sliced"
     assert rewrites["upsample_conv"] == ops.count("Resize"), "every upsampling runs as UpsampleConv"
+    feed_forwards = [n for n in graph.graph.node if n.output[0].endswith(".ff.net.0/geglu")]
+    assert rewrites["geglu"] == len(feed_forwards), "every GEGLU feed-forward runs in channel blocks"
     if "InstanceNormalization" in ops:
         assert rewrites["norm_conv"] > 0
     if case.kind == "text_encoder":  # textual inversion puts its vectors into this Gather's rows
@@ -95,3 +98,26 @@ def test_structure_declares_the_state_dict_keys_without_data(folder: Path):
     for init in graph.graph.initializer:
         assert init.data_type == onnx.TensorProto.FLOAT
         assert not (init.raw_data or init.float_data or init.external_data), init.name
+
+
+@pytest.mark.parametrize("weights", ["fp16", "uint8"])
+def test_converted_unet_keeps_its_fusions_and_its_plan(weights: str, tmp_path: Path, monkeypatch):
+    """``frame model convert`` (what the importer's --weights runs) on a built SDXL UNet: the engine
+    still decodes every Gemm weight in blocks inside its op, still blocks every GEGLU (now on decoded
+    Gemm weights), the kept plan (model-plans) runs bit-identically, and the result stays close to torch."""
+    from frame.convert.files import Options, convert_proto
+    from frame.engine import model as engine_model
+
+    case = load_case(FIXTURES_DIR / "unet_sdxl")
+    converted = convert_proto(case.model(), Options(weights))
+    path, plans = _save(converted, tmp_path), tmp_path / "model-plans"
+    with load_model(path, plans=plans) as model:
+        first = model.run(case.feeds())["out_sample"]
+        rewrites = dict(model.rewrites)
+    gemms = sum(1 for n in case.model().graph.node if n.op_type == "Gemm")
+    assert rewrites["geglu"] == 8 and rewrites["weight_decoding"] > gemms
+    monkeypatch.setattr(engine_model, "plan_structure", lambda *a, **k: pytest.fail("planned again"))
+    with load_model(path, plans=plans) as model:
+        kept = model.run(case.feeds())["out_sample"]
+    assert kept.tobytes() == first.tobytes()
+    assert rel_l2(first, case.expected["out_sample"]) < (2e-3 if weights == "fp16" else 5e-2)

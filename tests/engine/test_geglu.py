@@ -10,7 +10,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from frame.engine import load_model
-from frame.engine.passes import geglu
+from frame.engine.passes import geglu_kernel
 from frame.engine.passes import order as pass_order  # the pass list calls fuse_* through its module
 from tests.engine import builders
 from tests.engine.test_weight_decoding import _quantized
@@ -19,10 +19,15 @@ RNG = np.random.default_rng(5)
 
 
 def geglu_model(tmp_path, *, tokens=10, c=8, inner=6, weights="fp32", bounds="constant", hidden_first=True,
-                tanh=False, steps=None, fp16_bias=False):
-    """x → MatMul(W1) + b1 → hidden | gate → hidden * gelu(gate) → MatMul(W2) + b2 → y."""
+                tanh=False, steps=None, fp16_bias=False, linear="matmul"):
+    """x → MatMul(W1) + b1 → hidden | gate → hidden * gelu(gate) → MatMul(W2) + b2 → y; ``linear="gemm"``:
+    Gemm(x, W1ᵀ, b1, transB=1) … Gemm(·, W2ᵀ, b2, transB=1) on a 2-D x, as frame.convert.graphs writes
+    a Linear (weights stored (out, in), the biases inside the Gemms)."""
+    gemm = linear == "gemm"
     w1 = (RNG.standard_normal((c, 2 * inner)) * 0.4).astype(np.float32)
     w2 = (RNG.standard_normal((inner, c)) * 0.4).astype(np.float32)
+    if gemm:
+        w1, w2 = np.ascontiguousarray(w1.T), np.ascontiguousarray(w2.T)
     inits = [numpy_helper.from_array(RNG.standard_normal(c).astype(np.float32), "b2")]
     nodes = []
     b1 = RNG.standard_normal(2 * inner).astype(np.float32)
@@ -41,7 +46,10 @@ def geglu_model(tmp_path, *, tokens=10, c=8, inner=6, weights="fp32", bounds="co
             nodes.append(helper.make_node("Cast", [f"{name}_16"], [name], to=TensorProto.FLOAT))
         else:
             inits.append(numpy_helper.from_array(w, name))
-    nodes += [helper.make_node("MatMul", ["x", "w1"], ["p0"]), helper.make_node("Add", ["b1", "p0"], ["p"])]
+    if gemm:
+        nodes.append(helper.make_node("Gemm", ["x", "w1", "b1"], ["p"], transB=1))
+    else:
+        nodes += [helper.make_node("MatMul", ["x", "w1"], ["p0"]), helper.make_node("Add", ["b1", "p0"], ["p"])]
     if bounds == "shape":  # torch's chunk(2, -1): half = (last + 1) // 2 from Shape(p)
         inits += [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in
                   (("minus1", -1), ("one", 1), ("two", 2), ("zero", [0]), ("axes", [-1]))]
@@ -74,17 +82,21 @@ def geglu_model(tmp_path, *, tokens=10, c=8, inner=6, weights="fp32", bounds="co
         nodes += [helper.make_node("Div", ["second", "sqrt2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
                   helper.make_node("Add", ["e", "one_f"], ["e1"]), helper.make_node("Mul", ["second", "e1"], ["ge"]),
                   helper.make_node("Mul", ["ge", "half_f"], ["gate"])]
-    nodes += [helper.make_node("Mul", ["first", "gate"] if hidden_first else ["gate", "first"], ["prod"]),
-              helper.make_node("MatMul", ["prod", "w2"], ["q"]), helper.make_node("Add", ["b2", "q"], ["y"])]
-    proto = builders.model(nodes, [builders.value("x", [1, tokens, c])], [builders.value("y", None)], inits)
-    feeds = {"x": RNG.standard_normal((1, tokens, c)).astype(np.float32)}
+    nodes.append(helper.make_node("Mul", ["first", "gate"] if hidden_first else ["gate", "first"], ["prod"]))
+    if gemm:
+        nodes.append(helper.make_node("Gemm", ["prod", "w2", "b2"], ["y"], transB=1))
+    else:
+        nodes += [helper.make_node("MatMul", ["prod", "w2"], ["q"]), helper.make_node("Add", ["b2", "q"], ["y"])]
+    shape = [tokens, c] if gemm else [1, tokens, c]
+    proto = builders.model(nodes, [builders.value("x", shape)], [builders.value("y", None)], inits)
+    feeds = {"x": RNG.standard_normal(shape).astype(np.float32)}
     return builders.save(proto, tmp_path / "m.onnx"), feeds
 
 
 @pytest.fixture
 def small_blocks(monkeypatch):
-    monkeypatch.setattr(geglu, "MIN_BLOCK_CHANNELS", 2)
-    monkeypatch.setattr(geglu, "BLOCK_BYTES", 2 * 10 * 4)  # two hidden channels of 10 tokens per block
+    monkeypatch.setattr(geglu_kernel, "MIN_BLOCK_CHANNELS", 2)
+    monkeypatch.setattr(geglu_kernel, "BLOCK_BYTES", 2 * 10 * 4)  # two hidden channels of 10 tokens per block
 
 
 def ort_plain(path, feeds):
@@ -112,6 +124,9 @@ def run_both(path, feeds, monkeypatch):
 @pytest.mark.parametrize("options", [
     {}, {"weights": "uint8"}, {"weights": "fp16"}, {"bounds": "shape"}, {"hidden_first": False}, {"tanh": True},
     {"inner": 7, "bounds": "shape", "weights": "uint8"}, {"weights": "fp16", "fp16_bias": True},
+    {"linear": "gemm"}, {"linear": "gemm", "weights": "uint8"},
+    {"linear": "gemm", "weights": "fp16", "fp16_bias": True},
+    {"linear": "gemm", "bounds": "shape", "hidden_first": False}, {"linear": "gemm", "inner": 7, "weights": "fp16"},
 ])
 def test_geglu_feed_forwards_fuse_and_match(tmp_path, monkeypatch, small_blocks, options):
     path, feeds = geglu_model(tmp_path, **options)
@@ -128,13 +143,14 @@ def test_interleaved_columns_fall_back_to_the_original_chain(tmp_path, monkeypat
     assert builders.rel_l2(fused, expected) < 1e-5
 
 
-def test_the_projection_never_exists(tmp_path, monkeypatch, small_blocks):
+@pytest.mark.parametrize("linear", ["matmul", "gemm"])
+def test_the_projection_never_exists(tmp_path, monkeypatch, small_blocks, linear):
     """No value as wide as the projection (tokens x 2·inner) is ever in the run's environment."""
-    path, feeds = geglu_model(tmp_path, tokens=64, inner=32, bounds="shape")
+    path, feeds = geglu_model(tmp_path, tokens=64, inner=32, bounds="shape", linear=linear)
     widest = []
     with load_model(path) as model:
         model._executor.after_step = lambda i, env: widest.append(
-            max(v.shape[-1] for v in env.values() if isinstance(v, np.ndarray) and v.ndim == 3))
+            max(v.shape[-1] for v in env.values() if isinstance(v, np.ndarray) and v.ndim == len(feeds["x"].shape)))
         model.run(feeds)
         ops = [s.node.op_type for s in model.steps]
     assert max(widest) < 64

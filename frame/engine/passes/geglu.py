@@ -15,34 +15,35 @@ projection weight alone would be 52 MB for SDXL. The FLOPs are the same; only th
 accumulated over blocks (float32 rounding, ~1e-7 relative).
 
 What is matched, after ``weight_decoding`` (so a weight is a float32 initializer or a DecodedWeight
-node's stored tensor): ``MatMul(x, W1) → Add(b1) → two Slices`` (plus ``Shape`` nodes reading the
-projection, which are given its shape without it) ``→`` an element-wise gate subgraph on one Slice
-(Div/Erf/Add/Mul for the exact GELU, Tanh for the approximation, a Gelu node...: element-wise ops
-whose other operands are scalar constants) ``→ Mul(other Slice, gate) → MatMul(·, W2)``. Which
-columns each Slice takes is checked on every run (they must be two equal-length column ranges);
-anything else runs the original kernels on the whole tensors, so the rewrite never changes results.
+node's stored tensor): ``MatMul(x, W1) → Add(b1)`` or ``Gemm(x, W1, b1, transB=1)`` (a Linear as
+``frame.convert.graphs`` writes it, W1 stored (2I, C) as torch has it) ``→ two Slices`` (plus ``Shape``
+nodes reading the projection, which are given its shape without it) ``→`` an element-wise gate
+subgraph on one Slice (Div/Erf/Add/Mul for the exact GELU, Tanh for the approximation, a Gelu
+node...: element-wise ops whose other operands are scalar constants) ``→ Mul(other Slice, gate) →
+MatMul(·, W2)`` (or ``Gemm(·, W2, b2, transB=1)``, whose bias the fused node adds). Which columns
+each Slice takes is checked on every run (they must be two equal-length column ranges); anything
+else runs the original kernels on the whole tensors, so the rewrite never changes results.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
 
-from frame.engine import buffers
 from frame.engine.graph import Node, consumer_index, producer_index, rewrite_nodes
 from frame.engine.io.weights import WeightRef
+from frame.engine.ops.linalg import gemm
 from frame.engine.ops.registry import OpSpec
-from frame.engine.passes.weight_decoding import Layout, decode_block
+from frame.engine.passes.geglu_kernel import GegluPlan, geglu_ff, shape_without
+from frame.engine.passes.weight_decoding import Layout
 
 log = logging.getLogger(__name__)
 
 DOMAIN = "frame.engine"
-BLOCK_BYTES = 8 << 20  # float32 tokens x |J| per temporary
-MIN_BLOCK_CHANNELS = 256  # narrower GEMMs lose speed to BLAS thread synchronisation
 ELEMENTWISE = frozenset({"Add", "Sub", "Mul", "Div", "Erf", "Tanh", "Sigmoid", "Pow", "Sqrt", "Neg", "Relu",
                          "Gelu", "SiLU", "Exp", "Identity"})
 
@@ -55,147 +56,44 @@ class WeightSource:
     scale: str = ""
     zero_point: str = ""
     quant_axis: int = 1
-
-
-@dataclass
-class GegluPlan:
-    """What the kernel needs besides its inputs: how to run the gate subgraph and the fallback."""
-
-    gate_input: str  # the gate Slice's output name inside the gate subgraph
-    gate_nodes: list[Node] = field(default_factory=list)
-    gate_output: str = ""
-    hidden_first: bool = True  # product = Mul(hidden, gate) (False: Mul(gate, hidden))
-    slices: tuple = ()  # (hidden Slice kernel, gate Slice kernel), attributes bound
-    constants: list[str] = field(default_factory=list)  # gate subgraph operands, in fused-input order
-    dying: list[tuple[str, ...]] = field(default_factory=list)  # per gate node: values last used there
-
-    def __post_init__(self) -> None:
-        last: dict[str, int] = {}
-        for k, node in enumerate(self.gate_nodes):
-            for name in node.inputs:
-                if name and name not in self.constants:
-                    last[name] = k
-        self.dying = [tuple(n for n, k in last.items() if k == position and n != self.gate_output)
-                      for position in range(len(self.gate_nodes))]
-
-
-# ------------------------------------------------------------------------------------------ kernel
-def _weight(arrays: tuple, axis: int, start: int, stop: int, quant_axis: int) -> np.ndarray:
-    q, scale, zero_point = arrays
-    if scale is None and q.dtype == np.float32 and isinstance(q, np.ndarray):  # not a LoraStored
-        index = [slice(None)] * q.ndim
-        index[axis] = slice(start, stop)
-        return q[tuple(index)]
-    return decode_block(q, scale, zero_point, quant_axis, axis, start, stop)
-
-
-def _column_range(slice_fn, slice_args: list, shape: tuple[int, ...]) -> tuple[int, int] | None:
-    """(first, length) of the columns a Slice node takes from a tensor of ``shape``, if it takes whole
-    rows of a contiguous column range (probed on a zero-copy index view, never on the data)."""
-    probe = np.broadcast_to(np.arange(shape[-1], dtype=np.int64), shape)
-    taken = slice_fn(probe, *slice_args)
-    if taken.shape[:-1] != shape[:-1] or taken.shape[-1] == 0:
-        return None
-    columns = taken[(0,) * (taken.ndim - 1)]
-    first = int(columns[0])
-    if not np.array_equal(columns, np.arange(first, first + columns.size)):
-        return None
-    return first, int(columns.size)
-
-
-def _gate(plan: GegluPlan, gate: np.ndarray, constants: dict[str, np.ndarray]) -> np.ndarray:
-    """Run the gate subgraph on one block: values freed at their last use, and kernels that can write
-    into a dying input 0 do (the block's temporaries stay at one or two)."""
-    env = {plan.gate_input: gate, **constants}
-    del gate
-    for node, dying in zip(plan.gate_nodes, plan.dying):
-        args = [env[name] if name else None for name in node.inputs]
-        attrs = node.attrs
-        if node.spec.inplace and node.inputs[0] in dying and node.inputs.count(node.inputs[0]) == 1:
-            attrs = {**attrs, "_reuse": True}
-        for name in dying:
-            del env[name]
-        env[node.outputs[0]] = node.spec.fn(*args, **attrs)
-        del args
-    return env[plan.gate_output]
-
-
-def geglu_ff(x: np.ndarray, w1: np.ndarray, s1: np.ndarray | None, z1: np.ndarray | None, b1: np.ndarray,
-             w2: np.ndarray, s2: np.ndarray | None, z2: np.ndarray | None, *rest: np.ndarray | None,
-             _plan: GegluPlan, _axes: tuple[int, int], _slice_counts: tuple[int, int]) -> np.ndarray:
-    """The fused node's kernel: ``MatMul(hidden * gate(gate_half), W2)`` (the result before W2's bias)."""
-    hidden_args = list(rest[:_slice_counts[0]])
-    gate_args = list(rest[_slice_counts[0]:_slice_counts[0] + _slice_counts[1]])
-    constants = dict(zip(_plan.constants, rest[_slice_counts[0] + _slice_counts[1]:]))
-    first, second = (w1, s1, z1), (w2, s2, z2)
-    width = w1.shape[1]
-    shape = x.shape[:-1] + (width,)
-    hidden = _column_range(_plan.slices[0], hidden_args, shape)
-    gate = _column_range(_plan.slices[1], gate_args, shape)
-    if (x.dtype != np.float32 or hidden is None or gate is None or hidden[1] != gate[1]
-            or hidden[1] != w2.shape[0] or b1.shape not in ((width,), (1, width)) or x.ndim < 2):
-        return _unfused(x, first, second, b1, hidden_args, gate_args, constants, _plan, _axes)
-    b1 = b1.reshape(-1).astype(np.float32, copy=False)
-    channels = hidden[1]
-    tokens = int(np.prod(x.shape[:-1]))
-    step = max(MIN_BLOCK_CHANNELS, BLOCK_BYTES // max(1, 4 * tokens))
-    out = None
-    for j0 in range(0, channels, step):
-        j1 = min(channels, j0 + step)
-        block_shape = x.shape[:-1] + (j1 - j0,)
-        h = np.matmul(x, _weight(first, 1, hidden[0] + j0, hidden[0] + j1, _axes[0]), out=buffers.empty(block_shape))
-        h += b1[hidden[0] + j0:hidden[0] + j1]
-        g = np.matmul(x, _weight(first, 1, gate[0] + j0, gate[0] + j1, _axes[0]), out=buffers.empty(block_shape))
-        g += b1[gate[0] + j0:gate[0] + j1]
-        g = _gate(_plan, g, constants)
-        product = np.multiply(h, g, out=h)  # exact either way round: h·g == g·h in IEEE arithmetic
-        del h, g
-        w2 = _weight(second, 0, j0, j1, _axes[1])
-        if out is None:
-            out = np.matmul(product, w2, out=buffers.empty(x.shape[:-1] + (w2.shape[1],)))
-        else:
-            part = np.matmul(product, w2, out=buffers.empty(out.shape))
-            out += part
-            del part
-        del product
-    return out
-
-
-def _unfused(x, first, second, b1, hidden_args, gate_args, constants, plan: GegluPlan, axes) -> np.ndarray:
-    """The original chain on whole tensors (operands the blocked form cannot prove equal for)."""
-    log.debug("GegluFF: operands do not split into two column halves; running the original chain")
-    w1 = _weight(first, 1, 0, first[0].shape[1], axes[0])
-    projected = np.matmul(x, w1) + b1
-    hidden = plan.slices[0](projected, *hidden_args)
-    gate = _gate(plan, plan.slices[1](projected, *gate_args), constants)
-    product = hidden * gate if plan.hidden_first else gate * hidden
-    return np.matmul(product, _weight(second, 0, 0, second[0].shape[0], axes[1]))
-
-
-def shape_without(x: np.ndarray, *, _width: int, _shape_fn) -> np.ndarray:
-    """``Shape`` of ``MatMul(x, W)`` (W ``_width`` columns wide) computed without that product."""
-    return _shape_fn(np.broadcast_to(np.zeros((), np.float32), x.shape[:-1] + (_width,)))
+    transposed: bool = False  # stored (out, in), read by a Gemm with transB=1
 
 
 # ------------------------------------------------------------------------------------------ the pass
-def _matmul_weight(node: Node, weights: dict[str, WeightRef]) -> WeightSource | None:
-    """The weight of a plain MatMul on a 2-D float32 initializer or of a DecodedWeight MatMul."""
+def _plain_gemm(attrs: dict) -> bool:
+    """``A · Bᵀ + C``: a Linear with its (out, in) weight as stored."""
+    return (attrs.get("transB", 0) == 1 and attrs.get("transA", 0) == 0 and attrs.get("alpha", 1.0) == 1.0
+            and attrs.get("beta", 1.0) == 1.0)
+
+
+def _matmul_weight(node: Node, weights: dict[str, WeightRef]) -> tuple[WeightSource, str] | None:
+    """The weight of a plain MatMul or Gemm (transB) on a 2-D float32 initializer or of a DecodedWeight
+    MatMul or Gemm, and the Gemm's bias input ("" for a MatMul or a Gemm without one)."""
     ref = weights.get(node.inputs[1]) if len(node.inputs) > 1 else None
     if ref is None or len(ref.shape) != 2:
         return None
     if node.domain == "" and node.op_type == "MatMul" and len(node.inputs) == 2 and ref.dtype == np.float32:
-        return WeightSource(node.inputs[1])
-    if node.domain == DOMAIN and node.op_type == "DecodedWeight" and node.spec is not None and len(node.inputs) == 4:
+        return WeightSource(node.inputs[1]), ""
+    if (node.domain == "" and node.op_type == "Gemm" and len(node.inputs) in (2, 3) and ref.dtype == np.float32
+            and _plain_gemm(node.attrs)):
+        return WeightSource(node.inputs[1], transposed=True), (node.inputs[2] if len(node.inputs) == 3 else "")
+    if node.domain == DOMAIN and node.op_type == "DecodedWeight" and node.spec is not None:
         keywords = node.spec.fn.keywords
-        if keywords.get("_layout") == Layout(1, -1, None):
-            return WeightSource(node.inputs[1], node.inputs[2], node.inputs[3], keywords.get("_quant_axis", 1))
+        stored = WeightSource(node.inputs[1], node.inputs[2], node.inputs[3], keywords.get("_quant_axis", 1))
+        if keywords.get("_layout") == Layout(1, -1, None) and len(node.inputs) == 4:
+            return stored, ""
+        kernel = keywords.get("_kernel")
+        if (keywords.get("_layout") == Layout(0, 1, 2) and len(node.inputs) in (4, 5) and isinstance(kernel, partial)
+                and getattr(kernel.func, "__wrapped__", kernel.func) is gemm and _plain_gemm(kernel.keywords)):
+            transposed = WeightSource(stored.stored, stored.scale, stored.zero_point, stored.quant_axis, True)
+            return transposed, (node.inputs[4] if len(node.inputs) == 5 else "")
     return None
 
 
 @dataclass
 class _Match:
     project: int
-    bias_add: int
+    bias_add: int | None  # None: the projection is a Gemm holding b1
     slices: tuple[int, int]  # hidden, gate
     shapes: list[int]
     gate: list[int]
@@ -206,6 +104,8 @@ class _Match:
     bias: str
     plan: GegluPlan
     bias_cast: int | None = None  # Cast(to=FLOAT) of an fp16 bias, removed with the chain
+    bias2: str = ""  # the second linear's bias when it is a Gemm holding one
+    bias2_cast: int | None = None
 
 
 class _Graph:
@@ -263,12 +163,20 @@ def _gate_subgraph(graph: _Graph, start: str, end: str) -> tuple[list[int], list
 
 
 def _projection(graph: _Graph, projected: str, slices: set[int]):
-    """``projected`` = Add(MatMul(x, W1), b1), read only by the two Slices and by Shape nodes."""
-    bias_add = graph.produced_by(projected, "Add")
-    if bias_add is None or projected in graph.outputs:
+    """``projected`` = Add(MatMul(x, W1), b1) or Gemm(x, W1, b1), read only by the two Slices and by
+    Shape nodes."""
+    if projected in graph.outputs:
         return None
     shapes = [k for k in graph.consumers.get(projected, []) if k not in slices]
     if any(graph.nodes[k].op_type != "Shape" or graph.nodes[k].domain for k in shapes):
+        return None
+    project = graph.producer.get(projected)
+    gemm_found = _matmul_weight(graph.nodes[project], graph.weights) if project is not None else None
+    if gemm_found is not None and gemm_found[1]:  # the Gemm holds b1
+        stored, cast = _bias_source(graph, gemm_found[1], project)
+        return (project, None, shapes, gemm_found[0], stored, cast) if stored is not None else None
+    bias_add = graph.produced_by(projected, "Add")
+    if bias_add is None:
         return None
     inputs = graph.nodes[bias_add].inputs
     for mm_out in inputs:
@@ -278,19 +186,19 @@ def _projection(graph: _Graph, projected: str, slices: set[int]):
         first = _matmul_weight(graph.nodes[project], graph.weights)
         bias = [n for n in inputs if n != mm_out]
         stored, cast = _bias_source(graph, bias[0], bias_add) if len(bias) == 1 else (None, None)
-        if first is not None and stored is not None:
-            return project, bias_add, shapes, first, stored, cast
+        if first is not None and not first[1] and stored is not None:
+            return project, bias_add, shapes, first[0], stored, cast
     return None
 
 
-def _bias_source(graph: _Graph, name: str, bias_add: int) -> tuple[str | None, int | None]:
+def _bias_source(graph: _Graph, name: str, reader: int) -> tuple[str | None, int | None]:
     """The bias initializer behind ``name``, and the ``Cast(to=FLOAT)`` between them if any: fp16
     exports (``frame model convert --weights fp16``, optimum's ``--fp16``) widen every bias through one,
     which hid all 70 GEGLU blocks of the fp16 SDXL UNet from this rewrite (the kernel widens the bias)."""
     if name in graph.weights:
         return name, None
     cast = graph.produced_by(name, "Cast")
-    if (cast is None or graph.nodes[cast].attrs.get("to") != 1 or graph.only_reader(name) != bias_add
+    if (cast is None or graph.nodes[cast].attrs.get("to") != 1 or graph.only_reader(name) != reader
             or graph.nodes[cast].inputs[0] not in graph.weights):
         return None, None
     return graph.nodes[cast].inputs[0], cast
@@ -298,9 +206,13 @@ def _bias_source(graph: _Graph, name: str, bias_add: int) -> tuple[str | None, i
 
 def _match(graph: _Graph, i: int) -> _Match | None:
     nodes = graph.nodes
-    second = _matmul_weight(nodes[i], graph.weights)
-    product = graph.produced_by(nodes[i].inputs[0], "Mul") if second is not None else None
+    found_second = _matmul_weight(nodes[i], graph.weights)
+    product = graph.produced_by(nodes[i].inputs[0], "Mul") if found_second is not None else None
     if product is None or graph.only_reader(nodes[i].inputs[0]) != i:
+        return None
+    second, bias2_name = found_second
+    bias2, bias2_cast = _bias_source(graph, bias2_name, i) if bias2_name else ("", None)
+    if bias2 is None:
         return None
     for hidden_pos in (0, 1):
         hidden_name, gate_out = nodes[product].inputs[hidden_pos], nodes[product].inputs[1 - hidden_pos]
@@ -319,7 +231,7 @@ def _match(graph: _Graph, i: int) -> _Match | None:
             plan = GegluPlan(nodes[gs].outputs[0], [nodes[k] for k in sub[0]], gate_out, hidden_pos == 0,
                              (_bound(nodes[hs]), _bound(nodes[gs])), sub[1])
             return _Match(project, bias_add, (hs, gs), shapes, sub[0], product, i, first, second, bias, plan,
-                          bias_cast)
+                          bias_cast, bias2, bias2_cast)
     return None
 
 
@@ -332,9 +244,9 @@ def _fused(match: _Match, nodes: list[Node], weights: dict[str, WeightRef]) -> N
     hidden_args, gate_args = hs.inputs[1:], gs.inputs[1:]
     w1, w2 = match.w1, match.w2
     fn = partial(geglu_ff, _plan=match.plan, _axes=(w1.quant_axis, w2.quant_axis),
-                 _slice_counts=(len(hidden_args), len(gate_args)))
+                 _slice_counts=(len(hidden_args), len(gate_args)), _transposed=(w1.transposed, w2.transposed))
     inputs = [nodes[match.project].inputs[0], w1.stored, w1.scale, w1.zero_point, match.bias,
-              w2.stored, w2.scale, w2.zero_point, *hidden_args, *gate_args, *match.plan.constants]
+              w2.stored, w2.scale, w2.zero_point, match.bias2, *hidden_args, *gate_args, *match.plan.constants]
     out = nodes[match.output]
     return Node(f"{out.name}/geglu", "GegluFF", DOMAIN, inputs, list(out.outputs), {},
                 OpSpec("GegluFF", 1, fn, DOMAIN))
@@ -358,12 +270,11 @@ def fuse_geglu(nodes: list[Node], graph_outputs: set[str], weights: dict[str, We
         if match is None or i in removed:
             continue
         replaced[i] = _fused(match, nodes, weights)
-        x, width = nodes[match.project].inputs[0], weights[match.w1.stored].shape[1]
+        x, width = nodes[match.project].inputs[0], weights[match.w1.stored].shape[0 if match.w1.transposed else 1]
         for k in match.shapes:
             replaced[k] = _shape_node(nodes[k], x, width)
-        removed |= {match.project, match.bias_add, *match.slices, *match.gate, match.product}
-        if match.bias_cast is not None:
-            removed.add(match.bias_cast)
+        removed |= {match.project, *match.slices, *match.gate, match.product}
+        removed |= {k for k in (match.bias_add, match.bias_cast, match.bias2_cast) if k is not None}
     if replaced:
         log.debug("fused %d GEGLU feed-forward(s)", len([n for n in replaced.values() if n.op_type == "GegluFF"]))
     count = len([n for n in replaced.values() if n.op_type == "GegluFF"])
