@@ -7,7 +7,8 @@ run when a prompt naming it is queued (the check child) and at night. Here: the 
 the file, the header is a JSON object, and a key names a LoRA factor (kohya ``lora_down``/``lora_up``,
 PEFT ``lora_A``/``lora_B``, diffusers' older spellings) with a dtype, shape and offsets. At most
 ``SCAN_BYTES`` of the header are read: one of up to ``PARSE_BYTES`` is parsed, a longer one (kohya's
-training metadata can be large) is searched for a factor key in that much. Answers are kept per file while its size and time stay.
+training metadata can be large) is searched for a factor key in that much. Answers are kept per
+file while its size and time stay.
 """
 
 from __future__ import annotations

@@ -8,9 +8,12 @@ fallback notice, a failed render in the history, a failing feed — goes through
 
 from __future__ import annotations
 
+import ast
 import re
 
 _STEP = re.compile(r"at step '([^']+)'")
+# a failed render of a queued prompt names it (frame.daemon.jobs.night._count_prompt_failure)
+_QUEUED = re.compile(r"queued prompt (\d+) (\('(?:[^'\\]|\\.)*'\)|\(\"(?:[^\"\\]|\\.)*\"\))( was set aside)?: ")
 
 # What a failure in each worker step means for the owner, and what to check.
 STEP_ADVICE = {
@@ -36,9 +39,26 @@ NO_RENDER = "no render ran last night (was the frame switched off?); it paints a
 UNEXPECTED = "something unexpected failed: if it happens again, the details and the log (journalctl -u frame) say why"
 
 
+def _unquoted(literal: str) -> str:
+    """The prompt as the night wrote it (Python's repr of a string: a literal, never code)."""
+    try:
+        value = ast.literal_eval(literal)
+    except (ValueError, SyntaxError):
+        return literal
+    return value if isinstance(value, str) else literal
+
+
 def render_advice(status: str, error: str | None) -> str:
     """Lower-case clause for a render that ended with ``status`` (failed / missed / ...) and ``error``."""
     text = error or ""
+    queued = _QUEUED.search(text)
+    if queued:  # the owner is told which prompt, and that it no longer blocks the queue
+        number, prompt = queued.group(1), _unquoted(queued.group(2)[1:-1])
+        if queued.group(3):
+            return (f"queued prompt {number} (\u201c{prompt}\u201d) could not be painted and is set aside: the queue "
+                    "page says why (edit it to try again); the next prompt is painted instead")
+        rest = text[:queued.start()] + text[queued.end():]
+        return f"queued prompt {number} (\u201c{prompt}\u201d) could not be painted: {render_advice(status, rest)}"
     lowered = text.lower()
     if status == "missed" or "deadline" in lowered:
         if "daemon was down" in lowered:

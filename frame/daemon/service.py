@@ -221,8 +221,10 @@ class Daemon:
 
     # renders --------------------------------------------------------------------------------------
 
-    def start_render(self, kind: str, night: schedule.Night | None, render_id: int | None) -> int:
-        """Start (or resume ``render_id``) in the render thread; Busy if one is running."""
+    def start_render(self, kind: str, night: schedule.Night | None, render_id: int | None,
+                     note: str | None = None) -> int:
+        """Start (or resume ``render_id``) in the render thread; Busy if one is running. ``note``: the
+        notice to keep once it paints (a queued prompt set aside before this render)."""
         if not self._render_lock.acquire(blocking=False):
             raise Busy("a render is already running; only one at a time")
         resume = render_id is not None
@@ -235,10 +237,11 @@ class Daemon:
         # "rendering" from this moment: the status page the owner's button leads to must not say idle
         # while the render thread is still writing the job folder
         self.live.render_started(render_id, kind)
-        self._spawn("render", lambda: self._render_thread(render_id, kind, night, resume))
+        self._spawn("render", lambda: self._render_thread(render_id, kind, night, resume, note))
         return render_id
 
-    def _render_thread(self, render_id: int, kind: str, night: schedule.Night | None, resume: bool = False) -> None:
+    def _render_thread(self, render_id: int, kind: str, night: schedule.Night | None, resume: bool = False,
+                       note: str | None = None) -> None:
         try:
             deadline = night.deadline.timestamp() if night else None
             outcome, picture_id = nights.render(self.ctx, render_id, kind, deadline, resume=resume)
@@ -252,7 +255,7 @@ class Daemon:
         if self.stop_event.is_set():
             return
         if picture_id is not None:
-            self.live.update(notice=None, notice_details=None)
+            self.live.update(notice=note, notice_details=None)
             if night is None or datetime.now(self.tz) >= night.show_at:
                 self.request_show(picture_id, "new picture")
         elif outcome is not None and outcome.status == "deadline":
@@ -260,7 +263,25 @@ class Daemon:
         else:
             step = f" at step {outcome.step!r}" if outcome is not None and outcome.step else ""
             error = f"the render failed{step}: {outcome.error if outcome else 'internal error (see the log)'}"
-            self.fallback(notices.render_advice("failed", error), error)
+            if not self._paint_the_next(kind, night, note, outcome, error):
+                self.fallback(notices.render_advice("failed", error), error)
+
+    def _paint_the_next(self, kind: str, night: schedule.Night | None, note: str | None, outcome: Any,
+                        error: str) -> bool:
+        """After a night's render set its queued prompt aside (``night._count_prompt_failure``): start
+        the night again on the next candidate, once, while its deadline is ahead; the notice that names
+        the prompt stays once it paints. False when there is nothing to start (then the fallback)."""
+        if (kind != "night" or night is None or note is not None or outcome is None
+                or " was set aside: " not in (outcome.error or "") or datetime.now(self.tz) >= night.deadline):
+            return False
+        notice = notices.sentence(notices.render_advice("failed", error))
+        self.live.update(notice=notice, notice_details=error)
+        log.warning("%s; painting the night's next candidate", error)
+        try:
+            self.start_render("night", night, None, note=notice)
+        except Busy:
+            return False
+        return True
 
     # jobs -----------------------------------------------------------------------------------------
 

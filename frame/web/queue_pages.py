@@ -17,6 +17,7 @@ from typing import Any
 from flask import flash, redirect, render_template, request, url_for
 
 from frame.config import embedding_names, lora_tags
+from frame.config.redact import redact_text
 from frame.daemon import queue as queue_rules
 from frame.daemon.actions import queue as queue_actions
 from frame.daemon.actions.errors import BadValue
@@ -87,8 +88,9 @@ def _as_form(prompt: QueuedPrompt) -> dict[str, str]:
 
 
 def queued_view(ctx: WebContext, prompt: QueuedPrompt) -> dict[str, Any]:
-    """One waiting prompt for the list: its text, what it sets itself, and for a variation whether its
-    picture is still there (a deleted one waits; the night takes the next prompt)."""
+    """One waiting prompt for the list: its text, what it sets itself, for a variation whether its
+    picture is still there (a deleted one waits; the night takes the next prompt), and why it was set
+    aside if its renders failed (the nights take the next prompt until it is edited)."""
     own = [f"{name} {getattr(prompt, name):g}" if isinstance(getattr(prompt, name), float)
            else f"{name} {getattr(prompt, name)}" for name in ("steps", "sampler", "guidance", "seed")
            if getattr(prompt, name) is not None]
@@ -100,7 +102,8 @@ def queued_view(ctx: WebContext, prompt: QueuedPrompt) -> dict[str, Any]:
         path = gallery.picture_path(ctx.state_dir, picture.file) if picture else None
         missing = path is None or not path.is_file()
     return {"id": prompt.id, "prompt": prompt.prompt, "theme": prompt.theme, "own": own,
-            "source": prompt.source_picture_id, "strength": prompt.strength, "missing": missing}
+            "source": prompt.source_picture_id, "strength": prompt.strength, "missing": missing,
+            "failures": prompt.failures, "set_aside": redact_text(prompt.set_aside) if prompt.set_aside else None}
 
 
 def _size_hint(ctx: WebContext) -> dict[str, str]:

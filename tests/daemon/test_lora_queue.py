@@ -47,7 +47,8 @@ def test_queue_refuses_a_lora_file_that_cannot_be_used(client, tmp_path, store):
     malformed_lora(folder / "flat.safetensors", "rank_zero")
     (folder / "junk.safetensors").write_bytes(b"not a safetensors file")
     for name, why in (("black", "NaN or infinite"), ("flat", "rank 0"), ("junk", "not a safetensors file")):
-        answer = client.post("/api/prompts", headers=AUTH, json={"prompt": "a fox", "negative_prompt": f"<lora:{name}>"})
+        answer = client.post("/api/prompts", headers=AUTH,
+                             json={"prompt": "a fox", "negative_prompt": f"<lora:{name}>"})
         assert answer.status_code == 400, name
         error = answer.get_json()["error"]
         assert f"{name}.safetensors" in error and why in error and "Error" not in error, error

@@ -47,6 +47,7 @@ from frame.worker.records import (
     Job,
     RenderKind,
     ShowJob,
+    read_job,
     write_job,
 )
 
@@ -198,6 +199,7 @@ def _finish(ctx: RenderContext, render_id: int, outcome: Outcome, seconds: float
         return outcome, None
     result = outcome.result
     if outcome.status != "done" or not isinstance(result, RenderOutput):
+        outcome = _count_prompt_failure(ctx, render_id, outcome)
         step = f" at step {outcome.step!r}" if outcome.step else ""
         ctx.store.finish_render(render_id, "failed", error=f"failed{step}: {outcome.error}")
         discard_job(ctx.state_dir, render_id)
@@ -218,6 +220,30 @@ def _finish(ctx: RenderContext, render_id: int, outcome: Outcome, seconds: float
     ctx.store.finish_render(render_id, "done", picture_id=picture_id, timings=dict(meta.timings))
     _housekeeping(ctx, render_id, picture_id)
     return outcome, picture_id
+
+
+def _count_prompt_failure(ctx: RenderContext, render_id: int, outcome: Outcome) -> Outcome:
+    """A failed render of a queued prompt: count it against the prompt (``Store.prompt_failed``, which
+    sets it aside at ``SET_ASIDE_AFTER``, so one prompt that cannot be painted no longer fails every
+    night and blocks the prompts behind it) and name the prompt in the error the notice is made of
+    (``notices.render_advice``). Failures that are not the prompt's are not counted: running out of
+    memory (the night's settings and the model's), a step other than generating."""
+    try:
+        job = read_job(job_dir(ctx.state_dir, render_id))
+    except (OSError, ValueError, TypeError):
+        return outcome
+    choice = getattr(job, "choice", None)
+    prompt_id = getattr(choice, "prompt_id", None)
+    if prompt_id is None:
+        return outcome
+    error = outcome.error or "the worker failed"
+    counted = outcome.step in (None, "generate") and "memory" not in error.lower()
+    prompt = ctx.store.prompt_failed(prompt_id, error) if counted else ctx.store.queued_prompt(prompt_id)
+    text = choice.prompt if len(choice.prompt) <= 40 else choice.prompt[:39] + "…"
+    aside = " was set aside" if prompt is not None and prompt.set_aside else ""
+    if aside:
+        log.warning("queued prompt %d set aside after %d failed renders: %s", prompt_id, prompt.failures, error)
+    return dataclasses.replace(outcome, error=f"queued prompt {prompt_id} ({text!r}){aside}: {error}")
 
 
 def _housekeeping(ctx: RenderContext, render_id: int, picture_id: int) -> None:

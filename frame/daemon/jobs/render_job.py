@@ -109,8 +109,11 @@ def _source_picture(ctx: RenderContext, prompt: QueuedPrompt) -> Path | None:
 
 
 def _paintable(ctx: RenderContext, prompt: QueuedPrompt) -> bool:
-    """A plain prompt always; a variation while its picture is in the gallery. One whose picture was
-    deleted stays queued (the queue page says so) and the night takes the next prompt."""
+    """A plain prompt unless it is set aside (its renders failed: the queue page says why); a variation
+    while its picture is in the gallery. One whose picture was deleted stays queued (the queue page says
+    so) and the night takes the next prompt."""
+    if prompt.set_aside:
+        return False
     if not prompt.variation or _source_picture(ctx, prompt) is not None:
         return True
     log.warning("queued variation %d skipped: picture %s is no longer in the gallery", prompt.id,

@@ -149,7 +149,15 @@ CREATE TABLE taste_memory (
 )
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4)
+# A queued prompt that cannot be painted (issue 40 item 4): ``failures`` counts its renders that failed
+# painting it, and at ``SET_ASIDE_AFTER`` (frame.daemon.store.prompt_rows) ``set_aside`` keeps why; the
+# night then takes the next prompt instead of failing the same way every night. An edit clears both.
+_V5 = """
+ALTER TABLE prompts ADD COLUMN failures INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE prompts ADD COLUMN set_aside TEXT
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -16,6 +16,8 @@ from typing import Any
 
 from frame.daemon.store.records import QueuedPrompt, now_iso
 
+SET_ASIDE_AFTER = 2  # failed renders of one queued prompt before the nights take the next one instead
+
 
 def _prompt_values(values: dict[str, Any], extra: tuple[str, ...] = ()) -> dict[str, Any]:
     """``values`` restricted to the prompt columns an owner sets; an unknown name is a ValueError."""
@@ -68,9 +70,10 @@ class PromptQueueRows:
         with self.transaction() as conn:
             if conn.execute("SELECT 1 FROM prompts WHERE id = ? AND used_at IS NULL", (prompt_id,)).fetchone() is None:
                 raise KeyError(prompt_id)
-            if changes:
+            if changes:  # the owner changed it: a prompt set aside is tried again
                 assignments = ", ".join(f"{k} = :{k}" for k in changes)
-                conn.execute(f"UPDATE prompts SET {assignments} WHERE id = :id", {**changes, "id": prompt_id})
+                conn.execute(f"UPDATE prompts SET {assignments}, failures = 0, set_aside = NULL WHERE id = :id",
+                             {**changes, "id": prompt_id})
         prompt = self.queued_prompt(prompt_id)
         assert prompt is not None  # under the lock nothing else ran between
         return prompt
@@ -95,6 +98,15 @@ class PromptQueueRows:
             conn.executemany("UPDATE prompts SET position = ? WHERE id = ?",
                              [(number, row_id) for number, row_id in enumerate(ids, start=1)])
         return self.queued_prompts()
+
+    def prompt_failed(self, prompt_id: int, reason: str) -> QueuedPrompt | None:
+        """Count a failed render of a waiting prompt; at ``SET_ASIDE_AFTER`` it is set aside with
+        ``reason``. Returns the prompt as stored (None: it is no longer waiting)."""
+        with self.transaction() as conn:
+            conn.execute("UPDATE prompts SET failures = failures + 1, set_aside = CASE WHEN failures + 1 >= ? "
+                         "THEN ? ELSE set_aside END WHERE id = ? AND used_at IS NULL",
+                         (SET_ASIDE_AFTER, reason, prompt_id))
+        return self.queued_prompt(prompt_id)
 
     def mark_prompt_used(self, prompt_id: int, picture_id: int) -> None:
         self.execute("UPDATE prompts SET used_at = ?, picture_id = ? WHERE id = ?",

@@ -116,7 +116,8 @@ class QueuedPrompt:
     """A prompt an owner queued for a coming night (``/api/prompts``), in queue order (``position``).
 
     ``steps`` … ``height`` None: the night's setting; ``seed`` None: a random seed. A "more like this"
-    variation names its gallery picture (``source_picture_id``) and img2img ``strength``."""
+    variation names its gallery picture (``source_picture_id``) and img2img ``strength``. A prompt whose
+    renders failed ``failures`` times is ``set_aside`` (the reason): listed, not painted, until edited."""
 
     id: int
     prompt: str
@@ -134,6 +135,8 @@ class QueuedPrompt:
     height: int | None = None
     source_picture_id: int | None = None
     strength: float | None = None
+    failures: int = 0  # renders that failed painting it (reset by an edit)
+    set_aside: str | None = None  # why it is no longer tried (after SET_ASIDE_AFTER failures); None: waiting
 
     # the columns an owner may set (``Store.queue_prompt`` / ``Store.update_prompt``)
     EDITABLE = ("prompt", "negative_prompt", "theme", "steps", "sampler", "guidance", "seed", "width", "height",
@@ -153,7 +156,11 @@ class QueuedPrompt:
         return self.source_picture_id is not None
 
     def to_json(self) -> dict[str, Any]:
-        return {field.name: getattr(self, field.name) for field in fields(self)}
+        """Its columns; ``failures`` and ``set_aside`` only once a render failed (0.1's answer otherwise)."""
+        data = {field.name: getattr(self, field.name) for field in fields(self)}
+        if not self.failures and self.set_aside is None:
+            del data["failures"], data["set_aside"]
+        return data
 
 
 @dataclass(frozen=True)
