@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,11 @@ from typing import Any
 from frame.atomicfile import write_bytes_atomic
 
 log = logging.getLogger(__name__)
+
+# Every state file is small (a job, a picture's record, the feed cache); a bigger one is damage or a
+# forgery and is set aside unread, before it can take the daemon's ~45 MiB. The weight cache's kept
+# model structure passes its own cap.
+MAX_BYTES = 16 << 20
 
 
 def write_json(path: Path, data: Any, mode: int = 0o644) -> None:
@@ -27,15 +33,19 @@ def write_json(path: Path, data: Any, mode: int = 0o644) -> None:
     write_bytes_atomic(path, text.encode(), mode)
 
 
-def read_json(path: Path, default: Any = None) -> Any:
+def read_json(path: Path, default: Any = None, max_bytes: int | None = None) -> Any:
     """The data written by ``write_json``, or ``default`` when the file is missing. A damaged file
-    (bad JSON, wrong checksum, truncated) is renamed to ``*.corrupt-<time>`` and logged."""
+    (bad JSON, nested past the parser's limit, wrong checksum, truncated, over ``max_bytes``, by
+    default ``MAX_BYTES``) is renamed to ``*.corrupt-<time>`` and logged."""
     path = Path(path)
+    cap = MAX_BYTES if max_bytes is None else max_bytes
     try:
-        raw = path.read_bytes()
+        with open(path, "rb") as file:
+            size = os.fstat(file.fileno()).st_size
+            raw = file.read(cap + 1) if size <= cap else b""
     except FileNotFoundError:
         return default
-    problem = _check(raw)
+    problem = f"{size} bytes, more than a state file's {cap}" if size > cap or len(raw) > cap else _check(raw)
     if problem is None:
         return json.loads(raw)["data"]
     aside = path.with_name(f"{path.name}.corrupt-{datetime.now(UTC):%Y%m%dT%H%M%S}")
@@ -52,6 +62,8 @@ def _check(raw: bytes) -> str | None:
         wrapper = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         return f"not valid JSON: {exc}"
+    except RecursionError:
+        return "nested deeper than JSON may be here"
     if not isinstance(wrapper, dict) or set(wrapper) != {"sha256", "data"}:
         return "not a frame state file"
     payload = json.dumps(wrapper["data"], sort_keys=True, ensure_ascii=False)

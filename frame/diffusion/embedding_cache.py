@@ -44,6 +44,9 @@ DIGEST_BYTES = 32
 # SDXL's pooled vector is 1,280 float32 (5 kB per file with its header): 8 MB hold ~1,500 texts, five
 # months of ten new feed items a night beside the themes; SD 1.5's 768 (3 kB) about 2,500.
 DEFAULT_CAP_BYTES = 8 << 20
+# one entry: the header (the text, at most a few kB) and one vector (5 kB for SDXL); a bigger file is
+# refused before it is read
+MAX_ENTRY_BYTES = 1 << 20
 
 Embed = Callable[[list[str]], np.ndarray]
 
@@ -78,19 +81,26 @@ def decode_entry(raw: bytes, identity: str, text: str) -> np.ndarray:
     if hashlib.sha256(body).digest() != digest:
         raise ValueError("checksum mismatch")
     (length,) = struct.unpack("<I", body[:4])
+    if length > len(body) - 4:
+        raise ValueError(f"a header of {length} bytes in {len(body) - 4}")
     try:
         header = json.loads(body[4:4 + length].decode())
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"unreadable header: {exc}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise ValueError(f"unreadable header: {str(exc)[:80]}") from None
+    if not isinstance(header, dict):
+        raise ValueError("the header is not a JSON object")
     if header.get("identity") != identity or header.get("text") != text:
         raise ValueError("the entry belongs to another text or encoder")
     shape = header.get("shape")
-    if header.get("dtype") != "<f4" or not isinstance(shape, list) or len(shape) != 1:
-        raise ValueError(f"unexpected dtype or shape {header.get('dtype')} {shape}")
+    if header.get("dtype") != "<f4" or not isinstance(shape, list) or len(shape) != 1 or type(shape[0]) is not int:
+        raise ValueError(f"unexpected dtype or shape {str(header.get('dtype'))[:20]} {str(shape)[:40]}")
     payload = body[4 + length:]
-    if len(payload) != 4 * int(shape[0]):
+    if len(payload) != 4 * shape[0]:
         raise ValueError(f"{len(payload)} data bytes for shape {shape}")
-    return np.frombuffer(payload, dtype="<f4").astype(np.float32)
+    vector = np.frombuffer(payload, dtype="<f4").astype(np.float32)
+    if not np.all(np.isfinite(vector)):
+        raise ValueError("the vector is not finite")
+    return vector
 
 
 class EmbeddingCache:
@@ -109,13 +119,16 @@ class EmbeddingCache:
         so the caller computes it again). ``touch`` marks it used now (the eviction order)."""
         path = self.path(text)
         try:
-            raw = path.read_bytes()
+            with open(path, "rb") as file:
+                raw = file.read(MAX_ENTRY_BYTES + 1)
         except FileNotFoundError:
             return None
         except OSError as exc:  # an unreadable card: embedded afresh, as if never kept
             log.warning("cannot read text embedding %s: %s", path, exc)
             return None
         try:
+            if len(raw) > MAX_ENTRY_BYTES:
+                raise ValueError(f"more than an entry's {MAX_ENTRY_BYTES} bytes")
             vector = decode_entry(raw, self.identity, text)
         except (ValueError, struct.error) as exc:
             log.warning("text embedding %s is damaged (%s): computing it again", path.name, exc)

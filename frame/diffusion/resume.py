@@ -19,6 +19,7 @@ import io
 import json
 import logging
 import os
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,9 @@ log = logging.getLogger(__name__)
 MAGIC = b"FRAMESTATE1\n"
 FILENAME = "render-state.bin"
 SEED_FILENAME = "seed.json"  # the random seed an interrupted render was started with
+# the latents and the sampler's history: SDXL at 1024x1024 keeps a few 256 kB arrays; a bigger file is
+# refused before it is read, and no member may unpack to more than the file holds (no compression)
+MAX_BYTES = 64 << 20
 
 
 def parameters_hash(parameters: dict[str, Any]) -> str:
@@ -82,13 +86,16 @@ class ResumeStore:
     def load(self) -> Checkpoint | None:
         """The saved checkpoint if it is intact and belongs to these parameters, else None."""
         try:
-            blob = self.path.read_bytes()
+            with open(self.path, "rb") as file:
+                blob = file.read(MAX_BYTES + 1)
         except FileNotFoundError:
             return None
         except OSError as exc:
             log.warning("cannot read render state %s (%s); starting fresh", self.path, exc)
             return None
         try:
+            if len(blob) > MAX_BYTES:
+                raise ValueError(f"more than a render state's {MAX_BYTES} bytes")
             meta, arrays = _decode(blob)
         except ValueError as exc:
             log.warning("render state %s is damaged (%s); starting fresh", self.path, exc)
@@ -158,11 +165,19 @@ def _decode(blob: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     if hashlib.sha256(payload).hexdigest() != digest:
         raise ValueError("checksum mismatch")
     try:
+        with zipfile.ZipFile(io.BytesIO(payload)) as archive:
+            for info in archive.infolist():  # np.savez stores: anything compressed was not written by frame
+                if info.compress_type != zipfile.ZIP_STORED or info.file_size > len(payload):
+                    raise ValueError(f"member {info.filename[:40]!r} is compressed or bigger than the file")
         with np.load(io.BytesIO(payload), allow_pickle=False) as data:
             arrays = {name: data[name] for name in data.files}
         meta = json.loads(arrays.pop("meta").tobytes().decode("utf-8"))
-    except Exception as exc:  # zipfile/json errors inside a checksummed payload: written by a bug
-        raise ValueError(f"unreadable payload ({exc})") from exc
-    if "latents" not in arrays or "step" not in meta:
+    except Exception as exc:  # zipfile/json errors inside a checksummed payload: written by a bug or forged
+        raise ValueError(f"unreadable payload ({str(exc)[:120]})") from None
+    if not isinstance(meta, dict) or "latents" not in arrays or type(meta.get("step")) is not int or meta["step"] < 0:
         raise ValueError("latents or step missing")
+    if any(a.dtype.kind not in "fiub" for a in arrays.values()):
+        raise ValueError("an array that is not numbers")
+    if meta.get("rng") is not None and not isinstance(meta["rng"], dict):
+        raise ValueError("the random generator's state is not a table")
     return meta, arrays

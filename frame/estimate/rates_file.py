@@ -12,6 +12,8 @@ machine" figures use it: the Pi projection never depends on a measurement (``fra
 from __future__ import annotations
 
 import dataclasses
+import logging
+import math
 import time
 from collections.abc import Collection
 from pathlib import Path
@@ -20,6 +22,8 @@ from typing import Any
 from frame.estimate.machine import Throughput
 from frame.estimate.signature import Signature
 from frame.statefile import read_json, write_json
+
+log = logging.getLogger(__name__)
 
 FILE = "machine.json"
 MAX_AGE_SECONDS = 7 * 24 * 3600
@@ -64,10 +68,51 @@ def load_rates(folder: Path, required: Collection[Signature], now: float | None 
         return None
     try:
         plain = dict(data["rates"])
-        plain["signature_macs"] = {_signature(s): float(rate) for s, rate in plain["signature_macs"]}
-        plain["op_costs"] = {op: (float(per_mac), float(per_weight)) for op, (per_mac, per_weight)
+        plain["signature_macs"] = {_signature(s): _rate(rate) for s, rate in plain["signature_macs"]}
+        plain["op_costs"] = {op: (_number(per_mac), _number(per_weight)) for op, (per_mac, per_weight)
                              in plain.get("op_costs", {}).items()}
+        _check_fields(plain)
         rates = Throughput(**plain)
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, RecursionError) as exc:
+        log.warning("%s is unusable (%s): measuring again", Path(folder) / FILE, str(exc)[:120])
         return None
     return rates if set(required) <= set(rates.signature_macs) else None
+
+
+def _number(value: Any) -> float:
+    if type(value) not in (int, float) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{str(value)[:40]!r} is not a finite number >= 0")
+    return float(value)
+
+
+def _rate(value: Any) -> float:
+    if _number(value) <= 0:
+        raise ValueError("a rate of 0")
+    return float(value)
+
+
+_RATES = ("gemm_macs", "stream_bytes")  # divisors: above 0
+_NUMBERS = ("step_seconds", "cpu_share", "seconds")
+_OPTIONAL = ("read_bytes", "worker_start_seconds", "load_seconds_per_node")  # numbers or None
+_MAPS = ("kind_macs", "op_macs", "decode_seconds")  # name -> number
+
+
+def _check_fields(plain: dict) -> None:
+    """Each field of ``Throughput`` a number of the right range (a forged or damaged file must not
+    divide the estimate by zero or add a string to it); an unknown field refused."""
+    for name, value in plain.items():
+        if name in ("signature_macs", "op_costs") or name in _OPTIONAL and value is None:
+            continue
+        if name == "label":
+            if not isinstance(value, str):
+                raise ValueError("label is not text")
+        elif name in _MAPS:
+            if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+                raise ValueError(f"{name} is not a table")
+            plain[name] = {k: _number(v) for k, v in value.items()}
+        elif name in _RATES:
+            plain[name] = _rate(value)
+        elif name in _NUMBERS or name in _OPTIONAL:
+            plain[name] = _number(value)
+        else:
+            raise ValueError(f"unknown field {name[:40]!r}")

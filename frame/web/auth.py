@@ -32,6 +32,7 @@ from frame.net.ratelimit import FailureLimiter
 log = logging.getLogger(__name__)
 
 SECRET_FILE = "web-secret"
+SECRET_MAX_BYTES = 4096  # the session key is 32 random bytes; a bigger file is not read whole
 CSRF_FIELD = "csrf_token"
 SESSION_DAYS = 90
 
@@ -40,10 +41,12 @@ def load_or_create_secret(state_dir: Path) -> bytes:
     """The session-signing key: created once (0600, written via a temp name), then reused."""
     path = state_dir / SECRET_FILE
     try:
-        key = path.read_bytes()
-        if len(key) >= 32:
+        with open(path, "rb") as file:
+            key = file.read(SECRET_MAX_BYTES + 1)
+        if 32 <= len(key) <= SECRET_MAX_BYTES:
             return key
-        log.warning("%s is too short; generating a new session key (everyone is logged out)", path)
+        log.warning("%s is too %s; generating a new session key (everyone is logged out)", path,
+                    "short" if len(key) < 32 else "long")
     except FileNotFoundError:
         pass
 

@@ -20,6 +20,7 @@ log = logging.getLogger(__name__)
 
 TOKEN_FILE = "token"
 MIN_LENGTH = 12
+MAX_FILE_BYTES = 4096  # the token file: one token of at most a few hundred characters
 
 
 def token_problem(text: str) -> str | None:
@@ -47,7 +48,8 @@ def _read(path: Path) -> tuple[str | None, str | None]:
     """(token, why the file is unusable): both None when there is no file."""
     try:
         mode = path.stat().st_mode
-        raw = path.read_bytes()
+        with open(path, "rb") as file:
+            raw = file.read(MAX_FILE_BYTES + 1)  # a token is a line; a bigger file is not read whole
     except FileNotFoundError:
         return None, None
     except OSError as exc:
@@ -55,6 +57,8 @@ def _read(path: Path) -> tuple[str | None, str | None]:
                          f"delete it and a new token is generated") from exc
     if mode & (stat.S_IRWXG | stat.S_IRWXO):
         raise FrameError(f"the token file {path} is readable by others; run: chmod 600 {path}")
+    if len(raw) > MAX_FILE_BYTES:
+        return None, f"it is more than {MAX_FILE_BYTES} bytes"
     try:
         text = raw.decode("ascii").strip()
     except UnicodeDecodeError:

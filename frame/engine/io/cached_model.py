@@ -33,6 +33,8 @@ from frame.statefile import read_json, write_json
 log = logging.getLogger(__name__)
 
 STRUCTURE_FILE = "structure.json"
+# the graph without its weights, base64 in JSON: SDXL's UNet about 3 MB; a bigger file is not read
+STRUCTURE_MAX_BYTES = 64 << 20
 UNREACHABLE_SECONDS = 120.0
 _unreachable: dict[str, float] = {}  # origin -> monotonic time it was found unreachable
 _lock = threading.Lock()
@@ -91,7 +93,7 @@ def validator(cache: WeightCache, source) -> str:
 def load_structure(cache: WeightCache, url: str, version: str) -> ScannedModel | None:
     """The scanned structure of this version of ``url`` kept by ``store_structure``, or None."""
     try:
-        data = read_json(cache.version_folder(url, version) / STRUCTURE_FILE)
+        data = read_json(cache.version_folder(url, version) / STRUCTURE_FILE, max_bytes=STRUCTURE_MAX_BYTES)
     except OSError:  # a cache folder that cannot be read (a file in its place): scan the server's copy
         return None
     if not isinstance(data, dict):

@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 
 SUFFIX = ".w"
 VALIDATOR_FILE = "validator.txt"
+VALIDATOR_MAX_BYTES = 4096
 CHUNK_BYTES = 8 << 20  # read and checksum a big entry this much at a time
 
 
@@ -97,7 +98,9 @@ class WeightCache:
         """The validator this cache last learned for ``url`` from its server (None: never)."""
         path = self.folder / _key(_without_userinfo(url)) / VALIDATOR_FILE
         try:
-            return path.read_text(encoding="utf-8").strip() or None
+            with open(path, "rb") as file:
+                raw = file.read(VALIDATOR_MAX_BYTES + 1)  # an ETag and a date: a longer file is not ours
+            return (raw.decode("utf-8").strip() or None) if len(raw) <= VALIDATOR_MAX_BYTES else None
         except (OSError, UnicodeDecodeError):
             return None
 
