@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from frame.errors import FrameError, UsageError
@@ -18,6 +19,23 @@ BAD_REQUEST_STATUSES = (400, 404, 413, 422)
 
 class DaemonNotRunning(FrameError):
     """Nothing answers at the configured address."""
+
+
+def config_note(config_arg: str | None, config: Config, environ: Mapping[str, str] | None = None) -> str | None:
+    """The warning for a client command that found no configuration file: it reads the built-in
+    defaults' state folder (the token, the store) and daemon address, which are not those of a daemon
+    started with ``--config`` (``frame demo``'s, say). Such a command once read another state folder
+    without a word. None when a file was given or found."""
+    import os
+
+    from frame.config import environment, state_dir
+    from frame.config.loader import SYSTEM_CONFIG, config_file_path
+
+    if config_file_path(config_arg, os.environ if environ is None else environ) is not None:
+        return None
+    return (f"frame: note: no configuration file (--config FILE, ${environment.CONFIG_FILE} or {SYSTEM_CONFIG}), "
+            f"so this reads the state folder {state_dir(config)} and the daemon at {base_url(config.web.listen)}; "
+            "give the --config the daemon was started with if it is another")
 
 
 def base_url(listen: str) -> str:

@@ -25,9 +25,16 @@ log = logging.getLogger(__name__)
 
 
 def _config(args: argparse.Namespace) -> Any:
+    """The client commands' configuration; without a configuration file, a note on stderr naming the
+    state folder and daemon they use (``client.config_note``)."""
+    from frame.cli.client import config_note
     from frame.config import load_config
 
-    return load_config(args.config)
+    config = load_config(args.config)
+    note = config_note(args.config, config)
+    if note:
+        print(note, file=sys.stderr)
+    return config
 
 
 def _client(config: Config, with_token: bool):

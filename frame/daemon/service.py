@@ -41,6 +41,7 @@ from frame.daemon.showing import PanelShows
 from frame.daemon.status import LiveStatus
 from frame.daemon.store.database import Store
 from frame.daemon.wishes import Wishes
+from frame.net.addresses import page_urls
 from frame.net.server import HttpServer
 
 if TYPE_CHECKING:  # apscheduler is imported when the scheduler is built (schedule.build_scheduler)
@@ -121,6 +122,7 @@ class Daemon:
                               pages=self.pages, config_path=self.config_path)
         self.server = HttpServer(self.app, self.config.web.listen)
         self.server.start()
+        log.info("phone page: %s", ", ".join(page_urls(self.config.web.listen, self.server.port)))
         self.buttons = buttons_bridge.start(self, self.config.buttons, self._pin_factory)
         if self.config.mqtt.host:  # paho-mqtt (+0.7 MiB) is imported only when MQTT is on
             from frame.daemon.mqtt import bridge as mqtt_bridge

@@ -145,9 +145,23 @@ def run_job(job_dir: Path, kind: str, run_steps: JobSteps) -> int:
 
 def configure_logging() -> None:
     """Worker log lines go to stderr, inherited from the daemon (the journal under systemd); stdout
-    carries the JSON events to the supervisor."""
-    logging.basicConfig(stream=sys.stderr, level=os.environ.get(environment.WORKER_LOG, "INFO"),
-                        format="worker %(levelname)s %(name)s: %(message)s")
+    carries the JSON events to the supervisor. With ``FRAME_WORKER_LOG_FILE`` (``frame demo``) they are
+    appended to that file instead, and stderr keeps the warnings: the demo's summary is not buried."""
+    level = os.environ.get(environment.WORKER_LOG, "INFO")
+    form = "worker %(levelname)s %(name)s: %(message)s"
+    path = os.environ.get(environment.WORKER_LOG_FILE)
+    if not path:
+        logging.basicConfig(stream=sys.stderr, level=level, format=form)
+        return
+    terminal = logging.StreamHandler(sys.stderr)
+    terminal.setLevel(logging.WARNING)
+    handlers: list[logging.Handler] = [terminal]
+    try:
+        handlers.append(logging.FileHandler(path, encoding="utf-8"))
+    except OSError as exc:  # the file cannot be written: the terminal gets everything, as before
+        terminal.setLevel(logging.NOTSET)
+        print(f"worker: cannot log to {path} ({exc.strerror or exc}); logging to stderr", file=sys.stderr)
+    logging.basicConfig(handlers=handlers, level=level, format=form)
 
 
 def main(argv: list[str] | None, kind: str, run_steps: JobSteps) -> int:
