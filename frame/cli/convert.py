@@ -9,11 +9,12 @@ import argparse
 import re
 import sys
 
+from frame.cli import model_import
 from frame.errors import UsageError
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("model", help="convert ONNX models (fp16 or 8-bit weights)")
+    parser = subparsers.add_parser("model", help="import checkpoints, convert ONNX models (fp16 or 8-bit weights)")
     commands = parser.add_subparsers(dest="model_command", metavar="COMMAND")
     commands.required = True
     convert = commands.add_parser(
@@ -43,6 +44,7 @@ def register(subparsers) -> None:
     check.add_argument("lora", metavar="FILE", help="LoRA .safetensors file")
     check.add_argument("--model", help="model folder or .onnx file (default: model.source from the configuration)")
     check.set_defaults(func=lora_check_command)
+    model_import.register(commands)
 
 
 def convert_command(args: argparse.Namespace) -> int:

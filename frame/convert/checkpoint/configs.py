@@ -7,7 +7,7 @@ depths, vocabulary and positions. They do not give the number of attention heads
 count or the activation, so those are the published models' values: SD 1.x UNet 8 heads per block; SD
 2.x and SDXL 64 channels per head (``attention_head_dim`` is diffusers' name for the head count);
 CLIP text towers 64 channels per head; GroupNorm 32 groups; OpenAI CLIP ``quick_gelu``, OpenCLIP
-``gelu``. A checkpoint of other widths (the tiny test models) brings its own values with ``--config``
+``gelu``. A checkpoint of other widths (the tiny test models) brings its own values with ``--config-from``
 (a diffusers folder with the components' config.json, as diffusers' ``from_single_file(config=...)``),
 which are checked against the shapes before use.
 """
@@ -131,7 +131,7 @@ def text_config(shapes: Mapping[str, tuple[int, ...]], open_clip: bool) -> dict:
     }
 
 
-# Fields a --config file must agree on with what the shapes say (the rest it may set freely).
+# Fields a --config-from file must agree on with what the shapes say (the rest it may set freely).
 CHECKED = {
     "unet": ("block_out_channels", "layers_per_block", "cross_attention_dim", "in_channels", "out_channels",
              "down_block_types", "up_block_types", "use_linear_projection", "projection_class_embeddings_input_dim"),
@@ -141,7 +141,7 @@ CHECKED = {
 
 
 def overridden(name: str, derived: dict, given: dict | None, where: str) -> dict:
-    """``given`` (a --config component config) when it agrees with the shapes, else a UsageError."""
+    """``given`` (a --config-from component config) when it agrees with the shapes, else a UsageError."""
     if given is None:
         return derived
     kind = "text_encoder" if name.startswith("text_encoder") else name

@@ -39,7 +39,7 @@ class Options:
     prediction: str | None = None  # --prediction: epsilon | v
     use_ema: bool = False  # --ema: the UNet's EMA copy instead of its weights
     name: str = ""  # the file or folder name, for "turbo"
-    config_dir: str | None = None  # --config: a diffusers folder whose config.json files to use
+    config_dir: str | None = None  # --config-from: a diffusers folder whose config.json files to use
     vae: Checkpoint | None = None  # --vae: replaces the checkpoint's VAE
 
 

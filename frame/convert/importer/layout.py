@@ -6,7 +6,7 @@ prediction type; SDXL: Euler; Turbo: Euler ancestral with trailing spacing, whic
 few-step model), with the detected prediction type. The tokenizer is the CLIP BPE vocabulary frame
 ships (``frame/models/demo/tokenizer``, 49408 tokens, the same for CLIP ViT-L and OpenCLIP), with
 ``!`` as the padding token where the OpenCLIP encoders were trained with it (SD 2.x, SDXL's second);
-a ``--config`` folder's own tokenizer folders replace it (the tiny test models' vocabularies).
+a ``--config-from`` folder's own tokenizer folders replace it (the tiny test models' vocabularies).
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def write_json(path: Path, value: dict) -> None:
 
 
 def write_tokenizers(found: Detected, folder: Path, config_dir: str | None) -> None:
-    """tokenizer/ (and tokenizer_2/ for SDXL): a --config folder's own, else frame's CLIP vocabulary."""
+    """tokenizer/ (and tokenizer_2/ for SDXL): a --config-from folder's own, else frame's CLIP vocabulary."""
     names = ("tokenizer", "tokenizer_2") if found.family == SDXL else ("tokenizer",)
     for name in names:
         target = folder / name

@@ -48,7 +48,7 @@ class ImportOptions:
     prediction: str | None = None
     use_ema: bool = False
     vae: str | None = None  # --vae FILE
-    config_dir: str | None = None  # --config DIR
+    config_dir: str | None = None  # --config-from DIR
 
 
 @dataclass
