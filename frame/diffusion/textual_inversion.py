@@ -30,7 +30,7 @@ import numpy as np
 from frame.config import embedding_names
 from frame.config.embedding_names import model_folders  # noqa: F401  (re-exported: the pipeline reads it here)
 from frame.diffusion.emphasis import parse_emphasis
-from frame.diffusion.ti_files import EmbeddingFile, read_embedding
+from frame.diffusion.ti_files import MAX_FILE_BYTES, EmbeddingFile, read_embedding
 from frame.errors import UsageError
 
 SDXL_TABLES = ("clip_l", "clip_g")  # an SDXL file's table for its first and second text encoder
@@ -175,10 +175,22 @@ _DIGESTS: dict[tuple[str, int, int], str] = {}
 
 
 def _digest(path: Path) -> str:
-    stat = path.stat()
+    """The file's content digest, read 1 MiB at a time; for a file the reader refuses by its size, or
+    one that cannot be read (gone since the folder was listed), its size and time stand in: the key
+    still changes when the file does, and a bad file never costs the night."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return "missing"
     key = (str(path), stat.st_size, stat.st_mtime_ns)
     if key not in _DIGESTS:
-        _DIGESTS[key] = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+        if stat.st_size > MAX_FILE_BYTES:
+            return f"size{stat.st_size}-{stat.st_mtime_ns}"
+        try:
+            with open(path, "rb") as f:
+                _DIGESTS[key] = hashlib.file_digest(f, "sha256").hexdigest()[:16]
+        except OSError:
+            return f"unreadable{stat.st_size}-{stat.st_mtime_ns}"
     return _DIGESTS[key]
 
 

@@ -181,3 +181,21 @@ def test_an_export_without_a_reachable_token_table_paints_the_words_as_words():
     plain, _ = conditioning.encode_prompts(pipe.encoders, real, pipe.info, "inkwash", None, False, pytest.fail)
     assert np.array_equal(cond.hidden, plain.hidden)
     assert any("token-embedding table" in w for w in warnings)
+
+
+def test_a_file_gone_too_big_or_unreadable_never_costs_the_night(tmp_path, tokenizer):
+    """The prompt's cache key digests the embedding files it names: it read each file whole (a 4 GB
+    checkpoint dropped into embeddings/ went into the worker's memory) and raised for a file removed
+    since the folder was listed, which exited the render with 1."""
+    shutil.copy(TI / "embeddings" / "inkwash.pt", tmp_path / "inkwash.pt")
+    with open(tmp_path / "bigone.safetensors", "wb") as f:
+        f.truncate(100 << 20)  # sparse: 100 MiB on paper
+    embeddings = Embeddings([tmp_path])
+    warnings = []
+    tokens = embeddings.tokens(tokenizer, "bigone inkwash", "", 32, warnings.append)
+    assert tokens.names == ["inkwash"]
+    assert any("'bigone'" in w and "100 MiB is no embedding" in w for w in warnings), warnings
+    key = embeddings.cache_key("bigone inkwash")
+    assert f"bigone=size{100 << 20}-" in key
+    (tmp_path / "inkwash.pt").unlink()
+    assert "inkwash=missing" in embeddings.cache_key("bigone inkwash")
