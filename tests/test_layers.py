@@ -145,6 +145,10 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("frame.worker.checks", "frame.diffusion.onnxstream_layout"): "onnx+numpy +36.8 MiB/0.68 s in frame config "
                                                                    "check and the check child; only OnnxStream folders",
     ("frame.daemon.feeds.parse", "feedparser"): "+8.9 MiB in the daemon; only rss feeds",
+    ("frame.worker.lora_checks", "frame.engine.lora"): "the check child's settings jobs stay at 35 MiB without "
+                                                       "the engine; only a queued prompt's LoRAs read it",
+    ("frame.worker.lora_checks", "frame.engine.model"): "onnx in the check child; only a queued prompt's LoRAs "
+                                                        "are matched against the model's graphs",
     ("frame.daemon.service", "frame.daemon.mqtt.bridge"): "paho-mqtt +0.7 MiB in the daemon; only when mqtt.host "
                                                           "is set",
     ("frame.worker.choose", "frame.taste.plots"): "matplotlib +38.8 MiB/0.46 s; only when the model chose",
