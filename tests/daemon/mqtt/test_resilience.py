@@ -34,7 +34,7 @@ def test_commands_the_broker_accepted_while_the_frame_was_away_arrive_once(daemo
     for i in range(3):
         ha.send("frame/cmd/prompt", f"prompt {i}")
     _until(lambda: len(daemon.store.queued_prompts()) == 3)
-    daemon.mqtt.link.client.reconnect_delay_set(6, 6)  # the frame stays away while HA sends
+    daemon.mqtt.link.client.reconnect_delay_set(10, 10)  # the frame stays away while HA sends
     broker.stop()
     _until(lambda: not daemon.mqtt.link.connected.is_set())
     broker.start()
