@@ -105,23 +105,31 @@ class TorchTensor:
     def read(self) -> np.ndarray:
         """The tensor as a numpy array of its dtype (BF16 as float32), a copy that owns its memory."""
         item = np.dtype(self.storage.numpy).itemsize
-        span = self._span()
-        raw = bytearray(span * item)
-        if span:
-            with self.file.archive.open(self.storage.entry) as stream:
-                stream.seek(self.offset * item)
-                got = stream.readinto(memoryview(raw))
-            if got != len(raw):
-                raise FileFormatError(f"{self.file.path}: storage {self.storage.key} is truncated",
-                                      path=str(self.file.path), field=f"data/{self.storage.key}")
-        flat = np.frombuffer(raw, dtype=self.storage.numpy)
+        flat = np.frombuffer(self.file.read_bytes(self.storage, self.offset * item, self._span() * item),
+                             dtype=self.storage.numpy)
         if self.contiguous:
             array = flat[:self.numel].reshape(self.shape)
         else:  # a view into a shared storage: the strides were checked to stay inside ``raw``
             array = np.lib.stride_tricks.as_strided(flat, self.shape, [s * item for s in self.stride]).copy()
-        if self.dtype == "BF16":
-            return (array.astype(np.uint32) << 16).view(np.float32)
-        return array
+        return _widen(self.dtype, array)
+
+    def read_rows(self, first: int, count: int) -> np.ndarray:
+        """Rows ``first`` to ``first + count`` of the first axis, reading only their bytes when the
+        tensor is contiguous (a 253 MB token table is imported a block at a time)."""
+        if not self.shape or not self.contiguous:
+            return self.read()[first:first + count]
+        first = max(0, min(first, self.shape[0]))
+        count = max(0, min(count, self.shape[0] - first))
+        row = math.prod(self.shape[1:])
+        item = np.dtype(self.storage.numpy).itemsize
+        raw = self.file.read_bytes(self.storage, (self.offset + first * row) * item, count * row * item)
+        return _widen(self.dtype, np.frombuffer(raw, dtype=self.storage.numpy).reshape(count, *self.shape[1:]))
+
+
+def _widen(dtype: str, array: np.ndarray) -> np.ndarray:
+    if dtype == "BF16":  # bfloat16 is the top half of a float32
+        return (array.astype(np.uint32) << 16).view(np.float32)
+    return array
 
 
 def _int(value: Any) -> bool:
@@ -137,6 +145,8 @@ class TorchFile:
         self.path, self.limits, self.inert = Path(path), limits, inert
         self._where = str(self.path)
         self._count = 0
+        self._raw: Any = None
+        self._starts: dict[str, int] = {}
         _check_entry_count(self.path, limits.max_zip_entries)
         try:
             self.archive = zipfile.ZipFile(self.path)
@@ -162,6 +172,53 @@ class TorchFile:
 
     def close(self) -> None:
         self.archive.close()
+        if self._raw is not None:
+            self._raw.close()
+
+    def read_bytes(self, storage: _Storage, start: int, length: int) -> bytearray:
+        """``length`` bytes of ``storage`` from byte ``start`` (inside it: checked when the tensor was
+        built), into one buffer: a stored entry (what torch writes) straight from the file, a
+        compressed one through zipfile, 1 MiB at a time."""
+        out = bytearray(length)
+        if not length:
+            return out
+        got = 0
+        if storage.entry.compress_type == zipfile.ZIP_STORED:
+            raw = self._stored(storage)
+            raw.seek(self._data_start(storage) + start)
+            got = raw.readinto(memoryview(out))
+        else:
+            with self.archive.open(storage.entry) as stream:
+                stream.seek(start)
+                view = memoryview(out)
+                while got < length:
+                    chunk = stream.read(min(1 << 20, length - got))
+                    if not chunk:
+                        break
+                    view[got:got + len(chunk)] = chunk
+                    got += len(chunk)
+        if got != length:
+            raise self._fail(f"storage {storage.key} is truncated", f"data/{storage.key}")
+        return out
+
+    def _stored(self, storage: _Storage) -> Any:
+        if self._raw is None:
+            self._raw = open(self.path, "rb")  # noqa: SIM115 - kept open with the zip, closed by close()
+        return self._raw
+
+    def _data_start(self, storage: _Storage) -> int:
+        """Where a stored entry's bytes begin: after its local header, whose name and extra field
+        lengths may differ from the central directory's."""
+        entry = storage.entry
+        if entry.filename not in self._starts:
+            raw = self._stored(storage)
+            raw.seek(entry.header_offset)
+            local = raw.read(30)
+            if len(local) != 30 or local[:4] != b"PK\x03\x04":
+                raise self._fail(f"storage {storage.key} has no local zip header", f"data/{storage.key}")
+            name, extra = struct.unpack("<HH", local[26:30])
+            self._starts[entry.filename] = entry.header_offset + 30 + name + extra
+        return self._starts[entry.filename]
 
     def _load(self) -> Any:
         pickles = [n for n in self.archive.namelist() if n == "data.pkl" or n.endswith("/data.pkl")]
