@@ -45,3 +45,15 @@ def test_the_inky_hint_installs_into_this_python(monkeypatch):
     message = str(info.value)
     assert pip_command(*EXTRAS["inky"]) in message and pip_command("inky", no_deps=True) in message
     assert "frame[inky]" not in message
+
+
+def test_an_extra_is_installed_from_the_checkout_frame_runs_from(monkeypatch, tmp_path):
+    """Issue 40 item 19: the plot hint said pip install 'frame[plots]', a registry package; from a
+    checkout the command is its editable install with the extra, else the extra's wheels."""
+    from frame import install_hints
+
+    root = Path(__file__).resolve().parents[1]
+    assert install_hints.checkout() == root
+    assert install_hints.extra_install("plots") == pip_command("-e", f"{root}[plots]")
+    monkeypatch.setattr(install_hints, "checkout", lambda: None)
+    assert install_hints.extra_install("plots") == pip_command("matplotlib>=3.7")

@@ -55,6 +55,15 @@ def why_sentence(why: Any) -> str:
 
 
 _LIKING = re.compile(r"^expected liking -?[0-9.]+(: )?")
+# the picker's sentence (frame.taste.picker.SENTENCE): "on warmth × realism, 5 of your 8 most similar ..."
+_SIMILAR = re.compile(r"^on (?P<space>.+?), (?P<count>\d+) of your (?P<k>\d+) most similar rated pictures "
+                      r"were (?P<label>liked|disliked|neutral)\.?$")
+# the default taste axes (frame.taste.features.DEFAULT_AXES) as an owner says them; an owner's own axis
+# is "its NAME"
+_AXIS_WORDS = {"warmth": "the warmth of its colours", "realism": "how realistic it looks",
+               "drama": "how dramatic it is", "urban": "city versus nature", "darkness": "how dark it is",
+               "detail": "how busy it is"}
+_VERDICT_WORDS = {"liked": "you liked", "disliked": "you disliked", "neutral": "you gave 3 stars to"}
 
 
 def _sentence_case(text: str) -> str:
@@ -81,8 +90,22 @@ def plain_why(why: Any) -> str:
         return f"Chosen to learn more about your taste: you had rated few pictures of the theme{about}."
     if mode == "model":
         rest = _LIKING.sub("", sentence)
+        rest = similar_in_words(rest) or rest
         return _sentence_case(f"Chosen for your taste: {rest}" if rest else "Chosen for your taste")
     return _sentence_case(sentence)
+
+
+def similar_in_words(summary: str) -> str | None:
+    """The picker's "on warmth × realism, 5 of your 8 most similar rated pictures were liked" as an owner
+    says it: "of the 8 rated pictures most like it in the warmth of its colours and how realistic it
+    looks, you liked 5"; None for any other sentence. The axis names and the "×" were the model's terms."""
+    found = _SIMILAR.match(summary.strip())
+    if found is None:
+        return None
+    aspects = [_AXIS_WORDS.get(name.strip(), f"its {name.strip()}") for name in found["space"].split("×")]
+    joined = aspects[0] if len(aspects) == 1 else ", ".join(aspects[:-1]) + " and " + aspects[-1]
+    return (f"of the {found['k']} rated pictures most like it in {joined}, "
+            f"{_VERDICT_WORDS[found['label']]} {found['count']}")
 
 
 def why_plot_name(why: Any) -> str | None:
@@ -100,10 +123,12 @@ def why_plot_note(why: Any) -> str:
     return note if isinstance(note, str) else ""
 
 
-_WHY_LABELS = {"ratings": "rated pictures it learnt from", "score": "how much you may like it",
-               "confidence": "confidence", "theme": "theme", "painted": "painted", "remote_fallback": "render server"}
+_WHY_LABELS = {"ratings": "rated pictures it learnt from", "confidence": "confidence", "theme": "theme",
+               "painted": "painted", "remote_fallback": "render server"}
+# said by the sentence, or the picker's internals; "score" (the model's expected liking) once read "how
+# much you may like it 100 %" beside "5 of your 8 most similar were liked": the sentence's count says it
 _WHY_HIDDEN = {"sentence", "text", "explanation", "summary", "plot", "plot_file", "plot_note", "reason", "mode",
-               "method", "search"}  # said by the sentence, or the picker's internals
+               "method", "search", "score"}
 
 
 def why_details(why: Any) -> list[tuple[str, str]]:
@@ -115,10 +140,7 @@ def why_details(why: Any) -> list[tuple[str, str]]:
     for key, value in why.items():
         if key in _WHY_HIDDEN or isinstance(value, (Mapping, list, tuple)) or value in (None, ""):
             continue
-        if key == "score" and isinstance(value, (int, float)) and not isinstance(value, bool):
-            shown = f"{value:.0%}"
-        else:
-            shown = f"{value:.2f}" if isinstance(value, float) else str(value)
+        shown = f"{value:.2f}" if isinstance(value, float) else str(value)
         details.append((_WHY_LABELS.get(key, key.replace("_", " ")), shown))
     return details
 

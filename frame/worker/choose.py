@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from frame.config.schema import Config, TasteConfig
+from frame.install_hints import extra_install
 from frame.statefile import write_json
 from frame.taste.features import Candidate
 from frame.taste.picker import TasteSettings, ThemePicker
@@ -30,8 +31,9 @@ log = logging.getLogger(__name__)
 
 PLOT_NAME = "why.png"
 PLOT_DATA_NAME = "why-plot.json"  # the plot's numbers, from the taste child to the plot child
-NO_MATPLOTLIB = ("The plot of your nearest rated pictures needs matplotlib, which is not installed "
-                 "(pip install 'frame[plots]', or tools/install-pi.sh without --no-plots).")
+NO_MATPLOTLIB = ("The plot of your nearest rated pictures needs matplotlib, which is not installed: "
+                 f"{extra_install('plots')} adds it (a Pi installed by tools/install-pi.sh has it, unless "
+                 "--no-plots).")
 
 
 def _settings(taste: TasteConfig):

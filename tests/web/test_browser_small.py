@@ -79,3 +79,25 @@ def test_the_same_photo_uploaded_twice_is_one_picture(server, page, store, tmp_p
     assert page.url == first
     assert len([p for p in store.pictures() if p.origin == "upload"]) == 1
     no_horizontal_overflow(page)
+
+
+def test_the_taste_explanation_is_in_plain_words(server, page, store, state_dir):
+    """Issue 40 item 19: "warmth × realism" and "how much you may like it 100 %" beside "5 of your 8 most
+    similar were liked"; the page says it in words, one count."""
+    from tests.web.conftest import write_png
+
+    write_png(state_dir / "gallery" / "taste.png", (90, 120, 200))
+    why = {"mode": "model", "score": 1.0, "ratings": 14, "method": "taste (model)",
+           "candidate": {"theme": "lakes"},
+           "sentence": "expected liking 1.00: on warmth × realism, 5 of your 8 most similar rated pictures were liked"}
+    picture = store.add_picture(file="taste.png", prompt="a lake, oil painting", seed=3, why=why)
+    log_in(page, server, f"/pictures/{picture}")
+    card = page.locator("details.why")
+    sync_api.expect(card).to_contain_text(
+        "Chosen for your taste: of the 8 rated pictures most like it in the warmth of its colours and how "
+        "realistic it looks, you liked 5.")
+    page.get_by_text("More about this choice").click()
+    text = card.inner_text()
+    assert "×" not in text and "%" not in text and "how much you may like it" not in text
+    no_horizontal_overflow(page)
+    shot(page, "taste-in-plain-words")

@@ -155,10 +155,9 @@ def test_why_this_picture_is_one_plain_sentence_with_the_details_folded(owner, s
     assert present.plain_why(VARIETY_WHY) == ("Chosen for variety: the theme “harbours” had been shown least so "
                                               "far. Once you have rated more pictures, your taste decides.")
     assert present.why_details(VARIETY_WHY) == [("rated pictures it learnt from", "0")]
-    assert present.plain_why(MODEL_WHY) == ("Chosen for your taste: on colour, 3 of your 5 most similar rated "
-                                            "pictures were liked.")
-    assert present.why_details(MODEL_WHY) == [("how much you may like it", "73%"), ("rated pictures it learnt from",
-                                                                                    "14")]
+    assert present.plain_why(MODEL_WHY) == ("Chosen for your taste: of the 5 rated pictures most like it in its "
+                                            "colour, you liked 3.")
+    assert present.why_details(MODEL_WHY) == [("rated pictures it learnt from", "14")]  # issue 40: no "73 %"
     assert present.plain_why({"method": "queue", "sentence": "you queued this prompt"}) == "You queued this prompt."
     picture = store.add_picture(file="v.png", prompt="a harbour, watercolor", seed=1, why=VARIETY_WHY)
     page = owner.get(f"/pictures/{picture}").get_data(as_text=True)
@@ -180,3 +179,31 @@ def test_verdict_is_what_the_taste_model_learns(kind, value):
 
 def test_an_unrated_picture_has_no_verdict():
     assert present.verdict(StoredPicture.from_row({"rating_kind": None, "rating_value": None})) == ""
+
+
+@pytest.mark.parametrize(("summary", "said"), [
+    ("on warmth × realism, 5 of your 8 most similar rated pictures were liked",
+     "of the 8 rated pictures most like it in the warmth of its colours and how realistic it looks, you liked 5"),
+    ("on drama × urban × darkness, 4 of your 6 most similar rated pictures were disliked",
+     "of the 6 rated pictures most like it in how dramatic it is, city versus nature and how dark it is, "
+     "you disliked 4"),
+    ("on detail, 2 of your 3 most similar rated pictures were neutral",
+     "of the 3 rated pictures most like it in how busy it is, you gave 3 stars to 2"),
+    ("something else entirely", None),
+])
+def test_the_taste_sentence_in_plain_words(summary, said):
+    """Issue 40 item 19: "warmth × realism" was the model's jargon."""
+    assert present.similar_in_words(summary) == said
+
+
+def test_the_picker_sentence_is_the_one_the_page_rewords():
+    """The page's pattern follows the picker's own sentence (frame.taste.picker.SENTENCE)."""
+    pytest.importorskip("sklearn")
+    from frame.taste.picker import SENTENCE
+
+    summary = SENTENCE.format(space="warmth × realism", count=5, k=8, label="liked")
+    why = {"mode": "model", "score": 1.0, "sentence": f"expected liking 1.00: {summary}"}
+    plain = present.plain_why(why)
+    assert plain == ("Chosen for your taste: of the 8 rated pictures most like it in the warmth of its colours "
+                     "and how realistic it looks, you liked 5.")
+    assert "×" not in plain and "100" not in str(present.why_details(why))
