@@ -134,6 +134,9 @@ def test_limits_are_checked_before_allocating(tmp_path):
     many = _write(tmp_path, [1] * 60, name="many.pt")
     with pytest.raises(FileFormatError, match="more than 50 values"):
         open_torch(many, small)
+    marks = _write(tmp_path, pickle=b"\x80\x02" + b"(" * 60 + b"N.", storages={}, name="marks.pt")
+    with pytest.raises(FileFormatError, match="more than 50 values"):  # each MARK keeps a list
+        open_torch(marks, small)
     long = _write(tmp_path, "x" * 300, name="long.pt")
     with pytest.raises(FileFormatError, match="data.pkl unpacks to"):
         open_torch(long, small)

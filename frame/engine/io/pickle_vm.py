@@ -60,7 +60,7 @@ class Opaque:
 
 @dataclass(frozen=True)
 class PickleLimits:
-    max_objects: int = 2_000_000
+    max_objects: int = 1_000_000  # pushes and MARKs: at most ~80 MiB of values (SDXL's pickle makes ~70,000)
     max_keys: int = 200_000  # in one dict
     max_key_chars: int = 1024
     max_depth: int = 32
@@ -233,6 +233,9 @@ def _tuple(vm: PickleVM, n: int) -> None:
 
 
 def _mark(vm: PickleVM) -> None:
+    vm.built += 1  # a MARK keeps a list: counted like a value (a pickle of MARKs was 56 bytes each)
+    if vm.built > vm.limits.max_objects:
+        raise vm.fail(f"more than {vm.limits.max_objects} values")
     vm.marks.append(vm.stack)
     vm.stack = []
 
