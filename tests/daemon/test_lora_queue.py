@@ -101,3 +101,21 @@ def test_settings_page_refuses_a_theme_with_an_unknown_lora(tmp_path):
     assert any("unknown LoRA 'nope'" in p for p in proposal.problems["taste.themes"])
     assert not any("'ink'" in p for p in proposal.problems["taste.themes"])
     assert not owner.settings_path(tmp_path / "state").exists()
+
+
+def test_the_lora_answer_is_kept_while_the_files_stay(client, tmp_path, monkeypatch):
+    """The check child reads every value of the files: asked once per set of LoRAs and file versions,
+    not once per prompt text."""
+    from frame.daemon.jobs import config_checks
+
+    runs = []
+    real = config_checks.run_child
+    monkeypatch.setattr(config_checks, "run_child",
+                        lambda job, **kw: (runs.append(job.what) if job.what == "loras" else None) or real(job, **kw))
+    nowhere_lora(tmp_path / "loras" / "nowhere.safetensors")
+    for text in ("a fox <lora:nowhere:0.7>", "a boat <lora:nowhere:0.2>, dusk"):
+        assert "warnings" in client.post("/api/prompts", headers=AUTH, json={"prompt": text}).get_json()
+    assert runs == ["loras"]
+    demo_lora(tmp_path / "loras" / "nowhere.safetensors", rank=3)  # replaced: a LoRA for this model now
+    answer = client.post("/api/prompts", headers=AUTH, json={"prompt": "a fox <lora:nowhere>"})
+    assert answer.status_code == 201 and "warnings" not in answer.get_json() and runs == ["loras", "loras"]

@@ -131,15 +131,18 @@ def lora_findings(config: Config, state_dir: Path, texts: list[str]) -> tuple[li
     (``frame.worker.lora_checks``), run in the check child; the answer is kept while the files and the
     model are unchanged (their sizes and times are part of the question)."""
     folders = lora_tags.configured_folders(config)
-    files = {}
+    files, names = {}, set()
     for text in texts:
         for request in lora_tags.split_tags(text)[1]:
+            names.add(request.name)
             try:
                 path = lora_tags.find(request, folders)
             except UsageError:
                 continue  # named by the child's answer
             files[path] = _stamp(Path(path))
-    answer = _ask_about(config, state_dir, "loras", {"texts": list(texts), "files": files})
+    # asked by name only (the scales were checked here), so the next prompt naming them takes this answer
+    tags = " ".join(f"<lora:{name}>" for name in sorted(names))
+    answer = _ask_about(config, state_dir, "loras", {"texts": [tags], "files": files})
     return [message for _, message in answer.problems], list(answer.lines)
 
 
