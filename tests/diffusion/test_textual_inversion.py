@@ -199,3 +199,21 @@ def test_a_file_gone_too_big_or_unreadable_never_costs_the_night(tmp_path, token
     assert f"bigone=size{100 << 20}-" in key
     (tmp_path / "inkwash.pt").unlink()
     assert "inkwash=missing" in embeddings.cache_key("bigone inkwash")
+
+
+@pytest.mark.parametrize("error", [RecursionError("deep"), TypeError("unhashable"), MemoryError(), KeyError("x")])
+def test_a_reader_tripped_by_a_hostile_file_costs_only_the_word(tmp_path, tokenizer, monkeypatch, error):
+    """Issue 40 item 4: an embedding whose reader raised anything but UsageError failed the render, and
+    a queued prompt naming it failed every night after."""
+    from frame.diffusion import textual_inversion
+
+    def trips(path):
+        raise error
+
+    (tmp_path / "hostile.pt").write_bytes(b"PK\x03\x04")
+    monkeypatch.setattr(textual_inversion, "read_embedding", trips)
+    warnings = []
+    tokens = Embeddings([tmp_path]).tokens(tokenizer, "a hostile fox", "", 768, warnings.append)
+    assert tokens.fixes == [] and tokens.ids[1:4] == tokenizer.encode("a hostile fox")[:3]
+    assert warnings == [f"embedding 'hostile' is ignored: {tmp_path / 'hostile.pt'} is not an embedding frame can "
+                        f"read ({type(error).__name__})"]
