@@ -10,20 +10,23 @@ Auth. ``token`` is sent as ``Authorization: Bearer``; ``user``/``password`` as H
 ``--api-auth``); credentials in the URL (``http://user:pass@host``) work too. None of them is ever
 logged or put into an error message: the server is named by its redacted URL.
 
-Answers are read with a size cap (a 1024² picture is ~3 MB of base64), redirects are not followed.
-``call`` decodes JSON; ``raw=True`` returns the body's bytes instead (ComfyUI's ``/view`` picture),
-``files=`` sends a multipart form (ComfyUI's ``/upload/image``).
+Answers are read with a size cap sized for the Pi worker (``MAX_ANSWER_BYTES``: a 1024² picture is
+~3 MB of base64, a 2048² one ~16 MB), into one buffer, and JSON is parsed only within a nesting depth
+and a count of values (``frame.jsonlimits``: a 60 MB answer of small objects took the worker to
+359 MiB, a deeply nested one raised RecursionError); redirects are not followed. ``call`` decodes
+JSON; ``raw=True`` returns the body's bytes instead (ComfyUI's ``/view`` picture), ``files=`` sends a
+multipart form (ComfyUI's ``/upload/image``).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
 import requests
 from urllib3.exceptions import NameResolutionError, NewConnectionError
 
+from frame import jsonlimits
 from frame.config.redact import redact_text, redact_url
 from frame.net.deadline import Deadline, DeadlinePassed, DeadlineSession
 from frame.remote import a1111
@@ -31,7 +34,9 @@ from frame.remote.errors import AUTH, BAD_RESPONSE, DIED, REFUSED, REJECTED, SER
 
 log = logging.getLogger(__name__)
 
-MAX_ANSWER_BYTES = 64 << 20
+MAX_ANSWER_BYTES = 24 << 20
+MAX_ANSWER_DEPTH = 64  # ComfyUI's and A1111's answers nest 6 or so levels
+MAX_ANSWER_VALUES = 100_000  # their biggest (a model list, a job's history) hold a few thousand
 CHUNK = 64 << 10
 
 
@@ -129,9 +134,11 @@ class A1111Client:
                                            "the server stopped or crashed mid-job", self.server)
         return RemoteUnavailable(DIED, f"the server closed the connection ({_short_cause(exc, text)})", self.server)
 
-    def _decode(self, status: int, data: bytes, path: str) -> Any:
+    def _decode(self, status: int, data: bytes | bytearray, path: str) -> Any:
         try:
-            decoded = json.loads(data) if data else None
+            decoded = jsonlimits.loads(data, MAX_ANSWER_DEPTH, MAX_ANSWER_VALUES) if data else None
+        except jsonlimits.JsonLimitError as exc:
+            return _raise(BAD_RESPONSE, f"the answer to {path} is not one frame reads ({exc})", self.server)
         except ValueError:
             decoded = None
         detail = a1111.error_detail(decoded)
@@ -154,16 +161,19 @@ def _raise(reason: str, message: str, server: str) -> Any:
     raise RemoteUnavailable(reason, message, server)
 
 
-def _read_capped(response: requests.Response, deadline: Deadline) -> bytes:
-    parts, size = [], 0
+def _read_capped(response: requests.Response, deadline: Deadline) -> bytearray:
+    """The body, in one buffer (no list of chunks joined into a second copy), at most MAX_ANSWER_BYTES."""
+    declared = response.headers.get("Content-Length", "")
+    if declared.isdigit() and int(declared) > MAX_ANSWER_BYTES:
+        raise RemoteUnavailable(BAD_RESPONSE, f"the answer is larger than {MAX_ANSWER_BYTES >> 20} MB")
+    data = bytearray()
     for chunk in response.iter_content(CHUNK):
         deadline.check()
-        size += len(chunk)
-        if size > MAX_ANSWER_BYTES:
+        if len(data) + len(chunk) > MAX_ANSWER_BYTES:
             raise RemoteUnavailable(BAD_RESPONSE, f"the answer is larger than {MAX_ANSWER_BYTES >> 20} MB")
-        parts.append(chunk)
+        data += chunk
     deadline.check()
-    return b"".join(parts)
+    return data
 
 
 def _never_connected(exc: BaseException) -> bool:

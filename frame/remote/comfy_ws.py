@@ -18,7 +18,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
-import json
 import logging
 import os
 import socket
@@ -28,10 +27,13 @@ from urllib.parse import urlsplit
 
 from PIL import Image
 
+from frame import jsonlimits
+
 log = logging.getLogger(__name__)
 
 MAX_FRAME = 8 << 20        # a preview is a small JPEG; anything larger is not ComfyUI talking
 MAX_HEADER = 16 << 10
+MAX_TEXT_DEPTH, MAX_TEXT_VALUES = 16, 10_000  # ComfyUI's status messages: 4 levels, a few dozen values
 READ_TIMEOUT = 1.0         # how often the reader looks at its stop flag
 GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 PREVIEW_IMAGE = 1
@@ -165,9 +167,13 @@ class ProgressListener:
         self._sock.sendall(bytes([0x80 | opcode, 0x80 | len(masked)]) + mask + masked)
 
     def _text(self, payload: bytes) -> None:
-        message = json.loads(payload)
-        data = message.get("data") if isinstance(message, dict) else None
-        if message.get("type") != "progress" or not isinstance(data, dict):
+        """A status message; only ``progress`` counts. Parsed within limits (a progress message is a
+        few values deep and long), so a hostile server's text frame cannot recurse or bloat the worker."""
+        message = jsonlimits.loads(payload, MAX_TEXT_DEPTH, MAX_TEXT_VALUES)
+        if not isinstance(message, dict) or message.get("type") != "progress":
+            return
+        data = message.get("data")
+        if not isinstance(data, dict):
             return
         if self.prompt_id is not None and data.get("prompt_id") not in (None, self.prompt_id):
             return  # someone else's job

@@ -33,6 +33,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from frame import jsonlimits
 from frame.diffusion.pngmeta import GenerationParameters
 from frame.remote.a1111 import RemoteJob
 from frame.remote.errors import BAD_RESPONSE, SERVER_ERROR, RemoteUnavailable
@@ -44,6 +45,9 @@ UPLOAD = "/upload/image"
 INTERRUPT = "/interrupt"
 CHECKPOINTS = "/object_info/CheckpointLoaderSimple"
 MAX_WORKFLOW_BYTES = 1 << 20
+# an API workflow nests 4 levels (node, inputs, a link); a big one holds a few thousand values
+MAX_WORKFLOW_DEPTH = 32
+MAX_WORKFLOW_VALUES = 100_000
 
 PLACEHOLDERS = {  # name: what it becomes
     "prompt": "the prompt (text)", "negative": "the negative prompt (text)", "seed": "the seed (integer)",
@@ -119,14 +123,17 @@ def load_workflow(path: str) -> dict[str, Any]:
     """The owner's workflow file (``render.remote.workflow``), checked; ValueError naming what is wrong."""
     file = Path(path).expanduser()
     try:
-        if file.stat().st_size > MAX_WORKFLOW_BYTES:
-            raise ValueError(f"{file} is larger than {MAX_WORKFLOW_BYTES >> 20} MB: not a workflow")
-        data = json.loads(file.read_text(encoding="utf-8"))
+        with open(file, "rb") as handle:
+            raw = handle.read(MAX_WORKFLOW_BYTES + 1)
     except OSError as exc:
         raise ValueError(f"cannot read {file} ({exc.strerror or exc})") from None
-    except ValueError as exc:
-        if "not a workflow" in str(exc):
-            raise
+    if len(raw) > MAX_WORKFLOW_BYTES:
+        raise ValueError(f"{file} is larger than {MAX_WORKFLOW_BYTES >> 20} MB: not a workflow")
+    try:
+        data = jsonlimits.loads(raw.decode("utf-8"), MAX_WORKFLOW_DEPTH, MAX_WORKFLOW_VALUES)
+    except jsonlimits.JsonLimitError as exc:
+        raise ValueError(f"{file} is not a ComfyUI workflow: {exc}") from None
+    except ValueError as exc:  # also a UnicodeDecodeError
         raise ValueError(f"{file} is not JSON ({exc})") from None
     return check_workflow(data, str(file))
 

@@ -34,7 +34,7 @@ def decode_base64_image(text: object) -> bytes:
         raise RemoteUnavailable(BAD_IMAGE, f"the image is not valid base64 ({exc})") from None
 
 
-def check_picture(data: bytes, width: int, height: int) -> Image.Image:
+def check_picture(data: bytes | bytearray, width: int, height: int) -> Image.Image:
     """The decoded RGB picture, or RemoteUnavailable (bad-image / wrong-size) saying what is wrong.
 
     The size is read from the header and checked before a single pixel is decoded: a hostile or broken

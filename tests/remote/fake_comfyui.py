@@ -12,7 +12,9 @@ real server. Jobs run one at a time in a worker thread, like ComfyUI's ``prompt_
 ``FakeComfyUI(mode=...)``: "ok"; faults "slow-view" (the picture dripped), "error" (the sampler raises,
 as CUDA out of memory does), "truncated-png", "wrong-size", "huge" (a 10000×10000 picture), "die" (the
 server process stops mid-job: connections refused from then on), "vanish" (nothing answers any more),
-"restart" (the server forgets its queue and history mid-job), "not-json" (``/history`` answers HTML).
+"restart" (the server forgets its queue and history mid-job), "not-json" (``/history`` answers HTML),
+"deep-history" (``/history`` nested 50,000 levels), "bloated-history" (20 MB of empty objects, under
+the size cap), "huge-history" (a 60 MB answer); ``HOSTILE_HISTORY`` holds those answers, made once.
 Everything it received is in ``requests`` (method, path, headers, JSON body or form field names).
 """
 
@@ -56,6 +58,19 @@ NODES = {
     "LoadImage": ({"image": ("UPLOADED", {})}, ("IMAGE", "MASK"), False),
     "SaveImage": ({"images": ("IMAGE", {}), "filename_prefix": ("STRING", {})}, (), True),
 }
+
+
+HOSTILE_HISTORY = {"deep-history": lambda: b'{"x": ' + b"[" * 50_000 + b"]" * 50_000 + b"}",
+                   "bloated-history": lambda: b"[" + b"{}," * ((20 << 20) // 3) + b"{}]",
+                   "huge-history": lambda: b'{"x": "' + b"a" * (60 << 20) + b'"}'}
+_HOSTILE: dict[str, bytes] = {}
+
+
+def hostile_history(mode: str) -> bytes:
+    """The answer of a hostile mode, made once per test process (a full slice of it is the same object)."""
+    if mode not in _HOSTILE:
+        _HOSTILE[mode] = HOSTILE_HISTORY[mode]()
+    return _HOSTILE[mode]
 
 
 def _error(kind: str, message: str, details: str, **extra) -> dict:
@@ -135,6 +150,8 @@ class FakeComfyUI(WebSocketPush):
         if method == "GET" and path.startswith("/history/"):
             if self.mode == "not-json":
                 return self.send(handler, 200, b"<html>ComfyUI</html>", "text/html")
+            if self.mode in HOSTILE_HISTORY:
+                return self.send(handler, 200, hostile_history(self.mode), "application/json")
             prompt_id = path[len("/history/"):]
             with self.lock:
                 entry = self.history.get(prompt_id)

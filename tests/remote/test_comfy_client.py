@@ -166,6 +166,10 @@ FAULTS = [  # (mode, reason, words)
     ("die", "died", "the server stopped mid-job (connection refused)"),
     ("vanish", "died", "the server is gone"),
     ("restart", "died", "the server no longer knows the job (was ComfyUI restarted?)"),
+    # issue 40 item 11: RecursionError's traceback before; the worker at 359 MiB for a 60 MB answer
+    ("deep-history", "bad-response", "the answer to /history/"),
+    ("bloated-history", "bad-response", "it holds more than 100,000 values"),
+    ("huge-history", "bad-response", "the answer is larger than 24 MB"),
 ]
 
 
@@ -196,3 +200,21 @@ def test_without_a_websocket_the_job_is_still_followed_by_polling(monkeypatch):
         monkeypatch.setattr(fake, "websocket", lambda handler, client_id: fake.send(handler, 404, b"", "text/plain"))
         result = render_comfyui(settings(fake.url), JOB, progress=reports.append)
     assert result.image.size == (128, 80) and reports and {r.step for r in reports} == {0}
+
+
+@pytest.mark.parametrize("mode, most_mb", [("bloated-history", 90), ("huge-history", 8), ("deep-history", 8)])
+def test_a_hostile_history_answer_is_refused_within_the_pi_workers_memory(mode, most_mb):
+    import tracemalloc
+
+    from tests.remote.fake_comfyui import hostile_history
+
+    hostile_history(mode)  # made before counting: the server's bytes are not the client's
+    with FakeComfyUI(mode=mode, job_seconds=0.1) as fake:
+        tracemalloc.start()
+        try:
+            error = failure(fake.url, deadline=20)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert error.reason == "bad-response"
+    assert peak < most_mb << 20, f"{peak / 2**20:.0f} MiB traced while refusing a {mode} answer"

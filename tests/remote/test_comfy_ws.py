@@ -83,3 +83,15 @@ def test_a_ping_is_answered_with_a_masked_pong():
         listener.close()
     head, mask, body = handler.ws_received[:2], handler.ws_received[2:6], handler.ws_received[6:8]
     assert head == bytes([0x8A, 0x82]) and bytes(b ^ mask[i] for i, b in enumerate(body)) == b"hi"
+
+
+def test_hostile_text_frames_are_ignored_or_end_the_reader_with_a_reason():
+    with FakeComfyUI() as fake:
+        listener = _listener(fake)
+        fake.ws_send("client-1", 0x81, b"[1, 2]")  # not an object: AttributeError killed the reader before
+        fake.ws_send("client-1", 0x81, _progress(5, "mine"))
+        assert _wait(lambda: listener.step == 5)
+        fake.ws_send("client-1", 0x81, b"[" * 5_000 + b"]" * 5_000)  # RecursionError before
+        assert _wait(lambda: bool(listener.error))
+        listener.close()
+    assert "nested more than 16 levels deep" in listener.error and listener.step == 5

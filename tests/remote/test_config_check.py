@@ -76,3 +76,17 @@ def test_config_check_lists_comfyuis_checkpoints_and_warns_of_a_missing_one(tmp_
     assert f"render.remote.url: {fake.url} answers (ComfyUI), 2 checkpoints: dreamshaper_8.safetensors, " in out
     assert "render.remote.checkpoint: warning: 'nope.safetensors' is not among the server's checkpoints" in out
     assert "tok-secret-3" not in out and fake.requests[0][1] == "/object_info/CheckpointLoaderSimple"
+
+
+@pytest.mark.parametrize("text, words", [
+    ('{"3": ' + "[" * 50_000 + "]" * 50_000 + "}", "nested more than 32 levels deep"),  # RecursionError before
+    ("[" + "{}," * 300_000 + "{}]", "holds more than 100,000 values"),
+])
+def test_a_hostile_workflow_is_one_line_of_config_check(tmp_path, text, words):
+    (tmp_path / "deep.json").write_text(text)
+    with pytest.raises(ConfigError) as info:
+        check_config(_write(tmp_path, "render:\n  backend: comfyui\n  remote:\n    url: http://127.0.0.1:1\n"
+                                      f"    workflow: {tmp_path}/deep.json\n"), environ={})
+    (problem,) = info.value.problems
+    assert problem.startswith("render.remote.workflow: ") and f"{tmp_path}/deep.json" in problem and words in problem
+    assert "\n" not in problem
