@@ -1,5 +1,5 @@
-"""The queue pages: queue a prompt with its own settings; move, edit and remove queued ones; and a
-picture's "reuse seed" and "more like this".
+"""The queue pages: queue a prompt with its own settings; move, edit, remove and paint now queued ones;
+and a picture's "reuse seed" and "more like this", each also "paint it now".
 
 Routes of ``frame.web.routes.bp`` (added when ``blueprint`` imports this module). Every POST has
 passed ``blueprint._guard`` (logged in, CSRF, same origin) and is checked by ``forms.clean_text`` and
@@ -20,7 +20,8 @@ from frame.config import embedding_names, lora_tags
 from frame.config.redact import redact_text
 from frame.daemon import queue as queue_rules
 from frame.daemon.actions import queue as queue_actions
-from frame.daemon.actions.errors import BadValue
+from frame.daemon.actions.errors import BadValue, NotRunning
+from frame.daemon.http.contract import Busy
 from frame.daemon.jobs import config_checks
 from frame.daemon.store import gallery
 from frame.daemon.store.records import QueuedPrompt
@@ -206,14 +207,42 @@ def _at(prompt_id: int | None) -> str:
     return url_for("web.queue", _anchor=f"prompt-{prompt_id}" if prompt_id is not None else "waiting")
 
 
+@bp.post("/queue/<id:prompt_id>/paint-now")
+def paint_prompt_now(prompt_id: int) -> Any:
+    """A queued prompt's "Paint now": first in the queue, and a render starts."""
+    return _painted_now(web_context(), prompt_id)
+
+
+def _painted_now(ctx: WebContext, prompt_id: int, queued: str = "") -> Any:
+    """Paint the waiting prompt now (``queue_actions.paint_now``) and say what happened, after
+    ``queued`` (what was just queued, for "reuse seed" and "more like this"): the render's progress on the
+    Now page, or why it waits (a render runs: it is first in the queue; no daemon; set aside)."""
+    try:
+        queue_actions.paint_now(ctx.store, ctx.controller, ctx.state_dir, prompt_id, "web")
+    except NotRunning:
+        flash(f"{queued}The frame's daemon is not running, so nothing can be painted now: it waits in the queue.")
+    except Busy:
+        flash(f"{queued}A picture is being painted now, so this one is first in the queue: the next render "
+              "paints it.")
+    except BadValue as exc:
+        flash(f"{queued}Not painted now: it {exc.message}.")
+    else:
+        flash(f"{queued}Painting it now: the picture appears here when it is done.")
+        return redirect(url_for("web.now"), 303)
+    return redirect(_at(prompt_id), 303)
+
+
 @bp.post("/pictures/<id:picture_id>/reuse-seed")
 def reuse_seed(picture_id: int) -> Any:
+    """"Reuse seed" queues the picture's prompt again with its settings; with ``now`` it is painted now."""
     try:
-        _, settings = queue_actions.reuse_seed(web_context().store, picture_id)
+        prompt_id, settings = queue_actions.reuse_seed(web_context().store, picture_id)
     except queue_rules.QueueError as exc:
         raise FormError(exc.field, exc.message) from None
-    flash(f"Queued: the same prompt with {queue_rules.describe_settings(settings)}. Edit it here before "
-          "its night to change any of them.")
+    said = f"Queued: the same prompt with {queue_rules.describe_settings(settings)}."
+    if request.form.get("now"):
+        return _painted_now(web_context(), prompt_id, said + " ")
+    flash(f"{said} Edit it here before its night to change any of them.")
     return redirect(url_for("web.queue"), 303)
 
 
@@ -221,10 +250,13 @@ def reuse_seed(picture_id: int) -> Any:
 def more_like_this(picture_id: int) -> Any:
     ctx = web_context()
     try:
-        _, _, strength = queue_actions.variation(ctx.config, ctx.store, ctx.state_dir, picture_id,
-                                                 request.form.get("strength"))
+        _, prompt_id, strength = queue_actions.variation(ctx.config, ctx.store, ctx.state_dir, picture_id,
+                                                         request.form.get("strength"))
     except queue_rules.QueueError as exc:
         flash(f"No variation queued: {exc.message if exc.field == 'model' else exc}.")
         return redirect(url_for("web.picture", picture_id=picture_id), 303)
-    flash(f"Queued a variation of this picture (strength {strength:g}); it counts as a strong like.")
+    said = f"Queued a variation of this picture (strength {strength:g}); it counts as a strong like."
+    if request.form.get("now"):
+        return _painted_now(ctx, prompt_id, said + " ")
+    flash(said)
     return redirect(url_for("web.queue"), 303)

@@ -256,6 +256,7 @@ def test_only_the_reviewed_routes_exist(app):
         ("/pictures/<id:picture_id>/show", "POST"), ("/pictures/<id:picture_id>/thumb", "GET"),
         ("/pictures/<id:picture_id>/why.png", "GET"), ("/queue", "GET,POST"),
         ("/queue/<id:prompt_id>/edit", "GET,POST"), ("/queue/<id:prompt_id>/move", "POST"),
+        ("/queue/<id:prompt_id>/paint-now", "POST"),  # issue 40 item 16: first in the queue, and a render
         ("/queue/<id:prompt_id>/remove", "POST"), ("/render", "POST"),
         ("/render/preview", "GET"), ("/status", "GET"), ("/upload", "GET"), ("/upload", "POST"),
         ("/web-static/<path:filename>", "GET"),
@@ -274,7 +275,9 @@ def test_only_the_reviewed_api_routes_exist(app):
         ("/api/pictures/<id:picture_id>/rating", "POST"), ("/api/pictures/<id:picture_id>/reuse-seed", "POST"),
         ("/api/pictures/<id:picture_id>/variation", "POST"), ("/api/prompts", "GET"), ("/api/prompts", "POST"),
         ("/api/prompts/<id:prompt_id>", "DELETE"), ("/api/prompts/<id:prompt_id>", "PATCH"),
-        ("/api/prompts/<id:prompt_id>/move", "POST"), ("/api/render", "POST"), ("/api/render/preview", "GET"),
+        ("/api/prompts/<id:prompt_id>/move", "POST"),
+        ("/api/prompts/<id:prompt_id>/paint-now", "POST"),  # moves a waiting prompt first, starts a render
+        ("/api/render", "POST"), ("/api/render/preview", "GET"),
         ("/api/settings", "GET"), ("/api/settings", "PUT"), ("/api/settings/restore", "POST"),
         ("/api/show/<id:picture_id>", "POST"), ("/api/status", "GET"),
     ]

@@ -1,5 +1,6 @@
 """The owner's actions on the prompt queue: queue, edit, move and remove a waiting prompt; "reuse seed"
-and "more like this" of a stored picture.
+and "more like this" of a stored picture; paint a waiting prompt now (``paint_now``: first in the queue,
+then a render now, which paints the first paintable prompt).
 
 The values arrive already read from the request (the API's JSON body, the page's form: each side
 reads its own, then checks a prompt's own settings with ``frame.daemon.queue.parse_settings``). Here
@@ -19,9 +20,12 @@ from typing import Any
 from frame.config import lora_tags
 from frame.config.schema import Config
 from frame.daemon import queue as queue_rules
-from frame.daemon.actions.errors import BadValue, no_prompt
+from frame.daemon.actions.errors import BadValue, NotRunning, no_prompt
 from frame.daemon.actions.pictures import picture as find_picture
+from frame.daemon.actions.pictures import render_now
 from frame.daemon.feeds.parse import Sanitiser
+from frame.daemon.http.contract import Controller
+from frame.daemon.store import gallery
 from frame.daemon.store.database import Store
 from frame.daemon.store.records import QueuedPrompt, StoredPicture
 
@@ -103,6 +107,29 @@ def remove(store: Store, prompt_id: int, source: str) -> None:
     except KeyError:
         raise no_prompt(prompt_id) from None
     log.info("queued prompt %d removed (%s)", prompt_id, source)
+
+
+def paint_now(store: Store, controller: Controller | None, state_dir: Path, prompt_id: int,
+              source: str) -> dict[str, Any]:
+    """Paint the waiting prompt now: put it first in the queue and start a render, which paints the first
+    paintable prompt (``render_job.build_job``). Returns the daemon's answer (the render's id).
+
+    ``NotRunning`` without a daemon and ``BadValue`` (field ``prompt``) for a prompt no render would paint
+    (set aside after failed nights; a variation whose picture was deleted): the queue is left as it was.
+    ``contract.Busy`` while a render runs: the prompt stays first, so the next render paints it."""
+    prompt = waiting(store, prompt_id)
+    if controller is None:
+        raise NotRunning("the daemon is not running in this process")
+    if prompt.set_aside:
+        raise BadValue("prompt", "is set aside after failed nights: edit it to try again")
+    if prompt.variation:
+        picture = store.picture(prompt.source_picture_id)
+        path = gallery.picture_path(state_dir, picture.file) if picture is not None else None
+        if path is None or not path.is_file():
+            raise BadValue("prompt", f"starts from picture {prompt.source_picture_id}, which was deleted")
+    move(store, prompt_id, 1, source)
+    log.info("queued prompt %d to be painted now (%s)", prompt_id, source)
+    return render_now(controller, source)
 
 
 def reuse_seed(store: Store, picture_id: int) -> tuple[int, dict[str, Any]]:

@@ -1,5 +1,5 @@
-"""The prompt queue on the JSON API: queue, edit, move and remove prompts; "reuse seed" and "more like
-this" (an image-to-image variation) of a stored picture. The checks on a prompt's own settings live in
+"""The prompt queue on the JSON API: queue, edit, move, remove and paint now prompts; "reuse seed" and
+"more like this" (an image-to-image variation) of a stored picture. The checks on a prompt's own settings live in
 ``frame.daemon.queue`` and the actions in ``frame.daemon.actions.queue``, both shared with the phone
 page; here the JSON body is read and the answers written."""
 
@@ -15,6 +15,7 @@ from frame.daemon import queue as queue_rules
 from frame.daemon.actions import queue as queue_actions
 from frame.daemon.feeds.parse import Sanitiser
 from frame.daemon.http.api import ApiError, api, api_deps, request_body, text_field
+from frame.daemon.http.contract import Busy
 from frame.daemon.store.records import QueuedPrompt
 
 log = logging.getLogger(__name__)
@@ -92,6 +93,17 @@ def move_prompt(prompt_id: int):
         raise ApiError(400, 'send {"position": N}: 1 is the next night\'s prompt')
     prompts = queue_actions.move(api_deps().store, prompt_id, body["position"], "api")
     return jsonify({"prompts": [prompt.to_json() for prompt in prompts]})
+
+
+@api.post("/prompts/<id:prompt_id>/paint-now")
+def paint_prompt_now(prompt_id: int):
+    """Paint the waiting prompt now (``queue_actions.paint_now``): 202 with the render's id; 409 while a
+    render runs (the prompt is then first in the queue); 400 for one no render would paint."""
+    deps = api_deps()
+    try:
+        return jsonify(queue_actions.paint_now(deps.store, deps.controller, deps.state_dir, prompt_id, "api")), 202
+    except Busy as exc:
+        raise ApiError(409, f"{exc}; the prompt is first in the queue, so the next render paints it") from None
 
 
 @api.post("/pictures/<id:picture_id>/reuse-seed")
