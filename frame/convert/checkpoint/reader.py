@@ -70,22 +70,22 @@ class SafetensorsCheckpoint:
         """Tensor ``key`` as float32 (bf16 and fp16 widened exactly). Integer tensors are refused: no
         weight of a Stable Diffusion component is one (the ``position_ids`` buffers are skipped before)."""
         entry = self.entries[key]
-        return self._read(entry, entry.start, entry.nbytes).reshape(entry.shape)
+        return self._read(key, entry, entry.start, entry.nbytes).reshape(entry.shape)
 
     def read_rows(self, key: str, first: int, count: int) -> np.ndarray:
         """Rows ``first .. first+count`` (axis 0) of tensor ``key`` as float32: the bytes of just those
         rows are read, so a 151 MB embedding is converted a few MB at a time."""
         entry = self.entries[key]
         if not entry.shape:
-            return self._read(entry, entry.start, entry.nbytes).reshape(())
+            return self._read(key, entry, entry.start, entry.nbytes).reshape(())
         row_bytes = entry.nbytes // entry.shape[0] if entry.shape[0] else 0
         count = max(0, min(count, entry.shape[0] - first))
-        rows = self._read(entry, entry.start + first * row_bytes, count * row_bytes)
+        rows = self._read(key, entry, entry.start + first * row_bytes, count * row_bytes)
         return rows.reshape((count, *entry.shape[1:]))
 
-    def _read(self, entry: TensorEntry, offset: int, length: int) -> np.ndarray:
+    def _read(self, key: str, entry: TensorEntry, offset: int, length: int) -> np.ndarray:
         if entry.dtype not in FLOAT_DTYPES:
-            raise UsageError(f"{self.location}: tensor at byte {entry.start} is {entry.dtype}, not a float weight")
+            raise UsageError(f"{self.location}: tensor {key!r} is {entry.dtype}, not a float weight")
         try:
             data = self.source.read_at(offset, length)
         except SourceTruncated as exc:

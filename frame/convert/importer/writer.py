@@ -7,7 +7,8 @@ data file first and ``model.onnx`` last, so a graph whose ``model.onnx`` exists 
 import stopped by a power cut, Ctrl-C or a network failure leaves the aside folder; the same command
 run again keeps the graphs already complete and writes the rest, provided the source and the options
 are the same (``.import.json`` records both; anything else starts afresh). Bad input (a file frame
-refuses) is found before the aside folder is made.
+refuses) is found before the aside folder is made, or, when only a tensor's bytes show it, the aside
+folder is removed with the refusal.
 """
 
 from __future__ import annotations
@@ -151,6 +152,9 @@ def import_model(src: str, dst: str | os.PathLike, options: ImportOptions, build
                     continue
                 model = builders[graph](component.config)
                 result.reports[graph] = _write_one(aside, graph, model, component, options.weights, progress)
+        except UsageError:
+            shutil.rmtree(aside, ignore_errors=True)  # a file frame refuses: running again would not help
+            raise
         finally:
             progress.close()
         (aside / STATE).unlink()

@@ -112,6 +112,19 @@ def test_bad_input_leaves_nothing(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["style.safetensors"]
 
 
+def test_integer_weight_found_mid_write_leaves_nothing(tmp_path):
+    """A float weight stored as int64 (the sizes agree, so the header passes): refused when read."""
+    from tests.convert.checkpoint.helpers import read_raw, write_safetensors
+
+    tensors = read_raw(FIXTURES / "sd15.safetensors")
+    key = "model.diffusion_model.out.2.weight"
+    tensors[key] = np.zeros(tensors[key].shape, np.int64)
+    path = write_safetensors(tmp_path / "lie.safetensors", tensors)
+    with pytest.raises(UsageError, match=f"tensor '{key}' is I64, not a float weight"):
+        import_model(str(path), tmp_path / "model", ImportOptions(config_dir=str(FIXTURES / "sd15")), _builders())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lie.safetensors"]
+
+
 def test_existing_destination_is_never_touched(tmp_path):
     dst = tmp_path / "model"
     dst.mkdir()
