@@ -86,7 +86,12 @@ def quick_gelu(g: GraphBuilder, x: str, hint: str) -> str:
     return g.op("Mul", [x, g.op("Sigmoid", [scaled], f"{hint}/sigmoid")], f"{hint}/quick_gelu")
 
 
-ACTIVATIONS = {"silu": silu, "swish": silu, "gelu": gelu, "quick_gelu": quick_gelu}
+def relu(g: GraphBuilder, x: str, hint: str) -> str:
+    """torch.nn.ReLU (TAESD's blocks)."""
+    return g.op("Relu", [x], f"{hint}/relu")
+
+
+ACTIVATIONS = {"silu": silu, "swish": silu, "gelu": gelu, "quick_gelu": quick_gelu, "relu": relu}
 
 
 def activation(g: GraphBuilder, name: str, x: str, hint: str) -> str:
