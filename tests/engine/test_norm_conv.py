@@ -18,14 +18,18 @@ RNG = np.random.default_rng(11)
 
 
 def norm_conv_model(tmp_path, *, n=1, c=8, groups=4, hw=(6, 7), m=5, kernel=3, pads=1, strides=None, act=True,
-                    gamma_shape=None, inorm_affine=False, extra_output=False, quantized=False, target0=0):
-    """x → GroupNorm (as torch exports it) → [SiLU] → Conv → y."""
+                    gamma_shape=None, inorm_affine=False, extra_output=False, quantized=False, target0=0,
+                    late_affine=False):
+    """x → GroupNorm (as torch exports it) → [SiLU] → Conv → y. ``late_affine``: γ and β are (C,) weights
+    unsqueezed to (C, 1, 1) by nodes that come after the InstanceNormalization (a valid order)."""
     h, w = hw
     gamma = (RNG.standard_normal(gamma_shape or (c, 1, 1)) + 1).astype(np.float32)
     beta = RNG.standard_normal((c, 1, 1)).astype(np.float32)
     weight = (RNG.standard_normal((m, c, kernel, kernel)) * 0.2).astype(np.float32)
+    affine = ("gamma1d", "beta1d") if late_affine else ("gamma", "beta")
     inits = [numpy_helper.from_array(np.array([target0, groups, -1], np.int64), "target"),
-             numpy_helper.from_array(gamma, "gamma"), numpy_helper.from_array(beta, "beta"),
+             numpy_helper.from_array(gamma.reshape(-1) if late_affine else gamma, affine[0]),
+             numpy_helper.from_array(beta.reshape(-1) if late_affine else beta, affine[1]),
              numpy_helper.from_array(RNG.standard_normal(m).astype(np.float32), "bias")]
     s = RNG.standard_normal(groups).astype(np.float32) if inorm_affine else np.ones(groups, np.float32)
     b = RNG.standard_normal(groups).astype(np.float32) if inorm_affine else np.zeros(groups, np.float32)
@@ -42,6 +46,12 @@ def norm_conv_model(tmp_path, *, n=1, c=8, groups=4, hw=(6, 7), m=5, kernel=3, p
         helper.make_node("InstanceNormalization", ["r", "s", "b"], ["i"], epsilon=1e-5),
         helper.make_node("Shape", ["x"], ["shape"]),
         helper.make_node("Reshape", ["i", "shape"], ["back"]),
+    ]
+    if late_affine:
+        inits.append(numpy_helper.from_array(np.array([1, 2], np.int64), "hw_axes"))
+        nodes += [helper.make_node("Unsqueeze", ["gamma1d", "hw_axes"], ["gamma"]),
+                  helper.make_node("Unsqueeze", ["beta1d", "hw_axes"], ["beta"])]
+    nodes += [
         helper.make_node("Mul", ["back", "gamma"], ["scaled"]),
         helper.make_node("Add", ["scaled", "beta"], ["normed"]),
     ]
@@ -82,7 +92,7 @@ def assert_agree(fused, unfused, expected, tolerance=1e-5):
 @pytest.mark.parametrize("options", [
     {}, {"act": False}, {"kernel": 1, "pads": 0}, {"kernel": 1, "pads": 0, "act": False}, {"n": 2},
     {"inorm_affine": True}, {"strides": [2, 2]}, {"hw": (1, 9)}, {"gamma_shape": (1, 8, 1, 1)},
-    {"target0": 1}, {"c": 6, "groups": 3, "hw": (40, 33)},
+    {"target0": 1}, {"c": 6, "groups": 3, "hw": (40, 33)}, {"late_affine": True}, {"late_affine": True, "act": False},
 ])
 def test_group_norm_conv_chains_fuse_and_match(tmp_path, monkeypatch, options):
     path, feeds = norm_conv_model(tmp_path, **options)

@@ -293,9 +293,12 @@ def fuse_norm_conv(nodes: list[Node], graph_outputs: set[str], weights: dict[str
         if chain is None:
             continue
         stats, fused = _fused(chain, nodes)
-        replaced[chain.instance_norm] = stats
+        # the stats node takes the chain's last place, the Add: γ and β may be computed by nodes between
+        # the InstanceNormalization and the Mul (Unsqueeze of a (C,) weight, frame.convert.graphs' or any
+        # exporter's valid order), and every input of the chain is there by the Add
+        replaced[chain.add] = stats
         replaced[chain.conv] = fused
-        removed |= {chain.reshape, chain.reshape_back, chain.mul, chain.add}
+        removed |= {chain.reshape, chain.instance_norm, chain.reshape_back, chain.mul}
         if chain.act is not None:
             removed.add(chain.act)
     if replaced:
