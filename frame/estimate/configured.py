@@ -113,7 +113,8 @@ def estimate_config(config: Config, pipe: Any = None, steps: int | None = None, 
                     cpu: bool = False, alternative: bool = True, rates_dir: Path | None = None,
                     choose_tokens: int | None = None) -> ConfiguredEstimate:
     """The whole estimate (see the module docstring). ``pipe``: an already loaded pipeline;
-    ``ratings``: how many pictures are rated (None: unknown, assume a trained taste model);
+    ``ratings``: how many pictures are rated (None: unknown, assume a trained taste model, which embeds
+    every text; the peak does not depend on it);
     ``rates``: measured throughput to reuse (skips the measurement); ``texts``: how many texts the
     prompt choice embeds (default: every text the taste settings name; 0 for a queued prompt; a
     ``TonightTexts``: those of them not kept in the state folder, ``frame.estimate.new_texts``); ``cpu``: rates per
@@ -161,9 +162,8 @@ def _estimate(config: Config, setup: PipelineSetup, pipe: Any, steps: int | None
     signatures = [s.signature for plan in (tonight, other) if plan for r in plan.runs for s in r.count.steps
                   if s.signature is not None]
     machines = [(rates, 1.0), (pi.pi_throughput(signatures, link_bytes, url), 1.0)]  # the Pi: count + constants
-    taste = ratings is None or ratings >= config.taste.min_ratings
-    first = estimate_night(tonight, machines, setup.weights, taste_model=taste)
-    second = estimate_night(other, machines, setup.weights, taste_model=taste) if other else None
+    first = estimate_night(tonight, machines, setup.weights)
+    second = estimate_night(other, machines, setup.weights) if other else None
     extra = first_night_extra(tonight, machines[1][0])
     if extra:
         first.notes.append(f"the first night (a new model, or after an upgrade) plans each model once: "

@@ -25,8 +25,9 @@ are held) keep both passes' activations alive: ``other_items_bytes`` adds, per s
 pass holds at that point of the engine's loop; weights, read-ahead and scratch count once.
 
 The night's peak is the largest component's plus PIPELINE_BYTES (what the render worker holds
-beyond a fresh process: PIL, the pipeline, heap left by the text encoders), plus TASTE_BYTES when the
-taste model (scikit-learn, scipy) was imported earlier in the same worker to choose the prompt.
+beyond a fresh process: PIL, the pipeline, heap left by the text encoders). The taste model
+(scikit-learn, scipy) adds nothing: it runs in its own short child, which exits before any component
+loads (``frame.worker.tastechild``).
 Checked against VmHWM per component and for whole renders in ``benchmarks/estimate_vs_render.py``
 (docs/estimate.md).
 """
@@ -41,7 +42,6 @@ BASE_BYTES = 46 * MB               # VmRSS with numpy, onnx and frame.engine imp
 STRUCTURE_BYTES_PER_NODE = 2200    # +10 MB for the 4493-node SD 1.5 UNet, +2.3 MB for its text encoder
 ALLOCATOR_BYTES = 6 * MB           # median RSS above the live arrays with no read-ahead (SD 1.5 UNet)
 ALLOCATOR_SHARE = 0.10             # RSS above live arrays grows with them: SD 1.5 UNet batch 2, VAE tile
-TASTE_BYTES = 79 * MB              # scikit-learn + scipy in the worker (README, "Footprint on the Pi")
 PIPELINE_BYTES = 28 * MB           # a render worker beyond a fresh process (calibrated: docs/estimate.md)
 BUDGETS = dict(PROVIDER_BUDGET)  # the engine providers' defaults
 
