@@ -49,3 +49,28 @@ def test_imported_checkpoint_paints_diffusers_picture(imported, kind):
 def test_sd2_import_predicts_v(imported):
     scheduler = json.loads((imported / "sd2v" / "scheduler" / "scheduler_config.json").read_text())
     assert scheduler["prediction_type"] == "v_prediction"
+
+
+@pytest.mark.parametrize("weights", ["fp16", "uint8"])
+def test_imported_folder_runs_in_onnxruntime(tmp_path, weights):
+    """The import is a plain diffusers ONNX folder: onnxruntime (dev-only) loads every graph and runs the
+    UNet. The fixture's weights are float16 values, so the fp16 import predicts exactly what the fp32
+    one does; uint8's per-channel rounding moves it a little."""
+    ort = pytest.importorskip("onnxruntime")
+    folders = {}
+    for precision in ("fp32", weights):
+        folders[precision] = tmp_path / precision
+        import_model(str(FIXTURES / "sd15.safetensors"), folders[precision],
+                     ImportOptions(weights=precision, config_dir=str(FIXTURES / "sd15")), frame_builders("sd1"))
+    rng = np.random.default_rng(0)
+    feeds = {"sample": rng.standard_normal((2, 4, 8, 8), dtype=np.float32),
+             "timestep": np.array([500.0], np.float32),
+             "encoder_hidden_states": rng.standard_normal((2, 77, 16), dtype=np.float32)}
+    outputs = {}
+    for precision, folder in folders.items():
+        for graph in ("text_encoder", "vae_decoder", "vae_encoder"):
+            ort.InferenceSession(str(folder / graph / "model.onnx"), providers=["CPUExecutionProvider"])
+        unet = ort.InferenceSession(str(folder / "unet" / "model.onnx"), providers=["CPUExecutionProvider"])
+        outputs[precision] = unet.run(None, {i.name: feeds[i.name] for i in unet.get_inputs()})[0]
+    error = np.abs(outputs[weights] - outputs["fp32"]).max() / np.abs(outputs["fp32"]).max()
+    assert error == 0 if weights == "fp16" else 0 < error < 0.1
