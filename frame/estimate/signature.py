@@ -134,11 +134,15 @@ def step_signature(step: g.Step, table: ShapeTable, weights: Mapping, one_thread
 
 
 def _geglu_signature(node: g.Node, table: ShapeTable, weights: Mapping, one_thread: bool) -> Signature | None:
-    """GegluFF's inputs: x, then the stored W1 (C × 2I) and W2 (I × C) at 1 and 5 (scale and zero point
-    beside each)."""
+    """GegluFF's inputs: x, then the stored W1 and W2 at 1 and 5 (scale and zero point beside each), in
+    the signature as MatMul reads them, (C × 2I) and (I × C): a Gemm's transposed (out, in) weights
+    (``frame.convert.graphs``, the kernel's ``_transposed``) are turned round, so the probe multiplies
+    the model's shapes (it made x 2I wide for them)."""
     x = _shape(table, node.inputs[0])
     w1, w2 = (weights.get(node.inputs[k]) for k in (1, 5))
     if x is None or w1 is None or w2 is None:
         return None
-    return Signature("geglu", (x, tuple(int(d) for d in w1.shape), tuple(int(d) for d in w2.shape)),
-                     (("blas_one_thread", one_thread),), storage_of(w1))
+    transposed = node.spec.fn.keywords.get("_transposed", (False, False)) if node.spec is not None else (False, False)
+    shapes = [tuple(int(d) for d in w.shape) for w in (w1, w2)]
+    shapes = [tuple(reversed(shape)) if flip else shape for shape, flip in zip(shapes, transposed)]
+    return Signature("geglu", (x, *shapes), (("blas_one_thread", one_thread),), storage_of(w1))
