@@ -42,7 +42,8 @@ TRAINING_BUFFERS = {
     "betas", "alphas_cumprod", "alphas_cumprod_prev", "sqrt_alphas_cumprod", "sqrt_one_minus_alphas_cumprod",
     "log_one_minus_alphas_cumprod", "sqrt_recip_alphas_cumprod", "sqrt_recipm1_alphas_cumprod",
     "posterior_variance", "posterior_log_variance_clipped", "posterior_mean_coef1", "posterior_mean_coef2",
-    "logvar", "lvlb_weights", "v_pred", "ztsnr", "model_ema.decay", "model_ema.num_updates"}
+    "logvar", "lvlb_weights", "v_pred", "ztsnr", "model_ema.decay", "model_ema.num_updates", "denoiser.sigmas",
+    "denoiser.log_sigmas"}
 LORA = re.compile(r"(^|[._])(lora_(up|down|A|B)|lora_unet|lora_te\d?|hada_w\d|lokr_w\d|lora_mid)([._]|$)")
 EMBEDDING = {"emb_params", "clip_l", "clip_g", "string_to_param.*", "string_to_token.*", "name", "step"}
 

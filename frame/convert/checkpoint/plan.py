@@ -53,6 +53,7 @@ class Detected:
     turbo: bool
     components: tuple[Component, ...]
     notes: tuple[str, ...]
+    zero_snr: bool = False  # trained with zero terminal SNR (the file's ztsnr key): the schedule is rescaled
 
     @property
     def label(self) -> str:
@@ -209,7 +210,11 @@ def detect(checkpoint: Checkpoint, options: Options | None = None) -> Detected:
                          f"the text encoder(s) give {' + '.join(map(str, widths))}")
     unet = _component("unet", unet_config, unet_takes, checkpoint, options)
     vae, vae_notes = _vae_component(checkpoint, parts, family, resolution, options)
-    return Detected(family, prediction, resolution, turbo, (unet, vae, *components), tuple(notes + vae_notes))
+    zero_snr = "ztsnr" in checkpoint.tensors
+    if zero_snr:
+        notes.append("zero terminal SNR (its ztsnr key): the noise schedule is rescaled, with trailing timesteps")
+    return Detected(family, prediction, resolution, turbo, (unet, vae, *components), tuple(notes + vae_notes),
+                    zero_snr)
 
 
 def _folder_takes(checkpoint: Checkpoint, component: str) -> tuple[dict[str, Take], list[str]]:

@@ -43,7 +43,10 @@ def scheduler_config(found: Detected, given: dict | None = None) -> dict:
     if given is not None:
         return {**given, "prediction_type": found.prediction}
     base = SCHEDULERS["turbo" if found.turbo else found.family]
-    return {**base, "_diffusers_version": DIFFUSERS_VERSION, "prediction_type": found.prediction}
+    config = {**base, "_diffusers_version": DIFFUSERS_VERSION, "prediction_type": found.prediction}
+    if found.zero_snr:  # diffusers' advice for zero-SNR models (Lin et al. 2023, section 3.3): trailing spacing
+        config.update(rescale_betas_zero_snr=True, timestep_spacing="trailing")
+    return config
 
 
 def model_index(found: Detected, name: str) -> dict:

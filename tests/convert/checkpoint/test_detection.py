@@ -53,6 +53,18 @@ def test_sdxl_v_pred_key():
     assert found.prediction == "v_prediction"
 
 
+def test_sdxl_v_prediction_with_zero_terminal_snr():
+    """NoobAI/"vpred" SDXL finetunes: v_pred and ztsnr keys; the scheduler is rescaled to zero SNR with
+    trailing timesteps, which frame does not take for a Turbo model."""
+    from frame.convert.importer.layout import scheduler_config
+
+    found = detect(ManifestCheckpoint("sdxl", extra={"v_pred": (), "ztsnr": (), "denoiser.sigmas": (1000,)}))
+    assert (found.prediction, found.zero_snr, found.turbo) == ("v_prediction", True, False)
+    scheduler = scheduler_config(found)
+    assert scheduler["rescale_betas_zero_snr"] is True and scheduler["timestep_spacing"] == "trailing"
+    assert scheduler["prediction_type"] == "v_prediction"
+
+
 def _with_ema(kind: str) -> ManifestCheckpoint:
     checkpoint = ManifestCheckpoint(kind)
     unet = [k for k in checkpoint.tensors if k.startswith("model.diffusion_model.")]
