@@ -181,6 +181,26 @@ def model_titles(data: Any) -> list[str]:
     return [str(item.get("title") or item.get("model_name") or "?") for item in data if isinstance(item, dict)]
 
 
+def comfy_node_errors(node_errors: Any, most: int = 4) -> list[str]:
+    """ComfyUI's reasons per node, ``"CheckpointLoaderSimple (node 4): Value not in list: ckpt_name: ..."``.
+
+    Its ``error.details`` lists only the reasons of the output nodes themselves (``execution.py``'s
+    ``validate_prompt``): a checkpoint it does not have fails upstream of SaveImage, so ``details`` is
+    empty and the reason is only in ``node_errors``."""
+    found: list[str] = []
+    if not isinstance(node_errors, dict):
+        return found
+    for node_id, node in list(node_errors.items())[:most]:
+        reasons = node.get("errors") if isinstance(node, dict) else None
+        for reason in (reasons if isinstance(reasons, list) else [])[:2]:
+            if isinstance(reason, dict) and isinstance(reason.get("message"), str):
+                details = reason.get("details") if isinstance(reason.get("details"), str) else ""
+                kind = node.get("class_type") if isinstance(node.get("class_type"), str) else "?"
+                found.append(f"{kind[:60]} (node {str(node_id)[:40]}): {reason['message'][:100]}"
+                             + (f": {details[:200]}" if details else ""))
+    return found
+
+
 def error_detail(data: Any) -> str:
     """The server's own words from an error answer: FastAPI's ``detail``, A1111's ``error``/``errors``,
     or ComfyUI's ``{"error": {"message", "details"}, "node_errors": ...}``."""
@@ -188,9 +208,11 @@ def error_detail(data: Any) -> str:
         for key in ("detail", "errors", "error", "message"):
             value = data.get(key)
             if isinstance(value, dict) and isinstance(value.get("message"), str):  # ComfyUI
-                details = value.get("details")
-                text = value["message"] + (f": {details}" if isinstance(details, str) and details else "")
-                return text[:300]
+                details = value.get("details") if isinstance(value.get("details"), str) else ""
+                parts = [details] if details else []
+                parts += [reason for reason in comfy_node_errors(data.get("node_errors"))  # not said twice
+                          if not details or reason.split("): ", 1)[-1] not in details]
+                return (value["message"] + (": " + "; ".join(parts) if parts else ""))[:300]
             if value:
                 text = value if isinstance(value, str) else json.dumps(value)
                 return text[:300]

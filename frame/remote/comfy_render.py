@@ -224,10 +224,13 @@ class ComfyRenderer:
         (``/interrupt`` with its ``prompt_id``, so nobody else's job is stopped)."""
         try:
             place = comfyui.queue_place(self.client.call("GET", comfyui.QUEUE, seconds=INTERRUPT_SECONDS), prompt_id)
+            # both answer HTTP 200 with an empty body (server.py's ``web.Response(status=200)``): raw, not JSON
             if place == 0:
-                self.client.call("POST", comfyui.INTERRUPT, seconds=INTERRUPT_SECONDS, body={"prompt_id": prompt_id})
+                self.client.call("POST", comfyui.INTERRUPT, seconds=INTERRUPT_SECONDS, body={"prompt_id": prompt_id},
+                                 raw=True)
             elif place is not None:
-                self.client.call("POST", comfyui.QUEUE, seconds=INTERRUPT_SECONDS, body={"delete": [prompt_id]})
+                self.client.call("POST", comfyui.QUEUE, seconds=INTERRUPT_SECONDS, body={"delete": [prompt_id]},
+                                 raw=True)
             log.info("cancelled the job on %s", self.client.server)
         except RemoteUnavailable as exc:
             log.info("could not cancel the job on %s (%s)", self.client.server, exc.reason)

@@ -210,8 +210,9 @@ class FakeComfyUI(WebSocketPush):
             if reasons:
                 node_errors[node_id] = {"errors": reasons, "dependent_outputs": outputs,
                                         "class_type": node["class_type"]}
-        if node_errors:
-            details = "\n".join(f"{r['message']}: {r['details']}" for n in node_errors.values() for r in n["errors"])
+        if node_errors:  # like ComfyUI, details are the output nodes' own reasons: the rest only in node_errors
+            details = "\n".join(f"{r['message']}: {r['details']}" for node_id in outputs
+                                 for r in (node_errors.get(node_id) or {}).get("errors", []))
             return _error("prompt_outputs_failed_validation", "Prompt outputs failed validation", details), \
                 node_errors, []
         return None, {}, outputs

@@ -8,6 +8,7 @@ import base64
 import dataclasses
 import io
 import json
+import logging
 import time
 
 import pytest
@@ -106,8 +107,9 @@ def test_a_checkpoint_comfyui_does_not_have_is_rejected_with_its_reasons():
     with FakeComfyUI() as fake:
         error = failure(fake.url, checkpoint="nonexistent.safetensors")
     assert error.reason == "rejected"
-    assert "HTTP 400 to /prompt: Prompt outputs failed validation: Value not in list: ckpt_name: " \
-           "'nonexistent.safetensors' not in" in str(error)
+    # ComfyUI's reason is in node_errors only (error.details lists the output nodes' own reasons)
+    assert "HTTP 400 to /prompt: Prompt outputs failed validation: CheckpointLoaderSimple (node 4): Value not in " \
+           "list: ckpt_name: 'nonexistent.safetensors' not in" in str(error)
 
 
 def test_a_broken_workflow_file_never_reaches_the_server(tmp_path):
@@ -125,7 +127,8 @@ def test_refused():
     assert time.monotonic() - started < 2
 
 
-def test_a_slow_job_is_given_up_at_the_deadline_and_interrupted_on_the_server():
+def test_a_slow_job_is_given_up_at_the_deadline_and_interrupted_on_the_server(caplog):
+    caplog.set_level(logging.INFO, "frame.remote.comfy_render")
     with FakeComfyUI(job_seconds=20.0) as fake:
         started = time.monotonic()
         error = failure(fake.url, deadline=1.5)
@@ -135,10 +138,13 @@ def test_a_slow_job_is_given_up_at_the_deadline_and_interrupted_on_the_server():
     assert error.reason == "timeout" and "not done within 1.5 s (the render window)" in str(error)
     assert time.monotonic() - started < 4
     assert interrupt == {"prompt_id": fake.prompt_ids[0]} and post["client_id"]
+    # ComfyUI answers /interrupt with an empty HTTP 200: that is success, not "could not cancel (bad-response)"
+    assert f"cancelled the job on {fake.url}" in caplog.text and "could not cancel" not in caplog.text
 
 
-def test_a_job_still_waiting_in_comfyuis_queue_is_deleted_not_interrupted():
+def test_a_job_still_waiting_in_comfyuis_queue_is_deleted_not_interrupted(caplog):
     """Someone else's job runs: frame's own, still pending, is taken out of the queue, theirs goes on."""
+    caplog.set_level(logging.INFO, "frame.remote.comfy_render")
     with FakeComfyUI(job_seconds=20.0) as fake:
         fake.queue.append((-1, "someone-else", {}, {}, []))  # runs first
         time.sleep(0.3)
@@ -147,6 +153,7 @@ def test_a_job_still_waiting_in_comfyuis_queue_is_deleted_not_interrupted():
         running = fake.running
     assert error.reason == "timeout" and fake.posts("/interrupt") == []
     assert deletes == [{"delete": fake.prompt_ids}] and running[1] == "someone-else"
+    assert "cancelled the job" in caplog.text and "could not cancel" not in caplog.text  # an empty 200 is success
 
 
 def test_a_dripping_picture_is_cut_at_the_job_deadline():

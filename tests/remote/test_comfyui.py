@@ -126,6 +126,24 @@ def test_comfyuis_refusal_is_read_as_message_and_details():
                                     "'x.safetensors' not in [...]")
 
 
+def test_comfyuis_refusal_names_the_nodes_when_only_node_errors_hold_the_reason():
+    """ComfyUI 0.3.75's answer to an unknown checkpoint: empty details, the reason in node_errors."""
+    answer = {"error": {"type": "prompt_outputs_failed_validation", "message": "Prompt outputs failed validation",
+                        "details": "", "extra_info": {}},
+              "node_errors": {"4": {"errors": [{"type": "value_not_in_list", "message": "Value not in list",
+                                                "details": "ckpt_name: 'x.safetensors' not in ['a.safetensors']",
+                                                "extra_info": {}}],
+                                    "dependent_outputs": ["9"], "class_type": "CheckpointLoaderSimple"}}}
+    assert error_detail(answer) == ("Prompt outputs failed validation: CheckpointLoaderSimple (node 4): Value not "
+                                    "in list: ckpt_name: 'x.safetensors' not in ['a.safetensors']")
+    answer["error"]["details"] = "Required input is missing: images"  # the output's own reason, then the others'
+    answer["node_errors"]["9"] = {"errors": [{"message": "Required input is missing", "details": "images"}],
+                                  "class_type": "SaveImage"}
+    assert error_detail(answer).endswith(": Required input is missing: images; CheckpointLoaderSimple (node 4): "
+                                         "Value not in list: ckpt_name: 'x.safetensors' not in ['a.safetensors']")
+    assert error_detail({"error": {"message": "m"}, "node_errors": {"1": {"errors": [[{}]] * 10**5}}}) == "m"
+
+
 def test_a_workflow_without_a_checkpoint_loader_records_no_made_up_model():
     sent = {"1": {"class_type": "UNETLoader", "inputs": {"unet_name": "flux1-schnell.safetensors"}},
             "2": {"class_type": "KSampler", "inputs": {"seed": 5, "steps": 4}}}
