@@ -49,7 +49,7 @@ def group_norm(g: GraphBuilder, x: str, prefix: str, channels: int, groups: int,
     """torch.nn.GroupNorm with affine weights, on (N, C, H, W)."""
     if channels % groups:
         raise ValueError(f"{prefix}: {channels} channels do not split into {groups} groups")
-    # γ and β first: the engine's fused GroupNormStats runs where InstanceNormalization was and reads them
+    # γ and β (C, 1, 1) before the chain, next to the weights they come from (any valid order runs)
     gamma = _per_channel(g, g.weight(f"{prefix}.weight", (channels,)))
     beta = _per_channel(g, g.weight(f"{prefix}.bias", (channels,)))
     grouped = g.op("Reshape", [x, g.ints([0, groups, -1])], f"{prefix}/grouped")
