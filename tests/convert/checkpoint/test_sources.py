@@ -110,3 +110,37 @@ def test_folder_shard_names_stay_inside(tmp_path):
         json.dumps({"weight_map": {"a": "../../../etc/passwd"}}))
     with pytest.raises(UsageError, match="a shard name points outside unet/"):
         open_checkpoint(str(root))
+
+
+def test_url_import_resumes_after_the_network_is_gone(server, tmp_path):
+    """The Wi-Fi goes for longer than model.http_give_up_seconds just after the UNet is written: the
+    import fails naming the server, DST does not exist, and the same command run again (network back)
+    keeps the UNet and reads only the rest."""
+    from frame.convert.importer.writer import ImportOptions, import_model
+    from frame.engine.errors import WeightFetchError
+    from tests.convert.checkpoint import fake_graphs
+
+    checkpoint = open_checkpoint(str(FIXTURES / "sd15.safetensors"))
+    builders = fake_graphs.builders(detect(checkpoint, Options(config_dir=str(FIXTURES / "sd15"))))
+    checkpoint.close()
+    offline = {"now": False, "asked": 0}
+
+    def vae_decoder_when_offline(config):
+        offline.update(now=True, asked=len(server.requests))  # the UNet is complete; the VAE's weights are next
+        return builders["vae_decoder"](config)
+
+    server.gate = lambda path: "drop" if offline["now"] else None
+    url, dst = server.url("sd15.safetensors"), tmp_path / "model"
+    options = ImportOptions(weights="fp32", config_dir=str(FIXTURES / "sd15"))
+    short = Opener(HttpSettings(timeout=2.0, give_up_seconds=0.5, backoff=0.01, max_backoff=0.05))
+    with pytest.raises(WeightFetchError, match="sd15.safetensors"):
+        import_model(url, dst, options, {**builders, "vae_decoder": vae_decoder_when_offline}, short)
+    assert not dst.exists() and (tmp_path / ".model.import" / "unet" / "model.onnx").is_file()
+    offline["now"] = False
+    asked = len(server.requests)
+    result = import_model(url, dst, options, builders, Opener(FAST))
+    assert result.resumed == ["unet"]
+    assert (dst / "unet" / "model.onnx").is_file() and not (tmp_path / ".model.import").exists()
+    first = {r for _, r in server.requests[:offline["asked"]] if r}  # the header and the UNet
+    again = {r for _, r in server.requests[asked:] if r in first}
+    assert again and all(r.startswith(("bytes=0-", "bytes=8-")) for r in again)  # the header again, no weight
