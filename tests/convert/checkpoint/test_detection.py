@@ -131,3 +131,15 @@ def test_vae_option_must_be_a_vae(tmp_path):
     with pytest.raises(UsageError, match="not a VAE file"):
         detect(open_checkpoint(str(FIXTURES / "sd15.safetensors")),
                Options(vae=open_checkpoint(str(FIXTURES / "sd2v.safetensors"))))
+
+
+def test_clip_keys_without_text_model_level():
+    """Files saved with transformers < 4.19 name SD 1.x's CLIP ``cond_stage_model.transformer.encoder...``."""
+    plain = ManifestCheckpoint("sd15")
+    old = ManifestCheckpoint("sd15")
+    prefix = "cond_stage_model.transformer.text_model."
+    old.tensors = {k.replace(prefix, "cond_stage_model.transformer."): v for k, v in old.tensors.items()}
+    text, text_old = detect(plain).component("text_encoder"), detect(old).component("text_encoder")
+    assert text_old.shapes() == text.shapes()
+    assert text_old.takes["text_model.final_layer_norm.weight"].source == \
+        "cond_stage_model.transformer.final_layer_norm.weight"

@@ -51,3 +51,21 @@ def test_sd21_native_size_and_prediction():
     assert found.component("unet").config["sample_size"] == 96
     assert found.label == ("SD 2.x (OpenCLIP ViT-H text encoder, context 1024, linear projections), "
                            "v-prediction, 768 px")
+
+
+@pytest.mark.parametrize("kind", ["sd15", "sd21", "sdxl"])
+def test_full_size_graphs_read_exactly_the_mapped_weights(kind):
+    """frame's graphs built from the derived full-size configs declare every mapped weight, each with
+    the checkpoint's shape, and nothing else (what ``write_graph`` checks before writing a byte)."""
+    from frame.convert.importer.graph_weights import weight_refs
+    from frame.convert.importer.graphs import frame_builders
+    from frame.convert.importer.layout import GRAPHS
+
+    checkpoint = ManifestCheckpoint(kind)
+    found = detect(checkpoint)
+    builders = frame_builders(found.family)
+    for component in found.components:
+        declared = set()
+        for graph in GRAPHS[component.name]:
+            declared |= set(weight_refs(builders[graph](component.config), component))
+        assert declared == set(component.takes), component.name
