@@ -25,6 +25,9 @@ def test_vae_config_reads_sd_vae():
     ({"up_block_types": ["AttnUpDecoderBlock2D"] * 4}, "block types"),
     ({"block_out_channels": [128, -1]}, "block_out_channels"),
     ({"layers_per_block": "2"}, "layers_per_block"),
+    ({"norm_num_groups": 10**9}, "norm_num_groups"),  # np.ones(groups) would be 4 GB
+    ({"block_out_channels": [128] * 100, "down_block_types": ["DownEncoderBlock2D"] * 100,
+      "up_block_types": ["UpDecoderBlock2D"] * 100}, "block_out_channels"),
 ])
 def test_vae_config_refuses_what_is_not_built(change, field):
     with pytest.raises(FrameError, match=field):
@@ -50,6 +53,8 @@ def test_text_config_projection_and_hidden_states_follow_the_architecture():
     ({"num_attention_heads": 5}, "attention heads"),
     ({"layer_norm_eps": 0}, "layer_norm_eps"),
     ({"eos_token_id": "2"}, "eos_token_id"),
+    ({"num_hidden_layers": 10**6}, "num_hidden_layers"),  # a graph of a million layers
+    ({"vocab_size": 10**12}, "vocab_size"),
 ])
 def test_text_config_refuses_what_is_not_built(change, field):
     with pytest.raises(FrameError, match=field):
@@ -83,6 +88,12 @@ def test_unet_config_reads_sdxl_and_the_legacy_head_count():
     ({"cross_attention_dim": [2048, 1024, 2048]}, "cross_attention_dim"),
     ({"reverse_transformer_layers_per_block": [[10, 10, 10], [2, 2, 2], [1, 1, 1]]},
      "reverse_transformer_layers_per_block"),
+    ({"transformer_layers_per_block": [1, 2, 10**6]}, "transformer_layers_per_block"),
+    ({"layers_per_block": [2, "2", 2]}, "layers_per_block"),
+    ({"freq_shift": "0"}, "freq_shift"),
+    ({"downsample_padding": "1"}, "downsample_padding"),
+    ({"norm_eps": -1}, "norm_eps"),
+    ({"projection_class_embeddings_input_dim": 1536}, "text_embeds"),
 ])
 def test_unet_config_refuses_what_is_not_built(change, field):
     with pytest.raises(FrameError, match=field):

@@ -14,14 +14,26 @@ from typing import Any
 
 from frame.errors import FrameError
 
+# Caps on what a config may claim (a config.json is read from the owner's download): far above every SD
+# model (widths ≤ 5120, 49408 tokens, 32 layers, 4 levels), low enough that a graph is built in seconds
+# and no constant the builder makes (ones per group, frequencies per channel) is large.
+MAX_WIDTH = 1 << 16
+MAX_VOCAB = 1 << 20
+MAX_DEPTH = 128
+MAX_LEVELS = 8
 
-def _tuple(value: Any, count: int, field: str) -> tuple:
-    """A per-block setting: a list of ``count``, or one value for every block."""
+
+def _tuple(value: Any, count: int, field: str, cap: int) -> tuple[int, ...]:
+    """A per-block setting of positive integers up to ``cap``: a list of ``count``, or one for every block."""
     if isinstance(value, (list, tuple)):
         if len(value) != count:
             raise FrameError(f"config: {field} has {len(value)} entries for {count} blocks")
-        return tuple(value)
-    return (value,) * count
+        values = tuple(value)
+    else:
+        values = (value,) * count
+    if not all(isinstance(v, int) and not isinstance(v, bool) and 0 < v <= cap for v in values):
+        raise FrameError(f"config: {field} must be positive integers up to {cap}, got {value!r}")
+    return values
 
 
 def _require(config: Mapping[str, Any], field: str, allowed: tuple, default: Any) -> Any:
@@ -34,19 +46,27 @@ def _require(config: Mapping[str, Any], field: str, allowed: tuple, default: Any
     return value
 
 
-def _positive(config: Mapping[str, Any], field: str, default: Any = None) -> int:
+def _positive(config: Mapping[str, Any], field: str, default: Any = None, cap: int = MAX_WIDTH) -> int:
     value = config.get(field, default)
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise FrameError(f"config: {field} must be a positive integer, got {value!r}")
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= cap:
+        raise FrameError(f"config: {field} must be a positive integer up to {cap}, got {value!r}")
     return value
 
 
 def _channels(config: Mapping[str, Any], field: str, default: Any) -> tuple[int, ...]:
     value = config.get(field, default)
-    if not isinstance(value, (list, tuple)) or not value or not all(
-            isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value):
-        raise FrameError(f"config: {field} must be a list of positive integers, got {value!r}")
+    if not isinstance(value, (list, tuple)) or not 0 < len(value) <= MAX_LEVELS or not all(
+            isinstance(v, int) and not isinstance(v, bool) and 0 < v <= MAX_WIDTH for v in value):
+        raise FrameError(f"config: {field} must be a list of 1 to {MAX_LEVELS} positive integers up to "
+                         f"{MAX_WIDTH}, got {value!r}")
     return tuple(value)
+
+
+def _number(config: Mapping[str, Any], field: str, default: float, low: float, high: float) -> float:
+    value = config.get(field, default)
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not low <= value <= high:
+        raise FrameError(f"config: {field} must be a number from {low} to {high}, got {value!r}")
+    return float(value)
 
 
 @dataclass(frozen=True)
@@ -76,7 +96,7 @@ class VaeConfig:
         _require(config, "norm_type", ("group",), "group")
         return cls(in_channels=_positive(config, "in_channels", 3), out_channels=_positive(config, "out_channels", 3),
                    latent_channels=_positive(config, "latent_channels", 4), block_out_channels=blocks,
-                   layers_per_block=_positive(config, "layers_per_block", 1),
+                   layers_per_block=_positive(config, "layers_per_block", 1, MAX_DEPTH),
                    norm_num_groups=_positive(config, "norm_num_groups", 32),
                    mid_block_add_attention=bool(config.get("mid_block_add_attention", True)),
                    use_quant_conv=bool(config.get("use_quant_conv", True)),
@@ -114,18 +134,16 @@ class TextEncoderConfig:
         hidden, heads = _positive(config, "hidden_size", 512), _positive(config, "num_attention_heads", 8)
         if hidden % heads:
             raise FrameError(f"config: hidden_size {hidden} does not split into {heads} attention heads")
-        eps = config.get("layer_norm_eps", 1e-5)
-        if not isinstance(eps, (int, float)) or eps <= 0:
-            raise FrameError(f"config: layer_norm_eps must be a positive number, got {eps!r}")
+        eps = _number(config, "layer_norm_eps", 1e-5, 1e-12, 1.0)
         eos = config.get("eos_token_id", 2)
         if not isinstance(eos, int):
             raise FrameError(f"config: eos_token_id must be an integer, got {eos!r}")
-        return cls(vocab_size=_positive(config, "vocab_size", 49408), hidden_size=hidden,
+        return cls(vocab_size=_positive(config, "vocab_size", 49408, MAX_VOCAB), hidden_size=hidden,
                    intermediate_size=_positive(config, "intermediate_size", 2048),
-                   num_hidden_layers=_positive(config, "num_hidden_layers", 12), num_attention_heads=heads,
+                   num_hidden_layers=_positive(config, "num_hidden_layers", 12, MAX_DEPTH), num_attention_heads=heads,
                    max_position_embeddings=_positive(config, "max_position_embeddings", 77),
                    hidden_act=_require(config, "hidden_act", ("quick_gelu", "gelu"), "quick_gelu"),
-                   layer_norm_eps=float(eps), projection_dim=_positive(config, "projection_dim", 512),
+                   layer_norm_eps=eps, projection_dim=_positive(config, "projection_dim", 512),
                    eos_token_id=eos, with_projection=bool(with_projection), hidden_states=bool(hidden_states))
 
 
@@ -196,14 +214,11 @@ class UNetConfig:
             raise FrameError(f"config: block types {list(down)} / {list(up)} are not supported (one of "
                              f"{', '.join(DOWN_TYPES)} down and {', '.join(UP_TYPES)} up per block)")
         heads = config.get("num_attention_heads") or config.get("attention_head_dim", 8)  # diffusers' legacy name
-        heads = _tuple(heads, n, "num_attention_heads")
-        layers = _tuple(config.get("layers_per_block", 2), n, "layers_per_block")
-        transformer = _tuple(config.get("transformer_layers_per_block", 1), n, "transformer_layers_per_block")
+        heads = _tuple(heads, n, "num_attention_heads", MAX_WIDTH)
+        layers = _tuple(config.get("layers_per_block", 2), n, "layers_per_block", MAX_DEPTH)
+        transformer = _tuple(config.get("transformer_layers_per_block", 1), n, "transformer_layers_per_block",
+                             MAX_DEPTH)
         reverse = config.get("reverse_transformer_layers_per_block")
-        for field, values in (("num_attention_heads", heads), ("layers_per_block", layers),
-                              ("transformer_layers_per_block", transformer)):
-            if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values):
-                raise FrameError(f"config: {field} must be positive integers, got {list(values)}")
         if reverse is not None:
             raise FrameError("config: reverse_transformer_layers_per_block is not supported")
         for i, (width, h) in enumerate(zip(blocks, heads)):
@@ -216,18 +231,21 @@ class UNetConfig:
             cross = cross[0]
         text_time = config.get("addition_embed_type") == "text_time"
         cond = config.get("time_cond_proj_dim")
-        eps = config.get("norm_eps", 1e-5)
-        if not isinstance(eps, (int, float)) or eps <= 0:
-            raise FrameError(f"config: norm_eps must be a positive number, got {eps!r}")
+        eps = _number(config, "norm_eps", 1e-5, 1e-12, 1.0)
+        if text_time and _positive(config, "projection_class_embeddings_input_dim") <= 6 * _positive(
+                config, "addition_time_embed_dim"):
+            raise FrameError("config: projection_class_embeddings_input_dim leaves no room for text_embeds beside "
+                             "six time ids of addition_time_embed_dim")
         return cls(
             in_channels=_positive(config, "in_channels", 4), out_channels=_positive(config, "out_channels", 4),
             block_out_channels=blocks, down_block_types=down, up_block_types=up, layers_per_block=layers,
             transformer_layers_per_block=transformer, num_attention_heads=heads,
             cross_attention_dim=_positive({"cross_attention_dim": cross}, "cross_attention_dim"),
             use_linear_projection=bool(config.get("use_linear_projection", False)),
-            norm_num_groups=_positive(config, "norm_num_groups", 32), norm_eps=float(eps),
-            flip_sin_to_cos=bool(config.get("flip_sin_to_cos", True)), freq_shift=float(config.get("freq_shift", 0)),
-            downsample_padding=int(config.get("downsample_padding", 1)), text_time=text_time,
+            norm_num_groups=_positive(config, "norm_num_groups", 32), norm_eps=eps,
+            flip_sin_to_cos=bool(config.get("flip_sin_to_cos", True)),
+            freq_shift=_number(config, "freq_shift", 0, 0, 1),
+            downsample_padding=_require(config, "downsample_padding", (0, 1), 1), text_time=text_time,
             addition_time_embed_dim=_positive(config, "addition_time_embed_dim") if text_time else 0,
             projection_class_embeddings_input_dim=_positive(config, "projection_class_embeddings_input_dim")
             if text_time else 0,
