@@ -65,13 +65,13 @@ def _identity(checkpoint: Checkpoint) -> dict:
     parts = getattr(checkpoint, "parts", None) or {"": checkpoint}
     out = {}
     for name, part in sorted(parts.items()):
-        source = part.source
-        location = source.location
+        source = getattr(part, "source", None)  # a .ckpt has none: it is a local file
+        location = source.location if source is not None else part.location
         stamp = getattr(source, "validator", None)
+        size = source.size() if source is not None else os.path.getsize(location)
         if stamp is None and os.path.exists(location):
             stamp = os.stat(location).st_mtime_ns
-        out[name] = [hashlib.sha256(getattr(source, "url", location).encode()).hexdigest()[:16], source.size(),
-                     str(stamp)]
+        out[name] = [hashlib.sha256(getattr(source, "url", location).encode()).hexdigest()[:16], size, str(stamp)]
     return out
 
 

@@ -39,6 +39,16 @@ def write_ckpt(path: Path, tensors: dict[str, np.ndarray]) -> Path:
     return path
 
 
+def test_ckpt_through_the_writer(tmp_path):
+    from frame.convert.importer.graphs import frame_builders
+    from frame.convert.importer.writer import ImportOptions, import_model
+
+    path = write_ckpt(tmp_path / "sd15.ckpt", read_raw(FIXTURES / "sd15.safetensors"))
+    dst = tmp_path / "model"
+    result = import_model(str(path), dst, ImportOptions(config_dir=str(FIXTURES / "sd15")), frame_builders("sd1"))
+    assert result.detected.family == "sd1" and (dst / "unet" / "model.onnx").is_file()
+
+
 def test_ckpt_imports_like_its_safetensors(tmp_path):
     path = write_ckpt(tmp_path / "sd15.ckpt", read_raw(FIXTURES / "sd15.safetensors"))
     checkpoint = open_checkpoint(str(path))
