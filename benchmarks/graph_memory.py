@@ -11,6 +11,7 @@ included) and the run's time, and the two outputs are compared.
 Dev-only (torch, diffusers, transformers). The exports are kept in ``--cache``.
 
     PYTHONPATH=. .venv/bin/python benchmarks/graph_memory.py [--only vae_decoder,text_encoder,unet] [--latent 32]
+        [--weights fp32|fp16|uint8]
 """
 
 from __future__ import annotations
@@ -159,6 +160,19 @@ def prepare(name: str, latent: int, cache: Path) -> tuple[Path, Path, Path]:
     return optimum, built, feeds_path
 
 
+def converted(model: Path, weights: str) -> Path:
+    """``model`` as ``frame model convert --weights WEIGHTS`` writes it (kept beside it)."""
+    if weights == "fp32":
+        return model
+    from frame.convert.files import Options, convert_file
+
+    target = model.parent.parent / f"{model.parent.name}-{weights}" / "model.onnx"
+    if not target.is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        convert_file(model, target, Options(weights))
+    return target
+
+
 def measure(model: Path, feeds: Path) -> tuple[dict, dict[str, np.ndarray]]:
     out = model.parent / "outputs.npz"
     done = subprocess.run([sys.executable, __file__, "--child", str(model), "--feeds", str(feeds), "--out", str(out)],
@@ -172,6 +186,8 @@ def main() -> None:
     parser.add_argument("--only", default="vae_decoder,text_encoder,unet")
     parser.add_argument("--latent", type=int, default=32, help="latent side for the VAE decoder and the UNet")
     parser.add_argument("--cache", type=Path, default=Path("/tmp/frame-graph-memory"))
+    parser.add_argument("--weights", default="fp32", choices=["fp32", "fp16", "uint8"],
+                        help="run both graphs as frame model convert writes them")
     parser.add_argument("--child")
     parser.add_argument("--feeds")
     parser.add_argument("--out")
@@ -181,12 +197,13 @@ def main() -> None:
         return
     for name in args.only.split(","):
         optimum, built, feeds = prepare(name, args.latent, args.cache)
+        optimum, built = converted(optimum, args.weights), converted(built, args.weights)
         ref, ref_out = measure(optimum, feeds)
         own, own_out = measure(built, feeds)
         errors = {k: float(np.linalg.norm(own_out[k] - v) / np.linalg.norm(v)) for k, v in ref_out.items()}
-        print(f"{name} (latent {args.latent}): optimum export {ref['peak_mb']} MB peak, {ref['run_s']} s run, "
-              f"{ref['load_s']} s load; frame graph {own['peak_mb']} MB, {own['run_s']} s, {own['load_s']} s; "
-              f"relative L2 between them {max(errors.values()):.1e}")
+        print(f"{name} (latent {args.latent}, {args.weights}): optimum export {ref['peak_mb']} MB peak, "
+              f"{ref['run_s']} s run, {ref['load_s']} s load; frame graph {own['peak_mb']} MB, {own['run_s']} s, "
+              f"{own['load_s']} s; relative L2 between them {max(errors.values()):.1e}")
         print(f"  rewrites: optimum {ref['rewrites']}\n            frame   {own['rewrites']}")
 
 
