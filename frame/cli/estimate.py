@@ -136,7 +136,7 @@ def _estimate(args: argparse.Namespace) -> int:
     result = estimate_config(config, measure_seconds=args.measure_seconds, link_bytes=link,
                              ratings=_ratings(config), texts=_texts(config, args),
                              choose_tokens=args.new_text_tokens)
-    figures = to_dict(result, args.origin)
+    figures = to_dict(result, args.origin, config)
     if args.state_dir:
         from pathlib import Path
 

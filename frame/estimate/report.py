@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import time
 
+from frame.config import estimate_inputs
 from frame.config.redact import redact_url
+from frame.config.schema import Config
 from frame.estimate.choice import choose_steps, format_duration
 from frame.estimate.configured import ConfiguredEstimate
 from frame.estimate.night import NightEstimate, Projection
@@ -119,8 +121,10 @@ def _phase_bytes(e: NightEstimate) -> list[str]:
     return [f"{phase} {size_text(n)}" for phase, n in totals.items() if n]
 
 
-def to_dict(result: ConfiguredEstimate, origin: str) -> dict:
-    """What the settings page shows (``estimate.json``): the same lines plus the key figures.
+def to_dict(result: ConfiguredEstimate, origin: str, config: Config | None = None) -> dict:
+    """What the settings page shows (``estimate.json``): the same lines plus the key figures, the worker's
+    ``memory_limit_bytes`` (the verdict's "to spare") and, given ``config``, the settings it depends on
+    (``inputs``: the page says when they changed since, ``frame.config.estimate_inputs``).
     ``passes_per_step``: UNet passes computed per step (2 with guidance); ``guidance_mode``: how they
     run ("shared", "sequential", "batched"; "none" without guidance); ``weight_reads_per_step``: how
     often the UNet's weights are read per step; ``batched`` kept for readers of the older file."""
@@ -132,4 +136,5 @@ def to_dict(result: ConfiguredEstimate, origin: str) -> dict:
             "bytes_per_step": e.bytes_per_step, "bytes_per_night": e.bytes_per_night,
             "macs_per_step": e.macs_per_step, "peak_bytes": e.peak_bytes,
             "seconds_here": round(e.here.seconds, 1), "seconds_pi": round(e.projections[1].seconds, 1),
-            "window_seconds": result.window_seconds}
+            "window_seconds": result.window_seconds, "memory_limit_bytes": result.memory_limit_bytes,
+            **({"inputs": estimate_inputs.inputs(config)} if config is not None else {})}

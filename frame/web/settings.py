@@ -12,13 +12,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from frame.config import Config, state_dir, to_plain
+from frame.config import Config, estimate_inputs, state_dir, to_plain
+from frame.config import fields as owner_fields
 from frame.config.loader import config_file_path
 from frame.config.redact import redact_text
 from frame.daemon.jobs import config_checks
 from frame.errors import FrameError
 from frame.install_hints import extra_hint
 from frame.statefile import read_json
+from frame.web.present import duration
+
+MIB = 1 << 20
 
 
 def flatten(plain: Any, prefix: str = "") -> list[tuple[str, str]]:
@@ -102,5 +106,39 @@ def last_estimate(config: Config) -> dict[str, Any] | None:
     made = data.get("made_at")
     when = datetime.fromtimestamp(made).strftime("%Y-%m-%d %H:%M") if isinstance(made, (int, float)) else ""
     choice = data.get("step_choice") if isinstance(data.get("step_choice"), dict) else {}
+    changed = estimate_inputs.changed_since(data.get("inputs"), config)
+    labels = owner_fields.by_key()
     return {"lines": [redact_text(str(line)) for line in data["lines"]], "when": when,
-            "origin": str(data.get("origin") or ""), "step_choice": str(choice.get("sentence") or "")}
+            "origin": str(data.get("origin") or ""), "step_choice": str(choice.get("sentence") or ""),
+            **estimate_verdict(data, config.worker.memory_limit_mb),
+            "changed": [labels[key].label.replace(" …", "") if key in labels else key for key in changed or []]}
+
+
+def _number(value: Any) -> float | None:
+    """A figure read back from the file (hostile like every file): a finite number, else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or abs(value) == float("inf"):
+        return None
+    return float(value)
+
+
+def estimate_verdict(data: dict, limit_mb: int) -> dict[str, Any]:
+    """The estimate's answer first, in the owner's words: ``fits`` (True, False or None: the file has no
+    figures) and ``verdict``, e.g. "Fits: about 12 min of the 6 h window, and 138 MB of the worker's
+    440 MB (302 MB to spare)."; the multiply-adds and reads stay in the details."""
+    peak, seconds, window = (_number(data.get(key)) for key in ("peak_bytes", "seconds_here", "window_seconds"))
+    limit = _number(data.get("memory_limit_bytes")) or limit_mb * MIB
+    if peak is None or seconds is None or window is None:
+        return {"fits": None, "verdict": ""}
+    peak_mb, limit_mb_now = round(peak / MIB), round(limit / MIB)
+    memory_fits, time_fits = peak <= limit, seconds <= window
+    if memory_fits and time_fits:
+        return {"fits": True, "verdict": f"Fits: about {duration(seconds)} of the {duration(window)} window, and "
+                                         f"{peak_mb} MB of the worker's {limit_mb_now} MB "
+                                         f"({limit_mb_now - peak_mb} MB to spare)."}
+    problems = []
+    if not memory_fits:
+        problems.append(f"the night needs {peak_mb} MB, {peak_mb - limit_mb_now} MB more than the worker's "
+                        f"{limit_mb_now} MB")
+    if not time_fits:
+        problems.append(f"it takes about {duration(seconds)}, longer than the {duration(window)} window")
+    return {"fits": False, "verdict": f"Does not fit: {' and '.join(problems)}."}

@@ -150,7 +150,7 @@ def night_steps(config: Config, pipe: Any, size: tuple[int, int], deadline: floa
     write_json(job_dir / CHOICE_FILE, {**choice.to_dict(), "guidance_peaks_mb": estimate.plan.counted_peaks_mb,
                                        "readahead_bytes": estimate.plan.readahead, "peak_mb": own_peak_mb()})
     if state_dir is not None:
-        write_json(Path(state_dir) / ESTIMATE_FILE, {**to_dict(result, "tonight's render"),
+        write_json(Path(state_dir) / ESTIMATE_FILE, {**to_dict(result, "tonight's render", config),
                                                       "step_choice": choice.to_dict()})
     return choice
 
