@@ -84,7 +84,7 @@ def the_uploads() -> list[tuple[str, bytes]]:
 
 def rendering(base: str) -> bool:
     """Whether the daemon's render worker is painting now (``/api/status``)."""
-    status = requests.get(f"{base}/api/status", timeout=10).json()
+    status = requests.get(f"{base}/api/status", timeout=10, headers=daemonrun.OWNER).json()
     return status.get("state") == "rendering" or bool(status.get("render"))
 
 
@@ -92,7 +92,7 @@ def wait_for_first_step(base: str, timeout: float = 600) -> None:
     """Until the night's worker reports a step: the uploads must meet the render worker, not its start."""
     started = time.monotonic()
     while time.monotonic() - started < timeout:
-        render = requests.get(f"{base}/api/status", timeout=10).json().get("render") or {}
+        render = requests.get(f"{base}/api/status", timeout=10, headers=daemonrun.OWNER).json().get("render") or {}
         if (render.get("step") or 0) >= 1:
             return
         time.sleep(0.2)
@@ -168,7 +168,8 @@ def run(args: argparse.Namespace, folder: Path) -> int:
         wait_for_night(daemon.base)
         after_night = send_single_uploads(daemon.base, session)
         phases["RSS after 8 more uploads after the night"] = daemon.rss_mb()
-        listed = requests.get(f"{daemon.base}/api/pictures?limit=100", timeout=30).json()["pictures"]
+        listed = requests.get(f"{daemon.base}/api/pictures?limit=100", timeout=30,
+                              headers=daemonrun.OWNER).json()["pictures"]
         painted = [p["id"] for p in listed if p["origin"] != "upload" and p["id"] > max(ids)]
         time.sleep(5)
         after, peak = daemon.rss_mb(), daemon.hwm_mb()

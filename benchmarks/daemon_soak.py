@@ -90,7 +90,8 @@ class Traffic:
                 return
             try:
                 if tick % 20 == 0 or not self.ids:
-                    listed = requests.get(f"{self.base}/api/pictures?limit=40", timeout=30).json()["pictures"]
+                    listed = requests.get(f"{self.base}/api/pictures?limit=40", timeout=30,
+                                          headers=daemonrun.OWNER).json()["pictures"]
                     self.ids = [p["id"] for p in listed]
                 ids = self.ids
                 pages = fixed + [f"/pictures/{i}" for i in ids[:5]] + [f"/pictures/{i}/thumb" for i in ids]

@@ -24,6 +24,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "bench-owner-token-0123456789"
+OWNER = {"Authorization": f"Bearer {TOKEN}"}  # every route needs the owner, reads too (issue 40)
 CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
 WORKER_ENTRIES = ("render", "show", "infoscreen", "imagechild", "checkchild")
 

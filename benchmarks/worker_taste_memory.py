@@ -37,6 +37,9 @@ sys.path.insert(0, str(ROOT))
 HEAVY = ("numpy", "sklearn", "matplotlib", "PIL", "onnx", "onnxruntime", "torch", "scipy")
 
 
+TOKEN = "taste-bench-token-0123"
+
+
 def _port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -55,7 +58,7 @@ def daemon_idle(state: Path, idle_seconds: float) -> dict[str, float]:
     port = _port()
     config = state / "config.yaml"
     config.write_text(yaml.safe_dump({
-        "state_dir": str(state / "daemon"), "web": {"listen": f"127.0.0.1:{port}"},
+        "state_dir": str(state / "daemon"), "web": {"listen": f"127.0.0.1:{port}", "token": TOKEN},
         "schedule": {"timezone": "UTC", "render_at": "03:00", "deadline": "03:01", "show_at": "03:01",
                      "misfire_grace_minutes": 0}}))
     probe = ("import sys, frame.cli as c; import atexit; "
@@ -72,7 +75,8 @@ def daemon_idle(state: Path, idle_seconds: float) -> dict[str, float]:
             except requests.ConnectionError:
                 time.sleep(0.1)
         time.sleep(idle_seconds)
-        requests.get(f"http://127.0.0.1:{port}/api/pictures", timeout=5)
+        requests.get(f"http://127.0.0.1:{port}/api/pictures", timeout=5,
+                     headers={"Authorization": f"Bearer {TOKEN}"})  # every read needs the owner (issue 40)
         rss, hwm = _proc_kib(proc.pid, "VmRSS"), _proc_kib(proc.pid, "VmHWM")
     finally:
         proc.send_signal(signal.SIGTERM)

@@ -4,7 +4,8 @@ Used by tools/pi_twin.py (against the emulated daemon) and tools/build_pi_twin_r
 native one, to record the x86 picture). Standard library only (urllib), so it runs anywhere.
 
 What the owner does, in order, all over HTTP on 127.0.0.1:
-  1. page loads (now, gallery, queue, settings, status, upload form) before logging in and after;
+  1. page loads (now, gallery, queue, settings, status, upload form) before logging in (each is sent
+     to the login page: nothing is shown without the owner) and after;
   2. logs in on the phone page with the owner token (session cookie, CSRF token from the form);
   3. queues tonight's prompt with a fixed seed (``POST /api/prompts``), then edits it
      (``PATCH /api/prompts/ID``): the night paints exactly that prompt and seed, so its picture can be

@@ -37,16 +37,19 @@ def _config(args: argparse.Namespace) -> Any:
     return config
 
 
-def _client(config: Config, with_token: bool):
+class NoOwnerToken(FrameError):
+    """No token to send: the daemon never started with this configuration (it makes the token)."""
+
+
+def _client(config: Config):
+    """A client of the daemon's API with the owner token: every route needs it, reads too (issue 40)."""
     from frame.cli.client import Client
     from frame.config import state_dir
     from frame.daemon.http.token import read_token
 
-    token = None
-    if with_token:
-        token = config.web.token or read_token(state_dir(config))
-        if not token:
-            raise FrameError("no owner token yet: start the daemon once ('frame run') or set web.token")
+    token = config.web.token or read_token(state_dir(config))
+    if not token:
+        raise NoOwnerToken("no owner token yet: start the daemon once ('frame run') or set web.token")
     return Client(config, token)
 
 
@@ -169,8 +172,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     config = _config(args)
     try:
-        status = _client(config, with_token=False).request("GET", "/api/status")
-    except DaemonNotRunning:
+        status = _client(config).request("GET", "/api/status")
+    except (DaemonNotRunning, NoOwnerToken):  # no token: the daemon has never run on this state folder
         status = _status_offline(config)
     print(json.dumps(status, indent=2, default=str) if args.json else _describe(status))
     return 0
@@ -209,7 +212,7 @@ def describe_rating(body: dict[str, int], stream: Any = None) -> str:
 
 def cmd_rate(args: argparse.Namespace) -> int:
     body = parse_rating(args.rating)
-    picture = _client(_config(args), with_token=True).request("POST", f"/api/pictures/{args.id}/rating", body)
+    picture = _client(_config(args)).request("POST", f"/api/pictures/{args.id}/rating", body)
     favourite = "; a favourite, shown when a night has no new picture" if picture.get("favourite") else ""
     print(f"picture {args.id}: {describe_rating(body)}{favourite}")
     return 0
@@ -217,7 +220,7 @@ def cmd_rate(args: argparse.Namespace) -> int:
 
 def cmd_delete(args: argparse.Namespace) -> int:
     """Delete a picture through the API, after a y/N question on a terminal (``--yes`` skips it)."""
-    client = _client(_config(args), with_token=True)
+    client = _client(_config(args))
     picture = client.request("GET", f"/api/pictures/{args.id}")
     if not args.yes:
         if not sys.stdin.isatty():
@@ -234,14 +237,14 @@ def cmd_delete(args: argparse.Namespace) -> int:
 
 
 def cmd_queue(args: argparse.Namespace) -> int:
-    client = _client(_config(args), with_token=queue_cli.wants_token(args))
+    client = _client(_config(args))
     for line in queue_cli.run(args, client):
         print(line)
     return 0
 
 
 def cmd_render_now(args: argparse.Namespace) -> int:
-    result = _client(_config(args), with_token=True).request("POST", "/api/render")
+    result = _client(_config(args)).request("POST", "/api/render")
     print(f"render {result['render_id']} started; follow it with 'frame status'")
     return 0
 

@@ -48,10 +48,6 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
     return body
 
 
-def wants_token(args: argparse.Namespace) -> bool:
-    return not args.list
-
-
 def run(args: argparse.Namespace, client: Any) -> list[str]:
     """Do what the command line asks; the lines to print."""
     if args.list:

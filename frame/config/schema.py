@@ -181,6 +181,8 @@ class WebConfig:
     listen: str = _opt("0.0.0.0:8080", checks.host_port)
     token: str = _opt("", checks.token, secret=True)
     hosts: tuple[str, ...] = _opt((), checks.host_names)
+    # a logged-out visitor may see the painted pictures (never uploads, settings, status or a change)
+    public_gallery: bool = False
 
 
 @dataclass(frozen=True)

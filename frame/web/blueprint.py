@@ -22,10 +22,11 @@ from flask.blueprints import BlueprintSetupState
 from flask.sessions import SecureCookieSessionInterface
 
 from frame.config import Config, state_dir
-from frame.daemon.http.contract import CONFIG_LISTENERS, LOGIN_OR_TOKEN, PAGE_SESSION
+from frame.daemon.http.contract import CONFIG_LISTENERS, LOGIN_OR_TOKEN, PAGE_ACCESS, PAGE_SESSION
 from frame.net.bodylimit import BODY_POLICY_KEY, TOO_LARGE_PAGE_KEY
 from frame.net.hosts import same_origin
 from frame.web import (  # noqa: F401 - importing them adds their routes to bp
+    access,
     auth,
     images,
     queue_pages,
@@ -62,6 +63,9 @@ def _configure_app(setup: BlueprintSetupState) -> None:
         if shared.get(CONFIG_LISTENERS) is not None:  # settings the daemon takes over reach the pages too
             shared[CONFIG_LISTENERS].append(ctx.take_config)
         shared[PAGE_SESSION] = functools.partial(_session_problem, ctx)  # the settings API's phone
+        shared[PAGE_ACCESS] = access.PageAccess(ctx)  # the app's gate asks who may read what
+    else:
+        access.install_gate(app, access.PageAccess(ctx))
     ctx.session_registry()
     if not app.secret_key:
         app.secret_key = auth.load_or_create_secret(ctx.state_dir)
@@ -132,7 +136,9 @@ def csrf_token() -> str:
 
 @bp.context_processor
 def common() -> dict[str, Any]:
-    return {"logged_in": web_context().logged_in(), "csrf_field": auth.CSRF_FIELD}
+    ctx = web_context()
+    return {"logged_in": ctx.logged_in(), "csrf_field": auth.CSRF_FIELD,
+            "public_gallery": bool(ctx.config.web.public_gallery)}
 
 
 def _guard(ctx: WebContext) -> Any:
@@ -151,11 +157,10 @@ def _guard(ctx: WebContext) -> Any:
         log.warning("refused a %s to %s from origin %s", request.method, request.path,
                     request.headers.get("Origin"))
         abort(403)
-    if request.endpoint != "web.login" and not ctx.logged_in():
-        # an upload's body is not even parsed for someone who is not logged in
+    if request.endpoint not in access.ALWAYS_PUBLIC and not ctx.logged_in():
+        # the app's gate refuses it first; this holds for a change however the pages are mounted
         back = upload.UPLOAD_PATH if uploading else safe_next(request.form.get("next"), "/")
-        return render_template("login.html", error="Log in with the owner token to make changes.",
-                               next=back), 401
+        return render_template("login.html", error=access.LOGIN_FIRST, next=back), 401
     return _csrf(request.form.get(auth.CSRF_FIELD))
 
 

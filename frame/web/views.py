@@ -143,14 +143,17 @@ def delete(picture_id: int) -> Any:
 
 @bp.get("/gallery")
 def gallery() -> Any:
+    """The owner's gallery; for a visitor who is not logged in (only with ``web.public_gallery``, see
+    ``access.py``) the painted pictures alone, without ratings, each tile opening its picture."""
     ctx = web_context()
     page = parse_page(request.args.get("page"))
-    favourites = request.args.get("favourites") == "1"
+    visitor = not ctx.logged_in()
+    favourites = request.args.get("favourites") == "1" and not visitor
     rows = ctx.store.pictures(limit=GALLERY_PAGE + 1, offset=(page - 1) * GALLERY_PAGE,
-                              favourites_only=favourites)
+                              favourites_only=favourites, painted_only=visitor)
     return render_template("gallery.html", pictures=[present.picture_view(r) for r in rows[:GALLERY_PAGE]],
-                           page=page, more=len(rows) > GALLERY_PAGE, favourites=favourites,
-                           total=ctx.store.count_pictures())
+                           page=page, more=len(rows) > GALLERY_PAGE, favourites=favourites, visitor=visitor,
+                           total=ctx.store.count_pictures(painted_only=visitor))
 
 
 # render now and the status page (the queue: queue_pages.py; the settings: settings_views.py) ----------

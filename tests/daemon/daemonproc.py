@@ -68,8 +68,10 @@ class DaemonProcess:
                 time.sleep(0.1)
         raise RuntimeError("daemon did not start listening")
 
-    def get(self, path: str):
-        return requests.get(self.url + path, timeout=5)
+    def get(self, path: str, token: str | None = "test-token-123456", timeout: float = 5):
+        """GET as the owner (every route needs the token: issue 40); ``token=None`` as a visitor."""
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return requests.get(self.url + path, timeout=timeout, headers=headers)
 
     def post(self, path: str, body=None, token="test-token-123456"):
         return requests.post(self.url + path, json=body, timeout=5, headers={"Authorization": f"Bearer {token}"})

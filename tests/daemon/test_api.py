@@ -49,13 +49,17 @@ def picture(store, tmp_path):
     return add_picture(store, file="p.png", why={"sentence": "because"}, theme="sea")
 
 
-def test_reads_are_open(client, picture):
-    assert client.get("/api/status").get_json()["state"] == "idle"
-    listing = client.get("/api/pictures").get_json()
+def test_reads_need_the_token(client, picture):
+    """Issue 40: reads were open to the LAN (an uploaded photo's original with them)."""
+    for path in ("/api/status", "/api/pictures", f"/api/pictures/{picture}", f"/api/pictures/{picture}/image",
+                 "/api/prompts", "/api/render/preview", "/api/settings"):
+        assert client.get(path).status_code == 401, path
+    assert client.get("/api/status", headers=AUTH).get_json()["state"] == "idle"
+    listing = client.get("/api/pictures", headers=AUTH).get_json()
     assert listing["total"] == 1 and listing["pictures"][0]["theme"] == "sea"
-    detail = client.get(f"/api/pictures/{picture}").get_json()
+    detail = client.get(f"/api/pictures/{picture}", headers=AUTH).get_json()
     assert detail["why"] == {"sentence": "because"}
-    image = client.get(f"/api/pictures/{picture}/image")
+    image = client.get(f"/api/pictures/{picture}/image", headers=AUTH)
     assert image.status_code == 200 and image.data == b"\x89PNG fake"
 
 
@@ -89,9 +93,10 @@ def test_bad_ratings_store_nothing(client, picture, store, body):
 
 
 def test_unknown_ids_are_404_json(client, picture):
-    for response in (client.get("/api/pictures/999"), client.get("/api/pictures/999/image"),
+    for response in (client.get("/api/pictures/999", headers=AUTH),
+                     client.get("/api/pictures/999/image", headers=AUTH),
                      client.post("/api/pictures/999/rating", json={"rating": 1}, headers=AUTH),
-                     client.post("/api/show/999", headers=AUTH), client.get("/api/nothing")):
+                     client.post("/api/show/999", headers=AUTH), client.get("/api/nothing", headers=AUTH)):
         assert response.status_code == 404 and "error" in response.get_json()
 
 
@@ -100,7 +105,7 @@ def test_queue_prompt_sanitised(client, store):
                            headers=AUTH)
     assert response.status_code == 201
     assert [(p.prompt, p.theme) for p in store.queued_prompts()] == [("a fox in snow", "animals")]
-    assert client.get("/api/prompts").get_json()["prompts"][0]["prompt"] == "a fox in snow"
+    assert client.get("/api/prompts", headers=AUTH).get_json()["prompts"][0]["prompt"] == "a fox in snow"
 
 
 @pytest.mark.parametrize("body", [{"prompt": ""}, {"prompt": 5}, {"prompt": "x", "colour": "red"},
@@ -130,7 +135,7 @@ def test_render_and_show(client, picture, controller):
 def test_without_controller_actions_are_503(config, store, tmp_path, picture):
     client = create_app(config, store, token=TOKEN, state_dir=tmp_path).test_client()
     assert client.post("/api/render", headers=AUTH).status_code == 503
-    assert client.get("/api/status").get_json()["state"] == "not running"
+    assert client.get("/api/status", headers=AUTH).get_json()["state"] == "not running"
 
 
 def test_oversized_body_is_413(client):
@@ -139,14 +144,14 @@ def test_oversized_body_is_413(client):
 
 
 def test_render_preview(client, controller, tmp_path):
-    assert client.get("/api/render/preview").status_code == 404
+    assert client.get("/api/render/preview", headers=AUTH).status_code == 404
     controller.status = lambda: {"state": "rendering", "render": {"id": 7}}
-    assert client.get("/api/render/preview").status_code == 404
+    assert client.get("/api/render/preview", headers=AUTH).status_code == 404
     from frame.daemon.jobs.night import job_dir
 
     job_dir(tmp_path, 7).mkdir(parents=True)
     (job_dir(tmp_path, 7) / "preview.png").write_bytes(b"\x89PNG preview")
-    response = client.get("/api/render/preview")
+    response = client.get("/api/render/preview", headers=AUTH)
     assert response.status_code == 200 and response.data == b"\x89PNG preview"
 
 

@@ -52,7 +52,7 @@ def daemon(tmp_path, monkeypatch):
 def test_the_api_answers_as_0_1_did(daemon, name):
     app = create_app(daemon.config, daemon.store, token="answers-token", controller=daemon,
                      state_dir=daemon.state_dir)
-    answer = app.test_client().get(PATHS[name])
+    answer = app.test_client().get(PATHS[name], headers={"Authorization": "Bearer answers-token"})
     assert answer.status_code == 200
     data = _stable(answer.get_json())
     path = ANSWERS / f"{name}.json"

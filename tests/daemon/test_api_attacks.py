@@ -71,7 +71,7 @@ def test_ids_beyond_sqlite_range_are_404_json(client, store, method, path):
 
 @pytest.mark.parametrize("query", [f"offset={HUGE}", f"limit={HUGE}", f"offset={10 ** 40}&limit=5"])
 def test_offsets_beyond_sqlite_range_are_400_json(client, query):
-    response = client.get(f"/api/pictures?{query}")
+    response = client.get(f"/api/pictures?{query}", headers=AUTH)
     assert response.status_code == 400 and "offset" in response.get_json()["error"]
 
 
@@ -112,7 +112,7 @@ def test_posts_on_a_full_disk_are_507_and_store_nothing(client, store):
         if rated.status_code != 200:
             break
     assert rated.status_code == 507 and "full" in rated.get_json()["error"]
-    assert client.get("/api/status").status_code == 200  # reads still work
+    assert client.get("/api/status", headers=AUTH).status_code == 200  # reads still work
     assert len(store.queued_prompts()) == count
 
 

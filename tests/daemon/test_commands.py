@@ -55,7 +55,7 @@ def test_frame_rate_prints_what_the_rating_means(monkeypatch, capsys, tmp_path):
             sent.append((method, path, body))
             return {"id": 7, "favourite": body.get("stars", 0) >= 4}
 
-    monkeypatch.setattr(commands, "_client", lambda config, with_token: FakeClient())
+    monkeypatch.setattr(commands, "_client", lambda config: FakeClient())
     config, _ = write_config(tmp_path)
     assert _run(config, "rate", "7", "1") == 0
     assert _run(config, "rate", "7", "like") == 0

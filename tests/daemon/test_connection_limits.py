@@ -83,7 +83,8 @@ class Dribblers:
 
 def _status_seconds(port: int) -> float:
     started = time.monotonic()
-    answer = requests.get(f"http://127.0.0.1:{port}/api/status", timeout=5)
+    answer = requests.get(f"http://127.0.0.1:{port}/api/status", timeout=5,
+                          headers={"Authorization": f"Bearer {TOKEN}"})
     assert answer.status_code == 200 and "state" in answer.json()
     return time.monotonic() - started
 

@@ -228,8 +228,8 @@ def test_api_delete(config, store, tmp_path):
     assert store.count_pictures() == 2
     answer = client.delete(f"/api/pictures/{picture}", headers=AUTH)
     assert answer.status_code == 200 and answer.get_json() == {"deleted": picture, "rating_kept": True}
-    assert client.get(f"/api/pictures/{picture}").status_code == 404
-    assert client.get("/api/pictures").get_json()["total"] == 1
+    assert client.get(f"/api/pictures/{picture}", headers=AUTH).status_code == 404
+    assert client.get("/api/pictures", headers=AUTH).get_json()["total"] == 1
     assert _files(tmp_path) == ["lake-panel.png", "lake-why.png", "lake.png"]
     assert client.delete(f"/api/pictures/{picture}", headers=AUTH).status_code == 404
 
@@ -258,7 +258,7 @@ def _frame_delete(monkeypatch, app, tmp_path, *argv, tty=False, answer=""):
 
     from frame.cli import daemon as commands
 
-    monkeypatch.setattr(commands, "_client", lambda config, with_token: _ApiClient(app))
+    monkeypatch.setattr(commands, "_client", lambda config: _ApiClient(app))
     monkeypatch.setattr(commands, "_config", lambda args: None)
     monkeypatch.setattr("sys.stdin.isatty", lambda: tty)
     monkeypatch.setattr("builtins.input", lambda question: answer)

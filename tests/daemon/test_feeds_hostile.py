@@ -191,7 +191,8 @@ def test_api_returns_queued_prompts_without_markup(config, store, tmp_path):
     client = create_app(config, store, token="owner-token-for-tests", state_dir=tmp_path).test_client()
     client.post("/api/prompts", json={"prompt": "&lt;img src=x onerror=alert(1)&gt;a moth"},
                 headers={"Authorization": "Bearer owner-token-for-tests"})
-    assert client.get("/api/prompts").get_json()["prompts"][0]["prompt"] == "a moth"
+    assert client.get("/api/prompts", headers={"Authorization": "Bearer owner-token-for-tests"}
+                      ).get_json()["prompts"][0]["prompt"] == "a moth"
 
 
 # 14: credentials in feed URLs are used, never shown -------------------------------------------------
@@ -211,7 +212,7 @@ def test_feed_credentials_are_sent_to_the_feed_but_never_shown(tmp_path, server,
     client = create_app(config, store, token="owner-token-for-tests", state_dir=tmp_path,
                         pages=create_blueprint).test_client()
     for page in ("/api/status", "/status"):
-        text = client.get(page).get_data(as_text=True)
+        text = client.get(page, headers={"Authorization": "Bearer owner-token-for-tests"}).get_data(as_text=True)
         assert "127.0.0.1" in text and "key=***" in text
         assert "hunter2" not in text and "K3Y-VALUE" not in text and "bob" not in text
     cached = "".join(p.read_text() for p in (tmp_path / "feeds").glob("*.json"))

@@ -44,6 +44,7 @@ def get(port: int, path: str, host: str | None) -> tuple[int, str, bytes]:
         conn.putrequest("GET", path, skip_host=True)
         if host is not None:
             conn.putheader("Host", host)
+        conn.putheader("Authorization", f"Bearer {TOKEN}")  # the owner's request: only its Host is wrong
         conn.endheaders()
         answer = conn.getresponse()
         return answer.status, answer.getheader("Content-Type", ""), answer.read()

@@ -16,6 +16,8 @@ from frame.worker.records import ShowJob, read_job
 from tests.daemon.conftest import add_picture, clock, make_config
 from tests.daemon.fakesupervisor import FakeSupervisor
 
+OWNER = {"Authorization": "Bearer test-token-123456"}  # every page needs the owner (issue 40)
+
 
 @pytest.fixture
 def ctx(tmp_path, store):
@@ -270,12 +272,12 @@ def test_phone_page_says_nothing_is_shown_until_show_time(tmp_path):
     try:
         daemon.start()
         _wait(lambda: daemon.store.renders(1) and daemon.store.renders(1)[0].status == "done")
-        page = requests.get(f"http://127.0.0.1:{daemon.server.port}/", timeout=5).text
+        page = requests.get(f"http://127.0.0.1:{daemon.server.port}/", timeout=5, headers=OWNER).text
         assert daemon.status()["shown"] is None
         assert "Nothing on the frame yet" in page and "Now showing" not in page
         daemon.show_time()
         _wait(lambda: daemon.store.last_shown() is not None)
-        page = requests.get(f"http://127.0.0.1:{daemon.server.port}/", timeout=5).text
+        page = requests.get(f"http://127.0.0.1:{daemon.server.port}/", timeout=5, headers=OWNER).text
         assert "Now showing" in page and "Nothing on the frame yet" not in page
     finally:
         daemon.stop()

@@ -13,8 +13,6 @@ import re
 import subprocess
 import sys
 
-import requests
-
 from frame.statefile import read_json
 from tests.daemon.conftest import clock
 from tests.daemon.daemonproc import ROOT, DaemonProcess, write_config
@@ -30,7 +28,7 @@ def test_a_scheduled_night_runs_the_step_estimate_and_renders_its_choice(tmp_pat
     try:
         daemon.wait_for(lambda: daemon.get("/api/pictures").json()["total"] == 1, timeout=240)
         picture = daemon.get("/api/pictures/1").json()
-        page = requests.get(url + "/config", timeout=60).text  # re-validates the file: slow on a busy machine
+        page = daemon.get("/config", timeout=60).text  # re-validates the file: slow on a busy machine
     finally:
         daemon.terminate()
         daemon.kill()

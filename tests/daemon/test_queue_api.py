@@ -31,7 +31,7 @@ def picture(store, tmp_path):
 
 
 def _ids(client):
-    return [p["id"] for p in client.get("/api/prompts").get_json()["prompts"]]
+    return [p["id"] for p in client.get("/api/prompts", headers=AUTH).get_json()["prompts"]]
 
 
 def test_add_with_settings_edit_move_remove(client, store):
@@ -39,7 +39,7 @@ def test_add_with_settings_edit_move_remove(client, store):
                                                              "guidance": 5, "seed": -1, "size": "768x512"})
     assert answer.status_code == 201
     first = answer.get_json()["id"]
-    listed = client.get("/api/prompts").get_json()["prompts"][0]
+    listed = client.get("/api/prompts", headers=AUTH).get_json()["prompts"][0]
     assert (listed["steps"], listed["sampler"], listed["guidance"], listed["seed"], listed["width"],
             listed["height"]) == (12, "ddim", 5.0, None, 768, 512)
     second = client.post("/api/prompts", headers=AUTH, json={"prompt": "a whale"}).get_json()["id"]
@@ -114,7 +114,7 @@ def test_more_like_this_queues_a_variation(client, store, picture):
     assert answer.status_code == 201 and answer.get_json()["strength"] == 0.35
     queued = store.queued_prompts()[0]
     assert (queued.source_picture_id, queued.strength, queued.seed) == (picture, 0.35, 31337)
-    assert client.get(f"/api/pictures/{picture}").get_json()["rating_value"] == 5
+    assert client.get(f"/api/pictures/{picture}", headers=AUTH).get_json()["rating_value"] == 5
     edited = client.patch(f"/api/prompts/{queued.id}", headers=AUTH, json={"strength": 0.8})
     assert edited.get_json()["strength"] == 0.8
     bad = client.post(f"/api/pictures/{picture}/variation", headers=AUTH, json={"strength": 0.9})
@@ -151,7 +151,7 @@ def _frame_queue(monkeypatch, client, capsys, *argv):
     parser = argparse.ArgumentParser()
     parser.add_argument("--config")
     commands.register(parser.add_subparsers())
-    monkeypatch.setattr(commands, "_client", lambda config, with_token: AppClient(client))
+    monkeypatch.setattr(commands, "_client", lambda config: AppClient(client))
     monkeypatch.setattr(commands, "_config", lambda args: None)
     args = parser.parse_args(["queue", *argv])
     assert args.func(args) == 0

@@ -192,7 +192,7 @@ def test_a_worker_restarted_after_the_fallback_began_does_not_ask_again(open_nig
 
 
 def test_the_phone_page_shows_where_the_picture_is_painted(tmp_path):
-    from tests.web.conftest import FakeController, make_app, write_png
+    from tests.web.conftest import FakeController, logged_in, make_app, write_png
 
     store = Store.open(tmp_path)
     try:
@@ -204,7 +204,7 @@ def test_the_phone_page_shows_where_the_picture_is_painted(tmp_path):
         picture_id = store.add_picture(file="a.png", prompt="a fox", why={
             "method": "queue", "sentence": "you queued this prompt", "remote_fallback": "refused",
             "painted": "on this frame, because render server http://desk:7860: not reachable"})
-        client = make_app(store, tmp_path, controller).test_client()
+        client = logged_in(make_app(store, tmp_path, controller))
         section = client.get("/").get_data(as_text=True).split('id="progress"')[1].split("</section>")[0]
         page = client.get(f"/pictures/{picture_id}").get_data(as_text=True)
     finally:

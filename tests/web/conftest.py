@@ -145,6 +145,13 @@ def login(client, token: str = TOKEN):
                                        "next": "/"})
 
 
+def logged_in(app):
+    """A new test client of ``app``, logged in as the owner (every page needs the owner: issue 40)."""
+    client = app.test_client()
+    assert login(client).status_code == 303
+    return client
+
+
 @pytest.fixture
 def owner(client):
     """A test client logged in as the owner."""

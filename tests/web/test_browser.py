@@ -18,16 +18,16 @@ from tests.web.conftest import TOKEN, FakeController, make_app
 def test_owner_logs_in_rates_and_queues(server, page, store, pictures, controller):
     expect = sync_api.expect
     shown = pictures["new"]
-    page.goto(server + "/")
-    expect(page.locator("q.prompt")).to_have_text("a quiet harbour at dawn, watercolor painting")
-    assert page.locator("figure.hero img").evaluate("img => img.naturalWidth") == 800
-    shot(page, "1-now-logged-out")
-
-    page.get_by_role("link", name="Log in to rate").click()
+    page.goto(server + "/")  # logged out, the frame shows nothing but the login page (issue 40)
+    expect(page).to_have_url(server + "/login?next=/")
+    expect(page.get_by_role("link", name="Gallery")).to_have_count(0)
     page.get_by_label("Owner token").fill(TOKEN)
     shot(page, "2-login")
     page.get_by_role("button", name="Log in").click()
     expect(page.get_by_role("button", name="Log out")).to_be_visible()
+    expect(page.locator("q.prompt")).to_have_text("a quiet harbour at dawn, watercolor painting")
+    assert page.locator("figure.hero img").evaluate("img => img.naturalWidth") == 800
+    shot(page, "1-now")
 
     page.get_by_role("button", name="Like", exact=True).click()
     expect(page.get_by_role("status")).to_contain_text("Rating saved")
@@ -160,7 +160,7 @@ def test_progress_is_polled_without_reload(server, page, controller, store, stat
                           from_cache=False)
     controller.render = {"id": 1, "kind": "night", "stage": "denoising", "step": 4, "steps": 20,
                          "eta_seconds": 1600.0, "restarts": 0, "preview": True}
-    page.goto(server + "/status")
+    log_in(page, server, "/status")  # the page polls /api/status with the login's cookie
     progress = page.locator("#progress")
     sync_api.expect(progress).to_contain_text("step 4 of 20")
     controller.render = dict(controller.render, step=15, eta_seconds=500.0, bytes_per_step=3437361936,
@@ -196,7 +196,7 @@ def test_a_render_from_the_button_reads_as_such_to_its_end(store, state_dir, pic
     controller.live.render_started(5, "now")
     controller.live.render_progress(stage="generating (unet)", step=8, steps=8, fraction=1.0)
     for base in serve(make_app(store, state_dir, controller)):
-        page.goto(base + "/status")
+        log_in(page, base, "/status")
         expect(page.locator("#progress-title")).to_have_text("Painting a new picture now")
         expect(page.locator('dd[data-field="state"]')).to_have_text("rendering")
         expect(page.locator('dd[data-field="queued"]')).to_have_text("0")
@@ -232,6 +232,7 @@ def test_long_failures_fit_a_phone_screen(server, page, controller, store):
     store.finish_render(render, "failed", error=LONG_ERROR)
     store.set_feed_health("museum-rss", "https://example.org/rss", ok=False, items=0, error=LONG_ERROR * 2,
                           from_cache=False)
+    log_in(page, server)
     for path in ("/", "/status"):
         page.goto(server + path)
         notice = page.locator(".notice")

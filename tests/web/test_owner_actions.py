@@ -136,7 +136,7 @@ class Recorder:
 def _api_sequence(rec: Recorder, ids: dict[str, int]) -> None:
     api = rec.app.test_client()
     new, old, upload = ids["new"], ids["old"], ids["upload"]
-    rec.record("api list", api.get("/api/prompts"))
+    rec.record("api list", api.get("/api/prompts", headers=BEARER))
     first = rec.record("api queue with settings", api.post("/api/prompts", headers=BEARER, json={
         "prompt": "a  fox\tin snow", "negative_prompt": "blurry", "theme": "winter", "steps": 12, "sampler": "ddim",
         "guidance": 5, "seed": -1, "size": "768x512"}))["json"]["id"]
@@ -173,7 +173,7 @@ def _api_sequence(rec: Recorder, ids: dict[str, int]) -> None:
     rec.record("api variation of a missing file", api.post(f"/api/pictures/{upload}/variation", headers=BEARER,
                                                            json={}))
     rec.record("api variation unknown", api.post("/api/pictures/999/variation", headers=BEARER, json={}))
-    waiting = [p["id"] for p in api.get("/api/prompts").get_json()["prompts"]]
+    waiting = [p["id"] for p in api.get("/api/prompts", headers=BEARER).get_json()["prompts"]]
     rec.record("api edit a variation's strength", api.patch(f"/api/prompts/{waiting[-1]}", headers=BEARER,
                                                             json={"strength": 0.8}))
     rec.record("api rate like", api.post(f"/api/pictures/{new}/rating", headers=BEARER, json={"rating": 1}))
@@ -191,7 +191,7 @@ def _api_sequence(rec: Recorder, ids: dict[str, int]) -> None:
 
 
 def _api_settings(rec: Recorder, api) -> None:
-    rec.record("api settings read", api.get("/api/settings"))
+    rec.record("api settings read", api.get("/api/settings", headers=BEARER))
     rec.record("api settings without token", api.put("/api/settings", json={"model.steps": 4}))
     rec.record("api settings wrong token", api.put("/api/settings", json={"model.steps": 4},
                                                    headers={"Authorization": "Bearer wrong"}))
@@ -206,7 +206,7 @@ def _api_settings(rec: Recorder, api) -> None:
         "schedule.render_at": "03:15", "model.steps": 6}))
     rec.record("api settings unchanged", api.put("/api/settings", headers=BEARER, json={"model.steps": 6}))
     rec.record("api settings restore", api.post("/api/settings/restore", headers=BEARER))
-    rec.record("api settings read after", api.get("/api/settings"))
+    rec.record("api settings read after", api.get("/api/settings", headers=BEARER))
     owner = rec.app.test_client()
     login(owner)
     token = csrf_from(owner.get("/config").get_data(as_text=True))
@@ -233,7 +233,7 @@ def _page_sequence(rec: Recorder, ids: dict[str, int]) -> None:
     post("page queue bad", "/queue", prompt="", steps="0", size="500x500", sampler="heun", guidance="x")
     post("page queue blocklisted", "/queue", prompt="gore at sea")
     rec.record("page queue without login", rec.app.test_client().post("/queue", data={"prompt": "x"}))
-    prompts = [p["id"] for p in rec.app.test_client().get("/api/prompts").get_json()["prompts"]]
+    prompts = [p["id"] for p in rec.app.test_client().get("/api/prompts", headers=BEARER).get_json()["prompts"]]
     first, second = prompts[-2], prompts[-1]
     post("page edit", f"/queue/{first}/edit", prompt="a tall lighthouse", steps="", seed="-1", sampler="ddim",
          guidance="", size="")
@@ -254,7 +254,7 @@ def _page_sequence(rec: Recorder, ids: dict[str, int]) -> None:
     post("page more like this default", f"/pictures/{new}/more-like-this")
     post("page more like this bad", f"/pictures/{new}/more-like-this", strength="0.95")
     post("page more like this of a photo", f"/pictures/{ids['upload']}/more-like-this")
-    waiting = [p["id"] for p in rec.app.test_client().get("/api/prompts").get_json()["prompts"]]
+    waiting = [p["id"] for p in rec.app.test_client().get("/api/prompts", headers=BEARER).get_json()["prompts"]]
     post("page edit a variation", f"/queue/{waiting[-1]}/edit", prompt="a quiet harbour", strength="0.7")
     post("page rate like", f"/pictures/{new}/rate", rating="like", next="/gallery")
     post("page rate stars", f"/pictures/{old}/rate", rating="3")

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from tests.web.conftest import make_app
+from tests.web.conftest import logged_in, make_app
 
 
-def test_the_404_of_a_deleted_picture_does_not_offer_to_go_back_to_it(client):
-    page = client.get("/pictures/999").get_data(as_text=True)
+def test_the_404_of_a_deleted_picture_does_not_offer_to_go_back_to_it(owner):
+    page = owner.get("/pictures/999").get_data(as_text=True)
     assert "Back to the picture" not in page and "Back to the frame&#39;s page" in page
 
 
@@ -22,14 +22,14 @@ def test_an_uploaded_photo_is_not_missing_an_explanation(owner, store):
 
 def test_status_says_when_no_feed_is_set_up(store, state_dir, pictures, controller):
     app = make_app(store, state_dir, controller)
-    page = app.test_client().get("/status").get_data(as_text=True)
+    page = logged_in(app).get("/status").get_data(as_text=True)
     assert "No prompt feeds are set up" in page and "No feed has been fetched yet" not in page
     from frame.config import Config, FeedsConfig, WebConfig
     from tests.web.conftest import TOKEN
 
     with_feed = Config(state_dir=str(state_dir), web=WebConfig(token=TOKEN),
                        feeds=dataclasses.replace(FeedsConfig(), sources=[{"url": "https://example.org/rss"}]))
-    page = make_app(store, state_dir, controller, config=with_feed).test_client().get("/status").get_data(as_text=True)
+    page = logged_in(make_app(store, state_dir, controller, config=with_feed)).get("/status").get_data(as_text=True)
     assert "No feed has been fetched yet" in page
 
 

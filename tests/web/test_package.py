@@ -57,11 +57,13 @@ def test_served_by_the_daemons_waitress_server(store, state_dir, pictures):
     server.start()
     try:
         base = f"http://127.0.0.1:{server.port}"
-        page = requests.get(base + "/", timeout=5)
+        owner = {"Authorization": f"Bearer {TOKEN}"}
+        page = requests.get(base + "/", headers=owner, timeout=5)
         assert page.status_code == 200 and "a quiet harbour at dawn" in page.text
+        assert requests.get(base + "/", timeout=5, allow_redirects=False).status_code == 303  # the login page
         assert requests.get(base + "/web-static/frame.css", timeout=5).headers["Content-Type"].startswith("text/css")
-        thumb = requests.get(f"{base}/pictures/{pictures['new']}/thumb", timeout=5)
+        thumb = requests.get(f"{base}/pictures/{pictures['new']}/thumb", headers=owner, timeout=5)
         assert thumb.headers["Content-Type"] == "image/jpeg"
-        assert requests.get(base + "/api/status", timeout=5).json()["queued_prompts"] == 0
+        assert requests.get(base + "/api/status", headers=owner, timeout=5).json()["queued_prompts"] == 0
     finally:
         server.close()

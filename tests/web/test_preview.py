@@ -15,7 +15,7 @@ from frame.daemon.jobs import night
 from frame.daemon.jobs import preview as previews
 from frame.daemon.jobs.supervisor import Supervisor
 from frame.daemon.store import gallery
-from tests.web.conftest import TOKEN, login, make_app
+from tests.web.conftest import TOKEN, logged_in, make_app
 from tests.web.test_upload import jpeg, post_photo
 
 SIZE = (200, 120)  # small: every preview and show here runs a real worker that dithers
@@ -33,9 +33,7 @@ def config(state_dir):
 
 @pytest.fixture
 def owner(store, state_dir, pictures, controller, config):
-    client = make_app(store, state_dir, controller, config=config).test_client()
-    assert login(client).status_code == 303
-    return client
+    return logged_in(make_app(store, state_dir, controller, config=config))
 
 
 @pytest.fixture
@@ -95,14 +93,14 @@ def test_a_painted_pictures_preview_is_its_stored_panel_image_or_a_fresh_one(own
 def test_the_preview_is_cached_and_redone_when_the_display_settings_change(store, state_dir, pictures, controller,
                                                                            worker_runs):
     picture = pictures["new"]
-    first = make_app(store, state_dir, controller, config=small_config(state_dir)).test_client()
+    first = logged_in(make_app(store, state_dir, controller, config=small_config(state_dir)))
     data = first.get(f"/pictures/{picture}/preview.png").data
     assert first.get(f"/pictures/{picture}/preview.png").data == data
     assert len(worker_runs) == 1
     cached = sorted(p.name for p in (state_dir / "previews").iterdir())
     assert len(cached) == 1 and cached[0].startswith(f"p{picture}-")
 
-    other = make_app(store, state_dir, controller, config=small_config(state_dir, saturation=0.2)).test_client()
+    other = logged_in(make_app(store, state_dir, controller, config=small_config(state_dir, saturation=0.2)))
     changed = other.get(f"/pictures/{picture}/preview.png").data
     assert changed != data and len(worker_runs) == 2
     assert len(list((state_dir / "previews").iterdir())) == 1, "the preview for the old settings is dropped"
@@ -137,5 +135,5 @@ def test_the_picture_page_shows_the_preview_before_show_on_frame(owner, pictures
 
 def test_the_caption_says_when_the_panel_image_is_turned(store, state_dir, pictures, controller):
     config = dataclasses.replace(small_config(state_dir), display=DisplayConfig(size="200x120", rotate=90))
-    page = make_app(store, state_dir, controller, config=config).test_client().get(f"/pictures/{pictures['old']}")
+    page = logged_in(make_app(store, state_dir, controller, config=config)).get(f"/pictures/{pictures['old']}")
     assert "stored turned 90° for the frame's mounting" in page.get_data(as_text=True)

@@ -1,5 +1,6 @@
 """Every security rule of the phone page has a test here: login, session cookie, CSRF, origin, input
-validation, path handling, rate limiting and the closed list of routes."""
+validation, path handling, rate limiting and the closed list of routes (who may read them without
+the owner: ``test_access.py``)."""
 
 from __future__ import annotations
 
@@ -170,36 +171,36 @@ def test_redirect_after_post_stays_on_site(owner, pictures, target):
     "/web-static/%2e%2e/blueprint.py", "/pictures/-1/image", "/pictures/1.0/image", "/gallery/../token",
     "/render/preview?path=../token",
 ])
-def test_path_traversal_is_404(client, pictures, path):
-    response = client.get(path)
+def test_path_traversal_is_404(owner, pictures, path):
+    response = owner.get(path)
     assert response.status_code == 404, path
     assert b"owner-token" not in response.data
 
 
-def test_stored_names_outside_the_gallery_are_not_served(client, store, state_dir):
+def test_stored_names_outside_the_gallery_are_not_served(owner, store, state_dir):
     (state_dir / "secret.png").write_bytes(b"\x89PNG not for you")
     for name in ("../secret.png", "/etc/passwd", "../token", "sub/../../secret.png"):
         picture_id = store.add_picture(file=name, prompt="evil row", why={"plot": name})
         for route in ("image", "thumb", "why.png"):
-            assert client.get(f"/pictures/{picture_id}/{route}").status_code == 404, (name, route)
+            assert owner.get(f"/pictures/{picture_id}/{route}").status_code == 404, (name, route)
 
 
-def test_preview_comes_only_from_the_running_renders_folder(client, controller, state_dir):
+def test_preview_comes_only_from_the_running_renders_folder(owner, controller, state_dir):
     folder = state_dir / "checkpoints" / "render-7"
     folder.mkdir(parents=True)
     (folder / "preview.png").write_bytes(b"\x89PNGpreview")
     controller.render = {"id": 7, "stage": "generating", "step": 1, "steps": 4, "preview": False}
-    assert client.get("/render/preview").status_code == 404  # no preview announced yet
+    assert owner.get("/render/preview").status_code == 404  # no preview announced yet
     for bad_id in ("7", "../7", True, None):
         controller.render.update(id=bad_id, preview=True)
-        assert client.get("/render/preview").status_code == 404, bad_id
+        assert owner.get("/render/preview").status_code == 404, bad_id
     controller.render["id"] = 7
-    assert client.get("/render/preview?id=../../token").data == b"\x89PNGpreview"
+    assert owner.get("/render/preview?id=../../token").data == b"\x89PNGpreview"
 
 
-def test_gallery_page_must_be_a_small_number(client):
+def test_gallery_page_must_be_a_small_number(owner):
     for value in ("0", "-1", "abc", "99999999", "1e3"):
-        assert client.get(f"/gallery?page={value}").status_code == 400
+        assert owner.get(f"/gallery?page={value}").status_code == 400
 
 
 def test_login_is_rate_limited(client):
@@ -296,7 +297,8 @@ def test_unsafe_token_file_breaks_login_not_the_pages(store, state_dir, pictures
     app = Flask("bare")
     app.register_blueprint(create_blueprint(Config(state_dir=str(state_dir)), store))
     client = app.test_client()
-    assert client.get("/").status_code == 200
+    assert client.get("/login").status_code == 200
+    assert client.get("/").status_code == 303  # the pages need the owner, mounted without the daemon's app too
     response = login(client, "a-generated-owner-token")
     assert response.status_code == 503 and "chmod 600" in html(response)
     token_file.chmod(0o600)

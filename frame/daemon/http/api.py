@@ -1,6 +1,7 @@
 """The JSON API's blueprint and what its routes share: the owner-token check, errors, the request body.
 
-Reads are open to the LAN; every change (POST, PATCH, DELETE) needs ``Authorization: Bearer TOKEN``.
+Every route needs the owner: a read the owner token or a logged-in page session (the app's gate,
+``access.py``), a change (POST, PATCH, DELETE) ``Authorization: Bearer TOKEN``.
 Every request body is validated before anything is stored; bad JSON, wrong types or unknown ids give
 a 4xx with ``{"error": "..."}`` (``ApiError``, turned into JSON by ``app.create_app``). The routes
 belong to the module-level blueprint ``api``: the pictures (read, rate, delete), render and show routes
@@ -86,6 +87,7 @@ def text_field(body: dict[str, Any], key: str, sanitiser: Sanitiser, required: b
 
 
 api = Blueprint("api", __name__, url_prefix="/api")
+CHANGE_NEEDS_TOKEN = "this change needs the owner token: Authorization: Bearer TOKEN"
 API_KEY = "frame.api"
 
 
@@ -140,7 +142,7 @@ def bad_value(exc: BadValue):
 
 @api.before_request
 def require_token():
-    """Reads are open; a change needs the owner token."""
+    """A change needs the owner token (a read got past the app's gate with the token or a session)."""
     if request.method in ("GET", "HEAD", "OPTIONS"):
         return
     check_token(api_deps())
@@ -157,7 +159,7 @@ def check_token(deps: ApiDeps) -> None:
                        retry_after=deps.limiter.retry_after(address))
     if not token_matches(request.headers.get("Authorization"), deps.token):
         deps.limiter.failed(address)
-        raise ApiError(401, "this change needs the owner token: Authorization: Bearer TOKEN")
+        raise ApiError(401, CHANGE_NEEDS_TOKEN)
     deps.limiter.succeeded(address)
 
 
@@ -169,7 +171,7 @@ def status():
     data = deps.status() if deps.controller else {"state": "not running"}
     data["feeds"] = [feed.to_json() for feed in deps.store.feed_health()]
     data["queued_prompts"] = len(deps.store.queued_prompts())
-    return jsonify(redact_deep(data))  # open to the LAN: feed URLs and errors lose their credentials
+    return jsonify(redact_deep(data))  # feed URLs and errors lose their credentials, even for the owner
 
 
 @api.get("/pictures")

@@ -18,7 +18,10 @@ from werkzeug.exceptions import HTTPException, InternalServerError
 
 from frame.config import state_dir as config_state_dir
 from frame.config.schema import Config
-from frame.daemon.http import queue_api  # noqa: F401 - importing it adds the queue's routes to api
+from frame.daemon.http import (
+    access,
+    queue_api,  # noqa: F401 - importing it adds the queue's routes to api
+)
 from frame.daemon.http.api import API_KEY, ApiDeps, ApiError, api
 from frame.daemon.http.contract import CONFIG_LISTENERS, Controller, IdConverter, PageFactory, storage_full
 from frame.daemon.http.settings_api import settings
@@ -93,6 +96,12 @@ def create_app(config: Config, store: Store, *, token: str, controller: Controll
         if request.path.startswith("/api/"):
             return jsonify({"error": hosts.refusal(header or "")}), 421
         return hosts.refusal(header or ""), 421, {"Content-Type": "text/plain; charset=utf-8"}
+
+    @app.before_request
+    def owner_only():
+        """Nothing without the owner token or a logged-in session but what the pages call public
+        (``frame.daemon.http.access``); after the Host check, so a refused name learns nothing."""
+        return access.admit(shared)
 
     @app.errorhandler(ApiError)
     def api_error(exc: ApiError):

@@ -3,7 +3,8 @@ on the daemon and never the other way round: the ``Controller`` the running daem
 when a render is already running, the ``<id:...>`` URL converter, how a full disk is recognised,
 the ``PageFactory`` ``frame run`` hands the daemon (``frame.web.create_blueprint``), and what the
 pages put in the app's shared ``app.extensions["frame"]``: ``CONFIG_LISTENERS`` (told of saved
-settings) and ``PAGE_SESSION`` (vouches for a logged-in phone on the settings API).
+settings), ``PAGE_SESSION`` (vouches for a logged-in phone on the settings API) and ``PAGE_ACCESS``
+(who may read what without the owner token: ``frame.daemon.http.access`` asks it on every request).
 
 Standard library and werkzeug's routing only: the daemon imports it at start.
 """
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 SQLITE_MAX_INT = 2 ** 63 - 1
 CONFIG_LISTENERS = "config_listeners"
 PAGE_SESSION = "page_session"
+PAGE_ACCESS = "page_access"
 LOGIN_OR_TOKEN = "log in, or send the owner token: Authorization: Bearer TOKEN"
 
 
@@ -65,6 +67,18 @@ class PageSession(Protocol):
     ``X-CSRF-Token`` header) is that session's token, else the (status, message) to answer."""
 
     def __call__(self, csrf: str | None) -> tuple[int, str] | None: ...
+
+
+class PageAccess(Protocol):
+    """What the pages tell the app's gate (``frame.daemon.http.access``) about this request: whether
+    anyone may have it (the login and pairing pages, static files, the public gallery when configured),
+    whether its session is the owner's, and the pages' answer to a visitor who is not logged in."""
+
+    def public(self) -> bool: ...
+
+    def logged_in(self) -> bool: ...
+
+    def refuse(self) -> Any: ...
 
 
 def digits_at_most(limit: int) -> str:

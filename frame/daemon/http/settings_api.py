@@ -41,8 +41,8 @@ def _editor() -> SettingsEditor:
 
 @settings.before_request
 def owner_only() -> Any:
-    """Reads are open; a change is capped, from the frame's own origin, and the owner's: the bearer
-    token, else a page session the pages vouch for."""
+    """A read got past the app's gate (the owner's token or session); a change is capped, from the
+    frame's own origin, and the owner's: the bearer token, else a page session with its CSRF token."""
     if request.method in ("GET", "HEAD", "OPTIONS"):
         return None
     if request.content_length is not None and request.content_length > SETTINGS_BODY_MAX:

@@ -158,13 +158,18 @@ class Store(PromptQueueRows):
         rows = self.query(f"{_PICTURE_SELECT} WHERE p.id = ?", (picture_id,))
         return _picture_row(rows[0]) if rows else None
 
-    def pictures(self, limit: int = 50, offset: int = 0, favourites_only: bool = False) -> list[StoredPicture]:
-        where = f"WHERE {FAVOURITE_SQL}" if favourites_only else ""
-        rows = self.query(f"{_PICTURE_SELECT} {where} ORDER BY p.id DESC LIMIT ? OFFSET ?", (limit, offset))
+    def pictures(self, limit: int = 50, offset: int = 0, favourites_only: bool = False,
+                 painted_only: bool = False) -> list[StoredPicture]:
+        """Newest first. ``painted_only`` leaves out the owner's uploaded photos (the public gallery)."""
+        where = " AND ".join(([FAVOURITE_SQL] if favourites_only else [])
+                             + (["p.origin IS NOT 'upload'"] if painted_only else []))
+        rows = self.query(f"{_PICTURE_SELECT} {'WHERE ' + where if where else ''} ORDER BY p.id DESC LIMIT ? OFFSET ?",
+                          (limit, offset))
         return [_picture_row(r) for r in rows]
 
-    def count_pictures(self) -> int:
-        return self.query("SELECT COUNT(*) FROM pictures")[0][0]
+    def count_pictures(self, painted_only: bool = False) -> int:
+        where = " WHERE origin IS NOT 'upload'" if painted_only else ""
+        return self.query(f"SELECT COUNT(*) FROM pictures{where}")[0][0]
 
     def favourite_ids(self) -> list[int]:
         return [r[0] for r in self.query(f"SELECT p.id FROM pictures p WHERE {FAVOURITE_SQL} ORDER BY p.id")]

@@ -1,4 +1,4 @@
-// Keeps the render progress current by polling the daemon's /api/status (read-only, no token needed).
+// Keeps the render progress current by polling the daemon's /api/status (the login session's cookie is the owner's).
 // Everything else on the page is plain HTML forms, so the page works without this script.
 // The mapping from the status JSON mirrors frame/web/present.py:progress_view — keep them in step.
 (function () {
