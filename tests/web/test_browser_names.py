@@ -26,7 +26,7 @@ def test_queue_page_shows_file_names_neutralised(server, page, state_dir):
 def test_polled_progress_shows_names_neutralised(server, page, controller):
     controller.render = {"id": 1, "kind": "night", "stage": "denoising", "step": 4, "steps": 20,
                          "backend_note": "painting with model at /srv/mod" + RLO + "gpj"}
-    page.goto(server + "/status")
+    log_in(page, server, "/status")
     progress = page.locator("#progress")
     sync_api.expect(progress).to_contain_text("step 4 of 20")
     controller.render = dict(controller.render, step=9, stage="denoising " + RLO + "tset",
