@@ -98,7 +98,8 @@ def fake_estimate(monkeypatch, in_process):
         return SimpleNamespace(estimate=FakeEstimate(calls.step))
 
     monkeypatch.setattr(configured, "estimate_config", estimate)
-    monkeypatch.setattr(report, "to_dict", lambda result, origin: {"lines": ["fake line"], "origin": origin})
+    monkeypatch.setattr(report, "to_dict",
+                        lambda result, origin, config=None: {"lines": ["fake line"], "origin": origin})
     return calls
 
 
