@@ -62,8 +62,8 @@ def import_command(args: argparse.Namespace) -> int:
     before = sum(r.bytes_before for r in result.reports.values())
     after = sum(r.bytes_after for r in result.reports.values())
     for graph, report in result.reports.items():
-        print(f"{graph}: {len(report.converted)} weights to {args.weights}; {report.bytes_before / 1e6:.1f} MB -> "
-              f"{report.bytes_after / 1e6:.1f} MB")
+        converted = f"{len(report.converted)} weights to {args.weights}; " if args.weights != "fp32" else ""
+        print(f"{graph}: {converted}{report.bytes_before / 1e6:.1f} MB (float32) -> {report.bytes_after / 1e6:.1f} MB")
     print(f"wrote {args.dst}: weights {before / 1e6:.1f} MB -> {after / 1e6:.1f} MB")
     return 0
 
