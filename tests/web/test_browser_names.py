@@ -6,6 +6,7 @@ progress the page polls (``plain`` in ``frame.js``) show each control character 
 
 from __future__ import annotations
 
+from tests.lora_files import demo_lora
 from tests.web.browser import log_in, no_horizontal_overflow, shot, sync_api
 
 RLO = "\u202e"
@@ -15,6 +16,7 @@ def test_queue_page_shows_file_names_neutralised(server, page, state_dir):
     for name in (f"loras/wood{RLO}gpj.safetensors", f"embeddings/ink{RLO}gpj.pt"):
         (state_dir / name).parent.mkdir(exist_ok=True)
         (state_dir / name).write_bytes(b"")
+    demo_lora(state_dir / f"loras/wood{RLO}gpj.safetensors")  # listed only with a LoRA's header
     log_in(page, server, "/queue")
     body = page.locator("body").inner_text()
     assert RLO not in body

@@ -12,6 +12,7 @@ import pytest
 from frame.config import Config, WebConfig
 from frame.daemon.store.database import Store
 from frame.web.shown_text import finalize, neutralise
+from tests.lora_files import demo_lora
 from tests.web.conftest import TOKEN, login, make_app, seed
 
 RLO = "\u202e"
@@ -42,6 +43,7 @@ def odd_state(tmp_path):
     for name in (f"loras/wood{RLO}gpj.safetensors", f"embeddings/ink{RLO}gpj.pt"):
         (state_dir / name).parent.mkdir(exist_ok=True)
         (state_dir / name).write_bytes(b"")
+    demo_lora(state_dir / f"loras/wood{RLO}gpj.safetensors")  # listed only with a LoRA's header
     return state_dir
 
 
