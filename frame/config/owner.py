@@ -65,7 +65,15 @@ class OwnerLayer:
 
 def read_owner_layer(state_dir: str | Path) -> OwnerLayer:
     """Read ``settings.yaml``; a missing file is an empty layer, a broken one says why in ``unusable``."""
-    path = settings_path(state_dir)
+    return _read_layer(settings_path(state_dir))
+
+
+def read_previous_layer(state_dir: str | Path) -> OwnerLayer:
+    """Read ``settings.previous.yaml`` (what "restore" would bring back) as ``read_owner_layer`` reads."""
+    return _read_layer(previous_path(state_dir))
+
+
+def _read_layer(path: Path) -> OwnerLayer:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

@@ -178,6 +178,22 @@ class SettingsEditor:
             raise ValueError("refusing to save settings with problems")
         owner.save(self.state_dir(), proposal.owner_data, below=self._layers().source)  # the header names it
 
+    def restore_changes(self) -> list[tuple[str, Any, Any]] | None:
+        """What restoring the previous settings would change, for the page's confirmation: (field key,
+        value now, value restored) for each field of the page that differs (secrets hidden); None when
+        there is no previous version (or it cannot be read: restoring it would be refused)."""
+        previous = owner.read_previous_layer(self.state_dir())
+        if not previous.exists or previous.unusable:
+            return None
+        now = to_plain(self._resolve().config)
+        then = to_plain(self._resolve(owner_data=previous.data).config)
+        changes = []
+        for spec in owner_fields.FIELDS:
+            before, after = owner.get_path(now, spec.path)[1], owner.get_path(then, spec.path)[1]
+            if before != after:
+                changes.append((spec.key, _shown(spec, before), _shown(spec, after)))
+        return changes
+
     def restore_previous(self) -> tuple[bool, Config | None, list[str]]:
         """Swap in ``settings.previous.yaml``; when the previous version no longer passes the checks
         (an upgrade changed a rule) swap back and say why. (restored, configuration, problems)."""

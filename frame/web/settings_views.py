@@ -89,9 +89,30 @@ def save_config() -> Any:
     return _page(ctx, submitted=submitted, proposal=proposal, form_problems=form_problems), 400
 
 
+def _in_words(value: Any) -> str:
+    """A setting's value for the restore table: "automatic" for none, lines and feeds counted."""
+    if value is None or value == "":
+        return "automatic"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, (list, tuple)):
+        if value and all(isinstance(item, dict) for item in value):
+            return ", ".join(str(item.get("name") or item.get("url") or "a feed") for item in value)
+        return "; ".join(str(item) for item in value) or "none"
+    return str(value)
+
+
 @bp.post("/config/restore")
 def restore_config() -> Any:
+    """Restore the previous settings, after a confirmation: without ``confirm=yes`` (the settings page's
+    button) the answer is the page that says what restoring undoes, setting by setting."""
     ctx = web_context()
+    if request.form.get("confirm") != "yes":
+        found = editor(ctx).restore_changes()
+        labels = owner_fields.by_key()
+        changes = None if found is None else [(labels[key].label.replace(" …", ""), _in_words(now), _in_words(then))
+                                              for key, now, then in found]
+        return render_template("restore.html", changes=changes)
     problems = settings_actions.restore(editor(ctx), ctx.take_config, ctx.controller, "web")
     if problems:
         flash(f"Nothing restored: {'; '.join(problems)}.")

@@ -79,7 +79,7 @@ def test_owner_changes_a_setting_and_sees_it_applied(running_daemon, page):
     problem, box = _box(page.locator("#f-display-saturation-problem")), _box(saturation)
     assert 0 <= problem["y"] - (box["y"] + box["height"]) <= 12, "the problem is not right under its field"
     assert page.locator("#f-display-saturation-problem").evaluate(
-        "el => getComputedStyle(el).color") == page.locator("p.error[role=alert]").first.evaluate(
+        "el => getComputedStyle(el).color") == page.locator(".error[role=alert]").first.evaluate(
         "el => getComputedStyle(el).color"), "the problem is not in the page's error style"
     shot(page, "9-settings-refused")
 
@@ -95,7 +95,10 @@ def test_owner_changes_a_setting_and_sees_it_applied(running_daemon, page):
     expect(page.locator("dl")).to_contain_text(f"{new_time} UTC")  # the running scheduler moved
 
     page.get_by_role("link", name="Settings").click()
-    page.get_by_role("button", name="Restore the previous settings").click()
+    page.get_by_role("button", name="Restore the previous settings…").click()
+    expect(page.locator("#restore-what")).to_contain_text("This undoes your last save")  # issue 40: asked first
+    assert daemon.config.schedule.render_at == new_time
+    page.get_by_role("button", name="Restore the previous settings", exact=True).click()
     expect(page.get_by_role("status")).to_contain_text("The previous settings are back")
     assert daemon.config.schedule.render_at != new_time
 

@@ -268,8 +268,9 @@ def _page_sequence(rec: Recorder, ids: dict[str, int]) -> None:
     post("page settings save", "/config", **{"schedule.render_at": "04:45", "feeds.sources-0-url": ""})
     post("page settings unchanged", "/config", **{"schedule.render_at": "04:45", "feeds.sources-0-url": ""})
     post("page settings bad", "/config", **{"display.saturation": "1.5", "feeds.sources-0-url": ""})
-    post("page settings restore", "/config/restore")
-    post("page settings restore again", "/config/restore")
+    post("page settings restore asked", "/config/restore")  # issue 40: the confirmation page, nothing restored
+    post("page settings restore", "/config/restore", confirm="yes")
+    post("page settings restore again", "/config/restore", confirm="yes")
     post("page restart", "/config/restart")
 
 

@@ -46,7 +46,12 @@ def test_a_good_save_writes_only_the_change_and_restore_brings_the_old_back(owne
     assert "Saved. Applies at once: Start painting at." in html
     assert 'value="02:30"' in html and "Changed here." in html
     owner.post("/config", data={"csrf_token": token, "schedule.render_at": "04:00", "feeds.sources-0-url": ""})
-    owner.post("/config/restore", data={"csrf_token": token})
+    asked = owner.post("/config/restore", data={"csrf_token": token})  # issue 40: asks first, says what
+    page = " ".join(asked.get_data(as_text=True).split())
+    assert asked.status_code == 200 and "This undoes your last save on the settings page" in page
+    assert "<td>Start painting at</td><td>04:00</td><td>02:30</td>" in page
+    assert yaml.safe_load((state_dir / "settings.yaml").read_text()) == {"schedule": {"render_at": "04:00"}}
+    owner.post("/config/restore", data={"csrf_token": token, "confirm": "yes"})
     assert yaml.safe_load((state_dir / "settings.yaml").read_text()) == {"schedule": {"render_at": "02:30"}}
 
 
