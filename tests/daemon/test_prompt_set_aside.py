@@ -19,6 +19,13 @@ from frame.web import create_blueprint
 from frame.worker.records import read_job
 from tests.daemon.conftest import clock, make_config
 from tests.daemon.fakesupervisor import FakeSupervisor
+from tests.web.conftest import login
+
+
+def logged_in(app, token: str):
+    client = app.test_client()
+    assert login(client, token).status_code == 303
+    return client
 
 
 class BadPromptSupervisor(FakeSupervisor):
@@ -105,7 +112,7 @@ def test_a_bad_prompt_is_set_aside_and_the_night_paints_the_next(tmp_path):
         assert notice == notices.sentence(f"queued prompt {bad} (\u201ca bad fox <lora:gone>\u201d) could not be "
                                           "painted and is set aside: the queue page says why (edit it to try "
                                           "again); the next prompt is painted instead"), notice
-        page = daemon.app.test_client().get("/queue").get_data(as_text=True)
+        page = logged_in(daemon.app, "test-token-123456").get("/queue").get_data(as_text=True)
         assert "Set aside after 2 failed nights" in page and "generate failed: boom" in page
     finally:
         daemon.stop()
