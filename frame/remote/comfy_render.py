@@ -5,7 +5,8 @@ The same contract as ``frame.remote.render`` (the AUTOMATIC1111 client): a ``Rem
 
 1. ``GET /object_info/CheckpointLoaderSimple`` — reachable, credentials accepted, the checkpoints
    (``{{checkpoint}}`` is ``render.remote.checkpoint`` or the first one listed);
-2. image-to-image only: ``POST /upload/image`` with the picture, named for ``{{image}}``;
+2. image-to-image only: ``POST /upload/image`` with the picture fitted to the job's size (ComfyUI
+   paints at the size LoadImage reads), named for ``{{image}}``;
 3. ``POST /prompt`` with the filled workflow and a ``client_id``: the ``prompt_id`` (a workflow ComfyUI
    refuses is HTTP 400: ``rejected``, with its reasons);
 4. every ``poll_seconds`` ``GET /history/{prompt_id}`` until the job is there, and while it is not,
@@ -36,7 +37,7 @@ from frame.remote.a1111 import RemoteJob
 from frame.remote.client import A1111Client
 from frame.remote.comfy_ws import ProgressListener
 from frame.remote.errors import DIED, NOT_CONFIGURED, REFUSED, REJECTED, TIMEOUT, RemoteUnavailable
-from frame.remote.picture import check_picture
+from frame.remote.picture import check_picture, init_picture_png
 from frame.remote.render import (
     CHECK_SECONDS,
     INTERRUPT_SECONDS,
@@ -143,10 +144,12 @@ class ComfyRenderer:
         return workflow
 
     def _upload(self, job: RemoteJob, end: float) -> str:
-        """The init picture on the server (``POST /upload/image``); the name its LoadImage reads."""
-        name = f"frame-{hashlib.sha256(job.init_image or b'').hexdigest()[:16]}.png"
+        """The init picture on the server (``POST /upload/image``) at the job's size; the name its
+        LoadImage reads."""
+        picture = init_picture_png(job.init_image or b"", job.width, job.height)
+        name = f"frame-{hashlib.sha256(picture).hexdigest()[:16]}.png"
         answer = self.client.call("POST", comfyui.UPLOAD, seconds=self._left(end, POLL_CALL_SECONDS),
-                                  files={"image": (name, job.init_image, "image/png"),
+                                  files={"image": (name, picture, "image/png"),
                                          "type": (None, "input"), "overwrite": (None, "true")})
         if not isinstance(answer, dict) or not isinstance(answer.get("name"), str):
             raise RemoteUnavailable(comfyui.BAD_RESPONSE, "the answer to POST /upload/image has no name",

@@ -16,6 +16,7 @@ import warnings
 
 from PIL import Image, UnidentifiedImageError
 
+from frame.diffusion.init_image import fit
 from frame.remote.errors import BAD_IMAGE, WRONG_SIZE, RemoteUnavailable
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -57,3 +58,24 @@ def check_picture(data: bytes | bytearray, width: int, height: int) -> Image.Ima
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
         raise RemoteUnavailable(BAD_IMAGE, f"the picture does not decode ({exc})") from None
     return image.convert("RGB")
+
+
+def init_picture_png(data: bytes, width: int, height: int) -> bytes:
+    """The image-to-image start picture as a PNG of exactly ``width`` x ``height``, for ComfyUI.
+
+    ComfyUI paints at the size its ``LoadImage`` reads (``VAEEncode`` of the picture as it is), where
+    AUTOMATIC1111 resizes the picture to the job's size itself: a 128x96 photo for a 96x64 job came
+    back 128x96 and was refused as the wrong size. It is fitted as frame's own image-to-image does
+    (``frame.diffusion.init_image.fit``: cover, centre crop, transparency on white); a picture already
+    RGB at that size is sent as it is."""
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            if image.size == (width, height) and image.mode == "RGB":
+                return data
+            image.load()
+            fitted = fit(image, width, height)
+    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError) as exc:
+        raise RemoteUnavailable(BAD_IMAGE, f"the picture to paint over is not one Pillow can read ({exc})") from None
+    out = io.BytesIO()
+    fitted.save(out, format="PNG")
+    return out.getvalue()

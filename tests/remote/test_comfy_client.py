@@ -63,6 +63,23 @@ def test_img2img_uploads_the_picture_and_paints_over_it():
     assert result.image.size == (128, 80) and result.parameters.denoising_strength == 0.4
 
 
+@pytest.mark.parametrize("size, mode", [((200, 90), "RGB"), ((128, 80), "RGBA")])
+def test_img2img_sends_the_picture_at_the_jobs_size(size, mode):
+    """ComfyUI paints at the size LoadImage reads: a picture of another size (or with transparency) is
+    fitted as frame's own image-to-image does before it is uploaded, and the night's picture has the
+    size asked for (it came back 200x90 and was refused as the wrong size)."""
+    init = io.BytesIO()
+    Image.new(mode, size, (200, 30, 30, 128)[:len(mode)]).save(init, format="PNG")
+    job = dataclasses.replace(JOB, init_image=init.getvalue(), denoising_strength=0.4)
+    with FakeComfyUI(job_seconds=0.1) as fake:
+        result = render_comfyui(settings(fake.url), job)
+        [uploaded] = [data for (kind, _), data in fake.files.items() if kind == "input"]
+    sent = Image.open(io.BytesIO(uploaded))
+    assert (sent.size, sent.mode) == ((128, 80), "RGB") and result.image.size == (128, 80)
+    if mode == "RGBA":  # transparency on white paper, as frame.diffusion.init_image does
+        assert sent.getpixel((0, 0)) == (227, 142, 142)
+
+
 def test_an_owners_workflow_gets_its_placeholders_filled(tmp_path):
     workflow = {
         "1": {"class_type": "CheckpointLoaderSimple", "inputs": {"ckpt_name": CHECKPOINTS[1]}},
