@@ -29,6 +29,7 @@ from frame.web import (  # noqa: F401 - importing them adds their routes to bp
     access,
     auth,
     images,
+    models_pages,
     queue_pages,
     settings_views,
     too_large,

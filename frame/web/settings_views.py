@@ -23,6 +23,7 @@ from frame.daemon.actions.errors import NotRunning
 from frame.daemon.jobs.estimate_child import EstimateBusy
 from frame.daemon.settings import GENERAL, Proposal, SettingsEditor
 from frame.web.context import WebContext
+from frame.web.models_pages import models_section
 from frame.web.routes import bp, web_context
 from frame.web.settings import settings_report
 from frame.web.settings_form import APPLIES, feed_name, form_rows, parse_form
@@ -44,7 +45,8 @@ def _page(ctx: WebContext, *, submitted: dict | None = None, proposal: Proposal 
                            groups=form_rows(current, submitted), problems=problems, general=problems.get(GENERAL, []),
                            others=proposal.others if proposal else [],
                            daemon=settings_actions.daemon_state(ctx.controller),
-                           feed_name=feed_name, fields=owner_fields.by_key(), estimating=estimating(ctx))
+                           feed_name=feed_name, fields=owner_fields.by_key(), estimating=estimating(ctx),
+                           models=models_section(ctx))
 
 
 def estimating(ctx: WebContext) -> dict[str, Any]:
