@@ -39,7 +39,8 @@ def use_model() -> Any:
     ctx = web_context()
     name = request.form.get("name", "")
     try:
-        proposal, _ = model_actions.use(SettingsEditor(ctx.config_path, state_dir=ctx.state_dir), ctx.state_dir, name, ctx.take_config, ctx.controller, "web")
+        editor = SettingsEditor(ctx.config_path, state_dir=ctx.state_dir)
+        proposal, _ = model_actions.use(editor, ctx.state_dir, name, ctx.take_config, ctx.controller, "web")
     except NotFound as exc:
         flash(f"Not changed: {exc}.")
         return _back()

@@ -20,6 +20,7 @@ from frame.config import state_dir as config_state_dir
 from frame.config.schema import Config
 from frame.daemon.http import (
     access,
+    models_api,  # noqa: F401 - importing it adds the models routes to api
     queue_api,  # noqa: F401 - importing it adds the queue's routes to api
 )
 from frame.daemon.http.api import API_KEY, ApiDeps, ApiError, api
