@@ -104,6 +104,30 @@ def _encoder_key(key: str) -> bool:
     return key.startswith(("encoder.", "quant_conv."))
 
 
+# ---------------------------------------------------------------------- TAESD (AutoencoderTiny)
+def _tiny(width: int) -> Callable[[], torch.nn.Module]:
+    """AutoencoderTiny of TAESD's real block structure (4 stages, 1/3/3/3 and 3/3/3/1 blocks) at ``width``
+    channels (TAESD's 64 would commit 2.4 MB per half; tests/convert/test_taesd.py checks 64 with torch)."""
+    def make() -> torch.nn.Module:
+        from diffusers import AutoencoderTiny
+
+        torch.manual_seed(SEED)
+        return AutoencoderTiny(encoder_block_out_channels=(width,) * 4, decoder_block_out_channels=(width,) * 4).eval()
+    return make
+
+
+def _tiny_latents(rng: np.random.Generator, model: Any) -> dict[str, np.ndarray]:
+    return {"latent_sample": (2.5 * rng.standard_normal((1, 4, 4, 5))).astype(np.float32)}
+
+
+def _tiny_encode(model: Any, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return {"latent_sample": _np(model.encode(_torch(feeds, "sample")).latents)}
+
+
+def _tiny_decoder_key(key: str) -> bool:
+    return key.startswith("decoder.")
+
+
 # ---------------------------------------------------------------------- text encoders
 def _clip(config: dict[str, Any], projection: bool) -> Callable[[], torch.nn.Module]:
     small = {"vocab_size": 100, "bos_token_id": 98, "eos_token_id": 99}  # a 100-row token table: fixture size
@@ -185,6 +209,8 @@ CASES = [
          _encode("parameters"), {"style": "parameters"}, _encoder_key),
     Case("vae_encoder_sampled", "vae_encoder", lambda: tm.vae(SEED, _vae_config()), _pixels_and_noise,
          _encode("sampled"), {"style": "sampled"}, _encoder_key, weights_from="vae_encoder_parameters"),
+    Case("taesd_decoder", "taesd_decoder", _tiny(16), _tiny_latents, _decode, keys=_tiny_decoder_key),
+    Case("taesd_encoder", "taesd_encoder", _tiny(16), _pixels, _tiny_encode, keys=_encoder_key),
     # SD 1.x: OpenAI CLIP ViT-L, quick_gelu, eos_token_id 2 (the pooled state at the largest id), 77 tokens
     Case("clip_l", "text_encoder", _clip({"eos_token_id": 2}, False), _ids(2, 77), _encode_text),
     # SD 2.x: OpenCLIP ViT-H, gelu, the first eos_token_id, a prompt run through its end-of-text (9 tokens)

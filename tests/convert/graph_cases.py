@@ -22,6 +22,10 @@ def build_case(kind: str, config: dict[str, Any], options: dict[str, Any]) -> on
         return graphs.build_vae_decoder(graphs.VaeConfig.from_diffusers(config))
     if kind == "vae_encoder":
         return graphs.build_vae_encoder(graphs.VaeConfig.from_diffusers(config), **options)
+    if kind == "taesd_decoder":
+        return graphs.build_taesd_decoder(graphs.TinyVaeConfig.from_diffusers(config))
+    if kind == "taesd_encoder":
+        return graphs.build_taesd_encoder(graphs.TinyVaeConfig.from_diffusers(config))
     if kind == "text_encoder":
         return graphs.build_text_encoder(graphs.TextEncoderConfig.from_transformers(config, **options))
     if kind == "unet":

@@ -16,18 +16,23 @@ from frame.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from frame.convert.graphs.configs import TextEncoderConfig, UNetConfig, VaeConfig
+    from frame.convert.graphs.taesd import TinyVaeConfig, build_taesd_decoder, build_taesd_encoder
     from frame.convert.graphs.text import build_text_encoder
     from frame.convert.graphs.unet import build_unet
     from frame.convert.graphs.vae import build_vae_decoder, build_vae_encoder
     from frame.convert.graphs.weights import attach_weights, weight_specs
 
-__all__ = ["TextEncoderConfig", "UNetConfig", "VaeConfig", "attach_weights", "build_text_encoder", "build_unet",
-           "build_vae_decoder", "build_vae_encoder", "weight_specs"]
+__all__ = ["TextEncoderConfig", "TinyVaeConfig", "UNetConfig", "VaeConfig", "attach_weights", "build_taesd_decoder",
+           "build_taesd_encoder", "build_text_encoder", "build_unet", "build_vae_decoder", "build_vae_encoder",
+           "weight_specs"]
 
 __getattr__, __dir__ = lazy_exports(__name__, {
     "TextEncoderConfig": "frame.convert.graphs.configs",
     "UNetConfig": "frame.convert.graphs.configs",
     "VaeConfig": "frame.convert.graphs.configs",
+    "TinyVaeConfig": "frame.convert.graphs.taesd",
+    "build_taesd_decoder": "frame.convert.graphs.taesd",
+    "build_taesd_encoder": "frame.convert.graphs.taesd",
     "build_unet": "frame.convert.graphs.unet",
     "build_text_encoder": "frame.convert.graphs.text",
     "build_vae_decoder": "frame.convert.graphs.vae",
