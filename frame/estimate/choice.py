@@ -42,6 +42,9 @@ class StepChoice:
     projected_seconds: float
     available_seconds: float
     margin: float = 0.0  # the share of the projection kept free for the estimate's error
+    fixed_margin: float | None = None  # the fixed part's own share when it differs (None: ``margin``)
+    learned_nights: int = 0  # earlier nights whose measured step times tonight's step time uses
+    slow: str = ""  # the sentence saying this device is slower than the Pi projection (step_history)
 
     @property
     def reduced(self) -> bool:
@@ -51,6 +54,8 @@ class StepChoice:
         left = format_duration(self.available_seconds)
         night = format_duration(self.projected_seconds)
         spare = f" with {self.margin:.0%} to spare" if self.margin else ""
+        if self.learned_nights:
+            spare += f" (steps timed as on {self.learned_nights} earlier night{'s' if self.learned_nights > 1 else ''})"
         if not self.fits:
             need = f" (+{self.margin:.0%} for the estimate's error)" if self.margin else ""
             likely = "may" if self.projected_seconds <= self.available_seconds else "will likely"
@@ -66,18 +71,27 @@ class StepChoice:
 
 
 def choose_steps(configured: int, minimum: int, fixed_seconds: float, step_seconds: float,
-                 available_seconds: float, margin: float = ESTIMATE_MARGIN) -> StepChoice:
+                 available_seconds: float, margin: float = ESTIMATE_MARGIN,
+                 fixed_margin: float | None = None) -> StepChoice:
     """The largest step count in ``[minimum, configured]`` whose projected night, stretched by
-    ``margin`` (a share: the estimate's error), fits ``available_seconds``."""
+    ``margin`` (a share: the estimate's error), fits ``available_seconds``. ``fixed_margin``: the
+    fixed part's own share when the steps' differs (``frame.estimate.step_history``: measured steps,
+    estimated loads and decode); None stretches the whole night by ``margin``."""
     minimum = max(1, min(minimum, configured))
-    usable = available_seconds / (1.0 + margin)
-    if step_seconds <= 0:
-        fitting = configured
+    if fixed_margin is None:  # the whole night stretched alike (kept exact: a first night is unchanged)
+        usable = available_seconds / (1.0 + margin)
+        fitting = configured if step_seconds <= 0 else int((usable - fixed_seconds) // step_seconds)
     else:
-        fitting = int((usable - fixed_seconds) // step_seconds)
+        fixed_need = fixed_seconds * (1.0 + fixed_margin)
+        fitting = configured if step_seconds <= 0 else \
+            int((available_seconds - fixed_need) // (step_seconds * (1.0 + margin)))
     steps = max(minimum, min(configured, fitting))
     projected = fixed_seconds + steps * step_seconds
-    return StepChoice(steps, configured, minimum, projected <= usable, projected, available_seconds, margin)
+    if fixed_margin is None:
+        fits = projected <= usable
+    else:
+        fits = fixed_need + steps * step_seconds * (1.0 + margin) <= available_seconds
+    return StepChoice(steps, configured, minimum, fits, projected, available_seconds, margin, fixed_margin)
 
 
 def format_duration(seconds: float) -> str:
