@@ -254,6 +254,11 @@ def cmd_token(args: argparse.Namespace) -> int:
     from frame.daemon.http.token import ensure_token
 
     config = _config(args)
+    if args.pair:
+        from frame.cli.pair import pairing_lines
+
+        print("\n".join(pairing_lines(config, with_qr=not args.no_qr)))
+        return 0
     print(ensure_token(config.web.token, state_dir(config)))
     return 0
 
@@ -316,7 +321,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     token = subparsers.add_parser(
         "token", help="print the owner token (generated at first use, mode 0600)",
         description="Print the owner token: the password of the phone page and the API (web.token, else the one "
-                    "the daemon generated in the state folder at first use, mode 0600).")
+                    "the daemon generated in the state folder at first use, mode 0600). With --pair: a one-time "
+                    "link, QR code and short code that log one phone in instead (for 10 minutes, once).")
+    token.add_argument("--pair", action="store_true",
+                       help="print a one-time pairing link, its QR code and a short code for the phone's login page")
+    token.add_argument("--no-qr", action="store_true", help="with --pair: leave out the QR code")
     token.set_defaults(func=cmd_token)
     install = subparsers.add_parser("install-service", help="write the systemd unit for this installation")
     install.add_argument("--user", default="frame", help="system user the daemon runs as (default: frame)")

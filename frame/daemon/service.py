@@ -344,6 +344,12 @@ class Daemon:
     def show_info(self) -> dict[str, Any]:
         return self.shows.show_info()
 
+    def show_pairing_code(self, code: str, minutes: int) -> dict[str, Any]:
+        return self.shows.show_pairing(code, minutes)
+
+    def after_pairing(self) -> None:
+        self.shows.after_pairing()
+
     def _flush_pending_show(self) -> None:
         self.shows.flush_pending()
 

@@ -26,6 +26,7 @@ from frame.daemon.status import LiveStatus
 from frame.daemon.store.database import Store, now_iso
 from frame.daemon.wishes import Wishes
 from frame.errors import FrameError
+from frame.worker.records import InfoFacts
 
 if TYPE_CHECKING:
     from frame.config.schema import Config
@@ -109,6 +110,26 @@ class PanelShows:
         self._spawn("show", lambda: self._info_thread(picture_id, url, ticket))
         return {"picture_id": picture_id, "deferred": None}
 
+    def show_pairing(self, code: str, minutes: int) -> dict[str, Any]:
+        """Put a pairing code on the panel (the login page's "Show a code on the frame"), on the info
+        screen's path: same worker, same refresh guard; the picture under it is remembered."""
+        if self.quiet():
+            log.info("quiet hours: the pairing code is not shown")
+            return {"deferred": "quiet hours"}
+        ticket = self._take_ticket()
+        picture_id = self.on_panel()
+        server = self._host.server
+        url = infoscreen.page_url(self._host.config.web.listen, server.port if server else None)
+        facts = infoscreen.pairing_facts(code, minutes, url)
+        self._spawn("show", lambda: self._info_thread(picture_id, url, ticket, facts))
+        return {"picture_id": picture_id, "deferred": None}
+
+    def after_pairing(self) -> None:
+        """A phone paired with a code from the panel: the picture the code covered goes back up."""
+        picture_id = self.on_panel()
+        if self.info_on_panel() and picture_id is not None:
+            self.request(picture_id, "after pairing")
+
     def flush_pending(self) -> None:
         """Show the waiting picture once quiet hours are over and the panel allows (the main loop's tick)."""
         if self.pending and not self.quiet() and time.time() >= self._pending_not_before:
@@ -145,13 +166,13 @@ class PanelShows:
             self.pending = (picture_id, reason)
             self._pending_not_before = float(result.retry_at or time.time() + 60)
 
-    def _info_thread(self, picture_id: int | None, url: str, ticket: int) -> None:
+    def _info_thread(self, picture_id: int | None, url: str, ticket: int, facts: InfoFacts | None = None) -> None:
         host = self._host
         with self._lock:
             if self._superseded(ticket, "the info screen"):
                 return
             try:
-                facts = infoscreen.info_facts(host.store, host.state_dir, picture_id, url, host.tz)
+                facts = facts or infoscreen.info_facts(host.store, host.state_dir, picture_id, url, host.tz)
                 result = infoscreen.show_info(host.ctx, facts)
             except Exception as exc:
                 log.error("could not show the info screen: %s", exc, exc_info=not isinstance(exc, FrameError))

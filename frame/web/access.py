@@ -26,7 +26,8 @@ from frame.web.context import WebContext
 from frame.web.forms import safe_next
 
 # anyone may have these: the way in, and what every page (the login page too) loads
-ALWAYS_PUBLIC = frozenset({"web.login", "web.static", "web.favicon"})
+ALWAYS_PUBLIC = frozenset({"web.login", "web.static", "web.favicon",
+                           "web.pair_code", "web.pair_link", "web.pair_panel"})
 # with web.public_gallery: the gallery page, and a painted picture's tile and full picture
 GALLERY_PAGES = frozenset({"web.gallery"})
 GALLERY_PICTURES = frozenset({"web.thumb", "web.image"})

@@ -2,13 +2,14 @@
 
 Rules (each has a test in ``tests/web/test_security.py`` or ``tests/web/test_sessions.py``):
 
-* Reading pages is open on the LAN like the JSON API's GET routes; every POST needs a logged-in
-  session. Logging in means typing the owner token (``frame token`` prints it). The session remembers
+* Nothing is shown without the owner (``access.py``); every POST needs a logged-in session. Logging
+  in means a one-time pairing code or link (``pairing.py``: ``frame token --pair``, or a code on the
+  panel) or typing the owner token (``frame token`` prints it). The session remembers
   a fingerprint of the token, so changing the token logs every phone out, and a random session id
   that must be listed server-side (``sessions.py``): logging out ends the session for every copy of
-  its cookie, and "log out everywhere" on the settings page ends all of them.
+  its cookie, and "log out everywhere" on the settings page ends all of them, after a page that asks.
 * The session cookie is signed with a key generated once and kept in ``<state_dir>/web-secret``
-  (mode 0600); it is HttpOnly, SameSite=Strict, and Secure whenever the request came over https.
+  (mode 0600); it is HttpOnly, SameSite=Lax, and Secure whenever the request came over https.
 * Every form carries a per-session CSRF token. We check it ourselves (about twenty lines on top of
   Flask's signed session) instead of adding Flask-WTF and WTForms for four forms. A missing token is
   400, a wrong one 403; a cross-site ``Origin`` header is 403 too.

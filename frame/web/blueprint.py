@@ -3,7 +3,7 @@
 The routes are module-level (``views.py``, ``queue_pages.py``, ``images.py`` on ``routes.bp``, added when
 those modules are imported here). ``create_blueprint`` (offered as ``frame.web.create_blueprint``, what the daemon's app
 factory registers) pairs ``bp`` with one app's ``WebContext``; at registration ``record_once`` puts the context in
-``app.extensions`` and sets the session (signed cookie, HttpOnly, SameSite=Strict, Secure over https)
+``app.extensions`` and sets the session (signed cookie, HttpOnly, SameSite=Lax, Secure over https)
 described in ``auth.py``.
 """
 
@@ -30,6 +30,7 @@ from frame.web import (  # noqa: F401 - importing them adds their routes to bp
     auth,
     images,
     models_pages,
+    pair_views,
     queue_pages,
     settings_views,
     too_large,
@@ -78,7 +79,9 @@ def _configure_app(setup: BlueprintSetupState) -> None:
     app.config.update(
         SESSION_COOKIE_NAME=SESSION_COOKIE,
         SESSION_COOKIE_HTTPONLY=True,
-        SESSION_COOKIE_SAMESITE="Strict",
+        # Lax, not Strict: a phone that opens the frame from another app's link (a chat, a bookmark
+        # app) is sent its cookie; every change still needs the form's CSRF token and the frame's Origin
+        SESSION_COOKIE_SAMESITE="Lax",
         PERMANENT_SESSION_LIFETIME=timedelta(days=auth.SESSION_DAYS),
     )
 

@@ -18,7 +18,8 @@ from frame.daemon.jobs.estimate_child import EstimateRunner
 from frame.daemon.jobs.night import RenderContext
 from frame.daemon.store.records import StoredPicture
 from frame.errors import FrameError
-from frame.web import auth
+from frame.net.ratelimit import FailureLimiter
+from frame.web import auth, pairing
 from frame.web.sessions import SESSIONS_FILE, SessionRegistry
 
 log = logging.getLogger(__name__)
@@ -38,6 +39,12 @@ class WebContext:
     limiter: auth.LoginLimiter = field(default_factory=auth.LoginLimiter)
     sessions: SessionRegistry | None = None  # created with the app (it needs the final state dir)
     estimates: EstimateRunner | None = None  # the settings page's "Estimate now" child, made when first asked
+    pairings: pairing.PairingCodes | None = None  # made with the app (it needs the final state dir)
+    # wrong pairing codes from every address together (per address they count into ``limiter``)
+    pair_limiter: FailureLimiter = field(default_factory=lambda: FailureLimiter(
+        pairing.GLOBAL_FAILURES, pairing.GLOBAL_WINDOW))
+    # "show a code on the frame": one panel refresh per PANEL_INTERVAL, whoever asks
+    panel_limiter: FailureLimiter = field(default_factory=lambda: FailureLimiter(1, pairing.PANEL_INTERVAL))
 
     def render_context(self) -> RenderContext:
         """What the preview worker needs: today's configuration (the settings page replaces
@@ -84,6 +91,21 @@ class WebContext:
         if self.sessions is None:
             self.sessions = SessionRegistry(self.state_dir / SESSIONS_FILE)
         return self.sessions
+
+    def pairing_codes(self) -> pairing.PairingCodes:
+        if self.pairings is None:
+            self.pairings = pairing.PairingCodes(self.state_dir)
+        return self.pairings
+
+    def open_owner_session(self) -> None:
+        """Log this browser in as the owner (the token or a pairing was right): a fresh session, so a
+        session id planted before the login is worthless (no fixation), listed in the registry."""
+        registry = self.session_registry()
+        registry.revoke(session.get("sid"))  # a login over a live session replaces it
+        session.clear()
+        session.permanent = True
+        session["owner"] = auth.fingerprint(self.owner_token())
+        session["sid"] = registry.create()
 
     def logged_in(self) -> bool:
         """The session was opened by a login that has not been logged out (here or everywhere) and

@@ -216,11 +216,7 @@ def login() -> Any:
         return render_template("login.html", error="That is not the owner token (see: frame token).",
                                next=back), 401
     ctx.limiter.succeeded(address)
-    ctx.session_registry().revoke(session.get("sid"))  # a login over a live session replaces it
-    session.clear()  # a fresh session (and CSRF token) after login: no session fixation
-    session.permanent = True
-    session["owner"] = auth.fingerprint(expected)
-    session["sid"] = ctx.session_registry().create()
+    ctx.open_owner_session()
     log.info("web: owner logged in from %s", address)
     return redirect(back, 303)
 
@@ -236,10 +232,14 @@ def logout() -> Any:
     return redirect(url_for("web.now"), 303)
 
 
-@bp.post("/logout-everywhere")
+@bp.route("/logout-everywhere", methods=["GET", "POST"])
 def logout_everywhere() -> Any:
-    """Ends every session: every phone and browser (and any copied cookie) must log in again."""
+    """Ends every session: every phone and browser (and any copied cookie) must log in again. Asks
+    first, on the server: a GET, or a POST without ``confirm=yes`` (the settings page's button, an old
+    form), shows what it ends and the one form that does it; nothing is ended before that."""
     ctx = web_context()
+    if request.method == "GET" or request.form.get("confirm") != "yes":
+        return render_template("logout_everywhere.html", count=len(ctx.session_registry()))
     count, kept = ctx.session_registry().revoke_all()
     session.clear()
     log.info("web: logged out everywhere (%d sessions ended) from %s", count, request.remote_addr)

@@ -132,7 +132,7 @@ def render_info(facts: InfoFacts, size: tuple[int, int]) -> Any:
     draw = ImageDraw.Draw(canvas)
 
     footer = [("Phone page:", body), (facts.url, title),
-              ("Hold a button again to return to the picture.", body)]
+              (facts.hint, body)]
     footer_height = sum(_line_height(font) for _, font in footer)
     text_bottom = height - margin - footer_height - margin
     draw.rectangle((margin, text_bottom + margin // 2, width - margin, text_bottom + margin // 2 + 2), fill=ACCENT)

@@ -241,6 +241,9 @@ class RenderJob:
         return data
 
 
+INFO_HINT = "Hold a button again to return to the picture."
+
+
 @dataclass(frozen=True)
 class InfoFacts:
     """What the info screen draws (``job.info``): the worker that draws it reads no database."""
@@ -252,17 +255,22 @@ class InfoFacts:
     details: tuple[tuple[str, str], ...]
     why: str
     url: str
+    # the footer's last line; a pairing code's screen says something else (issue 40)
+    hint: str = INFO_HINT
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> InfoFacts:
         details = tuple((str(label), str(value)) for label, value in data.get("details") or ())
         return cls(picture_id=data.get("picture_id"), image=data.get("image"), title=data.get("title") or "",
                    prompt=data.get("prompt") or "", details=details, why=data.get("why") or "",
-                   url=data.get("url") or "")
+                   url=data.get("url") or "", hint=str(data.get("hint") or INFO_HINT))
 
     def to_json(self) -> dict[str, Any]:
-        return {"picture_id": self.picture_id, "image": self.image, "title": self.title, "prompt": self.prompt,
+        data = {"picture_id": self.picture_id, "image": self.image, "title": self.title, "prompt": self.prompt,
                 "details": [list(pair) for pair in self.details], "why": self.why, "url": self.url}
+        if self.hint != INFO_HINT:  # the info screen's job keeps 0.1's keys (tests/worker/test_formats.py)
+            data["hint"] = self.hint
+        return data
 
 
 @dataclass(frozen=True)

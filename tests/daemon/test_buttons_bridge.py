@@ -209,7 +209,8 @@ def test_the_web_settings_page_checks_the_file_the_daemon_was_started_with(tmp_p
     daemon = Daemon(_config(tmp_path, enabled=False), config_path=path, pages=create_blueprint)
     daemon.start()
     try:
-        page = requests.get(f"http://127.0.0.1:{daemon.server.port}/config", timeout=10)
+        page = requests.get(f"http://127.0.0.1:{daemon.server.port}/config", timeout=10,
+                            headers={"Authorization": "Bearer test-token-123456"})  # the owner's (issue 40)
     finally:
         daemon.stop()
     assert page.status_code == 200

@@ -238,7 +238,7 @@ def test_config_page_renders_the_estimate_card(tmp_path):
     try:
         app = create_app(config, store, token="t" * 20, state_dir=tmp_path)
         app.register_blueprint(create_blueprint(config, store))
-        html = app.test_client().get("/config").get_data(as_text=True)
+        html = app.test_client().get("/config", headers={"Authorization": "Bearer " + "t" * 20}).get_data(as_text=True)
     finally:
         store.close()
     assert "Night estimate" in html and "peak memory: 289 MB" in html and "frame estimate" in html

@@ -12,7 +12,8 @@ from frame.daemon.store import gallery
 from tests.web.conftest import TOKEN, login, make_app, write_png
 
 # anyone may have these (frame/web/access.py: ALWAYS_PUBLIC); any other route needs the owner
-ALWAYS_PUBLIC = {"web.login", "web.static", "web.favicon"}
+ALWAYS_PUBLIC = {"web.login", "web.static", "web.favicon", "web.pair_link", "web.pair_code", "web.pair_panel"}
+PAIR_POSTS = {"web.pair_code", "web.pair_panel"}  # the way in too, but forms only (no GET to answer)
 # with web.public_gallery: true, also these, for GET, and only for painted pictures
 GALLERY = {"web.gallery", "web.thumb", "web.image"}
 PHOTO_CAPTION = "grandma's birthday, the kitchen"
@@ -80,7 +81,7 @@ def walk(app, picture_id: int, public: set[str]) -> set[str]:
 def test_logged_out_nothing_but_the_way_in(app, store, pictures, photo, controller):
     before = store.count_pictures(), len(store.queued_prompts())
     for picture_id in (pictures["new"], photo):
-        assert walk(app, picture_id, ALWAYS_PUBLIC) == ALWAYS_PUBLIC
+        assert walk(app, picture_id, ALWAYS_PUBLIC) == ALWAYS_PUBLIC - PAIR_POSTS
     assert (store.count_pictures(), len(store.queued_prompts())) == before
     assert controller.renders == 0 and controller.shown == []
 
@@ -130,9 +131,9 @@ def test_the_login_page_offers_no_private_links(client):
 
 def test_public_gallery_shows_painted_pictures_only(store, state_dir, pictures, photo, controller):
     app = public_gallery_app(store, state_dir, controller)
-    assert walk(app, pictures["new"], ALWAYS_PUBLIC | GALLERY) == ALWAYS_PUBLIC | GALLERY
+    assert walk(app, pictures["new"], ALWAYS_PUBLIC | GALLERY) == (ALWAYS_PUBLIC - PAIR_POSTS) | GALLERY
     # an upload's tile and original are refused, exactly as a missing picture's
-    assert walk(app, photo, ALWAYS_PUBLIC | {"web.gallery"}) == ALWAYS_PUBLIC | {"web.gallery"}
+    assert walk(app, photo, ALWAYS_PUBLIC | {"web.gallery"}) == (ALWAYS_PUBLIC - PAIR_POSTS) | {"web.gallery"}
     client = app.test_client()
     body = client.get("/gallery").get_data(as_text=True)
     assert f"/pictures/{pictures['new']}/thumb" in body and f"/pictures/{pictures['old']}/thumb" in body

@@ -44,7 +44,7 @@ def test_session_cookie_flags(client):
     response = login(client)
     cookie = response.headers["Set-Cookie"]
     assert cookie.startswith("frame_session=")
-    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Secure" not in cookie
+    assert "HttpOnly" in cookie and "SameSite=Lax" in cookie and "Secure" not in cookie
     assert TOKEN not in cookie
 
 
@@ -248,7 +248,8 @@ def test_only_the_reviewed_routes_exist(app):
         ("/config", "GET"), ("/config", "POST"), ("/config/estimate", "POST"), ("/config/restart", "POST"),
         ("/config/restore", "POST"),
         ("/favicon.ico", "GET"), ("/gallery", "GET"), ("/login", "GET,POST"), ("/logout", "POST"),
-        ("/logout-everywhere", "POST"),
+        ("/logout-everywhere", "GET,POST"),  # GET: the page that asks first (issue 40)
+        ("/pair", "POST"), ("/pair/<secret>", "GET,POST"), ("/pair/panel", "POST"),  # pairing a phone (issue 40)
         ("/pictures/<id:picture_id>", "GET"), ("/pictures/<id:picture_id>/delete", "GET"),
         ("/pictures/<id:picture_id>/delete", "POST"), ("/pictures/<id:picture_id>/image", "GET"),
         ("/pictures/<id:picture_id>/more-like-this", "POST"),

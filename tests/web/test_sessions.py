@@ -49,7 +49,8 @@ def test_log_out_everywhere_from_the_settings_page(app, store):
     csrf = _csrf(phone)
     settings = laptop.get("/config").get_data(as_text=True)
     assert "Log out everywhere" in settings
-    response = laptop.post("/logout-everywhere", data={"csrf_token": csrf_from(settings)}, follow_redirects=True)
+    response = laptop.post("/logout-everywhere", data={"csrf_token": csrf_from(settings), "confirm": "yes"},
+                           follow_redirects=True)
     assert "Logged out everywhere: 2 sessions ended." in response.get_data(as_text=True)
     assert not _can_queue(phone, "x", csrf)
     assert _logged_out(laptop)
@@ -130,7 +131,7 @@ def test_log_out_everywhere_on_a_full_disk_holds_after_a_restart(store, state_di
     login(phone)
     cookie, csrf = phone.get_cookie(SESSION_COOKIE).value, _csrf(phone)
     _disk_full(monkeypatch)
-    response = phone.post("/logout-everywhere", data={"csrf_token": csrf})
+    response = phone.post("/logout-everywhere", data={"csrf_token": csrf, "confirm": "yes"})
     assert response.status_code == 507 and "storage is full" in response.get_data(as_text=True)
     monkeypatch.undo()
     restarted = make_app(store, state_dir, controller).test_client()

@@ -53,6 +53,12 @@ class Controller(Protocol):
 
     def request_restart(self) -> None: ...
 
+    # pairing a phone (issue 40); a controller without them (a test's) cannot show a code on the panel
+
+    def show_pairing_code(self, code: str, minutes: int) -> dict[str, Any]: ...
+
+    def after_pairing(self) -> None: ...
+
 
 class PageFactory(Protocol):
     """Builds the phone pages' blueprint for the daemon's app (``frame.web.create_blueprint``)."""
