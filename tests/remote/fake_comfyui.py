@@ -6,8 +6,10 @@ It follows ComfyUI's ``server.py`` (``PromptServer``'s routes: ``POST /prompt``,
 {class}``) and ``execution.py`` (``validate_prompt``/``validate_inputs``: the 400 answer ``{"error":
 {"type", "message", "details", "extra_info"}, "node_errors": {...}}`` with ComfyUI's error types; the
 history entry ``{"prompt", "outputs", "status": {"status_str", "completed", "messages"}, "meta"}``
-that ``PromptQueue.task_done`` writes). docs/render-anywhere.md says which version and why not the
-real server. Jobs run one at a time in a worker thread, like ComfyUI's ``prompt_worker``.
+that ``PromptQueue.task_done`` writes). docs/render-anywhere.md says which version. Jobs run one at a
+time in a worker thread, like ComfyUI's ``prompt_worker``. ComfyUI's own server is tested in
+``test_real_comfyui.py`` (opt-in, it needs torch); this one is for the main suite without torch and for
+the faults a real server cannot be made to show on demand.
 
 ``FakeComfyUI(mode=...)``: "ok"; faults "slow-view" (the picture dripped), "error" (the sampler raises,
 as CUDA out of memory does), "truncated-png", "wrong-size", "huge" (a 10000×10000 picture), "die" (the

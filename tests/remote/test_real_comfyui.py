@@ -120,6 +120,16 @@ def test_image_to_image_uploads_the_picture_and_denoises_it_partly(comfy):
     assert result.image.size == (96, 64) and result.parameters.denoising_strength == 0.5
 
 
+def test_image_to_image_of_another_size_is_painted_at_the_jobs_size(comfy):
+    """ComfyUI paints at the size LoadImage reads (this came back 128x96 and was refused as the wrong
+    size): frame fits the picture to the job first."""
+    asked = job("a lighthouse over a larger photo", init_image=png(128, 96), denoising_strength=0.6)
+    result = render_comfyui(remote(comfy), asked, deadline_seconds=DEADLINE)
+    _, entry = comfy.entry_of(asked.prompt)
+    uploaded = Image.open(comfy.base / "input" / entry["prompt"][2]["10"]["inputs"]["image"])
+    assert uploaded.size == (96, 64) and result.image.size == (96, 64)
+
+
 def test_a_refused_workflow_names_comfyuis_reason(comfy):
     with pytest.raises(RemoteUnavailable) as info:
         render_comfyui(remote(comfy, checkpoint="missing.safetensors"), job("never painted"), deadline_seconds=60)
