@@ -26,6 +26,7 @@ import fcntl
 import hashlib
 import hmac
 import logging
+import os
 import secrets
 import threading
 import time
@@ -143,7 +144,7 @@ class _Entries:
         codes._lock.acquire()
         try:
             codes.path.parent.mkdir(parents=True, exist_ok=True)
-            self.handle = open(codes._lock_path, "a")  # noqa: SIM115 - closed in __exit__
+            self.handle = os.fdopen(os.open(codes._lock_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "a")
             fcntl.flock(self.handle, fcntl.LOCK_EX)
             stored = _read(codes.path)
         except BaseException:

@@ -134,6 +134,7 @@ def test_the_file_holds_digests_only_and_is_private(state_dir):
     stored = (state_dir / pairing.PAIRING_FILE).read_text()
     assert made.code not in stored and made.secret not in stored
     assert stat.S_IMODE((state_dir / pairing.PAIRING_FILE).stat().st_mode) == 0o600
+    assert stat.S_IMODE((state_dir / pairing.LOCK_FILE).stat().st_mode) == 0o600
     assert codes.redeem_code(made.shown_code()) == "test" and codes.redeem_code(made.code) is None
 
 
