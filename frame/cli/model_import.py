@@ -35,10 +35,16 @@ def register(commands) -> None:
                         help="a diffusers folder whose config.json files (and tokenizers) to use, for widths a "
                              "checkpoint cannot tell (heads, groups); checked against the weights")
     parser.add_argument("--into", metavar="MODEL", help="SRC is a VAE file: replace MODEL's VAE with it")
+    parser.add_argument("--tiny-vae", action="store_true", dest="tiny_vae",
+                        help="SRC is TAESD: taesd, taesdxl, a taesd*_decoder.safetensors (path or URL; its _encoder "
+                             "file beside it is read too) or a diffusers AutoencoderTiny folder; DST a new "
+                             "tiny-VAE folder for model.vae_decoder")
     parser.set_defaults(func=import_command)
 
 
 def import_command(args: argparse.Namespace) -> int:
+    if getattr(args, "tiny_vae", False):
+        return _tiny_vae(args)
     if args.into:
         if args.dst:
             raise UsageError("give either DST (a new model) or --into MODEL (replace its VAE), not both")
@@ -85,4 +91,16 @@ def _replace_vae(args: argparse.Namespace) -> int:
     for graph, report in reports.items():
         print(f"{graph}: {report.bytes_before / 1e6:.1f} MB -> {report.bytes_after / 1e6:.1f} MB")
     print(f"replaced the VAE of {args.into} with {args.src}")
+    return 0
+
+
+def _tiny_vae(args: argparse.Namespace) -> int:
+    from frame.convert.importer.tiny_vae import import_tiny_vae
+
+    if args.into or not args.dst:
+        raise UsageError("--tiny-vae writes a new folder: give SRC and DST (no --into)")
+    reports = import_tiny_vae(args.src, args.dst, args.weights)
+    for graph, report in reports.items():
+        print(f"{graph}: {report.bytes_before / 1e6:.1f} MB (float32) -> {report.bytes_after / 1e6:.1f} MB")
+    print(f"wrote {args.dst}: set model.vae_decoder to it (docs/models.md)")
     return 0
