@@ -16,7 +16,7 @@
    pipeline); the taste child's is the taste model (scikit-learn, scipy) and the explanation plot
    (matplotlib), which the worker loaded itself before they moved to the child ("before:" lines).
 
-The numbers are written to README.md's "Footprint on the Pi" by hand.
+The numbers are written to docs/benchmarks-pi.md's "Footprint on the Pi" by hand.
 """
 
 from __future__ import annotations

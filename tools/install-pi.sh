@@ -7,7 +7,7 @@
 # only what differs, so a second run changes nothing (and says so). --dry-run prints every step and
 # what it would do, changing nothing. --panel sets display.panel in a new /etc/frame/config.yaml
 # (inky also enables I2C and spi0-0cs). --no-plots leaves out matplotlib and what only it needs
-# (see README, "Footprint on the Pi"): the taste model's explanation plot is then skipped. Steps:
+# (see docs/benchmarks-pi.md, "Footprint on the Pi"): the taste model's explanation plot is then skipped. Steps:
 #   checks   root, 64-bit, the repository's files
 #   spi      SPI (and for Inky: I2C and spi0-0cs) enabled in config.txt; reboot needed if just enabled
 #   wifi     Wi-Fi power saving off for good (NetworkManager conf, or a systemd unit without NM)

@@ -49,7 +49,7 @@ class WeightCacheConfig:
 
 @dataclass(frozen=True)
 class LoraEntry:
-    """A LoRA on every picture: ``file`` is a path or a NAME in a ``loras`` folder (see README, "LoRAs");
+    """A LoRA on every picture: ``file`` is a path or a NAME in a ``loras`` folder (see docs/guide.md, "LoRAs");
     a prompt's ``<lora:NAME:SCALE>`` adds one for that picture."""
 
     file: str = _opt("", checks.non_empty_text)

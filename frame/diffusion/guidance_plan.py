@@ -26,7 +26,7 @@ cost of "sequential" (the batch's 10 % CPU gain is not worth its extra memory on
 * no guidance (one pass): nothing to choose, "sequential";
 * otherwise "shared" when the estimated peak of the whole render in that mode plus
   ``WORKER_EXTRA_MB`` (what the render worker holds besides the pipeline: the taste model with
-  scikit-learn and scipy, 79 MiB in README's footprint table) fits ``memory_limit_mb`` (the worker's
+  scikit-learn and scipy, 79 MiB in docs/benchmarks-pi.md's footprint table) fits ``memory_limit_mb`` (the worker's
   limit, ``worker.memory_limit_mb``; None = no limit known); "sequential" when it does not, or when
   there is no measured figure for the model (SDXL: not measured yet, so it keeps the smallest peak).
 
@@ -47,7 +47,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-WORKER_EXTRA_MB = 80.0  # the taste model's scikit-learn + scipy resident in the worker (README, footprint)
+WORKER_EXTRA_MB = 80.0  # taste model: scikit-learn + scipy resident in the worker (docs/benchmarks-pi.md)
 
 # kind -> (native latent pixels, {precision: render peak in MB with one pass alive}, one pass's activations
 # in MB at the native size). SD 1.5: benchmarks/sd_memory.py "render" peaks on 2026-12-01 (fp32 299.7 MB,

@@ -24,7 +24,7 @@ from frame.estimate.machine import Throughput
 from frame.estimate.plan import NightPlan, Run
 from frame.estimate.timing import evaluation_time
 
-WORKER_START_SECONDS = 2.0  # imports of a render worker here (README footprint table: 1.4-1.9 s wall)
+WORKER_START_SECONDS = 2.0  # imports of a render worker here (docs/benchmarks-pi.md footprint table: 1.4-1.9 s wall)
 PHASES = ("start", "choose", "text", "unet", "vae")
 
 

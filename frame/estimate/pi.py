@@ -99,7 +99,7 @@ LOAD_SECONDS_PER_NODE = 8 * 281e-6  # the dev machine's load per ONNX node: 473,
 # 0.194 / 1.018 s; the small graphs' fixed costs make their shares 0.22-0.55). The Pi's load per node
 # (LOAD_SECONDS_PER_NODE) times this share: a kept plan is read and bound, not parsed and rewritten.
 KEPT_PLAN_LOAD_SHARE = 0.22
-WORKER_START_SECONDS = 8 * 2.0     # a render worker's imports there (README footprint table: 1.4-1.9 s)
+WORKER_START_SECONDS = 8 * 2.0     # a render worker's imports there (docs/benchmarks-pi.md footprint table: 1.4-1.9 s)
 MEMORY_BYTES = 512 * 1024 * 1024
 LABEL = "Raspberry Pi Zero 2 W"
 

@@ -2,7 +2,7 @@
 
 Why a child: the trained taste model imports scikit-learn and scipy, its explanation plot matplotlib.
 Imported in the worker they (and the allocator arenas the fit leaves) stay resident for the whole
-render, taken from the UNet on a 512 MB Pi (README, "Footprint on the Pi"). The child exits before
+render, taken from the UNet on a 512 MB Pi (docs/benchmarks-pi.md, "Footprint on the Pi"). The child exits before
 generation starts, so the worker never imports them. Without enough ratings the picker chooses for
 variety with numpy alone, and that stays in the worker (no child to start). The plot is drawn by a
 second child after this one exits (``plotchild.py``: matplotlib without scikit-learn), so this one

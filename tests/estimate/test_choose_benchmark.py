@@ -1,6 +1,6 @@
 """benchmarks/choose_new_texts.py projects choose on the Pi from the count alone.
 
-The script is how the README's and docs/estimate.md's `choose` figures are made; after the Pi
+The script is how docs/benchmarks-nights.md's and docs/estimate.md's `choose` figures are made; after the Pi
 projection became machine-independent it still handed this machine's measured rates to
 ``pi.pi_throughput`` (which takes step signatures) and failed before printing anything."""
 
