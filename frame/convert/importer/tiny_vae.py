@@ -23,6 +23,7 @@ from frame.convert.checkpoint.components import FLOAT_DTYPES, Component, Take
 from frame.convert.checkpoint.reader import Checkpoint, Opener, open_file
 from frame.convert.graphs import TinyVaeConfig, build_taesd_decoder, build_taesd_encoder, weight_specs
 from frame.convert.graphs.taesd import from_taesd_keys
+from frame.convert.importer.graph_weights import write_graph
 from frame.convert.importer.layout import write_json
 from frame.convert.rewrite import Report
 from frame.engine.io.sources import is_url
@@ -94,8 +95,6 @@ def _component(side: str, checkpoint: Checkpoint, specs: Mapping[str, tuple[int,
 def import_tiny_vae(src: str, dst: str | os.PathLike, weights: str = "fp16", opener: Opener | None = None
                     ) -> dict[str, Report]:
     """Write SRC's tiny decoder (and encoder) into the new folder DST; returns a report per graph."""
-    from frame.convert.importer.graph_weights import write_graph
-
     opener = opener or Opener()
     target = Path(dst).expanduser()
     if target.exists():
