@@ -79,3 +79,9 @@ def test_the_link_checker_sees_a_broken_link_and_a_missing_heading(tmp_path):
                     "`[d](in-code.md)` [e](https://example.org/x.md)\n", encoding="utf-8")
     assert _links(page) == ["missing.md", "other.md#a-frame-estimate-heading-here", "other.md#nope"]
     assert "a-frame-estimate-heading-here" in _anchors(tmp_path / "other.md")
+
+
+def test_readme_lists_every_docs_page():
+    listed = {link for link in _links(ROOT / "README.md") if link.startswith("docs/") and link.endswith(".md")}
+    missing = sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md") if f"docs/{p.name}" not in listed)
+    assert not missing, f"README's 'Where the docs are' lists no link to {', '.join(missing)}: add one line each"
