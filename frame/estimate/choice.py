@@ -51,6 +51,10 @@ class StepChoice:
         return self.steps < self.configured
 
     def sentence(self) -> str:
+        """The choice in one plain sentence, with the slow-device sentence joined when there is one."""
+        return f"{self._choice_sentence()}; {self.slow}" if self.slow else self._choice_sentence()
+
+    def _choice_sentence(self) -> str:
         left = format_duration(self.available_seconds)
         night = format_duration(self.projected_seconds)
         spare = f" with {self.margin:.0%} to spare" if self.margin else ""

@@ -80,14 +80,28 @@ def _png_bytes(image: Any) -> bytes:
 class ProgressRelay:
     """Turns the pipeline's progress reports into protocol lines: every finished step (with a small
     latent preview written to ``JOB_DIR/preview.png`` for the phone page) and at most one in-between
-    update per second (the pipeline reports after every op)."""
+    update per second (the pipeline reports after every op). It also times each denoising step
+    (``step_seconds``: from the previous finished step, the first from the UNet's first report) for the
+    step times kept from night to night (``frame.estimate.step_history``)."""
 
     def __init__(self, job_dir: Path, emit: Emit, interval: float = 1.0) -> None:
         self.job_dir, self.emit, self.interval = job_dir, emit, interval
         self._last = 0.0
+        self._step_started: float | None = None
+        self.step_seconds: list[float] = []
+
+    def _time_step(self, report: Any, now: float) -> None:
+        if report.phase != "unet":
+            return
+        if self._step_started is None:
+            self._step_started = now
+        elif report.step_done:
+            self.step_seconds.append(now - self._step_started)
+            self._step_started = now
 
     def __call__(self, report: Any) -> None:
         now = time.monotonic()
+        self._time_step(report, now)
         if not report.step_done and now - self._last < self.interval:
             return
         self._last = now
@@ -132,6 +146,8 @@ def _steps_for_tonight(job: RenderJob, config: Config, pipe: Any, size: tuple[in
         return config.model.steps
     peak = nightly.saved_peak_mb(job_dir)
     log.info("steps: %s%s", choice.sentence(), f" (estimate child peak {peak:.1f} MiB)" if peak else "")
+    if choice.slow:
+        log.warning("%s (docs/estimate.md, \"Step times this device measured\")", choice.slow)
     emit(StageEvent("generating", step_choice=choice.sentence()))
     return choice.steps
 
@@ -168,8 +184,12 @@ def generate(job: RenderJob, config: Config, choice: ThemeChoice, job_dir: Path,
         steps=settings.steps, guidance=settings.guidance, sampler=settings.sampler, width=settings.width,
         height=settings.height, model=pipe.info.name).to_json())
     emit(StageEvent("generating", steps=settings.steps))
-    image = pipe.generate(settings, callback=ProgressRelay(job_dir, emit), resume_dir=job_dir / "diffusion",
+    relay = ProgressRelay(job_dir, emit)
+    image = pipe.generate(settings, callback=relay, resume_dir=job_dir / "diffusion",
                           init_image=variation.image if variation else None)
+    kept = nightly.keep_step_times(job_dir, job.state_dir, relay.step_seconds)
+    if kept:
+        log.info("%s", kept)
     _keep_lora_notes(job_dir, pipe, dropped)
     write_bytes_atomic(out, _png_with_parameters(image))
     return out

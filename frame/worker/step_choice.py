@@ -22,6 +22,7 @@ graphs' count alone (about 75 MiB) when it reuses the kept measurement. The chil
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import subprocess
 import sys
@@ -30,9 +31,11 @@ from pathlib import Path
 from typing import Any
 
 from frame.config import load_config
+from frame.config.redact import redact_url
 from frame.config.schema import Config
 from frame.errors import FrameError
-from frame.estimate.choice import StepChoice, choose_steps
+from frame.estimate import step_history
+from frame.estimate.choice import ESTIMATE_MARGIN, StepChoice, choose_steps
 from frame.statefile import read_json, write_json
 from frame.worker.embeddings import new_text_tokens, new_texts
 from frame.worker.errors import StepFailed
@@ -144,15 +147,53 @@ def night_steps(config: Config, pipe: Any, size: tuple[int, int], deadline: floa
     estimate = result.estimate
     here = estimate.here
     available = deadline - (time.time() if now is None else now)
-    choice = choose_steps(estimate.plan.steps, estimate.plan.min_steps,
-                          remaining_fixed_seconds(here, estimate.plan.steps), here.step_seconds, available)
-    # the UNet's own peaks at tonight's size: the render's guidance mode follows them (saved_guidance_peaks)
+    key = history_key(config, size, estimate.plan)
+    kept = step_history.load(Path(state_dir)).get(key, []) if state_dir is not None else []
+    learned = step_history.learned_step(here.step_seconds, kept)
+    fixed = remaining_fixed_seconds(here, estimate.plan.steps)
+    if learned.nights:  # measured steps, the estimate's fixed part with its own margin
+        choice = choose_steps(estimate.plan.steps, estimate.plan.min_steps, fixed, learned.step_seconds, available,
+                              learned.margin, ESTIMATE_MARGIN)
+    else:  # a first night: the estimate alone, as ever
+        choice = choose_steps(estimate.plan.steps, estimate.plan.min_steps, fixed, here.step_seconds, available)
+    from frame.estimate.pi import LABEL
+
+    slow = step_history.slow_sentence(learned.measured, estimate.projections[1].step_seconds, LABEL)
+    choice = dataclasses.replace(choice, learned_nights=learned.nights, slow=slow)
+    # the UNet's own peaks at tonight's size: the render's guidance mode follows them (saved_guidance_peaks);
+    # the key and the estimate's step time: the render keeps tonight's measured steps under them (keep_step_times)
     write_json(job_dir / CHOICE_FILE, {**choice.to_dict(), "guidance_peaks_mb": estimate.plan.counted_peaks_mb,
-                                       "readahead_bytes": estimate.plan.readahead, "peak_mb": own_peak_mb()})
+                                       "readahead_bytes": estimate.plan.readahead, "peak_mb": own_peak_mb(),
+                                       "history_key": key, "estimated_step_seconds": here.step_seconds})
     if state_dir is not None:
         write_json(Path(state_dir) / ESTIMATE_FILE, {**to_dict(result, "tonight's render", config),
                                                       "step_choice": choice.to_dict()})
     return choice
+
+
+def history_key(config: Config, size: tuple[int, int], plan: Any) -> str:
+    """Tonight's settings as ``step_history`` keys its measurements (the model without credentials)."""
+    model = config.model
+    engine = getattr(config, "engine", None)
+    return step_history.night_key(redact_url(model.source), size, plan.guidance_mode if plan.guided else "none",
+                                  str(model.weights), model.attention_slices, loras=len(model.loras),
+                                  vae=str(getattr(model, "vae_decoder", None) or "full"),
+                                  threads=getattr(engine, "threads", None) or None)
+
+
+def keep_step_times(job_dir: Path, state_dir: Path | None, step_seconds: list[float]) -> str | None:
+    """Keep tonight's measured steps under the key tonight's choice saved (nothing without a step
+    choice or a state folder); the sentence for the night's log, or None when nothing was kept."""
+    saved = read_json(Path(job_dir) / CHOICE_FILE)
+    key = saved.get("history_key") if isinstance(saved, dict) else None
+    if not isinstance(key, str) or state_dir is None:
+        return None
+    night = step_history.record(Path(state_dir), key, step_seconds)
+    if night is None:
+        return None
+    estimated = saved.get("estimated_step_seconds")
+    against = f" (the estimate: {estimated:.3g} s)" if isinstance(estimated, (int, float)) else ""
+    return f"tonight's {night.steps} measured steps took {night.step_seconds:.3g} s each (median){against}"
 
 
 def night_steps_in_child(job_dir: Path, size: tuple[int, int], timeout: float = CHILD_TIMEOUT) -> StepChoice:

@@ -77,8 +77,10 @@ class FakeEstimate:
     def __init__(self, step: float) -> None:
         from types import SimpleNamespace
 
-        self.plan = SimpleNamespace(steps=20, min_steps=10, counted_peaks_mb=None, readahead={})
+        self.plan = SimpleNamespace(steps=20, min_steps=10, counted_peaks_mb=None, readahead={}, guided=True,
+                                    guidance_mode="shared")
         self.here = FakeProjection(600.0, step, 20)
+        self.projections = [self.here, FakeProjection(600.0, step, 20)]  # here, the Pi
 
 
 @pytest.fixture
