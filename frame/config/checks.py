@@ -208,6 +208,13 @@ def model_source(value: str) -> str | None:
     return http_url(value)
 
 
+def tiny_vae(value: str) -> str | None:
+    """``model.vae_decoder``: "" (the model's own VAE), taesd, taesdxl, or a folder/URL of a tiny VAE."""
+    if value in ("", "taesd", "taesdxl") or "://" not in value:
+        return control_character(value)
+    return http_url(value)
+
+
 def host_port(value: str) -> str | None:
     host, sep, port = value.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:

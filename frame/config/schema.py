@@ -69,6 +69,7 @@ class ModelConfig:
     size: str = _opt("auto", checks.size_or_auto)
     vae_tile: int | None = _opt(None, checks.positive)
     vae_tile_overlap: int = _opt(8, checks.non_negative)
+    vae_decoder: str = _opt("", checks.tiny_vae, secret=URL_SECRET)
     cache_dir: str = ""
     token: str = _opt("", checks.bearer_token, secret=True)
     http_timeout_seconds: float = _opt(30.0, checks.positive)

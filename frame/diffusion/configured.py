@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from frame.config import embedding_names, lora_tags
+from frame.diffusion.model_info import SDXL
+from frame.diffusion.tiny_vae import open_tiny_vae
 from frame.engine.io.http_settings import HttpSettings, origin
 from frame.models import resolve_model_source
 
@@ -51,6 +53,8 @@ class PipelineSetup:
     loras: tuple = ()  # model.loras as frame.engine.lora requests (lora_tags.configured_requests)
     lora_folders: tuple = ()  # where <lora:NAME:...> tags are looked up (lora_tags.lora_folders)
     plans_dir: str | None = None  # STATE_DIR/model-plans: the components' plans kept between nights
+    vae_decoder: str = ""  # model.vae_decoder: "" the model's VAE, else a tiny VAE (frame.diffusion.tiny_vae)
+    state_dir: str | None = None  # where taesd / taesdxl are looked up (STATE_DIR/models/)
 
     def loader(self) -> Loader:
         """Frame's engine loader with these weights, attention slices and HTTP settings."""
@@ -70,7 +74,13 @@ class PipelineSetup:
             pipe.embeddings.add_folder(Path(self.embeddings_dir))
         pipe.loras = list(self.loras)
         pipe.lora_folders = list(self.lora_folders)
+        self._use_tiny_vae(pipe)
         return pipe
+
+    def _use_tiny_vae(self, pipe: Pipeline) -> None:
+        tiny = open_tiny_vae(self.vae_decoder, self.state_dir, pipe.kind == SDXL, self.cache_dir, self.http)
+        if tiny is not None:
+            pipe.use_tiny_vae(tiny)
 
     def open_structure(self) -> Pipeline:
         """The pipeline for reading graphs only (the checks): no weights are read ("nocache"), and the
@@ -80,8 +90,10 @@ class PipelineSetup:
 
         files, info = open_model_files(self.source, self.cache_dir, self.http)
         structure_only = dataclasses.replace(self, weights="nocache")
-        return Pipeline(files, info, structure_only.loader(), self.vae_tile, self.vae_tile_overlap,
+        pipe = Pipeline(files, info, structure_only.loader(), self.vae_tile, self.vae_tile_overlap,
                         memory_limit_mb=self.memory_limit_mb, http=self.http, noise=self.noise)
+        self._use_tiny_vae(pipe)
+        return pipe
 
 
 def engine_weights(weights: str) -> str:
@@ -118,7 +130,7 @@ def pipeline_setup(config: Config, source: str | None = None, *, capped: bool = 
                          str(embedding_names.state_folder(config.state_dir)) if config.state_dir else None,
                          tuple(lora_tags.configured_requests(config)),
                          tuple(lora_tags.lora_folders(source, state)),
-                         os.path.join(state, PLANS_FOLDER) if state else None)
+                         os.path.join(state, PLANS_FOLDER) if state else None, model.vae_decoder, state)
 
 
 def load_configured_pipeline(config: Config, source: str | None = None) -> Any:

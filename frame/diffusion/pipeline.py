@@ -48,6 +48,7 @@ from frame.diffusion.progress import FetchMeter, Progress, ProgressCallback, Ste
 from frame.diffusion.render_settings import RenderSettings, resolve_settings
 from frame.diffusion.samplers import SamplerState, make_sampler
 from frame.diffusion.samplers.base import Noise
+from frame.diffusion.tiny_vae import TinyVae
 from frame.engine import load_model
 from frame.engine.dynamic_shapes import dynamic_structure
 from frame.engine.io.http_settings import HttpSettings
@@ -122,6 +123,7 @@ class Pipeline:
         self.embeddings = textual_inversion.Embeddings(textual_inversion.model_folders(files.source))
         self.unet_source = files.onnx("unet")
         self.vae_source = files.onnx("vae_decoder")
+        self.tiny_vae: TinyVae | None = None  # model.vae_decoder's tiny VAE (use_tiny_vae), else the model's own
         self._unet_signature: tuple[tuple[int, int] | None, frozenset[str]] | None = None
         self._vae_shapes: vae_shapes.VaeShapes | None = None
         self.loras: list[loras.LoraRequest] = []  # model.loras; prompts' <lora:…> tags add to these
@@ -131,6 +133,18 @@ class Pipeline:
     @property
     def kind(self) -> str:
         return self.info.kind
+
+    def use_tiny_vae(self, tiny: TinyVae) -> None:
+        """Decode (and, when it has an encoder, encode) with ``tiny`` instead of the model's VAE."""
+        self.tiny_vae = tiny
+        self.vae_source = tiny.decoder
+        self._vae_shapes = None
+
+    @property
+    def decode_scaling(self) -> float:
+        """What the latents are divided by before the decoder: the tiny VAE's own factor (1.0 for TAESD, as
+        diffusers' ``latents / vae.config.scaling_factor`` with an AutoencoderTiny), else the model's."""
+        return self.tiny_vae.scaling_factor if self.tiny_vae is not None else self.info.scaling_factor
 
     def unet_signature(self) -> tuple[tuple[int, int] | None, frozenset[str]]:
         """Fixed latent size (or None) and input names of the UNet export (graph structure only; read once)."""
@@ -145,7 +159,7 @@ class Pipeline:
     def vae_shapes(self) -> vae_shapes.VaeShapes:
         """Whether the VAE decoder's input size is fixed and whether it still runs in tiles (read once)."""
         if self._vae_shapes is None:
-            if isinstance(self.files, OnnxStreamFiles):  # its own folder format: tiles by its own decoder
+            if isinstance(self.files, OnnxStreamFiles) and self.tiny_vae is None:  # tiles by its own decoder
                 self._vae_shapes = vae_shapes.VaeShapes(None, True)
             else:
                 self._vae_shapes = vae_shapes.check_vae(self.vae_source, self.vae_tile or vae_tiles.DEFAULT_TILE,
@@ -290,16 +304,24 @@ class Pipeline:
 
     def vae_encoder_source(self) -> str:
         """Path or URL of ``vae_encoder/model.onnx``, or a UsageError saying image-to-image needs it."""
+        return self._encoder()[0]
+
+    def _encoder(self) -> tuple[str, float]:
+        """The img2img encoder and the factor its latents are multiplied by: the tiny VAE's when it has one
+        (TAESD's latents are the diffusion latents, factor 1.0), else the model's own (a tiny decoder
+        reads those as well: both VAEs share the diffusion latent space)."""
+        if self.tiny_vae is not None and self.tiny_vae.encoder is not None:
+            return self.tiny_vae.encoder, self.tiny_vae.scaling_factor
         if isinstance(self.files, OnnxStreamFiles) or not self.files.has_model("vae_encoder"):
             raise UsageError(f"{redact_url(self.files.source)} has no vae_encoder/model.onnx, which "
                              "image-to-image needs ('optimum-cli export onnx' writes it; OnnxStream's folders "
                              "have none)")
-        return self.files.onnx("vae_encoder")
+        return self.files.onnx("vae_encoder"), self.info.scaling_factor
 
     def _noised_picture(self, settings: RenderSettings, sampler: Any, first: int, start_noise: np.ndarray,
                         init: img2img.InitImage, callback: ProgressCallback | None) -> np.ndarray:
         """The picture's latent (VAE encoder, seeded posterior draw) noised to step ``first``."""
-        source = self.vae_encoder_source()
+        source, scaling = self._encoder()
         eps = img2img.posterior_draw(init, settings.seed, start_noise.shape)
 
         def report(fraction: float) -> None:
@@ -307,7 +329,7 @@ class Pipeline:
                 callback(Progress("encode", 0, 0, fraction, 0.0, None, kind=self.kind))
 
         report(0.0)
-        latent = vae_encode.encode(self.load, source, init.pixels, eps, self.info.scaling_factor,
+        latent = vae_encode.encode(self.load, source, init.pixels, eps, scaling,
                                    self.info.vae_factor, self.vae_tile or vae_tiles.DEFAULT_TILE,
                                    self.vae_tile_overlap, progress=report)
         return sampler.add_noise(latent, start_noise, first)
@@ -343,7 +365,7 @@ class Pipeline:
                 callback(Progress("vae", 0, 0, fraction, 1.0, None, kind=self.kind))
 
         source = self.vae_source
-        if isinstance(self.files, OnnxStreamFiles):  # its 32x32 tile decoder when the latent is larger
+        if isinstance(self.files, OnnxStreamFiles) and self.tiny_vae is None:  # its 32x32 tiles when larger
             source = self.files.vae_for(latents.shape[2], latents.shape[3], tiled)
         load, relax = self.load, False
         if source == self.vae_source:
@@ -353,7 +375,7 @@ class Pipeline:
                 def load(path: str) -> Any:
                     return self.load(path, dynamic_shapes=True)
         load = readahead.loader(load, self.readahead, [(source, "vae_decoder")])
-        pixels = vae.decode(load, source, latents, self.info.scaling_factor, self.vae_tile,
+        pixels = vae.decode(load, source, latents, self.decode_scaling, self.vae_tile,
                             self.vae_tile_overlap, tiled, report, relax_static=relax, peak_mb=self.vae_peak_mb,
                             limit_mb=self.memory_limit_mb)
         return Image.fromarray(pixels, "RGB")

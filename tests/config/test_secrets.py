@@ -61,9 +61,10 @@ def test_url_fields_are_marked_in_the_schema_not_found_by_name():
                 yield f"{cls.__name__}.{spec.name}", spec.metadata.get("check"), spec.metadata.get("secret")
 
     fields = list(walk(Config))
-    url_checks = (checks.http_url, checks.http_url_or_empty, checks.model_source)
+    url_checks = (checks.http_url, checks.http_url_or_empty, checks.model_source, checks.tiny_vae)
     url_fields = {name: secret for name, check, secret in fields if check in url_checks}
-    assert url_fields == {"ModelConfig.source": URL_SECRET, "RemoteRenderConfig.url": URL_SECRET,
+    assert url_fields == {"ModelConfig.source": URL_SECRET, "ModelConfig.vae_decoder": URL_SECRET,
+                          "RemoteRenderConfig.url": URL_SECRET,
                           "FeedSource.url": URL_SECRET, "MqttConfig.frame_url": URL_SECRET}
     assert [name for name, _, secret in fields if secret is True] == [
         "ModelConfig.token", "RemoteRenderConfig.password", "RemoteRenderConfig.token", "WebConfig.token",
