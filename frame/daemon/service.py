@@ -29,7 +29,7 @@ from frame.config.schema import Config
 from frame.daemon import allocator, buttons_bridge, notices, panel_options, schedule
 from frame.daemon.feeds.fetch import FeedFetcher, refresh_feeds
 from frame.daemon.http.app import create_app
-from frame.daemon.http.contract import Busy, PageFactory
+from frame.daemon.http.contract import MODEL_IMPORTS, Busy, PageFactory
 from frame.daemon.http.token import ensure_token
 from frame.daemon.jobs import at_start
 from frame.daemon.jobs import night as nights
@@ -133,6 +133,8 @@ class Daemon:
         begin = at_start.render_to_start(self.store, self.state_dir, self.config.schedule, self.tz)
         if begin is not None:
             self.start_render(begin.kind, begin.night, begin.render_id)
+        # an import from the phone cut by a stop or power cut goes on (after that render, if one started)
+        self.app.extensions["frame"][MODEL_IMPORTS].resume(self.config.worker.memory_limit_mb)
         self.refresh_status()
         self.notifier.ready(self.live.snapshot().get("state", ""))
         log.info("frame daemon started (state in %s)", self.state_dir)
@@ -163,6 +165,8 @@ class Daemon:
             self.mqtt = None
         if self.scheduler is not None:
             self.scheduler.shutdown(wait=False)
+        if self.app is not None:  # its child is stopped; the record says running, so the next start resumes it
+            self.app.extensions["frame"][MODEL_IMPORTS].stop()
         for thread in list(self._threads):
             thread.join(timeout=max(0.1, STOP_TIMEOUT_SECONDS - (time.monotonic() - started)))
         if self.server is not None:

@@ -13,8 +13,10 @@ from typing import Any
 from flask import abort, session
 
 from frame.config import Config
+from frame.daemon.http.contract import MODEL_IMPORTS
 from frame.daemon.http.token import ensure_token
 from frame.daemon.jobs.estimate_child import EstimateRunner
+from frame.daemon.jobs.model_import import ModelImports
 from frame.daemon.jobs.night import RenderContext
 from frame.daemon.store.records import StoredPicture
 from frame.errors import FrameError
@@ -45,6 +47,7 @@ class WebContext:
         pairing.GLOBAL_FAILURES, pairing.GLOBAL_WINDOW))
     # "show a code on the frame": one panel refresh per PANEL_INTERVAL, whoever asks
     panel_limiter: FailureLimiter = field(default_factory=lambda: FailureLimiter(1, pairing.PANEL_INTERVAL))
+    imports: ModelImports | None = None  # the app's model import (``shared[MODEL_IMPORTS]``), else made when asked
 
     def render_context(self) -> RenderContext:
         """What the preview worker needs: today's configuration (the settings page replaces
@@ -68,6 +71,7 @@ class WebContext:
             self.state_dir = Path(shared["state_dir"])
         if self.status is None and self.controller is not None:
             self.status = self.controller.status
+        self.imports = shared.get(MODEL_IMPORTS) or self.imports
 
     def take_config(self, config: Config) -> None:
         """Use a configuration the owner saved (``frame.daemon.actions.settings`` hands it over)."""
@@ -81,6 +85,11 @@ class WebContext:
         if self.estimates is None:
             self.estimates = EstimateRunner(self.rendering)
         return self.estimates
+
+    def model_imports(self) -> ModelImports:
+        if self.imports is None:
+            self.imports = ModelImports(self.state_dir, self.rendering)
+        return self.imports
 
     def owner_token(self) -> str:
         if self.token:

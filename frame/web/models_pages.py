@@ -16,6 +16,7 @@ from flask import flash, redirect, request, url_for
 from frame.config.redact import redact_text
 from frame.daemon.actions import models as model_actions
 from frame.daemon.actions.errors import NotFound
+from frame.daemon.jobs.model_import import WEIGHTS, ImportRefused
 from frame.daemon.models_folder import models_dir
 from frame.daemon.settings import SettingsEditor
 from frame.web.routes import bp, web_context
@@ -27,7 +28,8 @@ ANCHOR = "models-title"
 def models_section(ctx) -> dict[str, Any]:
     """What the section shows: the models listed, and the import's state when there is one."""
     return {"models": model_actions.listing(ctx.state_dir, ctx.config.model.source),
-            "folder": str(models_dir(ctx.state_dir))}
+            "folder": str(models_dir(ctx.state_dir)), "importing": ctx.model_imports().state(),
+            "rendering": ctx.rendering(), "weights": WEIGHTS}
 
 
 def _back() -> Any:
@@ -52,3 +54,18 @@ def use_model() -> Any:
     else:
         flash(f"{name} is already the model in use.")
     return _back()
+
+
+@bp.post("/config/models/import")
+def import_model() -> Any:
+    """Start ``frame model import URL`` in a child; its progress is on the status page."""
+    ctx = web_context()
+    form = request.form
+    try:
+        name = model_actions.start_import(ctx.model_imports(), form.get("url", ""), form.get("name", ""),
+                                          form.get("weights", "fp16"), ctx.config.worker.memory_limit_mb, "web")
+    except ImportRefused as exc:
+        flash(f"No import started: {exc}.")
+        return _back()
+    flash(f"Importing {name}: the progress is on the status page; the model appears here when it is complete.")
+    return redirect(url_for("web.status", _anchor="model-import"), 303)

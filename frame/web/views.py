@@ -187,7 +187,7 @@ def status() -> Any:
                        for name, when in (live.get("next_runs") or {}).items() if when)
     return render_template("status.html", progress=present.progress_view(live), renders=renders,
                            feeds=feeds, feeds_configured=bool(ctx.config.feeds.sources), next_runs=next_runs,
-                           live=bool(live),
+                           live=bool(live), model_import=ctx.model_imports().state(),
                            state=str(live.get("state") or ""), queued=len(ctx.store.queued_prompts()))
 
 

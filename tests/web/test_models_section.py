@@ -145,3 +145,70 @@ def test_the_api_lists_and_uses(client, state_dir, converted):
     assert answer.status_code == 200 and answer.get_json()["changed"] == ["model.source"]
     listed = client.get("/api/models", headers=AUTH).get_json()["models"]
     assert [m["name"] for m in listed if m["in_use"]] == ["half"]
+
+
+def wait_status(owner, text: str, seconds: float = 120.0) -> str:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while True:
+        page = owner.get("/status").get_data(as_text=True)
+        if text in page or time.monotonic() > deadline:
+            return page
+        time.sleep(0.3)
+
+
+def test_import_from_the_page_shows_on_the_status_page(owner, tmp_path):
+    """A URL that answers 404: the child starts, the status page follows it, and its failure is one
+    line with the URL's credentials hidden (the end-to-end import: tests/daemon/test_model_import_child.py)."""
+    from tests.engine.http_server import RangeServer
+
+    server = RangeServer(str(tmp_path)).start()
+    try:
+        url = server.url("missing.safetensors").replace("http://", "http://bob:hunter2@")
+        page = owner.get("/config").get_data(as_text=True)
+        assert 'id="import-url"' in page
+        response = owner.post("/config/models/import", data={"url": url, "name": "", "weights": "uint8",
+                                                             "csrf_token": csrf_from(page)})
+        assert response.status_code == 303 and response.headers["Location"].endswith("/status#model-import")
+        page = owner.get("/status").get_data(as_text=True)
+        assert "Importing missing" in page or "The import failed" in page
+        page = wait_status(owner, "The import failed")
+    finally:
+        server.stop()
+    assert "The import failed:" in page and "404" in page and "hunter2" not in page
+    config = owner.get("/config").get_data(as_text=True)
+    assert "The last import (missing) failed" in config and "hunter2" not in config
+
+
+def test_import_refused_during_a_render(owner, controller, state_dir):
+    controller.render = {"render_id": 1, "stage": "generating", "step": 1, "steps": 8}
+    page = owner.get("/config").get_data(as_text=True)
+    assert "An import waits until the render has finished" in page and 'id="import-url"' not in page
+    owner.post("/config/models/import", data={"url": "http://127.0.0.1:9/x.safetensors",
+                                              "csrf_token": csrf_from(page)})
+    page = owner.get("/config").get_data(as_text=True)
+    assert "No import started: not while a render is running" in page
+    assert not (state_dir / "model-import.json").exists()
+
+
+def test_import_refusals_on_the_page_and_the_api(owner, client, state_dir):
+    page = owner.get("/config").get_data(as_text=True)
+    for form, said in (({"url": "file:///etc/passwd"}, "only http:// and https:// URLs"),
+                       ({"url": "http://nas/x.safetensors", "name": "../evil"}, "a model&#39;s name is letters"),
+                       ({"url": "http://nas/x.safetensors", "weights": "fp8"}, "the precision is one of")):
+        owner.post("/config/models/import", data={**form, "csrf_token": csrf_from(page)})
+        page = owner.get("/config").get_data(as_text=True)
+        assert f"No import started: {said}" in page, said
+    assert client.post("/config/models/import", data={"url": "http://nas/x"}).status_code in (400, 401, 403)
+    answer = client.post("/api/models/import", json={"url": "ftp://nas/x.safetensors"}, headers=AUTH)
+    assert answer.status_code == 400 and "only http://" in answer.get_json()["error"]
+    assert client.post("/api/models/import", json={"url": "http://nas/x"}).status_code == 401
+    assert not (state_dir / "model-import.json").exists()
+
+
+def test_api_import_refused_during_a_render(client, controller, state_dir):
+    controller.render = {"render_id": 1, "stage": "generating", "step": 1, "steps": 8}
+    answer = client.post("/api/models/import", json={"url": "http://127.0.0.1:9/x.safetensors"}, headers=AUTH)
+    assert answer.status_code == 409 and "not while a render is running" in answer.get_json()["error"]
+    assert client.get("/api/models", headers=AUTH).get_json()["import"] is None

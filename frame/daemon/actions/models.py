@@ -16,7 +16,8 @@ from typing import Any
 
 from frame.daemon.actions import settings as settings_actions
 from frame.daemon.actions.errors import NotFound
-from frame.daemon.http.contract import Controller
+from frame.daemon.http.contract import MODEL_IMPORTS, Controller
+from frame.daemon.jobs.model_import import ModelImports
 from frame.daemon.models_folder import list_models, model_in_folder
 from frame.daemon.settings import Proposal, SettingsEditor
 from frame.models import DEMO_SOURCE
@@ -40,3 +41,21 @@ def use(editor: SettingsEditor, state_dir: Path, name: str, adopt: settings_acti
     if proposal.ok and proposal.changed:
         log.info("model %s chosen (%s)", name, origin)
     return proposal, applied
+
+
+def imports_of(shared: dict[str, Any], state_dir: Path) -> ModelImports:
+    """The app's one ``ModelImports`` (made by ``frame.daemon.http.app.create_app``), or one for
+    ``state_dir`` when the pages are mounted without the daemon's app."""
+    found = shared.get(MODEL_IMPORTS)
+    if found is None:
+        found = shared[MODEL_IMPORTS] = ModelImports(state_dir, lambda: False)
+    return found
+
+
+def start_import(imports: ModelImports, url: Any, name: Any, weights: Any, cap_mb: float, origin: str) -> str:
+    """Start ``frame model import URL <state_dir>/models/NAME --weights WEIGHTS`` in a child; returns the
+    model's name. ``ImportRefused`` (its ``field`` names the bad value, "" when it is the moment: an
+    import or a render runs) passes through for each side to answer."""
+    name = imports.start(url, name, weights, cap_mb)
+    log.info("model import of %s requested (%s)", name, origin)
+    return name

@@ -24,8 +24,16 @@ from frame.daemon.http import (
     queue_api,  # noqa: F401 - importing it adds the queue's routes to api
 )
 from frame.daemon.http.api import API_KEY, ApiDeps, ApiError, api
-from frame.daemon.http.contract import CONFIG_LISTENERS, Controller, IdConverter, PageFactory, storage_full
+from frame.daemon.http.contract import (
+    CONFIG_LISTENERS,
+    MODEL_IMPORTS,
+    Controller,
+    IdConverter,
+    PageFactory,
+    storage_full,
+)
 from frame.daemon.http.settings_api import settings
+from frame.daemon.jobs.model_import import ModelImports
 from frame.daemon.store.database import Store
 from frame.net.hosts import HostPolicy
 from frame.net.ratelimit import FailureLimiter
@@ -63,6 +71,10 @@ def update_config(app: Flask, config: Config) -> None:
     app.extensions[API_KEY].adopt(config)
 
 
+def _rendering(controller: Controller | None) -> bool:
+    return controller is not None and (controller.status() or {}).get("state") == "rendering"
+
+
 def create_app(config: Config, store: Store, *, token: str, controller: Controller | None = None,
                state_dir: Path | None = None, pages: PageFactory | None = None,
                config_path: str | Path | None = None, limiter: FailureLimiter | None = None) -> Flask:
@@ -79,6 +91,8 @@ def create_app(config: Config, store: Store, *, token: str, controller: Controll
     limiter = limiter or FailureLimiter()  # one for the API and the login form: same token, same count
     shared = {"config": config, "store": store, "token": token, "controller": controller,
               "state_dir": state, "limiter": limiter, CONFIG_LISTENERS: []}
+    # one model import for the pages and the API; it yields to a render (frame.daemon.jobs.model_import)
+    shared[MODEL_IMPORTS] = ModelImports(state, lambda: _rendering(controller))
     app.extensions["frame"] = shared
     app.extensions[API_KEY] = ApiDeps(config, store, controller, state, token, limiter,
                                       config_path=Path(config_path) if config_path else None, shared=shared)

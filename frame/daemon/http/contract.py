@@ -29,6 +29,7 @@ SQLITE_MAX_INT = 2 ** 63 - 1
 CONFIG_LISTENERS = "config_listeners"
 PAGE_SESSION = "page_session"
 PAGE_ACCESS = "page_access"
+MODEL_IMPORTS = "model_imports"  # the frame's one model import (frame.daemon.jobs.model_import)
 LOGIN_OR_TOKEN = "log in, or send the owner token: Authorization: Bearer TOKEN"
 
 

@@ -13,13 +13,15 @@ from flask import jsonify
 
 from frame.daemon.actions import models as model_actions
 from frame.daemon.http.api import ApiError, api, api_deps, request_body
+from frame.daemon.jobs.model_import import ImportRefused
 from frame.daemon.settings import SettingsEditor
 
 
 @api.get("/models")
 def models() -> Any:
     deps = api_deps()
-    return jsonify({"models": model_actions.listing(deps.state_dir, deps.config.model.source)})
+    return jsonify({"models": model_actions.listing(deps.state_dir, deps.config.model.source),
+                    "import": model_actions.imports_of(deps.shared, deps.state_dir).state()})
 
 
 @api.post("/models/use")
@@ -33,3 +35,16 @@ def use_model() -> Any:
     if not proposal.ok:
         return jsonify(proposal.to_json()), 422
     return jsonify({**proposal.to_json(), "restart_needed": applied.get("restart_needed", [])})
+
+
+@api.post("/models/import")
+def import_model() -> Any:
+    deps = api_deps()
+    body = request_body()
+    imports = model_actions.imports_of(deps.shared, deps.state_dir)
+    try:
+        name = model_actions.start_import(imports, body.get("url"), body.get("name"), body.get("weights", "fp16"),
+                                          deps.config.worker.memory_limit_mb, "api")
+    except ImportRefused as exc:
+        raise ApiError(400 if exc.field else 409, str(exc)) from None
+    return jsonify({"name": name, "import": imports.state()}), 202
