@@ -160,11 +160,11 @@ def learned_step(estimate_seconds: float, nights: list[Night]) -> Learned:
     return Learned(step, margin, len(kept), measured)
 
 
-def slow_sentence(measured: float | None, pi_step_seconds: float, label: str) -> str:
+def slow_sentence(measured: float | None, pi_step_seconds: float, label: str, when: str = "on earlier nights") -> str:
     """One plain sentence when the measured steps are ``SLOW_RATIO`` slower than the Pi projection
-    (empty otherwise)."""
+    (empty otherwise); ``when``: which nights were measured."""
     if measured is None or pi_step_seconds <= 0 or measured <= SLOW_RATIO * pi_step_seconds:
         return ""
-    return (f"this device took {format_duration(measured)} per step on earlier nights, "
+    return (f"this device took {format_duration(measured)} per step {when}, "
             f"{measured / pi_step_seconds:.1f} times the {format_duration(pi_step_seconds)} projected for a "
             f"{label}: it runs slower than the estimate's Pi figures")

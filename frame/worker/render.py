@@ -187,9 +187,7 @@ def generate(job: RenderJob, config: Config, choice: ThemeChoice, job_dir: Path,
     relay = ProgressRelay(job_dir, emit)
     image = pipe.generate(settings, callback=relay, resume_dir=job_dir / "diffusion",
                           init_image=variation.image if variation else None)
-    kept = nightly.keep_step_times(job_dir, job.state_dir, relay.step_seconds)
-    if kept:
-        log.info("%s", kept)
+    nightly.keep_step_times(job_dir, job.state_dir, relay.step_seconds)  # logs what they took
     _keep_lora_notes(job_dir, pipe, dropped)
     write_bytes_atomic(out, _png_with_parameters(image))
     return out

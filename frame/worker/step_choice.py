@@ -164,7 +164,8 @@ def night_steps(config: Config, pipe: Any, size: tuple[int, int], deadline: floa
     # the key and the estimate's step time: the render keeps tonight's measured steps under them (keep_step_times)
     write_json(job_dir / CHOICE_FILE, {**choice.to_dict(), "guidance_peaks_mb": estimate.plan.counted_peaks_mb,
                                        "readahead_bytes": estimate.plan.readahead, "peak_mb": own_peak_mb(),
-                                       "history_key": key, "estimated_step_seconds": here.step_seconds})
+                                       "history_key": key, "estimated_step_seconds": here.step_seconds,
+                                       "pi_step_seconds": estimate.projections[1].step_seconds})
     if state_dir is not None:
         write_json(Path(state_dir) / ESTIMATE_FILE, {**to_dict(result, "tonight's render", config),
                                                       "step_choice": choice.to_dict()})
@@ -181,9 +182,10 @@ def history_key(config: Config, size: tuple[int, int], plan: Any) -> str:
                                   threads=getattr(engine, "threads", None) or None)
 
 
-def keep_step_times(job_dir: Path, state_dir: Path | None, step_seconds: list[float]) -> str | None:
+def keep_step_times(job_dir: Path, state_dir: Path | None, step_seconds: list[float]) -> step_history.Night | None:
     """Keep tonight's measured steps under the key tonight's choice saved (nothing without a step
-    choice or a state folder); the sentence for the night's log, or None when nothing was kept."""
+    choice or a state folder) and say in the night's log what they took: a warning when they were
+    ``step_history.SLOW_RATIO`` slower than the Pi projection, so even a first slow night says so."""
     saved = read_json(Path(job_dir) / CHOICE_FILE)
     key = saved.get("history_key") if isinstance(saved, dict) else None
     if not isinstance(key, str) or state_dir is None:
@@ -191,9 +193,16 @@ def keep_step_times(job_dir: Path, state_dir: Path | None, step_seconds: list[fl
     night = step_history.record(Path(state_dir), key, step_seconds)
     if night is None:
         return None
-    estimated = saved.get("estimated_step_seconds")
+    estimated, pi_step = saved.get("estimated_step_seconds"), saved.get("pi_step_seconds")
     against = f" (the estimate: {estimated:.3g} s)" if isinstance(estimated, (int, float)) else ""
-    return f"tonight's {night.steps} measured steps took {night.step_seconds:.3g} s each (median){against}"
+    log.info("tonight's %d measured steps took %.3g s each (median)%s", night.steps, night.step_seconds, against)
+    if isinstance(pi_step, (int, float)) and not isinstance(pi_step, bool):
+        from frame.estimate.pi import LABEL
+
+        slow = step_history.slow_sentence(night.step_seconds, float(pi_step), LABEL, when="tonight")
+        if slow:
+            log.warning("%s (docs/estimate.md, \"Step times this device measured\")", slow)
+    return night
 
 
 def night_steps_in_child(job_dir: Path, size: tuple[int, int], timeout: float = CHILD_TIMEOUT) -> StepChoice:

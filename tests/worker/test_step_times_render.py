@@ -16,6 +16,7 @@ from frame.estimate.choice import ESTIMATE_MARGIN, choose_steps
 from frame.estimate.machine import Throughput
 from frame.models import demo_model_path
 from frame.web.present import progress_view
+from frame.worker import render
 from frame.worker import step_choice as nightly
 from frame.worker.events import StageEvent, event_line, parse_event
 from frame.worker.records import JobCandidate, RenderJob
@@ -73,14 +74,23 @@ def test_the_next_nights_use_the_measured_steps(tmp_path, monkeypatch):
 
 
 def test_a_device_slower_than_the_pi_projection_says_so_in_the_log_and_on_the_phone(tmp_path, monkeypatch, caplog):
-    _, _, state, job_dir = _night(tmp_path, "first", monkeypatch)
-    key = nightly.read_json(job_dir / nightly.CHOICE_FILE)["history_key"]
-    for night in range(3):  # injected: earlier nights on a device far slower than the Pi's constants
-        step_history.record(state, key, [60.0], now=time.time() + night)
+    def slow_steps(relay, report, now):  # injected: every step of the real render measured at a minute
+        if report.phase == "unet" and report.step_done:
+            relay.step_seconds.append(60.0)
+
+    monkeypatch.setattr(render.ProgressRelay, "_time_step", slow_steps)
+    with caplog.at_level(logging.INFO):
+        first, _, state, job_dir = _night(tmp_path, "first", monkeypatch, deadline_in=10 * HOUR)
+    assert first.slow == ""  # nothing measured before tonight
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("took 1 min 00 s per step tonight" in w and "Raspberry Pi Zero 2 W" in w for w in warnings)
+    assert any("tonight's 3 measured steps took 60 s each" in r.getMessage() for r in caplog.records)
+    caplog.clear()
     with caplog.at_level(logging.WARNING, logger="frame.worker.render"):
-        choice, events, _, _ = _night(tmp_path, "slow", monkeypatch, deadline_in=10 * HOUR)
+        choice, events, _, _ = _night(tmp_path, "second", monkeypatch, deadline_in=10 * HOUR)
+    assert "took 1 min 00 s per step on earlier nights" in choice.slow
     assert "runs slower than the estimate's Pi figures" in choice.slow
-    assert "took 1 min 00 s per step" in choice.slow
+    assert choice.learned_nights == 1
     assert any(choice.slow in r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
     stage = next(e for e in events if isinstance(e, StageEvent) and e.step_choice)
     line = parse_event(event_line(stage))  # as the daemon reads it from the worker's protocol line
