@@ -26,7 +26,7 @@ from frame.diffusion.sizes import night_size
 from frame.engine import onnxstream
 from frame.engine.io.http_settings import HttpSettings
 from frame.engine.model import read_structure
-from frame.estimate import pi
+from frame.estimate import pi, vae_choice
 from frame.estimate.machine import Throughput, component_leaders, heaviest_signatures, measure_throughput, read_rate
 from frame.estimate.new_texts import TonightTexts, count_new_for
 from frame.estimate.night import NightEstimate, estimate_night, first_night_extra
@@ -52,6 +52,9 @@ class ConfiguredEstimate:
     memory_limit_bytes: int
     measured_read: str | None = None
     notes: list[str] = field(default_factory=list)
+    vae_label: str = ""  # what tonight decodes with (frame.estimate.vae_choice)
+    other_vae: NightEstimate | None = None  # the same night with the other VAE (full <-> tiny)
+    other_vae_label: str = ""
 
 
 def window_seconds(schedule: ScheduleConfig) -> float:
@@ -159,7 +162,10 @@ def _estimate(config: Config, setup: PipelineSetup, pipe: Any, steps: int | None
         if rates_dir is not None:
             save_rates(rates_dir, rates)
     url = str(pipe.files.source).startswith(("http://", "https://"))
-    signatures = [s.signature for plan in (tonight, other) if plan for r in plan.runs for s in r.count.steps
+    swapped = vae_choice.other_vae(pipe, setup) if alternative else None
+    vae_plan = _plans(swapped[1], config, setup, size, steps if steps is not None else model.steps, texts, False,
+                      choose_tokens)[0] if swapped else None
+    signatures = [s.signature for plan in (tonight, other, vae_plan) if plan for r in plan.runs for s in r.count.steps
                   if s.signature is not None]
     machines = [(rates, 1.0), (pi.pi_throughput(signatures, link_bytes, url), 1.0)]  # the Pi: count + constants
     first = estimate_night(tonight, machines, setup.weights)
@@ -173,4 +179,7 @@ def _estimate(config: Config, setup: PipelineSetup, pipe: Any, steps: int | None
                            f"(under {MAX_AGE_SECONDS // 86400} days old); frame estimate measures again")
     window = f"{config.schedule.render_at}-{config.schedule.deadline}"
     return ConfiguredEstimate(first, second, rates, window_seconds(config.schedule), window,
-                              config.worker.memory_limit_mb * 1024 * 1024, measured)
+                              config.worker.memory_limit_mb * 1024 * 1024, measured,
+                              vae_label=vae_choice.vae_label(pipe),
+                              other_vae=estimate_night(vae_plan, machines, setup.weights) if vae_plan else None,
+                              other_vae_label=swapped[0] if swapped else "")

@@ -99,6 +99,7 @@ def lines(result: ConfiguredEstimate) -> list[str]:
         out.append(f"guidance passes {way} instead: {size_text(alt.bytes_per_step)} read per step, peak "
                    f"{memory_text(alt.peak_bytes)}, night {format_duration(alt.here.seconds)} here, "
                    f"{format_duration(alt.projections[1].seconds)} on a Pi Zero 2 W")
+    out.extend(_vae_lines(result))
     r = result.rates
     out.append(f"this machine: {_projection(e.here, plan.steps)}; measured in {r.seconds:.1f} s: conv "
                f"{macs_text(r.kind_macs['conv'])}/s, matmul {macs_text(r.kind_macs['matmul'])}/s, attention "
@@ -111,6 +112,29 @@ def lines(result: ConfiguredEstimate) -> list[str]:
                f"{_fits(pi, result.window_seconds, e, minimum)}")
     out.extend(f"note: {n}" for n in e.notes)
     return out
+
+
+def _vae_lines(result: ConfiguredEstimate) -> list[str]:
+    """Tonight's VAE and the other (full <-> tiny) side by side: the decode and the night, here and on the Pi."""
+    other = result.other_vae
+    if other is None:
+        return []
+    e = result.estimate
+
+    def figures(n: NightEstimate) -> str:
+        return (f"decode {format_duration(n.here.phases.get('vae', 0.0))} here, "
+                f"{format_duration(n.projections[1].phases.get('vae', 0.0))} on a Pi Zero 2 W; night "
+                f"{format_duration(n.here.seconds)} here, {format_duration(n.projections[1].seconds)} on the Pi; "
+                f"peak {memory_text(n.peak_bytes)}")
+
+    return [f"VAE: {result.vae_label} (tonight): {figures(e)}",
+            f"VAE: {result.other_vae_label} instead: {figures(other)}"]
+
+
+def _vae_figures(label: str, n: NightEstimate) -> dict:
+    return {"label": label, "decode_seconds_pi": round(n.projections[1].phases.get("vae", 0.0), 1),
+            "seconds_here": round(n.here.seconds, 1), "seconds_pi": round(n.projections[1].seconds, 1),
+            "peak_bytes": n.peak_bytes}
 
 
 def _phase_bytes(e: NightEstimate) -> list[str]:
@@ -137,4 +161,6 @@ def to_dict(result: ConfiguredEstimate, origin: str, config: Config | None = Non
             "macs_per_step": e.macs_per_step, "peak_bytes": e.peak_bytes,
             "seconds_here": round(e.here.seconds, 1), "seconds_pi": round(e.projections[1].seconds, 1),
             "window_seconds": result.window_seconds, "memory_limit_bytes": result.memory_limit_bytes,
+            "vae": _vae_figures(result.vae_label, e),
+            **({"other_vae": _vae_figures(result.other_vae_label, result.other_vae)} if result.other_vae else {}),
             **({"inputs": estimate_inputs.inputs(config)} if config is not None else {})}
