@@ -5,10 +5,11 @@ Opt-in: ``FRAME_REAL_COMFYUI=1`` (``.ci/run`` runs this file alone after the mai
 ``comfyui`` extra installed); without it every test here skips. ``fake_comfyui.py`` stays for the faults
 a real server cannot be made to show on demand (bad answers, slow bodies, restarts).
 
-The night, an owner's API-format workflow, image-to-image through ``/upload/image``, a refused
-workflow, the websocket's steps and previews, the job given up at its deadline (interrupted, or taken
-out of the queue while another job runs) and the fallback when the server dies mid-job. The tests
-share one server, in this order; the last one kills it.
+The night, ``frame config check``'s checkpoint list, an owner's API-format workflow, image-to-image
+through ``/upload/image`` (at the job's size and another), a refused workflow, the websocket's steps and
+previews, the job given up at its deadline (interrupted, or taken out of the queue while another job
+runs) and the fallback when the server dies mid-job. The tests share one server, in this order; the
+last one kills it.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import requests
 from PIL import Image
 
 from frame.config.schema import RemoteRenderConfig
-from frame.remote import RemoteJob, RemoteUnavailable, render_comfyui
+from frame.remote import RemoteJob, RemoteUnavailable, check_comfyui, render_comfyui
 from frame.remote.comfy_ws import ProgressListener
 from tests.remote import real_comfyui
 from tests.remote.nights import ON_THE_SERVER, render_queued, stage
@@ -129,6 +130,10 @@ def test_image_to_image_of_another_size_is_painted_at_the_jobs_size(comfy):
     _, entry = comfy.entry_of(asked.prompt)
     uploaded = Image.open(comfy.base / "input" / entry["prompt"][2]["10"]["inputs"]["image"])
     assert uploaded.size == (96, 64) and result.image.size == (96, 64)
+
+
+def test_config_check_lists_the_servers_checkpoints(comfy):
+    assert check_comfyui(remote(comfy)) == [CHECKPOINT]
 
 
 def test_a_refused_workflow_names_comfyuis_reason(comfy):
