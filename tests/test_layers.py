@@ -13,7 +13,8 @@ literal name (``tests/import_graph.py`` reads them) — and checked against one 
     engine (frame.engine)  display (frame.display)  taste (frame.taste)  buttons  2
     config (frame.config)                                                         1
     base (frame, frame.errors, frame.atomicfile, frame.statefile, frame.models,
-          frame.net, frame.install_hints, frame.seeds, frame.lazy, frame.jsonlimits)    0
+          frame.net, frame.install_hints, frame.seeds, frame.lazy, frame.jsonlimits,
+          frame.registry, frame.redact, frame.memory_budget)                      0
 
 A module belongs to the part whose prefix matches it (``frame`` only matches the package itself).
 It may import its own part and any part of a lower level; never a part of its own level or above.
@@ -25,6 +26,10 @@ uploads, make thumbnails and run the model checks). Third rule (issue 27): what 
 import at all (``frame run`` and every daemon and web module, followed through every frame import)
 reaches no numpy, onnx or Pillow, checked statically and by serving pages in a fresh interpreter
 (``tests/test_daemon_imports.py``, on this module's import graph).
+
+Fifth rule: the engine never sees the configuration, so it imports nothing of ``frame.config``
+(``CONFIG_FREE_PARTS``); what both need (the generic ``Registry``, URL redaction, the worker's default
+memory limit) lives in the base layer.
 
 Fourth rule (issue 30): the owner's actions are written once, in ``frame.daemon.actions``, which both
 the JSON API (``frame.daemon.http``) and the phone pages (``frame.web``) call. Those two never call
@@ -42,6 +47,7 @@ refresh this docstring:
 
 Rule 1 (direction), 0:
 Rule 2 (daemon process), 0:
+Rule 5 (engine without config), 0:
 Cycles (runtime imports, function-level included), 0:
 Function-level imports outside the CLI and not in LAZY_IMPORTS, 0 (listed in plan-15.md)
 
@@ -64,7 +70,8 @@ from tests.import_graph import MODULES, ROOT, Import, all_imports, function_leve
 # (part, level, prefixes): lowest level first.
 PARTS: tuple[tuple[str, int, tuple[str, ...]], ...] = (
     ("base", 0, ("frame", "frame.clock", "frame.errors", "frame.atomicfile", "frame.statefile", "frame.models",
-                 "frame.net", "frame.install_hints", "frame.seeds", "frame.lazy", "frame.jsonlimits")),
+                 "frame.net", "frame.install_hints", "frame.seeds", "frame.lazy", "frame.jsonlimits",
+                 "frame.registry", "frame.redact", "frame.memory_budget")),
     ("config", 1, ("frame.config",)),
     ("engine", 2, ("frame.engine",)),
     ("display", 2, ("frame.display",)),
@@ -86,6 +93,8 @@ LEVEL = {part: level for part, level, _ in PARTS}
 HEAVY_PARTS = ("engine", "diffusion", "display", "taste", "convert", "remote", "serve")
 DAEMON_PROCESS_PARTS = ("daemon", "web")
 WORKER_MODULES_FOR_THE_DAEMON = ("frame.worker.records", "frame.worker.events", "frame.worker.shortjobs")
+# Parts above config that import nothing of it (the fifth rule).
+CONFIG_FREE_PARTS = ("engine",)
 
 # Today's top-level modules that no prefix places yet, with the part they move to (plan-15.md,
 # "old path -> new path"). Delete each entry when its module moves; at the end this is empty.
@@ -133,6 +142,12 @@ def daemon_process_violations() -> list[Import]:
                                             for m in WORKER_MODULES_FOR_THE_DAEMON):
             bad.append(imp)
     return bad
+
+
+def config_import_violations() -> list[Import]:
+    """Fifth rule: the engine imports nothing of ``frame.config``."""
+    return [imp for imp in all_imports()
+            if part_of(imp.source) in CONFIG_FREE_PARTS and part_of(imp.target) == "config"]
 
 
 # Function-level imports outside the CLI, each with the measured reason it stays lazy (plan-15.md,
@@ -272,6 +287,10 @@ def test_daemon_process_modules_import_no_worker_only_part():
     assert [describe(imp) for imp in daemon_process_violations()] == []
 
 
+def test_the_engine_imports_nothing_of_the_configuration():
+    assert [describe(imp) for imp in config_import_violations()] == []
+
+
 def test_no_import_cycles():
     assert import_cycles() == []
 
@@ -288,7 +307,8 @@ def test_function_level_imports_are_the_listed_ones():
 
 if __name__ == "__main__":  # print the current violations (to refresh the docstring)
     for title, rows in (("Rule 1 (direction)", direction_violations()),
-                        ("Rule 2 (daemon process)", daemon_process_violations())):
+                        ("Rule 2 (daemon process)", daemon_process_violations()),
+                        ("Rule 5 (engine without config)", config_import_violations())):
         print(f"{title}, {len(rows)}:")
         for imp in rows:
             print(f"  {describe(imp)}")

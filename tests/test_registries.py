@@ -1,6 +1,7 @@
 """The four registries (samplers, dithers, panel drivers, weights providers) are one
-``frame.config.registry.Registry`` each, and each holds exactly the names its list holds (the schema's
-``Literal`` for the owner's names, ``DriverName`` beside the panel table for driver ids): a name the
+``frame.registry.Registry`` each, and each holds exactly the names its list holds (the schema's
+``Literal`` for the owner's names, ``DriverName`` beside the panel table for driver ids; the engine's
+``ProviderName``, which must equal the schema's ``WeightsName``): a name the
 list lacks fails at import, a name the list has and nothing registers fails here (issue 30, item 4).
 Panel and palette names are the panel table's rows, which the schema checks ``display.panel`` and
 ``display.palette`` against."""
@@ -12,13 +13,13 @@ from typing import Literal
 import pytest
 
 from frame.config.panels import PANELS, DriverName
-from frame.config.registry import Registry
 from frame.config.schema import DitherName, SamplerName, WeightsName
 from frame.diffusion.samplers.registry import SAMPLERS
 from frame.display.dither import DITHERS
 from frame.display.drivers import DRIVERS
 from frame.engine.providers.registry import PROVIDERS
 from frame.errors import UsageError
+from frame.registry import Registry
 
 REGISTRIES = {"sampler": (SAMPLERS, SamplerName), "dither": (DITHERS, DitherName), "weights": (PROVIDERS, WeightsName),
               "driver": (DRIVERS, DriverName)}

@@ -91,7 +91,7 @@ def _describe_remote(config) -> None:
 
 
 def _redacted(url: str) -> str:
-    from frame.config.redact import redact_url
+    from frame.redact import redact_url
 
     return redact_url(url)
 
@@ -217,7 +217,7 @@ def _leaves(plain, path: tuple = ()):
 
 
 def _config_origins(path: str | None) -> int:
-    from frame.config.redact import redact_text
+    from frame.redact import redact_text
 
     for line in origin_lines(path):
         print(redact_text(line))

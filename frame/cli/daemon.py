@@ -72,7 +72,7 @@ def _settings_aside(resolved: Any) -> str | None:
     """A ``settings.yaml`` the daemon cannot use is renamed aside (never deleted) and the daemon runs
     on the layers below it; the sentence returned goes on the phone page and into the log."""
     from frame.config import owner, state_dir
-    from frame.config.redact import redact_text
+    from frame.redact import redact_text
 
     if not resolved.owner_problems:
         return None
@@ -121,8 +121,8 @@ def _status_offline(config: Config) -> dict[str, Any]:
     import sqlite3
 
     from frame.config import state_dir
-    from frame.config.redact import redact_deep
     from frame.daemon.store.database import Store
+    from frame.redact import redact_deep
 
     folder = state_dir(config)
     store = Store.open_read_only(folder)  # a status never creates the store (nor its folder)

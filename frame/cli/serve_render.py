@@ -49,9 +49,9 @@ def _token(args: argparse.Namespace) -> str:
 def serve_command(args: argparse.Namespace) -> int:
     from frame.config import load_config
     from frame.config.checks import host_port
-    from frame.config.redact import redact_url
     from frame.errors import UsageError
     from frame.models import resolve_model_source
+    from frame.redact import redact_url
 
     token = _token(args)
     if host_port(args.listen):
@@ -100,7 +100,7 @@ class RenderServer:
 
 def start_server(source: str, engine: str, config: Config, token: str, listen: str,
                  max_waiting: int = 8) -> RenderServer:
-    from frame.config.redact import redact_url
+    from frame.redact import redact_url
     from frame.serve.render.engines import load_served_pipeline
 
     pipe, chosen = load_served_pipeline(source, engine, config)

@@ -4,7 +4,7 @@ The defaults here are the built-in layer; ``config.yaml`` at the repo root docum
 same defaults (a test keeps the two in step). Field metadata carries what the generic validator in
 ``validate.py`` needs: ``check`` (a function returning an error message or ``None``) and ``secret``:
 ``True`` for a value never printed (shown as ``***``), ``URL_SECRET`` for a URL whose userinfo and
-query values are hidden wherever it is shown (``frame.config.redact``); printers go by this marking,
+query values are hidden wherever it is shown (``frame.redact``); printers go by this marking,
 never by a key's name.
 """
 
@@ -15,16 +15,19 @@ from typing import Literal
 
 from frame.config import checks
 from frame.config.panels import palette_names, panel_names
+from frame.memory_budget import WORKER_MEMORY_LIMIT_MB
 
 URL_SECRET = "url"  # the value may be a URL carrying credentials (user:password@, ?key=...)
 # The names an owner can type, listed once here (the daemon checks them without numpy); the registries
-# (frame.config.registry.Registry: samplers, dithers, weights providers) refuse any name not listed, and
-# tests/test_registries.py checks each list and its registry agree. Panel and palette names are the
+# (frame.registry.Registry: samplers, dithers) refuse any name not listed; the engine, which never
+# sees the configuration, keeps its own ProviderName list beside its providers; tests/test_registries.py
+# checks each list and its registry agree. Panel and palette names are the
 # rows of the panel table (frame.config.panels), which display.panel and display.palette are checked against.
 SamplerName = Literal["euler_a", "euler", "ddim", "dpm++2m", "dpm++2m_karras", "lcm"]
 # "auto" = the dither registry's default method
 DitherName = Literal["auto", "linear-serpentine", "floyd-steinberg", "atkinson", "ordered", "blue-noise", "none"]
-# "auto" = prefetch from disk, the http provider for URLs (frame.engine.providers is the table)
+# "auto" = prefetch from disk, the http provider for URLs (frame.engine.providers is the table, whose
+# ProviderName must equal this list: tests/test_registries.py)
 WeightsName = Literal["auto", "nocache", "prefetch", "ram"]
 FitName = Literal["cover", "contain", "blur-pad"]
 # where a render's random numbers come from (frame.diffusion.noise is the table; docs/seeds.md)
@@ -173,7 +176,7 @@ class ScheduleConfig:
 @dataclass(frozen=True)
 class WorkerConfig:
     nice: int = _opt(10, checks.nice_value)
-    memory_limit_mb: int = _opt(440, checks.positive)
+    memory_limit_mb: int = _opt(WORKER_MEMORY_LIMIT_MB, checks.positive)
     max_restarts: int = _opt(5, checks.non_negative)
 
 

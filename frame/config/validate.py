@@ -15,8 +15,8 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from frame.config.checks import plain_text
-from frame.config.redact import redact_url
 from frame.errors import closest
+from frame.redact import redact_url
 
 Path = tuple[str | int, ...]
 _MISSING = object()

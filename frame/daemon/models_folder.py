@@ -21,9 +21,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from frame.config.redact import redact_url
 from frame.daemon.onnx_dtypes import stored_precision
 from frame.models import DEMO_SOURCE, demo_model_path, is_demo_model
+from frame.redact import redact_url
 
 MODELS_FOLDER = "models"
 MAX_JSON = 1 << 20

@@ -25,11 +25,11 @@ from typing import Any
 from frame.config import fields as owner_fields
 from frame.config import lora_tags, owner
 from frame.config.loader import Layers, read_layers, resolve, to_plain
-from frame.config.redact import redact_text, redact_url
 from frame.config.schema import Config
 from frame.config.validate import format_path
 from frame.daemon.jobs import config_checks
 from frame.errors import FrameError
+from frame.redact import redact_text, redact_url
 
 GENERAL = ""  # the key of problems that belong to no field on the page
 

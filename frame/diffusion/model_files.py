@@ -21,9 +21,9 @@ from typing import Any
 from urllib.parse import urljoin
 
 from frame.atomicfile import write_bytes_atomic
-from frame.config.redact import redact_url
 from frame.engine.io.http_settings import HttpSettings
 from frame.errors import FrameError
+from frame.redact import redact_url
 from frame.statefile import read_json, write_json
 
 OWN_KEY_PREFIX = '"_frame_'  # frame's own keys in a model_index.json (frame.models.DEFAULT_STEPS_KEY)

@@ -13,10 +13,10 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from frame.config.redact import redact_text, redact_url
 from frame.diffusion.model_files import ModelFiles
 from frame.errors import FrameError
 from frame.models import DEFAULT_STEPS_KEY
+from frame.redact import redact_text, redact_url
 
 log = logging.getLogger(__name__)
 

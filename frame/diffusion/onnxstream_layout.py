@@ -32,7 +32,6 @@ from pathlib import Path
 from urllib.parse import urljoin
 
 from frame.atomicfile import write_bytes_atomic
-from frame.config.redact import redact_url
 from frame.diffusion.conditioning import Encoder
 from frame.diffusion.model_files import ModelFiles, ModelLocation
 from frame.diffusion.model_info import DEFAULT_SAMPLE_SIZE, DEFAULT_SCALING, SD15, SDXL, ModelInfo, read_model_info
@@ -40,6 +39,7 @@ from frame.engine.io.http_settings import HttpSettings
 from frame.engine.onnxstream import OnnxStreamSource
 from frame.engine.onnxstream.summary import ModelSummary, read_summary
 from frame.errors import FrameError
+from frame.redact import redact_url
 
 log = logging.getLogger(__name__)
 

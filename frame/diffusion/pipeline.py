@@ -22,7 +22,6 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from frame.config.redact import redact_text, redact_url
 from frame.diffusion import (
     conditioning,
     denoise,
@@ -55,6 +54,7 @@ from frame.engine.io.http_settings import HttpSettings
 from frame.engine.lora import LoraUse
 from frame.engine.memory import release_model
 from frame.errors import UsageError
+from frame.redact import redact_text, redact_url
 
 log = logging.getLogger(__name__)
 

@@ -15,11 +15,11 @@ from urllib.parse import urljoin
 
 import requests
 
-from frame.config.redact import redact_url
 from frame.engine.io.fetch_stats import format_bytes
 from frame.engine.io.http import SERVERS_THAT_WORK
 from frame.engine.io.http_settings import HttpSettings
 from frame.net.deadline import Deadline, DeadlineSession
+from frame.redact import redact_url
 
 PROBE_TIMEOUT = 5.0
 DEADLINE_SLACK = 1.0  # the whole answer's headers: the probe's timeout plus this (a silent server trips the timeout)

@@ -30,10 +30,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from frame.config.registry import Registry
 from frame.config.schema import DitherName
 from frame.display import colour
 from frame.errors import unknown_choice
+from frame.registry import Registry
 
 Method = Callable[[np.ndarray, np.ndarray], np.ndarray]  # (linear picture, linear inks) -> ink indices
 DITHERS: Registry[Method] = Registry("dither", DitherName, "frame.config.schema.DitherName", stand_ins=("auto",))

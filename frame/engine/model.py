@@ -20,7 +20,6 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
-from frame.config.redact import redact_url
 from frame.engine import graph as g
 from frame.engine import onnxstream
 from frame.engine import ops as _ops  # noqa: F401  (importing the package fills the kernel registry)
@@ -46,6 +45,7 @@ from frame.engine.planned import Planned, TensorInfo
 from frame.engine.providers import WeightsProvider, make_provider
 from frame.engine.subgraphs import BodyBinder, compile_bodies, fetch_order
 from frame.errors import UsageError
+from frame.redact import redact_url
 
 log = logging.getLogger(__name__)
 

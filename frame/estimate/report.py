@@ -6,11 +6,11 @@ from __future__ import annotations
 import time
 
 from frame.config import estimate_inputs
-from frame.config.redact import redact_url
 from frame.config.schema import Config
 from frame.estimate.choice import choose_steps, format_duration
 from frame.estimate.configured import ConfiguredEstimate
 from frame.estimate.night import NightEstimate, Projection
+from frame.redact import redact_url
 
 
 def size_text(value: float) -> str:

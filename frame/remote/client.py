@@ -27,8 +27,8 @@ import requests
 from urllib3.exceptions import NameResolutionError, NewConnectionError
 
 from frame import jsonlimits
-from frame.config.redact import redact_text, redact_url
 from frame.net.deadline import Deadline, DeadlinePassed, DeadlineSession
+from frame.redact import redact_text, redact_url
 from frame.remote import a1111
 from frame.remote.errors import AUTH, BAD_RESPONSE, DIED, REFUSED, REJECTED, SERVER_ERROR, TIMEOUT, RemoteUnavailable
 

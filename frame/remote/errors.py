@@ -9,8 +9,8 @@ carry credentials: the server is named by its redacted URL and every quoted text
 
 from __future__ import annotations
 
-from frame.config.redact import redact_text
 from frame.errors import FrameError
+from frame.redact import redact_text
 
 # reason codes (stable: tests, logs and the daemon's status may match on them)
 NOT_CONFIGURED = "not-configured"

@@ -13,12 +13,12 @@ from typing import Any
 
 from flask import flash, redirect, request, url_for
 
-from frame.config.redact import redact_text
 from frame.daemon.actions import models as model_actions
 from frame.daemon.actions.errors import NotFound
 from frame.daemon.jobs.model_import import WEIGHTS, ImportRefused
 from frame.daemon.models_folder import models_dir
 from frame.daemon.settings import SettingsEditor
+from frame.redact import redact_text
 from frame.web.routes import bp, web_context
 
 log = logging.getLogger(__name__)

@@ -13,9 +13,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from frame.config import embedding_names, lora_tags
-from frame.config.redact import redact_deep, redact_text, redact_url
 from frame.daemon import notices
 from frame.daemon.store.records import FeedHealth, RenderRow, StoredPicture
+from frame.redact import redact_deep, redact_text, redact_url
 
 STARS = 5
 

@@ -17,7 +17,6 @@ from typing import Any
 from flask import flash, redirect, render_template, request, url_for
 
 from frame.config import embedding_names, lora_tags
-from frame.config.redact import redact_text
 from frame.daemon import queue as queue_rules
 from frame.daemon.actions import queue as queue_actions
 from frame.daemon.actions.errors import BadValue, NotRunning
@@ -26,6 +25,7 @@ from frame.daemon.jobs import config_checks
 from frame.daemon.store import gallery
 from frame.daemon.store.records import QueuedPrompt
 from frame.errors import FrameError
+from frame.redact import redact_text
 from frame.web.context import WebContext
 from frame.web.forms import NEGATIVE_MAX, PROMPT_MAX, THEME_MAX, FormError, check_blocklist, clean_text
 from frame.web.routes import bp, web_context

@@ -15,10 +15,10 @@ from typing import Any
 from frame.config import Config, estimate_inputs, state_dir, to_plain
 from frame.config import fields as owner_fields
 from frame.config.loader import config_file_path
-from frame.config.redact import redact_text
 from frame.daemon.jobs import config_checks
 from frame.errors import FrameError
 from frame.install_hints import extra_hint
+from frame.redact import redact_text
 from frame.statefile import read_json
 from frame.web.present import duration
 

@@ -17,11 +17,11 @@ from typing import Any
 from flask import flash, redirect, render_template, request, url_for
 
 from frame.config import fields as owner_fields
-from frame.config.redact import redact_text
 from frame.daemon.actions import settings as settings_actions
 from frame.daemon.actions.errors import NotRunning
 from frame.daemon.jobs.estimate_child import EstimateBusy
 from frame.daemon.settings import GENERAL, Proposal, SettingsEditor
+from frame.redact import redact_text
 from frame.web.context import WebContext
 from frame.web.models_pages import models_section
 from frame.web.routes import bp, web_context

@@ -20,13 +20,13 @@ from flask import flash, redirect, render_template, request, session, url_for
 from werkzeug.exceptions import HTTPException
 
 from frame.config import embedding_names
-from frame.config.redact import redact_deep
 from frame.daemon import deletion
 from frame.daemon.actions import pictures as picture_actions
 from frame.daemon.actions.errors import NotFound, NotRunning
 from frame.daemon.http.contract import Busy, storage_full
 from frame.daemon.store.records import StoredPicture
 from frame.errors import FrameError
+from frame.redact import redact_deep
 from frame.web import auth, present, too_large
 from frame.web.context import WebContext
 from frame.web.forms import TOKEN_MAX, FormError, parse_page, parse_rating, safe_next

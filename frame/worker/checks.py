@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from frame.config.loader import validate
-from frame.config.redact import redact_text
 from frame.config.schema import Config
 from frame.config.validate import Path as KeyPath
 from frame.config.validate import format_path
 from frame.errors import ConfigError, FrameError
 from frame.models import resolve_model_source
+from frame.redact import redact_text
 from frame.worker.model_rules import model_findings, night_pixels, prompt_findings, size_rule
 
 

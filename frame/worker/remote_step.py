@@ -34,9 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from frame.atomicfile import write_bytes_atomic
-from frame.config.redact import redact_url
 from frame.config.schema import Config
 from frame.diffusion.pngmeta import png_bytes
+from frame.redact import redact_url
 from frame.remote.errors import DIED, TIMEOUT, RemoteUnavailable
 from frame.remote.night import night_job
 from frame.statefile import read_json, write_json

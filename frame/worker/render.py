@@ -22,9 +22,9 @@ from PIL import PngImagePlugin
 
 from frame.atomicfile import write_bytes_atomic
 from frame.config import lora_tags
-from frame.config.redact import redact_url
 from frame.config.schema import Config
 from frame.diffusion.sizes import night_size
+from frame.redact import redact_url
 from frame.statefile import read_json, write_json
 from frame.worker import (
     process,

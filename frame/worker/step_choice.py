@@ -31,11 +31,11 @@ from pathlib import Path
 from typing import Any
 
 from frame.config import load_config
-from frame.config.redact import redact_url
 from frame.config.schema import Config
 from frame.errors import FrameError
 from frame.estimate import step_history
 from frame.estimate.choice import ESTIMATE_MARGIN, StepChoice, choose_steps
+from frame.redact import redact_url
 from frame.statefile import read_json, write_json
 from frame.worker.embeddings import new_text_tokens, new_texts
 from frame.worker.errors import StepFailed

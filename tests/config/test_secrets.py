@@ -110,13 +110,13 @@ def test_config_check_problems_do_not_echo_url_credentials(tmp_path):
     ("demo", "demo"),
 ])
 def test_redact_url(url, shown):
-    from frame.config.redact import redact_url
+    from frame.redact import redact_url
 
     assert redact_url(url) == shown
 
 
 def test_redact_text_finds_urls_inside_errors():
-    from frame.config.redact import redact_text
+    from frame.redact import redact_text
 
     error = ("ConnectionError: HTTPSConnectionPool(host='nas', port=443): Max retries exceeded with url: "
              "/f.json?key=K3Y-VALUE&x=1 (Caused by ...); see https://bob:hunter2@nas/f.json")

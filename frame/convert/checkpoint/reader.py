@@ -23,7 +23,6 @@ from typing import Protocol
 
 import numpy as np
 
-from frame.config.redact import redact_url
 from frame.convert.checkpoint.components import FLOAT_DTYPES, TensorInfo
 from frame.convert.checkpoint.torch_file import TorchCheckpoint
 from frame.engine.errors import SourceTruncated, WeightFetchError
@@ -33,6 +32,7 @@ from frame.engine.io.safetensors import SafetensorsFile, TensorEntry, read_sourc
 from frame.engine.io.small_files import fetch_small
 from frame.engine.io.sources import ByteSource, LocalSource, is_url
 from frame.errors import UsageError
+from frame.redact import redact_url
 
 MAX_JSON_BYTES = 1 << 20  # a component's config.json is a few KB; model_index.json under 1 KB
 COMPONENTS = ("unet", "vae", "text_encoder", "text_encoder_2")

@@ -17,11 +17,11 @@ from urllib.parse import urlsplit
 import requests
 import urllib3
 
-from frame.config.redact import redact_text, redact_url
 from frame.config.schema import Config, FeedsConfig, FeedSource
 from frame.daemon.feeds.parse import FeedFormatError, Sanitiser, combined_weight, parse_feed
 from frame.daemon.store.database import Store, now_iso
 from frame.net.deadline import Deadline, DeadlinePassed, DeadlineSession, RedirectRefused, next_location
+from frame.redact import redact_text, redact_url
 from frame.statefile import read_json, write_json
 
 log = logging.getLogger(__name__)

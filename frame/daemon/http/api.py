@@ -21,7 +21,6 @@ from typing import Any
 
 from flask import Blueprint, current_app, jsonify, request, send_file
 
-from frame.config.redact import redact_deep
 from frame.config.schema import Config
 from frame.daemon import deletion
 from frame.daemon.actions import pictures as picture_actions
@@ -34,6 +33,7 @@ from frame.daemon.store import gallery
 from frame.daemon.store.database import Store
 from frame.daemon.store.records import StoredPicture
 from frame.net.ratelimit import FailureLimiter
+from frame.redact import redact_deep
 
 log = logging.getLogger(__name__)
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from frame.config.redact import redact_deep
 from frame.daemon.mqtt.commands import CommandHost
 from frame.daemon.mqtt.discovery import OFF, ON, RATINGS
 from frame.daemon.store.records import StoredPicture
+from frame.redact import redact_deep
 
 MAX_STATE_CHARS = 255  # Home Assistant keeps at most 255 characters of a state (attributes hold the rest)
 

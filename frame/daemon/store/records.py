@@ -19,7 +19,7 @@ from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from frame.config.redact import redact_url
+from frame.redact import redact_url
 
 RatingKind = Literal["thumb", "stars"]
 RenderKind = Literal["night", "now"]

@@ -15,11 +15,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from frame.config.registry import Registry
 from frame.config.schema import SamplerName
 from frame.diffusion.samplers.base import Sampler
 from frame.diffusion.samplers.schedule import SchedulerConfig
 from frame.errors import UsageError, unknown_choice
+from frame.registry import Registry
 
 S = TypeVar("S", bound=type)
 

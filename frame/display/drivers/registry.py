@@ -2,7 +2,7 @@
 
 Panel rows (``frame.config.panels``) name their driver by id, not by class, because the panel table is
 read wherever ``config.yaml`` is loaded (the daemon too) and the driver classes import numpy and Pillow.
-``DriverName`` there is the list of ids; ``DRIVERS`` (a ``frame.config.registry.Registry``) refuses an
+``DriverName`` there is the list of ids; ``DRIVERS`` (a ``frame.registry.Registry``) refuses an
 id it does not list at import, and ``tests/display/test_panel_registry.py`` checks every row's driver
 is registered and every driver drives a row.
 """
@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
 from frame.config.panels import DriverName
-from frame.config.registry import Registry
+from frame.registry import Registry
 
 if TYPE_CHECKING:
     from frame.display.drivers.base import Driver

@@ -24,10 +24,10 @@ import threading
 import time
 from urllib.parse import urlsplit
 
-from frame.config.redact import redact_url
 from frame.engine.errors import ServerUnreachable
 from frame.engine.io.protobuf_index import ByteRange, ScannedModel
 from frame.engine.io.weight_cache import WeightCache
+from frame.redact import redact_url
 from frame.statefile import read_json, write_json
 
 log = logging.getLogger(__name__)

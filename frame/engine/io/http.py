@@ -28,10 +28,10 @@ import numpy as np
 import requests
 import urllib3
 
-from frame.config.redact import redact_text, redact_url
 from frame.engine.errors import ServerUnreachable, SourceTruncated, WeightFetchError
 from frame.engine.io.fetch_stats import FetchStats
 from frame.engine.io.http_settings import HttpSettings
+from frame.redact import redact_text, redact_url
 
 log = logging.getLogger(__name__)
 

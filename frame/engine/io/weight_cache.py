@@ -36,8 +36,8 @@ from urllib.parse import urlsplit, urlunsplit
 import numpy as np
 
 from frame.atomicfile import make_dirs, remove_tree, replace_durably, write_bytes_atomic
-from frame.config.redact import redact_url
 from frame.engine.io.fetch_stats import FetchStats
+from frame.redact import redact_url
 
 log = logging.getLogger(__name__)
 

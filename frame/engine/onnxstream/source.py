@@ -16,13 +16,13 @@ import posixpath
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from frame.config.redact import redact_url
 from frame.engine.errors import EngineError, ModelFormatError, WeightDataError
 from frame.engine.io.http_settings import HttpSettings
 from frame.engine.io.sources import SourcePool, is_url
 from frame.engine.onnxstream.activations import parse_range_data, quantise_activations
 from frame.engine.onnxstream.build import Structure, WeightFile, build_structure
 from frame.engine.onnxstream.text import parse_model_text
+from frame.redact import redact_url
 
 log = logging.getLogger(__name__)
 

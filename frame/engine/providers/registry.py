@@ -2,8 +2,9 @@
 
 ``@register_provider("prefetch", url_variant="http")`` on the class fills ``PROVIDERS`` when its module
 is imported (``frame.engine.providers`` imports them all). ``make_provider`` and the CLI's ``--weights``
-choices read the table. The owner's names are the schema's ``WeightsName`` (a name list, not the
-configuration: the engine still never reads a config section): registering a name it does not list
+choices read the table. Its names are ``ProviderName``, listed here because the engine never imports
+the configuration; the schema's owner-facing ``WeightsName`` holds the same names
+(``tests/test_registries.py`` checks the two agree): registering a name ``ProviderName`` does not list
 fails at import. "http" is not an owner's name (it is what the others become over a URL), so it is
 registered unlisted; "auto" is decided by the caller.
 """
@@ -11,18 +12,19 @@ registered unlisted; "auto" is decided by the caller.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Literal, TypeVar
 
-from frame.config.registry import Registry
-from frame.config.schema import WeightsName
 from frame.engine.io.http_settings import HttpSettings
 from frame.engine.providers.base import WeightsProvider
 from frame.errors import UsageError
+from frame.registry import Registry
 
 P = TypeVar("P", bound=type)
 
-PROVIDERS: Registry[type] = Registry("weights provider", WeightsName, "frame.config.schema.WeightsName",
-                                     stand_ins=("auto",))
+# "auto" = prefetch from disk, the http provider for URLs (decided by the caller)
+ProviderName = Literal["auto", "nocache", "prefetch", "ram"]
+PROVIDERS: Registry[type] = Registry("weights provider", ProviderName,
+                                     "frame.engine.providers.registry.ProviderName", stand_ins=("auto",))
 # name → the provider used instead when the model source is an http(s) URL
 URL_VARIANTS: dict[str, str] = {}
 URL_ONLY: set[str] = set()
@@ -47,7 +49,7 @@ def register_provider(name: str, *, url_variant: str | None = None, url_only: bo
 
 
 def provider_names() -> tuple[str, ...]:
-    """Every name ``load_model(weights=...)`` takes: the schema's, in its order, then "http"."""
+    """Every name ``load_model(weights=...)`` takes: ``ProviderName``'s, in its order, then "http"."""
     return PROVIDERS.names()
 
 

@@ -3,7 +3,8 @@ samplers, dithers, panel drivers and weights providers.
 
 The owner-facing name lists stay ``Literal`` types in ``frame.config.schema`` (the daemon validates
 ``config.yaml`` from them without numpy; driver ids are ``DriverName`` beside the panel table in
-``frame.config.panels``), and the code that implements each name lives in a part above
+``frame.config.panels``; the engine, which never imports the configuration, keeps its own equal
+``ProviderName``), and the code that implements each name lives in a part above
 (``frame.diffusion``, ``frame.display``, ``frame.engine``), registered there at import. A ``Registry`` ties
 the two: it refuses, when the implementing module is imported, a name its list does not hold, and it
 refuses a name or alias taken twice. A name the schema accepts and nothing implements shows in
