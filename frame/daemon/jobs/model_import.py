@@ -32,11 +32,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from frame.config.redact import redact_text, redact_url
 from frame.daemon.jobs.children import watch_child
 from frame.daemon.jobs.supervisor import worker_env
 from frame.daemon.models_folder import models_dir, valid_name
 from frame.errors import FrameError
+from frame.redact import redact_text, redact_url
 from frame.statefile import read_json, write_json
 
 log = logging.getLogger(__name__)
