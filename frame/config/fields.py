@@ -118,6 +118,10 @@ FIELDS: tuple[Field, ...] = (
     field("model.weights", "Model", "Weights", NEXT,
           "How weights are read; their precision (fp16, uint8) is the model folder's own."),
     field("model.token", "Model", "Model server token", NEXT, "Leave empty to keep the current one."),
+    field("model.vae_decoder", "Model", "Tiny VAE", NEXT,
+          "Empty: the model's own VAE (the default). taesd (SD 1.x/2.x) or taesdxl (SDXL), once imported with "
+          "'frame model import --tiny-vae', or its folder: the decode is many times faster, the picture a "
+          "little softer."),
     field("model.sampler", "Painting", "Sampler", NEXT),
     field("model.noise", "Painting", "Random numbers", NEXT,
           "frame: as older pictures. torch-cpu: a seed paints what it paints in ComfyUI or diffusers; "

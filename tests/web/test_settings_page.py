@@ -247,3 +247,18 @@ def test_a_full_disk_answers_the_settings_api_in_json(client, state_dir, monkeyp
     login(no_csrf)
     refused = no_csrf.put("/api/settings", json={"model.steps": 4})
     assert refused.status_code == 400 and refused.is_json
+
+
+def test_the_tiny_vae_is_offered_with_its_trade_off_and_saved(owner, state_dir):
+    html, token = _form(owner)
+    field = re.search(r'<input id="f-model-vae_decoder"[^>]*>', html, re.S).group(0)
+    assert 'value=""' in field  # the full VAE stays the default
+    assert "the decode is many times faster, the picture a little softer" in html
+    response = owner.post("/config", data={"csrf_token": token, "model.vae_decoder": "taesdxl",
+                                           "feeds.sources-0-url": ""})
+    assert response.status_code == 303
+    assert yaml.safe_load((state_dir / "settings.yaml").read_text()) == {"model": {"vae_decoder": "taesdxl"}}
+    _, token = _form(owner)
+    bad = owner.post("/config", data={"csrf_token": token, "model.vae_decoder": "ftp://nas/taesd",
+                                      "feeds.sources-0-url": ""})
+    assert bad.status_code == 400 and 'id="f-model-vae_decoder-problem"' in bad.get_data(as_text=True)
