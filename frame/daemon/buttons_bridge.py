@@ -102,7 +102,7 @@ class ButtonBridge:
         name = "next" if step > 0 else "previous"
         if self._stopping(name):
             return
-        ids = [row[0] for row in self.daemon.store.query("SELECT id FROM pictures ORDER BY id")]
+        ids = self.daemon.store.picture_ids()
         base = self.daemon.browse_base()
         target = neighbour(ids, base, step)
         if target is None:

@@ -82,4 +82,4 @@ def delete_picture(store: Store, state_dir: Path, picture_id: int, status: Mappi
         log.info("picture %d not deleted: %s", picture_id, problem)
         raise PictureInUse(problem)
     gallery.remove_picture(store, state_dir, picture_id)
-    return bool(store.query("SELECT 1 FROM taste_memory WHERE picture_id = ?", (picture_id,)))
+    return store.rating_remembered(picture_id)

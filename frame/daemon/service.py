@@ -303,17 +303,15 @@ class Daemon:
 
     def deadline_passed(self) -> None:
         night = schedule.night_at(datetime.now(self.tz), self.config.schedule, self.tz)
-        rows = self.store.query("SELECT status FROM renders WHERE night = ? AND kind = 'night'", (night.key,))
-        if not rows and not self._render_lock.locked():
+        if not self.store.night_render_started(night.key) and not self._render_lock.locked():
             self.fallback(notices.NO_RENDER, f"no render ran for night {night.key}")
 
     def show_time(self) -> None:
         night = schedule.night_at(datetime.now(self.tz), self.config.schedule, self.tz)
-        rows = self.store.query("SELECT picture_id FROM renders WHERE night = ? AND status = 'done' AND "
-                                "picture_id IS NOT NULL ORDER BY id DESC LIMIT 1", (night.key,))
+        picture_id = self.store.night_picture(night.key)
         shown = self.store.last_shown()
-        if rows and (shown is None or shown.picture_id != rows[0][0]):
-            self.request_show(rows[0][0], "tonight's picture")
+        if picture_id is not None and (shown is None or shown.picture_id != picture_id):
+            self.request_show(picture_id, "tonight's picture")
 
     def refresh_feeds(self) -> None:
         refresh_feeds(self.store, self.config, self.fetcher)
@@ -361,16 +359,12 @@ class Daemon:
         """Show the least recently shown favourite instead of tonight's picture, and say why: ``reason``
         is the owner's clause (``notices.render_advice``), ``details`` the raw error for the log and
         the page's "details"."""
-        favourites = self.store.favourite_ids()
-        marks = ",".join("?" * len(favourites)) or "NULL"
-        rows = self.store.query(
-            f"SELECT p.id FROM pictures p LEFT JOIN shown s ON s.picture_id = p.id WHERE p.id IN ({marks}) "
-            "GROUP BY p.id ORDER BY MAX(s.id) IS NOT NULL, MAX(s.id) LIMIT 1", tuple(favourites))
-        if not rows:
+        favourite = self.store.least_recently_shown(self.store.favourite_ids())
+        if favourite is None:
             self.live.update(notice=notices.fallback_notice(reason, None), notice_details=details)
             log.warning("%s; no favourite to fall back on", details or reason)
             return
-        self.live.update(notice=notices.fallback_notice(reason, rows[0][0]), notice_details=details)
-        log.warning("%s; showing favourite %d instead", details or reason, rows[0][0])
-        self.request_show(rows[0][0], "fallback")
+        self.live.update(notice=notices.fallback_notice(reason, favourite), notice_details=details)
+        log.warning("%s; showing favourite %d instead", details or reason, favourite)
+        self.request_show(favourite, "fallback")
 

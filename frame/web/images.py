@@ -60,7 +60,7 @@ def thumbnail(ctx: WebContext, picture: StoredPicture) -> Path:
         if path.is_file():
             return path
         items = {source: path}
-        newer = ctx.store.query("SELECT COUNT(*) FROM pictures WHERE id > ?", (picture.id,))[0][0]
+        newer = ctx.store.count_newer_pictures(picture.id)
         for other in ctx.store.pictures(limit=THUMB_BATCH, offset=max(0, newer - THUMB_BATCH // 2)):
             target = thumbs.thumb_path(ctx.state_dir, other.file)
             other_source = gallery.picture_path(ctx.state_dir, other.file)

@@ -56,7 +56,7 @@ def show(store: Store, controller: Controller | None, picture_id: int, source: s
 def show_next(store: Store, controller: Controller | None, base: int | None, source: str) -> dict[str, Any]:
     """Show the gallery's next (newer, wrapping) picture after ``base`` (the picture on the panel or on
     its way), as the frame's *next* button does; ``NotFound`` for an empty gallery."""
-    ids = [row[0] for row in store.query("SELECT id FROM pictures ORDER BY id")]
+    ids = store.picture_ids()
     later = [i for i in ids if base is None or i > base]
     target = (later or ids or [None])[0]
     if target is None:

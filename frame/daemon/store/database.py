@@ -171,6 +171,25 @@ class Store(PromptQueueRows):
         where = " WHERE origin IS NOT 'upload'" if painted_only else ""
         return self.query(f"SELECT COUNT(*) FROM pictures{where}")[0][0]
 
+    def picture_ids(self) -> list[int]:
+        """Every picture's id, oldest first (what the next/previous buttons step through)."""
+        return [r[0] for r in self.query("SELECT id FROM pictures ORDER BY id")]
+
+    def count_newer_pictures(self, picture_id: int) -> int:
+        """How many pictures are newer than ``picture_id``: its offset in the newest-first gallery."""
+        return self.query("SELECT COUNT(*) FROM pictures WHERE id > ?", (picture_id,))[0][0]
+
+    def least_recently_shown(self, picture_ids: list[int]) -> int | None:
+        """Of ``picture_ids``, one never shown (the lowest id) or else the one shown longest ago; None
+        for an empty list or ids that name no picture (the fallback's favourite)."""
+        if not picture_ids:
+            return None
+        marks = ",".join("?" * len(picture_ids))
+        rows = self.query(
+            f"SELECT p.id FROM pictures p LEFT JOIN shown s ON s.picture_id = p.id WHERE p.id IN ({marks}) "
+            "GROUP BY p.id ORDER BY MAX(s.id) IS NOT NULL, MAX(s.id) LIMIT 1", tuple(picture_ids))
+        return rows[0][0] if rows else None
+
     def favourite_ids(self) -> list[int]:
         return [r[0] for r in self.query(f"SELECT p.id FROM pictures p WHERE {FAVOURITE_SQL} ORDER BY p.id")]
 
@@ -225,6 +244,10 @@ class Store(PromptQueueRows):
         """Forget trashed names once their files are durably gone."""
         with self.transaction() as conn:
             conn.executemany("DELETE FROM gallery_trash WHERE name = ?", [(name,) for name in names])
+
+    def rating_remembered(self, picture_id: int) -> bool:
+        """Whether a deleted picture's rating was kept in ``taste_memory`` (``delete_picture``)."""
+        return bool(self.query("SELECT 1 FROM taste_memory WHERE picture_id = ?", (picture_id,)))
 
     def remembered_ratings(self) -> list[RememberedRating]:
         """Latest ratings of painted pictures the owner deleted, oldest picture first (taste input)."""
@@ -324,6 +347,16 @@ class Store(PromptQueueRows):
         rows = self.query("SELECT 1 FROM renders WHERE night = ? AND kind = 'night' AND status != 'running'",
                           (night,))
         return bool(rows)
+
+    def night_render_started(self, night: str) -> bool:
+        """Whether a night render for ``night`` was started at all (running, done or failed)."""
+        return bool(self.query("SELECT 1 FROM renders WHERE night = ? AND kind = 'night'", (night,)))
+
+    def night_picture(self, night: str) -> int | None:
+        """The picture of ``night``'s latest finished render that made one (of any kind), else None."""
+        rows = self.query("SELECT picture_id FROM renders WHERE night = ? AND status = 'done' AND "
+                          "picture_id IS NOT NULL ORDER BY id DESC LIMIT 1", (night,))
+        return rows[0][0] if rows else None
 
     def record_shown(self, picture_id: int, reason: str) -> None:
         self.execute("INSERT INTO shown (picture_id, shown_at, reason) VALUES (?, ?, ?)",
