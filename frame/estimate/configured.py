@@ -26,7 +26,7 @@ from frame.diffusion.sizes import night_size
 from frame.engine import onnxstream
 from frame.engine.io.http_settings import HttpSettings
 from frame.engine.model import read_structure
-from frame.estimate import pi, vae_choice
+from frame.estimate import pi, step_history, vae_choice
 from frame.estimate.machine import Throughput, component_leaders, heaviest_signatures, measure_throughput, read_rate
 from frame.estimate.new_texts import TonightTexts, count_new_for
 from frame.estimate.night import NightEstimate, estimate_night, first_night_extra
@@ -174,6 +174,10 @@ def _estimate(config: Config, setup: PipelineSetup, pipe: Any, steps: int | None
     if extra:
         first.notes.append(f"the first night (a new model, or after an upgrade) plans each model once: "
                            f"{extra:.0f} s more on a {pi.LABEL}; the plans are kept in {setup.plans_dir}")
+    kept = step_history.load(state_dir(config)).get(step_history.config_key(config, size, tonight), []) \
+        if config.state_dir else []  # the step times this device measured on earlier nights
+    first.notes.extend(step_history.learned_note(kept, first.here.step_seconds, first.projections[1].step_seconds,
+                                                 pi.LABEL))
     if reused is not None:
         first.notes.append(f"this machine's figures reuse its measurement kept in {Path(rates_dir) / FILE} "
                            f"(under {MAX_AGE_SECONDS // 86400} days old); frame estimate measures again")

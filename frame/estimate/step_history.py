@@ -30,10 +30,14 @@ import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from frame.estimate.choice import ESTIMATE_MARGIN, format_duration
+from frame.redact import redact_url
 from frame.statefile import read_json, write_json
+
+if TYPE_CHECKING:
+    from frame.config.schema import Config
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +81,17 @@ def night_key(source: str, size: tuple[int, int], guidance_mode: str, weights: s
     threads = threads if threads is not None else _threads()
     return (f"{source}|{size[0]}x{size[1]}|guidance={guidance_mode}|weights={weights}|"
             f"slices={attention_slices}|loras={loras}|vae={vae}|threads={threads}")[:MAX_KEY_CHARS]
+
+
+def config_key(config: Config, size: tuple[int, int], plan: Any) -> str:
+    """``night_key`` for a configuration and its night plan (``frame.estimate.plan.NightPlan``): what the
+    night's step choice keeps the measurements under and ``frame estimate`` looks them up by."""
+    model = config.model
+    engine = getattr(config, "engine", None)
+    return night_key(redact_url(model.source), size, plan.guidance_mode if plan.guided else "none",
+                     str(model.weights), model.attention_slices, loras=len(model.loras),
+                     vae=redact_url(str(getattr(model, "vae_decoder", "") or "")) or "full",
+                     threads=getattr(engine, "threads", None) or None)
 
 
 def _threads() -> int:
@@ -158,6 +173,20 @@ def learned_step(estimate_seconds: float, nights: list[Night]) -> Learned:
         spread = max(abs(t - measured) for t in times) / measured
         margin = min(ESTIMATE_MARGIN, max(MARGIN_FLOOR, SPREAD_FACTOR * spread))
     return Learned(step, margin, len(kept), measured)
+
+
+def learned_note(nights: list[Night], estimate_seconds: float, pi_step_seconds: float, label: str) -> list[str]:
+    """``frame estimate``'s notes on the kept nights for its settings (none kept: no note)."""
+    if not nights:
+        return []
+    learned = learned_step(estimate_seconds, nights)
+    count = f"{learned.nights} earlier night{'s' if learned.nights > 1 else ''}"
+    note = (f"this device measured {format_duration(learned.measured or 0.0)} per step on {count} at these "
+            f"settings (this machine's projection: {format_duration(estimate_seconds)}); tonight's step choice "
+            f"counts {format_duration(learned.step_seconds)} per step with {learned.margin:.0%} to spare "
+            f"(docs/estimate.md, \"Step times this device measured\")")
+    slow = slow_sentence(learned.measured, pi_step_seconds, label)
+    return [note, slow] if slow else [note]
 
 
 def slow_sentence(measured: float | None, pi_step_seconds: float, label: str, when: str = "on earlier nights") -> str:

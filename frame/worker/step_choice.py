@@ -35,7 +35,6 @@ from frame.config.schema import Config
 from frame.errors import FrameError
 from frame.estimate import step_history
 from frame.estimate.choice import ESTIMATE_MARGIN, StepChoice, choose_steps
-from frame.redact import redact_url
 from frame.statefile import read_json, write_json
 from frame.worker.embeddings import new_text_tokens, new_texts
 from frame.worker.errors import StepFailed
@@ -147,7 +146,7 @@ def night_steps(config: Config, pipe: Any, size: tuple[int, int], deadline: floa
     estimate = result.estimate
     here = estimate.here
     available = deadline - (time.time() if now is None else now)
-    key = history_key(config, size, estimate.plan)
+    key = step_history.config_key(config, size, estimate.plan)
     kept = step_history.load(Path(state_dir)).get(key, []) if state_dir is not None else []
     learned = step_history.learned_step(here.step_seconds, kept)
     fixed = remaining_fixed_seconds(here, estimate.plan.steps)
@@ -170,16 +169,6 @@ def night_steps(config: Config, pipe: Any, size: tuple[int, int], deadline: floa
         write_json(Path(state_dir) / ESTIMATE_FILE, {**to_dict(result, "tonight's render", config),
                                                       "step_choice": choice.to_dict()})
     return choice
-
-
-def history_key(config: Config, size: tuple[int, int], plan: Any) -> str:
-    """Tonight's settings as ``step_history`` keys its measurements (the model without credentials)."""
-    model = config.model
-    engine = getattr(config, "engine", None)
-    return step_history.night_key(redact_url(model.source), size, plan.guidance_mode if plan.guided else "none",
-                                  str(model.weights), model.attention_slices, loras=len(model.loras),
-                                  vae=str(getattr(model, "vae_decoder", None) or "full"),
-                                  threads=getattr(engine, "threads", None) or None)
 
 
 def keep_step_times(job_dir: Path, state_dir: Path | None, step_seconds: list[float]) -> step_history.Night | None:

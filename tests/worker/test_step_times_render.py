@@ -27,13 +27,17 @@ RATES = Throughput(2e9, 4e9, 1e-5, {"conv": 2e9, "matmul": 2e9, "attention": 2e9
 HOUR = 3600.0
 
 
+def _config(state: Path):
+    return make_config(state, model={"source": "demo", "size": "64x64", "steps": 3},
+                       display={"panel": "virtual", "size": "80x48"})
+
+
 def _night(tmp_path: Path, name: str, monkeypatch, deadline_in: float = HOUR):
     """(tonight's choice, the events the render emitted, the state folder) for a night of the demo model."""
     monkeypatch.setattr(configured, "measure_throughput", lambda *args, **kwargs: RATES)
     state = tmp_path / "state"
     state.mkdir(exist_ok=True)
-    config = make_config(state, model={"source": "demo", "size": "64x64", "steps": 3},
-                         display={"panel": "virtual", "size": "80x48"})
+    config = _config(state)
     job = RenderJob(render_id=1, render_kind="night", state_dir=state, seed=7, deadline=time.time() + deadline_in,
                     candidates=(JobCandidate(prompt="a red fox", theme="a red fox", style="", weight=1.0,
                                              origin="theme"),))
@@ -55,6 +59,8 @@ def test_a_first_night_chooses_as_before_and_keeps_its_measured_steps(tmp_path, 
     assert (choice.steps, choice.margin, choice.fixed_margin, choice.learned_nights, choice.slow) == \
         (before.steps, ESTIMATE_MARGIN, None, 0, "")
     assert "earlier night" not in choice.sentence()
+    assert not any("this device measured" in n for n in configured.estimate_config(
+        _config(tmp_path / "empty"), size=(64, 64), alternative=False).estimate.notes)  # nothing kept: no note
     kept = step_history.load(state)
     assert list(kept) == [saved["history_key"]]
     (night,) = kept[saved["history_key"]]
@@ -96,6 +102,10 @@ def test_a_device_slower_than_the_pi_projection_says_so_in_the_log_and_on_the_ph
     line = parse_event(event_line(stage))  # as the daemon reads it from the worker's protocol line
     shown = progress_view({"render": line.progress()})["step_choice"]
     assert shown.endswith(choice.slow) and shown.count(";") == 1  # one plain sentence after the choice's
+    estimate = configured.estimate_config(_config(state), size=(64, 64), alternative=False)  # frame estimate
+    notes = estimate.estimate.notes
+    assert any("this device measured 1 min 00 s per step on 2 earlier nights at these settings" in n for n in notes)
+    assert any("took 1 min 00 s per step on earlier nights" in n for n in notes)
 
 
 def test_a_damaged_history_costs_no_night(tmp_path, monkeypatch, caplog):
