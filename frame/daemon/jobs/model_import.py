@@ -22,6 +22,7 @@ URLs are http(s) only, and shown everywhere (page, API, log) with their credenti
 from __future__ import annotations
 
 import logging
+import os
 import re
 import subprocess
 import sys
@@ -166,7 +167,8 @@ class ModelImports:
             target.parent.mkdir(parents=True, exist_ok=True)
             self._write({"url": url, "name": name, "weights": weights, "status": "running",
                          "started_at": time.time(), "error": ""})
-            (self.state_dir / LOG_FILE).write_bytes(b"")
+            os.close(os.open(self.state_dir / LOG_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
+            os.chmod(self.state_dir / LOG_FILE, 0o600)  # the child's messages may quote the URL
             self._launch(cap_mb)
         log.info("model import of %s into %s started (%s)", redact_url(url), target, weights)
         return name
@@ -249,7 +251,7 @@ class ModelImports:
     def _child(self, command: list[str], cap_mb: float) -> tuple[str | None, str | None]:
         """Run one child to its end: (why it was stopped or None, its error or None)."""
         started = time.monotonic()
-        with open(self.state_dir / LOG_FILE, "ab") as err:
+        with os.fdopen(os.open(self.state_dir / LOG_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as err:
             proc = self._proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=err, stderr=err,
                                                  env=worker_env(), close_fds=True)
             _, _, stopped, peak = watch_child(proc, cap_mb, f"the worker limit of {cap_mb:.0f} MiB", self.time_limit,
