@@ -107,6 +107,7 @@ class RemoteRenderConfig:
 class RenderConfig:
     backend: Literal["local", "remote", "comfyui"] = "local"
     remote: RemoteRenderConfig = field(default_factory=RemoteRenderConfig)
+    previews: bool = True
 
 
 @dataclass(frozen=True)

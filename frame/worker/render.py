@@ -23,6 +23,7 @@ from PIL import PngImagePlugin
 from frame.atomicfile import write_bytes_atomic
 from frame.config import lora_tags
 from frame.config.schema import Config
+from frame.diffusion.previews import TinyPreviewer, previewer_for, projection_preview
 from frame.diffusion.sizes import night_size
 from frame.redact import redact_url
 from frame.statefile import read_json, write_json
@@ -84,8 +85,10 @@ class ProgressRelay:
     (``step_seconds``: from the previous finished step, the first from the UNet's first report) for the
     step times kept from night to night (``frame.estimate.step_history``)."""
 
-    def __init__(self, job_dir: Path, emit: Emit, interval: float = 1.0) -> None:
+    def __init__(self, job_dir: Path, emit: Emit, interval: float = 1.0,
+                 preview: Callable[[Any], Any] | None = projection_preview) -> None:
         self.job_dir, self.emit, self.interval = job_dir, emit, interval
+        self.preview = preview  # None: render.previews is off (frame.diffusion.previews)
         self._last = 0.0
         self._step_started: float | None = None
         self.step_seconds: list[float] = []
@@ -105,7 +108,7 @@ class ProgressRelay:
         if not report.step_done and now - self._last < self.interval:
             return
         self._last = now
-        preview = report.preview(scale=2) if report.step_done else None
+        preview = self.preview(report) if report.step_done and self.preview is not None else None
         if preview is not None:
             write_bytes_atomic(self.job_dir / "preview.png", _png_bytes(preview))
         self.emit(ProgressEvent(
@@ -161,7 +164,8 @@ def generate(job: RenderJob, config: Config, choice: ThemeChoice, job_dir: Path,
     if out.exists():
         return out
     if config.render.backend in SERVER_BACKENDS and job.variation is None:  # the LAN render server first (issue 17)
-        if paint_remotely(job, config, choice, job_dir, emit, ProgressRelay(job_dir, emit)):
+        relay = ProgressRelay(job_dir, emit, preview=projection_preview if config.render.previews else None)
+        if paint_remotely(job, config, choice, job_dir, emit, relay):
             return out
     pipe = pipeline.get(emit)
     config = _own_settings(job, config, pipe, job_dir)
@@ -184,9 +188,14 @@ def generate(job: RenderJob, config: Config, choice: ThemeChoice, job_dir: Path,
         steps=settings.steps, guidance=settings.guidance, sampler=settings.sampler, width=settings.width,
         height=settings.height, model=pipe.info.name).to_json())
     emit(StageEvent("generating", steps=settings.steps))
-    relay = ProgressRelay(job_dir, emit)
-    image = pipe.generate(settings, callback=relay, resume_dir=job_dir / "diffusion",
-                          init_image=variation.image if variation else None)
+    previewer = previewer_for(pipe, config.render.previews)
+    relay = ProgressRelay(job_dir, emit, preview=previewer)
+    try:
+        image = pipe.generate(settings, callback=relay, resume_dir=job_dir / "diffusion",
+                              init_image=variation.image if variation else None)
+    finally:
+        if isinstance(previewer, TinyPreviewer):
+            previewer.close()
     nightly.keep_step_times(job_dir, job.state_dir, relay.step_seconds)  # logs what they took
     _keep_lora_notes(job_dir, pipe, dropped)
     write_bytes_atomic(out, _png_with_parameters(image))
