@@ -18,6 +18,9 @@ from frame.config.loader import validate
 from frame.config.schema import Config
 from frame.config.validate import Path as KeyPath
 from frame.config.validate import format_path
+from frame.diffusion.model_files import ModelFiles
+from frame.diffusion.model_info import SDXL, read_model_info
+from frame.diffusion.tiny_vae import open_tiny_vae
 from frame.errors import ConfigError, FrameError
 from frame.models import resolve_model_source
 from frame.redact import redact_text
@@ -44,7 +47,27 @@ def deep_problems(config: Config) -> list[tuple[KeyPath, str]]:
         except ValueError as exc:
             problems.append((("render", "remote", "workflow"), str(exc)))
     problems.extend((("model", f.key), f.message) for f in model_findings(config) if not f.warning)
+    tiny = _tiny_vae_problem(config, source)
+    if tiny:
+        problems.append((("model", "vae_decoder"), tiny))
     return problems
+
+
+def _tiny_vae_problem(config: Config, source: str) -> str | None:
+    """``model.vae_decoder`` names a folder that is missing, not a tiny VAE, or for the other family (a URL
+    is asked when the render loads it, as model.source is)."""
+    value = config.model.vae_decoder
+    if not value or "://" in value:
+        return None
+    try:
+        sdxl = read_model_info(ModelFiles(source)).kind == SDXL if "://" not in source else value == "taesdxl"
+    except (FrameError, OSError):
+        sdxl = value == "taesdxl"  # the model's own problem is reported for model.source
+    try:
+        open_tiny_vae(value, config.state_dir, sdxl)
+    except FrameError as exc:
+        return str(exc).removeprefix("model.vae_decoder: ")
+    return None
 
 
 def queued_problems(config: Config, settings: Mapping[str, Any]) -> list[tuple[str, str]] | None:

@@ -82,3 +82,15 @@ def test_the_setting_is_validated(tmp_path: Path):
     path.write_text("model:\n  vae_decoder: ftp://nas/taesd\n")
     _, problems, _ = validate(str(path), {})
     assert any(line.startswith("model.vae_decoder:") for line in problems.lines), problems.lines
+
+
+def test_config_check_names_a_missing_or_wrong_tiny_vae(tiny: Path, tmp_path: Path):
+    from frame.worker.checks import deep_problems
+
+    def problems(state: Path, value: str) -> list[str]:
+        config = make_config(state, model={"source": "demo", "vae_decoder": value})
+        return [message for path, message in deep_problems(config) if path == ("model", "vae_decoder")]
+
+    assert problems(tiny, "taesd") == [] and problems(tiny, "") == []
+    assert "frame model import --tiny-vae taesd" in problems(tmp_path, "taesd")[0]
+    assert "use taesd" in problems(tiny, "taesdxl")[0]  # the demo model is SD 1.x
