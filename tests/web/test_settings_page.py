@@ -249,15 +249,25 @@ def test_a_full_disk_answers_the_settings_api_in_json(client, state_dir, monkeyp
     assert refused.status_code == 400 and refused.is_json
 
 
-def test_the_tiny_vae_is_offered_with_its_trade_off_and_saved(owner, state_dir):
+def test_the_tiny_vae_is_offered_with_its_trade_off_and_saved(owner, state_dir, tmp_path):
+    from frame.convert.importer.tiny_vae import import_tiny_vae
+    from tests.convert.test_tiny_vae_import import _fixture_folder
+
     html, token = _form(owner)
     field = re.search(r'<input id="f-model-vae_decoder"[^>]*>', html, re.S).group(0)
     assert 'value=""' in field  # the full VAE stays the default
     assert "the decode is many times faster, the picture a little softer" in html
-    response = owner.post("/config", data={"csrf_token": token, "model.vae_decoder": "taesdxl",
+    missing = owner.post("/config", data={"csrf_token": token, "model.vae_decoder": "taesd",
+                                          "feeds.sources-0-url": ""})
+    assert missing.status_code == 400 and "frame model import --tiny-vae taesd" in missing.get_data(as_text=True)
+    assert not (state_dir / "settings.yaml").exists()
+    folder = tmp_path / "taesd-onnx"  # a folder by its path (the name taesd: <state_dir>/models/taesd)
+    import_tiny_vae(str(_fixture_folder(tmp_path)[0]), folder, weights="fp32")
+    _, token = _form(owner)
+    response = owner.post("/config", data={"csrf_token": token, "model.vae_decoder": str(folder),
                                            "feeds.sources-0-url": ""})
-    assert response.status_code == 303
-    assert yaml.safe_load((state_dir / "settings.yaml").read_text()) == {"model": {"vae_decoder": "taesdxl"}}
+    assert response.status_code == 303, re.findall(r'-problem">([^<]*)', response.get_data(as_text=True))
+    assert yaml.safe_load((state_dir / "settings.yaml").read_text()) == {"model": {"vae_decoder": str(folder)}}
     _, token = _form(owner)
     bad = owner.post("/config", data={"csrf_token": token, "model.vae_decoder": "ftp://nas/taesd",
                                       "feeds.sources-0-url": ""})
