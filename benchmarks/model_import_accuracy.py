@@ -10,7 +10,17 @@ the encoder is also written in optimum's ``latent_parameters`` style from the sa
 mean compared). The relative error (max |frame - torch| / max |torch|)
 of each must stay ≤ 1e-4 (issue 41). Needs about 12 GB of memory and a few minutes.
 
-    .venv/bin/python benchmarks/model_import_accuracy.py [--cache /tmp/frame-accuracy]
+With ``--optimum-path DIR``, the same weights are also exported by optimum (``optimum-cli export onnx``'s
+``main_export``, task text-to-image) from a diffusers folder written by this script, and each imported
+graph is compared in onnxruntime against optimum's export in onnxruntime, on the same inputs (issue 41
+item 4's last clause). optimum-onnx 0.1.0 pins transformers < 4.58 (and so huggingface_hub < 1.0, which
+diffusers 0.42 cannot use), so it lives in a private folder put on the export child's path only, leaving
+the development environment (torch 2.13, transformers 5, diffusers 0.42) as it is:
+
+    .venv/bin/pip install --no-deps --target /tmp/optimum-pkgs optimum==2.1.0 optimum-onnx==0.1.0 \
+        transformers==4.57.6 tokenizers==0.22.2 huggingface_hub==0.36.2 diffusers==0.35.2
+
+    .venv/bin/python benchmarks/model_import_accuracy.py [--cache /tmp/frame-accuracy] [--optimum-path DIR]
 """
 
 from __future__ import annotations
@@ -78,6 +88,67 @@ def encoder_parameters(checkpoint: Path, folder: Path) -> None:
         opened.close()
 
 
+def write_diffusers(folder: Path, unet, vae, text) -> None:
+    """The same modules as a diffusers pipeline folder for optimum. The text encoder's weights are written
+    with the ``text_model.`` prefix transformers < 5 loads (transformers 5 saves them without it), and the
+    tokenizer is frame's CLIP vocabulary files."""
+    from diffusers import PNDMScheduler, StableDiffusionPipeline
+    from safetensors.torch import save_file
+    from transformers import CLIPTokenizer
+
+    tokenizer = CLIPTokenizer.from_pretrained(str(ROOT / "frame" / "models" / "demo" / "tokenizer"))
+    scheduler = PNDMScheduler(beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear",
+                              skip_prk_steps=True, steps_offset=1)
+    pipe = StableDiffusionPipeline(vae=vae, text_encoder=text, tokenizer=tokenizer, unet=unet, scheduler=scheduler,
+                                   safety_checker=None, feature_extractor=None, requires_safety_checker=False)
+    shutil.rmtree(folder, ignore_errors=True)
+    pipe.save_pretrained(str(folder), safe_serialization=True)
+    shutil.rmtree(folder / "tokenizer")  # transformers 5 writes tokenizer.json only; < 5 reads the BPE files
+    shutil.copytree(ROOT / "frame" / "models" / "demo" / "tokenizer", folder / "tokenizer")
+    for stale in (folder / "text_encoder").glob("model*.safetensors*"):
+        stale.unlink()
+    weights = {k if k.startswith("text_model.") else f"text_model.{k}": v.contiguous()
+               for k, v in text.state_dict().items()}
+    save_file(weights, str(folder / "text_encoder" / "model.safetensors"), metadata={"format": "pt"})
+
+
+def optimum_export(folder: Path, out: Path, optimum_path: Path) -> None:
+    """optimum's ONNX export of ``folder`` into ``out``, in a child with ``optimum_path`` first on its path."""
+    shutil.rmtree(out, ignore_errors=True)
+    code = ("import sys; from optimum.exporters.onnx import main_export; "
+            "main_export(sys.argv[1], sys.argv[2], task='text-to-image', device='cpu', no_post_process=True)")
+    subprocess.run([sys.executable, "-c", code, str(folder), str(out)], check=True, cwd=ROOT,
+                   env={"PYTHONPATH": str(optimum_path), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "2"})
+
+
+def against_optimum(model: Path, exported: Path, feeds: dict) -> dict[str, float]:
+    """Each imported graph and optimum's in onnxruntime on the same inputs (the encoder's mean: optimum
+    writes mean and log-variance, as the import's ``parameters`` encoder does)."""
+    import onnxruntime as ort
+
+    theirs = {"text_encoder": "text_encoder", "unet": "unet", "vae_decoder": "vae_decoder",
+              "vae_encoder_parameters": "vae_encoder"}
+    results = {}
+    for graph, other in theirs.items():
+        outputs = []
+        for path in (model / graph / "model.onnx", exported / other / "model.onnx"):
+            session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+            given = {}
+            for arg in session.get_inputs():
+                value = feeds[graph][arg.name]
+                if not arg.shape:  # optimum's timestep is a scalar, frame's one value per step
+                    value = value.reshape(())
+                given[arg.name] = value.astype({"tensor(int64)": np.int64, "tensor(int32)": np.int32,
+                                                "tensor(float)": np.float32}.get(arg.type, value.dtype))
+            outputs.append(session.run(None, given)[0])
+            del session
+        mine, reference = outputs
+        if graph == "vae_encoder_parameters":
+            mine, reference = mine[:, :4], reference[:, :4]
+        results[graph] = relative(mine, reference)
+    return results
+
+
 def relative(frame: np.ndarray, reference: np.ndarray) -> float:
     return float(np.abs(frame - reference).max() / np.abs(reference).max())
 
@@ -85,6 +156,9 @@ def relative(frame: np.ndarray, reference: np.ndarray) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cache", type=Path, default=Path("/tmp/frame-accuracy"))
+    parser.add_argument("--optimum-path", type=Path, help="a folder holding optimum and optimum-onnx (see above)")
+    parser.add_argument("--reuse-export", action="store_true",
+                        help="keep optimum's export in the cache from an earlier run (same seed, same weights)")
     args = parser.parse_args()
     import onnxruntime as ort
 
@@ -122,8 +196,17 @@ def main() -> int:
         out = outputs[0][:, :reference.shape[1]] if graph == "vae_encoder_parameters" else outputs[0]  # the mean
         results[graph] = relative(out, reference)
         del session
+    report = {"relative_error": {k: float(f"{v:.2e}") for k, v in results.items()}}
+    if args.optimum_path:
+        if not (args.reuse_export and (args.cache / "optimum" / "unet" / "model.onnx").is_file()):
+            write_diffusers(args.cache / "diffusers", unet, vae, text)
+            del unet, vae, text
+            optimum_export(args.cache / "diffusers", args.cache / "optimum", args.optimum_path)
+        against = against_optimum(model, args.cache / "optimum", feeds)
+        report["relative_error_vs_optimum"] = {k: float(f"{v:.2e}") for k, v in against.items()}
+        results.update({f"{k} (optimum)": v for k, v in against.items()})
     verdict = "OK" if all(v <= LIMIT for v in results.values()) else "over 1e-4"
-    print(json.dumps({"relative_error": {k: float(f"{v:.2e}") for k, v in results.items()}}) + f"  {verdict}")
+    print(json.dumps(report) + f"  {verdict}")
     return 0 if verdict == "OK" else 1
 
 
