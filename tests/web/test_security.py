@@ -245,7 +245,9 @@ def test_only_the_reviewed_routes_exist(app):
                     for rule in app.url_map.iter_rules() if rule.endpoint.startswith("web."))
     assert routes == [
         ("/", "GET"),
-        ("/config", "GET"), ("/config", "POST"), ("/config/estimate", "POST"), ("/config/restart", "POST"),
+        ("/config", "GET"), ("/config", "POST"), ("/config/estimate", "POST"),
+        ("/config/models/import", "POST"), ("/config/models/use", "POST"),  # issue 41: by name, or an http(s) URL
+        ("/config/restart", "POST"),
         ("/config/restore", "POST"),
         ("/favicon.ico", "GET"), ("/gallery", "GET"), ("/login", "GET,POST"), ("/logout", "POST"),
         ("/logout-everywhere", "GET,POST"),  # GET: the page that asks first (issue 40)
@@ -272,6 +274,7 @@ def test_only_the_reviewed_api_routes_exist(app):
     routes = sorted((rule.rule, ",".join(sorted(rule.methods - {"HEAD", "OPTIONS"})))
                     for rule in app.url_map.iter_rules() if rule.endpoint.startswith(("api.", "api_settings.")))
     assert routes == [
+        ("/api/models", "GET"), ("/api/models/import", "POST"), ("/api/models/use", "POST"),  # issue 41
         ("/api/pictures", "GET"), ("/api/pictures/<id:picture_id>", "DELETE"),
         ("/api/pictures/<id:picture_id>", "GET"), ("/api/pictures/<id:picture_id>/image", "GET"),
         ("/api/pictures/<id:picture_id>/rating", "POST"), ("/api/pictures/<id:picture_id>/reuse-seed", "POST"),
