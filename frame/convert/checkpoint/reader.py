@@ -166,9 +166,8 @@ def open_file(location: str, opener: Opener | None = None) -> Checkpoint:
         if kind == "safetensors":
             return SafetensorsCheckpoint(source, read_source_header(source))
         if kind == "torch":
-            if is_url(location):
-                raise UsageError(f"{source.location}: a torch checkpoint (.ckpt) at a URL: frame streams "
-                                 ".safetensors from URLs; download the .ckpt first, or use the site's .safetensors")
+            if is_url(location):  # its zip directory and tensors read with Range requests, never copied
+                return TorchCheckpoint(location, source)
             source.close()
             return TorchCheckpoint(location)
         raise UsageError(f"{source.location}: neither a .safetensors nor a .ckpt checkpoint "

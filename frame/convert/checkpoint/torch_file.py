@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from frame.convert.checkpoint.components import FLOAT_DTYPES, TensorInfo
+from frame.engine.io.sources import ByteSource
 from frame.engine.io.torch_pickle import TorchTensor, open_torch
 from frame.errors import UsageError
 
@@ -22,11 +23,13 @@ STATE_DICT = "state_dict."
 
 
 class TorchCheckpoint:
-    """A local torch zip file's weights, by their checkpoint names."""
+    """A torch zip file's weights, by their checkpoint names: a local file, or ``source`` (a URL's
+    Range requests; the checkpoint then owns and closes it)."""
 
-    def __init__(self, path: str) -> None:
-        self.location = path
-        self.file = open_torch(path, inert=True)
+    def __init__(self, path: str, source: ByteSource | None = None) -> None:
+        self.location = source.location if source is not None else path
+        self.source = source  # the import's resume identity reads its size and ETag
+        self.file = open_torch(path, inert=True, source=source)
         found = list(self.file.tensors())
         nested = any(name.startswith(STATE_DICT) for name, _ in found)
         self.entries: dict[str, TorchTensor] = {

@@ -65,7 +65,7 @@ def _identity(checkpoint: Checkpoint) -> dict:
     parts = getattr(checkpoint, "parts", None) or {"": checkpoint}
     out = {}
     for name, part in sorted(parts.items()):
-        source = getattr(part, "source", None)  # a .ckpt has none: it is a local file
+        source = getattr(part, "source", None)  # a local .ckpt has none: its file is read by path
         location = source.location if source is not None else part.location
         stamp = getattr(source, "validator", None)
         size = source.size() if source is not None else os.path.getsize(location)

@@ -33,6 +33,8 @@ import numpy as np
 from frame.engine.errors import FileFormatError
 from frame.engine.io.file_limits import MAX_TENSOR_BYTES
 from frame.engine.io.pickle_vm import Global, PickleLimits, PickleVM, short
+from frame.engine.io.source_file import open_source
+from frame.engine.io.sources import ByteSource
 
 # torch's storage class names → (dtype name as safetensors spells it, numpy dtype); bfloat16 is read
 # as the top halves of float32s
@@ -141,25 +143,42 @@ class TorchFile:
     ``TorchTensor`` for each tensor); ``tensors()`` lists the tensors by their key path. Use it as a
     context manager (the zip stays open for ``read()``)."""
 
-    def __init__(self, path: str | Path, limits: TorchLimits = TorchLimits(), inert: bool = False) -> None:
-        self.path, self.limits, self.inert = Path(path), limits, inert
-        self._where = str(self.path)
+    def __init__(self, path: str | Path, limits: TorchLimits = TorchLimits(), inert: bool = False,
+                 source: ByteSource | None = None) -> None:
+        self.path, self.limits, self.inert, self.source = Path(path), limits, inert, source
+        self._where = source.location if source is not None else str(self.path)
         self._count = 0
         self._raw: Any = None
+        self._zip_file: Any = None
         self._starts: dict[str, int] = {}
-        _check_entry_count(self.path, limits.max_zip_entries)
+        _check_entry_count(self._open, self._where, limits.max_zip_entries)
         try:
-            self.archive = zipfile.ZipFile(self.path)
+            if source is None:
+                self.archive = zipfile.ZipFile(self.path)
+            else:
+                self._zip_file = self._open()
+                self.archive = zipfile.ZipFile(self._zip_file)
         except zipfile.BadZipFile:
+            self._close_files()
             raise self._fail("not a torch zip file (files saved by torch before 1.6 are not read; "
                              "convert it to .safetensors)", "zip") from None
         except OSError as exc:
+            self._close_files()
             raise self._fail(f"cannot be read ({exc.strerror or exc})", "file") from None
+        except BaseException:
+            self._close_files()
+            raise
         try:
             self.root = self._load()
         except BaseException:
-            self.archive.close()
+            self.close()
             raise
+
+    def _open(self) -> Any:
+        """A new binary file of the checkpoint: the local file, or the byte source (a URL) as one."""
+        if self.source is not None:
+            return open_source(self.source)
+        return open(self.path, "rb")  # noqa: SIM115 - closed by close()
 
     def _fail(self, message: str, where: str) -> FileFormatError:
         return FileFormatError(f"{self._where}: {message}", path=self._where, field=where)
@@ -172,8 +191,15 @@ class TorchFile:
 
     def close(self) -> None:
         self.archive.close()
-        if self._raw is not None:
-            self._raw.close()
+        self._close_files()
+
+    def _close_files(self) -> None:
+        for file in (self._raw, self._zip_file):
+            if file is not None:
+                file.close()
+        self._raw = self._zip_file = None
+        if self.source is not None:
+            self.source.close()
 
     def read_bytes(self, storage: _Storage, start: int, length: int) -> bytearray:
         """``length`` bytes of ``storage`` from byte ``start`` (inside it: checked when the tensor was
@@ -186,7 +212,12 @@ class TorchFile:
         if storage.entry.compress_type == zipfile.ZIP_STORED:
             raw = self._stored(storage)
             raw.seek(self._data_start(storage) + start)
-            got = raw.readinto(memoryview(out))
+            view = memoryview(out)
+            while got < length:  # a URL's file answers a large read in several pieces
+                count = raw.readinto(view[got:])
+                if not count:
+                    break
+                got += count
         else:
             with self.archive.open(storage.entry) as stream:
                 stream.seek(start)
@@ -203,7 +234,7 @@ class TorchFile:
 
     def _stored(self, storage: _Storage) -> Any:
         if self._raw is None:
-            self._raw = open(self.path, "rb")  # noqa: SIM115 - kept open with the zip, closed by close()
+            self._raw = self._open()  # kept open with the zip, closed by close()
         return self._raw
 
     def _data_start(self, storage: _Storage) -> int:
@@ -335,11 +366,11 @@ def _ordered_dict(*items: Any) -> OrderedDict:
     return OrderedDict()
 
 
-def _check_entry_count(path: Path, limit: int) -> None:
+def _check_entry_count(opener: Any, where: str, limit: int) -> None:
     """Refuse a zip whose directory lists more than ``limit`` entries, before ``zipfile`` builds an
     object for each (its end-of-directory record says how many; zip64's when the file is large)."""
     try:
-        with open(path, "rb") as f:
+        with opener() as f:
             size = f.seek(0, 2)
             start = max(0, size - (22 + 65535 + 20))
             f.seek(start)
@@ -355,13 +386,15 @@ def _check_entry_count(path: Path, limit: int) -> None:
                 if len(record) == 56 and record[:4] == b"PK\x06\x06":
                     (count,) = struct.unpack("<Q", record[32:40])
     except OSError as exc:
-        raise FileFormatError(f"{path}: cannot be read ({exc.strerror or exc})", path=str(path), field="file") from None
+        raise FileFormatError(f"{where}: cannot be read ({exc.strerror or exc})", path=where, field="file") from None
     if count > limit:
-        raise FileFormatError(f"{path}: the zip lists {count} entries (at most {limit})", path=str(path), field="zip")
+        raise FileFormatError(f"{where}: the zip lists {count} entries (at most {limit})", path=where, field="zip")
 
 
-def open_torch(path: str | Path, limits: TorchLimits = TorchLimits(), *, inert: bool = False) -> TorchFile:
-    """The torch file at ``path``, its tensors not read yet. ``inert``: a call of a global frame does
-    not read (a training tool's callback object) becomes an ``Opaque`` value instead of an error;
-    nothing is ever called either way."""
-    return TorchFile(path, limits, inert)
+def open_torch(path: str | Path, limits: TorchLimits = TorchLimits(), *, inert: bool = False,
+               source: ByteSource | None = None) -> TorchFile:
+    """The torch file at ``path`` (or read through ``source``, e.g. a URL's Range requests, which
+    the file then owns and closes), its tensors not read yet. ``inert``: a call of a global frame
+    does not read (a training tool's callback object) becomes an ``Opaque`` value instead of an
+    error; nothing is ever called either way."""
+    return TorchFile(path, limits, inert, source)

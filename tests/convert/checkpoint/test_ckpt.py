@@ -58,3 +58,45 @@ def test_ckpt_imports_like_its_safetensors(tmp_path):
         assert {c.name: {k: digest(v) for k, v in c.weights()} for c in found.components} == expected("sd15")
     finally:
         checkpoint.close()
+
+
+def test_ckpt_at_a_url_imports_like_on_disk(tmp_path):
+    """A .ckpt at an http(s) URL is read with Range requests (its zip directory at the end, then each
+    tensor's bytes) from a real server on 127.0.0.1 that cuts answers and drops connections: the same
+    diffusers weights as the file on disk, and the file is never copied."""
+    from frame.convert.checkpoint.reader import Opener
+    from frame.engine.io.http_settings import HttpSettings
+    from tests.engine.http_server import RangeServer
+
+    write_ckpt(tmp_path / "sd15.ckpt", read_raw(FIXTURES / "sd15.safetensors"))
+    server = RangeServer(str(tmp_path)).start()
+    try:
+        server.faults = [None] * 4 + ["truncate", "drop", "500"] + [None] * 10 + ["truncate"]
+        settings = HttpSettings(timeout=5.0, give_up_seconds=20.0, backoff=0.01, max_backoff=0.05)
+        checkpoint = open_checkpoint(server.url("sd15.ckpt"), Opener(settings))
+        try:
+            found = detect(checkpoint, Options(config_dir=str(FIXTURES / "sd15")))
+            got = {c.name: {k: digest(v) for k, v in c.weights()} for c in found.components}
+        finally:
+            checkpoint.close()
+        assert got == expected("sd15")
+        assert not server.faults  # every fault was met, and retried
+        assert all(r for _, r in server.requests)  # only Range requests: nothing fetched whole
+    finally:
+        server.stop()
+
+
+def test_ckpt_url_import_through_the_writer(tmp_path):
+    from frame.convert.importer.graphs import frame_builders
+    from frame.convert.importer.writer import ImportOptions, import_model
+    from tests.engine.http_server import RangeServer
+
+    write_ckpt(tmp_path / "sd15.ckpt", read_raw(FIXTURES / "sd15.safetensors"))
+    server = RangeServer(str(tmp_path)).start()
+    try:
+        dst = tmp_path / "model"
+        result = import_model(server.url("sd15.ckpt"), dst, ImportOptions(config_dir=str(FIXTURES / "sd15")),
+                              frame_builders("sd1"))
+    finally:
+        server.stop()
+    assert result.detected.family == "sd1" and (dst / "unet" / "model.onnx").is_file()
