@@ -130,10 +130,12 @@ class Phone:
         return self.api("GET", "/api/status")
 
     def wait_up(self, seconds: float) -> None:
+        """Until the daemon answers its login page: the one page anyone may have. Asking the API before
+        the token is known would send wrong tokens, and the daemon's limiter then locks this address out."""
         end = time.monotonic() + seconds
         while time.monotonic() < end:
             try:
-                self.status()
+                self.request("GET", "/login")
                 return
             except (OSError, PhoneError):
                 time.sleep(1)
