@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from frame.daemon.store.database import Store
+
+T = TypeVar("T")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -49,42 +57,40 @@ def _overrides(config, args: argparse.Namespace):  # noqa: ANN001, ANN202
     return replace(config, model=replace(model, **changes)) if changes else config
 
 
-def _store_rows(config, query: str, parameters: tuple = ()) -> list | None:  # noqa: ANN001
-    """Rows of a read-only query on the configured state folder's store (None when there is none)."""
-    import sqlite3
-    from pathlib import Path
-
+def _read_store(config, read: Callable[[Store], T]) -> T | None:  # noqa: ANN001
+    """``read`` on the configured state folder's store, opened read-only (estimating never changes or
+    creates it); None when there is no store or it cannot be read (an unreadable store only means
+    "unknown")."""
     from frame.config import state_dir
+    from frame.daemon.store.database import Store
 
-    path = Path(state_dir(config)) / "frame.db"
-    if not path.is_file():
+    try:
+        store = Store.open_read_only(state_dir(config))
+    except sqlite3.Error:
         return None
-    try:  # read-only: estimating never changes the store
-        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
-            return conn.execute(query, parameters).fetchall()
-    except sqlite3.Error:  # an unreadable store only means "unknown"
+    if store is None:
         return None
+    try:
+        return read(store)
+    except sqlite3.Error:
+        return None
+    finally:
+        store.close()
 
 
 def _ratings(config) -> int | None:  # noqa: ANN001
     """Rated pictures in the configured state folder (None when there is no store)."""
-    rows = _store_rows(config, "SELECT COUNT(DISTINCT picture_id) FROM ratings")
-    return None if rows is None else int(rows[0][0])
+    return _read_store(config, lambda store: store.rated_picture_count())
 
 
 def _tonight(config):  # noqa: ANN001, ANN202
     """The texts tonight's choice asks for (``frame.estimate.new_texts``): the configured ones, the
     feed prompts valid now and the rated pictures' prompts, read from the store."""
-    from datetime import UTC, datetime
-
     from frame.estimate.new_texts import tonight_texts
 
-    now = datetime.now(UTC).isoformat(timespec="seconds")
-    feed = _store_rows(config, "SELECT prompt FROM feed_items WHERE (valid_from IS NULL OR valid_from <= ?) "
-                               "AND (valid_until IS NULL OR valid_until > ?)", (now, now)) or []
-    rated = _store_rows(config, "SELECT DISTINCT p.prompt FROM pictures p JOIN ratings r ON r.picture_id = p.id "
-                                "WHERE p.origin IS NOT 'upload'") or []
-    return tonight_texts(config, [r[0] for r in feed], [r[0] for r in rated], _ratings(config))
+    feed = _read_store(config, lambda store: [item["prompt"] for item in store.feed_items()]) or []
+    rated = _read_store(config, lambda store: store.rated_painted_prompts()) or []
+    return tonight_texts(config, feed, rated, _ratings(config))
 
 
 def config_check_lines(config, measure_seconds: float = 1.0) -> list[str]:  # noqa: ANN001

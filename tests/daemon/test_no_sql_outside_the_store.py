@@ -1,5 +1,5 @@
-"""The daemon process's SQL lives in its store package (``frame.daemon.store``): every other daemon
-and web module asks a named ``Store`` method, so the schema's readers are in one place and a
+"""The daemon process's SQL lives in its store package (``frame.daemon.store``): every other daemon,
+web and command-line module asks a named ``Store`` method, so the schema's readers are in one place and a
 migration finds every statement it changes. Read with ``ast``: no string constant (f-string parts
 included) holding an SQL statement, and no call of ``query``/``execute`` outside the store."""
 
@@ -28,7 +28,8 @@ def sql_in(path: Path, root: Path = ROOT) -> list[str]:
 
 
 def daemon_process_modules() -> list[Path]:
-    paths = [*(ROOT / "frame" / "daemon").rglob("*.py"), *(ROOT / "frame" / "web").rglob("*.py")]
+    paths = [*(ROOT / "frame" / "daemon").rglob("*.py"), *(ROOT / "frame" / "web").rglob("*.py"),
+             *(ROOT / "frame" / "cli").rglob("*.py")]  # the commands read the daemon's store too
     return sorted(p for p in paths if STORE not in p.parents)
 
 

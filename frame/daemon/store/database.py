@@ -259,6 +259,16 @@ class Store(PromptQueueRows):
             f"{_PICTURE_SELECT} WHERE EXISTS (SELECT 1 FROM ratings r WHERE r.picture_id = p.id) ORDER BY p.id")
         return [_picture_row(r) for r in rows]
 
+    def rated_picture_count(self) -> int:
+        """Pictures with at least one rating: how much the taste model has to learn from."""
+        return int(self.query("SELECT COUNT(DISTINCT picture_id) FROM ratings")[0][0])
+
+    def rated_painted_prompts(self) -> list[str]:
+        """The distinct prompts of rated painted pictures (uploads have none worth choosing from)."""
+        rows = self.query("SELECT DISTINCT p.prompt FROM pictures p JOIN ratings r ON r.picture_id = p.id "
+                          "WHERE p.origin IS NOT 'upload' ORDER BY p.prompt")
+        return [row[0] for row in rows]
+
     # ratings --------------------------------------------------------------------------------------
 
     def rate(self, picture_id: int, kind: str, value: int) -> int:
