@@ -27,7 +27,9 @@ def _progress(value: int, prompt_id: str) -> bytes:
     return json.dumps({"type": "progress", "data": {"value": value, "max": 20, "prompt_id": prompt_id}}).encode()
 
 
-def _wait(condition, seconds: float = 3.0) -> bool:
+def _wait(condition, seconds: float = 15.0) -> bool:
+    """Until ``condition`` holds, at most ``seconds``: generous, since a loaded CI machine (two test
+    workers beside other jobs) took over 3 s to deliver a frame once; a held condition returns at once."""
     deadline = time.monotonic() + seconds
     while not condition() and time.monotonic() < deadline:
         time.sleep(0.02)
