@@ -1,7 +1,7 @@
 """JSON from someone else (a render server's answer, an owner's workflow file) parsed within limits.
 
 ``json.loads`` builds whatever the text describes: 50,000 nested brackets raise ``RecursionError``
-(out of ``frame config check``, issue 40 item 11), and 60 MB of ``[{},{},...]`` become millions of
+(out of ``frame config check``), and 60 MB of ``[{},{},...]`` become millions of
 Python objects (a ComfyUI answer took the Pi worker to 359 MiB). ``loads`` first scans the bytes, at
 C speed and without building anything: strings are blanked by one regular expression, the values
 are counted from the brackets and commas left, and the nesting depth is followed over the brackets

@@ -97,7 +97,7 @@ def _redacted(url: str) -> str:
 
 
 def _describe_model_url(config) -> bool:
-    """A URL model: is its server reachable, does it serve ranges (issue 12); warnings, never a failure.
+    """A URL model: is its server reachable, does it serve ranges; warnings, never a failure.
     False when a warning said the model cannot be streamed from there."""
     from frame.diffusion.configured import pipeline_setup
     from frame.diffusion.url_check import check_model_url
@@ -134,7 +134,7 @@ def _describe_onnxstream(config) -> None:
 
 
 def _describe_model(config) -> None:
-    """The model folder's weight precision per component, and a VAE that cannot be tiled (issue 11)."""
+    """The model folder's weight precision per component, and a VAE that cannot be tiled."""
     from pathlib import Path
 
     from frame.diffusion.model_check import describe_folder

@@ -42,7 +42,7 @@ class NoOwnerToken(FrameError):
 
 
 def _client(config: Config):
-    """A client of the daemon's API with the owner token: every route needs it, reads too (issue 40)."""
+    """A client of the daemon's API with the owner token: every route needs it, reads too."""
     from frame.cli.client import Client
     from frame.config import state_dir
     from frame.daemon.http.token import read_token
@@ -87,8 +87,8 @@ def _settings_aside(resolved: Any) -> str | None:
 def cmd_run(args: argparse.Namespace) -> int:
     from frame.daemon.allocator import settle_startup, tune_allocator, use_system_malloc
 
-    use_system_malloc()  # first: it may re-execute this command line (issue 27)
-    tune_allocator()  # before the first thread: freed memory goes back to the system (issue 27)
+    use_system_malloc()  # first: it may re-execute this command line
+    tune_allocator()  # before the first thread: freed memory goes back to the system
     from frame.config.loader import config_file_path, resolve
     from frame.daemon.service import Daemon
     from frame.errors import ConfigError

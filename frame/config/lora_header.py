@@ -1,5 +1,5 @@
 """Does a ``.safetensors`` file look like a LoRA? A cheap check of its header, without numpy, for the
-phone page's list of LoRAs (issue 40 item 10: any ``*.safetensors`` was listed, garbage included).
+phone page's list of LoRAs (any ``*.safetensors`` was listed, garbage included).
 
 Why only a look: the list is built in the daemon on every queue page, so it must stay small and
 fast. The whole test of a file (every header entry, NaN and inf values) is ``frame.engine.lora``'s,

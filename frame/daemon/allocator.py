@@ -1,4 +1,4 @@
-"""glibc's allocator set for a daemon that runs for months with a few threads (issue 27).
+"""glibc's allocator set for a daemon that runs for months with a few threads.
 
 With its defaults, glibc gives each thread that allocates its own arena (up to 8 per core) and raises
 its mmap threshold to the size of the largest block freed so far (up to 32 MiB). In the daemon, whose
@@ -61,7 +61,7 @@ def settle_startup() -> int:
     itself; a failing feed leaves its exception, traceback and frames). With the ~50,000 startup
     objects in the oldest generation, a full pass waits until a quarter as many again survive, so
     that garbage piles up for minutes and new pymalloc arenas are opened for it; freed later, they
-    stay partly used and resident: part of the soak's slow growth (issue 27; docs/daemon.md).
+    stay partly used and resident: part of the soak's slow growth (docs/daemon.md).
     It also grows the interned-string table to its lasting size first (``grow_interned_strings``)."""
     grow_interned_strings()
     gc.collect()

@@ -1,7 +1,7 @@
 """What precision a model folder's weights are stored in, read by the daemon without onnx or numpy.
 
 The settings page lists the models on the frame with their precision (fp32, fp16, uint8). The daemon
-imports neither onnx nor numpy (issue 27: it stays at ~45 MiB for months), so this walks the protobuf
+imports neither onnx nor numpy (it stays at ~45 MiB for months), so this walks the protobuf
 wire format of ``unet/model.onnx`` by hand, as ``frame.engine.io.protobuf_index`` does in the worker
 (which the daemon may not import): ModelProto.graph → GraphProto.initializer → TensorProto.dims and
 .data_type. Everything else, the nodes and every tensor's ``raw_data``, is skipped with a seek, so a

@@ -159,7 +159,7 @@ def parse_settings(values: Mapping[str, Any], config: Config | None = None,
 
 def _model_problems(config: Config, prompt: Mapping[str, Any]) -> list[tuple[str, str]] | None:
     """The configured model's rules on ``prompt``, asked of the check child (numpy and onnx stay out of
-    the daemon, issue 27); None when they cannot be asked (behind a URL, or the child failed: logged,
+    the daemon); None when they cannot be asked (behind a URL, or the child failed: logged,
     and the night checks the prompt again before it paints)."""
     try:
         return config_checks.queued_problems(config, Path(state_dir(config)), prompt)

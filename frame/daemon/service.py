@@ -150,7 +150,7 @@ class Daemon:
             self.refresh_status()
             if time.monotonic() >= next_upkeep:
                 next_upkeep = time.monotonic() + allocator.UPKEEP_SECONDS
-                allocator.upkeep()  # the garbage of five minutes of page loads, not of hours (issue 27)
+                allocator.upkeep()  # the garbage of five minutes of page loads, not of hours
 
     def stop(self) -> None:
         """Stop everything within ~10 s: workers get SIGTERM (their checkpoint is on disk)."""

@@ -5,7 +5,7 @@ paste back into A1111.
 
 At night a LoRA file that cannot be used (malformed, NaN or inf values, cut short) is left out with a
 warning and the picture painted without it, as a missing one is: one bad file must not cost the
-night, nor, for a queued prompt, every night after (issue 40 item 4). ``LoraOutcome`` keeps what
+night, nor, for a queued prompt, every night after. ``LoraOutcome`` keeps what
 happened to each LoRA (left out and why, or how many layers it changed: "matched 0 layers" is a
 warning too) for the log and the picture's details.
 """

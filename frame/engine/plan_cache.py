@@ -53,7 +53,7 @@ log = logging.getLogger(__name__)
 
 SUFFIX = ".plan"
 MAGIC = b"frame model plan 2\n"
-OLD_MAGICS = (b"frame model plan 1\n",)  # pickles (issue 40): refused, never read
+OLD_MAGICS = (b"frame model plan 1\n",)  # pickles: refused, never read
 DIGEST_BYTES = 32
 # SDXL's components plan to about 6.5 MB (its UNet 4.7 MB): 32 MB keep a few models' plans.
 DEFAULT_CAP_BYTES = 32 << 20

@@ -1,7 +1,7 @@
 """A planned model as data only: a JSON tree plus the raw bytes of its arrays (``frame.engine.plan_cache``).
 
-A kept plan used to be a pickle, and a pickle is a program: a forged plan file ran any command
-(issue 40). This encoding cannot name a callable. The tree is JSON; every JSON array in it starts
+A kept plan used to be a pickle, and a pickle is a program: a forged plan file ran any command.
+This encoding cannot name a callable. The tree is JSON; every JSON array in it starts
 with a tag saying what it is, and only these tags exist::
 
     ["L", item...]  list        ["T", item...] tuple     ["S", item...] set    ["F", item...] frozenset

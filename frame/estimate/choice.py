@@ -21,7 +21,7 @@ MIN_STEPS_TURBO = 1
 MIN_STEPS_LCM = 4
 MIN_STEPS = 10
 # The estimate against measured renders on a quiet machine (docs/estimate.md, "This machine: estimate
-# against a measured render"): SD 1.5 fp16 -11 %, uint8 -10 % of the render's CPU time; issue 28's
+# against a measured render"): SD 1.5 fp16 -11 %, uint8 -10 % of the render's CPU time; the
 # accuracy target is 15 %. A night is chosen so that its projection stretched by this share still ends
 # before the deadline: a night that takes 15 % longer than projected still finishes.
 ESTIMATE_MARGIN = 0.15

@@ -7,7 +7,7 @@ and 20 MB for one route, the owner's photo upload. A ``BodyPolicy`` looks at the
 headers (the session cookie, the declared ``Content-Length``) as soon as they are parsed and may raise
 the cap for that one request; everything else keeps the server's cap. An admitted body larger than
 the server's in-memory buffer is spooled to a temporary file like any waitress body: several large
-uploads at once then cost disk, not the daemon's memory (issue 27; a refused body is never read, so
+uploads at once then cost disk, not the daemon's memory (a refused body is never read, so
 nobody but the owner can make the frame write one).
 
 The policy runs in waitress's socket thread: it must be quick and must not raise (an exception counts

@@ -15,7 +15,7 @@ liked. ``GuardedServer`` changes four things:
   ``STALL_SECONDS``, or idle (no request, nothing unsent, nothing unread) for more than
   ``IDLE_GRACE_SECONDS``. A connection being served, one whose answer is moving, or one holding a
   request that has just arrived is never closed this way: closing those reset 13 % of the requests of
-  16 clients sharing one NAT address (issue 40 item 12);
+  16 clients sharing one NAT address;
 * **queued, else 503**: a new connection with no room and nothing sheddable waits, unread (its request
   stays in the kernel's buffer), and is served as soon as a connection of its address closes or
   becomes sheddable, newest first. One that waited ``QUEUE_SECONDS``, or the longest waiting when

@@ -9,7 +9,7 @@ their picture), so a phone downloads ~15 kB per tile instead of the full PNG and
 One child makes the missing thumbnails of the ``THUMB_BATCH`` pictures around the one asked for,
 since a gallery page asks for all of its tiles at once. A tile whose thumbnail cannot be made now (the
 image child busy for longer than ``WAIT_SECONDS``, or failing) is sent to the full picture, uncached:
-an ``<img>`` never asks again after a 503 or 404, so such tiles stayed blank (issue 29 item 18).
+an ``<img>`` never asks again after a 503 or 404, so such tiles stayed blank.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The settings page's models section (``/config#models-title``): the models on the frame with their
-kind and precision, "use this model", and "import from a URL" (issue 41 item 6).
+kind and precision, "use this model", and "import from a URL".
 
 Each button is an owner action of ``frame.daemon.actions.models`` (the JSON API's ``/api/models`` calls
 the same ones); here the form is read and the answer flashed. Every POST has passed

@@ -1,4 +1,4 @@
-"""Pairing a phone without typing the 32-character owner token (issue 40 item 3).
+"""Pairing a phone without typing the 32-character owner token.
 
 A pairing is a one-time secret that logs one browser in, as the token would, and is then gone:
 

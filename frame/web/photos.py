@@ -2,7 +2,7 @@
 
 The decoding runs in a short child (``python -m frame.worker.imagechild``, through
 ``frame.daemon.jobs.children``): the daemon never imports Pillow, and a photo's pixels never live in
-its memory (issue 27). The upload reaches the child as the temporary file the form's part was written
+its memory. The upload reaches the child as the temporary file the form's part was written
 to (its stdin), the stored file comes back in a folder under ``<state_dir>/checkpoints``.
 
 * Pillow decides what the bytes are (never the file name or the browser's content type): JPEG, PNG,

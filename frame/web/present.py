@@ -283,7 +283,7 @@ def progress_view(status: Mapping[str, Any] | None) -> dict[str, Any]:
         "restarts": render.get("restarts") or 0,
         "has_preview": bool(render.get("preview")),
         "step_choice": str(render.get("step_choice") or ""),
-        "backend_note": str(render.get("backend_note") or ""),  # render server used, or why not (issue 17)
+        "backend_note": str(render.get("backend_note") or ""),  # render server used, or why not
         "notice": str((status or {}).get("notice") or ""),
         "notice_details": str((status or {}).get("notice_details") or ""),
     }

@@ -9,7 +9,7 @@ capped at 64 KiB by the server:
   within ``UPLOAD_REQUEST_MAX``. It runs before a single body byte is read: without a valid session,
   with a larger declared length or with a chunked body the server answers 413 from the headers alone
   and nothing is buffered or spooled. An admitted body goes to a temporary file (waitress spools it),
-  not into the daemon's memory: twelve uploads at once cost the daemon no more than one (issue 27).
+  not into the daemon's memory: twelve uploads at once cost the daemon no more than one.
 * ``UploadFiles``: Flask's request class with every file part written to a temporary file (werkzeug
   would keep a part below 500 kB in memory), which the image child reads as its stdin.
 

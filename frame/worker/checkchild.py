@@ -1,6 +1,6 @@
 """The settings checks that read model graphs, in a short child: ``python -m frame.worker.checkchild JOB_JSON``.
 
-Why a child (issue 27): ``frame.worker.checks`` brings ``frame.diffusion.pipeline`` (numpy, onnx,
+Why a child: ``frame.worker.checks`` brings ``frame.diffusion.pipeline`` (numpy, onnx,
 Pillow) and opens the UNet's graph to apply the model rules; in the daemon that was +36.6 MiB for
 good after the settings page's first view. Here it is gone when the check is done. The daemon asks
 (``frame.daemon.jobs.children``) when the settings page is viewed and before a change is saved, and

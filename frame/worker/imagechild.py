@@ -1,6 +1,6 @@
 """Image work for the phone page in a short child: ``python -m frame.worker.imagechild JOB_JSON``.
 
-Why a child (issue 27): Pillow decoding in the daemon left it at 193 MiB after one 24 MP PNG and
+Why a child: Pillow decoding in the daemon left it at 193 MiB after one 24 MP PNG and
 peaked at 1191 MB for a 250 KB PNG of 7745×7745, and the allocator kept much of it. Here the memory
 goes back to the system when the child exits, and the child runs under its own cap
 (``childmain.cap_address_space``; Pillow only, no numpy, so an address-space limit is honest).

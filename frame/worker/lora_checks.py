@@ -1,8 +1,8 @@
-"""A queued prompt's LoRAs judged before it is stored (issue 40 items 8 and 10), in the check child.
+"""A queued prompt's LoRAs judged before it is stored, in the check child.
 
 Why here and not in the daemon: judging a LoRA means reading every value of it (NaN or infinity
 paints an all-black picture) and the model's graphs (a LoRA for another model changes no layer),
-which takes numpy and the engine; the daemon stays without both (issue 27) and asks the check child
+which takes numpy and the engine; the daemon stays without both and asks the check child
 (``frame.daemon.jobs.config_checks.lora_findings``). A file that cannot be used is a problem (the
 prompt is refused, naming the file); a LoRA that matches no layer of the configured model is a
 warning (the prompt is queued, and the owner told). The engine is imported by this job alone: the

@@ -92,7 +92,7 @@ def _opened(setup: PipelineSetup, stamp: float) -> tuple[ModelInfo, tuple[int, i
 
     A local diffusers export is read without numpy, onnx or Pillow (``frame.engine.io.graph_inputs``:
     the UNet's ``sample`` input, nothing else of its graph), so the settings checks' child stays at
-    its interpreter's size (issue 27: 61 -> 22 MiB on x86, it may run beside the render worker);
+    its interpreter's size (61 -> 22 MiB on x86, it may run beside the render worker);
     an OnnxStream folder is opened as the pipeline opens it (``PipelineSetup.open_structure``)."""
     folder = Path(setup.source).expanduser()
     with _quiet():

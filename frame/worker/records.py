@@ -212,8 +212,8 @@ class RenderJob:
     history: tuple[RatedPicture, ...] = ()
     recent_themes: tuple[str, ...] = ()
     deadline: float | None = None  # epoch seconds: the worker picks the steps that fit (absent in 0.1)
-    settings: PromptSettings = field(default_factory=PromptSettings)  # a queued prompt's own (issue 16)
-    variation: Variation | None = None  # "more like this": img2img from a gallery picture (issue 16)
+    settings: PromptSettings = field(default_factory=PromptSettings)  # a queued prompt's own
+    variation: Variation | None = None  # "more like this": img2img from a gallery picture
     kind: Literal["render"] = "render"
 
     @classmethod
@@ -255,7 +255,7 @@ class InfoFacts:
     details: tuple[tuple[str, str], ...]
     why: str
     url: str
-    # the footer's last line; a pairing code's screen says something else (issue 40)
+    # the footer's last line; a pairing code's screen says something else
     hint: str = INFO_HINT
 
     @classmethod

@@ -163,7 +163,7 @@ def generate(job: RenderJob, config: Config, choice: ThemeChoice, job_dir: Path,
     out = job_dir / "image.png"
     if out.exists():
         return out
-    if config.render.backend in SERVER_BACKENDS and job.variation is None:  # the LAN render server first (issue 17)
+    if config.render.backend in SERVER_BACKENDS and job.variation is None:  # the LAN render server first
         relay = ProgressRelay(job_dir, emit, preview=projection_preview if config.render.previews else None)
         if paint_remotely(job, config, choice, job_dir, emit, relay):
             return out

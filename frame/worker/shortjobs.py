@@ -1,5 +1,5 @@
 """The short children's contract: what the daemon hands a short child of the worker kind and what
-comes back, as frozen records (issue 27).
+comes back, as frozen records.
 
 The daemon never imports numpy, onnx or Pillow (``tests/test_layers.py``, third rule), so whatever
 needs them for the phone page runs in a short child under its own memory cap:

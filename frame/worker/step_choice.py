@@ -12,7 +12,7 @@ page's estimate), chooses (``frame.estimate.choice``), saves the choice in
 ``JOB_DIR/step_choice.json`` (a restarted worker renders the same step count: the per-step
 checkpoints depend on it) and the figures in ``<state_dir>/estimate.json`` for the phone's settings page.
 
-Memory (issue 27, the Pi twin): the child runs while the render worker waits with the pipeline
+Memory (the Pi twin): the child runs while the render worker waits with the pipeline
 open and the daemon beside it, so its peak is part of the night's. On the demo model (x86) it was
 187 MiB, 110 of them the machine measurement's element probe (``frame.estimate.machine``), and was
 OOM-killed in the Pi twin; with the smaller probe it is about 111 MiB when it measures and the

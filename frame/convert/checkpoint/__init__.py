@@ -1,4 +1,4 @@
-"""frame.convert.checkpoint: the checkpoint side of ``frame model import`` (issue 41).
+"""frame.convert.checkpoint: the checkpoint side of ``frame model import``.
 
 Single-file checkpoints (A1111/civitai ``.safetensors``), standalone VAE files and diffusers folders
 with safetensors weights, on disk or at a URL, are read a tensor at a time (``reader``), recognised

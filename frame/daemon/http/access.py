@@ -1,4 +1,4 @@
-"""The app's one gate: nothing on the frame is read or changed without the owner (issue 40 item 2).
+"""The app's one gate: nothing on the frame is read or changed without the owner.
 
 Before, reading was open to the LAN: a visitor who was never logged in saw the gallery, the originals
 of the owner's uploaded family photos, the status with its feed and model paths, and the settings.

@@ -54,7 +54,7 @@ class Controller(Protocol):
 
     def request_restart(self) -> None: ...
 
-    # pairing a phone (issue 40); a controller without them (a test's) cannot show a code on the panel
+    # pairing a phone; a controller without them (a test's) cannot show a code on the panel
 
     def show_pairing_code(self, code: str, minutes: int) -> dict[str, Any]: ...
 

@@ -1,5 +1,5 @@
 """Short children of the worker kind for the phone page: an upload decoded, thumbnails made, the
-settings checked against the model's graph (issue 27). The daemon never imports numpy, onnx or Pillow
+settings checked against the model's graph. The daemon never imports numpy, onnx or Pillow
 (``tests/test_layers.py``); it hands each such job to a child (``frame.worker.shortjobs`` is the
 contract) and waits for its one-line answer.
 

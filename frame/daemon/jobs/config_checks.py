@@ -1,4 +1,4 @@
-"""The settings checks that read the model's graph, asked of the check child (issue 27).
+"""The settings checks that read the model's graph, asked of the check child.
 
 ``frame.worker.checks`` applies the rules of the configured model, which means ``frame.diffusion``'s
 pipeline and the UNet's graph: numpy and onnx, +36.6 MiB in the daemon for good after the first view
@@ -10,7 +10,7 @@ the same settings, files and model folder (their sizes and times) for up to ``KE
 * ``file_problems(path)``: what ``frame config check`` says of the file (schema and deep checks, with
   the environment and the owner layer), as its problem lines: the settings page's report.
 * ``queued_problems(config, state_dir, prompt)`` and ``size_rule(config, state_dir)``: the model's rules for a
-  queued prompt's own settings, and its size rule in words (the queue form and API, issue 29 item 17).
+  queued prompt's own settings, and its size rule in words (the queue form and API).
 * ``lora_findings(config, state_dir, texts)``: a queued prompt's LoRA files read (NaN/inf, malformed)
   and matched against the model ("matched 0 layers"), as (problems, warnings).
 * ``deep_problems(config, state_dir)``: the deep checks of exactly ``config`` (what a save would make

@@ -1,7 +1,7 @@
-"""The settings page's "Estimate now" button: ``frame estimate`` run in a child (issue 29 item 19).
+"""The settings page's "Estimate now" button: ``frame estimate`` run in a child.
 
 The estimate counts the model's graph (numpy and onnx; about 105 MB for an SD 1.5 UNet) and measures
-this machine through the engine, so it never runs in the daemon (issue 27: the daemon imports no numpy,
+this machine through the engine, so it never runs in the daemon (the daemon imports no numpy,
 onnx or Pillow). The button hands it to ``python -m frame --config FILE estimate --state-dir STATE``,
 the same code path as the command the page used to tell the owner to type, which writes
 ``<state_dir>/estimate.json``; the card shows that file.

@@ -111,7 +111,7 @@ def info_facts(store: Store, state_dir: Path, picture_id: int | None, url: str, 
 
 
 def pairing_facts(code: str, minutes: int, url: str) -> InfoFacts:
-    """The screen a pairing code is shown on (issue 40): the code large, what to do with it, and the
+    """The screen a pairing code is shown on: the code large, what to do with it, and the
     login page's address; the worker draws it as it draws the info screen."""
     return InfoFacts(picture_id=None, image=None, title=f"Pairing code: {code}",
                      prompt=(f"On the phone, open the page below and type this code under \"With a pairing code\" "

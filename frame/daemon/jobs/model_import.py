@@ -1,7 +1,7 @@
 """The settings page's "import from a URL": ``frame model import URL <state_dir>/models/NAME`` in a child.
 
 The import reads numpy and onnx (about 120 MB at its peak, docs/models.md), so it never runs in the
-daemon (issue 27); the daemon starts ``python -m frame model import`` and watches it, as it watches the
+daemon; the daemon starts ``python -m frame model import`` and watches it, as it watches the
 estimate child (``frame.daemon.jobs.estimate_child``). Its rules:
 
 * one import at a time, and none started during a render (``ImportRefused``, with the reason). A render

@@ -100,7 +100,7 @@ CREATE TABLE feed_health (
 );
 """
 
-# The owner's queue (issue 16): an order of its own (``position``, so a prompt can be moved), the
+# The owner's queue: an order of its own (``position``, so a prompt can be moved), the
 # per-prompt settings (NULL: the night's settings; ``seed`` NULL: a random seed) and, for "more like
 # this", the gallery picture a variation starts from and its img2img strength.
 _V3 = """
@@ -117,7 +117,7 @@ ALTER TABLE prompts ADD COLUMN strength REAL;
 CREATE INDEX prompts_waiting ON prompts(used_at, position)
 """
 
-# Deleting from the phone (issue 16): ``gallery_trash`` names the files of deleted pictures, written in the
+# Deleting from the phone: ``gallery_trash`` names the files of deleted pictures, written in the
 # transaction that deletes the record, so files a power cut left behind are found again by name (an
 # upload's name carries no render id to find it by); ``taste_memory`` keeps what the taste model
 # learns from a painted picture's latest rating after the owner deleted the picture. ``counters``
@@ -149,7 +149,7 @@ CREATE TABLE taste_memory (
 )
 """
 
-# A queued prompt that cannot be painted (issue 40 item 4): ``failures`` counts its renders that failed
+# A queued prompt that cannot be painted: ``failures`` counts its renders that failed
 # painting it, and at ``SET_ASIDE_AFTER`` (frame.daemon.store.prompt_rows) ``set_aside`` keeps why; the
 # night then takes the next prompt instead of failing the same way every night. An edit clears both.
 _V5 = """

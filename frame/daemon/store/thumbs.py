@@ -1,6 +1,6 @@
 """The gallery's thumbnails on the SD card: ``<state_dir>/thumbs/<gallery file name>.jpg``.
 
-Until issue 27 they were made with Pillow in the web threads and kept in an in-memory LRU of 96
+They used to be made with Pillow in the web threads and kept in an in-memory LRU of 96
 entries that still held the thumbnails of pictures retention had deleted (part of the daemon's
 +5.4 MiB/h in a soak). Now the image child makes them (``frame.web.images``) and they live here:
 served from disk like the pictures, so they cost the daemon nothing, and bounded twice:

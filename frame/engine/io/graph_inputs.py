@@ -1,7 +1,7 @@
 """A local .onnx file's graph inputs (names and shapes) read from the protobuf wire format, with
 neither numpy nor onnx imported and nothing held but the inputs.
 
-Why (issue 27, the Pi twin): the settings checks (``frame.worker.model_rules``) need one fact from
+Why (the Pi twin): the settings checks (``frame.worker.model_rules``) need one fact from
 the UNet's graph, whether its latent size is fixed (the ``sample`` input's shape). Reading it
 through ``onnx`` imported numpy, onnx and Pillow and parsed every node: the check child peaked at
 61 MiB (x86; 114 MiB under qemu-user), and it may run while the render worker holds its most. This

@@ -1,5 +1,5 @@
 """The checks of a safetensors header, kept apart from the reader (``safetensors.py``) so each one
-can be read against the attack it answers (issue 40, items 7 and 8).
+can be read against the attack it answers.
 
 ``prescan`` looks at the header's bytes before ``json.loads`` does: with the strings blanked out,
 the brackets that are left must nest no deeper than a header's three levels (object, entry, shape)

@@ -120,7 +120,7 @@ class LocalSource:
         array = np.frombuffer(mapping, dtype=np.uint8, count=length, offset=offset - start)
         if not populate:
             int(array[::_PAGE].max())  # touch every page: faults (and disk reads) happen now, not in the op
-        if self.stats is not None:  # mapped bytes are fetched bytes too (bytes per step, issue 12)
+        if self.stats is not None:  # mapped bytes are fetched bytes too (bytes per step)
             self.stats.add("disk", length, time.perf_counter() - started)
         return array
 
