@@ -14,7 +14,7 @@ literal name (``tests/import_graph.py`` reads them) — and checked against one 
     config (frame.config)                                                         1
     base (frame, frame.errors, frame.atomicfile, frame.statefile, frame.models,
           frame.net, frame.install_hints, frame.seeds, frame.lazy, frame.jsonlimits,
-          frame.registry, frame.redact, frame.memory_budget)                      0
+          frame.registry, frame.redact, frame.memory_budget, frame.recordcodec) 0
 
 A module belongs to the part whose prefix matches it (``frame`` only matches the package itself).
 It may import its own part and any part of a lower level; never a part of its own level or above.
@@ -71,7 +71,7 @@ from tests.import_graph import MODULES, ROOT, Import, all_imports, function_leve
 PARTS: tuple[tuple[str, int, tuple[str, ...]], ...] = (
     ("base", 0, ("frame", "frame.clock", "frame.errors", "frame.atomicfile", "frame.statefile", "frame.models",
                  "frame.net", "frame.install_hints", "frame.seeds", "frame.lazy", "frame.jsonlimits",
-                 "frame.registry", "frame.redact", "frame.memory_budget")),
+                 "frame.registry", "frame.redact", "frame.memory_budget", "frame.recordcodec")),
     ("config", 1, ("frame.config",)),
     ("engine", 2, ("frame.engine",)),
     ("display", 2, ("frame.display",)),

@@ -2,8 +2,9 @@
 generation settings in ``generation.json``, the picture's metadata), each job kind's result, and the
 events a worker writes on stdout, one JSON object per line (stage, progress, error, done).
 
-The same compatibility rule as ``frame.worker.records``: ``to_json`` writes the keys frame 0.1 wrote,
-``from_json`` reads them back (``tests/worker/test_formats.py``). Standard-library only: the daemon
+The same compatibility rule as ``frame.worker.records``, and the same codec (``frame.recordcodec``):
+``to_json`` writes the keys frame 0.1 wrote, ``from_json`` reads them back with every value's type
+checked (``tests/worker/test_formats.py``). Standard-library only: the daemon
 reads these events.
 """
 
@@ -11,38 +12,33 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from frame.worker.records import PanelStatus, optional_path, path_text
+from frame.recordcodec import Record, decode, encode, wire
+from frame.worker.records import PanelStatus
 
 
 @dataclass(frozen=True)
-class Generation:
+class Generation(Record):
     """The settings the picture was generated with (``generation.json``); ``backend``/``server`` when
-    the LAN render server painted it."""
+    the LAN render server painted it. Its own ``to_json``: 0.1 wrote neither key, and a remote
+    picture writes ``server`` even when it is null."""
 
     steps: int
     guidance: float
     sampler: str
     width: int
     height: int
-    model: str
+    model: str = wire(absent="", or_default=True)
     backend: str | None = None
     server: str | None = None
 
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Generation:
-        return cls(steps=data["steps"], guidance=data["guidance"], sampler=data["sampler"], width=data["width"],
-                   height=data["height"], model=data.get("model") or "", backend=data.get("backend"),
-                   server=data.get("server"))
-
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"steps": self.steps, "guidance": self.guidance, "sampler": self.sampler,
-                                "width": self.width, "height": self.height, "model": self.model}
-        if self.backend is not None:
-            data.update(backend=self.backend, server=self.server)
+        data = encode(self)
+        if self.backend is None:
+            del data["backend"], data["server"]
         return data
 
 
@@ -52,99 +48,56 @@ Timings = dict[str, float]
 
 
 @dataclass(frozen=True)
-class PictureMeta:
+class PictureMeta(Record):
     """What the store keeps about a new picture (``done.result.meta`` → ``Store.add_picture``)."""
 
     prompt: str
-    negative_prompt: str
-    theme: str
-    style: str
-    origin: str
+    negative_prompt: str = wire(absent="", or_default=True)
+    theme: str = wire(absent="", or_default=True)
+    style: str = wire(absent="", or_default=True)
+    origin: str = wire(absent="", or_default=True)
     seed: int
-    sampler: str | None
-    steps: int | None
-    guidance: float | None
-    width: int | None
-    height: int | None
-    model: str | None
-    why: Mapping[str, Any] | None
+    sampler: str | None = wire(absent=None)
+    steps: int | None = wire(absent=None)
+    guidance: float | None = wire(absent=None)
+    width: int | None = wire(absent=None)
+    height: int | None = wire(absent=None)
+    model: str | None = wire(absent=None)
+    why: Mapping[str, Any] | None = wire(absent=None)
     features: Mapping[str, float] | None = None
-    timings: Mapping[str, float] = field(default_factory=dict)
-
-    FIELDS = ("prompt", "negative_prompt", "theme", "style", "origin", "seed", "sampler", "steps", "guidance",
-              "width", "height", "model", "why", "features", "timings")
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> PictureMeta:
-        return cls(prompt=data["prompt"], negative_prompt=data.get("negative_prompt") or "",
-                   theme=data.get("theme") or "", style=data.get("style") or "", origin=data.get("origin") or "",
-                   seed=data["seed"], sampler=data.get("sampler"), steps=data.get("steps"),
-                   guidance=data.get("guidance"), width=data.get("width"), height=data.get("height"),
-                   model=data.get("model"), why=data.get("why"), features=data.get("features"),
-                   timings=dict(data.get("timings") or {}))
-
-    def to_json(self) -> dict[str, Any]:
-        data = {name: getattr(self, name) for name in self.FIELDS}
-        data["timings"] = dict(self.timings)
-        return data
+    timings: Mapping[str, float] = wire(default_factory=dict, or_default=True)
 
 
 @dataclass(frozen=True)
-class RenderOutput:
+class RenderOutput(Record):
     """A finished render job (``done.result``): the files to publish and what to store."""
 
     image: Path
-    panel: Path | None
+    panel: Path | None = wire(absent=None, or_default=True)
     meta: PictureMeta
-    why_plot: Path | None = None
+    why_plot: Path | None = wire(None, or_default=True)
     prompt_id: int | None = None
     feed_item_id: int | None = None
 
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> RenderOutput:
-        return cls(image=Path(data["image"]), panel=optional_path(data.get("panel")),
-                   meta=PictureMeta.from_json(data["meta"]), why_plot=optional_path(data.get("why_plot")),
-                   prompt_id=data.get("prompt_id"), feed_item_id=data.get("feed_item_id"))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"image": str(self.image), "panel": path_text(self.panel), "meta": self.meta.to_json(),
-                "why_plot": path_text(self.why_plot), "prompt_id": self.prompt_id, "feed_item_id": self.feed_item_id}
-
 
 @dataclass(frozen=True)
-class ShowOutput:
+class ShowOutput(Record):
     """The panel's answer to a show job: ``shown`` is the virtual panel's PNG (or the first path)."""
 
-    status: PanelStatus
-    message: str = ""
-    paths: tuple[str, ...] = ()
+    status: PanelStatus = wire(absent="shown", or_default=True)
+    message: str = wire("", or_default=True)
+    paths: tuple[str, ...] = wire((), or_default=True)
     retry_at: float | None = None
     shown: str | None = None
 
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ShowOutput:
-        return cls(status=data.get("status") or "shown", message=data.get("message") or "",
-                   paths=tuple(data.get("paths") or ()), retry_at=data.get("retry_at"), shown=data.get("shown"))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"status": self.status, "message": self.message, "paths": list(self.paths),
-                "retry_at": self.retry_at, "shown": self.shown}
-
 
 @dataclass(frozen=True)
-class PreviewOutput:
+class PreviewOutput(Record):
     """A preview job's result: the PNG of what the panel would show, and the "P" image it prepared
     (None when the stored panel image was still right for the panel)."""
 
     preview: Path
-    prepared: Path | None = None
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> PreviewOutput:
-        return cls(preview=Path(data["preview"]), prepared=optional_path(data.get("prepared")))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"preview": str(self.preview), "prepared": path_text(self.prepared)}
+    prepared: Path | None = wire(None, or_default=True)
 
 
 Output = RenderOutput | ShowOutput | PreviewOutput
@@ -156,7 +109,7 @@ Output = RenderOutput | ShowOutput | PreviewOutput
 class StageEvent:
     """The worker entered a stage (choosing, loading model, generating …)."""
 
-    stage: str
+    stage: str = wire(absent="")
     steps: int | None = None
     step_choice: str | None = None  # the step estimate's sentence
     backend_note: str | None = None  # where tonight's picture is painted (render server or frame)
@@ -170,10 +123,10 @@ class StageEvent:
 class ProgressEvent:
     """Progress inside generation: after every finished step, and at most once a second in between."""
 
-    stage: str
+    stage: str = wire(absent="")
     step: int
     steps: int
-    fraction: float
+    fraction: float = wire(absent=0.0, convert=float)
     eta_seconds: float | None = None
     preview: bool = False  # JOB_DIR/preview.png was just written
     bytes_per_step: int | None = None  # weight bytes fetched per step (streamed models)
@@ -191,13 +144,15 @@ class ProgressEvent:
 class ErrorEvent:
     """A job failed in ``step``; the exit code says whether a restart may help."""
 
-    step: str
-    message: str
+    step: str = wire(absent="render", or_default=True)
+    message: str = wire(absent="")
 
 
 @dataclass(frozen=True)
 class DoneEvent:
-    """The job finished: its output, the time it took and the worker's own peak memory."""
+    """The job finished: its output, the time it took and the worker's own peak memory. Its own
+    ``to_json`` and reading (``event_from_json``): which of the three outputs ``result`` is, is told
+    by its keys (``output_from_json``), not by a declaration the codec could follow."""
 
     result: Output
     seconds: float
@@ -210,6 +165,7 @@ class DoneEvent:
 
 Event = StageEvent | ProgressEvent | ErrorEvent | DoneEvent
 _NAMES: dict[type, str] = {StageEvent: "stage", ProgressEvent: "progress", ErrorEvent: "error", DoneEvent: "done"}
+_CLASSES: dict[str, type] = {name: cls for cls, name in _NAMES.items()}
 
 
 def _fields(event: Any) -> dict[str, Any]:
@@ -242,17 +198,8 @@ def event_from_json(data: Any) -> Event | None:
         return None
     name = data.get("event")
     try:
-        if name == "stage":
-            return StageEvent(stage=str(data.get("stage", "")), steps=data.get("steps"),
-                              step_choice=data.get("step_choice"), backend_note=data.get("backend_note"))
-        if name == "progress":
-            return ProgressEvent(stage=str(data.get("stage", "")), step=int(data["step"]), steps=int(data["steps"]),
-                                 fraction=float(data.get("fraction", 0.0)), eta_seconds=data.get("eta_seconds"),
-                                 preview=bool(data.get("preview", False)), bytes_per_step=data.get("bytes_per_step"),
-                                 link_rate=data.get("link_rate"),
-                                 cache_bytes_per_step=data.get("cache_bytes_per_step"))
-        if name == "error":
-            return ErrorEvent(step=str(data.get("step") or "render"), message=str(data.get("message")))
+        if name in ("stage", "progress", "error"):
+            return decode(_CLASSES[name], data)
         if name == "done":
             return DoneEvent(result=output_from_json(data["result"]), seconds=float(data.get("seconds") or 0.0),
                              peak_rss_mb=float(data.get("peak_rss_mb") or 0.0))

@@ -2,7 +2,9 @@
 choice (``choice.json``) and the exit codes. What comes back — the step outputs, the worker's events on
 stdout and the results they carry — is in ``frame.worker.events``.
 
-Each record's ``to_json`` writes exactly the keys frame 0.1 wrote and ``from_json`` reads them back —
+Each record is declared once and ``frame.recordcodec`` encodes and decodes it from its fields (the
+``wire(...)`` metadata holds 0.1's per-key details); ``to_json`` writes exactly the keys frame 0.1
+wrote and ``from_json`` reads them back, checking every value's type —
 a missing optional key (a file from 0.1) takes its default and an unknown one (a file from a later
 version) is ignored — so a job folder left by an older daemon resumes under this code
 (``tests/worker/test_formats.py``). The taste explanation (``Why.details``) and the picture's stored
@@ -19,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from frame.recordcodec import Record, RecordError, encode, wire
 from frame.statefile import read_json, write_json
 
 EXIT_PERMANENT = 3  # a missing part, a bad model: restarting cannot help
@@ -32,49 +35,29 @@ JobKind = Literal["render", "show"]
 PanelStatus = Literal["shown", "unchanged", "too-soon"]
 
 
-def optional_path(value: Any) -> Path | None:
-    return Path(value) if value else None
-
-
-def path_text(value: Path | None) -> str | None:
-    return str(value) if value is not None else None
-
-
 # the job ----------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class JobCandidate:
+class JobCandidate(Record):
     """One candidate for tonight's theme (``job.candidates[i]``): a theme × style combination
     (``origin`` "theme") or a feed prompt (``origin`` "feed:<name>", with its item id)."""
 
     prompt: str
-    theme: str
-    style: str
-    weight: float
-    origin: str
-    negative_prompt: str | None = None  # feed items only (0.1 wrote no key for theme combinations)
-    feed_item_id: int | None = None
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> JobCandidate:
-        return cls(prompt=data["prompt"], theme=data.get("theme") or "", style=data.get("style") or "",
-                   weight=float(data.get("weight", 1.0)), origin=data.get("origin") or "theme",
-                   negative_prompt=data.get("negative_prompt"), feed_item_id=data.get("feed_item_id"))
-
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"prompt": self.prompt, "theme": self.theme, "style": self.style,
-                                "weight": self.weight, "origin": self.origin}
-        if self.negative_prompt is not None:
-            data["negative_prompt"] = self.negative_prompt
-        if self.feed_item_id is not None:
-            data["feed_item_id"] = self.feed_item_id
-        return data
+    theme: str = wire(absent="", or_default=True)
+    style: str = wire(absent="", or_default=True)
+    weight: float = wire(absent=1.0, convert=float)
+    origin: str = wire(absent="theme", or_default=True)
+    # feed items only (0.1 wrote no key for theme combinations)
+    negative_prompt: str | None = wire(None, omit_none=True)
+    feed_item_id: int | None = wire(None, omit_none=True)
 
 
 @dataclass(frozen=True)
 class RatedPicture:
     """A rated picture for the taste model (``job.history[i]``); the taste ``Candidate`` it was made
-    from is nested under ``why`` as the store keeps it."""
+    from is nested under ``why`` as the store keeps it. Its own ``to_json``/``from_json``: that
+    nesting (one field under another key's object, any other shape of ``why`` read as none) is the
+    one wire rule here the codec does not have."""
 
     id: int
     prompt: str
@@ -102,7 +85,8 @@ class RatedPicture:
 class Why:
     """Why tonight's picture was chosen: the method ("queue", "taste (model|explore|variety)"), the
     owner-facing sentence and the rest as written (the picker's ``Choice.to_dict()``: candidate,
-    mode, score, reason, explanation; ``plot``/``plot_note``; ``painted``/``remote_fallback``)."""
+    mode, score, reason, explanation; ``plot``/``plot_note``; ``painted``/``remote_fallback``).
+    Its own ``to_json``/``from_json``: the details are an open mapping flattened beside the two keys."""
 
     method: str
     sentence: str
@@ -128,38 +112,32 @@ class Why:
 
 
 @dataclass(frozen=True)
-class ThemeChoice:
-    """Tonight's prompt (``choice.json``; ``job.choice`` for a queued prompt)."""
+class ThemeChoice(Record):
+    """Tonight's prompt (``choice.json``; ``job.choice`` for a queued prompt). Read by the codec;
+    its own ``to_json`` because 0.1 wrote either ``prompt_id`` (a queued prompt) or the taste
+    picker's ``features``/``feed_item_id``, never both."""
 
     prompt: str
-    negative_prompt: str
-    theme: str
-    style: str
-    origin: str  # "queue" | "theme" | "feed:<name>"
-    why: Why
+    negative_prompt: str = wire(absent="", or_default=True)
+    theme: str = wire(absent="", or_default=True)
+    style: str = wire(absent="", or_default=True)
+    origin: str = wire(absent="", or_default=True)  # "queue" | "theme" | "feed:<name>"
+    why: Why = wire(absent=Why("", ""), or_default=True)
     features: Mapping[str, float] | None = None
     prompt_id: int | None = None  # a queued prompt
     feed_item_id: int | None = None  # a feed prompt
 
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ThemeChoice:
-        return cls(prompt=data["prompt"], negative_prompt=data.get("negative_prompt") or "",
-                   theme=data.get("theme") or "", style=data.get("style") or "", origin=data.get("origin") or "",
-                   why=Why.from_json(data.get("why")), features=data.get("features"),
-                   prompt_id=data.get("prompt_id"), feed_item_id=data.get("feed_item_id"))
-
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"prompt": self.prompt, "negative_prompt": self.negative_prompt, "theme": self.theme,
-                                "style": self.style, "origin": self.origin, "why": self.why.to_json()}
+        data = encode(self)
         if self.origin == "queue" or self.prompt_id is not None:
-            data["prompt_id"] = self.prompt_id
+            del data["features"], data["feed_item_id"]
         else:  # the taste picker's keys, written as 0.1 did (feed_item_id null for a theme)
-            data.update(features=self.features, feed_item_id=self.feed_item_id)
+            del data["prompt_id"]
         return data
 
 
 @dataclass(frozen=True)
-class PromptSettings:
+class PromptSettings(Record):
     """A queued prompt's own generation settings (``job.settings``); None: the night's setting
     (``model.*``, the step estimate). The seed travels as ``RenderJob.seed``."""
 
@@ -173,135 +151,81 @@ class PromptSettings:
     def empty(self) -> bool:
         return all(getattr(self, name) is None for name in self.__dataclass_fields__)
 
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any] | None) -> PromptSettings:
-        data = data or {}
-        return cls(steps=data.get("steps"), sampler=data.get("sampler"), guidance=data.get("guidance"),
-                   width=data.get("width"), height=data.get("height"))
-
-    def to_json(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
 
 @dataclass(frozen=True)
-class Variation:
+class Variation(Record):
     """"More like this" (``job.variation``): image-to-image from a gallery picture at ``strength``."""
 
     image: Path
-    strength: float
+    strength: float = wire(convert=float)
     picture_id: int
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Variation:
-        return cls(image=Path(data["image"]), strength=float(data["strength"]), picture_id=int(data["picture_id"]))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"image": str(self.image), "strength": self.strength, "picture_id": self.picture_id}
 
 
 @dataclass(frozen=True)
-class RenderJob:
+class RenderJob(Record):
     """A render job (``job.json``, kind "render"), written once by the daemon before the first worker."""
 
-    render_id: int
-    render_kind: RenderKind
+    render_id: int = wire(absent=0, or_default=True)
+    render_kind: RenderKind = wire(absent="now", or_default=True)
     state_dir: Path
     seed: int
-    choice: ThemeChoice | None = None
-    candidates: tuple[JobCandidate, ...] = ()
-    history: tuple[RatedPicture, ...] = ()
-    recent_themes: tuple[str, ...] = ()
+    choice: ThemeChoice | None = wire(None, or_default=True)
+    candidates: tuple[JobCandidate, ...] = wire((), or_default=True)
+    history: tuple[RatedPicture, ...] = wire((), or_default=True)
+    recent_themes: tuple[str, ...] = wire((), or_default=True)
     deadline: float | None = None  # epoch seconds: the worker picks the steps that fit (absent in 0.1)
-    settings: PromptSettings = field(default_factory=PromptSettings)  # a queued prompt's own
-    variation: Variation | None = None  # "more like this": img2img from a gallery picture
+    # a queued prompt's own; keys only when used: a job without them is byte-for-byte 0.1's
+    settings: PromptSettings = wire(default_factory=PromptSettings, or_default=True, omit_default=True)
+    # "more like this": img2img from a gallery picture
+    variation: Variation | None = wire(None, or_default=True, omit_none=True)
     kind: Literal["render"] = "render"
 
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> RenderJob:
-        choice, variation = data.get("choice"), data.get("variation")
-        return cls(render_id=data.get("render_id") or 0, render_kind=data.get("render_kind") or "now",
-                   state_dir=Path(data["state_dir"]), seed=int(data["seed"]),
-                   choice=ThemeChoice.from_json(choice) if choice else None,
-                   candidates=tuple(JobCandidate.from_json(c) for c in data.get("candidates") or ()),
-                   history=tuple(RatedPicture.from_json(h) for h in data.get("history") or ()),
-                   recent_themes=tuple(data.get("recent_themes") or ()), deadline=data.get("deadline"),
-                   settings=PromptSettings.from_json(data.get("settings")),
-                   variation=Variation.from_json(variation) if variation else None)
-
-    def to_json(self) -> dict[str, Any]:
-        data = {"kind": self.kind, "render_kind": self.render_kind, "render_id": self.render_id,
-                "state_dir": str(self.state_dir), "seed": self.seed,
-                "choice": self.choice.to_json() if self.choice else None,
-                "candidates": [c.to_json() for c in self.candidates], "history": [h.to_json() for h in self.history],
-                "recent_themes": list(self.recent_themes), "deadline": self.deadline}
-        if not self.settings.empty:  # keys only when used: a job without them is byte-for-byte 0.1's
-            data["settings"] = self.settings.to_json()
-        if self.variation is not None:
-            data["variation"] = self.variation.to_json()
-        return data
+    WIRE_ORDER = ("kind", "render_kind", "render_id", "state_dir", "seed", "choice", "candidates", "history",
+                  "recent_themes", "deadline", "settings", "variation")
 
 
 INFO_HINT = "Hold a button again to return to the picture."
 
 
 @dataclass(frozen=True)
-class InfoFacts:
+class InfoFacts(Record):
     """What the info screen draws (``job.info``): the worker that draws it reads no database."""
 
-    picture_id: int | None
-    image: str | None
-    title: str
-    prompt: str
-    details: tuple[tuple[str, str], ...]
-    why: str
-    url: str
-    # the footer's last line; a pairing code's screen says something else
-    hint: str = INFO_HINT
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> InfoFacts:
-        details = tuple((str(label), str(value)) for label, value in data.get("details") or ())
-        return cls(picture_id=data.get("picture_id"), image=data.get("image"), title=data.get("title") or "",
-                   prompt=data.get("prompt") or "", details=details, why=data.get("why") or "",
-                   url=data.get("url") or "", hint=str(data.get("hint") or INFO_HINT))
-
-    def to_json(self) -> dict[str, Any]:
-        data = {"picture_id": self.picture_id, "image": self.image, "title": self.title, "prompt": self.prompt,
-                "details": [list(pair) for pair in self.details], "why": self.why, "url": self.url}
-        if self.hint != INFO_HINT:  # the info screen's job keeps 0.1's keys (tests/worker/test_formats.py)
-            data["hint"] = self.hint
-        return data
+    picture_id: int | None = wire(absent=None)
+    image: str | None = wire(absent=None)
+    title: str = wire(absent="", or_default=True)
+    prompt: str = wire(absent="", or_default=True)
+    details: tuple[tuple[str, str], ...] = wire(absent=(), or_default=True)
+    why: str = wire(absent="", or_default=True)
+    url: str = wire(absent="", or_default=True)
+    # the footer's last line; a pairing code's screen says something else; the info
+    # screen's job keeps 0.1's keys without it (tests/worker/test_formats.py)
+    hint: str = wire(INFO_HINT, or_default=True, omit_default=True)
 
 
 @dataclass(frozen=True)
-class ShowJob:
+class ShowJob(Record):
     """A show job (``job.json``, kind "show"): a stored picture, or the info screen (``info``) drawn
-    into ``image`` first."""
+    into ``image`` first. Read by the codec; its own ``to_json`` because 0.1 wrote neither
+    ``preview`` nor ``prepared``, and a preview job writes ``prepared`` even when it is null."""
 
     state_dir: Path
     image: Path
-    panel: Path | None = None
-    info: InfoFacts | None = None
+    panel: Path | None = wire(None, or_default=True)
+    info: InfoFacts | None = wire(None, or_default=True, omit_none=True)
     kind: Literal["show"] = "show"
     # a preview for the phone page instead of a refresh: write what the panel would show to
     # ``preview`` (and a freshly prepared "P" image to ``prepared``, when given); the panel is untouched
-    preview: Path | None = None
-    prepared: Path | None = None
+    preview: Path | None = wire(None, or_default=True)
+    prepared: Path | None = wire(None, or_default=True)
 
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ShowJob:
-        info = data.get("info")
-        return cls(state_dir=Path(data["state_dir"]), image=Path(data["image"]),
-                   panel=optional_path(data.get("panel")), info=InfoFacts.from_json(info) if info else None,
-                   preview=optional_path(data.get("preview")), prepared=optional_path(data.get("prepared")))
+    WIRE_ORDER = ("kind", "state_dir", "image", "panel", "info", "preview", "prepared")
 
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"kind": self.kind, "state_dir": str(self.state_dir), "image": str(self.image),
-                                "panel": path_text(self.panel)}
-        if self.info is not None:
-            data["info"] = self.info.to_json()
-        if self.preview is not None:  # keys only when set: a show job stays what 0.1 wrote
-            data.update(preview=str(self.preview), prepared=path_text(self.prepared))
+        data = encode(self)
+        if self.preview is None:  # keys only when set: a show job stays what 0.1 wrote
+            del data["preview"], data["prepared"]
         return data
 
 
@@ -321,6 +245,8 @@ def job_from_json(data: Any) -> Job:
             return RenderJob.from_json(data)
         if data.get("kind") == "show":
             return ShowJob.from_json(data)
+    except RecordError as exc:
+        raise JobUnreadable(f"a {data.get('kind')} job: {exc}") from exc
     except (KeyError, TypeError, ValueError) as exc:
         raise JobUnreadable(f"a {data.get('kind')} job without a usable {exc}") from exc
     raise JobUnreadable(f"unknown job kind {data.get('kind')!r}")
