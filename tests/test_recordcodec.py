@@ -104,3 +104,17 @@ def test_an_event_with_a_wrong_type_is_not_an_event():
     assert ShowOutput.from_json({"status": None}).status == "shown"
     with pytest.raises(RecordError, match="ShowOutput.status"):
         ShowOutput.from_json({"status": "exploded"})
+
+
+def test_a_short_job_or_answer_with_a_wrong_type_is_refused_naming_the_field():
+    from frame.worker.shortjobs import child_job_from_json, child_output_from_json, parse_answer
+
+    limits = {"max_pixels": 10, "decode_bytes": 20, "cap_mb": 30}
+    with pytest.raises(ValueError, match=r"ImageLimits\.cap_mb: expected int"):
+        child_job_from_json({"kind": "photo", "out": "/o", "limits": {**limits, "cap_mb": "30"},
+                             "max_side": 1, "jpeg_quality": 90})
+    with pytest.raises(ValueError, match=r"CheckJob\.what"):
+        child_job_from_json({"kind": "check", "config": "/c", "what": "eval", "cap_mb": 5})
+    with pytest.raises(ValueError, match=r"ThumbsOutput\.made\[0\]: expected a path"):
+        child_output_from_json({"kind": "thumbs", "made": [{"x": 1}], "failed": []})
+    assert parse_answer('{"event": "done", "result": {"kind": "thumbs", "made": [7], "failed": []}}') is None

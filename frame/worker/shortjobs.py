@@ -13,7 +13,9 @@ The job is the child's one argument, as JSON; an upload's bytes come on its stdi
 temporary file, never copied through the daemon). The child answers with one line on stdout, the
 events protocol of ``frame.worker.events``: ``{"event": "done", "result": {...}, "seconds": s,
 "peak_rss_mb": m}`` or ``{"event": "error", "step": kind, "message": ...}`` (exit status 3 for a
-refusal, which the daemon shows the owner as it is). Standard-library only: the daemon imports this.
+refusal, which the daemon shows the owner as it is). The records are encoded and decoded by
+``frame.recordcodec`` (a job or an answer with a wrong type is refused naming the field).
+Standard-library only: the daemon imports this.
 """
 
 from __future__ import annotations
@@ -25,11 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from frame.recordcodec import Record, decode, wire
+
 EXIT_REFUSED = 3  # the input is refused (a bomb, not a picture, a bad setting): the message says why
 
 
 @dataclass(frozen=True)
-class ImageLimits:
+class ImageLimits(Record):
     """What an image child may decode: ``max_pixels`` from the header, ``decode_bytes`` of pixels in
     memory at once (after JPEG's reduced decoding), under an address-space cap of ``cap_mb``."""
 
@@ -37,17 +41,11 @@ class ImageLimits:
     decode_bytes: int
     cap_mb: int
 
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ImageLimits:
-        return cls(max_pixels=int(data["max_pixels"]), decode_bytes=int(data["decode_bytes"]),
-                   cap_mb=int(data["cap_mb"]))
 
-    def to_json(self) -> dict[str, Any]:
-        return {"max_pixels": self.max_pixels, "decode_bytes": self.decode_bytes, "cap_mb": self.cap_mb}
 
 
 @dataclass(frozen=True)
-class PhotoJob:
+class PhotoJob(Record):
     """Decode the photo on stdin; write it upright, at most ``max_side`` px, to ``out`` + ".png" (it
     came as PNG) or ".jpg" (anything else, at ``jpeg_quality``)."""
 
@@ -57,13 +55,12 @@ class PhotoJob:
     jpeg_quality: int
     kind: Literal["photo"] = "photo"
 
-    def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "out": str(self.out), "limits": self.limits.to_json(),
-                "max_side": self.max_side, "jpeg_quality": self.jpeg_quality}
+    WIRE_ORDER = ("kind", "out", "limits", "max_side", "jpeg_quality")
+
 
 
 @dataclass(frozen=True)
-class ThumbsJob:
+class ThumbsJob(Record):
     """JPEG thumbnails (at most ``size`` px a side): each ``(source, target)`` pair of ``items``."""
 
     items: tuple[tuple[Path, Path], ...]
@@ -71,13 +68,12 @@ class ThumbsJob:
     size: int
     kind: Literal["thumbs"] = "thumbs"
 
-    def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "items": [[str(s), str(t)] for s, t in self.items],
-                "limits": self.limits.to_json(), "size": self.size}
+    WIRE_ORDER = ("kind", "items", "limits", "size")
+
 
 
 @dataclass(frozen=True)
-class CheckJob:
+class CheckJob(Record):
     """The checks that need model graphs, on ``config`` (a YAML file). ``what`` "file": as ``frame config
     check`` (schema and deep checks, the process environment's layers too), answered as problem lines;
     "config": the deep checks of exactly that file's settings (``environ`` empty), as (path, message);
@@ -89,17 +85,15 @@ class CheckJob:
     config: Path
     what: Literal["file", "config", "prompt", "loras"]
     cap_mb: int
-    prompt: Mapping[str, Any] | None = None
+    prompt: Mapping[str, Any] | None = wire(None, omit_none=True)
     kind: Literal["check"] = "check"
 
-    def to_json(self) -> dict[str, Any]:
-        data = {"kind": self.kind, "config": str(self.config), "what": self.what, "cap_mb": self.cap_mb}
-        if self.prompt is not None:
-            data["prompt"] = dict(self.prompt)
-        return data
+    WIRE_ORDER = ("kind", "config", "what", "cap_mb", "prompt")
+
 
 
 ChildJob = PhotoJob | ThumbsJob | CheckJob
+_JOBS: dict[str, type[ChildJob]] = {"photo": PhotoJob, "thumbs": ThumbsJob, "check": CheckJob}
 ENTRY: dict[str, str] = {"photo": "imagechild", "thumbs": "imagechild", "check": "checkchild"}
 
 
@@ -108,29 +102,13 @@ def child_job_from_json(data: Any) -> ChildJob:
     if not isinstance(data, Mapping):
         raise ValueError("a short child's job is a JSON object")
     kind = data.get("kind")
-    try:
-        if kind == "photo":
-            return PhotoJob(out=Path(data["out"]), limits=ImageLimits.from_json(data["limits"]),
-                            max_side=int(data["max_side"]), jpeg_quality=int(data["jpeg_quality"]))
-        if kind == "thumbs":
-            return ThumbsJob(items=tuple((Path(s), Path(t)) for s, t in data["items"]),
-                             limits=ImageLimits.from_json(data["limits"]), size=int(data["size"]))
-        if kind == "check":
-            what = data["what"]
-            if what not in ("file", "config", "prompt", "loras"):
-                raise ValueError(f"unknown check {what!r}")
-            prompt = data.get("prompt")
-            if prompt is not None and not isinstance(prompt, Mapping):
-                raise ValueError("a check job's prompt is a JSON object")
-            return CheckJob(config=Path(data["config"]), what=what, cap_mb=int(data["cap_mb"]),
-                            prompt=dict(prompt) if prompt is not None else None)
-    except (KeyError, TypeError) as exc:
-        raise ValueError(f"a {kind} job without a usable {exc}") from exc
+    if kind in _JOBS:
+        return decode(_JOBS[kind], data)
     raise ValueError(f"unknown short job kind {kind!r}")
 
 
 @dataclass(frozen=True)
-class PhotoOutput:
+class PhotoOutput(Record):
     """The stored photo's file and size, and what came in (format and size, for the log)."""
 
     file: Path
@@ -141,30 +119,27 @@ class PhotoOutput:
     source_height: int
     kind: Literal["photo"] = "photo"
 
-    def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "file": str(self.file), "width": self.width, "height": self.height,
-                "source_format": self.source_format, "source_width": self.source_width,
-                "source_height": self.source_height}
+    WIRE_ORDER = ("kind", "file", "width", "height", "source_format", "source_width", "source_height")
+
 
 
 @dataclass(frozen=True)
-class ThumbsOutput:
+class ThumbsOutput(Record):
     """The thumbnails written, and (source, reason) for each picture that could not have one."""
 
     made: tuple[Path, ...]
     failed: tuple[tuple[Path, str], ...] = ()
     kind: Literal["thumbs"] = "thumbs"
 
-    def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "made": [str(p) for p in self.made],
-                "failed": [[str(p), reason] for p, reason in self.failed]}
+    WIRE_ORDER = ("kind", "made", "failed")
+
 
 
 KeyPath = tuple[str | int, ...]
 
 
 @dataclass(frozen=True)
-class CheckOutput:
+class CheckOutput(Record):
     """``lines`` (what "file" found, as ``ConfigError.problems``) or ``problems`` ("config": key path,
     message; "prompt": (field,), message). "prompt" also answers the model's ``size_rule`` in words,
     tonight's ``night_size`` ("672x400", the queue form's hint), and ``model_known`` False when the
@@ -177,13 +152,12 @@ class CheckOutput:
     model_known: bool = True
     kind: Literal["check"] = "check"
 
-    def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "lines": list(self.lines),
-                "problems": [[list(path), message] for path, message in self.problems],
-                "size_rule": self.size_rule, "night_size": self.night_size, "model_known": self.model_known}
+    WIRE_ORDER = ("kind", "lines", "problems", "size_rule", "night_size", "model_known")
+
 
 
 ChildOutput = PhotoOutput | ThumbsOutput | CheckOutput
+_OUTPUTS: dict[str, type[ChildOutput]] = {"photo": PhotoOutput, "thumbs": ThumbsOutput}
 
 
 def _size_text(value: Any) -> str | None:
@@ -192,21 +166,12 @@ def _size_text(value: Any) -> str | None:
 
 
 def child_output_from_json(data: Mapping[str, Any]) -> ChildOutput:
+    """A child's result, checked by the codec; a ``night_size`` that is not "WIDTHxHEIGHT" reads as none."""
     kind = data.get("kind")
-    if kind == "photo":
-        return PhotoOutput(file=Path(data["file"]), width=int(data["width"]), height=int(data["height"]),
-                           source_format=str(data["source_format"]), source_width=int(data["source_width"]),
-                           source_height=int(data["source_height"]))
-    if kind == "thumbs":
-        return ThumbsOutput(made=tuple(Path(p) for p in data["made"]),
-                            failed=tuple((Path(p), str(reason)) for p, reason in data["failed"]))
     if kind == "check":
-        rule = data.get("size_rule")
-        return CheckOutput(lines=tuple(str(line) for line in data["lines"]),
-                           problems=tuple((tuple(path), str(message)) for path, message in data["problems"]),
-                           size_rule=str(rule) if rule is not None else None,
-                           night_size=_size_text(data.get("night_size")),
-                           model_known=bool(data.get("model_known", True)))
+        return decode(CheckOutput, {**data, "night_size": _size_text(data.get("night_size"))})
+    if kind in _OUTPUTS:
+        return decode(_OUTPUTS[kind], data)
     raise ValueError(f"unknown short job result {kind!r}")
 
 
