@@ -7,10 +7,8 @@ import json
 import sqlite3
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
-
-if TYPE_CHECKING:
-    from frame.daemon.store.database import Store
+from dataclasses import dataclass
+from typing import TypeVar
 
 T = TypeVar("T")
 
@@ -57,40 +55,50 @@ def _overrides(config, args: argparse.Namespace):  # noqa: ANN001, ANN202
     return replace(config, model=replace(model, **changes)) if changes else config
 
 
-def _read_store(config, read: Callable[[Store], T]) -> T | None:  # noqa: ANN001
-    """``read`` on the configured state folder's store, opened read-only (estimating never changes or
-    creates it); None when there is no store or it cannot be read (an unreadable store only means
-    "unknown")."""
+@dataclass(frozen=True)
+class StoreFacts:
+    """What the estimate reads from the store: rated pictures (None: no store, a trained model is
+    assumed), the feed prompts valid now and the rated painted pictures' prompts."""
+
+    ratings: int | None = None
+    feed_prompts: tuple[str, ...] = ()
+    rated_prompts: tuple[str, ...] = ()
+
+
+def _store_facts(config) -> StoreFacts:  # noqa: ANN001
+    """The store's facts, read in one read-only opening of the configured state folder's store
+    (estimating never changes or creates it). Each read that fails only means "unknown": an
+    unreadable store gives the defaults, an older schema loses only what it lacks."""
     from frame.config import state_dir
     from frame.daemon.store.database import Store
 
     try:
         store = Store.open_read_only(state_dir(config))
     except sqlite3.Error:
-        return None
+        return StoreFacts()
     if store is None:
-        return None
+        return StoreFacts()
     try:
-        return read(store)
-    except sqlite3.Error:
-        return None
+        return StoreFacts(_or_none(store.rated_picture_count),
+                          tuple(_or_none(lambda: [item["prompt"] for item in store.feed_items()]) or ()),
+                          tuple(_or_none(store.rated_painted_prompts) or ()))
     finally:
         store.close()
 
 
-def _ratings(config) -> int | None:  # noqa: ANN001
-    """Rated pictures in the configured state folder (None when there is no store)."""
-    return _read_store(config, lambda store: store.rated_picture_count())
+def _or_none(read: Callable[[], T]) -> T | None:
+    try:
+        return read()
+    except sqlite3.Error:
+        return None
 
 
-def _tonight(config):  # noqa: ANN001, ANN202
+def _tonight(config, facts: StoreFacts):  # noqa: ANN001, ANN202
     """The texts tonight's choice asks for (``frame.estimate.new_texts``): the configured ones, the
     feed prompts valid now and the rated pictures' prompts, read from the store."""
     from frame.estimate.new_texts import tonight_texts
 
-    feed = _read_store(config, lambda store: [item["prompt"] for item in store.feed_items()]) or []
-    rated = _read_store(config, lambda store: store.rated_painted_prompts()) or []
-    return tonight_texts(config, feed, rated, _ratings(config))
+    return tonight_texts(config, facts.feed_prompts, facts.rated_prompts, facts.ratings)
 
 
 def config_check_lines(config, measure_seconds: float = 1.0) -> list[str]:  # noqa: ANN001
@@ -103,16 +111,17 @@ def config_check_lines(config, measure_seconds: float = 1.0) -> list[str]:  # no
     from frame.estimate.report import lines
 
     try:  # this machine's last measurement, kept in the state folder, while recent (frame.estimate.rates_file)
-        return lines(estimate_config(config, measure_seconds=measure_seconds, ratings=_ratings(config),
-                                     texts=_tonight(config), rates_dir=Path(state_dir(config))))
+        facts = _store_facts(config)
+        return lines(estimate_config(config, measure_seconds=measure_seconds, ratings=facts.ratings,
+                                     texts=_tonight(config, facts), rates_dir=Path(state_dir(config))))
     except Exception as exc:  # noqa: BLE001 - reported, not raised (see above)
         return [f"warning: no estimate: {exc}"]
 
 
-def _texts(config, args: argparse.Namespace):  # noqa: ANN001, ANN202
+def _texts(config, args: argparse.Namespace, facts: StoreFacts):  # noqa: ANN001, ANN202
     if args.queued:
         return 0
-    return args.new_texts if args.new_texts is not None else _tonight(config)
+    return args.new_texts if args.new_texts is not None else _tonight(config, facts)
 
 
 def _estimate(args: argparse.Namespace) -> int:
@@ -139,8 +148,9 @@ def _estimate(args: argparse.Namespace) -> int:
         die_with_the_daemon()  # a daemon that stops or dies takes its estimate with it
     config = _overrides(load_config(args.config), args)
     link = args.link_mbit * 1e6 / 8 if args.link_mbit else None
+    facts = _store_facts(config)
     result = estimate_config(config, measure_seconds=args.measure_seconds, link_bytes=link,
-                             ratings=_ratings(config), texts=_texts(config, args),
+                             ratings=facts.ratings, texts=_texts(config, args, facts),
                              choose_tokens=args.new_text_tokens)
     figures = to_dict(result, args.origin, config)
     if args.state_dir:

@@ -33,8 +33,9 @@ def _filled_store(tmp_path) -> None:
 def test_the_estimate_reads_ratings_feed_and_rated_prompts_from_the_store(tmp_path):
     _filled_store(tmp_path)
     config = make_config(tmp_path)
-    assert estimate_cli._ratings(config) == 3  # pictures rated, the upload included; twice-rated counts once
-    texts = estimate_cli._tonight(config)
+    facts = estimate_cli._store_facts(config)
+    assert facts.ratings == 3  # pictures rated, the upload included; twice-rated counts once
+    texts = estimate_cli._tonight(config, facts)
     assert "a snowy street" in texts.candidates
     assert not {"a spring meadow", "last winter"} & set(texts.candidates)  # not valid now
     assert texts.rated == ("a fox, watercolour", "a lighthouse, oil")  # an upload has no prompt to choose from
@@ -42,16 +43,18 @@ def test_the_estimate_reads_ratings_feed_and_rated_prompts_from_the_store(tmp_pa
 
 def test_the_estimate_never_creates_a_store(tmp_path):
     config = make_config(tmp_path / "none")
-    assert estimate_cli._ratings(config) is None
-    assert estimate_cli._tonight(config).rated == ()
+    facts = estimate_cli._store_facts(config)
+    assert facts.ratings is None
+    assert estimate_cli._tonight(config, facts).rated == ()
     assert not (tmp_path / "none").exists()
 
 
 def test_an_unreadable_store_means_unknown(tmp_path):
     (tmp_path / "frame.db").write_bytes(b"not a database" * 100)
     config = make_config(tmp_path)
-    assert estimate_cli._ratings(config) is None
-    assert estimate_cli._tonight(config).rated == ()
+    facts = estimate_cli._store_facts(config)
+    assert facts.ratings is None
+    assert estimate_cli._tonight(config, facts).rated == ()
 
 
 def test_the_store_answers_without_changing_anything(tmp_path):
