@@ -19,6 +19,7 @@ Base layer, standard library only: the daemon imports the records.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -42,6 +43,13 @@ def wire(default: Any = dataclasses.MISSING, *, key: str | None = None, omit_non
     meta = {"key": key, "omit_none": omit_none, "omit_default": omit_default, "or_default": or_default,
             "convert": convert, "max_items": max_items, "absent": absent}
     return dataclasses.field(default=default, default_factory=default_factory, metadata={"wire": meta})
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    """The record's resolved field annotations: resolved once per class, not per decoded record (a
+    night decodes an event per step)."""
+    return typing.get_type_hints(cls)
 
 
 def _meta(f: dataclasses.Field) -> dict[str, Any]:
@@ -96,7 +104,7 @@ def decode(cls: type[R], data: Any) -> R:
     name = cls.__name__
     if not isinstance(data, Mapping):
         raise RecordError(f"{name}: not a JSON object but {type(data).__name__}")
-    hints = typing.get_type_hints(cls)
+    hints = _hints(cls)
     values: dict[str, Any] = {}
     for f in dataclasses.fields(cls):
         if not f.init:
