@@ -97,7 +97,9 @@ def test_a_bad_prompt_is_set_aside_and_the_night_paints_the_next(tmp_path):
         tonight = schedule.Night("2026-12-07", now - timedelta(minutes=1), now + timedelta(hours=1), now)
 
         daemon.start_render("night", tonight, None)  # the first failure: the prompt stays first
-        _wait(lambda: FakeSupervisor.runs.count("failed") == 1 and not daemon._render_lock.locked())
+        # the render thread frees the render lock before it sets the fallback's notice: wait for both
+        _wait(lambda: FakeSupervisor.runs.count("failed") == 1 and not daemon._render_lock.locked()
+              and daemon.status()["notice"] is not None)
         notice = daemon.status()["notice"]
         assert "queued prompt" in notice and "a bad fox <lora:gone>" in notice, notice
         assert daemon.store.queued_prompt(bad).failures == 1 and daemon.store.queued_prompt(good) is not None
