@@ -108,8 +108,8 @@ def child_render(pipeline: str, steps: int, started: float) -> dict:
             marks["phase"] = report.phase
 
     config = _config(pipeline, steps)  # as the render worker loads it: its memory limit, the VAE tiles it counts
-    pipe = load_configured_pipeline(config)
-    pipe.vae_peak_mb = peak_counter(pipe, engine_weights(config.model.weights))
+    weights = engine_weights(config.model.weights)
+    pipe = load_configured_pipeline(config, vae_peak=lambda loaded: peak_counter(loaded, weights))
     pipe.generate(pipe.settings("a lighthouse in a storm, oil painting", negative_prompt="blurry", steps=steps,
                                 guidance=7.5, sampler="euler", seed=1, width=512, height=512), callback=progress)
     close_phase()

@@ -98,12 +98,13 @@ def child(kind: str, folder: str, vae_tile: int = 32) -> None:
     """Run one measurement in this process and print a JSON line with its results."""
     import numpy as np
 
-    from frame.diffusion import load_pipeline
+    from frame.diffusion import RenderPlan, load_pipeline
 
-    pipe = load_pipeline(folder, vae_tile=vae_tile)
+    mode = {"render-batched": "batched", "render-shared": "shared"}.get(kind, "sequential") \
+        if kind.startswith("render") else None
+    pipe = load_pipeline(folder, plan=RenderPlan(vae_tile=vae_tile, guidance_mode=mode))
     started, cpu_started = time.perf_counter(), time.process_time()
     if kind.startswith("render"):
-        pipe.guidance_mode = {"render-batched": "batched", "render-shared": "shared"}.get(kind, "sequential")
         steps, phases, fetched = [], PhasePeaks(), []
 
         def callback(progress) -> None:

@@ -10,10 +10,13 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import TextIO, get_args
+from typing import TYPE_CHECKING, TextIO, get_args
 
 from frame.config.schema import NoiseName, SamplerName
 from frame.errors import Interrupted, UsageError
+
+if TYPE_CHECKING:
+    from frame.diffusion.progress import Progress
 
 # the owner-facing sampler names (the registry, frame.diffusion.samplers, refuses any other; not imported
 # here: it needs numpy, and `frame --help` imports every command module)
@@ -67,14 +70,14 @@ class ProgressBar:
         self.last_draw = 0.0
         self.steps_done = self.steps_total = 0  # for the Ctrl-C message
 
-    def __call__(self, progress) -> None:
+    def __call__(self, progress: Progress) -> None:
         if progress.phase == "unet":
             self.steps_total = progress.steps
             if progress.step_done:
                 self.steps_done = progress.step
         self._draw(progress)
 
-    def _draw(self, progress) -> None:
+    def _draw(self, progress: Progress) -> None:
         now = time.monotonic()
         if progress.phase == "unet" and not progress.step_done and self.tty and now - self.last_draw < 0.2:
             return
@@ -84,7 +87,7 @@ class ProgressBar:
         self.stream.write(("\r" if self.tty else "") + self._line(progress) + ("" if self.tty else "\n"))
         self.stream.flush()
 
-    def _line(self, progress) -> str:
+    def _line(self, progress: Progress) -> str:
         if progress.phase == "text":
             return "encoding prompt…".ljust(self.width + 40)
         if progress.phase == "vae":
@@ -103,17 +106,17 @@ class ProgressBar:
             self.stream.flush()
 
 
-def fetch_text(progress) -> str:
+def fetch_text(progress: Progress) -> str:
     """`` · 3.44 GB/step (3.1 GB cached), link 4.1 MB/s``: weight bytes read in the last step (the part
     from the weight cache) and the HTTP rate, if known."""
     from frame.engine.io.fetch_stats import format_bytes
 
     parts = []
-    if getattr(progress, "bytes_per_step", None) is not None:
-        cached = getattr(progress, "cache_bytes_per_step", None)
+    if progress.bytes_per_step is not None:
+        cached = progress.cache_bytes_per_step
         parts.append(f"{format_bytes(progress.bytes_per_step)}/step"
                      + (f" ({format_bytes(cached)} cached)" if cached else ""))
-    if getattr(progress, "link_rate", None):
+    if progress.link_rate:
         parts.append(f"link {format_bytes(progress.link_rate)}/s")
     return " · " + ", ".join(parts) if parts else ""
 
@@ -260,9 +263,9 @@ def render_command(args: argparse.Namespace) -> int:
         check_writable(args.save_latents, "--save-latents")
     bar = ProgressBar(sys.stderr)
     try:
-        pipe = load_configured_pipeline(config, args.model and resolve_model_source(args.model))
-        # the VAE tiles the estimate counts
-        pipe.vae_peak_mb = peak_counter(pipe, engine_weights(config.model.weights), pipe.http)
+        weights = engine_weights(config.model.weights)  # the VAE tiles the estimate counts:
+        pipe = load_configured_pipeline(config, args.model and resolve_model_source(args.model),
+                                        vae_peak=lambda loaded: peak_counter(loaded, weights, loaded.http))
         if args.decode_latents:
             image, parameters = pipe.decode(_load_array(args.decode_latents, "--decode-latents"), bar), None
         else:

@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -24,6 +24,12 @@ from frame.diffusion.model_info import SDXL, ModelInfo
 from frame.diffusion.tokenizer import ClipTokenizer
 from frame.engine.memory import with_model
 from frame.errors import FrameError
+
+if TYPE_CHECKING:
+    from frame.engine.onnxstream.source import OnnxStreamSource
+    from frame.engine.runnable import Runnable
+
+Load = Callable[["str | OnnxStreamSource"], "Runnable"]  # a component's source -> the loaded component
 
 log = logging.getLogger(__name__)
 
@@ -48,14 +54,14 @@ class Encoder:
 
     name: str
     tokenizer_folder: Path
-    source: Any  # a path or URL, or an OnnxStreamSource
+    source: str | OnnxStreamSource  # a path or URL, or an OnnxStream model
     pad_token: str | None = None  # overrides the folder's (OnnxStream's shared SDXL tokenizer folder)
 
     def tokenizer(self) -> ClipTokenizer:
         return ClipTokenizer.from_folder(self.tokenizer_folder, self.pad_token)
 
 
-def _input_ids(model: Any, ids: list[int], name: str) -> dict[str, np.ndarray]:
+def _input_ids(model: Runnable, ids: list[int], name: str) -> dict[str, np.ndarray]:
     spec = next((i for i in model.inputs if i.name == "input_ids"), None)
     if spec is None:
         raise FrameError(f"{name}: the ONNX model has no 'input_ids' input "
@@ -65,7 +71,7 @@ def _input_ids(model: Any, ids: list[int], name: str) -> dict[str, np.ndarray]:
     return {"input_ids": np.asarray([ids], dtype=spec.dtype)}
 
 
-def penultimate_name(model: Any, name: str) -> str:
+def penultimate_name(model: Runnable, name: str) -> str:
     """Name of the second-to-last ``hidden_states.N`` output (the layer SDXL conditions on)."""
     layers = sorted(int(m.group(1)) for o in model.outputs if (m := _HIDDEN.match(o.name)))
     if len(layers) < 2:
@@ -80,13 +86,13 @@ def _output(results: dict[str, np.ndarray], key: str, name: str) -> np.ndarray:
     return results[key]
 
 
-def encode_with(encoder: Encoder, load: Callable[[str], Any], texts: list[str], kind: str, second: bool,
+def encode_with(encoder: Encoder, load: Load, texts: list[str], kind: str, second: bool,
                 warn: Callable[[str], None], embeddings: ti.Embeddings | None = None) -> list[Conditioning]:
     """Run one encoder over ``texts``; returns one Conditioning (hidden, pooled-or-None) per text.
     ``embeddings``: the textual-inversion files a prompt word may name (``textual_inversion``)."""
     tokenizer = encoder.tokenizer()
 
-    def run(model: Any) -> list[Conditioning]:
+    def run(model: Runnable) -> list[Conditioning]:
         found = ti.usable(embeddings, model, encoder.name, warn)
         hidden_key = "last_hidden_state" if kind != SDXL else penultimate_name(model, encoder.name)
         table = "" if kind != SDXL else ti.SDXL_TABLES[int(second)]
@@ -108,7 +114,7 @@ def encode_with(encoder: Encoder, load: Callable[[str], Any], texts: list[str], 
     return with_model(load, encoder.source, run)
 
 
-def encode_prompts(encoders: list[Encoder], load: Callable[[str], Any], info: ModelInfo, prompt: str,
+def encode_prompts(encoders: list[Encoder], load: Load, info: ModelInfo, prompt: str,
                    negative: str | None, guided: bool, warn: Callable[[str], None],
                    embeddings: ti.Embeddings | None = None) -> tuple[Conditioning, Conditioning | None]:
     """Conditioning for the prompt and, when ``guided``, for the unconditional (negative) pass.
@@ -169,7 +175,7 @@ def text_passes(texts: list, per_pass: int | None = None) -> list[list]:
     return groups
 
 
-def through_end_of_text(model: Any, ids: list[int], eos_id: int) -> list[int]:
+def through_end_of_text(model: Runnable, ids: list[int], eos_id: int) -> list[int]:
     """``ids`` up to and including the first end-of-text token, when the export's sequence axis is
     dynamic; all 77 otherwise.
 
@@ -201,7 +207,7 @@ def tokens_through_end(encoder: Encoder, texts: list[str]) -> int:
     return max(lengths)
 
 
-def pooled_embeddings(encoder: Encoder, load: Callable[[str], Any], texts: list[str], projected: bool,
+def pooled_embeddings(encoder: Encoder, load: Load, texts: list[str], projected: bool,
                       embeddings: ti.Embeddings | None = None, table: str = "") -> np.ndarray:
     """(len(texts), D) pooled text embeddings: ``text_embeds`` if ``projected`` else ``pooler_output``.
 
@@ -234,12 +240,11 @@ def pooled_embeddings(encoder: Encoder, load: Callable[[str], Any], texts: list[
             feeds = [_input_ids(model, one, encoder.name) for one in ids]
             own = fixes[start:start + len(ids)]
             start += len(ids)
-            run_shared = getattr(model, "run_shared", None)
             if any(own):
                 outs = [model.run(f, overrides=ti.token_overrides(model, fix, encoder.name)) if fix else model.run(f)
                         for f, fix in zip(feeds, own)]
-            elif run_shared is not None and len(feeds) > 1:
-                outs = run_shared(feeds)
+            elif len(feeds) > 1:
+                outs = model.run_shared(feeds)
             else:
                 outs = [model.run(f) for f in feeds]
             for one, out in zip(ids, outs):
@@ -252,6 +257,4 @@ def pooled_embeddings(encoder: Encoder, load: Callable[[str], Any], texts: list[
                     rows.append(hidden[0, one.index(tokenizer.eos_id)])
         return np.stack(rows).astype(np.float32)
     finally:
-        close = getattr(model, "close", None)
-        if close is not None:
-            close()
+        model.close()

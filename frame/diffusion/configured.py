@@ -1,26 +1,32 @@
 """The pipeline as the configuration describes it: the one place that turns ``config.model`` (source,
 weights provider, attention, VAE tiles, HTTP token/timeouts/weight cache, noise source) and
 ``worker.memory_limit_mb`` (which decides how the guidance passes run) into plain typed values, and
-``model.loras`` with the LoRA folders into the pipeline's.
+``model.loras`` with the LoRA folders, the VAE tiles and the memory limit into the pipeline's
+``RenderPlan`` (``PipelineSetup.plan``), handed to it at construction.
 
 Every caller that starts from a configuration comes through here: the render worker and ``frame
 render`` (``load_configured_pipeline``), the night's estimate (the same pipeline, and its resolved
 ``PipelineSetup.weights``), ``frame serve-render`` (``pipeline_setup`` with its own loader and VAE
 tile) and the configuration checks (``open_structure``). Below this module nothing reads the
 configuration: the pipeline and the engine take a ``PipelineSetup``'s fields (``HttpSettings``, a
-provider name, numbers), so a new ``model.*`` setting is read here once and reaches every caller.
+provider name, numbers, a ``RenderPlan``), so a new ``model.*`` setting is read here once and reaches
+every caller. A caller that counts the VAE decoder's peak (``frame.estimate``, a layer above) hands
+the counter in through ``load(vae_peak=...)``; it is put in the plan before the pipeline is returned.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from frame.config import embedding_names, lora_tags
+from frame.config.lora_tags import LoraRequest
 from frame.diffusion.model_info import SDXL
+from frame.diffusion.render_plan import RenderPlan
 from frame.diffusion.tiny_vae import open_tiny_vae
 from frame.engine.io.http_settings import HttpSettings, origin
 from frame.models import resolve_model_source
@@ -28,6 +34,9 @@ from frame.models import resolve_model_source
 if TYPE_CHECKING:
     from frame.config.schema import Config, ModelConfig
     from frame.diffusion.pipeline import Loader, Pipeline
+    from frame.diffusion.vae_tiles import PeakMb
+
+VaePeak = Callable[["Pipeline"], "PeakMb"]  # the loaded pipeline -> its VAE decoder's counted peak per tile
 
 AUTO_WEIGHTS = "prefetch"  # model.weights "auto": prefetch from disk; the engine takes its http variant for URLs
 
@@ -50,8 +59,8 @@ class PipelineSetup:
     http: HttpSettings
     noise: str = "frame"  # model.noise: the seed's random source (frame.diffusion.noise)
     embeddings_dir: str | None = None  # STATE_DIR/embeddings, searched after the model's own folders
-    loras: tuple = ()  # model.loras as frame.engine.lora requests (lora_tags.configured_requests)
-    lora_folders: tuple = ()  # where <lora:NAME:...> tags are looked up (lora_tags.lora_folders)
+    loras: tuple[LoraRequest, ...] = ()  # model.loras as LoRA requests (lora_tags.configured_requests)
+    lora_folders: tuple[str, ...] = ()  # where <lora:NAME:...> tags are looked up (lora_tags.lora_folders)
     plans_dir: str | None = None  # STATE_DIR/model-plans: the components' plans kept between nights
     vae_decoder: str = ""  # model.vae_decoder: "" the model's VAE, else a tiny VAE (frame.diffusion.tiny_vae)
     state_dir: str | None = None  # where taesd / taesdxl are looked up (STATE_DIR/models/)
@@ -62,19 +71,28 @@ class PipelineSetup:
 
         return engine_loader(self.weights, self.attention_slices, self.http, self.plans_dir)
 
-    def load(self, loader: Loader | None = None, vae_tile: int | None = None) -> Pipeline:
+    def plan(self, vae_tile: int | None = None) -> RenderPlan:
+        """How the pipeline renders, as configured: the VAE tiles, the memory limit, the LoRAs and their
+        folders; ``vae_tile`` replaces the tile size."""
+        return RenderPlan(vae_tile=self.vae_tile if vae_tile is None else vae_tile,
+                          vae_tile_overlap=self.vae_tile_overlap, memory_limit_mb=self.memory_limit_mb,
+                          loras=self.loras, lora_folders=self.lora_folders)
+
+    def load(self, loader: Loader | None = None, vae_tile: int | None = None, *,
+             vae_peak: VaePeak | None = None) -> Pipeline:
         """``load_pipeline`` with these values; ``loader`` / ``vae_tile`` replace the engine loader and
-        the tile size (``frame serve-render`` on onnxruntime)."""
+        the tile size (``frame serve-render`` on onnxruntime). ``vae_peak``: counts the loaded decoder's
+        peak per tile (``frame.estimate.vae_memory.peak_counter``), so the render decodes the fewest
+        tiles that fit the memory limit, as the night's estimate counts them."""
         from frame.diffusion.pipeline import load_pipeline
 
-        pipe = load_pipeline(self.source, cache_dir=self.cache_dir, vae_tile=self.vae_tile if vae_tile is None
-                             else vae_tile, vae_tile_overlap=self.vae_tile_overlap, loader=loader or self.loader(),
-                             memory_limit_mb=self.memory_limit_mb, http=self.http, noise=self.noise)
+        pipe = load_pipeline(self.source, cache_dir=self.cache_dir, loader=loader or self.loader(),
+                             plan=self.plan(vae_tile), http=self.http, noise=self.noise)
         if self.embeddings_dir:  # embeddings/ in the state folder too, after the model's own
             pipe.embeddings.add_folder(Path(self.embeddings_dir))
-        pipe.loras = list(self.loras)
-        pipe.lora_folders = list(self.lora_folders)
         self._use_tiny_vae(pipe)
+        if vae_peak is not None:  # counted on the decoder the pipeline runs (a tiny VAE's, if chosen)
+            pipe.use_plan(dataclasses.replace(pipe.plan, vae_peak_mb=vae_peak(pipe)))
         return pipe
 
     def _use_tiny_vae(self, pipe: Pipeline) -> None:
@@ -90,8 +108,9 @@ class PipelineSetup:
 
         files, info = open_model_files(self.source, self.cache_dir, self.http)
         structure_only = dataclasses.replace(self, weights="nocache")
-        pipe = Pipeline(files, info, structure_only.loader(), self.vae_tile, self.vae_tile_overlap,
-                        memory_limit_mb=self.memory_limit_mb, http=self.http, noise=self.noise)
+        plan = RenderPlan(vae_tile=self.vae_tile, vae_tile_overlap=self.vae_tile_overlap,
+                          memory_limit_mb=self.memory_limit_mb)
+        pipe = Pipeline(files, info, structure_only.loader(), plan, http=self.http, noise=self.noise)
         self._use_tiny_vae(pipe)
         return pipe
 
@@ -133,6 +152,8 @@ def pipeline_setup(config: Config, source: str | None = None, *, capped: bool = 
                          os.path.join(state, PLANS_FOLDER) if state else None, model.vae_decoder, state)
 
 
-def load_configured_pipeline(config: Config, source: str | None = None) -> Any:
-    """The render's pipeline for ``source`` (default ``model.source``): ``pipeline_setup(...).load()``."""
-    return pipeline_setup(config, source).load()
+def load_configured_pipeline(config: Config, source: str | None = None, *,
+                             vae_peak: VaePeak | None = None) -> Pipeline:
+    """The render's pipeline for ``source`` (default ``model.source``): ``pipeline_setup(...).load()``;
+    ``vae_peak`` as ``PipelineSetup.load`` takes it."""
+    return pipeline_setup(config, source).load(vae_peak=vae_peak)

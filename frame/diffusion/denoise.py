@@ -19,17 +19,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from frame.diffusion.conditioning import Conditioning
+from frame.diffusion.render_plan import GUIDANCE_MODES
 from frame.diffusion.samplers import Sampler, SamplerState
 from frame.errors import FrameError
 
+if TYPE_CHECKING:
+    from frame.engine.runnable import Runnable
+
 log = logging.getLogger(__name__)
 
-GUIDANCE_MODES = ("shared", "batched", "sequential")
 StepCallback = Callable[[int, np.ndarray, np.ndarray], None]
 OpCallback = Callable[[int, float], None]
 
@@ -37,7 +40,7 @@ OpCallback = Callable[[int, float], None]
 class GuidedUNet:
     """Callable ``(latent_input, timestep, progress) -> guided output`` around a loaded UNet."""
 
-    def __init__(self, model: Any, cond: Conditioning, uncond: Conditioning | None, guidance: float,
+    def __init__(self, model: Runnable, cond: Conditioning, uncond: Conditioning | None, guidance: float,
                  size: tuple[int, int], mode: str = "shared",
                  aesthetic_scores: tuple[float, float] | None = None) -> None:
         if mode not in GUIDANCE_MODES:
@@ -54,8 +57,7 @@ class GuidedUNet:
         self.batch = len(self.passes) > 1 and can_batch and (mode == "batched" or batch_dim == len(self.passes))
         if len(self.passes) > 1 and not self.batch and batch_dim not in (1, None) and isinstance(batch_dim, int):
             raise FrameError(f"unet: fixed batch size {batch_dim} fits neither one nor two passes")
-        self.shared = (len(self.passes) > 1 and not self.batch and mode == "shared"
-                       and callable(getattr(model, "run_shared", None)))
+        self.shared = len(self.passes) > 1 and not self.batch and mode == "shared" and model.shares_weight_reads
         self.mode = "batched" if self.batch else "shared" if self.shared else "sequential"
         self.extra = self._sdxl_inputs(size, aesthetic_scores) if "text_embeds" in self.specs else {}
         if "timestep_cond" in self.specs:
@@ -156,7 +158,7 @@ class GuidedUNet:
         return (uncond + np.float32(self.guidance) * (cond - uncond)).astype(np.float32)
 
 
-def static_latent_size(model: Any) -> tuple[int, int] | None:
+def static_latent_size(model: Runnable) -> tuple[int, int] | None:
     """The UNet's fixed latent (height, width), or None when the spatial axes are dynamic."""
     spec = next((i for i in model.inputs if i.name == "sample"), None)
     shape = spec.shape if spec is not None else None

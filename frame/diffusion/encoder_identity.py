@@ -27,7 +27,7 @@ import hashlib
 import logging
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from frame import __version__
 from frame.atomicfile import make_dirs
@@ -35,6 +35,9 @@ from frame.diffusion import embedding_cache
 from frame.diffusion.model_info import SDXL
 from frame.engine.io.http_settings import HttpSettings
 from frame.statefile import read_json, write_json
+
+if TYPE_CHECKING:
+    from frame.diffusion.pipeline import Pipeline
 
 log = logging.getLogger(__name__)
 
@@ -153,14 +156,14 @@ def encoder_identity(encoder: Any, projected: bool, book: DigestBook, compute: b
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
-def text_cache_for(pipe: Any, state_dir: str | os.PathLike, compute: bool = True,
+def text_cache_for(pipe: Pipeline, state_dir: str | os.PathLike, compute: bool = True,
                    cap_bytes: int | None = None) -> embedding_cache.EmbeddingCache | None:
     """The ``EmbeddingCache`` of ``pipe.embed_text``'s encoder (the last one; SDXL's projected pooled
     output) in ``state_dir``, or None when the encoder's identity is unknown (see ``encoder_identity``;
     ``compute=False`` never digests a weight file)."""
     folder = embedding_cache.cache_folder(state_dir)
     book = DigestBook(folder)
-    identity = encoder_identity(pipe.encoders[-1], pipe.kind == SDXL, book, compute, getattr(pipe, "http", None))
+    identity = encoder_identity(pipe.encoders[-1], pipe.kind == SDXL, book, compute, pipe.http)
     if compute:
         try:
             book.save()

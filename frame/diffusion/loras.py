@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from frame.config.lora_tags import (  # noqa: F401  (re-exported: the pipeline's one LoRA module)
     LoraRequest,
@@ -30,6 +30,9 @@ from frame.config.lora_tags import (  # noqa: F401  (re-exported: the pipeline's
 from frame.engine.lora import LoraFile, LoraUse, match_loras, read_checked
 from frame.engine.model import read_structure
 from frame.errors import UsageError
+
+if TYPE_CHECKING:
+    from frame.engine.runnable import Runnable
 
 log = logging.getLogger(__name__)
 TEXT_COMPONENTS = ("text_encoder", "text_encoder_2")
@@ -90,8 +93,8 @@ def uses_for(resolved: Sequence[tuple[LoraRequest, LoraFile]], component: str) -
     return uses
 
 
-def loader(load: Callable[..., Any], requests: Sequence[LoraRequest], folders: Sequence[str],
-           components: dict[Any, str], outcome: LoraOutcome | None = None) -> Callable[..., Any]:
+def loader(load: Callable[..., Runnable], requests: Sequence[LoraRequest], folders: Sequence[str],
+           components: dict[Any, str], outcome: LoraOutcome | None = None) -> Callable[..., Runnable]:
     """``load`` with each component's part of the requested LoRAs (``components``: source -> component
     name). Without ``outcome``, UsageError for an unknown name or a file that is not a LoRA, before
     anything runs; with it, such a LoRA is left out and each loaded model's layer counts are kept."""
@@ -100,19 +103,20 @@ def loader(load: Callable[..., Any], requests: Sequence[LoraRequest], folders: S
                       outcome, components)
 
 
-def with_loras(load: Callable[..., Any], by_source: dict[Any, list[LoraUse]], outcome: LoraOutcome | None = None,
-               components: dict[Any, str] | None = None) -> Callable[..., Any]:
+def with_loras(load: Callable[..., Runnable], by_source: dict[Any, list[LoraUse]],
+               outcome: LoraOutcome | None = None, components: dict[Any, str] | None = None
+               ) -> Callable[..., Runnable]:
     """A loader that passes each component's LoRAs to the engine (``load(source, loras=...)``) and
     notes in ``outcome`` how many layers each changed in that component (the model's ``lora_report``)."""
     if not any(by_source.values()):
         return load
 
-    def loaded(source: Any, **kwargs: Any) -> Any:
+    def loaded(source: Any, **kwargs: Any) -> Runnable:
         uses = by_source.get(source)
         if not uses:
             return load(source, **kwargs)
         model = load(source, loras=uses, **kwargs)
-        report = getattr(model, "lora_report", None)
+        report = model.lora_report
         if outcome is not None and report is not None:
             component = (components or {}).get(source, str(source))
             for label, count in report.applied.items():

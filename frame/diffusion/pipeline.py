@@ -13,11 +13,11 @@ own module: ``render_settings``, ``conditioning``, ``denoise``, ``img2img``, ``r
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import os
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -44,8 +44,9 @@ from frame.diffusion.noise import sources as noise_sources
 from frame.diffusion.onnxstream_layout import OnnxStreamFiles, open_model_files
 from frame.diffusion.pngmeta import GenerationParameters
 from frame.diffusion.progress import FetchMeter, Progress, ProgressCallback, StepReports
+from frame.diffusion.render_plan import RenderPlan
 from frame.diffusion.render_settings import RenderSettings, resolve_settings
-from frame.diffusion.samplers import SamplerState, make_sampler
+from frame.diffusion.samplers import Sampler, SamplerState, make_sampler
 from frame.diffusion.samplers.base import Noise
 from frame.diffusion.tiny_vae import TinyVae
 from frame.engine import load_model
@@ -53,13 +54,15 @@ from frame.engine.dynamic_shapes import dynamic_structure
 from frame.engine.io.http_settings import HttpSettings
 from frame.engine.lora import LoraUse
 from frame.engine.memory import release_model
+from frame.engine.runnable import Runnable
 from frame.errors import UsageError
 from frame.redact import redact_text, redact_url
 
 log = logging.getLogger(__name__)
 
-Loader = Callable[[str], Any]
+Loader = Callable[..., Runnable]  # load(source, dynamic_shapes=False, loras=()) -> the component (engine_loader)
 LATENT_CHANNELS = 4
+PLAN_FIELDS = frozenset(f.name for f in dataclasses.fields(RenderPlan))
 AESTHETIC_SCORES = (2.5, 6.0)  # diffusers' SDXL img2img defaults (negative, positive), refiner-type exports only
 
 
@@ -73,7 +76,7 @@ def engine_loader(weights: str = "prefetch", attention_slices: int | None = None
     ``load(source, loras=...)`` adds LoRA changes as the weights stream (``frame.diffusion.loras``).
     ``plans``: where each component's plan is kept between nights (``frame.engine.plan_cache``)."""
 
-    def load(source: str, dynamic_shapes: bool = False, loras: Sequence[LoraUse] = ()) -> Any:
+    def load(source: str, dynamic_shapes: bool = False, loras: Sequence[LoraUse] = ()) -> Runnable:
         transform = functools.partial(dynamic_structure, http=http) if dynamic_shapes else None
         return load_model(source, weights=weights, attention_slices=attention_slices, transform=transform,
                           loras=loras, http=http, plans=plans)
@@ -84,35 +87,24 @@ def engine_loader(weights: str = "prefetch", attention_slices: int | None = None
 class Pipeline:
     """One model export, ready to generate; components are loaded on demand and released after use.
 
-    ``guidance_mode`` fixes how the unconditional and conditional UNet passes run (``denoise.
-    GUIDANCE_MODES``); None lets ``guidance_plan.choose`` pick per render from the model, size,
-    precision and ``memory_limit_mb`` (the worker's limit; None = no limit known), which reads the
-    weights once per step wherever the estimated peak fits.
+    ``plan`` says how it renders (``RenderPlan``: VAE tiles and their counted peak, the guidance mode or
+    what chooses it, read-ahead, LoRAs, the memory limit); it is read through ``plan`` and the
+    read-only fields named after it, and replaced only whole, by ``use_plan``. A ``guidance_mode`` of
+    None lets ``guidance_plan.choose`` pick per render from the model, size, precision and
+    ``memory_limit_mb``, which reads the weights once per step wherever the estimated peak fits.
     """
 
     def __init__(self, files: ModelFiles | OnnxStreamFiles, info: ModelInfo, loader: Loader | None = None,
-                 vae_tile: int | None = None, vae_tile_overlap: int = 8, guidance_mode: str | None = None,
-                 memory_limit_mb: float | None = None, http: HttpSettings | None = None,
-                 noise: str | None = None) -> None:
+                 plan: RenderPlan | None = None, http: HttpSettings | None = None, noise: str | None = None) -> None:
         self.files = files
         self.noise = noise_sources.check_noise(noise)  # the settings' default noise source (model.noise)
         self.info = info
         self.http = http
-        self.load = loader or engine_loader(http=http)
-        self.vae_tile = vae_tile  # None: the fewest tiles that fit memory_limit_mb (frame.diffusion.vae_tiles)
-        self.vae_tile_overlap = vae_tile_overlap
-        # the VAE decoder's counted peak in MB at a tile size (frame.estimate.vae_memory.peak_counter, set by
-        # the render worker and frame render); None: tiles of vae_tiles.DEFAULT_TILE
-        self.vae_peak_mb: vae_tiles.PeakMb | None = None
-        if guidance_mode is not None and guidance_mode not in denoise.GUIDANCE_MODES:
-            raise UsageError(f"unknown guidance mode {guidance_mode!r} "
-                             f"(choose from {', '.join(denoise.GUIDANCE_MODES)})")
-        self.guidance_mode = guidance_mode
-        # (width, height, (one-pass, two-pass) render peaks in MB) counted for this UNet by the night's
-        # estimate (frame.worker.step_choice); guidance_plan.choose uses them at that size
-        self.counted_guidance: tuple[int, int, tuple[float, float]] | None = None
-        self.memory_limit_mb = memory_limit_mb
-        self.readahead: dict[str, int] = {}  # component -> read-ahead bytes tonight's estimate chose (readahead)
+        self.load: Loader = loader or engine_loader(http=http)
+        plan = plan or RenderPlan()
+        if plan.lora_folders is None:
+            plan = dataclasses.replace(plan, lora_folders=tuple(loras.lora_folders(files.source, None)))
+        self._plan = plan
         if isinstance(files, OnnxStreamFiles):
             self.encoders = files.encoders()
         else:
@@ -126,9 +118,29 @@ class Pipeline:
         self.tiny_vae: TinyVae | None = None  # model.vae_decoder's tiny VAE (use_tiny_vae), else the model's own
         self._unet_signature: tuple[tuple[int, int] | None, frozenset[str]] | None = None
         self._vae_shapes: vae_shapes.VaeShapes | None = None
-        self.loras: list[loras.LoraRequest] = []  # model.loras; prompts' <lora:…> tags add to these
-        self.lora_folders: list[str] = loras.lora_folders(getattr(files, "source", None), None)
         self.lora_outcome = loras.LoraOutcome()  # the last render's (lora_loader)
+
+    @property
+    def plan(self) -> RenderPlan:
+        """How this pipeline renders (``RenderPlan``); changed only through ``use_plan``."""
+        return self._plan
+
+    def use_plan(self, plan: RenderPlan) -> None:
+        """Render by ``plan`` from now on: a value its caller learns after loading (``dataclasses.replace``
+        of ``plan``: tonight's read-ahead and counted guidance peaks, the VAE's peak counter)."""
+        if not isinstance(plan, RenderPlan):
+            raise UsageError(f"use_plan takes a RenderPlan, not {type(plan).__name__}")
+        if plan.lora_folders is None:
+            plan = dataclasses.replace(plan, lora_folders=self._plan.lora_folders)
+        if plan.vae_tile != self._plan.vae_tile:
+            self._vae_shapes = None  # checked at the tile size
+        self._plan = plan
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name in PLAN_FIELDS:  # a plan is replaced whole, never a field of it on the pipeline
+            raise AttributeError(f"Pipeline.{name} is part of its RenderPlan: pass the plan in (Pipeline(plan=...), "
+                                 f"use_plan(dataclasses.replace(pipe.plan, {name}=...)))")
+        super().__setattr__(name, value)
 
     @property
     def kind(self) -> str:
@@ -162,7 +174,8 @@ class Pipeline:
             if isinstance(self.files, OnnxStreamFiles) and self.tiny_vae is None:  # tiles by its own decoder
                 self._vae_shapes = vae_shapes.VaeShapes(None, True)
             else:
-                self._vae_shapes = vae_shapes.check_vae(self.vae_source, self.vae_tile or vae_tiles.DEFAULT_TILE,
+                self._vae_shapes = vae_shapes.check_vae(self.vae_source,
+                                                        self.plan.vae_tile or vae_tiles.DEFAULT_TILE,
                                                         self.http)
         return self._vae_shapes
 
@@ -222,7 +235,7 @@ class Pipeline:
         return image
 
     def parameters(self, settings: RenderSettings, init: img2img.InitImage | None = None) -> GenerationParameters:
-        prompt = " ".join([settings.prompt] + [r.tag for r in self.loras if r.tag not in settings.prompt])
+        prompt = " ".join([settings.prompt] + [r.tag for r in self.plan.loras if r.tag not in settings.prompt])
         return GenerationParameters(prompt, (settings.negative_prompt or "") if settings.guided else "",
                                     settings.steps, settings.sampler, settings.guidance, settings.seed,
                                     settings.width, settings.height, os.path.basename(self.info.name.rstrip("/")),
@@ -255,8 +268,9 @@ class Pipeline:
         noise = noise_sources.make_noise(settings.noise, settings.seed)
         start_noise = self.initial_noise(settings, init_noise, noise)
         state = SamplerState(noise=step_noise or noise)
-        key = resume.render_hash(self.files.identity(), settings.__dict__, start_noise, [r.tag for r in self.loras],
-                                None if init_image is None else init_image.hash_parts())
+        key = resume.render_hash(self.files.identity(), settings.__dict__, start_noise,
+                                 [r.tag for r in self.plan.loras],
+                                 None if init_image is None else init_image.hash_parts())
         store = resume.ResumeStore(resume_dir, key) if resume_dir else None
         checkpoint = store.load() if store else None
         if checkpoint is not None and checkpoint.latents.shape == start_noise.shape and checkpoint.step >= first:
@@ -288,16 +302,14 @@ class Pipeline:
         finally:
             release_model(model)
 
-    def guidance_mode_for(self, settings: RenderSettings, model: Any) -> str:
-        """How the guidance passes run tonight: ``guidance_mode`` if set, else ``guidance_plan``'s choice
-        for this model, size, precision and memory limit (logged with its reason)."""
-        if self.guidance_mode is not None:
-            return self.guidance_mode
-        counted = self.counted_guidance
-        peaks = counted[2] if counted is not None and counted[:2] == (settings.width, settings.height) else None
+    def guidance_mode_for(self, settings: RenderSettings, model: Runnable) -> str:
+        """How the guidance passes run tonight: the plan's ``guidance_mode`` if set, else ``guidance_plan``'s
+        choice for this model, size, precision and memory limit (logged with its reason)."""
+        if self.plan.guidance_mode is not None:
+            return self.plan.guidance_mode
         plan = guidance_plan.choose(self.kind, settings.width, settings.height,
-                                    guidance_plan.precision_of(getattr(model, "streamed_weights", [])),
-                                    self.memory_limit_mb, settings.guided, peaks)
+                                    guidance_plan.precision_of(model.streamed_weights), self.plan.memory_limit_mb,
+                                    settings.guided, self.plan.guidance_peaks(settings.width, settings.height))
         if settings.guided:
             log.info("guidance passes: %s (%s)", plan.mode, plan.reason)
         return plan.mode
@@ -318,7 +330,7 @@ class Pipeline:
                              "have none)")
         return self.files.onnx("vae_encoder"), self.info.scaling_factor
 
-    def _noised_picture(self, settings: RenderSettings, sampler: Any, first: int, start_noise: np.ndarray,
+    def _noised_picture(self, settings: RenderSettings, sampler: Sampler, first: int, start_noise: np.ndarray,
                         init: img2img.InitImage, callback: ProgressCallback | None) -> np.ndarray:
         """The picture's latent (VAE encoder, seeded posterior draw) noised to step ``first``."""
         source, scaling = self._encoder()
@@ -330,20 +342,20 @@ class Pipeline:
 
         report(0.0)
         latent = vae_encode.encode(self.load, source, init.pixels, eps, scaling,
-                                   self.info.vae_factor, self.vae_tile or vae_tiles.DEFAULT_TILE,
-                                   self.vae_tile_overlap, progress=report)
+                                   self.info.vae_factor, self.plan.vae_tile or vae_tiles.DEFAULT_TILE,
+                                   self.plan.vae_tile_overlap, progress=report)
         return sampler.add_noise(latent, start_noise, first)
 
     def lora_loader(self, prompt: str) -> Loader:
         """``self.load`` with the LoRAs of ``model.loras`` and the prompt's tags and tonight's read-ahead
-        (``self.readahead``). A LoRA that cannot be used is left out with a warning (the picture is painted
-        without it); ``self.lora_outcome`` says what became of each (``loras.LoraOutcome``)."""
-        requests = list(self.loras) + loras.split_tags(prompt)[1]
+        (the plan's ``readahead``). A LoRA that cannot be used is left out with a warning (the picture is
+        painted without it); ``self.lora_outcome`` says what became of each (``loras.LoraOutcome``)."""
+        requests = list(self.plan.loras) + loras.split_tags(prompt)[1]
         components = {self.unet_source: "unet", **{e.source: e.name for e in self.encoders}}
         self.lora_outcome = loras.LoraOutcome()
-        load = loras.loader(self.load, requests, self.lora_folders, components, self.lora_outcome) \
+        load = loras.loader(self.load, requests, self.plan.lora_folders, components, self.lora_outcome) \
             if requests else self.load
-        return readahead.loader(load, self.readahead, list(components.items()))
+        return readahead.loader(load, self.plan.readahead, list(components.items()))
 
     def _encode(self, settings: RenderSettings, callback: ProgressCallback | None, load: Loader | None = None
                 ) -> tuple[conditioning.Conditioning, conditioning.Conditioning | None]:
@@ -372,12 +384,12 @@ class Pipeline:
             shapes = self.vae_shapes()
             relax = shapes.tileable and not shapes.rewrite
             if shapes.rewrite:  # a static export whose ops bake the size: rewritten at load, then tiled
-                def load(path: str) -> Any:
+                def load(path: str) -> Runnable:
                     return self.load(path, dynamic_shapes=True)
-        load = readahead.loader(load, self.readahead, [(source, "vae_decoder")])
-        pixels = vae.decode(load, source, latents, self.decode_scaling, self.vae_tile,
-                            self.vae_tile_overlap, tiled, report, relax_static=relax, peak_mb=self.vae_peak_mb,
-                            limit_mb=self.memory_limit_mb)
+        load = readahead.loader(load, self.plan.readahead, [(source, "vae_decoder")])
+        plan = self.plan
+        pixels = vae.decode(load, source, latents, self.decode_scaling, plan.vae_tile, plan.vae_tile_overlap, tiled,
+                            report, relax_static=relax, peak_mb=plan.vae_peak_mb, limit_mb=plan.memory_limit_mb)
         return Image.fromarray(pixels, "RGB")
 
     def embed_text(self, texts: list[str]) -> np.ndarray:
@@ -392,19 +404,18 @@ class Pipeline:
 
 
 def load_pipeline(source: str | os.PathLike, cache_dir: str | os.PathLike | None = None, weights: str = "prefetch",
-                  attention_slices: int | None = None, vae_tile: int | None = None, vae_tile_overlap: int = 8,
-                  loader: Loader | None = None, guidance_mode: str | None = None,
-                  memory_limit_mb: float | None = None, http: HttpSettings | None = None,
-                  noise: str | None = None) -> Pipeline:
+                  attention_slices: int | None = None, loader: Loader | None = None, plan: RenderPlan | None = None,
+                  http: HttpSettings | None = None, noise: str | None = None) -> Pipeline:
     """Open a diffusers ONNX export or an OnnxStream model folder (folder or http(s) base URL); the kind
     comes from model_index.json or from OnnxStream's folder names. ``weights``: the engine's provider
-    name; ``http``: how URLs are read (``frame.engine.io.http_settings``). Every caller that starts from
-    the configuration goes through ``frame.diffusion.configured``, which decides these values.
-    ``noise``: the renders' default random source (``model.noise``)."""
+    name; ``plan``: how it renders (``RenderPlan``; None: the defaults); ``http``: how URLs are read
+    (``frame.engine.io.http_settings``). Every caller that starts from the configuration goes through
+    ``frame.diffusion.configured``, which decides these values. ``noise``: the renders' default random
+    source (``model.noise``)."""
     files, info = open_model_files(source, cache_dir, http)
-    rules.raise_first_error(rules.tile_findings(vae_tile, vae_tile_overlap))
-    pipe = Pipeline(files, info, loader or engine_loader(weights, attention_slices, http), vae_tile, vae_tile_overlap,
-                    guidance_mode, memory_limit_mb, http, noise)
+    plan = plan or RenderPlan()
+    rules.raise_first_error(rules.tile_findings(plan.vae_tile, plan.vae_tile_overlap))
+    pipe = Pipeline(files, info, loader or engine_loader(weights, attention_slices, http), plan, http, noise)
     shapes = pipe.vae_shapes()  # said at load, so a night's log names a decoder that cannot be tiled at once
     if shapes.warning(pipe.vae_source):
         log.warning("%s", redact_text(shapes.warning(pipe.vae_source)))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 from PIL import Image
@@ -20,6 +20,10 @@ from PIL import Image
 from frame.diffusion.progress import Progress
 from frame.diffusion.tiny_vae import TinyVae
 from frame.engine.memory import release_model
+
+if TYPE_CHECKING:
+    from frame.diffusion.pipeline import Pipeline
+    from frame.engine.runnable import Runnable
 
 log = logging.getLogger(__name__)
 
@@ -41,9 +45,9 @@ def pooled(latents: np.ndarray, most: int = PREVIEW_LATENT) -> np.ndarray:
 class TinyPreviewer:
     """``Progress`` → TAESD's decode of its latent (None outside finished steps)."""
 
-    def __init__(self, load: Callable[[str], Any], tiny: TinyVae) -> None:
+    def __init__(self, load: Callable[[str], Runnable], tiny: TinyVae) -> None:
         self._load, self.tiny = load, tiny
-        self._model: Any = None
+        self._model: Runnable | None = None
         self._failed = False
 
     def decode(self, latents: np.ndarray) -> Image.Image:
@@ -79,9 +83,9 @@ def projection_preview(report: Progress) -> Image.Image | None:
     return report.preview(scale=2)
 
 
-def previewer_for(pipe: Any, enabled: bool) -> Previewer | None:
+def previewer_for(pipe: Pipeline, enabled: bool) -> Previewer | None:
     """The night's previewer: None when ``render.previews`` is off, TAESD with a tiny VAE, else the projection."""
     if not enabled:
         return None
-    tiny = getattr(pipe, "tiny_vae", None)
+    tiny = pipe.tiny_vae
     return TinyPreviewer(pipe.load, tiny) if tiny is not None else projection_preview

@@ -11,9 +11,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from PIL import Image
+
+if TYPE_CHECKING:
+    from frame.engine.runnable import Runnable
 
 # Linear latent→RGB projections (rows: latent channels; columns: R, G, B) fitted by the community for
 # live previews (ComfyUI's ``latent_formats.py``: SD15 and SDXL ``latent_rgb_factors`` / bias).
@@ -95,18 +99,19 @@ class EtaClock:
 class FetchMeter:
     """Bytes a model's provider fetched per denoising step, and the HTTP link's rate, for progress.
 
-    Works from ``Model.fetch_stats`` snapshots; a model without them (a stand-in) reports None.
+    Works from ``Runnable.fetch_stats`` snapshots; a model that does not count them (onnxruntime's)
+    reports None.
     """
 
-    def __init__(self, model: object) -> None:
+    def __init__(self, model: Runnable) -> None:
         self.model = model
-        self.started = getattr(model, "fetch_stats", None)
+        self.started = model.fetch_stats
         self.step_start = self.started
         self.last_step_bytes: int | None = None
         self.last_step_cache_bytes: int | None = None
 
     def step_done(self) -> None:
-        now = getattr(self.model, "fetch_stats", None)
+        now = self.model.fetch_stats
         if now is None or self.step_start is None:
             return
         step = now - self.step_start
@@ -115,7 +120,7 @@ class FetchMeter:
         self.step_start = now
 
     def link_rate(self) -> float | None:
-        now = getattr(self.model, "fetch_stats", None)
+        now = self.model.fetch_stats
         if now is None or self.started is None:
             return None
         return (now - self.started).rate("http")

@@ -25,16 +25,19 @@ text embedding runs before the step choice: it keeps the default, in the render 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from frame.diffusion.guidance_plan import WORKER_EXTRA_MB
 from frame.diffusion.vae_tiles import MARGIN
+
+if TYPE_CHECKING:
+    from frame.engine.runnable import Runnable
 
 MB = 1 << 20
 GROWN_BYTES = 32 << 20  # the larger budget: the measured gain stops here (64 and 128 MB saved no more)
 GROWS = "prefetch"      # the one provider whose budget grows (weights read from disk)
 
-Loader = Callable[..., Any]
+Loader = Callable[..., "Runnable"]
 
 
 def choose(provider: str, peak_mb: Callable[[int], float | None], limit_mb: float | None) -> int | None:
@@ -63,14 +66,12 @@ def loader(load: Loader, budgets: Mapping[str, int], components: Sequence[tuple[
     if not budgets:
         return load
 
-    def load_with_budget(source: Any, *args: Any, **kwargs: Any) -> Any:
+    def load_with_budget(source: Any, *args: Any, **kwargs: Any) -> Runnable:
         model = load(source, *args, **kwargs)
         name = next((n for s, n in components if s is source or s == source), None)
         budget = budgets.get(name) if name else None
         if budget:
-            setter = getattr(model, "set_readahead", None)  # not on onnxruntime's sessions (serve-render)
-            if setter is not None:
-                setter(budget)
+            model.set_readahead(budget)  # False, and nothing read ahead, on onnxruntime (serve-render)
         return model
 
     return load_with_budget

@@ -22,12 +22,15 @@ import os
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from frame import seeds
 from frame.atomicfile import fsync_dir, make_dirs, stale_temporaries, write_bytes_atomic
+
+if TYPE_CHECKING:
+    from frame.diffusion.samplers.base import NoiseState
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +75,7 @@ class Checkpoint:
     step: int
     latents: np.ndarray
     history: dict[str, np.ndarray] = field(default_factory=dict)
-    rng_state: dict[str, Any] | None = None
+    rng_state: NoiseState | None = None
 
 
 class ResumeStore:

@@ -23,7 +23,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -32,6 +32,10 @@ from frame.config.embedding_names import model_folders  # noqa: F401  (re-export
 from frame.diffusion.emphasis import parse_emphasis
 from frame.diffusion.ti_files import MAX_FILE_BYTES, EmbeddingFile, read_embedding
 from frame.errors import UsageError
+
+if TYPE_CHECKING:
+    from frame.diffusion.tokenizer import ClipTokenizer
+    from frame.engine.runnable import Runnable
 
 SDXL_TABLES = ("clip_l", "clip_g")  # an SDXL file's table for its first and second text encoder
 PLACEHOLDER_ID = 0
@@ -89,7 +93,7 @@ class Embeddings:
                 self._loaded[key] = None
         return self._loaded[key]
 
-    def _lookup(self, tokenizer: Any) -> dict[int, list[tuple[tuple[int, ...], str]]]:
+    def _lookup(self, tokenizer: ClipTokenizer) -> dict[int, list[tuple[tuple[int, ...], str]]]:
         """First token id → (ids, name) of every embedding name, longest first (A1111's ids_lookup)."""
         table: dict[int, list[tuple[tuple[int, ...], str]]] = {}
         for name in self.files():
@@ -100,7 +104,7 @@ class Embeddings:
             options.sort(key=lambda item: -len(item[0]))
         return table
 
-    def tokens(self, tokenizer: Any, text: str, table: str, width: int | None,
+    def tokens(self, tokenizer: ClipTokenizer, text: str, table: str, width: int | None,
                warn: Callable[[str], None]) -> PromptTokens:
         """``text``'s token row with its embeddings (see the module docstring); ``table`` is "" for a
         one-encoder model, ``clip_l``/``clip_g`` for SDXL's encoders, ``width`` the encoder's row width."""
@@ -194,12 +198,12 @@ def _digest(path: Path) -> str:
     return _DIGESTS[key]
 
 
-def token_overrides(model: Any, fixes: list[tuple[int, np.ndarray]], encoder: str
+def token_overrides(model: Runnable, fixes: list[tuple[int, np.ndarray]], encoder: str
                     ) -> dict[str, Callable[[np.ndarray], np.ndarray]]:
     """``Model.run`` overrides that put ``fixes``' vectors into the token-embedding rows."""
     if not fixes:
         return {}
-    found = model.token_table("input_ids") if hasattr(model, "token_table") else None
+    found = model.token_table("input_ids")
     if found is None:
         raise UsageError(f"{encoder}: frame cannot find the token-embedding table in this export, so it cannot "
                          "use textual-inversion embeddings with it")
@@ -215,17 +219,17 @@ def token_overrides(model: Any, fixes: list[tuple[int, np.ndarray]], encoder: st
     return {name: put}
 
 
-def table_width(model: Any) -> int | None:
-    found = model.token_table("input_ids") if hasattr(model, "token_table") else None
+def table_width(model: Runnable) -> int | None:
+    found = model.token_table("input_ids")
     return None if found is None else found[1]
 
 
-def usable(embeddings: Embeddings | None, model: Any, encoder: str, warn: Callable[[str], None]) -> Embeddings:
+def usable(embeddings: Embeddings | None, model: Runnable, encoder: str, warn: Callable[[str], None]) -> Embeddings:
     """``embeddings`` when ``model`` has a token table to put vectors in; otherwise none, with a warning
     (an export frame cannot see into paints the words as words rather than failing the night)."""
     if embeddings is None or not embeddings.files():
         return Embeddings()
-    if hasattr(model, "token_table") and model.token_table("input_ids") is not None:
+    if model.token_table("input_ids") is not None:
         return embeddings
     warn(f"{encoder}: frame cannot find the token-embedding table in this export; textual-inversion "
          "embeddings are ignored (their names stay words)")

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -32,6 +32,9 @@ from frame.diffusion.vae import edge_weights, tile_plan
 from frame.diffusion.vae_tiles import tile_starts
 from frame.engine.memory import with_model
 from frame.errors import FrameError, UsageError
+
+if TYPE_CHECKING:
+    from frame.engine.runnable import Runnable
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +61,7 @@ class TileNoise:
                          "is understood")
 
 
-def encoder_style(model: Any) -> str:
+def encoder_style(model: Runnable) -> str:
     """Which of the three export styles ``model`` is (see the module docstring)."""
     names = {o.name for o in model.outputs}
     if "sample" not in {i.name for i in model.inputs}:
@@ -69,18 +72,18 @@ def encoder_style(model: Any) -> str:
     if "latent_sample" not in names:
         raise FrameError(f"vae_encoder: the ONNX model has neither a 'latent_parameters' nor a 'latent_sample' "
                          f"output (outputs: {', '.join(sorted(names))})")
-    counts = getattr(model, "op_counts", {})
+    counts = model.op_counts
     return SAMPLED if any(counts.get(op) for op in RANDOM_OPS) else MEAN
 
 
-def _static_size(model: Any) -> tuple[int, int] | None:
+def _static_size(model: Runnable) -> tuple[int, int] | None:
     shape = next(i for i in model.inputs if i.name == "sample").shape
     if shape and len(shape) == 4 and isinstance(shape[2], int) and isinstance(shape[3], int):
         return shape[2], shape[3]
     return None
 
 
-def _run(model: Any, style: str, pixels: np.ndarray, noise: np.ndarray) -> np.ndarray:
+def _run(model: Runnable, style: str, pixels: np.ndarray, noise: np.ndarray) -> np.ndarray:
     """One encoder run: the 8-channel moments (PARAMETERS) or the 4-channel latent."""
     spec = next(i for i in model.inputs if i.name == "sample")
     feeds = {"sample": pixels.astype(spec.dtype or np.float32)}
@@ -113,7 +116,7 @@ def _tile_weights(starts: list[int], index: int, length: int) -> np.ndarray:
     return edge_weights(start, length, previous_end, next_start, 1)
 
 
-def encode_tiled(model: Any, style: str, pixels: np.ndarray, noise: np.ndarray, factor: int,
+def encode_tiled(model: Runnable, style: str, pixels: np.ndarray, noise: np.ndarray, factor: int,
                  tile_hw: tuple[int, int], overlap: int, progress: Callable[[float], None] | None = None
                  ) -> np.ndarray:
     """Tile by tile, blended in latent space; the noise is sliced, never redrawn, per tile."""
@@ -144,7 +147,7 @@ def posterior_sample(moments: np.ndarray, noise: np.ndarray) -> np.ndarray:
     return (mean + np.exp(np.float32(0.5) * logvar) * noise).astype(np.float32)
 
 
-def encode(load: Callable[[str], Any], source: str, pixels: np.ndarray, noise: np.ndarray, scaling_factor: float,
+def encode(load: Callable[[str], Runnable], source: str, pixels: np.ndarray, noise: np.ndarray, scaling_factor: float,
            factor: int = 8, tile: int = 32, overlap: int = 8, tiled: bool | None = None,
            progress: Callable[[float], None] | None = None) -> np.ndarray:
     """(1, 3, H, W) pixels in [-1, 1] → ``scaling_factor`` × the posterior sample with draw ``noise``.
@@ -155,7 +158,7 @@ def encode(load: Callable[[str], Any], source: str, pixels: np.ndarray, noise: n
     if not 0 <= overlap < tile:
         raise UsageError(f"VAE tile overlap must be at least 0 and smaller than the tile ({tile}), got {overlap}")
 
-    def run(model: Any) -> tuple[str, np.ndarray]:
+    def run(model: Runnable) -> tuple[str, np.ndarray]:
         style = encoder_style(model)
         static = _static_size(model)
         height, width = noise.shape[2:]

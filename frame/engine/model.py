@@ -158,8 +158,11 @@ def plan_structure(structure: _Structure, attention: AttentionConfig, loras: Seq
 class Model:
     """A loaded model; see ``load_model``. Use as a context manager or call ``close()``.
 
-    One ``run`` at a time: the plan and the provider's read-ahead follow a single execution.
+    One ``run`` at a time: the plan and the provider's read-ahead follow a single execution. It is the
+    engine's ``Runnable`` (``frame.engine.runnable``), the interface the diffusion pipeline calls.
     """
+
+    shares_weight_reads = True  # run_shared fetches each weight once for every feed
 
     def __init__(self, source: str, provider: WeightsProvider, planned: Planned, attention: AttentionConfig) -> None:
         self.source = source

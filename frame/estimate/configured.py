@@ -15,6 +15,7 @@ mode (``alternative_mode``): "sequential" when tonight shares the weight reads, 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,7 @@ from frame.estimate.vae_memory import peak_counter
 
 if TYPE_CHECKING:
     from frame.config.schema import Config, ScheduleConfig
+    from frame.diffusion.pipeline import Pipeline
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +96,7 @@ def keeps_plans(setup: PipelineSetup) -> bool:
         and not onnxstream.is_onnxstream_source(source)
 
 
-def _plans(pipe: Any, config: Config, setup: PipelineSetup, size: tuple[int, int], steps: int | None, texts: int,
+def _plans(pipe: Pipeline, config: Config, setup: PipelineSetup, size: tuple[int, int], steps: int | None, texts: int,
            alternative: bool, tokens: int | None = None) -> tuple[NightPlan, NightPlan | None]:
     """Tonight's plan and, with guidance and ``alternative``, the other mode's (None when the export's
     fixed batch leaves no other way)."""
@@ -110,7 +112,8 @@ def _plans(pipe: Any, config: Config, setup: PipelineSetup, size: tuple[int, int
     return tonight, other if other.guidance_mode != tonight.guidance_mode else None
 
 
-def estimate_config(config: Config, pipe: Any = None, steps: int | None = None, size: tuple[int, int] | None = None,
+def estimate_config(config: Config, pipe: Pipeline | None = None, steps: int | None = None,
+                    size: tuple[int, int] | None = None,
                     measure_seconds: float = 8.0, link_bytes: float | None = None, ratings: int | None = None,
                     rates: Throughput | None = None, texts: int | TonightTexts | None = None,
                     cpu: bool = False, alternative: bool = True, rates_dir: Path | None = None,
@@ -134,13 +137,13 @@ def estimate_config(config: Config, pipe: Any = None, steps: int | None = None, 
                      alternative, rates_dir, choose_tokens)
 
 
-def _estimate(config: Config, setup: PipelineSetup, pipe: Any, steps: int | None, size: tuple[int, int] | None,
+def _estimate(config: Config, setup: PipelineSetup, pipe: Pipeline, steps: int | None, size: tuple[int, int] | None,
               measure_seconds: float, link_bytes: float | None, ratings: int | None, rates: Throughput | None,
               texts: int | TonightTexts | None, cpu: bool, alternative: bool, rates_dir: Path | None,
               choose_tokens: int | None) -> ConfiguredEstimate:
     model = config.model
-    if getattr(pipe, "vae_peak_mb", None) is None:  # as the render worker sets it: the same VAE tiles
-        pipe.vae_peak_mb = peak_counter(pipe, setup.weights, setup.http)
+    if pipe.plan.vae_peak_mb is None:  # as the render worker's plan has it: the same VAE tiles
+        pipe.use_plan(dataclasses.replace(pipe.plan, vae_peak_mb=peak_counter(pipe, setup.weights, setup.http)))
     size = size or night_size(config, pipe)
     if isinstance(texts, TonightTexts):  # only the texts not kept from earlier nights are embedded
         texts, choose_tokens = count_new_for(pipe, texts, state_dir(config))

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from frame.diffusion import guidance_plan, readahead, vae
 from frame.diffusion.conditioning import pass_sizes, texts_per_pass
@@ -42,6 +43,10 @@ from frame.estimate import memory, vae_memory
 from frame.estimate.choice import minimum_steps
 from frame.estimate.counting import GraphCount, count_graph
 from frame.estimate.shapes import Shape
+
+if TYPE_CHECKING:
+    from frame.diffusion.pipeline import Pipeline
+    from frame.diffusion.render_settings import RenderSettings
 
 TOKENS = 77
 MB = 1 << 20
@@ -108,7 +113,7 @@ class NightPlan:
     @property
     def readahead(self) -> dict[str, int]:
         """Read-ahead bytes by component where tonight's differ from the default: what the render
-        worker hands the pipeline (``Pipeline.readahead``; the taste choice runs before it: default)."""
+        worker hands the pipeline (its plan's ``readahead``; the taste choice runs before it: default)."""
         return {r.name: r.readahead for r in self.runs if r.readahead and r.phase != "choose"}
 
 
@@ -156,13 +161,13 @@ def _count(source, wanted, http: HttpSettings | None) -> GraphCount:  # noqa: AN
     return count_graph(source, wanted(declared_inputs(structure)), structure=structure, http=http)
 
 
-def _vae_run(pipe, latent: tuple[int, int], tile: int | None, overlap: int,  # noqa: ANN001
+def _vae_run(pipe: Pipeline, latent: tuple[int, int], tile: int | None, overlap: int,
              limit_mb: float | None, http: HttpSettings | None) -> tuple[object, Shape, int, str | None]:
     """(decoder source, input latent size, evaluations, note) for the decode of ``latent``: the layout
     ``frame.diffusion.vae.layout_for`` gives the render, with the pipeline's own peak function (the
     render worker's, ``vae_memory.peak_counter``) and memory limit."""
     h, w = latent
-    peak_mb = getattr(pipe, "vae_peak_mb", None) or vae_memory.peak_counter(pipe, http=http)
+    peak_mb = pipe.plan.vae_peak_mb or vae_memory.peak_counter(pipe, http=http)
     if isinstance(pipe.files, OnnxStreamFiles):  # its 32x32 tile decoder, or a whole one (fixed or any size)
         source = pipe.files.vae_for(h, w, None)
         dims = declared_inputs(read_structure(source, http=http)).get("latent_sample", ())
@@ -197,9 +202,9 @@ def readahead_budget(count: GraphCount, provider: str, items: int, limit_mb: flo
     return readahead.choose(provider, peak_mb, limit_mb)
 
 
-def guidance_mode_tonight(pipe, settings, batch_dim, precision: str, requested: str | None,  # noqa: ANN001
-                          memory_limit_mb: float | None, counted: tuple[float, float] | None = None
-                          ) -> tuple[str, str]:
+def guidance_mode_tonight(pipe: Pipeline, settings: RenderSettings, batch_dim: int | str | None, precision: str,
+                          requested: str | None, memory_limit_mb: float | None,
+                          counted: tuple[float, float] | None = None) -> tuple[str, str]:
     """(mode, reason) as the render decides it: ``frame.diffusion.denoise.GuidedUNet`` (a fixed batch
     of 2 forces "batched"; a fixed batch of 1 cannot batch) after ``Pipeline.guidance_mode_for``
     (``requested`` or the pipeline's ``guidance_mode``, else ``guidance_plan.choose`` on ``counted``:
@@ -209,7 +214,7 @@ def guidance_mode_tonight(pipe, settings, batch_dim, precision: str, requested: 
         return "sequential", "one UNet pass per step (no guidance)"
     if batch_dim == 2:
         return "batched", "the export's fixed batch of 2 runs both passes as one batch"
-    requested = requested or getattr(pipe, "guidance_mode", None)
+    requested = requested or pipe.plan.guidance_mode
     if requested is None:
         plan = guidance_plan.choose(pipe.kind, settings.width, settings.height, precision, memory_limit_mb, True,
                                     counted)
@@ -219,10 +224,11 @@ def guidance_mode_tonight(pipe, settings, batch_dim, precision: str, requested: 
     return requested, f"guidance mode {requested!r} set"
 
 
-def build_plan(pipe, width: int, height: int, steps: int | None, guidance: float | None, sampler: str | None,  # noqa: ANN001
-               guidance_mode: str | None = None, memory_limit_mb: float | None = None, vae_tile: int | None = None,
-               vae_tile_overlap: int = 8, choose_texts: int = 0, choose_tokens: int | None = None,
-               weights: str = "prefetch", http: HttpSettings | None = None, kept_plans: bool = False) -> NightPlan:
+def build_plan(pipe: Pipeline, width: int, height: int, steps: int | None, guidance: float | None,
+               sampler: str | None, guidance_mode: str | None = None, memory_limit_mb: float | None = None,
+               vae_tile: int | None = None, vae_tile_overlap: int = 8, choose_texts: int = 0,
+               choose_tokens: int | None = None, weights: str = "prefetch", http: HttpSettings | None = None,
+               kept_plans: bool = False) -> NightPlan:
     """Count every component of ``pipe`` (a ``frame.diffusion.Pipeline``) for one night's settings.
 
     ``guidance_mode``: how the guidance passes run; None: as tonight's render would run them
@@ -241,7 +247,7 @@ def build_plan(pipe, width: int, height: int, steps: int | None, guidance: float
     unet_declared = declared_inputs(structure)
     batch_dim = unet_declared.get("sample", (None,))[0]
     unet = count_graph(pipe.unet_source, unet_shapes(unet_declared, 1, latent), structure=structure, http=http)
-    limit = memory_limit_mb if memory_limit_mb is not None else getattr(pipe, "memory_limit_mb", None)
+    limit = memory_limit_mb if memory_limit_mb is not None else pipe.plan.memory_limit_mb
     peaks = counted_peaks_mb(unet, str(pipe.files.source).startswith(("http://", "https://")), weights)
     mode, reason = guidance_mode_tonight(pipe, settings, batch_dim, unet.precision, guidance_mode, limit, peaks)
     plan = NightPlan(info.label, str(pipe.files.source), width, height, settings.steps, settings.sampler,

@@ -8,8 +8,9 @@ only the pipeline's VAE differs between the two plans.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
 
 from frame.diffusion.configured import PipelineSetup
 from frame.diffusion.model_info import SDXL
@@ -17,17 +18,20 @@ from frame.diffusion.tiny_vae import open_tiny_vae
 from frame.errors import FrameError
 from frame.estimate.vae_memory import peak_counter
 
+if TYPE_CHECKING:
+    from frame.diffusion.pipeline import Pipeline
+
 log = logging.getLogger(__name__)
 
 FULL = "the model's own VAE"
 
 
-def family_name(pipe: Any) -> str:
+def family_name(pipe: Pipeline) -> str:
     """The tiny VAE that decodes this model's latents."""
     return "taesdxl" if pipe.kind == SDXL else "taesd"
 
 
-def other_vae(pipe: Any, setup: PipelineSetup) -> tuple[str, Any] | None:
+def other_vae(pipe: Pipeline, setup: PipelineSetup) -> tuple[str, Pipeline] | None:
     """(label, a copy of ``pipe`` decoding with the other VAE), or None when there is no other to count."""
     other = copy.copy(pipe)
     if pipe.tiny_vae is not None:
@@ -44,10 +48,10 @@ def other_vae(pipe: Any, setup: PipelineSetup) -> tuple[str, Any] | None:
         other.use_tiny_vae(tiny)
         label = f"the tiny VAE ({name})"
     other._vae_shapes = None
-    other.vae_peak_mb = peak_counter(other, setup.weights, setup.http)
+    other.use_plan(dataclasses.replace(other.plan, vae_peak_mb=peak_counter(other, setup.weights, setup.http)))
     return label, other
 
 
-def vae_label(pipe: Any) -> str:
+def vae_label(pipe: Pipeline) -> str:
     """What tonight decodes with, for the report."""
     return FULL if pipe.tiny_vae is None else f"the tiny VAE ({pipe.tiny_vae.source})"

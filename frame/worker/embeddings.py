@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -21,6 +21,9 @@ from frame.diffusion.conditioning import tokens_through_end
 from frame.diffusion.embedding_cache import CachedEmbed
 from frame.diffusion.encoder_identity import text_cache_for
 from frame.statefile import read_json, write_json
+
+if TYPE_CHECKING:
+    from frame.diffusion.pipeline import Pipeline
 
 log = logging.getLogger(__name__)
 
@@ -31,17 +34,16 @@ class NightEmbed:
     """``embed(texts)`` for the picker: ``pipe().embed_text`` behind the state folder's cache, or the
     encoder alone when the cache cannot be used tonight (no identity, no state folder)."""
 
-    def __init__(self, pipe: Callable[[], Any], state_dir: Path | None) -> None:
+    def __init__(self, pipe: Callable[[], Pipeline], state_dir: Path | None) -> None:
         self._pipe, self._state_dir = pipe, state_dir
-        self._embed: Any = None
+        self._embed: Callable[[list[str]], np.ndarray] | None = None
         self.embedded: list[str] = []  # the distinct texts the encoder ran for tonight
         self.reused = 0
 
-    def _open(self) -> Any:
+    def _open(self) -> Callable[[list[str]], np.ndarray]:
         pipe = self._pipe()
         cache = text_cache_for(pipe, self._state_dir) if self._state_dir is not None else None
-        embeddings = getattr(pipe, "embeddings", None)  # textual-inversion files: part of a text's key
-        key = embeddings.cache_key if embeddings is not None else None
+        key = pipe.embeddings.cache_key  # the textual-inversion files: part of a text's key
         return pipe.embed_text if cache is None else CachedEmbed(cache, pipe.embed_text, key)
 
     def __call__(self, texts: list[str]) -> np.ndarray:

@@ -3,12 +3,16 @@ child, ``step_choice``, share it)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from frame.config.schema import Config
 from frame.worker.errors import StepFailed, StepUnavailable
 from frame.worker.events import StageEvent
 from frame.worker.process import Emit
+
+if TYPE_CHECKING:
+    from frame.diffusion.pipeline import Pipeline
+    from frame.diffusion.vae_tiles import PeakMb
 
 
 class PipelineHolder:
@@ -17,9 +21,9 @@ class PipelineHolder:
 
     def __init__(self, config: Config) -> None:
         self.config = config
-        self._pipe: Any = None
+        self._pipe: Pipeline | None = None
 
-    def get(self, emit: Emit) -> Any:
+    def get(self, emit: Emit) -> Pipeline:
         if self._pipe is None:
             try:
                 from frame.diffusion.configured import load_configured_pipeline
@@ -27,17 +31,15 @@ class PipelineHolder:
                 raise StepUnavailable("generate", f"the diffusion pipeline is not available: {exc}") from exc
             emit(StageEvent("loading model"))
             try:
-                self._pipe = load_configured_pipeline(self.config)
+                self._pipe = load_configured_pipeline(self.config, vae_peak=self._vae_peak_counter)
             except Exception as exc:
                 raise StepFailed("load model") from exc
-            self._pipe.vae_peak_mb = _vae_peak_counter(self._pipe, self.config)
         return self._pipe
 
+    def _vae_peak_counter(self, pipe: Pipeline) -> PeakMb:
+        """The decoder's counted peak per tile size, so the render decodes the fewest tiles that fit
+        ``worker.memory_limit_mb``, as tonight's estimate counts them (``frame.diffusion.vae_tiles``)."""
+        from frame.diffusion.configured import engine_weights
+        from frame.estimate.vae_memory import peak_counter
 
-def _vae_peak_counter(pipe: Any, config: Config) -> Any:
-    """The decoder's counted peak per tile size, so the render decodes the fewest tiles that fit
-    ``worker.memory_limit_mb``, as tonight's estimate counts them (``frame.diffusion.vae_tiles``)."""
-    from frame.diffusion.configured import engine_weights
-    from frame.estimate.vae_memory import peak_counter
-
-    return peak_counter(pipe, engine_weights(config.model.weights), pipe.http)
+        return peak_counter(pipe, engine_weights(self.config.model.weights), pipe.http)

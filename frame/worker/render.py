@@ -16,7 +16,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PIL import PngImagePlugin
 
@@ -40,6 +40,13 @@ from frame.worker.pipeline import PipelineHolder
 from frame.worker.process import Emit
 from frame.worker.records import RenderJob, ThemeChoice, Why
 from frame.worker.remote_step import SERVER_BACKENDS, paint_remotely, why_with_backend
+
+if TYPE_CHECKING:
+    from PIL import Image
+
+    from frame.diffusion.pipeline import Pipeline
+    from frame.diffusion.progress import Progress
+    from frame.diffusion.render_plan import RenderPlan
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +79,7 @@ def choose(job: RenderJob, config: Config, job_dir: Path, emit: Emit, pipeline: 
 
 # generate -------------------------------------------------------------------------------------------
 
-def _png_bytes(image: Any) -> bytes:
+def _png_bytes(image: Image.Image) -> bytes:
     buffer = io.BytesIO()
     image.save(buffer, format="PNG")
     return buffer.getvalue()
@@ -86,14 +93,14 @@ class ProgressRelay:
     step times kept from night to night (``frame.estimate.step_history``)."""
 
     def __init__(self, job_dir: Path, emit: Emit, interval: float = 1.0,
-                 preview: Callable[[Any], Any] | None = projection_preview) -> None:
+                 preview: Callable[[Progress], Image.Image | None] | None = projection_preview) -> None:
         self.job_dir, self.emit, self.interval = job_dir, emit, interval
         self.preview = preview  # None: render.previews is off (frame.diffusion.previews)
         self._last = 0.0
         self._step_started: float | None = None
         self.step_seconds: list[float] = []
 
-    def _time_step(self, report: Any, now: float) -> None:
+    def _time_step(self, report: Progress, now: float) -> None:
         if report.phase != "unet":
             return
         if self._step_started is None:
@@ -102,7 +109,7 @@ class ProgressRelay:
             self.step_seconds.append(now - self._step_started)
             self._step_started = now
 
-    def __call__(self, report: Any) -> None:
+    def __call__(self, report: Progress) -> None:
         now = time.monotonic()
         self._time_step(report, now)
         if not report.step_done and now - self._last < self.interval:
@@ -115,17 +122,16 @@ class ProgressRelay:
             stage=f"generating ({report.phase})", step=int(report.step), steps=int(report.steps),
             fraction=round(float(report.fraction), 4),
             eta_seconds=round(float(report.eta_seconds), 1) if report.eta_seconds is not None else None,
-            preview=preview is not None, bytes_per_step=_rounded(report, "bytes_per_step"),
-            link_rate=_rounded(report, "link_rate"), cache_bytes_per_step=_rounded(report, "cache_bytes_per_step")))
+            preview=preview is not None, bytes_per_step=_rounded(report.bytes_per_step),
+            link_rate=_rounded(report.link_rate), cache_bytes_per_step=_rounded(report.cache_bytes_per_step)))
 
 
-def _rounded(report: Any, name: str) -> int | None:
+def _rounded(value: float | None) -> int | None:
     """Weight bytes per step or HTTP bytes per second, when the model counted them."""
-    value = getattr(report, name, None)
     return round(float(value)) if value is not None else None
 
 
-def _png_with_parameters(image: Any) -> bytes:
+def _png_with_parameters(image: Image.Image) -> bytes:
     info = PngImagePlugin.PngInfo()
     if image.info.get("parameters"):
         info.add_text("parameters", image.info["parameters"])  # A1111-style, readable by other tools
@@ -134,7 +140,7 @@ def _png_with_parameters(image: Any) -> bytes:
     return buffer.getvalue()
 
 
-def _steps_for_tonight(job: RenderJob, config: Config, pipe: Any, size: tuple[int, int], job_dir: Path,
+def _steps_for_tonight(job: RenderJob, config: Config, pipe: Pipeline, size: tuple[int, int], job_dir: Path,
                        emit: Emit) -> int | None:
     """The largest step count whose estimated night fits before the job's deadline (never above the
     configured steps, never below the model's minimum; ``frame.worker.step_choice``). Without a
@@ -172,16 +178,13 @@ def generate(job: RenderJob, config: Config, choice: ThemeChoice, job_dir: Path,
     model = config.model
     width, height = night_size(config, pipe)
     steps = _steps_for_tonight(job, config, pipe, (width, height), job_dir, emit)
-    peaks = nightly.saved_guidance_peaks(job_dir)
-    if peaks is not None:  # the guidance passes run as tonight's estimate counted this model's memory
-        pipe.counted_guidance = (width, height, peaks)
-    pipe.readahead = nightly.saved_readahead(job_dir)  # the read-ahead that estimate counted (readahead.py)
+    pipe.use_plan(_tonight_plan(pipe, (width, height), job_dir))
     variation = job.variation
     strength = variation.strength if variation else None
-    prompt, dropped = lora_tags.drop_unknown(choice.prompt, getattr(pipe, "lora_folders", []))
+    folders = list(pipe.plan.lora_folders or ())
+    prompt, dropped = lora_tags.drop_unknown(choice.prompt, folders)
     if dropped:
-        log.warning("LoRA(s) %s not found in %s: painting without them", ", ".join(dropped),
-                    ", ".join(getattr(pipe, "lora_folders", [])))
+        log.warning("LoRA(s) %s not found in %s: painting without them", ", ".join(dropped), ", ".join(folders))
     settings = pipe.settings(prompt, choice.negative_prompt, steps, model.guidance,
                              model.sampler, job.seed, width, height, strength)
     write_json(job_dir / "generation.json", Generation(
@@ -202,20 +205,30 @@ def generate(job: RenderJob, config: Config, choice: ThemeChoice, job_dir: Path,
     return out
 
 
-def _keep_lora_notes(job_dir: Path, pipe: Any, dropped: list[str]) -> None:
+def _tonight_plan(pipe: Pipeline, size: tuple[int, int], job_dir: Path) -> RenderPlan:
+    """The pipeline's plan with what tonight's estimate saved in the job folder: the read-ahead it
+    counted (``frame.diffusion.readahead``) and, when it counted this UNet's guidance peaks, those at
+    this size, so the guidance passes run as the estimate counted them."""
+    plan = dataclasses.replace(pipe.plan, readahead=nightly.saved_readahead(job_dir))
+    peaks = nightly.saved_guidance_peaks(job_dir)
+    if peaks is not None:
+        plan = dataclasses.replace(plan, counted_guidance=(size[0], size[1], peaks))
+    return plan
+
+
+def _keep_lora_notes(job_dir: Path, pipe: Pipeline, dropped: list[str]) -> None:
     """``JOB_DIR/loras.json``: each LoRA's fate for the picture's details, written before the image (a
     restart after it skips generating). A LoRA left out or matching no layer is a warning in the log."""
-    outcome = getattr(pipe, "lora_outcome", None)
+    outcome = pipe.lora_outcome
     notes = {name: "not applied: not found" for name in dropped}
-    if outcome is not None:
-        notes.update(outcome.notes())
-        for line in outcome.warnings():
-            log.warning("%s", line)
+    notes.update(outcome.notes())
+    for line in outcome.warnings():
+        log.warning("%s", line)
     if notes:
         write_json(job_dir / LORAS, notes)
 
 
-def _own_settings(job: RenderJob, config: Config, pipe: Any, job_dir: Path) -> Config:
+def _own_settings(job: RenderJob, config: Config, pipe: Pipeline, job_dir: Path) -> Config:
     """The configuration with the queued prompt's own settings, or the night's when this model refuses
     them (the reason is kept in ``JOB_DIR/own_settings.json`` for the picture's "why")."""
     own = prompt_settings.with_prompt_settings(config, job.settings)

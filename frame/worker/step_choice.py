@@ -28,7 +28,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from frame.config import load_config
 from frame.config.schema import Config
@@ -38,6 +38,9 @@ from frame.estimate.choice import ESTIMATE_MARGIN, StepChoice, choose_steps
 from frame.statefile import read_json, write_json
 from frame.worker.embeddings import new_text_tokens, new_texts
 from frame.worker.errors import StepFailed
+
+if TYPE_CHECKING:
+    from frame.diffusion.pipeline import Pipeline
 from frame.worker.pipeline import PipelineHolder
 from frame.worker.prompt_settings import with_prompt_settings
 from frame.worker.records import RenderJob, read_job
@@ -116,11 +119,11 @@ def saved_peak_mb(job_dir: Path) -> float | None:
     return float(peak) if isinstance(peak, (int, float)) else None
 
 
-def check_memory_for_counting(pipe: Any) -> None:
+def check_memory_for_counting(pipe: Pipeline) -> None:
     """FrameError if counting the UNet would not fit in the memory available now."""
     from frame.engine.model import read_structure
 
-    nodes = len(read_structure(pipe.unet_source, http=getattr(pipe, "http", None)).nodes)
+    nodes = len(read_structure(pipe.unet_source, http=pipe.http).nodes)
     needed = COUNT_BASE_BYTES + COUNT_BYTES_PER_NODE * nodes
     free = available_bytes()
     if free is not None and needed > free:
@@ -128,7 +131,7 @@ def check_memory_for_counting(pipe: Any) -> None:
                          f"{free >> 20} MB are available")
 
 
-def night_steps(config: Config, pipe: Any, size: tuple[int, int], deadline: float | None, job_dir: Path,
+def night_steps(config: Config, pipe: Pipeline, size: tuple[int, int], deadline: float | None, job_dir: Path,
                 state_dir: Path | None = None, now: float | None = None, texts: int | None = None,
                 tokens: int | None = None) -> StepChoice | None:
     """Tonight's step choice (saved in ``job_dir``), or None without a deadline: configured steps.

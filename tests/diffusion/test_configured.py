@@ -65,24 +65,31 @@ def test_serve_render_opens_a_token_protected_model_with_the_configured_settings
     server = start_server(nas.url(), "frame", config, "serve-token-1234567890", "127.0.0.1:0")
     try:
         assert server.pipe.http == pipeline_setup(config, nas.url()).http  # token, timeouts, cache
-        assert server.pipe.memory_limit_mb is None
+        assert server.pipe.plan.memory_limit_mb is None
         image = np.asarray(paint(server.pipe, "a cat", **ARGS))
     finally:
         server.close()
     assert np.array_equal(image, np.asarray(paint(load_pipeline(demo_model_path()), "a cat", **ARGS)))
     worker = load_configured_pipeline(config)
-    assert worker.http == server.pipe.http and worker.memory_limit_mb == 300
+    assert worker.http == server.pipe.http and worker.plan.memory_limit_mb == 300
 
 
 def test_every_caller_outside_the_diffusion_package_comes_through_configured():
     """Only ``frame.diffusion`` builds pipelines and loaders; the worker, serve-render, the checks, the
-    estimate and the CLI take them from ``frame.diffusion.configured``."""
+    estimate and the CLI take them from ``frame.diffusion.configured``. ``Pipeline`` imported for type
+    hints only (under ``TYPE_CHECKING``) builds nothing."""
     root = Path(frame.__file__).parent
     found = []
     for path in sorted(root.rglob("*.py")):
         if path.parent == root / "diffusion":
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        typing_only = {id(inner) for node in ast.walk(tree)
+                       if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"
+                       for inner in ast.walk(node)}
+        for node in ast.walk(tree):
+            if id(node) in typing_only and all(alias.name == "Pipeline" for alias in getattr(node, "names", ())):
+                continue
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("frame.diffusion"):
                 found += [f"{path.relative_to(root)}: {alias.name}" for alias in node.names
                           if alias.name in PIPELINE_BUILDERS and node.module != "frame.diffusion.configured"]

@@ -22,6 +22,8 @@ class Spec:
 class FakeUNet:
     """Returns, per batch row, the mean of that row's encoder_hidden_states (so passes are traceable)."""
 
+    shares_weight_reads = False
+
     def __init__(self, specs: list[Spec]) -> None:
         self.inputs = specs
         self.feeds: list[dict] = []
@@ -50,7 +52,9 @@ LATENT = np.zeros((1, 4, 8, 12), np.float32)
 
 
 class FakeSharedUNet(FakeUNet):
-    """Also offers ``run_shared`` (several feeds in one pass), like the engine's Model."""
+    """Also shares the weight reads of ``run_shared`` (several feeds in one pass), like the engine's Model."""
+
+    shares_weight_reads = True
 
     def __init__(self, specs: list[Spec]) -> None:
         super().__init__(specs)
@@ -78,7 +82,8 @@ def test_shared_mode_runs_both_passes_in_one_shared_run():
     np.testing.assert_allclose(out, 0.5 + 7.5 * (2.0 - 0.5))
 
 
-def test_shared_mode_falls_back_to_sequential_without_run_shared():
+def test_shared_mode_falls_back_to_sequential_when_the_model_does_not_share_reads():
+    """onnxruntime's sessions (``OrtModel.shares_weight_reads`` False) run the passes one after the other."""
     model = FakeUNet(specs())
     unet = GuidedUNet(model, COND, UNCOND, 7.5, (96, 64), mode="shared")
     unet(LATENT, np.float32(999.0))

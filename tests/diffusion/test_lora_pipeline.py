@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from frame.diffusion import load_pipeline
+from frame.diffusion import RenderPlan, load_pipeline
 from frame.diffusion.loras import LoraRequest
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "pipelines"
@@ -38,13 +38,12 @@ def _cases() -> list:
 def _render(kind: str, case: dict, prompt_tags: bool, weights: str = "prefetch") -> np.ndarray:
     base = next(c for c in json.loads((FIXTURES / kind / "cases.json").read_text())["cases"]
                 if c["name"] == case["case"])
-    pipe = load_pipeline(FIXTURES / kind / "model", weights=weights)
-    pipe.lora_folders = [str(FIXTURES / kind / "loras")]
     prompt = base["prompt"]
+    requests = () if prompt_tags else tuple(LoraRequest(u["name"], u["scale"]) for u in case["loras"])
     if prompt_tags:
         prompt += " " + " ".join(f"<lora:{u['name']}:{u['scale']}>" for u in case["loras"])
-    else:
-        pipe.loras = [LoraRequest(u["name"], u["scale"]) for u in case["loras"]]
+    plan = RenderPlan(loras=requests, lora_folders=(str(FIXTURES / kind / "loras"),))
+    pipe = load_pipeline(FIXTURES / kind / "model", weights=weights, plan=plan)
     settings = pipe.settings(prompt, base["negative_prompt"], base["steps"], base["guidance"], base["sampler"], 0,
                              base["width"], base["height"])
     latents = pipe.denoise_settings(settings, np.load(FIXTURES / kind / "noise" / base["noise"]))
@@ -59,13 +58,12 @@ def test_lora_image_matches_diffusers(kind, case):
 
 
 def test_model_loras_setting_matches_the_tags():
-    """``model.loras`` (Pipeline.loras) paints what the same LoRAs as prompt tags paint, and the
+    """``model.loras`` (the plan's ``loras``) paints what the same LoRAs as prompt tags paint, and the
     picture's parameters carry them in A1111's form."""
     case = json.loads((FIXTURES / "sd15" / "lora_cases.json").read_text())["cases"][0]
     reference = np.load(FIXTURES / "sd15" / case["reference"])["image"][0] * 255.0
     assert psnr(_render("sd15", case, prompt_tags=False), reference) >= 40.0
-    pipe = load_pipeline(FIXTURES / "sd15" / "model")
-    pipe.loras = [LoraRequest("ink", 1.0)]
+    pipe = load_pipeline(FIXTURES / "sd15" / "model", plan=RenderPlan(loras=(LoraRequest("ink", 1.0),)))
     settings = pipe.settings("a boat <lora:wood:0.5>", "", 2, 5.0, "euler", 1, 64, 64)
     text = pipe.parameters(settings).to_text()
     assert text.startswith("a boat <lora:wood:0.5> <lora:ink:1>")

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from frame.diffusion import load_pipeline
+from frame.diffusion import RenderPlan, load_pipeline
 from frame.diffusion.onnxstream_layout import OnnxStreamFiles
 from frame.diffusion.tokenizer import ClipTokenizer
 from frame.engine.onnxstream.summary import read_ops, weight_files
@@ -172,7 +172,7 @@ def test_sdxl_turbo_anyshape_render_matches_diffusers(downloaded):
 def test_sdxl_base_denoises_like_diffusers_and_decodes_in_32x32_decoder_tiles(downloaded):
     case = _case("sdxl", "euler")
     ref = np.load(PIPELINES / "sdxl" / case["reference"])
-    pipe = load_pipeline(downloaded[SDXL], vae_tile_overlap=2)
+    pipe = load_pipeline(downloaded[SDXL], plan=RenderPlan(vae_tile_overlap=2))
     settings = pipe.settings(case["prompt"], case["negative_prompt"], case["steps"], case["guidance"], case["sampler"],
                              0, case["width"], case["height"])
     latents = pipe.denoise_settings(settings, np.load(PIPELINES / "sdxl" / "noise" / case["noise"]))
@@ -181,7 +181,7 @@ def test_sdxl_base_denoises_like_diffusers_and_decodes_in_32x32_decoder_tiles(do
     # the 4x4 "32x32" tile decoder, tiles stepping by 2 as frame's tiled decode with the whole decoder
     assert str(pipe.files.vae_for(8, 12, None)).endswith("sdxl_vae_decoder_32x32_fp16")
     tiled = np.asarray(pipe.decode(latents))
-    whole_decoder = load_pipeline(PIPELINES / "sdxl" / "model", vae_tile=4, vae_tile_overlap=2)
+    whole_decoder = load_pipeline(PIPELINES / "sdxl" / "model", plan=RenderPlan(vae_tile=4, vae_tile_overlap=2))
     expected = np.asarray(whole_decoder.decode(latents, tiled=True))
     assert _psnr(tiled, expected) > 50
     # a latent no larger than one tile, or smaller than a tile, goes through the whole-image decoder

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from frame.diffusion import load_pipeline, save_png
+from frame.diffusion import RenderPlan, load_pipeline, save_png
 from frame.diffusion.pipeline import engine_loader
 from frame.diffusion.samplers import NoiseSource
 from frame.errors import FrameError, UsageError
@@ -98,8 +98,10 @@ def test_no_guidance_skips_the_unconditional_pass():
 
 def test_guidance_modes_agree():
     loaders = {mode: CountingLoader() for mode in ("batched", "sequential", "shared")}
-    images = {mode: np.asarray(paint(load_pipeline(demo_model_path(), loader=loader, guidance_mode=mode),
-        "a hill", steps=2, sampler="ddim", **SIZE), dtype=np.float64) for mode, loader in loaders.items()}
+    pipes = {mode: load_pipeline(demo_model_path(), loader=loader, plan=RenderPlan(guidance_mode=mode))
+             for mode, loader in loaders.items()}
+    images = {mode: np.asarray(paint(pipe, "a hill", steps=2, sampler="ddim", **SIZE), dtype=np.float64)
+              for mode, pipe in pipes.items()}
     assert np.abs(images["batched"] - images["sequential"]).max() <= 1
     assert np.array_equal(images["shared"], images["sequential"])  # the same kernels on the same inputs
     assert loaders["batched"].unet_batches == [2, 2]
@@ -110,14 +112,15 @@ def test_guidance_modes_agree():
 def test_a_tight_memory_limit_runs_the_passes_one_after_the_other(caplog):
     loader = CountingLoader()
     caplog.set_level(logging.INFO, logger="frame.diffusion.pipeline")
-    paint(load_pipeline(demo_model_path(), loader=loader, memory_limit_mb=100), "a hill", steps=1, **SIZE)
+    pipe = load_pipeline(demo_model_path(), loader=loader, plan=RenderPlan(memory_limit_mb=100))
+    paint(pipe, "a hill", steps=1, **SIZE)
     assert loader.unet_batches == [1, 1] and loader.unet_shared == []
     assert "guidance passes: sequential (reading the weights once per step would need about" in caplog.text
 
 
 def test_unknown_guidance_mode_is_refused():
     with pytest.raises(UsageError, match="unknown guidance mode 'double'"):
-        load_pipeline(demo_model_path(), guidance_mode="double")
+        load_pipeline(demo_model_path(), plan=RenderPlan(guidance_mode="double"))
 
 
 def test_progress_reports_phases_steps_and_previews(pipe):

@@ -14,7 +14,7 @@ import pytest
 from onnx import helper, numpy_helper
 
 from frame.cli.program import main
-from frame.diffusion import load_pipeline
+from frame.diffusion import RenderPlan, load_pipeline
 from frame.diffusion.pipeline import engine_loader
 from frame.diffusion.vae_shapes import check_vae
 from frame.engine import load_model
@@ -60,7 +60,7 @@ def _pipeline_with_vae(tmp_path: Path, vae: Path) -> Path:
 
 
 def _render(folder: Path, **kwargs) -> np.ndarray:
-    pipe = load_pipeline(folder, vae_tile=8, vae_tile_overlap=2, **kwargs)
+    pipe = load_pipeline(folder, plan=RenderPlan(vae_tile=8, vae_tile_overlap=2), **kwargs)
     return np.asarray(paint(pipe, "a red barn", steps=1, guidance=7.5, seed=5, width=128, height=64))
 
 

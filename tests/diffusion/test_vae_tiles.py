@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from frame.diffusion import load_pipeline, vae_tiles
+from frame.diffusion import RenderPlan, load_pipeline, vae_tiles
 from frame.diffusion.guidance_plan import WORKER_EXTRA_MB
 from frame.diffusion.vae import layout_for
 from frame.models import demo_model_path
@@ -109,9 +109,9 @@ def test_the_chosen_tiles_decode_without_seams(model):
     whole = np.asarray(pipe.decode(latents, tiled=False))
     seen = set()
     for overlap, per_pixel in [(8, 0.2), (8, 0.3), (4, 0.3)]:
-        pipe.vae_tile_overlap, pipe.memory_limit_mb = overlap, 400
-        pipe.vae_peak_mb = affine_peak(40.0, per_pixel)
-        layout = layout_for((40, 48), None, None, overlap, None, pipe.vae_peak_mb, 400)
+        pipe.use_plan(RenderPlan(vae_tile_overlap=overlap, memory_limit_mb=400,
+                                 vae_peak_mb=affine_peak(40.0, per_pixel)))
+        layout = layout_for((40, 48), None, None, overlap, None, pipe.plan.vae_peak_mb, 400)
         assert layout.count > 1
         seen.add(layout.tile)
         tiled = np.asarray(pipe.decode(latents))

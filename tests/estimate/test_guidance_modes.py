@@ -150,17 +150,21 @@ def test_a_small_models_memory_plan_comes_from_its_own_activations(demo):
     assert "measured on the full-size sd15 model" in full_size
 
 
-def test_the_render_runs_the_passes_as_the_estimate_counted(demo, monkeypatch):
+def test_the_render_runs_the_passes_as_the_estimate_counted(demo):
+    from dataclasses import replace
+
     from frame.diffusion.render_settings import RenderSettings
 
     settings = RenderSettings("a", "", 4, 7.5, "euler_a", 0, 256, 256)
     model = load_model(str(demo.unet_source))
+    original = demo.plan
     try:
-        monkeypatch.setattr(demo, "memory_limit_mb", 300)
+        demo.use_plan(replace(original, memory_limit_mb=300))
         assert demo.guidance_mode_for(settings, model) == "sequential"  # the full-size figures: ~420 MB
-        monkeypatch.setattr(demo, "counted_guidance", (256, 256, (80.0, 90.0)))
+        demo.use_plan(replace(demo.plan, counted_guidance=(256, 256, (80.0, 90.0))))
         assert demo.guidance_mode_for(settings, model) == "shared"
-        monkeypatch.setattr(demo, "counted_guidance", (512, 512, (80.0, 90.0)))  # counted at another size
+        demo.use_plan(replace(demo.plan, counted_guidance=(512, 512, (80.0, 90.0))))  # counted at another size
         assert demo.guidance_mode_for(settings, model) == "sequential"
     finally:
+        demo.use_plan(original)
         model.close()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from frame.diffusion import load_pipeline, vae_tiles
+from frame.diffusion import RenderPlan, load_pipeline, vae_tiles
 from frame.diffusion.guidance_plan import WORKER_EXTRA_MB
 from frame.engine import load_model
 from frame.estimate.plan import build_plan
@@ -38,11 +38,11 @@ class CountingLoader:
 def test_the_estimate_counts_the_tiles_the_render_decodes(room):
     loader = CountingLoader()
     pipe = load_pipeline(demo_model_path(), loader=loader)
-    pipe.vae_peak_mb = peak_counter(pipe)
-    whole = pipe.vae_peak_mb((40, 40))
+    peak_mb = peak_counter(pipe)
+    whole = peak_mb((40, 40))
     # no room for the whole 40x40 latent (320x320 pixels), room for a smaller tile
     limit = room or (whole + WORKER_EXTRA_MB) / (1 - vae_tiles.MARGIN) - 1.0
-    pipe.memory_limit_mb = limit
+    pipe.use_plan(RenderPlan(vae_peak_mb=peak_mb, memory_limit_mb=limit))
     plan = build_plan(pipe, 320, 320, 2, 0, "euler")
     vae_run = plan.runs_of("vae")[0]
     latents = np.random.default_rng(1).standard_normal((1, 4, 40, 40)).astype(np.float32)
@@ -56,6 +56,6 @@ def test_the_estimate_counts_the_tiles_the_render_decodes(room):
 
 
 def test_the_owners_tile_is_counted():
-    pipe = load_pipeline(demo_model_path(), vae_tile=16, vae_tile_overlap=4, memory_limit_mb=2000)
+    pipe = load_pipeline(demo_model_path(), plan=RenderPlan(vae_tile=16, vae_tile_overlap=4, memory_limit_mb=2000))
     plan = build_plan(pipe, 320, 320, 2, 0, "euler", vae_tile=16, vae_tile_overlap=4)
     assert plan.tiles == 9  # 40 = 16 + 12 + 12: three per axis, whatever the memory

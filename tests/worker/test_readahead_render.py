@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from frame.daemon.jobs.night import write_job_files
-from frame.diffusion import load_pipeline
+from frame.diffusion import RenderPlan, load_pipeline
 from frame.engine.model import Model
 from frame.estimate import configured
 from frame.estimate.machine import Throughput
@@ -39,7 +39,7 @@ def _night(tmp_path: Path, limit: int, monkeypatch) -> tuple[dict[str, int], dic
     job_dir.mkdir()
     write_job_files(job_dir, config, job)
     # the step-choice child's work, in this process (its saved choice is what the worker then reads)
-    nightly.night_steps(config, load_pipeline(demo_model_path(), memory_limit_mb=limit), (64, 64),
+    nightly.night_steps(config, load_pipeline(demo_model_path(), plan=RenderPlan(memory_limit_mb=limit)), (64, 64),
                         job.deadline, job_dir, state)
     seen: dict[str, int] = {}
     original = Model.set_readahead

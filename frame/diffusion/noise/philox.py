@@ -13,9 +13,12 @@ of counter, key and transform; the module-level check values are A1111's own doc
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from frame.diffusion.samplers.base import NoiseState
 
 _MULTIPLIERS = (np.uint64(0xD2511F53), np.uint64(0xCD9E8D57))
 _WEYL = (np.uint32(0x9E3779B9), np.uint32(0xBB67AE85))
@@ -69,8 +72,8 @@ class PhiloxNoise:
         words = philox4x32(counter, key)
         return box_muller_sine(words[0], words[1]).reshape(shape)
 
-    def get_state(self) -> dict[str, Any]:
+    def get_state(self) -> NoiseState:
         return {"source": "a1111-nv", "seed": self.seed, "offset": self.offset}
 
-    def set_state(self, state: dict[str, Any]) -> None:
+    def set_state(self, state: NoiseState) -> None:
         self.seed, self.offset = int(state["seed"]), int(state["offset"])

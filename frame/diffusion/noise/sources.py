@@ -16,16 +16,18 @@ writes no ``RNG`` field, so a picture's text reads as it did before the choice e
 
 from __future__ import annotations
 
-from typing import Any, get_args
+from collections.abc import Callable
+from typing import get_args
 
 from frame.config.schema import NoiseName
 from frame.diffusion.noise.philox import PhiloxNoise
 from frame.diffusion.noise.torch_cpu import TorchCpuNoise
-from frame.diffusion.samplers.base import NoiseSource
+from frame.diffusion.samplers.base import NoiseSource, SeededNoise
 from frame.errors import UsageError
 
 DEFAULT_NOISE = "frame"
-NOISE_SOURCES: dict[str, type] = {"frame": NoiseSource, "torch-cpu": TorchCpuNoise, "a1111-nv": PhiloxNoise}
+NOISE_SOURCES: dict[str, Callable[[int], SeededNoise]] = {"frame": NoiseSource, "torch-cpu": TorchCpuNoise,
+                                                           "a1111-nv": PhiloxNoise}
 A1111_RNG = {"torch-cpu": "CPU", "a1111-nv": "NV"}  # frame's own has no A1111 name: no RNG field
 
 if set(NOISE_SOURCES) != set(get_args(NoiseName)):
@@ -41,7 +43,7 @@ def check_noise(name: str | None) -> str:
     return name
 
 
-def make_noise(name: str, seed: int) -> Any:
+def make_noise(name: str, seed: int) -> SeededNoise:
     """The seeded stream ``name`` names (``normal(shape)``, ``get_state()``, ``set_state(state)``)."""
     return NOISE_SOURCES[check_noise(name)](seed)
 

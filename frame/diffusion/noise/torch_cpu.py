@@ -22,9 +22,14 @@ last bit of some values; the pictures are the same to the eye, not to the bit.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from frame.diffusion.samplers.base import NoiseState
+
+Float32s = np.ndarray | np.float32  # float32 values: an array or one number
 
 F32 = np.float32
 _STATE_WORDS = 624
@@ -46,7 +51,7 @@ def mt19937_key(seed: int) -> np.ndarray:
     return key
 
 
-def fma32(a: Any, b: Any, c: Any) -> np.ndarray:
+def fma32(a: Float32s, b: Float32s, c: Float32s) -> np.ndarray:
     """float32 fused multiply-add (one rounding of ``a * b + c``), as the compiled kernel computes it.
 
     The product of two float32 is exact in float64; the float64 sum can be off only by landing exactly
@@ -159,12 +164,12 @@ class TorchCpuNoise:
         high, low = (int(v) for v in self._u32(2))
         return (((high << 32) | low) & ((1 << 53) - 1)) * _U53
 
-    def get_state(self) -> dict[str, Any]:
+    def get_state(self) -> NoiseState:
         state = self._engine.state["state"]
         return {"source": "torch-cpu", "key": [int(v) for v in state["key"]], "pos": int(state["pos"]),
                 "cached": self._cached}
 
-    def set_state(self, state: dict[str, Any]) -> None:
+    def set_state(self, state: NoiseState) -> None:
         self._engine.state = {"bit_generator": "MT19937",
                               "state": {"key": np.asarray(state["key"], dtype=np.uint32), "pos": int(state["pos"])}}
         self._cached = state.get("cached")

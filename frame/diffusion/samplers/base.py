@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -32,10 +32,22 @@ class StepResult:
     denoised: np.ndarray
 
 
+NoiseState = dict[str, object]  # a seeded stream's JSON-able state, saved with every resume checkpoint
+
+
 class Noise(Protocol):
     """Where ancestral samplers get their fresh noise from."""
 
     def normal(self, shape: tuple[int, ...]) -> np.ndarray: ...
+
+
+class SeededNoise(Noise, Protocol):
+    """A render's seeded stream (``frame.diffusion.noise``): its draws, and the state a resume
+    checkpoint saves and puts back, so a resumed render draws what the uncut one would have."""
+
+    def get_state(self) -> NoiseState: ...
+
+    def set_state(self, state: NoiseState) -> None: ...
 
 
 class NoiseSource:
@@ -54,10 +66,10 @@ class NoiseSource:
     def normal(self, shape: tuple[int, ...]) -> np.ndarray:
         return self._rng.standard_normal(shape, dtype=np.float32)
 
-    def get_state(self) -> dict[str, Any]:
+    def get_state(self) -> NoiseState:
         return self._bits.state
 
-    def set_state(self, state: dict[str, Any]) -> None:
+    def set_state(self, state: NoiseState) -> None:
         self._bits.state = state
 
 

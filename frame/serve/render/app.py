@@ -44,6 +44,7 @@ from frame.serve.render import img2img as init_fields
 from frame.serve.render.jobs import QueueFull, RenderQueue, RenderRequest
 
 if TYPE_CHECKING:
+    from frame.diffusion.pipeline import Pipeline
     from frame.diffusion.render_settings import RenderSettings
 
 log = logging.getLogger(__name__)
@@ -60,7 +61,7 @@ class NotJson(Exception):
     """A body that does not parse as JSON; answered 400."""
 
 
-def create_app(pipe: Any, jobs: RenderQueue, token: str, model_name: str) -> Flask:
+def create_app(pipe: Pipeline, jobs: RenderQueue, token: str, model_name: str) -> Flask:
     app = Flask("frame.serve.render")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
     limiter = FailureLimiter()
@@ -153,7 +154,7 @@ def _json_body() -> Any:
         raise NotJson(f"the body is not JSON ({reason})") from None
 
 
-def _img2img_request(pipe: Any, body: Any, max_pixels: int) -> RenderRequest:
+def _img2img_request(pipe: Pipeline, body: Any, max_pixels: int) -> RenderRequest:
     """An img2img request checked field by field (``serve.img2img``), the model's encoder included."""
     if not isinstance(body, dict):
         raise BadRequest("the body must be a JSON object")
@@ -173,7 +174,7 @@ def _img2img_request(pipe: Any, body: Any, max_pixels: int) -> RenderRequest:
     return RenderRequest(settings, picture)
 
 
-def _settings(pipe: Any, body: Any, max_pixels: int, strength: float | None = None) -> Any:
+def _settings(pipe: Pipeline, body: Any, max_pixels: int, strength: float | None = None) -> RenderSettings:
     """The request's values, checked, as the pipeline's resolved ``RenderSettings``; BadRequest names a bad one."""
     if not isinstance(body, dict):
         raise BadRequest("the body must be a JSON object")
@@ -222,7 +223,7 @@ def _check_size(width: int, height: int, max_pixels: int) -> None:
         raise BadRequest(str(exc)) from None
 
 
-def _answer(pipe: Any, settings: RenderSettings, image: Any, body: dict, model_name: str) -> dict[str, Any]:
+def _answer(pipe: Pipeline, settings: RenderSettings, image: Any, body: dict, model_name: str) -> dict[str, Any]:
     """A1111's answer: the PNG (with its parameters chunk), the request echoed (without the init
     images unless ``include_init_images``, as A1111), ``info`` as JSON text."""
     params = pipe.parameters(settings)

@@ -13,9 +13,11 @@ it on the demo model, against > 40 dB with the seeded draw). Such a graph (the e
 UNet's steps) is loaded on frame's engine, which hands that op frame's seeded draw
 (``vae_encode``); an encoder with ``latent_parameters`` output (optimum >= 1.23) runs on onnxruntime.
 
-``OrtModel`` wraps an ``InferenceSession`` in the interface the pipeline uses from frame's ``Model``:
-``inputs``/``outputs`` (``TensorInfo``), ``run(feeds, progress)``, ``override_input_shape`` and
-``close``.
+``OrtModel`` wraps an ``InferenceSession`` in the pipeline's ``frame.engine.runnable.Runnable``, as
+frame's ``Model`` is one: ``inputs``/``outputs`` (``TensorInfo``), ``run(feeds, progress)``,
+``override_input_shape`` and ``close`` do the work; what only frame's streaming engine has (weights
+read per run, read-ahead, fetch counts, token-row overrides, shared weight reads) is answered plainly:
+nothing streamed, no read-ahead, not counted, no table, separate runs.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import gc
 import importlib.util
 import logging
 import os
+from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -33,10 +36,14 @@ import onnx
 from frame.diffusion.configured import pipeline_setup
 from frame.diffusion.vae_encode import RANDOM_OPS
 from frame.engine.model import TensorInfo
+from frame.engine.runnable import Runnable
 from frame.errors import UsageError
 
 if TYPE_CHECKING:
     from frame.config.schema import Config
+    from frame.diffusion.pipeline import Pipeline
+    from frame.engine.io.weights import WeightRef
+    from frame.engine.lora.matching import MatchReport
 
 log = logging.getLogger(__name__)
 ENGINES = ("auto", "frame", "onnxruntime")
@@ -52,7 +59,9 @@ def onnxruntime_installed() -> bool:
 
 
 class OrtModel:
-    """An onnxruntime session that looks like a frame ``Model`` to the diffusion pipeline."""
+    """An onnxruntime session as the diffusion pipeline's ``Runnable`` (``frame.engine.runnable``)."""
+
+    shares_weight_reads = False  # the session holds every weight: run_shared is separate runs
 
     def __init__(self, path: str) -> None:
         import onnxruntime as ort
@@ -61,9 +70,20 @@ class OrtModel:
         self.session = ort.InferenceSession(path, providers=providers)
         self.inputs = [_info(i) for i in self.session.get_inputs()]
         self.outputs = [_info(o) for o in self.session.get_outputs()]
+        self.op_counts: Counter[str] = Counter()  # not read: a random op's encoder loads on frame's engine
+        self.streamed_weights: list[WeightRef] = []  # onnxruntime holds them all
+        self.lora_report: MatchReport | None = None  # LoRAs are frame's engine's (they stream with the weights)
 
-    def run(self, feeds: Mapping[str, np.ndarray], progress: Callable[[float], None] | None = None
+    @property
+    def fetch_stats(self) -> None:
+        """onnxruntime does not count the bytes it reads."""
+        return None
+
+    def run(self, feeds: Mapping[str, np.ndarray], progress: Callable[[float], None] | None = None,
+            rng: object | None = None, overrides: Mapping[str, Callable[[np.ndarray], np.ndarray]] | None = None
             ) -> dict[str, np.ndarray]:
+        if rng is not None or overrides:
+            raise UsageError("onnxruntime takes neither a random source nor tensor overrides: use --engine frame")
         declared = {i.name: i.dtype for i in self.inputs}
         arrays = {name: np.asarray(value).astype(declared.get(name) or np.asarray(value).dtype, copy=False)
                   for name, value in feeds.items()}
@@ -71,6 +91,17 @@ class OrtModel:
         if progress is not None:
             progress(1.0)  # onnxruntime reports nothing in between
         return {o.name: value for o, value in zip(self.outputs, results)}
+
+    def run_shared(self, feeds: list[Mapping[str, np.ndarray]], progress: Callable[[float], None] | None = None
+                   ) -> list[dict[str, np.ndarray]]:
+        return [self.run(one, progress) for one in feeds]
+
+    def token_table(self, input_name: str = "input_ids") -> None:
+        """No table: the session's intermediate tensors cannot be replaced (textual inversion)."""
+        return None
+
+    def set_readahead(self, budget_bytes: int) -> bool:
+        return False  # nothing is read ahead: the session loaded every weight
 
     def override_input_shape(self, name: str, shape: tuple[int | str | None, ...]) -> None:
         for index, info in enumerate(self.inputs):
@@ -105,10 +136,10 @@ def draws_noise(path: str) -> bool:
     return any(node.op_type in RANDOM_OPS for node in graph.node)
 
 
-def ort_loader_with_seeded_encoder(frame_loader: Callable[[str], Any]) -> Callable[[Any], Any]:
+def ort_loader_with_seeded_encoder(frame_loader: Callable[[str], Runnable]) -> Callable[..., Runnable]:
     """``ort_loader``, except a VAE encoder that draws its own noise loads on ``frame_loader`` (module doc)."""
 
-    def load(source: Any, dynamic_shapes: bool = False) -> Any:
+    def load(source: Any, dynamic_shapes: bool = False) -> Runnable:
         path = str(source)
         if os.path.basename(os.path.dirname(path)) == "vae_encoder" and os.path.isfile(path) and draws_noise(path):
             log.info("vae_encoder draws its own posterior noise: running it on frame's engine (seeded)")
@@ -135,7 +166,7 @@ def choose_engine(engine: str, source: str) -> str:
     return "frame"
 
 
-def load_served_pipeline(source: str, engine: str, config: Config) -> tuple[Any, str]:
+def load_served_pipeline(source: str, engine: str, config: Config) -> tuple[Pipeline, str]:
     """The pipeline for ``source`` on the chosen engine, and that engine's name. It is the configured
     pipeline (``frame.diffusion.configured``: the token, timeouts and weight cache of ``config.model``
     for a URL source, the weights provider); outside the render worker's memory cap."""

@@ -29,6 +29,7 @@ from frame.diffusion import strength
 from frame.diffusion.progress import Progress
 
 if TYPE_CHECKING:
+    from frame.diffusion.pipeline import Pipeline
     from frame.diffusion.render_settings import RenderSettings
 
 log = logging.getLogger(__name__)
@@ -71,7 +72,7 @@ class _Running:
 class RenderQueue:
     """Runs ``pipe.generate`` for one request at a time, in arrival order."""
 
-    def __init__(self, pipe: Any, max_waiting: int = 8) -> None:
+    def __init__(self, pipe: Pipeline, max_waiting: int = 8) -> None:
         self.pipe = pipe
         self.max_waiting = max_waiting
         self._jobs: queue.Queue[tuple[RenderRequest, Future] | None] = queue.Queue()
