@@ -27,17 +27,21 @@ import hashlib
 import logging
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from frame import __version__
 from frame.atomicfile import make_dirs
 from frame.diffusion import embedding_cache
 from frame.diffusion.model_info import SDXL
 from frame.engine.io.http_settings import HttpSettings
+from frame.engine.onnxstream.source import OnnxStreamSource
 from frame.statefile import read_json, write_json
 
 if TYPE_CHECKING:
+    from frame.diffusion.conditioning import Encoder
     from frame.diffusion.pipeline import Pipeline
+
+Source = str | OnnxStreamSource  # a text encoder's: an ONNX file's path or URL, or an OnnxStream model
 
 log = logging.getLogger(__name__)
 
@@ -88,13 +92,12 @@ class DigestBook:
             self.changed = False
 
 
-def _local_weight_files(source: Any) -> list[Path]:
+def _local_weight_files(source: Source) -> list[Path]:
     """Every file that can hold the encoder's weights: its folder's files (an ONNX export's
     ``model.onnx`` and external data; an OnnxStream folder's model.txt and .bin files)."""
-    location = str(getattr(source, "location", source))
-    path = Path(location)
+    path = Path(str(source))  # an OnnxStreamSource's location
     folders = [path if path.is_dir() else path.parent]
-    weights = getattr(source, "weights_folder", None)
+    weights = source.weights_folder if isinstance(source, OnnxStreamSource) else None
     if weights:
         folders.append(Path(weights))
     files = sorted({p for folder in folders for p in folder.iterdir() if p.is_file()})
@@ -103,12 +106,12 @@ def _local_weight_files(source: Any) -> list[Path]:
     return files
 
 
-def _url_validators(source: Any, http: HttpSettings | None = None) -> list[str]:
+def _url_validators(source: Source, http: HttpSettings | None = None) -> list[str]:
     """``model.onnx`` and each external data file with its server validator (ETag or size+date)."""
     from frame.engine.io.http import HttpSource
     from frame.engine.model import read_structure
 
-    if getattr(source, "weights_folder", None) or not isinstance(source, str):
+    if not isinstance(source, str):
         raise OSError("an OnnxStream model read over HTTP has no listable weight files")
     weights = read_structure(source, http=http).weights
     refs = weights.values() if isinstance(weights, dict) else weights
@@ -126,12 +129,12 @@ def _url_validators(source: Any, http: HttpSettings | None = None) -> list[str]:
     return parts
 
 
-def _is_url(source: Any) -> bool:
-    text = str(getattr(source, "weights_folder", None) or getattr(source, "location", source))
+def _is_url(source: Source) -> bool:
+    text = str(source.weights_folder or source) if isinstance(source, OnnxStreamSource) else str(source)
     return text.startswith(("http://", "https://"))
 
 
-def encoder_identity(encoder: Any, projected: bool, book: DigestBook, compute: bool = True,
+def encoder_identity(encoder: Encoder, projected: bool, book: DigestBook, compute: bool = True,
                      http: HttpSettings | None = None) -> str | None:
     """The identity of ``encoder``'s (a ``conditioning.Encoder``) pooled output (see the module
     docstring), or None when it cannot be known. ``compute=False`` (the estimate, which only reads)

@@ -17,7 +17,7 @@ and ``ram`` read nothing ahead. Without a count or a limit: the default.
 The night's estimate (``frame.estimate.plan``) applies the rule to each component it counts and
 times each evaluation with the budget it chose (``frame.estimate.timing``); the step-choice child
 saves the budgets (``frame.worker.step_choice``) and the render worker hands them to the pipeline
-(``Pipeline.readahead``), whose loader sets them on each component's provider as it loads
+(its plan's ``readahead``, ``Pipeline.use_plan``), whose loader sets them on each component's provider as it loads
 (``loader``). So the render reads ahead exactly what the projection counted. The taste picker's
 text embedding runs before the step choice: it keeps the default, in the render and the estimate.
 """

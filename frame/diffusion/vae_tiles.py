@@ -14,8 +14,8 @@ peak (``peak_mb``: the decoder's counted peak at that tile size, ``frame.estimat
 least memory there is). Without a peak function or a limit, tiles of ``DEFAULT_TILE`` as before.
 
 ``frame.diffusion.vae.decode`` runs the layout this returns, and ``frame.estimate.plan`` counts it,
-from the same call with the same peak function (the render worker sets the pipeline's
-``vae_peak_mb`` to that counter), so the night's estimate counts the tiles the render decodes.
+from the same call with the same peak function (the render worker puts that counter in the
+pipeline's plan, ``RenderPlan.vae_peak_mb``), so the night's estimate counts the tiles the render decodes.
 """
 
 from __future__ import annotations

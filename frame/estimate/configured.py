@@ -19,7 +19,7 @@ import dataclasses
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from frame.config import state_dir
 from frame.diffusion.configured import PipelineSetup, pipeline_setup
@@ -76,9 +76,9 @@ def alternative_mode(tonight: str) -> str:
     return "sequential" if tonight in ("shared", "batched") else "shared"
 
 
-def weight_location(source: Any, http: HttpSettings | None = None) -> str | None:
+def weight_location(source: str | onnxstream.OnnxStreamSource, http: HttpSettings | None = None) -> str | None:
     """The biggest weight file of a component source (local path or URL), for the read-rate probe."""
-    text = str(getattr(source, "weights_folder", None) or source)
+    text = str(source.weights_folder or source) if isinstance(source, onnxstream.OnnxStreamSource) else str(source)
     if text.startswith(("http://", "https://")):  # the file holding the largest weight (data file or model.onnx)
         refs = [r for r in read_structure(source, http=http).weights.values() if r.location]
         return max(refs, key=lambda r: r.nbytes).location if refs else None

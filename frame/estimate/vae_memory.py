@@ -5,8 +5,9 @@ worker's memory limit, in the render and in the estimate alike.
 graph counted at that input (``counting.count_graph``; weights are not read, only the structure and
 small constants) and ``memory.component_peak`` with the provider a night uses, plus what the render
 worker holds beside it (``memory.PIPELINE_BYTES``), in MB. A count takes 0.05-0.5 s for the full-size
-SD decoder here and is kept per tile size. The render worker and ``frame render`` set it as the
-pipeline's ``vae_peak_mb``; ``frame.estimate.plan`` takes the same function, so both choose the same
+SD decoder here and is kept per tile size. The render worker and ``frame render`` hand it to
+``PipelineSetup.load(vae_peak=...)``, which puts it in the pipeline's plan (``RenderPlan.vae_peak_mb``);
+``frame.estimate.plan`` takes the same function, so both choose the same
 tiles. A decoder that cannot be counted at a tile size (an export whose ops bake its size) gives None,
 and the layout falls back to ``vae_tiles.DEFAULT_TILE``.
 """
