@@ -23,6 +23,7 @@ import numpy as np
 from frame.engine.graph import Node, Step
 from frame.engine.io.weights import WeightRef
 from frame.engine.lora.matching import MatchReport
+from frame.engine.ops.cost import OUTPUT_ONLY, VIEW, Cost
 from frame.engine.ops.registry import OpSpec
 from frame.engine.passes import (
     conv_affine,
@@ -73,7 +74,7 @@ RECORDS: dict[str, tuple[type, tuple[tuple[str, Any], ...]]] = {
     # a fused op's spec (a registered op's spec is named instead: ``plan_format``)
     "OpSpec": (OpSpec, (("op_type", (str,)), ("since", (int,)), ("fn", KERNEL), ("domain", (str,)),
                         ("inplace", (bool,)), ("validate", (NONE,)), ("attribute_names", (frozenset,)),
-                        ("hints", (frozenset,)))),
+                        ("hints", (frozenset,)), ("cost", (Cost, NONE)))),
     "GegluPlan": (geglu_kernel.GegluPlan, (("gate_input", (str,)), ("gate_nodes", ListOf(Node)),
                                            ("gate_output", (str,)), ("hidden_first", (bool,)), ("slices", (tuple,)),
                                            ("constants", ListOf(str)), ("dying", ListOf(tuple)))),
@@ -85,8 +86,9 @@ RECORDS: dict[str, tuple[type, tuple[tuple[str, Any], ...]]] = {
 }
 RECORD_TAGS = {cls: tag for tag, (cls, _fields) in RECORDS.items()}
 
-# the module functions the engine's rewrites build fused kernels from (``frame.engine.passes``)
-FUSED_KERNELS: dict[str, types.FunctionType] = {
+# the module functions the engine's rewrites build fused kernels from (``frame.engine.passes``), and
+# the costs those kernels declare (``frame.engine.ops.cost``)
+FUSED_KERNELS: dict[str, types.FunctionType | Cost] = {
     "conv_affine": conv_affine.conv_affine,
     "geglu_ff": geglu_kernel.geglu_ff,
     "shape_without": geglu_kernel.shape_without,
@@ -100,6 +102,15 @@ FUSED_KERNELS: dict[str, types.FunctionType] = {
     "upsample_conv": upsample_conv.upsample_conv,
     "decoded_weight_op": weight_decoding.decoded_weight_op,
     "widened": weight_decoding.widened_gather,
+    "cost:output_only": OUTPUT_ONLY,
+    "cost:view": VIEW,
+    "cost:conv_affine": conv_affine.COST,
+    "cost:gelu": gelu.COST,
+    "cost:layer_norm": layer_norm.COST,
+    "cost:norm_conv": norm_conv.COST,
+    "cost:sliced_attention": sliced_attention.COST,
+    "cost:upsample_conv": upsample_conv.COST,
+    "cost:decoded_weight": weight_decoding.COST,
 }
 
 # numpy dtypes an array or a dtype field may have (little endian; no objects, strings or void)

@@ -2,11 +2,12 @@
 
 ``count_graph(source, input_shapes)`` reads the structure (no weight bytes: the protobuf scanner
 skips them; only small shape constants are read), infers every tensor's shape
-(``frame.estimate.shapes``), costs every standard ONNX node (``frame.estimate.work``), then plans
+(``frame.estimate.shapes``), costs every standard ONNX node as its kernel declares
+(``frame.engine.costs.node_work``), then plans
 the model exactly as ``frame.engine.load_model`` does (same fusions, same fetch/free lists) with a
 provider that never reads, and attributes each node's cost to the engine step that runs it. Per
 step it records the weights fetched (what crosses the disk or the link), the activations alive, the
-weights held and the kernel's scratch memory (``frame.estimate.scratch``). Constant subgraphs the
+weights held and the kernel's declared scratch memory (``frame.engine.costs.step_scratch``). Constant subgraphs the
 engine folds at load cost nothing per run and are left out.
 """
 
@@ -22,6 +23,7 @@ import numpy as np
 from frame.diffusion.guidance_plan import precision_of
 from frame.engine import blas_threads as bt
 from frame.engine import graph as g
+from frame.engine.costs import ATTENTION, CONV, KINDS, MATMUL, Work, node_work, step_scratch
 from frame.engine.io.http_settings import HttpSettings
 from frame.engine.io.sources import SourcePool
 from frame.engine.model import plan_structure, read_structure
@@ -30,10 +32,8 @@ from frame.engine.passes.sliced_attention import AttentionConfig
 from frame.engine.static_shapes import fill_small_values
 from frame.engine.subgraphs import fetch_order
 from frame.estimate.buffers import LiveBuffers
-from frame.estimate.scratch import step_scratch
 from frame.estimate.shapes import ShapeTable, infer_shapes
 from frame.estimate.signature import Signature, step_signature
-from frame.estimate.work import ATTENTION, CONV, KINDS, MATMUL, Work, node_work
 
 SMALL_INTEGER_BYTES = 4096  # shape targets, axes, indices
 SMALL_FLOAT_BYTES = 64      # scalars that shape arithmetic uses (mask fill values, eps)
@@ -199,7 +199,7 @@ def _inherits_one_thread(steps: list[g.Step], table: ShapeTable) -> list[bool]:
 
 
 def _step_costs(steps: list[g.Step], work: list[Work], owner: list[int | None], table: ShapeTable,
-                weights: Mapping, graph_inputs: Sequence[str], attention: AttentionConfig) -> list[StepCost]:
+                weights: Mapping, graph_inputs: Sequence[str]) -> list[StepCost]:
     macs = [[0, 0, 0] for _ in steps]
     element = [0] * len(steps)
     for w, i in zip(work, owner):
@@ -224,7 +224,7 @@ def _step_costs(steps: list[g.Step], work: list[Work], owner: list[int | None], 
                               (round(macs[i][0] * factor), macs[i][1], macs[i][2]), element[i],
                               _decoded_elements(step, weights), _fetch_bytes(step, table), during,
                               sum(held.values()),  # a row-streamed weight's block: in the scratch
-                              step_scratch(step, table, weights, attention),
+                              step_scratch(step, table.shapes, table.itemsizes, weights),
                               step_signature(step, table, weights, one_thread[i]) if any(macs[i]) else None,
                               live.live_bytes(), step.weight_rows.nbytes if step.weight_rows is not None else 0))
         for ref in step.release:
@@ -263,10 +263,9 @@ def count_graph(source, input_shapes: Mapping[str, Sequence[int]],  # noqa: ANN0
     _read_small_integer_weights(structure.weights, {t.name for t in structure.proto.graph.initializer}, http)
     table = infer_shapes(structure.proto, structure.weights, structure.nodes, input_shapes)
     weights = structure.weights
-    weight_names = set(weights)
+    stored_weights = dict(weights)  # before planning adds the folded constants
     producers = {o: (n.op_type, n.inputs) for n in structure.nodes for o in n.outputs if o}
-    work = [node_work(n.op_type, n.attrs, n.inputs, n.outputs, table.shapes, table.itemsizes, weight_names,
-                      producers) for n in structure.nodes]
+    work = [node_work(n, table.shapes, table.itemsizes, stored_weights, producers) for n in structure.nodes]
     unknown = sum(1 for n in structure.nodes for o in n.outputs if o and table.nbytes(o) == 0
                   and not any(d == 0 for d in (table.shapes.get(o) or (1,))))
     nodes = list(structure.nodes)
@@ -278,7 +277,7 @@ def count_graph(source, input_shapes: Mapping[str, Sequence[int]],  # noqa: ANN0
     folded = {name for name, ref in weights.items() if ref.value is not None}
     owner = _step_of_nodes(nodes, steps, folded)
     graph_inputs = [v.name for v in structure.proto.graph.input if v.name not in weights]
-    costs = _step_costs(steps, work, owner, table, weights, graph_inputs, attention)
+    costs = _step_costs(steps, work, owner, table, weights, graph_inputs)
     by_op: dict[str, int] = {}
     for node, w, i in zip(nodes, work, owner):
         if i is not None and w.kind is not None:

@@ -9,7 +9,7 @@ executor). Three fixed probes:
   itself never uses a measurement, ``frame.estimate.pi``);
 * ``element``: the memory-bound ops of a UNet resnet block and of a transformer block (GroupNorm as
   exported, SiLU, LayerNorm, GELU, residual Adds) at SD 1.5's sizes: memory traffic per second,
-  counted as a model's is (``frame.estimate.work``), so the rate transfers;
+  counted as a model's is (``frame.engine.costs``), so the rate transfers;
 * ``step``: 200 Adds of 4 × 4 tensors, the fixed cost of one engine step;
 
 then the model's own heaviest step signatures (``frame.estimate.signature``) with their real

@@ -5,7 +5,7 @@ peak of one component = BASE_BYTES                       Python, numpy, onnx and
                       + max over steps of
                           live activations                (``frame.estimate.buffers``)
                         + weights held by the step        (fp16 widened unless decoded in the op)
-                        + the kernel's scratch            (``frame.estimate.scratch``)
+                        + the kernel's scratch            (declared: ``frame.engine.costs``)
                         + provider read-ahead             (below)
                         + ALLOCATOR_SHARE × live           heap the allocator keeps from the ops'
                                                            small temporaries (more with bigger tensors)

@@ -30,11 +30,11 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from frame.engine.costs import KINDS
 from frame.engine.providers.http import HttpPrefetch
 from frame.engine.providers.prefetch import Prefetch
 from frame.estimate.counting import GraphCount, StepCost
 from frame.estimate.machine import Throughput
-from frame.estimate.work import KINDS
 
 
 def _provider_budgets() -> dict[str, int]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from frame.engine.ops.registry import UnsupportedOp, register
+from frame.engine.ops.registry import OUTPUT_ONLY, UnsupportedOp, register
 
 
 def _graph_io(graph) -> tuple[int, int]:
@@ -42,7 +42,7 @@ def _validate_if(attrs: dict) -> None:
             raise UnsupportedOp(f"If {name} has {outputs} output(s), the node {attrs['_num_outputs']}")
 
 
-@register("If", 1, validate=_validate_if)
+@register("If", 1, validate=_validate_if, cost=OUTPUT_ONLY)
 def if_(cond: np.ndarray, *_outer: np.ndarray, then_branch=None, else_branch=None, _scope=None,
         _num_outputs: int = 1) -> tuple[np.ndarray, ...]:
     if np.asarray(cond).size == 0:
@@ -75,7 +75,7 @@ def _stack(parts: list[np.ndarray], declared, axis: int = 0) -> np.ndarray:
     return np.zeros(trailing, dtype=dtype)
 
 
-@register("Loop", 1, validate=_validate_loop)
+@register("Loop", 1, validate=_validate_loop, cost=OUTPUT_ONLY)
 def loop(m: np.ndarray | None, cond: np.ndarray | None = None, /, *values: np.ndarray, body=None, _scope=None,
          _num_inputs: int = 2, _num_outputs: int = 0) -> tuple[np.ndarray, ...]:
     carried = list(values[:_num_inputs - 2])
@@ -119,7 +119,7 @@ def _axis(axis: int, rank: int) -> int:
     return axis % rank
 
 
-@register("Scan", 9, validate=_validate_scan)
+@register("Scan", 9, validate=_validate_scan, cost=OUTPUT_ONLY)
 def scan(*values: np.ndarray, body=None, num_scan_inputs: int = 0, scan_input_axes: list[int] | None = None,
          scan_input_directions: list[int] | None = None, scan_output_axes: list[int] | None = None,
          scan_output_directions: list[int] | None = None, _scope=None, _num_inputs: int = 0
@@ -171,7 +171,7 @@ def _validate_scan8(attrs: dict) -> None:
                             f"{attrs['_num_inputs']} node input(s) with num_scan_inputs={scans}")
 
 
-@register("Scan", 8, validate=_validate_scan8)
+@register("Scan", 8, validate=_validate_scan8, cost=OUTPUT_ONLY)
 def scan8(sequence_lens: np.ndarray | None, /, *values: np.ndarray, body=None, directions: list[int] | None = None,
           num_scan_inputs: int = 0, _scope=None, _num_inputs: int = 0) -> tuple[np.ndarray, ...]:
     values = values[:_num_inputs - 1]

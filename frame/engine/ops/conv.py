@@ -24,6 +24,7 @@ float32 per call; the result is fp16 only if all float operands were fp16.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import partial
 
 import numpy as np
@@ -32,8 +33,9 @@ from frame.engine import buffers
 from frame.engine.ops import conv_winograd
 from frame.engine.ops.blocks import gemm_pieces, matmul_into, run_tasks
 from frame.engine.ops.conv_grouped import NARROW_RATIO, depthwise_conv2d, grouped_conv2d, narrow_conv2d
-from frame.engine.ops.conv_nd import conv_nd, conv_transpose_nd
+from frame.engine.ops.conv_nd import conv_nd, conv_transpose_nd, conv_transpose_work, conv_work
 from frame.engine.ops.conv_params import spatial_params
+from frame.engine.ops.cost import FLOAT, Cost, CostQuery, Shape, has_dims
 from frame.engine.ops.linalg import float32_operands
 from frame.engine.ops.padded_rows import PaddedRows
 from frame.engine.ops.registry import UnsupportedOp, register
@@ -138,7 +140,7 @@ def dense_conv_image(x: np.ndarray, weight: np.ndarray, stride, dilation, pads, 
 
 def winograd_layout(channels: int, outputs: int, out_hw: tuple[int, int], pieces: int) -> conv_winograd.Plan | None:
     """The Winograd layout ``dense_conv_image`` runs a 3x3 stride-1 conv with (None: im2col), also
-    for the estimate's memory count (``frame.estimate.scratch``). The budget: never more temporary
+    for the plan's memory count (``conv_image_scratch``). The budget: never more temporary
     memory than im2col would take for this conv (its whole column matrix, or the budget), so a small
     image's Winograd does not raise the step's peak."""
     budget = min(COLUMN_BUDGET_BYTES, channels * 9 * out_hw[0] * out_hw[1] * 4)
@@ -159,7 +161,43 @@ def _band_columns(x: np.ndarray, padded: PaddedRows, buffer: np.ndarray, kernel,
     return columns.reshape(cg * kh * kw, count * wo)
 
 
-@register("Conv", 1, validate=validate_conv)
+def conv_image_scratch(x: Shape, w: Shape, out: Shape, attrs: Mapping) -> int:
+    """Temporary bytes of one dense 2-D conv image (``dense_conv_image``): a 3×3 stride-1 conv's
+    Winograd layout where ``winograd_layout`` picks one (``conv_winograd.scratch_bytes``), else one
+    im2col band of ``band_rows`` output rows (``C/g·kh·kw × rows·Wo`` float32) plus the padded input
+    rows it reads; a 1×1 conv without stride or padding is one GEMM on the input itself (nothing).
+    Counted for one thread (``pieces`` 1): the threaded layouts share the same budget."""
+    if len(x) != 4 or len(w) != 4 or len(out) != 4:
+        return 0
+    group = int(attrs.get("group", 1) or 1)
+    strides = list(attrs.get("strides") or [1, 1])
+    dilations = list(attrs.get("dilations") or [1, 1])
+    pads = list(attrs.get("pads") or [0, 0, 0, 0])
+    m, cg, kh, kw = w
+    if (kh, kw) == (1, 1) and strides == [1, 1] and not any(pads):
+        return 0
+    ho, wo = out[2], out[3]
+    if group == 1 and (kh, kw) == (3, 3) and strides == [1, 1] and dilations == [1, 1]:
+        layout = winograd_layout(cg, m, (ho, wo), 1)  # type: ignore[arg-type]
+        if layout is not None:
+            return conv_winograd.scratch_bytes(layout, cg, m, (ho, wo))  # type: ignore[arg-type]
+    depth = cg * kh * kw  # type: ignore[operator]
+    rows = band_rows((ho, wo), depth)  # type: ignore[arg-type]
+    span = (rows - 1) * strides[0] + (kh - 1) * dilations[0] + 1  # type: ignore[operator]
+    padded = (x[1] // group) * span * (pads[1] + x[3] + pads[3])  # type: ignore[operator]
+    return (depth * rows * wo + padded) * FLOAT  # type: ignore[operator]
+
+
+def conv_scratch(query: CostQuery, attrs: Mapping | None = None) -> int:
+    """A Conv step's temporaries (``conv_image_scratch`` of its shapes; ``attrs``: the conv's own
+    attributes where a fused op carries them apart from its node's)."""
+    x, w, out = query.shape(0), query.shape(1), query.out()
+    if len(query.inputs) < 2 or not (has_dims(x) and has_dims(w) and has_dims(out)):
+        return 0
+    return conv_image_scratch(x, w, out, query.attrs if attrs is None else attrs)  # type: ignore[arg-type]
+
+
+@register("Conv", 1, validate=validate_conv, cost=Cost(work=conv_work, scratch=conv_scratch))
 def conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, /, *, auto_pad: str = "NOTSET",
          dilations: list[int] | None = None, group: int = 1, kernel_shape: list[int] | None = None,
          pads: list[int] | None = None, strides: list[int] | None = None,
@@ -276,7 +314,7 @@ def _transpose_pads(in_hw, kernel, strides, dilations, pads, output_padding, out
     return begins + ends
 
 
-@register("ConvTranspose", 1, validate=validate_conv)
+@register("ConvTranspose", 1, validate=validate_conv, cost=Cost(work=conv_transpose_work))
 def conv_transpose(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, /, *, auto_pad: str = "NOTSET",
                    dilations: list[int] | None = None, group: int = 1, kernel_shape: list[int] | None = None,
                    output_padding: list[int] | None = None, output_shape: list[int] | None = None,

@@ -16,6 +16,8 @@ import math
 import numpy as np
 
 from frame.engine.ops.conv_params import spatial_params
+from frame.engine.ops.cost import CONV, Cost, CostQuery, Work, known
+from frame.engine.ops.cost import size as elements
 from frame.engine.ops.registry import register
 
 
@@ -107,7 +109,23 @@ def _subtract_zero_point(values: np.ndarray, zero_point: np.ndarray | None, axis
     return out - zp.reshape(zp.shape if zp.size > 1 else ())
 
 
-@register("ConvInteger", 10)
+def conv_work(query: CostQuery) -> Work | None:
+    """Every output element sums ``C/group × kh × kw`` products: ``prod(out) × prod(w[1:])``."""
+    out, w = query.out(), query.shape(1)
+    if not (known(out) and known(w)):
+        return None
+    return Work(CONV, elements(out) * elements(w[1:]))  # type: ignore[index]
+
+
+def conv_transpose_work(query: CostQuery) -> Work | None:
+    """Every input element is scattered to ``M/group × kh × kw`` outputs: ``prod(in) × prod(w[1:])``."""
+    x, w = query.shape(0), query.shape(1)
+    if not (known(x) and known(w)):
+        return None
+    return Work(CONV, elements(x) * elements(w[1:]))  # type: ignore[index]
+
+
+@register("ConvInteger", 10, cost=Cost(work=conv_work))
 def conv_integer(x: np.ndarray, w: np.ndarray, x_zero_point: np.ndarray | None = None,
                  w_zero_point: np.ndarray | None = None, /, *, auto_pad: str = "NOTSET",
                  dilations: list[int] | None = None, group: int = 1, kernel_shape: list[int] | None = None,

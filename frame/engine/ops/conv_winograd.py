@@ -178,7 +178,7 @@ def plan(channels: int, outputs: int, out_hw: tuple[int, int], budget: int, piec
 def scratch_bytes(layout: Plan, channels: int, outputs: int, out_hw: tuple[int, int]) -> int:
     """Peak temporary bytes of ``winograd_conv3x3`` with ``layout`` (output and input not counted), as
     ``_by_bands`` and ``_by_chunks`` allocate them; the estimate's memory model counts this
-    (``frame.estimate.scratch``).
+    (``conv.conv_image_scratch``).
 
     bands: the whole U, then per thread the padded input rows, the input transform's scratch, V and
     the GEMM result (and F(4)'s output scratch) of one band. chunks: V of the whole image beside one

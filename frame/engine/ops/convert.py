@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from frame.engine.ops.registry import UnsupportedOp, register
+from frame.engine.ops.registry import OUTPUT_ONLY, VIEW, UnsupportedOp, register
 
 __all__ = ["ONNX_TO_NUMPY"]
 
@@ -37,13 +37,13 @@ def _cast(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return x.astype(dtype)
 
 
-@register("Cast", 6, validate=_validate_cast)
+@register("Cast", 6, validate=_validate_cast, cost=OUTPUT_ONLY)
 def cast(x: np.ndarray, to: int | None = None, saturate: int = 1) -> np.ndarray:
     """``saturate`` (opset 19) only matters for float8 targets, which ``validate`` rejects."""
     return _cast(x, ONNX_TO_NUMPY[to])
 
 
-@register("CastLike", 15)
+@register("CastLike", 15, cost=OUTPUT_ONLY)
 def cast_like(x: np.ndarray, target_type: np.ndarray, saturate: int = 1) -> np.ndarray:
     return _cast(x, target_type.dtype)
 
@@ -60,7 +60,7 @@ def _validate_constant(attrs: dict) -> None:
         raise UnsupportedOp(f"Constant needs exactly one of {', '.join(_CONSTANT_KINDS)}, got {given}")
 
 
-@register("Constant", 1, validate=_validate_constant)
+@register("Constant", 1, validate=_validate_constant, cost=VIEW)
 def constant(value: np.ndarray | None = None, value_float: float | None = None,
              value_floats: list[float] | None = None, value_int: int | None = None,
              value_ints: list[int] | None = None, value_string: str | None = None,
@@ -79,7 +79,7 @@ def constant(value: np.ndarray | None = None, value_float: float | None = None,
     raise ValueError("Constant has no value attribute")
 
 
-@register("ConstantOfShape", 9)
+@register("ConstantOfShape", 9, cost=VIEW)
 def constant_of_shape(shape: np.ndarray, value: np.ndarray | None = None) -> np.ndarray:
     """Default fill is float32 zero, per the spec; ``value`` is a one-element tensor."""
     fill = np.zeros(1, np.float32) if value is None else value.reshape(-1)
@@ -87,7 +87,7 @@ def constant_of_shape(shape: np.ndarray, value: np.ndarray | None = None) -> np.
     return np.full(dims, fill[0], dtype=fill.dtype)
 
 
-@register("Range", 11)
+@register("Range", 11, cost=VIEW)
 def range_(start: np.ndarray, limit: np.ndarray, delta: np.ndarray) -> np.ndarray:
     """Element count max(ceil((limit - start) / delta), 0), in ``start``'s dtype."""
     dtype = start.dtype
@@ -95,7 +95,7 @@ def range_(start: np.ndarray, limit: np.ndarray, delta: np.ndarray) -> np.ndarra
     return (start + np.arange(count, dtype=dtype) * delta).astype(dtype, copy=False)
 
 
-@register("EyeLike", 9)
+@register("EyeLike", 9, cost=OUTPUT_ONLY)
 def eye_like(x: np.ndarray, dtype: int | None = None, k: int = 0) -> np.ndarray:
     """A 2-D identity (shifted by ``k``) with x's shape, in ``dtype`` or x's type."""
     target = ONNX_TO_NUMPY[dtype] if dtype is not None else x.dtype

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from frame.engine import buffers
-from frame.engine.ops.registry import UnsupportedOp, register
+from frame.engine.ops.registry import OUTPUT_ONLY, UnsupportedOp, register
 
 
 def as_array(value: object) -> np.ndarray:
@@ -50,7 +50,7 @@ def unary_ufunc(ufunc: np.ufunc, x: np.ndarray, reuse: bool) -> np.ndarray:
 
 
 def _arithmetic(name: str, ufunc: np.ufunc) -> None:
-    @register(name, 7, inplace=True)
+    @register(name, 7, inplace=True, cost=OUTPUT_ONLY)
     def kernel(a: np.ndarray, b: np.ndarray, _reuse: bool = False) -> np.ndarray:
         return _binary(ufunc, a, b, _reuse)
 
@@ -61,7 +61,7 @@ for _name, _ufunc in (("Add", np.add), ("Sub", np.subtract), ("Mul", np.multiply
     _arithmetic(_name, _ufunc)
 
 
-@register("Div", 7, inplace=True)
+@register("Div", 7, inplace=True, cost=OUTPUT_ONLY)
 def div(a: np.ndarray, b: np.ndarray, _reuse: bool = False) -> np.ndarray:
     """Integer division truncates toward zero in ONNX (C semantics), unlike numpy's floor division."""
     if a.dtype.kind in "iu" and b.dtype.kind in "iu":
@@ -70,13 +70,13 @@ def div(a: np.ndarray, b: np.ndarray, _reuse: bool = False) -> np.ndarray:
     return _binary(np.true_divide, a, b, _reuse)
 
 
-@register("Mod", 10)
+@register("Mod", 10, cost=OUTPUT_ONLY)
 def mod(a: np.ndarray, b: np.ndarray, fmod: int = 0) -> np.ndarray:
     """``fmod=0`` takes the divisor's sign (Python ``%``); ``fmod=1`` the dividend's (C ``fmod``)."""
     return as_array(np.fmod(a, b) if fmod else np.mod(a, b))
 
 
-@register("Pow", 7, inplace=True)
+@register("Pow", 7, inplace=True, cost=OUTPUT_ONLY)
 def pow_(a: np.ndarray, b: np.ndarray, _reuse: bool = False) -> np.ndarray:
     """The result has the base's dtype (opset 12+ lets the exponent have another type)."""
     if a.dtype.kind == "f":
@@ -88,13 +88,13 @@ def pow_(a: np.ndarray, b: np.ndarray, _reuse: bool = False) -> np.ndarray:
     return as_array(np.power(a, b.astype(np.int64, copy=False)).astype(a.dtype, copy=False))
 
 
-@register("PRelu", 9)
+@register("PRelu", 9, cost=OUTPUT_ONLY)
 def prelu(x: np.ndarray, slope: np.ndarray) -> np.ndarray:
     return as_array(np.where(x < 0, x * slope, x).astype(x.dtype, copy=False))
 
 
 def _variadic(name: str, ufunc: np.ufunc, mean: bool = False) -> None:
-    @register(name, 8)
+    @register(name, 8, cost=OUTPUT_ONLY)
     def kernel(*inputs: np.ndarray) -> np.ndarray:
         result = inputs[0]
         for operand in inputs[1:]:
@@ -113,7 +113,7 @@ _variadic("Mean", np.add, mean=True)
 
 
 def _compare(name: str, ufunc: np.ufunc, since: int) -> None:
-    @register(name, since)
+    @register(name, since, cost=OUTPUT_ONLY)
     def kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return as_array(ufunc(a, b))
 
@@ -129,7 +129,7 @@ for _name, _ufunc, _since in (
     _compare(_name, _ufunc, _since)
 
 
-@register("Where", 9)
+@register("Where", 9, cost=OUTPUT_ONLY)
 def where(condition: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return as_array(np.where(condition, x, y))
 
@@ -139,7 +139,7 @@ def _validate_bit_shift(attrs: dict) -> None:
         raise UnsupportedOp(f"BitShift attribute 'direction' = {attrs.get('direction')!r} (expected LEFT or RIGHT)")
 
 
-@register("BitShift", 11, validate=_validate_bit_shift)
+@register("BitShift", 11, validate=_validate_bit_shift, cost=OUTPUT_ONLY)
 def bit_shift(x: np.ndarray, y: np.ndarray, direction: str | None = None) -> np.ndarray:
     shift = np.left_shift if direction == "LEFT" else np.right_shift
     return as_array(shift(x, y.astype(x.dtype)))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from frame.engine.ops.elementwise import as_array
-from frame.engine.ops.registry import UnsupportedOp, register
+from frame.engine.ops.registry import OUTPUT_ONLY, VIEW, UnsupportedOp, register
 
 
 def _checked(indices: np.ndarray, length: int, what: str) -> np.ndarray:
@@ -22,13 +22,13 @@ def _checked(indices: np.ndarray, length: int, what: str) -> np.ndarray:
     return np.where(indices < 0, indices + length, indices)
 
 
-@register("Gather", 1)
+@register("Gather", 1, cost=VIEW)
 def gather(data: np.ndarray, indices: np.ndarray, axis: int = 0) -> np.ndarray:
     axis = axis % data.ndim
     return as_array(np.take(data, _checked(indices, data.shape[axis], "Gather"), axis=axis))
 
 
-@register("GatherElements", 11)
+@register("GatherElements", 11, cost=OUTPUT_ONLY)
 def gather_elements(data: np.ndarray, indices: np.ndarray, axis: int = 0) -> np.ndarray:
     axis = axis % data.ndim
     return np.take_along_axis(data, _checked(indices, data.shape[axis], "GatherElements"), axis=axis)
@@ -48,7 +48,7 @@ def _nd_index(data_shape: tuple[int, ...], indices: np.ndarray, batch_dims: int)
     return tuple(batch + rest)
 
 
-@register("GatherND", 11)
+@register("GatherND", 11, cost=OUTPUT_ONLY)
 def gather_nd(data: np.ndarray, indices: np.ndarray, batch_dims: int = 0) -> np.ndarray:
     return data[_nd_index(data.shape, indices, batch_dims)]
 
@@ -72,13 +72,13 @@ def _scatter(data: np.ndarray, index: tuple, updates: np.ndarray, reduction: str
     return out
 
 
-@register("ScatterND", 11, validate=_validate_reduction)
+@register("ScatterND", 11, validate=_validate_reduction, cost=OUTPUT_ONLY)
 def scatter_nd(data: np.ndarray, indices: np.ndarray, updates: np.ndarray, reduction: str = "none") -> np.ndarray:
     """``reduction`` (opset 16/18) combines duplicates; with 'none' duplicates are undefined in ONNX."""
     return _scatter(data, _nd_index(data.shape, indices, 0), updates, reduction)
 
 
-@register("ScatterElements", 11, validate=_validate_reduction)
+@register("ScatterElements", 11, validate=_validate_reduction, cost=OUTPUT_ONLY)
 def scatter_elements(data: np.ndarray, indices: np.ndarray, updates: np.ndarray, axis: int = 0,
                      reduction: str = "none") -> np.ndarray:
     axis = axis % data.ndim
@@ -87,12 +87,12 @@ def scatter_elements(data: np.ndarray, indices: np.ndarray, updates: np.ndarray,
     return _scatter(data, tuple(grid), updates, reduction)
 
 
-@register("NonZero", 9)
+@register("NonZero", 9, cost=OUTPUT_ONLY)
 def nonzero(x: np.ndarray) -> np.ndarray:
     return np.array(np.nonzero(np.atleast_1d(x)), dtype=np.int64).reshape(max(x.ndim, 1), -1)
 
 
-@register("CumSum", 11)
+@register("CumSum", 11, cost=OUTPUT_ONLY)
 def cumsum(x: np.ndarray, axis: np.ndarray, exclusive: int = 0, reverse: int = 0) -> np.ndarray:
     axis = int(axis) % x.ndim
     data = np.flip(x, axis) if reverse else x
@@ -103,7 +103,7 @@ def cumsum(x: np.ndarray, axis: np.ndarray, exclusive: int = 0, reverse: int = 0
     return np.flip(result, axis) if reverse else result
 
 
-@register("OneHot", 11)
+@register("OneHot", 11, cost=OUTPUT_ONLY)
 def one_hot(indices: np.ndarray, depth: np.ndarray, values: np.ndarray, axis: int = -1) -> np.ndarray:
     depth = int(np.asarray(depth).reshape(-1)[0])
     idx = indices.astype(np.int64)

@@ -8,10 +8,14 @@ Integer MatMul stays integer (numpy semantics, int64 accumulation).
 
 from __future__ import annotations
 
+import math
+import re
+
 import numpy as np
 
 from frame.engine import buffers
 from frame.engine.ops.blocks import matmul_into
+from frame.engine.ops.cost import Cost, CostQuery, Work, known, size
 from frame.engine.ops.registry import register
 
 __all__ = ["float32_operands", "matmul"]
@@ -42,14 +46,56 @@ def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.asarray(np.matmul(a, b))
 
 
-@register("MatMul", 1)
+def matmul_work(query: CostQuery, a: int = 0, b: int = 1) -> Work | None:
+    """``prod(out) × K`` multiply-adds (K: A's last dim, its first with Gemm's ``transA``); ``matmul``
+    when A or B reads a weight, ``attention`` for two activations."""
+    a_shape, out = query.shape(a), query.out()
+    if not (known(out) and known(a_shape)):
+        return None
+    if not a_shape:
+        return Work(query.kind_of(a, b), 0)
+    trans_a = bool(query.attrs.get("transA", 0)) and len(a_shape) >= 2  # type: ignore[arg-type]
+    k = a_shape[-2] if trans_a else a_shape[-1]  # type: ignore[index]
+    return Work(query.kind_of(a, b), size(out) * (k or 0))
+
+
+def einsum_work(query: CostQuery) -> Work:
+    """The product of the sizes of every distinct subscript letter (ellipses count as their dims)."""
+    shapes = [query.shapes.get(name) for name in query.inputs]
+    return Work(query.kind_of(*range(len(query.inputs))), _einsum_macs(str(query.attrs.get("equation", "")), shapes))
+
+
+def _einsum_macs(equation: str, shapes: list) -> int:
+    inputs = equation.replace(" ", "").split("->")[0].split(",")
+    sizes: dict[str, int] = {}
+    for term, shape in zip(inputs, shapes):
+        if not known(shape):
+            return 0
+        letters = re.findall(r"\.\.\.|[A-Za-z]", term)
+        ellipsis = len(shape) - (len(letters) - letters.count("..."))
+        position = 0
+        for letter in letters:
+            if letter == "...":
+                for k in range(ellipsis):
+                    sizes[f"...{k}"] = max(sizes.get(f"...{k}", 1), shape[position + k])
+                position += ellipsis
+            else:
+                sizes[letter] = shape[position]
+                position += 1
+    return math.prod(sizes.values())
+
+
+MATMUL_COST = Cost(work=matmul_work)
+
+
+@register("MatMul", 1, cost=MATMUL_COST)
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """numpy-style batched matmul with broadcasting of the leading dimensions, 1-D operands allowed."""
     (a32, b32), dtype = float32_operands(a, b)
     return _matmul(a32, b32).astype(dtype, copy=False)
 
 
-@register("Gemm", 7)
+@register("Gemm", 7, cost=MATMUL_COST)
 def gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, /, *, alpha: float = 1.0,
          beta: float = 1.0, transA: int = 0, transB: int = 0) -> np.ndarray:  # noqa: N803 (ONNX names)
     """Y = alpha * A' @ B' + beta * C with C broadcast to (M, N); transposes are free views."""
@@ -69,7 +115,7 @@ def gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, /, *, alpha:
     return result.astype(dtype, copy=False)
 
 
-@register("Einsum", 12)
+@register("Einsum", 12, cost=Cost(work=einsum_work))
 def einsum(*inputs: np.ndarray, equation: str | None = None) -> np.ndarray:
     """numpy's einsum with contraction-order optimisation (it dispatches to BLAS where it can)."""
     if equation is None:

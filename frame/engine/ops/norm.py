@@ -15,7 +15,7 @@ from frame.engine import buffers
 from frame.engine.ops.blocks import map_row_blocks
 from frame.engine.ops.elementwise import can_reuse
 from frame.engine.ops.linalg import float32_operands
-from frame.engine.ops.registry import UnsupportedOp, register
+from frame.engine.ops.registry import OUTPUT_ONLY, UnsupportedOp, passes, register
 
 
 def _normalize_rows(rows: np.ndarray, epsilon: float, out: np.ndarray | None = None):
@@ -72,27 +72,27 @@ def _softmax_2d(x: np.ndarray, axis: int, log: bool) -> np.ndarray:
     return _softmax(rows, -1, False, log).reshape(x.shape)
 
 
-@register("Softmax", 1)
+@register("Softmax", 1, cost=passes(4.0))
 def softmax_v1(x: np.ndarray, axis: int = 1) -> np.ndarray:
     return _softmax_2d(x, axis, log=False)
 
 
-@register("Softmax", 13, inplace=True)
+@register("Softmax", 13, inplace=True, cost=passes(4.0))
 def softmax(x: np.ndarray, axis: int = -1, _reuse: bool = False) -> np.ndarray:
     return _softmax(x, axis, _reuse, log=False)
 
 
-@register("LogSoftmax", 1)
+@register("LogSoftmax", 1, cost=passes(4.0))
 def log_softmax_v1(x: np.ndarray, axis: int = 1) -> np.ndarray:
     return _softmax_2d(x, axis, log=True)
 
 
-@register("LogSoftmax", 13)
+@register("LogSoftmax", 13, cost=passes(4.0))
 def log_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     return _softmax(x, axis, False, log=True)
 
 
-@register("LayerNormalization", 17)
+@register("LayerNormalization", 17, cost=passes(3.5))
 def layer_normalization(x: np.ndarray, scale: np.ndarray, bias: np.ndarray | None = None, /, *,
                         axis: int = -1, epsilon: float = 1e-5, stash_type: int = 1,
                         _num_outputs: int = 1) -> np.ndarray | tuple[np.ndarray, ...]:
@@ -123,7 +123,7 @@ def _channel_affine(y: np.ndarray, scale: np.ndarray, bias: np.ndarray, dtype: n
     return y.astype(dtype, copy=False)
 
 
-@register("InstanceNormalization", 6)
+@register("InstanceNormalization", 6, cost=passes(3.5))
 def instance_normalization(x: np.ndarray, scale: np.ndarray, b: np.ndarray, epsilon: float = 1e-5) -> np.ndarray:
     (x32, scale32, b32), _ = float32_operands(x, scale, b)
     y = buffers.empty(x.shape, np.float32)
@@ -149,7 +149,7 @@ def _group_norm(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, num_groups: 
     return _channel_affine(y, scale32, bias32, x.dtype)
 
 
-@register("GroupNormalization", 18)
+@register("GroupNormalization", 18, cost=passes(3.5))
 def group_normalization_v18(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, epsilon: float = 1e-5,
                             num_groups: int | None = None) -> np.ndarray:
     """Opset 18 has one scale/bias value per *group* (fixed to per channel in opset 21)."""
@@ -157,7 +157,7 @@ def group_normalization_v18(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, 
     return _group_norm(x, scale, bias, num_groups, epsilon, per_group)
 
 
-@register("GroupNormalization", 21)
+@register("GroupNormalization", 21, cost=passes(3.5))
 def group_normalization(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, epsilon: float = 1e-5,
                         num_groups: int | None = None, stash_type: int = 1) -> np.ndarray:
     return _group_norm(x, scale, bias, num_groups, epsilon, False)
@@ -168,7 +168,7 @@ def _validate_batch_norm(attrs: dict) -> None:
         raise UnsupportedOp("BatchNormalization attribute 'training_mode' = 1 (inference only)")
 
 
-@register("BatchNormalization", 9, validate=_validate_batch_norm)
+@register("BatchNormalization", 9, validate=_validate_batch_norm, cost=passes(2.0))
 def batch_normalization(x: np.ndarray, scale: np.ndarray, b: np.ndarray, mean: np.ndarray, var: np.ndarray,
                         epsilon: float = 1e-5, momentum: float = 0.9, training_mode: int = 0) -> np.ndarray:
     """Inference form with running statistics: folds into one multiply-add per channel."""
@@ -178,7 +178,7 @@ def batch_normalization(x: np.ndarray, scale: np.ndarray, b: np.ndarray, mean: n
     return _channel_affine(y, np.ones_like(factor), b32 - mean32 * factor, x.dtype)
 
 
-@register("Hardmax", 13)
+@register("Hardmax", 13, cost=OUTPUT_ONLY)
 def hardmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     """One-hot of the first maximum along ``axis``."""
     axis = axis % x.ndim
@@ -188,7 +188,7 @@ def hardmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     return out
 
 
-@register("LpNormalization", 1)
+@register("LpNormalization", 1, cost=OUTPUT_ONLY)
 def lp_normalization(x: np.ndarray, axis: int = -1, p: int = 2) -> np.ndarray:
     if p not in (1, 2):
         raise ValueError(f"LpNormalization supports p = 1 or 2, got {p}")
@@ -197,7 +197,7 @@ def lp_normalization(x: np.ndarray, axis: int = -1, p: int = 2) -> np.ndarray:
     return (x / safe).astype(x.dtype, copy=False)
 
 
-@register("MeanVarianceNormalization", 9)
+@register("MeanVarianceNormalization", 9, cost=OUTPUT_ONLY)
 def mean_variance_normalization(x: np.ndarray, axes: list[int] | None = None) -> np.ndarray:
     axes = tuple(axes) if axes is not None else (0, 2, 3)
     x32 = x.astype(np.float32, copy=False)

@@ -14,7 +14,7 @@ import numpy as np
 
 from frame.engine.ops.conv import validate_conv
 from frame.engine.ops.conv_params import spatial_params
-from frame.engine.ops.registry import UnsupportedOp, register
+from frame.engine.ops.registry import OUTPUT_ONLY, UnsupportedOp, register
 
 
 def _out_size(size: int, k: int, s: int, d: int, pad_total: int, ceil_mode: int, pad_begin: int) -> int:
@@ -85,7 +85,7 @@ def _validate_pool(attrs: dict) -> None:
         raise UnsupportedOp("pooling needs the attribute 'kernel_shape'")
 
 
-@register("MaxPool", 1, validate=_validate_pool)
+@register("MaxPool", 1, validate=_validate_pool, cost=OUTPUT_ONLY)
 def max_pool(x: np.ndarray, auto_pad: str = "NOTSET", ceil_mode: int = 0, dilations: list[int] | None = None,
              kernel_shape: list[int] | None = None, pads: list[int] | None = None, storage_order: int = 0,
              strides: list[int] | None = None, _num_outputs: int = 1) -> np.ndarray:
@@ -97,7 +97,7 @@ def max_pool(x: np.ndarray, auto_pad: str = "NOTSET", ceil_mode: int = 0, dilati
     return _pool(x, kernel_shape, dims, fill, np.maximum)
 
 
-@register("AveragePool", 1, validate=_validate_pool)
+@register("AveragePool", 1, validate=_validate_pool, cost=OUTPUT_ONLY)
 def average_pool(x: np.ndarray, auto_pad: str = "NOTSET", ceil_mode: int = 0, count_include_pad: int = 0,
                  dilations: list[int] | None = None, kernel_shape: list[int] | None = None,
                  pads: list[int] | None = None, strides: list[int] | None = None) -> np.ndarray:
@@ -113,12 +113,12 @@ def average_pool(x: np.ndarray, auto_pad: str = "NOTSET", ceil_mode: int = 0, co
     return (total / counts).astype(x.dtype, copy=False)
 
 
-@register("GlobalAveragePool", 1)
+@register("GlobalAveragePool", 1, cost=OUTPUT_ONLY)
 def global_average_pool(x: np.ndarray) -> np.ndarray:
     axes = tuple(range(2, x.ndim))
     return x.mean(axis=axes, keepdims=True, dtype=np.float32).astype(x.dtype, copy=False)
 
 
-@register("GlobalMaxPool", 1)
+@register("GlobalMaxPool", 1, cost=OUTPUT_ONLY)
 def global_max_pool(x: np.ndarray) -> np.ndarray:
     return x.max(axis=tuple(range(2, x.ndim)), keepdims=True)

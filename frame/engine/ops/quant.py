@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from frame.engine.ops.convert import ONNX_TO_NUMPY
-from frame.engine.ops.registry import UnsupportedOp, register
+from frame.engine.ops.linalg import MATMUL_COST
+from frame.engine.ops.registry import OUTPUT_ONLY, UnsupportedOp, register
 
 _INTEGER_RANGES = {np.dtype(np.uint8): (0, 255), np.dtype(np.int8): (-128, 127),
                    np.dtype(np.uint16): (0, 65535), np.dtype(np.int16): (-32768, 32767)}
@@ -36,7 +37,7 @@ def _per_axis(values: np.ndarray, rank: int, axis: int) -> np.ndarray:
     return values.reshape(shape)
 
 
-@register("QuantizeLinear", 10, validate=_validate_quant)
+@register("QuantizeLinear", 10, validate=_validate_quant, cost=OUTPUT_ONLY)
 def quantize_linear(x: np.ndarray, y_scale: np.ndarray, y_zero_point: np.ndarray | None = None, /, *,
                     axis: int = 1, block_size: int = 0, output_dtype: int = 0, saturate: int = 1) -> np.ndarray:
     """y = saturate(round_half_even(x / scale) + zero_point) in the zero point's integer type."""
@@ -52,7 +53,7 @@ def quantize_linear(x: np.ndarray, y_scale: np.ndarray, y_zero_point: np.ndarray
     return np.clip(q, low, high).astype(dtype)
 
 
-@register("DequantizeLinear", 10, validate=_validate_quant)
+@register("DequantizeLinear", 10, validate=_validate_quant, cost=OUTPUT_ONLY)
 def dequantize_linear(x: np.ndarray, x_scale: np.ndarray, x_zero_point: np.ndarray | None = None, /, *,
                       axis: int = 1, block_size: int = 0) -> np.ndarray:
     """y = (x - zero_point) * scale, in the scale's float type (float32 or float16)."""
@@ -63,7 +64,7 @@ def dequantize_linear(x: np.ndarray, x_scale: np.ndarray, x_zero_point: np.ndarr
     return values.astype(x_scale.dtype, copy=False)
 
 
-@register("DynamicQuantizeLinear", 11)
+@register("DynamicQuantizeLinear", 11, cost=OUTPUT_ONLY)
 def dynamic_quantize_linear(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """uint8 quantisation whose range always includes 0 (onnx spec formula); returns y, scale, zero point."""
     low = np.minimum(np.float32(0), x.min()) if x.size else np.float32(0)
@@ -75,7 +76,7 @@ def dynamic_quantize_linear(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
             np.array(zero_point, dtype=np.uint8))
 
 
-@register("MatMulInteger", 10)
+@register("MatMulInteger", 10, cost=MATMUL_COST)
 def matmul_integer(a: np.ndarray, b: np.ndarray, a_zero_point: np.ndarray | None = None,
                    b_zero_point: np.ndarray | None = None, /) -> np.ndarray:
     """(A - a_zp) @ (B - b_zp) as int32; a_zp per row of A or scalar, b_zp per column of B or scalar."""

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from frame.engine.ops.convert import ONNX_TO_NUMPY
-from frame.engine.ops.registry import UnsupportedOp, register
+from frame.engine.ops.registry import OUTPUT_ONLY, UnsupportedOp, register
 
 
 def _validate_dtype(attrs: dict) -> None:
@@ -66,27 +66,27 @@ def _like_dtype(x: np.ndarray, dtype: int | None) -> np.dtype:
     return x.dtype
 
 
-@register("RandomNormal", 1, validate=_validate_shaped)
+@register("RandomNormal", 1, validate=_validate_shaped, cost=OUTPUT_ONLY)
 def random_normal(dtype: int = 1, mean: float = 0.0, scale: float = 1.0, seed: float | None = None,
                   shape: list[int] | None = None, *, _rng: Any = None) -> np.ndarray:
     assert shape is not None  # checked at load time
     return _normal(tuple(shape), ONNX_TO_NUMPY[dtype], mean, scale, seed, _rng)
 
 
-@register("RandomNormalLike", 1, validate=_validate_dtype)
+@register("RandomNormalLike", 1, validate=_validate_dtype, cost=OUTPUT_ONLY)
 def random_normal_like(x: np.ndarray, dtype: int | None = None, mean: float = 0.0, scale: float = 1.0,
                        seed: float | None = None, *, _rng: Any = None) -> np.ndarray:
     return _normal(x.shape, _like_dtype(x, dtype), mean, scale, seed, _rng)
 
 
-@register("RandomUniform", 1, validate=_validate_shaped)
+@register("RandomUniform", 1, validate=_validate_shaped, cost=OUTPUT_ONLY)
 def random_uniform(dtype: int = 1, high: float = 1.0, low: float = 0.0, seed: float | None = None,
                    shape: list[int] | None = None, *, _rng: Any = None) -> np.ndarray:
     assert shape is not None  # checked at load time
     return _uniform(tuple(shape), ONNX_TO_NUMPY[dtype], low, high, seed, _rng)
 
 
-@register("RandomUniformLike", 1, validate=_validate_dtype)
+@register("RandomUniformLike", 1, validate=_validate_dtype, cost=OUTPUT_ONLY)
 def random_uniform_like(x: np.ndarray, dtype: int | None = None, high: float = 1.0, low: float = 0.0,
                         seed: float | None = None, *, _rng: Any = None) -> np.ndarray:
     return _uniform(x.shape, _like_dtype(x, dtype), low, high, seed, _rng)

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from frame.engine.ops.registry import UnsupportedOp, register
+from frame.engine.ops.registry import OUTPUT_ONLY, UnsupportedOp, register
 
 _DIRECTIONS = ("forward", "reverse", "bidirectional")
 
@@ -208,7 +208,7 @@ class _LstmStep:
         return h_new, (h_new, c_new)
 
 
-@register("LSTM", 7, validate=_validator(3))
+@register("LSTM", 7, validate=_validator(3), cost=OUTPUT_ONLY)
 def lstm(x: np.ndarray, w: np.ndarray, r: np.ndarray, b: np.ndarray | None = None,
          sequence_lens: np.ndarray | None = None, initial_h: np.ndarray | None = None,
          initial_c: np.ndarray | None = None, p: np.ndarray | None = None, /, *,
@@ -258,7 +258,7 @@ class _GruStep:
         return h_new, (h_new,)
 
 
-@register("GRU", 7, validate=_validator(2))
+@register("GRU", 7, validate=_validator(2), cost=OUTPUT_ONLY)
 def gru(x: np.ndarray, w: np.ndarray, r: np.ndarray, b: np.ndarray | None = None,
         sequence_lens: np.ndarray | None = None, initial_h: np.ndarray | None = None, /, *,
         activation_alpha: list[float] | None = None, activation_beta: list[float] | None = None,
@@ -293,7 +293,7 @@ class _RnnStep:
         return h_new, (h_new,)
 
 
-@register("RNN", 7, validate=_validator(1))
+@register("RNN", 7, validate=_validator(1), cost=OUTPUT_ONLY)
 def rnn(x: np.ndarray, w: np.ndarray, r: np.ndarray, b: np.ndarray | None = None,
         sequence_lens: np.ndarray | None = None, initial_h: np.ndarray | None = None, /, *,
         activation_alpha: list[float] | None = None, activation_beta: list[float] | None = None,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from frame.engine.ops.registry import register
+from frame.engine.ops.registry import OUTPUT_ONLY, register
 from frame.engine.ops.shape import normalize_axes
 
 # name -> (function of (x, axes, keepdims) on float32/int data)
@@ -59,11 +59,11 @@ def _reduce(name: str, data: np.ndarray, axes: object, keepdims: int, noop_with_
 
 
 def _register_reduce(name: str) -> None:
-    @register(name, 1)
+    @register(name, 1, cost=OUTPUT_ONLY)
     def reduce_attr(data: np.ndarray, axes: list[int] | None = None, keepdims: int = 1) -> np.ndarray:
         return _reduce(name, data, axes, keepdims, 0)
 
-    @register(name, _AXES_INPUT_SINCE[name])
+    @register(name, _AXES_INPUT_SINCE[name], cost=OUTPUT_ONLY)
     def reduce_input(data: np.ndarray, axes: np.ndarray | None = None, /, *, keepdims: int = 1,
                      noop_with_empty_axes: int = 0) -> np.ndarray:
         return _reduce(name, data, axes, keepdims, noop_with_empty_axes)
@@ -88,17 +88,17 @@ def _arg(fn, data: np.ndarray, axis: int, keepdims: int, select_last_index: int)
     return np.expand_dims(index, axis) if keepdims else index
 
 
-@register("ArgMax", 1)
+@register("ArgMax", 1, cost=OUTPUT_ONLY)
 def arg_max(data: np.ndarray, axis: int = 0, keepdims: int = 1, select_last_index: int = 0) -> np.ndarray:
     return _arg(np.argmax, data, axis, keepdims, select_last_index)
 
 
-@register("ArgMin", 1)
+@register("ArgMin", 1, cost=OUTPUT_ONLY)
 def arg_min(data: np.ndarray, axis: int = 0, keepdims: int = 1, select_last_index: int = 0) -> np.ndarray:
     return _arg(np.argmin, data, axis, keepdims, select_last_index)
 
 
-@register("TopK", 11)
+@register("TopK", 11, cost=OUTPUT_ONLY)
 def top_k(x: np.ndarray, k: np.ndarray, /, *, axis: int = -1, largest: int = 1,
           sorted: int = 1) -> tuple[np.ndarray, np.ndarray]:  # noqa: A002 (ONNX attribute name)
     """Values and int64 indices of the k largest (or smallest) entries; ties keep the lower index."""

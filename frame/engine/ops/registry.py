@@ -24,6 +24,9 @@ Contract shared by every kernel (the runtime relies on it):
 * Optional *inputs* are positional-only parameters (before ``/``) so they never count as attributes.
 * ``validate(attrs)`` (optional) rejects attribute *values* the kernel cannot honour, at load time,
   by raising ``UnsupportedOp`` with a message naming the attribute.
+* ``cost`` (required) declares what the kernel computes and allocates beyond its output
+  (``frame.engine.ops.cost``): multiply-adds, passes over memory, scratch bytes; ``OUTPUT_ONLY`` for
+  a kernel that only writes its output in one pass. ``frame.engine.costs`` counts a plan from these.
 * ``OpSpec.fn`` is the kernel wrapped to run with numpy floating-point warnings off (ONNX arithmetic
   is IEEE: x/0 = inf is a result). Kernels raise ``ValueError``/``IndexError`` for bad tensors
   (shapes, indices); the runtime adds the node's name.
@@ -44,10 +47,14 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from frame.engine.ops.cost import OUTPUT_ONLY, VIEW, Cost, passes
+
 if TYPE_CHECKING:
     import onnx
 
 Kernel = Callable[..., object]
+__all__ = ["OUTPUT_ONLY", "VIEW", "Cost", "OpSpec", "UnsupportedOp", "bind_node", "declared_cost", "passes",
+           "register", "registered_specs", "resolve", "supported_op_types"]
 
 
 class UnsupportedOp(Exception):
@@ -64,6 +71,7 @@ class OpSpec:
     validate: Callable[[dict], None] | None = None
     attribute_names: frozenset[str] = field(default_factory=frozenset)
     hints: frozenset[str] = field(default_factory=frozenset)
+    cost: Cost | None = None
 
 
 _TABLE: dict[tuple[str, str], list[OpSpec]] = {}
@@ -95,11 +103,16 @@ def _ieee(fn: Kernel) -> Kernel:
 
 
 def register(op_type: str, since: int = 1, *, domain: str = "", inplace: bool = False,
-             validate: Callable[[dict], None] | None = None) -> Callable[[Kernel], Kernel]:
-    """Decorator: make ``fn`` the kernel for ``op_type`` from opset ``since`` on."""
+             validate: Callable[[dict], None] | None = None, cost: Cost | None = None) -> Callable[[Kernel], Kernel]:
+    """Decorator: make ``fn`` the kernel for ``op_type`` from opset ``since`` on. ``cost`` is required:
+    a kernel that declares nothing is refused, so the plan's count never misses a heavy op."""
+    if not isinstance(cost, Cost):
+        raise TypeError(f"kernel {op_type} (opset {since}) declares no cost: pass cost= "
+                        "(frame.engine.ops.cost: OUTPUT_ONLY, VIEW, passes(n) or a Cost with work/scratch)")
 
     def decorate(fn: Kernel) -> Kernel:
-        spec = OpSpec(op_type, since, _ieee(fn), domain, inplace, validate, _attribute_names(fn), _hint_names(fn))
+        spec = OpSpec(op_type, since, _ieee(fn), domain, inplace, validate, _attribute_names(fn), _hint_names(fn),
+                      cost)
         versions = _TABLE.setdefault((domain, op_type), [])
         versions.append(spec)
         versions.sort(key=lambda s: s.since)
@@ -123,6 +136,14 @@ def resolve(op_type: str, opset: int, domain: str = "") -> OpSpec:
 def registered_specs() -> list[OpSpec]:
     """Every registered kernel spec, all versions (a kept plan names these instead of storing them)."""
     return [spec for versions in _TABLE.values() for spec in versions]
+
+
+def declared_cost(op_type: str) -> Cost | None:
+    """The cost declared for ``op_type`` (any domain; the first registered version's), None if unknown."""
+    for (_, op), versions in _TABLE.items():
+        if op == op_type:
+            return versions[0].cost
+    return None
 
 
 def supported_op_types(domain: str = "") -> list[str]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from frame.engine.ops.registry import UnsupportedOp, register
+from frame.engine.ops.registry import OUTPUT_ONLY, UnsupportedOp, passes, register
 
 _COORDINATE_MODES = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners",
                      "asymmetric", "tf_half_pixel_for_nn", "tf_crop_and_resize")
@@ -219,22 +219,22 @@ def _legacy_opts(mode: str, scales) -> dict:
             "extrapolation_value": 0.0}
 
 
-@register("Upsample", 7, validate=_validate_resize)
+@register("Upsample", 7, validate=_validate_resize, cost=OUTPUT_ONLY)
 def upsample_v7(x: np.ndarray, mode: str = "nearest", scales: list[float] | None = None) -> np.ndarray:
     return _resize(x, None, np.asarray(scales), None, _legacy_opts(mode, scales))
 
 
-@register("Upsample", 9, validate=_validate_resize)
+@register("Upsample", 9, validate=_validate_resize, cost=OUTPUT_ONLY)
 def upsample_v9(x: np.ndarray, scales: np.ndarray, mode: str = "nearest") -> np.ndarray:
     return _resize(x, None, scales, None, _legacy_opts(mode, scales))
 
 
-@register("Resize", 10, validate=_validate_resize)
+@register("Resize", 10, validate=_validate_resize, cost=passes(2.0))
 def resize_v10(x: np.ndarray, scales: np.ndarray, mode: str = "nearest") -> np.ndarray:
     return _resize(x, None, scales, None, _legacy_opts(mode, scales))
 
 
-@register("Resize", 11, validate=_validate_resize)
+@register("Resize", 11, validate=_validate_resize, cost=passes(2.0))
 def resize_v11(x: np.ndarray, roi: np.ndarray | None = None, scales: np.ndarray | None = None,
                sizes: np.ndarray | None = None, /, *, coordinate_transformation_mode: str = "half_pixel",
                cubic_coeff_a: float = -0.75, exclude_outside: int = 0, extrapolation_value: float = 0.0,
@@ -245,7 +245,7 @@ def resize_v11(x: np.ndarray, roi: np.ndarray | None = None, scales: np.ndarray 
     return _resize(x, roi, scales, sizes, opts)
 
 
-@register("Resize", 18, validate=_validate_resize)
+@register("Resize", 18, validate=_validate_resize, cost=passes(2.0))
 def resize_v18(x: np.ndarray, roi: np.ndarray | None = None, scales: np.ndarray | None = None,
                sizes: np.ndarray | None = None, /, *, antialias: int = 0, axes: list[int] | None = None,
                coordinate_transformation_mode: str = "half_pixel", cubic_coeff_a: float = -0.75,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from frame.engine.ops.registry import UnsupportedOp, register
+from frame.engine.ops.registry import OUTPUT_ONLY, VIEW, UnsupportedOp, register
 
 __all__ = ["normalize_axes"]
 
@@ -28,7 +28,7 @@ def _ints(array: np.ndarray | None) -> list[int] | None:
     return None if array is None else [int(v) for v in np.asarray(array).reshape(-1)]
 
 
-@register("Reshape", 5)
+@register("Reshape", 5, cost=VIEW)
 def reshape(data: np.ndarray, shape: np.ndarray, allowzero: int = 0) -> np.ndarray:
     """A 0 in ``shape`` copies the input dimension unless ``allowzero`` (opset 14) is set."""
     target = _ints(shape)
@@ -37,19 +37,19 @@ def reshape(data: np.ndarray, shape: np.ndarray, allowzero: int = 0) -> np.ndarr
     return data.reshape(target)
 
 
-@register("Flatten", 1)
+@register("Flatten", 1, cost=VIEW)
 def flatten(x: np.ndarray, axis: int = 1) -> np.ndarray:
     axis = axis + x.ndim if axis < 0 else axis
     outer = int(np.prod(x.shape[:axis], dtype=np.int64))
     return x.reshape(outer, -1) if x.size else x.reshape(outer, int(np.prod(x.shape[axis:], dtype=np.int64)))
 
 
-@register("Transpose", 1)
+@register("Transpose", 1, cost=VIEW)
 def transpose(data: np.ndarray, perm: list[int] | None = None) -> np.ndarray:
     return data.transpose(perm) if perm is not None else data.transpose()
 
 
-@register("Concat", 4)
+@register("Concat", 4, cost=OUTPUT_ONLY)
 def concat(*inputs: np.ndarray, axis: int | None = None) -> np.ndarray:
     if axis is None:
         raise ValueError("Concat needs the 'axis' attribute")
@@ -69,19 +69,19 @@ def _split(x: np.ndarray, sizes: list[int] | None, axis: int, count: int | None)
     return tuple(np.split(x, bounds, axis=axis))
 
 
-@register("Split", 2)
+@register("Split", 2, cost=VIEW)
 def split_v2(x: np.ndarray, axis: int = 0, split: list[int] | None = None,
              _num_outputs: int | None = None) -> tuple[np.ndarray, ...]:
     return _split(x, split, axis, _num_outputs)
 
 
-@register("Split", 13)
+@register("Split", 13, cost=VIEW)
 def split_v13(x: np.ndarray, split: np.ndarray | None = None, /, *, axis: int = 0,
               _num_outputs: int | None = None) -> tuple[np.ndarray, ...]:
     return _split(x, _ints(split), axis, _num_outputs)
 
 
-@register("Split", 18)
+@register("Split", 18, cost=VIEW)
 def split_v18(x: np.ndarray, split: np.ndarray | None = None, /, *, axis: int = 0,
               num_outputs: int | None = None, _num_outputs: int | None = None) -> tuple[np.ndarray, ...]:
     return _split(x, _ints(split), axis, num_outputs if num_outputs is not None else _num_outputs)
@@ -100,7 +100,7 @@ def _slice(data: np.ndarray, starts: list[int], ends: list[int], axes: list[int]
     return data[tuple(index)]
 
 
-@register("Slice", 1)
+@register("Slice", 1, cost=VIEW)
 def slice_v1(data: np.ndarray, starts: list[int] | None = None, ends: list[int] | None = None,
              axes: list[int] | None = None) -> np.ndarray:
     if starts is None or ends is None:
@@ -108,7 +108,7 @@ def slice_v1(data: np.ndarray, starts: list[int] | None = None, ends: list[int] 
     return _slice(data, starts, ends, axes, None)
 
 
-@register("Slice", 10)
+@register("Slice", 10, cost=VIEW)
 def slice_v10(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, axes: np.ndarray | None = None,
               steps: np.ndarray | None = None, /) -> np.ndarray:
     return _slice(data, _ints(starts), _ints(ends), _ints(axes), _ints(steps))
@@ -120,12 +120,12 @@ def _squeeze(data: np.ndarray, axes: object) -> np.ndarray:
     return data.squeeze(normalize_axes(axes, data.ndim))
 
 
-@register("Squeeze", 1)
+@register("Squeeze", 1, cost=VIEW)
 def squeeze_v1(data: np.ndarray, axes: list[int] | None = None) -> np.ndarray:
     return _squeeze(data, axes)
 
 
-@register("Squeeze", 13)
+@register("Squeeze", 13, cost=VIEW)
 def squeeze_v13(data: np.ndarray, axes: np.ndarray | None = None, /) -> np.ndarray:
     return _squeeze(data, axes)
 
@@ -136,39 +136,39 @@ def _unsqueeze(data: np.ndarray, axes: object) -> np.ndarray:
     return np.expand_dims(data, normalize_axes(axes, data.ndim + np.asarray(axes).size))
 
 
-@register("Unsqueeze", 1)
+@register("Unsqueeze", 1, cost=VIEW)
 def unsqueeze_v1(data: np.ndarray, axes: list[int] | None = None) -> np.ndarray:
     return _unsqueeze(data, axes)
 
 
-@register("Unsqueeze", 13)
+@register("Unsqueeze", 13, cost=VIEW)
 def unsqueeze_v13(data: np.ndarray, axes: np.ndarray) -> np.ndarray:
     return _unsqueeze(data, axes)
 
 
-@register("Expand", 8)
+@register("Expand", 8, cost=VIEW)
 def expand(x: np.ndarray, shape: np.ndarray) -> np.ndarray:
     """A read-only broadcast view: no copy until a consumer needs one."""
     return np.broadcast_to(x, np.broadcast_shapes(x.shape, tuple(_ints(shape))))
 
 
-@register("Tile", 6)
+@register("Tile", 6, cost=OUTPUT_ONLY)
 def tile(x: np.ndarray, repeats: np.ndarray) -> np.ndarray:
     return np.tile(x, _ints(repeats))
 
 
-@register("Shape", 1)
+@register("Shape", 1, cost=VIEW)
 def shape(data: np.ndarray, start: int = 0, end: int | None = None) -> np.ndarray:
     """``start``/``end`` (opset 15) select a range of dimensions and are clamped like slices."""
     return np.array(data.shape[start:end], dtype=np.int64)
 
 
-@register("Size", 1)
+@register("Size", 1, cost=VIEW)
 def size(data: np.ndarray) -> np.ndarray:
     return np.array(data.size, dtype=np.int64)
 
 
-@register("Trilu", 14)
+@register("Trilu", 14, cost=OUTPUT_ONLY)
 def trilu(x: np.ndarray, k: np.ndarray | None = None, /, *, upper: int = 1) -> np.ndarray:
     diagonal = 0 if k is None else int(k)
     return np.triu(x, diagonal) if upper else np.tril(x, diagonal)
@@ -202,7 +202,7 @@ def _pad(data: np.ndarray, pads: list[int], mode: str, value: object, axes: list
     return np.pad(data, widths, mode=_PAD_MODES[mode])
 
 
-@register("Pad", 2, validate=_validate_pad)
+@register("Pad", 2, validate=_validate_pad, cost=OUTPUT_ONLY)
 def pad_v2(data: np.ndarray, pads: list[int] | None = None, mode: str = "constant",
            value: float = 0.0) -> np.ndarray:
     if pads is None:
@@ -210,7 +210,7 @@ def pad_v2(data: np.ndarray, pads: list[int] | None = None, mode: str = "constan
     return _pad(data, pads, mode, value, None)
 
 
-@register("Pad", 11, validate=_validate_pad)
+@register("Pad", 11, validate=_validate_pad, cost=OUTPUT_ONLY)
 def pad_v11(data: np.ndarray, pads: np.ndarray, constant_value: np.ndarray | None = None,
             axes: np.ndarray | None = None, /, *, mode: str = "constant") -> np.ndarray:
     """Pads as inputs (opset 11); ``axes`` input from opset 18; ``wrap`` mode from opset 19."""
@@ -223,7 +223,7 @@ def _validate_depth_to_space(attrs: dict) -> None:
         raise UnsupportedOp(f"attribute 'mode' = {attrs['mode']!r} (expected DCR or CRD)")
 
 
-@register("DepthToSpace", 1, validate=_validate_depth_to_space)
+@register("DepthToSpace", 1, validate=_validate_depth_to_space, cost=OUTPUT_ONLY)
 def depth_to_space(x: np.ndarray, blocksize: int = 1, mode: str = "DCR") -> np.ndarray:
     n, c, h, w = x.shape
     b = blocksize
@@ -234,7 +234,7 @@ def depth_to_space(x: np.ndarray, blocksize: int = 1, mode: str = "DCR") -> np.n
     return blocks.reshape(n, c // (b * b), h * b, w * b)
 
 
-@register("SpaceToDepth", 1, validate=_validate_depth_to_space)
+@register("SpaceToDepth", 1, validate=_validate_depth_to_space, cost=OUTPUT_ONLY)
 def space_to_depth(x: np.ndarray, blocksize: int = 1, mode: str = "DCR") -> np.ndarray:
     """``mode`` arrived in a later opset; DCR (the only layout before) puts the block offset first."""
     n, c, h, w = x.shape

@@ -11,7 +11,7 @@ import numpy as np
 
 from frame.engine.ops.blocks import map_row_blocks
 from frame.engine.ops.elementwise import as_array, can_reuse, unary_ufunc
-from frame.engine.ops.registry import UnsupportedOp, register
+from frame.engine.ops.registry import OUTPUT_ONLY, VIEW, UnsupportedOp, passes, register
 
 # Rational approximation of erf on [-4, 4] (erf(x) = x * P(x^2) / Q(x^2)), the float32 scheme used by
 # Eigen and XLA; max error about 4e-7 (a few float32 ulps). Outside [-4, 4] erf is +-1 in float32.
@@ -52,13 +52,13 @@ def _float_result(fn, x: np.ndarray, reuse: bool) -> np.ndarray:
     return out
 
 
-@register("Erf", 9, inplace=True)
+@register("Erf", 9, inplace=True, cost=passes(4.0))
 def erf_op(x: np.ndarray, _reuse: bool = False) -> np.ndarray:
     return _float_result(erf, x, _reuse)
 
 
 def _simple(name: str, ufunc: np.ufunc, since: int = 6) -> None:
-    @register(name, since, inplace=True)
+    @register(name, since, inplace=True, cost=OUTPUT_ONLY)
     def kernel(x: np.ndarray, _reuse: bool = False) -> np.ndarray:
         return unary_ufunc(ufunc, x, _reuse)
 
@@ -78,29 +78,29 @@ for _name, _ufunc in (
 _simple("Not", np.logical_not, since=1)
 
 
-@register("IsNaN", 9)
+@register("IsNaN", 9, cost=OUTPUT_ONLY)
 def isnan(x: np.ndarray) -> np.ndarray:
     return as_array(np.isnan(x))
 
 
-@register("IsInf", 10)
+@register("IsInf", 10, cost=OUTPUT_ONLY)
 def isinf(x: np.ndarray, detect_negative: int = 1, detect_positive: int = 1) -> np.ndarray:
     return as_array(np.isinf(x) & (((x > 0) & bool(detect_positive)) | ((x < 0) & bool(detect_negative))))
 
 
-@register("Identity", 1)
+@register("Identity", 1, cost=VIEW)
 def identity(x: np.ndarray) -> np.ndarray:
     """Returns the input itself: arrays are never mutated unless the runtime says they die."""
     return x
 
 
-@register("Dropout", 7)
+@register("Dropout", 7, cost=VIEW)
 def dropout_v7(x: np.ndarray, ratio: float = 0.5, _num_outputs: int = 1) -> np.ndarray | tuple[np.ndarray, ...]:
     """Inference: identity (``ratio`` is an attribute until opset 12), plus an all-true mask if asked."""
     return x if _num_outputs == 1 else (x, np.ones(x.shape, dtype=bool))
 
 
-@register("Dropout", 12)
+@register("Dropout", 12, cost=VIEW)
 def dropout(x: np.ndarray, ratio: np.ndarray | None = None, training_mode: np.ndarray | None = None, /,
             *, seed: int = 0, _num_outputs: int = 1) -> np.ndarray | tuple[np.ndarray, ...]:
     """Inference: identity, and an all-true mask for the optional second output."""
@@ -118,39 +118,39 @@ def _sigmoid(x: np.ndarray, out: np.ndarray | None) -> np.ndarray:
         return np.reciprocal(result, out=result)
 
 
-@register("Sigmoid", 6, inplace=True)
+@register("Sigmoid", 6, inplace=True, cost=OUTPUT_ONLY)
 def sigmoid(x: np.ndarray, _reuse: bool = False) -> np.ndarray:
     return _float_result(_sigmoid, x, _reuse)
 
 
-@register("Relu", 6, inplace=True)
+@register("Relu", 6, inplace=True, cost=OUTPUT_ONLY)
 def relu(x: np.ndarray, _reuse: bool = False) -> np.ndarray:
     if _reuse and can_reuse(x, x.shape, x.dtype):
         return np.maximum(x, 0, out=x)
     return as_array(np.maximum(x, np.zeros((), x.dtype)))
 
 
-@register("LeakyRelu", 6)
+@register("LeakyRelu", 6, cost=OUTPUT_ONLY)
 def leaky_relu(x: np.ndarray, alpha: float = 0.01) -> np.ndarray:
     return as_array(np.where(x < 0, x * np.asarray(alpha, x.dtype), x))
 
 
-@register("Elu", 6)
+@register("Elu", 6, cost=OUTPUT_ONLY)
 def elu(x: np.ndarray, alpha: float = 1.0) -> np.ndarray:
     return as_array(np.where(x < 0, np.asarray(alpha, x.dtype) * np.expm1(np.minimum(x, 0)), x))
 
 
-@register("HardSigmoid", 6)
+@register("HardSigmoid", 6, cost=OUTPUT_ONLY)
 def hard_sigmoid(x: np.ndarray, alpha: float = 0.2, beta: float = 0.5) -> np.ndarray:
     return as_array(np.clip(x * np.asarray(alpha, x.dtype) + np.asarray(beta, x.dtype), 0, 1).astype(x.dtype))
 
 
-@register("Softplus", 1)
+@register("Softplus", 1, cost=OUTPUT_ONLY)
 def softplus(x: np.ndarray) -> np.ndarray:
     return as_array(np.logaddexp(x, np.zeros((), x.dtype)))
 
 
-@register("Mish", 18)
+@register("Mish", 18, cost=OUTPUT_ONLY)
 def mish(x: np.ndarray) -> np.ndarray:
     return as_array(x * np.tanh(np.logaddexp(x, np.zeros((), x.dtype))))
 
@@ -179,17 +179,17 @@ def _validate_gelu(attrs: dict) -> None:
         raise UnsupportedOp(f"Gelu attribute 'approximate' = {attrs['approximate']!r} (expected none or tanh)")
 
 
-@register("Gelu", 20, inplace=True, validate=_validate_gelu)
+@register("Gelu", 20, inplace=True, validate=_validate_gelu, cost=passes(4.0))
 def gelu(x: np.ndarray, approximate: str = "none", _reuse: bool = False) -> np.ndarray:
     return _float_result(_gelu_tanh if approximate == "tanh" else _gelu_exact, x, _reuse)
 
 
-@register("Clip", 6)
+@register("Clip", 6, cost=OUTPUT_ONLY)
 def clip_v6(x: np.ndarray, min: float = -3.4028234663852886e38, max: float = 3.4028234663852886e38) -> np.ndarray:
     return as_array(np.clip(x, np.asarray(min, x.dtype), np.asarray(max, x.dtype)))
 
 
-@register("Clip", 11, inplace=True)
+@register("Clip", 11, inplace=True, cost=OUTPUT_ONLY)
 def clip(x: np.ndarray, min: np.ndarray | None = None, max: np.ndarray | None = None, /,
          *, _reuse: bool = False) -> np.ndarray:
     """Bounds are optional inputs from opset 11 on (attributes before)."""
@@ -201,40 +201,40 @@ def clip(x: np.ndarray, min: np.ndarray | None = None, max: np.ndarray | None = 
     return as_array(np.clip(x, low, high, out=out))
 
 
-@register("Selu", 6)
+@register("Selu", 6, cost=OUTPUT_ONLY)
 def selu(x: np.ndarray, alpha: float = 1.67326319217681884765625,
          gamma: float = 1.05070102214813232421875) -> np.ndarray:
     scaled = np.where(x > 0, x, np.asarray(alpha, x.dtype) * np.expm1(np.minimum(x, 0)))
     return as_array((np.asarray(gamma, x.dtype) * scaled).astype(x.dtype, copy=False))
 
 
-@register("HardSwish", 14)
+@register("HardSwish", 14, cost=OUTPUT_ONLY)
 def hard_swish(x: np.ndarray) -> np.ndarray:
     return as_array((x * np.clip(x / np.asarray(6, x.dtype) + np.asarray(0.5, x.dtype), 0, 1)).astype(x.dtype))
 
 
-@register("Softsign", 1)
+@register("Softsign", 1, cost=OUTPUT_ONLY)
 def softsign(x: np.ndarray) -> np.ndarray:
     return as_array(x / (np.ones((), x.dtype) + np.abs(x)))
 
 
-@register("ThresholdedRelu", 10)
+@register("ThresholdedRelu", 10, cost=OUTPUT_ONLY)
 def thresholded_relu(x: np.ndarray, alpha: float = 1.0) -> np.ndarray:
     return as_array(np.where(x > np.asarray(alpha, x.dtype), x, np.zeros((), x.dtype)))
 
 
-@register("Celu", 12)
+@register("Celu", 12, cost=OUTPUT_ONLY)
 def celu(x: np.ndarray, alpha: float = 1.0) -> np.ndarray:
     a = np.asarray(alpha, x.dtype)
     return as_array(np.maximum(x, 0) + np.minimum(0, a * np.expm1(x / a)))
 
 
-@register("Shrink", 9)
+@register("Shrink", 9, cost=OUTPUT_ONLY)
 def shrink(x: np.ndarray, bias: float = 0.0, lambd: float = 0.5) -> np.ndarray:
     shifted = np.where(x < -lambd, x + bias, np.where(x > lambd, x - bias, 0))
     return as_array(shifted.astype(x.dtype, copy=False))
 
 
-@register("BitwiseNot", 18)
+@register("BitwiseNot", 18, cost=OUTPUT_ONLY)
 def bitwise_not(x: np.ndarray) -> np.ndarray:
     return as_array(np.invert(x))

@@ -15,7 +15,7 @@ from functools import partial
 
 from frame.engine.graph import Node, consumer_index, producer_index, rewrite_nodes
 from frame.engine.ops.registry import OpSpec
-from frame.engine.passes.sliced_attention import AttentionConfig, sliced_attention
+from frame.engine.passes.sliced_attention import COST, AttentionConfig, sliced_attention
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ def fuse_attention(nodes: list[Node], graph_outputs: set[str], config: Attention
                    softmax_opset: int) -> tuple[list[Node], int]:
     """``nodes`` with every attention pattern fused, and how many were."""
     producer, consumers = producer_index(nodes), consumer_index(nodes)
-    spec = OpSpec("SlicedAttention", 1, partial(sliced_attention, _config=config), DOMAIN)
+    spec = OpSpec("SlicedAttention", 1, partial(sliced_attention, _config=config), DOMAIN, cost=COST)
     removed: set[int] = set()
     replacement: dict[int, Node] = {}
     for end, node in enumerate(nodes):

@@ -24,7 +24,8 @@ import numpy as np
 
 from frame.engine.graph import Node, consumer_index, rewrite_nodes
 from frame.engine.io.weights import WeightRef
-from frame.engine.ops.conv import conv, conv_transpose
+from frame.engine.ops.conv import conv, conv_scratch, conv_transpose
+from frame.engine.ops.cost import Cost, CostQuery
 from frame.engine.ops.registry import OpSpec
 
 log = logging.getLogger(__name__)
@@ -32,6 +33,17 @@ log = logging.getLogger(__name__)
 DOMAIN = "frame.engine"
 _CONV_ATTRS = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides", "output_padding", "output_shape")
 
+
+
+def _scratch(query: CostQuery) -> int:
+    """The conv's temporaries (the affine chain runs in place in its output); a ConvTranspose scatters
+    per tap into the output: nothing beyond it."""
+    if query.attrs.get("transpose"):
+        return 0
+    return conv_scratch(query, query.attrs.get("conv_attrs", query.attrs))
+
+
+COST = Cost(scratch=_scratch)
 
 def _per_channel(shape: tuple[int, ...], rank: int, channels: int) -> bool:
     """Does a constant of ``shape`` broadcast over an output of ``rank`` per channel (axis 1) only?"""
@@ -95,7 +107,7 @@ def fuse_conv_affine(nodes: list[Node], graph_outputs: set[str], weights: dict[s
         inputs = [node.inputs[0], node.inputs[1], node.inputs[2] if len(node.inputs) > 2 else "", *params]
         attrs = {"conv_attrs": {k: v for k, v in node.attrs.items() if k in _CONV_ATTRS}, "chain": tuple(chain),
                  "transpose": node.op_type == "ConvTranspose"}
-        spec = OpSpec("ConvAffine", 1, conv_affine, DOMAIN)
+        spec = OpSpec("ConvAffine", 1, conv_affine, DOMAIN, cost=COST)
         replacement[last] = Node(f"{node.name}/affine", "ConvAffine", DOMAIN, inputs, [value], attrs, spec)
         removed.add(i)
         removed.discard(last)

@@ -36,6 +36,7 @@ import numpy as np
 
 from frame.engine.graph import Node, consumer_index, producer_index, rewrite_nodes
 from frame.engine.io.weights import WeightRef
+from frame.engine.ops.cost import OUTPUT_ONLY, VIEW
 from frame.engine.ops.linalg import gemm
 from frame.engine.ops.registry import OpSpec
 from frame.engine.passes.geglu_kernel import GegluPlan, geglu_ff, shape_without
@@ -249,13 +250,13 @@ def _fused(match: _Match, nodes: list[Node], weights: dict[str, WeightRef]) -> N
               w2.stored, w2.scale, w2.zero_point, match.bias2, *hidden_args, *gate_args, *match.plan.constants]
     out = nodes[match.output]
     return Node(f"{out.name}/geglu", "GegluFF", DOMAIN, inputs, list(out.outputs), {},
-                OpSpec("GegluFF", 1, fn, DOMAIN))
+                OpSpec("GegluFF", 1, fn, DOMAIN, cost=OUTPUT_ONLY))
 
 
 def _shape_node(node: Node, x: str, width: int) -> Node:
     fn = partial(shape_without, _width=width, _shape_fn=_bound(node))
     return Node(f"{node.name}/without_product", "ShapeOfProduct", DOMAIN, [x], list(node.outputs), {},
-                OpSpec("ShapeOfProduct", 1, fn, DOMAIN))
+                OpSpec("ShapeOfProduct", 1, fn, DOMAIN, cost=VIEW))
 
 
 def fuse_geglu(nodes: list[Node], graph_outputs: set[str], weights: dict[str, WeightRef]

@@ -25,6 +25,7 @@ from frame.engine import buffers
 from frame.engine.graph import Node, consumer_index, producer_index, rewrite_nodes
 from frame.engine.io.weights import WeightRef
 from frame.engine.ops.blocks import MIN_PARALLEL_BYTES, run_tasks, workers
+from frame.engine.ops.cost import passes
 from frame.engine.ops.registry import OpSpec
 from frame.engine.ops.unary import erf
 
@@ -74,8 +75,9 @@ def gelu(x: np.ndarray, hidden: np.ndarray | None = None) -> np.ndarray:
     return out
 
 
-GELU_SPEC = OpSpec("Gelu", 1, gelu, DOMAIN)
-GELU_MUL_SPEC = OpSpec("GeluMul", 1, gelu, DOMAIN)
+COST = passes(4.0)  # as the ONNX Gelu: erf, its products and the sum each pass over the values
+GELU_SPEC = OpSpec("Gelu", 1, gelu, DOMAIN, cost=COST)
+GELU_MUL_SPEC = OpSpec("GeluMul", 1, gelu, DOMAIN, cost=COST)
 
 
 def _constant(name: str, weights: dict[str, WeightRef]) -> float | None:

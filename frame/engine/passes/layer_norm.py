@@ -16,6 +16,7 @@ import numpy as np
 
 from frame.engine.graph import Node, consumer_index, producer_index, rewrite_nodes
 from frame.engine.io.weights import WeightRef
+from frame.engine.ops.cost import passes
 from frame.engine.ops.norm import layer_normalization
 from frame.engine.ops.registry import OpSpec
 
@@ -29,7 +30,8 @@ def fused_layer_norm(x: np.ndarray, scale: np.ndarray | None = None, bias: np.nd
     return layer_normalization(x, scale, bias, axis=-1, epsilon=epsilon)
 
 
-SPEC = OpSpec("LayerNormalization", 1, fused_layer_norm, DOMAIN)
+COST = passes(3.5)  # as the ONNX LayerNormalization
+SPEC = OpSpec("LayerNormalization", 1, fused_layer_norm, DOMAIN, cost=COST)
 
 
 def _scalar(name: str, weights: dict[str, WeightRef]) -> float | None:

@@ -33,6 +33,7 @@ as is, so results never change.
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 from functools import partial
 
@@ -43,6 +44,9 @@ from frame.engine.graph import Node, consumer_index, known_value, producer_index
 from frame.engine.io.weights import WeightRef
 from frame.engine.ops import conv as conv_ops
 from frame.engine.ops.blocks import map_row_blocks
+from frame.engine.ops.conv import conv_image_scratch
+from frame.engine.ops.conv_grouped import NARROW_RATIO
+from frame.engine.ops.cost import FLOAT, OUTPUT_ONLY, Cost, CostQuery, Shape, has_dims
 from frame.engine.ops.linalg import float32_operands
 from frame.engine.ops.registry import OpSpec
 from frame.engine.passes.silu import silu, silu_block
@@ -205,6 +209,31 @@ class _Chain:
     beta: str
 
 
+
+def norm_conv_scratch(x: Shape, w: Shape, out: Shape, attrs: dict, full_channels: int | None = None) -> int:
+    """A 3×3 (or strided) conv's band or Winograd layout (``conv_image_scratch``: the normalisation runs
+    in place in the copied rows); a 1×1 conv's normalised block of pixels (``PIXEL_BLOCK_BYTES``); a
+    narrow conv normalises a copy of its input."""
+    if len(x) != 4 or len(w) != 4:
+        return 0
+    c, pixels = x[1], x[2] * x[3]  # type: ignore[operator]
+    strides, pads = list(attrs.get("strides") or [1, 1]), list(attrs.get("pads") or [0, 0, 0, 0])
+    if w[2:] == (1, 1) and strides == [1, 1] and not any(pads):
+        return c * min(max(256, PIXEL_BLOCK_BYTES // (4 * c)), pixels) * FLOAT  # type: ignore[operator]
+    if strides == [1, 1] and w[2] * w[3] > 1 and c >= NARROW_RATIO * (full_channels or w[0]):  # type: ignore[operator]
+        return math.prod(x) * FLOAT  # type: ignore[arg-type]
+    return conv_image_scratch(x, w, out, attrs)
+
+
+def _scratch(query: CostQuery) -> int:
+    x, w, out = query.shape(0), query.shape(1), query.out()
+    if len(query.inputs) < 2 or not (has_dims(x) and has_dims(w) and has_dims(out)):
+        return 0
+    return norm_conv_scratch(x, w, out, query.keywords.get("_attrs", {}))  # type: ignore[arg-type]
+
+
+COST = Cost(scratch=_scratch)
+
 def _only_input(node: Node, name: str) -> str | None:
     """The other operand of a binary Mul/Add whose one operand is ``name``."""
     if node.domain or len(node.inputs) != 2 or name not in node.inputs or node.inputs[0] == node.inputs[1]:
@@ -272,12 +301,12 @@ def _fused(chain: _Chain, nodes: list[Node]) -> tuple[Node, Node]:
     table = f"{conv.name}/group_norm_table"
     stats = Node(f"{norm.name}/group_norm_stats", "GroupNormStats", DOMAIN,
                  [chain.x, chain.target, norm.inputs[1], norm.inputs[2], chain.gamma, chain.beta], [table], {},
-                 OpSpec("GroupNormStats", 1, stats_fn, DOMAIN))
+                 OpSpec("GroupNormStats", 1, stats_fn, DOMAIN, cost=OUTPUT_ONLY))
     conv_fn = partial(norm_conv, _act=chain.act is not None, _conv=partial(conv.spec.fn, **conv.attrs),
                       _attrs=dict(conv.attrs))
     bias = conv.inputs[2] if len(conv.inputs) > 2 else ""
     fused = Node(f"{conv.name}/norm_conv", "NormConv", DOMAIN, [chain.x, conv.inputs[1], bias, table],
-                 list(conv.outputs), {}, OpSpec("NormConv", 1, conv_fn, DOMAIN))
+                 list(conv.outputs), {}, OpSpec("NormConv", 1, conv_fn, DOMAIN, cost=COST))
     return stats, fused
 
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from frame.engine.graph import Node, consumer_index, producer_index, rewrite_nodes
 from frame.engine.ops.blocks import map_row_blocks
+from frame.engine.ops.cost import OUTPUT_ONLY
 from frame.engine.ops.registry import OpSpec
 
 DOMAIN = "frame.engine"
@@ -43,7 +44,7 @@ def silu(x: np.ndarray, _reuse: bool = False) -> np.ndarray:
     return out
 
 
-SILU_SPEC = OpSpec("SiLU", 1, silu, DOMAIN, inplace=True)
+SILU_SPEC = OpSpec("SiLU", 1, silu, DOMAIN, inplace=True, cost=OUTPUT_ONLY)
 
 
 def fuse_silu(nodes: list[Node], graph_outputs: set[str]) -> tuple[list[Node], int]:

@@ -25,6 +25,7 @@ import numpy as np
 
 from frame.engine import buffers
 from frame.engine.ops.blocks import gemm_pieces, run_tasks
+from frame.engine.ops.cost import FLOAT, Cost, CostQuery, has_dims
 
 BLOCK_BYTES = 4 << 20  # per thread: 256 query rows × 4096 keys; 1 MB to 16 MB measured within 5 %
 TRANSPOSED_MAX_KEYS = 256  # fewer keys than this: scores as keys × queries (see the module docstring)
@@ -144,3 +145,25 @@ def _block_transposed(q: np.ndarray, kt: np.ndarray, v: np.ndarray, out: np.ndar
     total = s.sum(axis=1)[..., None]
     np.matmul(s.transpose(0, 2, 1), v, out=out)
     out /= total
+
+
+def _scratch(query: CostQuery) -> int:
+    """One score block (heads × query rows × keys, within the config's budget), for a scalar scale the
+    scaled copy of Q, and with a batch of two the copies of Q, Kᵀ and V that flattening (batch, heads)
+    out of their transposed views makes."""
+    config = query.keywords.get("_config") or AttentionConfig()
+    q, kt = query.shape(0), query.shape(1)
+    if not has_dims(q) or not has_dims(kt) or len(q) < 2 or len(kt) < 2:  # type: ignore[arg-type]
+        return 0
+    n, m = q[-2], kt[-1]  # type: ignore[index]
+    count = math.prod(q[:-2]) if len(q) > 2 else 1  # type: ignore[arg-type, index]
+    operands = [query.shapes.get(name) for name in query.inputs[3:]]
+    scalars = all(has_dims(s) and math.prod(s) == 1 for s in operands)  # type: ignore[arg-type]
+    heads, rows = config.block(count if scalars else 1, n, m, FLOAT)  # type: ignore[arg-type]
+    scaled_q = query.nbytes(query.inputs[0]) if scalars and operands else 0
+    # (batch, heads, ...) operands arrive as transposed views: flattening two leading dims > 1 copies them
+    copies = sum(query.nbytes(name) for name in query.inputs[:3]) if sum(d > 1 for d in q[:-2]) > 1 else 0  # type: ignore[index, operator]
+    return heads * rows * m * FLOAT + scaled_q + copies  # type: ignore[operator]
+
+
+COST = Cost(scratch=_scratch)

@@ -21,13 +21,15 @@ it, released after) plus the Resize's small scales/sizes tensor.
 from __future__ import annotations
 
 import logging
+import math
 from functools import partial
 
 import numpy as np
 
 from frame.engine.graph import Node, consumer_index, known_value, producer_index, rewrite_nodes
 from frame.engine.io.weights import WeightRef
-from frame.engine.ops.conv import upsample2x_conv3x3
+from frame.engine.ops.conv import FUSED_MIN_INPUT_PIXELS, conv_image_scratch, upsample2x_conv3x3
+from frame.engine.ops.cost import FLOAT, Cost, CostQuery, Shape, has_dims
 from frame.engine.ops.registry import OpSpec
 
 log = logging.getLogger(__name__)
@@ -67,6 +69,30 @@ def upsample_conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, sca
     return _conv(upsampled, w, b)
 
 
+
+def upsample_conv_scratch(x: Shape, w: Shape, out: Shape, group: int = 1) -> int:
+    """One output phase (a quarter of the output), the band of its 2×2 conv on the small image and the
+    phase's summed taps; a small image is upsampled whole instead and convolved as a plain conv."""
+    n, c, h, wd = x
+    m = w[0]
+    if h * wd < FUSED_MIN_INPUT_PIXELS:  # type: ignore[operator]
+        upsampled = (n, c, 2 * h, 2 * wd)  # type: ignore[operator]
+        return (math.prod(upsampled) * FLOAT  # type: ignore[arg-type]
+                + conv_image_scratch(upsampled, w, out, {"pads": [1, 1, 1, 1], "group": group}))
+    phase_kernel = (m, w[1], 2, 2)
+    band = conv_image_scratch((1, c, h, wd), phase_kernel, (1, m, h, wd), {"pads": [1, 1, 1, 1], "group": group})
+    return (m * h * wd + math.prod(phase_kernel)) * FLOAT + band  # type: ignore[operator, arg-type]
+
+
+def _scratch(query: CostQuery) -> int:
+    x, w, out = query.shape(0), query.shape(1), query.out()
+    if len(query.inputs) < 2 or not (has_dims(x) and has_dims(w) and has_dims(out)) or len(x) != 4:  # type: ignore[arg-type]
+        return 0
+    return upsample_conv_scratch(x, w, out)  # type: ignore[arg-type]
+
+
+COST = Cost(scratch=_scratch)
+
 def _resize_ok(node: Node) -> bool:
     attrs = node.attrs
     if node.op_type != "Resize" or node.domain or node.spec is None or node.spec.since < 11:
@@ -104,7 +130,7 @@ def _scale_ok(resize: Node, nodes: list[Node], producer: dict[str, int], weights
 def _fused_node(resize: Node, conv: Node) -> Node:
     resize_fn = partial(resize.spec.fn, **resize.attrs)
     conv_fn = partial(conv.spec.fn, **conv.attrs)
-    spec = OpSpec("UpsampleConv", 1, partial(upsample_conv, _resize=resize_fn, _conv=conv_fn), DOMAIN)
+    spec = OpSpec("UpsampleConv", 1, partial(upsample_conv, _resize=resize_fn, _conv=conv_fn), DOMAIN, cost=COST)
     extra = (resize.inputs + ["", "", ""])[2:4]
     bias = conv.inputs[2] if len(conv.inputs) > 2 else ""
     inputs = [resize.inputs[0], conv.inputs[1], bias, *extra]

@@ -25,6 +25,7 @@ else stays as exported.
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 from functools import partial
 
@@ -33,7 +34,12 @@ import numpy as np
 from frame.engine.graph import Node, consumer_index, producer_index, rewrite_nodes
 from frame.engine.io.weights import WeightRef
 from frame.engine.lora.delta import LoraStored
+from frame.engine.ops.conv import conv_image_scratch
+from frame.engine.ops.cost import FLOAT as FLOAT_BYTES
+from frame.engine.ops.cost import Cost, CostQuery, has_dims
 from frame.engine.ops.registry import OpSpec
+from frame.engine.passes.norm_conv import norm_conv_scratch
+from frame.engine.passes.upsample_conv import upsample_conv_scratch
 
 log = logging.getLogger(__name__)
 
@@ -203,6 +209,51 @@ def decoded_weight_items(xs: list[np.ndarray], q: np.ndarray | WeightRows, scale
 STREAM_ROWS_MIN_BYTES = 4 << 20
 
 
+
+def _wrapped(query: CostQuery) -> tuple[str, dict]:
+    """(function name, attributes) of the kernel a DecodedWeight node wraps."""
+    kernel = query.keywords.get("_kernel")
+    func = getattr(kernel, "func", kernel)
+    return getattr(func, "__name__", ""), getattr(kernel, "keywords", {}) or {}
+
+
+def _scratch(query: CostQuery) -> int:
+    """One float32 block of output channels (about ``BLOCK_BYTES``, at least ``MIN_BLOCK_CHANNELS``),
+    that block's part of the output and the wrapped kernel's own scratch for the block; for a
+    row-streamed weight (``query.row_bytes``) its stored block instead while the block is decoded, if
+    larger (``_stored_block`` returns the float32 block and drops it; the previous decoded block is
+    deleted before), so the larger of the two phases counts."""
+    ref = query.weights.get(query.inputs[1]) if len(query.inputs) > 1 else None
+    x, out = query.shape(0), query.out()
+    if ref is None or not has_dims(x) or not has_dims(out) or not ref.shape:
+        return 0
+    name, attrs = _wrapped(query)
+    layout_axis = 1 if name in ("conv_transpose",) or (len(ref.shape) == 2 and name != "gemm") else 0
+    if name == "gemm":
+        layout_axis = 0 if attrs.get("transB", 0) else 1
+    channels = ref.shape[layout_axis]
+    per_channel = max(1, math.prod(ref.shape) // max(channels, 1)) * FLOAT_BYTES
+    step = max(1, MIN_BLOCK_CHANNELS, BLOCK_BYTES // per_channel)
+    blocks = -(-channels // step)
+    block_channels = -(-channels // blocks)
+    block = block_channels * per_channel
+    part = math.prod(out) * block_channels // channels * FLOAT_BYTES if blocks > 1 else 0  # type: ignore[arg-type]
+    w_block = tuple(block_channels if i == layout_axis else d for i, d in enumerate(ref.shape))
+    out_block = tuple(block_channels if i == 1 else d for i, d in enumerate(out))  # type: ignore[arg-type]
+    inner = 0
+    if name == "conv":
+        inner = conv_image_scratch(x, w_block, out_block, attrs)  # type: ignore[arg-type]
+    elif name == "upsample_conv":
+        inner = upsample_conv_scratch(x, w_block, out_block)  # type: ignore[arg-type]
+    elif name == "norm_conv":
+        inner = norm_conv_scratch(x, w_block, out_block, attrs.get("_attrs", {}),  # type: ignore[arg-type]
+                                  attrs.get("_full_channels"))
+    stored_block = query.row_bytes * block_channels // channels
+    return block + max(part + inner, stored_block)
+
+
+COST = Cost(scratch=_scratch)
+
 def stream_weight_rows(steps) -> int:
     """Mark DecodedWeight steps whose stored weight (≥ STREAM_ROWS_MIN_BYTES, output channels on axis 0,
     read only by that step) is read block by block (``WeightRows``) instead of whole before the step.
@@ -272,7 +323,7 @@ def _fused(node: Node, source: _Source, layout: Layout, weights: dict[str, Weigh
         attrs["_full_channels"] = weights[source.stored].shape[0]
     fn = partial(decoded_weight_op, _kernel=partial(node.spec.fn, **attrs), _layout=layout,
                  _quant_axis=source.quant_axis)
-    spec = OpSpec("DecodedWeight", 1, fn, DOMAIN)
+    spec = OpSpec("DecodedWeight", 1, fn, DOMAIN, cost=COST)
     inputs = [node.inputs[0], source.stored, source.scale, source.zero_point, *node.inputs[2:]]  # STORED_INPUTS_END
     return Node(f"{node.name}/decoded_weight", "DecodedWeight", DOMAIN, inputs, list(node.outputs),
                 {}, spec)
@@ -318,7 +369,8 @@ def _rewire_gathers(nodes: list[Node], producer: dict[str, int], weights: dict[s
             continue
         source = _trace(node.inputs[0], nodes, producer, weights, graph_outputs)
         if source is not None and source.float16:
-            spec = OpSpec("Gather", node.spec.since, partial(widened_gather, _kernel=node.spec.fn), "")
+            spec = OpSpec("Gather", node.spec.since, partial(widened_gather, _kernel=node.spec.fn), "",
+                          cost=node.spec.cost)
             rewired[i] = Node(node.name, node.op_type, node.domain, [source.stored, *node.inputs[1:]],
                               list(node.outputs), node.attrs, spec)
     return rewired

@@ -1,4 +1,4 @@
-"""The estimate's conv scratch follows what the engine's Winograd conv allocates."""
+"""The conv scratch the Conv kernel declares follows what the engine's Winograd conv allocates."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 from frame.engine.ops import conv_winograd
-from frame.engine.ops.conv import winograd_layout
-from frame.estimate.scratch import conv_scratch
+from frame.engine.ops.conv import conv_image_scratch, winograd_layout
 
 
 def _traced_peak(x: np.ndarray, w: np.ndarray, out: np.ndarray, layout: conv_winograd.Plan) -> int:
@@ -35,7 +34,7 @@ def test_winograd_scratch_is_what_the_kernel_allocates(channels, outputs, size, 
     w = rng.standard_normal((outputs, channels, 3, 3), dtype=np.float32)
     out = np.empty((outputs, size, size), np.float32)
     peak = _traced_peak(x, w, out, layout)
-    counted = conv_scratch((1, channels, size, size), (outputs, channels, 3, 3), (1, outputs, size, size),
+    counted = conv_image_scratch((1, channels, size, size), (outputs, channels, 3, 3), (1, outputs, size, size),
                            {"pads": [1, 1, 1, 1]})
     assert counted == conv_winograd.scratch_bytes(layout, channels, outputs, (size, size))
     assert abs(counted - peak) <= 0.03 * peak, (counted, peak)
