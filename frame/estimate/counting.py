@@ -2,7 +2,7 @@
 
 ``count_graph(source, input_shapes)`` reads the structure (no weight bytes: the protobuf scanner
 skips them; only small shape constants are read), infers every tensor's shape
-(``frame.estimate.shapes``), costs every standard ONNX node as its kernel declares
+(``frame.engine.counted_shapes``), costs every standard ONNX node as its kernel declares
 (``frame.engine.costs.node_work``), then plans
 the model exactly as ``frame.engine.load_model`` does (same fusions, same fetch/free lists) with a
 provider that never reads, and attributes each node's cost to the engine step that runs it. Per
@@ -24,15 +24,15 @@ from frame.diffusion.guidance_plan import precision_of
 from frame.engine import blas_threads as bt
 from frame.engine import graph as g
 from frame.engine.costs import ATTENTION, CONV, KINDS, MATMUL, Work, node_work, step_scratch
+from frame.engine.counted_shapes import ShapeTable, infer_shapes
 from frame.engine.io.http_settings import HttpSettings
 from frame.engine.io.sources import SourcePool
+from frame.engine.live_buffers import LiveBuffers
 from frame.engine.model import plan_structure, read_structure
 from frame.engine.ops.conv import FUSED_MIN_INPUT_PIXELS
 from frame.engine.passes.sliced_attention import AttentionConfig
 from frame.engine.static_shapes import fill_small_values
 from frame.engine.subgraphs import fetch_order
-from frame.estimate.buffers import LiveBuffers
-from frame.estimate.shapes import ShapeTable, infer_shapes
 from frame.estimate.signature import Signature, step_signature
 
 SMALL_INTEGER_BYTES = 4096  # shape targets, axes, indices

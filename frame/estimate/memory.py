@@ -3,7 +3,7 @@
 peak of one component = BASE_BYTES                       Python, numpy, onnx and frame's engine imported
                       + STRUCTURE_BYTES_PER_NODE × nodes  the loaded graph and its plan
                       + max over steps of
-                          live activations                (``frame.estimate.buffers``)
+                          live activations                (``frame.engine.live_buffers``)
                         + weights held by the step        (fp16 widened unless decoded in the op)
                         + the kernel's scratch            (declared: ``frame.engine.costs``)
                         + provider read-ahead             (below)

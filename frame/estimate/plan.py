@@ -37,12 +37,12 @@ from frame.diffusion import guidance_plan, readahead, vae
 from frame.diffusion.conditioning import pass_sizes, texts_per_pass
 from frame.diffusion.model_info import SDXL
 from frame.diffusion.onnxstream_layout import OnnxStreamFiles
+from frame.engine.counted_shapes import Shape
 from frame.engine.io.http_settings import HttpSettings
 from frame.engine.model import read_structure
 from frame.estimate import memory, vae_memory
 from frame.estimate.choice import minimum_steps
 from frame.estimate.counting import GraphCount, count_graph
-from frame.estimate.shapes import Shape
 
 if TYPE_CHECKING:
     from frame.diffusion.pipeline import Pipeline

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from frame.engine import graph as g
-from frame.estimate.shapes import ShapeTable
+from frame.engine.counted_shapes import ShapeTable
 
 _CONV_KEYS = ("pads", "strides", "dilations", "group")
 KIND_OF = {"conv": "conv", "upsample_conv": "conv", "norm_conv": "conv", "matmul": "matmul", "geglu": "matmul"}

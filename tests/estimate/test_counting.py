@@ -147,9 +147,9 @@ def _profile(source: str, feeds: dict) -> list[dict]:
 def test_shapes_and_parameter_bytes_match_the_onnxruntime_profile(name, tmp_path, monkeypatch):
     """onnxruntime's profile (graph optimisations off) records each node's output shapes and the bytes
     of its constant inputs (except where it pre-packs them): the count's shapes and bytes must agree."""
+    from frame.engine.counted_shapes import infer_shapes
     from frame.engine.model import read_structure
     from frame.engine.static_shapes import fill_small_values
-    from frame.estimate.shapes import infer_shapes
 
     monkeypatch.chdir(tmp_path)
     source = str(ENGINE / name / "model.onnx")

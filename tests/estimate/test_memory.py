@@ -20,11 +20,11 @@ ENGINE = Path(__file__).resolve().parents[1] / "fixtures" / "engine"
 def _live_per_step(source: str, feeds: dict) -> tuple[list[int], list[int]]:
     """(actual, modelled) activation bytes alive after every engine step."""
     from frame.engine import load_model
+    from frame.engine.counted_shapes import infer_shapes
+    from frame.engine.live_buffers import LiveBuffers
     from frame.engine.model import read_structure
     from frame.engine.static_shapes import fill_small_values
     from frame.estimate import counting
-    from frame.estimate.buffers import LiveBuffers
-    from frame.estimate.shapes import infer_shapes
 
     def base(array: np.ndarray) -> np.ndarray:
         while isinstance(array, np.ndarray) and array.base is not None:

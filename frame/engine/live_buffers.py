@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from frame.engine import graph as g
-from frame.estimate.shapes import ShapeTable
+from frame.engine.counted_shapes import ShapeTable
 
 _RESHAPES = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")
 _SLICES = ("Slice", "Split")

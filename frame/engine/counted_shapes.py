@@ -29,8 +29,8 @@ from onnx import helper, numpy_helper
 
 from frame.engine import graph as g
 from frame.engine.io.weights import WeightRef
+from frame.engine.ops.cost import Shape
 
-Shape = tuple[int | None, ...]
 MAX_VALUE_BYTES = 64 << 10
 MAX_ROUNDS = 12
 _NEVER_EVALUATE = ("RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial",
