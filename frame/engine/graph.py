@@ -90,20 +90,6 @@ def consumer_index(nodes: list[Node]) -> dict[str, list[int]]:
     return consumers
 
 
-def known_value(name: str, nodes: list[Node], producer: dict[str, int], weights: dict[str, WeightRef]
-                ) -> np.ndarray | None:
-    """The value of a constant the graph holds (Constant node or inline initializer), else None
-    (a streamed weight's value is only known per run)."""
-    ref = weights.get(name)
-    if ref is not None:
-        return ref.value
-    i = producer.get(name)
-    if i is not None and nodes[i].op_type == "Constant" and not nodes[i].domain:
-        value = nodes[i].attrs.get("value")
-        return value if isinstance(value, np.ndarray) else None
-    return None
-
-
 def rewrite_nodes(nodes: list[Node], replacement: dict[int, Node], removed: set[int]) -> list[Node]:
     """``nodes`` with each replaced position swapped for its fused node and the removed ones dropped."""
     return [replacement.get(i, n) for i, n in enumerate(nodes) if i in replacement or i not in removed]

@@ -13,8 +13,9 @@ from __future__ import annotations
 import logging
 from functools import partial
 
-from frame.engine.graph import Node, consumer_index, producer_index, rewrite_nodes
+from frame.engine.graph import Node
 from frame.engine.ops.registry import OpSpec
+from frame.engine.passes.pattern import GraphIndex, Rewrite
 from frame.engine.passes.sliced_attention import COST, AttentionConfig, sliced_attention
 
 log = logging.getLogger(__name__)
@@ -24,57 +25,48 @@ SCORE_OPS = ("Mul", "Div", "Add")
 PASSTHROUGH = ("Dropout", "Cast")  # identities at inference between Softmax and the second MatMul
 
 
-def _is_identity(node: Node, consumers: dict[str, list[int]], outputs: set[str]) -> bool:
+def _is_identity(node: Node, index: GraphIndex) -> bool:
     """Dropout without training_mode or a used mask; Cast to float32 (what the probabilities are)."""
     if node.op_type == "Cast":
         return node.attrs.get("to") == 1
-    extra = [o for o in node.outputs[1:] if o and (consumers.get(o) or o in outputs)]
+    extra = [o for o in node.outputs[1:] if o and index.is_used(o)]
     return not extra and len([x for x in node.inputs if x]) <= 2
 
 
-def _single_use(name: str, consumers: dict[str, list[int]], outputs: set[str]) -> bool:
-    return len(consumers.get(name, [])) == 1 and name not in outputs
+def _scores(index: GraphIndex, name: str) -> tuple[list[int], list[str], list[str]] | None:
+    """Walk back from a score tensor to the MatMul producing the raw scores: the nodes on the way
+    (that MatMul last), the score ops and their other operands (from the MatMul on)."""
+    j = index.sole_producer(name, "MatMul", *SCORE_OPS)
+    if j is None:
+        return None
+    node = index.nodes[j]
+    if node.op_type == "MatMul":
+        return [j], [], []
+    a, b = node.inputs[0], node.inputs[1]
+    for scores, operand in ((a, b), (b, a)) if node.op_type != "Div" else ((a, b),):
+        if scores == operand:
+            continue
+        found = _scores(index, scores)
+        if found is not None:
+            return [j, *found[0]], [*found[1], node.op_type], [*found[2], operand]
+    return None
 
 
-def _match(end: int, nodes: list[Node], producer: dict[str, int], consumers: dict[str, list[int]],
-           outputs: set[str], softmax_opset: int) -> tuple[list[int], list[str], list[str]] | None:
+def _match(end: int, index: GraphIndex, softmax_opset: int) -> tuple[list[int], list[str], list[str]] | None:
     """Indices of the matched nodes (first MatMul last), score ops and their operands, for the
     final MatMul at ``end``."""
-    def single_producer(name: str, *op_types: str) -> int | None:
-        i = producer.get(name)
-        if i is None or nodes[i].op_type not in op_types or nodes[i].domain or not _single_use(
-                name, consumers, outputs):
-            return None
-        return i
-
-    def chain(name: str) -> tuple[list[int], list[str], list[str]] | None:
-        """Walk back from a score tensor to the MatMul producing the raw scores."""
-        j = single_producer(name, "MatMul", *SCORE_OPS)
-        if j is None:
-            return None
-        node = nodes[j]
-        if node.op_type == "MatMul":
-            return [j], [], []
-        a, b = node.inputs[0], node.inputs[1]
-        for scores, operand in ((a, b), (b, a)) if node.op_type != "Div" else ((a, b),):
-            if scores == operand:
-                continue
-            found = chain(scores)
-            if found is not None:
-                return [j, *found[0]], [*found[1], node.op_type], [*found[2], operand]
-        return None
-
+    nodes = index.nodes
     matched: list[int] = []
-    i = single_producer(nodes[end].inputs[0], "Softmax", *PASSTHROUGH)
+    i = index.sole_producer(nodes[end].inputs[0], "Softmax", *PASSTHROUGH)
     while i is not None and nodes[i].op_type in PASSTHROUGH:
-        if not _is_identity(nodes[i], consumers, outputs):
+        if not _is_identity(nodes[i], index):
             return None
         matched.append(i)
-        i = single_producer(nodes[i].inputs[0], "Softmax", *PASSTHROUGH)
+        i = index.sole_producer(nodes[i].inputs[0], "Softmax", *PASSTHROUGH)
     if i is None or nodes[i].attrs.get("axis", -1 if softmax_opset >= 13 else 1) != -1:
         return None
     matched.append(i)
-    found = chain(nodes[i].inputs[0])
+    found = _scores(index, nodes[i].inputs[0])
     if found is None:
         return None
     return [*matched, *found[0]], found[1], found[2]
@@ -83,24 +75,20 @@ def _match(end: int, nodes: list[Node], producer: dict[str, int], consumers: dic
 def fuse_attention(nodes: list[Node], graph_outputs: set[str], config: AttentionConfig,
                    softmax_opset: int) -> tuple[list[Node], int]:
     """``nodes`` with every attention pattern fused, and how many were."""
-    producer, consumers = producer_index(nodes), consumer_index(nodes)
+    index, rewrite = GraphIndex(nodes, graph_outputs), Rewrite(nodes)
     spec = OpSpec("SlicedAttention", 1, partial(sliced_attention, _config=config), DOMAIN, cost=COST)
-    removed: set[int] = set()
-    replacement: dict[int, Node] = {}
     for end, node in enumerate(nodes):
         if node.op_type != "MatMul" or node.domain:
             continue
-        found = _match(end, nodes, producer, consumers, graph_outputs, softmax_opset)
-        if found is None or removed.intersection(found[0]) or replacement.keys() & set(found[0]):
+        found = _match(end, index, softmax_opset)
+        if found is None or rewrite.taken(found[0]):
             continue
         matched, ops, operands = found
         first = nodes[matched[-1]]
         fused = Node(f"{node.name}/sliced_attention", "SlicedAttention", DOMAIN,
                      [first.inputs[0], first.inputs[1], node.inputs[1], *operands], list(node.outputs),
                      {"score_ops": tuple(ops)}, spec)
-        removed.update(matched)
-        replacement[end] = fused
-    fused_nodes = rewrite_nodes(nodes, replacement, removed)
-    if replacement:
-        log.debug("fused %d attention block(s)", len(replacement))
-    return fused_nodes, len(replacement)
+        rewrite.fuse(end, fused, matched)
+    if rewrite.count:
+        log.debug("fused %d attention block(s)", rewrite.count)
+    return rewrite.result(), rewrite.count

@@ -22,11 +22,12 @@ import logging
 
 import numpy as np
 
-from frame.engine.graph import Node, consumer_index, rewrite_nodes
+from frame.engine.graph import Node
 from frame.engine.io.weights import WeightRef
 from frame.engine.ops.conv import conv, conv_scratch, conv_transpose
 from frame.engine.ops.cost import Cost, CostQuery
 from frame.engine.ops.registry import OpSpec
+from frame.engine.passes.pattern import GraphIndex, Rewrite, other_operand
 
 log = logging.getLogger(__name__)
 
@@ -53,11 +54,6 @@ def _per_channel(shape: tuple[int, ...], rank: int, channels: int) -> bool:
     return all(d == 1 for i, d in enumerate(full) if i != 1) and full[1] in (1, channels)
 
 
-def _single_reader(name: str, consumers: dict[str, list[int]], outputs: set[str]) -> int | None:
-    readers = consumers.get(name, [])
-    return readers[0] if len(readers) == 1 and name not in outputs else None
-
-
 def _link(node: Node, value: str, weights: dict[str, WeightRef], rank: int, channels: int):
     """The chain entry for ``node`` applied to ``value``, with its parameter names, or None."""
     if node.domain:
@@ -69,20 +65,16 @@ def _link(node: Node, value: str, weights: dict[str, WeightRef], rank: int, chan
                 or not all(p in weights and weights[p].shape in ((channels,),) for p in params)):
             return None
         return ("bn", float(node.attrs.get("epsilon", 1e-5))), params
-    if node.op_type in ("Mul", "Add") and len(node.inputs) == 2 and value in node.inputs:
-        other = node.inputs[1] if node.inputs[0] == value else node.inputs[0]
-        if other == value or other not in weights or not _per_channel(weights[other].shape, rank, channels):
-            return None
-        return (node.op_type.lower(),), [other]
-    return None
+    other = other_operand(node, value) if node.op_type in ("Mul", "Add") else None
+    if other is None or other not in weights or not _per_channel(weights[other].shape, rank, channels):
+        return None
+    return (node.op_type.lower(),), [other]
 
 
 def fuse_conv_affine(nodes: list[Node], graph_outputs: set[str], weights: dict[str, WeightRef]
                      ) -> tuple[list[Node], int]:
     """``nodes`` with every Conv/ConvTranspose → affine chain fused, and how many were."""
-    consumers = consumer_index(nodes)
-    removed: set[int] = set()
-    replacement: dict[int, Node] = {}
+    index, rewrite = GraphIndex(nodes, graph_outputs, weights), Rewrite(nodes)
     for i, node in enumerate(nodes):
         if node.op_type not in ("Conv", "ConvTranspose") or node.domain or len(node.inputs) < 2:
             continue
@@ -91,29 +83,28 @@ def fuse_conv_affine(nodes: list[Node], graph_outputs: set[str], weights: dict[s
             continue
         channels = weight.shape[0] if node.op_type == "Conv" else weight.shape[1] * node.attrs.get("group", 1)
         rank = len(weight.shape)
-        chain, params, value, last = [], [], node.outputs[0], None
-        j = _single_reader(value, consumers, graph_outputs)
-        while j is not None and j not in removed:
+        chain, params, value, links = [], [], node.outputs[0], []
+        j = index.sole_reader(value)
+        while j is not None and j not in rewrite.removed:
             link = _link(nodes[j], value, weights, rank, channels)
             if link is None:
                 break
             chain.append(link[0])
             params.extend(link[1])
-            removed.add(j)
-            value, last = nodes[j].outputs[0], j
-            j = _single_reader(value, consumers, graph_outputs)
-        if last is None:
+            links.append(j)
+            value = nodes[j].outputs[0]
+            j = index.sole_reader(value)
+        if not links:
             continue
         inputs = [node.inputs[0], node.inputs[1], node.inputs[2] if len(node.inputs) > 2 else "", *params]
         attrs = {"conv_attrs": {k: v for k, v in node.attrs.items() if k in _CONV_ATTRS}, "chain": tuple(chain),
                  "transpose": node.op_type == "ConvTranspose"}
         spec = OpSpec("ConvAffine", 1, conv_affine, DOMAIN, cost=COST)
-        replacement[last] = Node(f"{node.name}/affine", "ConvAffine", DOMAIN, inputs, [value], attrs, spec)
-        removed.add(i)
-        removed.discard(last)
-    if replacement:
-        log.debug("folded %d conv → affine chain(s)", len(replacement))
-    return rewrite_nodes(nodes, replacement, removed), len(replacement)
+        fused = Node(f"{node.name}/affine", "ConvAffine", DOMAIN, inputs, [value], attrs, spec)
+        rewrite.fuse(links[-1], fused, [i, *links[:-1]])
+    if rewrite.count:
+        log.debug("folded %d conv → affine chain(s)", rewrite.count)
+    return rewrite.result(), rewrite.count
 
 
 def _scale_shift(chain, params, channels: int) -> tuple[np.ndarray, np.ndarray]:

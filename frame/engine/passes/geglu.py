@@ -28,18 +28,18 @@ else runs the original kernels on the whole tensors, so the rewrite never change
 from __future__ import annotations
 
 import logging
-import math
 from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
 
-from frame.engine.graph import Node, consumer_index, producer_index, rewrite_nodes
+from frame.engine.graph import Node
 from frame.engine.io.weights import WeightRef
 from frame.engine.ops.cost import OUTPUT_ONLY, VIEW
 from frame.engine.ops.linalg import gemm
 from frame.engine.ops.registry import OpSpec
 from frame.engine.passes.geglu_kernel import GegluPlan, geglu_ff, shape_without
+from frame.engine.passes.pattern import GraphIndex, Rewrite
 from frame.engine.passes.weight_decoding import Layout
 
 log = logging.getLogger(__name__)
@@ -109,123 +109,98 @@ class _Match:
     bias2_cast: int | None = None
 
 
-class _Graph:
-    """Indexes the rewrite walks on."""
-
-    def __init__(self, nodes: list[Node], weights: dict[str, WeightRef], outputs: set[str]) -> None:
-        self.nodes, self.weights, self.outputs = nodes, weights, outputs
-        self.producer = producer_index(nodes)
-        self.consumers = consumer_index(nodes)
-
-    def only_reader(self, name: str) -> int | None:
-        readers = self.consumers.get(name, [])
-        return readers[0] if len(readers) == 1 and name not in self.outputs else None
-
-    def produced_by(self, name: str, op: str) -> int | None:
-        i = self.producer.get(name)
-        return i if i is not None and self.nodes[i].op_type == op and not self.nodes[i].domain else None
-
-    def scalar(self, name: str) -> bool:
-        ref = self.weights.get(name)
-        if ref is not None:
-            return math.prod(ref.shape) == 1
-        i = self.produced_by(name, "Constant")
-        value = self.nodes[i].attrs.get("value") if i is not None else None
-        return isinstance(value, np.ndarray) and value.size == 1
-
-
-def _gate_subgraph(graph: _Graph, start: str, end: str) -> tuple[list[int], list[str]] | None:
+def _gate_subgraph(index: GraphIndex, start: str, end: str) -> tuple[list[int], list[str]] | None:
     """The element-wise nodes computing ``end`` from ``start`` and scalar constants, every value of which
     only they read (``end`` aside); with the constants' names. None if anything else is involved."""
     members: set[int] = set()
     pending = [end]
     while pending:
         name = pending.pop()
-        if name == start or graph.scalar(name):
+        if name == start or index.is_scalar(name):
             continue
-        i = graph.producer.get(name)
+        i = index.producer.get(name)
         if i is None:
             return None
         if i in members:
             continue
-        node = graph.nodes[i]
+        node = index.nodes[i]
         if node.op_type not in ELEMENTWISE or (node.domain and node.op_type != "SiLU") or len(node.outputs) != 1:
             return None
         members.add(i)
         pending += [n for n in node.inputs if n]
-    produced = {graph.nodes[i].outputs[0] for i in members}
+    produced = {index.nodes[i].outputs[0] for i in members}
     for name in produced | {start}:
-        if name != end and (name in graph.outputs or any(u not in members for u in graph.consumers.get(name, []))):
+        if name != end and (name in index.outputs or any(u not in members for u in index.consumers.get(name, []))):
             return None
     if not members:
         return None
-    constants = sorted({n for i in members for n in graph.nodes[i].inputs if n and graph.scalar(n)})
+    constants = sorted({n for i in members for n in index.nodes[i].inputs if n and index.is_scalar(n)})
     return sorted(members), constants
 
 
-def _projection(graph: _Graph, projected: str, slices: set[int]):
+def _projection(index: GraphIndex, projected: str, slices: set[int]):
     """``projected`` = Add(MatMul(x, W1), b1) or Gemm(x, W1, b1), read only by the two Slices and by
     Shape nodes."""
-    if projected in graph.outputs:
+    if projected in index.outputs:
         return None
-    shapes = [k for k in graph.consumers.get(projected, []) if k not in slices]
-    if any(graph.nodes[k].op_type != "Shape" or graph.nodes[k].domain for k in shapes):
+    shapes = [k for k in index.consumers.get(projected, []) if k not in slices]
+    if any(index.nodes[k].op_type != "Shape" or index.nodes[k].domain for k in shapes):
         return None
-    project = graph.producer.get(projected)
-    gemm_found = _matmul_weight(graph.nodes[project], graph.weights) if project is not None else None
+    project = index.producer.get(projected)
+    gemm_found = _matmul_weight(index.nodes[project], index.weights) if project is not None else None
     if gemm_found is not None and gemm_found[1]:  # the Gemm holds b1
-        stored, cast = _bias_source(graph, gemm_found[1], project)
+        stored, cast = _bias_source(index, gemm_found[1], project)
         return (project, None, shapes, gemm_found[0], stored, cast) if stored is not None else None
-    bias_add = graph.produced_by(projected, "Add")
+    bias_add = index.producer_of(projected, "Add")
     if bias_add is None:
         return None
-    inputs = graph.nodes[bias_add].inputs
+    inputs = index.nodes[bias_add].inputs
     for mm_out in inputs:
-        project = graph.producer.get(mm_out)
-        if project is None or graph.only_reader(mm_out) != bias_add:
+        project = index.producer.get(mm_out)
+        if project is None or index.sole_reader(mm_out) != bias_add:
             continue
-        first = _matmul_weight(graph.nodes[project], graph.weights)
+        first = _matmul_weight(index.nodes[project], index.weights)
         bias = [n for n in inputs if n != mm_out]
-        stored, cast = _bias_source(graph, bias[0], bias_add) if len(bias) == 1 else (None, None)
+        stored, cast = _bias_source(index, bias[0], bias_add) if len(bias) == 1 else (None, None)
         if first is not None and not first[1] and stored is not None:
             return project, bias_add, shapes, first[0], stored, cast
     return None
 
 
-def _bias_source(graph: _Graph, name: str, reader: int) -> tuple[str | None, int | None]:
+def _bias_source(index: GraphIndex, name: str, reader: int) -> tuple[str | None, int | None]:
     """The bias initializer behind ``name``, and the ``Cast(to=FLOAT)`` between them if any: fp16
     exports (``frame model convert --weights fp16``, optimum's ``--fp16``) widen every bias through one,
     which hid all 70 GEGLU blocks of the fp16 SDXL UNet from this rewrite (the kernel widens the bias)."""
-    if name in graph.weights:
+    if name in index.weights:
         return name, None
-    cast = graph.produced_by(name, "Cast")
-    if (cast is None or graph.nodes[cast].attrs.get("to") != 1 or graph.only_reader(name) != reader
-            or graph.nodes[cast].inputs[0] not in graph.weights):
+    cast = index.producer_of(name, "Cast")
+    if (cast is None or index.nodes[cast].attrs.get("to") != 1 or index.sole_reader(name) != reader
+            or index.nodes[cast].inputs[0] not in index.weights):
         return None, None
-    return graph.nodes[cast].inputs[0], cast
+    return index.nodes[cast].inputs[0], cast
 
 
-def _match(graph: _Graph, i: int) -> _Match | None:
-    nodes = graph.nodes
-    found_second = _matmul_weight(nodes[i], graph.weights)
-    product = graph.produced_by(nodes[i].inputs[0], "Mul") if found_second is not None else None
-    if product is None or graph.only_reader(nodes[i].inputs[0]) != i:
+def _match(index: GraphIndex, i: int) -> _Match | None:
+    nodes = index.nodes
+    found_second = _matmul_weight(nodes[i], index.weights)
+    product = index.producer_of(nodes[i].inputs[0], "Mul") if found_second is not None else None
+    if product is None or index.sole_reader(nodes[i].inputs[0]) != i:
         return None
     second, bias2_name = found_second
-    bias2, bias2_cast = _bias_source(graph, bias2_name, i) if bias2_name else ("", None)
+    bias2, bias2_cast = _bias_source(index, bias2_name, i) if bias2_name else ("", None)
     if bias2 is None:
         return None
     for hidden_pos in (0, 1):
         hidden_name, gate_out = nodes[product].inputs[hidden_pos], nodes[product].inputs[1 - hidden_pos]
-        hs = graph.produced_by(hidden_name, "Slice")
-        if hs is None or graph.only_reader(hidden_name) != product or graph.only_reader(gate_out) != product:
+        hs = index.producer_of(hidden_name, "Slice")
+        if hs is None or index.sole_reader(hidden_name) != product or index.sole_reader(gate_out) != product:
             continue
         projected = nodes[hs].inputs[0]
-        for gs in graph.consumers.get(projected, []):
+        for gs in index.consumers.get(projected, []):
             if gs == hs or nodes[gs].op_type != "Slice" or nodes[gs].domain or nodes[gs].inputs[0] != projected:
                 continue
-            sub = _gate_subgraph(graph, nodes[gs].outputs[0], gate_out)
-            found = _projection(graph, projected, {hs, gs}) if sub is not None else None
+            sub = _gate_subgraph(index, nodes[gs].outputs[0], gate_out)
+            found = _projection(index, projected, {hs, gs}) if sub is not None else None
             if found is None:
                 continue
             project, bias_add, shapes, first, bias, bias_cast = found
@@ -263,20 +238,17 @@ def fuse_geglu(nodes: list[Node], graph_outputs: set[str], weights: dict[str, We
                ) -> tuple[list[Node], int]:
     """``nodes`` with every GEGLU feed-forward as one GegluFF node (plus the Shape nodes it feeds
     rewritten to not need the projection), and the count."""
-    graph = _Graph(nodes, weights, graph_outputs)
-    replaced: dict[int, Node] = {}
-    removed: set[int] = set()
+    index, rewrite = GraphIndex(nodes, graph_outputs, weights), Rewrite(nodes)
     for i in range(len(nodes)):
-        match = _match(graph, i)
-        if match is None or i in removed:
+        match = _match(index, i)
+        if match is None or i in rewrite.removed:
             continue
-        replaced[i] = _fused(match, nodes, weights)
         x, width = nodes[match.project].inputs[0], weights[match.w1.stored].shape[0 if match.w1.transposed else 1]
         for k in match.shapes:
-            replaced[k] = _shape_node(nodes[k], x, width)
-        removed |= {match.project, *match.slices, *match.gate, match.product}
-        removed |= {k for k in (match.bias_add, match.bias_cast, match.bias2_cast) if k is not None}
-    if replaced:
-        log.debug("fused %d GEGLU feed-forward(s)", len([n for n in replaced.values() if n.op_type == "GegluFF"]))
-    count = len([n for n in replaced.values() if n.op_type == "GegluFF"])
-    return rewrite_nodes(nodes, replaced, removed), count
+            rewrite.replace(k, _shape_node(nodes[k], x, width))
+        optional = (match.bias_add, match.bias_cast, match.bias2_cast)
+        rewrite.fuse(i, _fused(match, nodes, weights), [match.project, *match.slices, *match.gate, match.product,
+                                                        *(k for k in optional if k is not None)])
+    if rewrite.count:
+        log.debug("fused %d GEGLU feed-forward(s)", rewrite.count)
+    return rewrite.result(), rewrite.count

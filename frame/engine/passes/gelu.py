@@ -22,12 +22,13 @@ import math
 import numpy as np
 
 from frame.engine import buffers
-from frame.engine.graph import Node, consumer_index, producer_index, rewrite_nodes
+from frame.engine.graph import Node
 from frame.engine.io.weights import WeightRef
 from frame.engine.ops.blocks import MIN_PARALLEL_BYTES, run_tasks, workers
 from frame.engine.ops.cost import passes
 from frame.engine.ops.registry import OpSpec
 from frame.engine.ops.unary import erf
+from frame.engine.passes.pattern import GraphIndex, Rewrite, other_operand
 
 DOMAIN = "frame.engine"
 # Rows of x per block: erf is ~25 numpy calls per block, so blocks smaller than this spend more on
@@ -80,42 +81,25 @@ GELU_SPEC = OpSpec("Gelu", 1, gelu, DOMAIN, cost=COST)
 GELU_MUL_SPEC = OpSpec("GeluMul", 1, gelu, DOMAIN, cost=COST)
 
 
-def _constant(name: str, weights: dict[str, WeightRef]) -> float | None:
-    ref = weights.get(name)
-    if ref is None or ref.value is None or np.asarray(ref.value).size != 1:
-        return None
-    return float(np.asarray(ref.value).reshape(()))
-
-
-def _other(node: Node, name: str) -> str | None:
-    """The input of a two-input node that is not ``name`` (None if the node does not read it once)."""
-    if len(node.inputs) != 2 or node.inputs.count(name) != 1:
-        return None
-    return node.inputs[1] if node.inputs[0] == name else node.inputs[0]
-
-
-def _match_gelu(erf_at: int, nodes, producer, consumers, weights, outputs) -> tuple[str, list[int], int] | None:
+def _match_gelu(erf_at: int, index: GraphIndex) -> tuple[str, list[int], int] | None:
     """(x, matched node indices, index of the last node) for the GELU around the Erf at ``erf_at``."""
-    def only_reader(name: str) -> int | None:
-        readers = consumers.get(name, [])
-        return readers[0] if len(readers) == 1 and name not in outputs else None
-
-    scale_at = producer.get(nodes[erf_at].inputs[0])
-    if scale_at is None or only_reader(nodes[erf_at].inputs[0]) != erf_at:
+    nodes = index.nodes
+    scale_at = index.producer.get(nodes[erf_at].inputs[0])
+    if scale_at is None or index.sole_reader(nodes[erf_at].inputs[0]) != erf_at:
         return None
     scale = nodes[scale_at]
-    x, constant = scale.inputs[0], _constant(scale.inputs[1], weights) if len(scale.inputs) == 2 else None
+    x, constant = scale.inputs[0], index.scalar(scale.inputs[1]) if len(scale.inputs) == 2 else None
     if scale.domain or constant is None or not (
             (scale.op_type == "Div" and abs(constant - math.sqrt(2)) < 1e-6)
             or (scale.op_type == "Mul" and abs(constant - _SQRT_HALF) < 1e-6)):
         return None
     chain, name, seen = [scale_at, erf_at], nodes[erf_at].outputs[0], {"one": False, "x": False, "half": False}
     while not all(seen.values()):
-        at = only_reader(name)
-        if at is None or nodes[at].domain or nodes[at].op_type not in ("Add", "Mul"):
+        at = index.sole_reader(name, "Add", "Mul")
+        if at is None:
             return None
-        operand = _other(nodes[at], name)
-        value = None if operand is None else _constant(operand, weights)
+        operand = other_operand(nodes[at], name)
+        value = None if operand is None else index.scalar(operand)
         step = ("one" if nodes[at].op_type == "Add" and value == 1.0 else
                 "half" if nodes[at].op_type == "Mul" and value == 0.5 else
                 "x" if nodes[at].op_type == "Mul" and operand == x else None)
@@ -129,30 +113,26 @@ def _match_gelu(erf_at: int, nodes, producer, consumers, weights, outputs) -> tu
 
 def fuse_gelu(nodes: list[Node], graph_outputs: set[str], weights: dict[str, WeightRef]) -> tuple[list[Node], int]:
     """``nodes`` with every erf GELU (and a GEGLU product right after it) as one node, and the count."""
-    producer, consumers = producer_index(nodes), consumer_index(nodes)
-    removed: set[int] = set()
-    replaced: dict[int, Node] = {}
+    index, rewrite = GraphIndex(nodes, graph_outputs, weights), Rewrite(nodes)
     for i, node in enumerate(nodes):
-        if node.op_type != "Erf" or node.domain or i in removed:
+        if node.op_type != "Erf" or node.domain or i in rewrite.removed:
             continue
-        found = _match_gelu(i, nodes, producer, consumers, weights, graph_outputs)
+        found = _match_gelu(i, index)
         if found is None:
             continue
         x, chain, last = found
         out = nodes[last].outputs[0]
-        readers = consumers.get(out, [])
-        if len(readers) == 1 and out not in graph_outputs and nodes[readers[0]].op_type == "Mul" \
-                and not nodes[readers[0]].domain and _other(nodes[readers[0]], out) not in (None, x):
-            product = nodes[readers[0]]
-            hidden = _other(product, out)
-            chain.append(readers[0])
+        reader = index.sole_reader(out, "Mul")
+        if reader is not None and other_operand(nodes[reader], out) not in (None, x):
+            product = nodes[reader]
+            hidden = other_operand(product, out)
+            chain.append(reader)
             fused = Node(f"{product.name}/geglu", "GeluMul", DOMAIN, [x, hidden], list(product.outputs), {},
                          GELU_MUL_SPEC)
         else:
             fused = Node(f"{nodes[last].name}/gelu", "Gelu", DOMAIN, [x], [out], {}, GELU_SPEC)
-        removed.update(chain[:-1])
-        replaced[chain[-1]] = fused
-    return rewrite_nodes(nodes, replaced, removed), len(replaced)
+        rewrite.fuse(chain[-1], fused, chain[:-1])
+    return rewrite.result(), rewrite.count
 
 
 def commute_for_reuse(nodes: list[Node], weights: dict[str, WeightRef], graph_inputs: set[str],

@@ -20,6 +20,7 @@ import logging
 
 from frame.engine.graph import Node
 from frame.engine.io.weights import WeightRef
+from frame.engine.passes.pattern import GraphIndex
 
 log = logging.getLogger(__name__)
 
@@ -51,16 +52,13 @@ def _narrowing_pointwise(node: Node, weights: dict[str, WeightRef]) -> bool:
 def hoist_narrowing_convs(nodes: list[Node], weights: dict[str, WeightRef], graph_inputs: set[str]
                           ) -> tuple[list[Node], int]:
     """``nodes`` with each qualifying conv moved to just after the previous reader of its input."""
-    readers: dict[str, list[int]] = {}
-    for i, node in enumerate(nodes):
-        for name in dict.fromkeys(filter(None, node.inputs)):
-            readers.setdefault(name, []).append(i)
+    index = GraphIndex(nodes)
     moves: dict[int, int] = {}  # node position -> the position it now runs right after
     for i, node in enumerate(nodes):
         if not node.inputs or not _narrowing_pointwise(node, weights):
             continue
         x = node.inputs[0]
-        uses = readers.get(x, [])
+        uses = index.readers(x)
         others = [n for n in node.inputs[1:] if n]
         if x in graph_inputs or uses[-1] != i or len(uses) < 2 or any(n not in weights for n in others):
             continue

@@ -40,7 +40,7 @@ from functools import partial
 import numpy as np
 
 from frame.engine import buffers
-from frame.engine.graph import Node, consumer_index, known_value, producer_index, rewrite_nodes
+from frame.engine.graph import Node
 from frame.engine.io.weights import WeightRef
 from frame.engine.ops import conv as conv_ops
 from frame.engine.ops.blocks import map_row_blocks
@@ -49,6 +49,7 @@ from frame.engine.ops.conv_grouped import NARROW_RATIO
 from frame.engine.ops.cost import FLOAT, OUTPUT_ONLY, Cost, CostQuery, Shape, has_dims
 from frame.engine.ops.linalg import float32_operands
 from frame.engine.ops.registry import OpSpec
+from frame.engine.passes.pattern import GraphIndex, Rewrite, other_operand
 from frame.engine.passes.silu import silu, silu_block
 
 log = logging.getLogger(__name__)
@@ -209,7 +210,6 @@ class _Chain:
     beta: str
 
 
-
 def norm_conv_scratch(x: Shape, w: Shape, out: Shape, attrs: dict, full_channels: int | None = None) -> int:
     """A 3×3 (or strided) conv's band or Winograd layout (``conv_image_scratch``: the normalisation runs
     in place in the copied rows); a 1×1 conv's normalised block of pixels (``PIXEL_BLOCK_BYTES``); a
@@ -234,60 +234,34 @@ def _scratch(query: CostQuery) -> int:
 
 COST = Cost(scratch=_scratch)
 
-def _only_input(node: Node, name: str) -> str | None:
-    """The other operand of a binary Mul/Add whose one operand is ``name``."""
-    if node.domain or len(node.inputs) != 2 or name not in node.inputs or node.inputs[0] == node.inputs[1]:
-        return None
-    return node.inputs[1] if node.inputs[0] == name else node.inputs[0]
 
-
-
-def _match(conv_index: int, nodes: list[Node], producer: dict[str, int], uses: dict[str, int],
-           outputs: set[str], weights: dict[str, WeightRef]) -> _Chain | None:
-    def single(name: str, op: str) -> int | None:
-        j = producer.get(name)
-        if j is None or uses.get(name) != 1 or name in outputs or nodes[j].op_type != op:
-            return None
-        if op not in ("SiLU",) and nodes[j].domain:
-            return None
-        return j
-
+def _match(conv_index: int, index: GraphIndex) -> _Chain | None:
+    nodes = index.nodes
     conv = nodes[conv_index]
     if conv.op_type != "Conv" or conv.domain or len(conv.inputs) < 2 or conv.spec is None:
         return None
-    act = single(conv.inputs[0], "SiLU")
-    add_out = nodes[act].inputs[0] if act is not None else conv.inputs[0]
-    add = single(add_out, "Add")
-    if add is None:
+    act = index.sole_producer(conv.inputs[0], "SiLU", domain=None)
+    add = index.sole_producer(nodes[act].inputs[0] if act is not None else conv.inputs[0], "Add")
+    mul = index.input_from(nodes[add], "Mul") if add is not None else None
+    back = index.input_from(nodes[mul[0]], "Reshape") if mul is not None else None
+    if back is None:
         return None
-    for mul_out in nodes[add].inputs:
-        mul = single(mul_out, "Mul")
-        if mul is not None:
-            break
-    else:
-        return None
-    beta = _only_input(nodes[add], mul_out)
-    for back_out in nodes[mul].inputs:
-        back = single(back_out, "Reshape")
-        if back is not None:
-            break
-    else:
-        return None
-    gamma = _only_input(nodes[mul], back_out)
-    norm = single(nodes[back].inputs[0], "InstanceNormalization")
-    first = single(nodes[norm].inputs[0], "Reshape") if norm is not None else None
+    beta, gamma = other_operand(nodes[add], mul[1]), other_operand(nodes[mul[0]], back[1])
+    norm = index.sole_producer(nodes[back[0]].inputs[0], "InstanceNormalization")
+    first = index.sole_producer(nodes[norm].inputs[0], "Reshape") if norm is not None else None
     if None in (beta, gamma, norm, first) or len(nodes[norm].inputs) != 3:
         return None
     x = nodes[first].inputs[0]
-    shape_of = producer.get(nodes[back].inputs[1]) if len(nodes[back].inputs) > 1 else None
-    if (shape_of is None or nodes[shape_of].op_type != "Shape" or nodes[shape_of].inputs[0] != x
+    reshape_back = nodes[back[0]]
+    shape_of = index.producer_of(reshape_back.inputs[1], "Shape", domain=None) if len(reshape_back.inputs) > 1 else None
+    if (shape_of is None or nodes[shape_of].inputs[0] != x
             or nodes[shape_of].attrs.get("start", 0) != 0 or nodes[shape_of].attrs.get("end") is not None):
         return None
-    target = known_value(nodes[first].inputs[1], nodes, producer, weights)  # streamed: checked per run
+    target = index.value(nodes[first].inputs[1])  # streamed: checked per run
     if nodes[first].attrs.get("allowzero", 0) or (target is not None and (
             target.size != 3 or int(target.reshape(-1)[1]) <= 0 or int(target.reshape(-1)[2]) != -1)):
         return None
-    return _Chain(first, norm, back, mul, add, act, conv_index, x, nodes[first].inputs[1], gamma, beta)
+    return _Chain(first, norm, back[0], mul[0], add, act, conv_index, x, nodes[first].inputs[1], gamma, beta)
 
 
 def _fused(chain: _Chain, nodes: list[Node]) -> tuple[Node, Node]:
@@ -313,23 +287,18 @@ def _fused(chain: _Chain, nodes: list[Node]) -> tuple[Node, Node]:
 def fuse_norm_conv(nodes: list[Node], graph_outputs: set[str], weights: dict[str, WeightRef]
                    ) -> tuple[list[Node], int]:
     """``nodes`` with every GroupNorm → [SiLU] → Conv chain as GroupNormStats + NormConv, and the count."""
-    producer = producer_index(nodes)
-    uses = {name: len(readers) for name, readers in consumer_index(nodes).items()}
-    replaced: dict[int, Node] = {}
-    removed: set[int] = set()
+    index, rewrite = GraphIndex(nodes, graph_outputs, weights), Rewrite(nodes)
     for i in range(len(nodes)):
-        chain = _match(i, nodes, producer, uses, graph_outputs, weights)
+        chain = _match(i, index)
         if chain is None:
             continue
         stats, fused = _fused(chain, nodes)
         # the stats node takes the chain's last place, the Add: γ and β may be computed by nodes between
         # the InstanceNormalization and the Mul (Unsqueeze of a (C,) weight, frame.convert.graphs' or any
         # exporter's valid order), and every input of the chain is there by the Add
-        replaced[chain.add] = stats
-        replaced[chain.conv] = fused
-        removed |= {chain.reshape, chain.instance_norm, chain.reshape_back, chain.mul}
-        if chain.act is not None:
-            removed.add(chain.act)
-    if replaced:
-        log.debug("fused %d GroupNorm -> Conv chain(s)", len(replaced) // 2)
-    return rewrite_nodes(nodes, replaced, removed), len(replaced) // 2
+        rewrite.replace(chain.add, stats)
+        matched = [chain.reshape, chain.instance_norm, chain.reshape_back, chain.mul]
+        rewrite.fuse(chain.conv, fused, matched if chain.act is None else [*matched, chain.act])
+    if rewrite.count:
+        log.debug("fused %d GroupNorm -> Conv chain(s)", rewrite.count)
+    return rewrite.result(), rewrite.count

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from frame.engine.graph import Node, consumer_index, producer_index, rewrite_nodes
+from frame.engine.graph import Node
 from frame.engine.ops.blocks import map_row_blocks
 from frame.engine.ops.cost import OUTPUT_ONLY
 from frame.engine.ops.registry import OpSpec
+from frame.engine.passes.pattern import GraphIndex, Rewrite
 
 DOMAIN = "frame.engine"
 CHUNK = 1 << 16  # elements per block: its 256 KB temporary stays in cache
@@ -49,19 +50,13 @@ SILU_SPEC = OpSpec("SiLU", 1, silu, DOMAIN, inplace=True, cost=OUTPUT_ONLY)
 
 def fuse_silu(nodes: list[Node], graph_outputs: set[str]) -> tuple[list[Node], int]:
     """``nodes`` with each Sigmoid → Mul(x, ·) pair replaced by one SiLU node, and the count."""
-    producer = producer_index(nodes)
-    uses = {name: len(readers) for name, readers in consumer_index(nodes).items()}
-    removed: set[int] = set()
-    replaced: dict[int, Node] = {}
+    index, rewrite = GraphIndex(nodes, graph_outputs), Rewrite(nodes)
     for i, node in enumerate(nodes):
         if node.op_type != "Mul" or node.domain or len(node.inputs) != 2:
             continue
         for x, s in (node.inputs, node.inputs[::-1]):
-            j = producer.get(s)
-            if (j is not None and nodes[j].op_type == "Sigmoid" and not nodes[j].domain
-                    and nodes[j].inputs[0] == x and x != s and uses.get(s) == 1 and s not in graph_outputs):
-                replaced[i] = Node(f"{node.name}/silu", "SiLU", DOMAIN, [x], list(node.outputs), {}, SILU_SPEC)
-                removed.add(j)
+            j = index.sole_producer(s, "Sigmoid")
+            if j is not None and nodes[j].inputs[0] == x and x != s:
+                rewrite.fuse(i, Node(f"{node.name}/silu", "SiLU", DOMAIN, [x], list(node.outputs), {}, SILU_SPEC), [j])
                 break
-    fused = rewrite_nodes(nodes, replaced, removed)
-    return fused, len(replaced)
+    return rewrite.result(), rewrite.count

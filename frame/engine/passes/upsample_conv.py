@@ -26,11 +26,12 @@ from functools import partial
 
 import numpy as np
 
-from frame.engine.graph import Node, consumer_index, known_value, producer_index, rewrite_nodes
+from frame.engine.graph import Node
 from frame.engine.io.weights import WeightRef
 from frame.engine.ops.conv import FUSED_MIN_INPUT_PIXELS, conv_image_scratch, upsample2x_conv3x3
 from frame.engine.ops.cost import FLOAT, Cost, CostQuery, Shape, has_dims
 from frame.engine.ops.registry import OpSpec
+from frame.engine.passes.pattern import GraphIndex, Rewrite
 
 log = logging.getLogger(__name__)
 
@@ -115,10 +116,10 @@ def _conv_ok(node: Node, weights: dict[str, WeightRef]) -> bool:
 
 
 
-def _scale_ok(resize: Node, nodes: list[Node], producer: dict[str, int], weights: dict[str, WeightRef]) -> bool:
+def _scale_ok(resize: Node, index: GraphIndex) -> bool:
     """False only if the scales/sizes are load-time constants that are not ×2 on H and W."""
     names = (resize.inputs + ["", "", ""])[2:4]
-    known = [known_value(n, nodes, producer, weights) if n else np.zeros(0, np.float32) for n in names]
+    known = [index.value(n) if n else np.zeros(0, np.float32) for n in names]
     if any(k is None for k in known):
         return True  # streamed: checked on every run
     scales, sizes = known
@@ -143,24 +144,17 @@ def _fused_node(resize: Node, conv: Node) -> Node:
 def fuse_upsample_conv(nodes: list[Node], graph_outputs: set[str], weights: dict[str, WeightRef]
                        ) -> tuple[list[Node], int]:
     """``nodes`` with every qualifying Resize → Conv pair replaced by one UpsampleConv node, and the count."""
-    producer = producer_index(nodes)
-    uses = {name: len(readers) for name, readers in consumer_index(nodes).items()}
-    removed: set[int] = set()
-    replaced: dict[int, Node] = {}
+    index, rewrite = GraphIndex(nodes, graph_outputs, weights), Rewrite(nodes)
     for i, conv in enumerate(nodes):
         if not conv.inputs or not _conv_ok(conv, weights):
             continue
-        j = producer.get(conv.inputs[0])
-        if j is None or j in removed:
+        j = index.sole_producer(conv.inputs[0], "Resize")
+        if j is None or j in rewrite.removed:
             continue
         resize = nodes[j]
-        middle = conv.inputs[0]
-        if (not _resize_ok(resize) or uses.get(middle) != 1 or middle in graph_outputs
-                or len([o for o in resize.outputs if o]) != 1 or not _scale_ok(resize, nodes, producer, weights)):
+        if not _resize_ok(resize) or len([o for o in resize.outputs if o]) != 1 or not _scale_ok(resize, index):
             continue
-        replaced[i] = _fused_node(resize, conv)
-        removed.add(j)
-    fused = rewrite_nodes(nodes, replaced, removed)
-    if replaced:
-        log.debug("fused %d Resize -> Conv pair(s)", len(replaced))
-    return fused, len(replaced)
+        rewrite.fuse(i, _fused_node(resize, conv), [j])
+    if rewrite.count:
+        log.debug("fused %d Resize -> Conv pair(s)", rewrite.count)
+    return rewrite.result(), rewrite.count

@@ -31,7 +31,7 @@ from functools import partial
 
 import numpy as np
 
-from frame.engine.graph import Node, consumer_index, producer_index, rewrite_nodes
+from frame.engine.graph import Node, rewrite_nodes
 from frame.engine.io.weights import WeightRef
 from frame.engine.lora.delta import LoraStored
 from frame.engine.ops.conv import conv_image_scratch
@@ -39,6 +39,7 @@ from frame.engine.ops.cost import FLOAT as FLOAT_BYTES
 from frame.engine.ops.cost import Cost, CostQuery, has_dims
 from frame.engine.ops.registry import OpSpec
 from frame.engine.passes.norm_conv import norm_conv_scratch
+from frame.engine.passes.pattern import GraphIndex
 from frame.engine.passes.upsample_conv import upsample_conv_scratch
 
 log = logging.getLogger(__name__)
@@ -289,17 +290,15 @@ class _Source:
     float16: bool = False
 
 
-def _trace(name: str, nodes: list[Node], producer: dict[str, int], weights: dict[str, WeightRef],
-           graph_outputs: set[str]) -> _Source | None:
+def _trace(name: str, index: GraphIndex) -> _Source | None:
     """Follow ``name`` back through Cast(to=FLOAT) nodes to a DequantizeLinear of an initializer or to
     a float16 initializer."""
+    weights = index.weights
     while name not in weights:
-        i = producer.get(name)
-        if i is None or name in graph_outputs:
+        i = index.producer_of(name)
+        if i is None or name in index.outputs:
             return None
-        node = nodes[i]
-        if node.domain:
-            return None
+        node = index.nodes[i]
         if node.op_type == "Cast" and node.attrs.get("to") == FLOAT:
             name = node.inputs[0]
             continue
@@ -333,23 +332,22 @@ def fuse_weight_decoding(nodes: list[Node], graph_outputs: set[str], weights: di
                          ) -> tuple[list[Node], int]:
     """``nodes`` with every decodable weight operand fused into its op (see the module docstring),
     and how many ops were fused."""
-    producer = producer_index(nodes)
-    consumers = consumer_index(nodes)
+    index = GraphIndex(nodes, graph_outputs, weights)
     replaced: dict[int, Node] = {}
     fp16_fused: dict[str, set[int]] = {}
     for i, node in enumerate(nodes):
         if len(node.inputs) < 2 or not node.inputs[1] or node.spec is None:
             continue
-        source = _trace(node.inputs[1], nodes, producer, weights, graph_outputs)
+        source = _trace(node.inputs[1], index)
         layout = layout_of(node, len(weights[source.stored].shape)) if source is not None else None
         if layout is None:
             continue
         replaced[i] = _fused(node, source, layout, weights)
         if source.float16:
             fp16_fused.setdefault(source.stored, set()).add(i)
-    rewired = _rewire_gathers(nodes, producer, weights, graph_outputs)
+    rewired = _rewire_gathers(index)
     for name, fused in fp16_fused.items():
-        if _all_uses_fused(name, fused | set(rewired), nodes, consumers):
+        if _all_uses_fused(name, fused | set(rewired), index):
             weights[name].keep_float16 = True
         else:  # another use needs it widened by the executor: leave this weight's ops as exported
             for i in fused:
@@ -360,14 +358,13 @@ def fuse_weight_decoding(nodes: list[Node], graph_outputs: set[str], weights: di
     return rewrite_nodes(nodes, replaced, set()), len(replaced)
 
 
-def _rewire_gathers(nodes: list[Node], producer: dict[str, int], weights: dict[str, WeightRef],
-                    graph_outputs: set[str]) -> dict[int, Node]:
+def _rewire_gathers(index: GraphIndex) -> dict[int, Node]:
     """Gather(Cast(fp16 table)) → Gather(fp16 table): the executor widens only the gathered rows."""
     rewired: dict[int, Node] = {}
-    for i, node in enumerate(nodes):
-        if node.op_type != "Gather" or node.domain or not node.inputs or node.inputs[0] in weights:
+    for i, node in enumerate(index.nodes):
+        if node.op_type != "Gather" or node.domain or not node.inputs or node.inputs[0] in index.weights:
             continue
-        source = _trace(node.inputs[0], nodes, producer, weights, graph_outputs)
+        source = _trace(node.inputs[0], index)
         if source is not None and source.float16:
             spec = OpSpec("Gather", node.spec.since, partial(widened_gather, _kernel=node.spec.fn), "",
                           cost=node.spec.cost)
@@ -382,13 +379,13 @@ def widened_gather(table: np.ndarray, *args, _kernel, **attrs) -> np.ndarray:
     return result.astype(np.float32) if result.dtype == np.float16 else result
 
 
-def _all_uses_fused(name: str, fused: set[int], nodes: list[Node], consumers: dict[str, list[int]]) -> bool:
+def _all_uses_fused(name: str, fused: set[int], index: GraphIndex) -> bool:
     """True if every path from weight ``name`` through Cast nodes ends in a fused (or rewired) node."""
-    for i in consumers.get(name, []):
+    for i in index.consumers.get(name, []):
         if i in fused:
             continue
-        node = nodes[i]
+        node = index.nodes[i]
         if node.op_type != "Cast" or node.domain or not all(
-                _all_uses_fused(out, fused, nodes, consumers) for out in node.outputs if out):
+                _all_uses_fused(out, fused, index) for out in node.outputs if out):
             return False
     return True
