@@ -5,7 +5,12 @@ profiled runs. frame: every executor step is timed (wall, and process CPU time: 
 BLAS workers and the weight prefetch thread count); onnxruntime: its own profiler
 (``enable_profiling``), whose per-node kernel times are wall times (CPU ≈ wall × threads busy).
 Prints one Markdown table by op type (frame's fused steps under their own names: SlicedAttention,
-SiLU, UpsampleConv, ConvAffine, ...), with the whole run's wall and CPU seconds of each side.
+SiLU, UpsampleConv, ConvAffine, ...), with the whole run's wall and CPU seconds of each side. frame's
+"cores busy" is CPU / wall of the op type (1.0 = one core while the others wait) and "idle core-s"
+is threads × wall − CPU: the op types to split over the cores next are those with the most of it.
+On a loaded machine both read as serial; "off-caller CPU %" does not: the share of the op's CPU
+time spent outside the thread that runs the step (time.thread_time), i.e. on the pool's threads
+(and the weight prefetch thread). A kernel split evenly over two threads shows about 50 %.
 
     .venv/bin/python benchmarks/engine_profile.py MODEL.onnx --feeds unet-sd15 [--runs 1]
     .venv/bin/python benchmarks/engine_profile.py MODEL.onnx --feeds unet-sdxl --latent 64
@@ -58,24 +63,26 @@ def _vmhwm_mb() -> float:
 
 def profile_frame(path: str, feeds: dict, runs: int) -> dict:
     sys.path.insert(0, str(ROOT))
-    from frame.engine import load_model
+    from frame.engine import blas_threads, load_model
     from frame.engine.executor import Executor
 
     model = load_model(path)
     model.run(feeds)  # warm-up: page cache, allocator, thread pools
     wall: dict[str, float] = defaultdict(float)
     cpu: dict[str, float] = defaultdict(float)
+    caller: dict[str, float] = defaultdict(float)
     count: dict[str, int] = defaultdict(int)
     faults: dict[str, int] = defaultdict(int)
     original = Executor._run_step
 
     def timed(self, step, env, held=None):
-        start, start_cpu = time.perf_counter(), time.process_time()
+        start, start_cpu, start_own = time.perf_counter(), time.process_time(), time.thread_time()
         start_faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         original(self, step, env, held)
         op = step.node.op_type
         wall[op] += time.perf_counter() - start
         cpu[op] += time.process_time() - start_cpu
+        caller[op] += time.thread_time() - start_own
         faults[op] += resource.getrusage(resource.RUSAGE_SELF).ru_minflt - start_faults
         count[op] += 1
 
@@ -87,9 +94,10 @@ def profile_frame(path: str, feeds: dict, runs: int) -> dict:
         model.run(feeds)
         totals.append((time.perf_counter() - start, time.process_time() - start_cpu))
     Executor._run_step = original
-    return {"ops": {op: [wall[op] / runs, cpu[op] / runs, count[op] // runs, faults[op] // runs] for op in wall},
+    return {"ops": {op: [wall[op] / runs, cpu[op] / runs, count[op] // runs, faults[op] // runs, caller[op] / runs]
+                    for op in wall},
             "total": [sum(t[0] for t in totals) / runs, sum(t[1] for t in totals) / runs],
-            "peak_mb": _vmhwm_mb(), **_usage_since(usage, runs)}
+            "threads": blas_threads.shared().compute_threads(), "peak_mb": _vmhwm_mb(), **_usage_since(usage, runs)}
 
 
 def _usage_since(before, runs: int) -> dict:
@@ -140,17 +148,25 @@ def _table(results: dict) -> None:
     ops = sorted(set(frame["ops"] if frame else ()) | set(ort["ops"] if ort else ()),
                  key=lambda op: -max((frame or {"ops": {}})["ops"].get(op, [0])[0],
                                      (ort or {"ops": {}})["ops"].get(op, [0])[0]))
-    print("| op | frame n | frame wall s | frame CPU s | frame CPU % | frame page faults | ORT n | ORT wall s |")
-    print("|---|---|---|---|---|---|---|---|")
+    threads = frame.get("threads", 1) if frame else 1
+    print("| op | frame n | frame wall s | frame CPU s | frame CPU % | frame cores busy | frame idle core-s "
+          "| frame off-caller CPU % | frame page faults | ORT n | ORT wall s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     frame_cpu = frame["total"][1] if frame else 1
     for op in ops:
         f = frame["ops"].get(op) if frame else None
         o = ort["ops"].get(op) if ort else None
-        cells = ([str(f[2]), f"{f[0]:.3f}", f"{f[1]:.3f}", f"{100 * f[1] / frame_cpu:.1f}", str(f[3])] if f
-                 else ["", "", "", "", ""])
+        cells = ([str(f[2]), f"{f[0]:.3f}", f"{f[1]:.3f}", f"{100 * f[1] / frame_cpu:.1f}",
+                  f"{f[1] / max(f[0], 1e-9):.2f}", f"{max(0.0, threads * f[0] - f[1]):.3f}",
+                  f"{100 * (1 - f[4] / max(f[1], 1e-9)):.0f}", str(f[3])] if f
+                 else ["", "", "", "", "", "", "", ""])
         cells += [str(o[2]), f"{o[0]:.3f}"] if o else ["", ""]
         if (f and f[1] > 0.005) or (o and o[0] > 0.005):
             print(f"| {op} | " + " | ".join(cells) + " |")
+    if frame:
+        idle = sum(max(0.0, threads * f[0] - f[1]) for f in frame["ops"].values())
+        print(f"frame: {threads} threads, {idle:.2f} idle core-s in steps (threads x wall - CPU, summed by op type)")
+    print("load average:", " ".join(open("/proc/loadavg").read().split()[:3]))
     for name, r in results.items():
         print(f"{name}: {r['total'][0]:.2f} s wall, {r['total'][1]:.2f} CPU-s per run (user {r['user_s']:.2f}, "
               f"sys {r['sys_s']:.2f}, {r['minor_faults']} minor page faults), VmHWM {r['peak_mb']:.0f} MB")
@@ -162,7 +178,8 @@ def main() -> None:
     parser.add_argument("--feeds", default="unet-sd15")
     parser.add_argument("--latent", type=int, default=64)
     parser.add_argument("--runs", type=int, default=1)
-    parser.add_argument("--threads", type=int, default=0, help="onnxruntime intra-op threads (0 = default)")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="threads of both runtimes (0 = their defaults: all cores)")
     parser.add_argument("--only", choices=("frame", "onnxruntime"))
     parser.add_argument("--worker", choices=("frame", "onnxruntime"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -180,7 +197,10 @@ def main() -> None:
             continue
         cmd = [sys.executable, __file__, args.model, "--feeds", args.feeds, "--latent", str(args.latent),
                "--runs", str(args.runs), "--threads", str(args.threads), "--worker", runtime]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+        env = dict(os.environ)
+        if args.threads:  # frame's threads follow BLAS's count, read when numpy loads
+            env.update(OPENBLAS_NUM_THREADS=str(args.threads), OMP_NUM_THREADS=str(args.threads))
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if proc.returncode:
             raise SystemExit(f"{runtime} failed:\n{proc.stderr[-3000:]}")
         results[runtime] = json.loads(proc.stdout.strip().splitlines()[-1])

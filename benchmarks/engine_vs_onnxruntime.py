@@ -21,11 +21,14 @@ variable in frame's children only: the BLAS column says which OpenBLAS kernels r
 pins ``OPENBLAS_CORETYPE`` to an older core than it has gives frame's GEMMs a handicap onnxruntime,
 which picks its own kernels, does not share). ``--baseline-tree DIR`` adds a third child per round,
 frame imported from DIR (e.g. ``git archive BASE | tar -x -C DIR``), so an engine change is measured
-before and after in the same run, alternating with onnxruntime. Usage:
+before and after in the same run, alternating with onnxruntime. ``--threads 1,2`` measures each
+thread count in turn and adds each runtime's 1 → 2 thread wall speedup; every line carries the load
+average (the machine may be shared). Usage:
 
     .venv/bin/python benchmarks/engine_vs_onnxruntime.py [--cache DIR] [--models unet,vae_decoder,text_encoder]
     .venv/bin/python benchmarks/engine_vs_onnxruntime.py --models unet,unet_sdxl --rounds 3 --runs 1 \
         --lock /work/locks/bigmem.lock
+    .venv/bin/python benchmarks/engine_vs_onnxruntime.py --models unet,vae_decoder --threads 1,2 --runs 3
 """
 
 from __future__ import annotations
@@ -307,7 +310,11 @@ def _summary(results: list[dict]) -> dict:
             "all_cpu": runs["cpu_s"]}
 
 
-def compare(name: str, args: argparse.Namespace) -> None:
+def _load() -> str:
+    return "load " + " ".join(open("/proc/loadavg").read().split()[:3])
+
+
+def compare(name: str, args: argparse.Namespace) -> dict[str, dict]:
     """``args.rounds`` rounds of one child per runtime (alternating), then medians and ratios."""
     runtimes = ("onnxruntime", BASELINE, "frame") if args.baseline_tree else ("onnxruntime", "frame")
     results: dict[str, list[dict]] = {runtime: [] for runtime in runtimes}
@@ -318,8 +325,8 @@ def compare(name: str, args: argparse.Namespace) -> None:
             results[runtime].append(result)
             outputs[runtime] = out
             print(f"  {name} {runtime}: wall {', '.join(f'{t:.2f}' for t in result['run_s'])} s, CPU "
-                  f"{', '.join(f'{t:.2f}' for t in result['cpu_s'])} s, VmHWM {result['peak_rss_mb']:.0f} MB",
-                  flush=True)
+                  f"{', '.join(f'{t:.2f}' for t in result['cpu_s'])} s, VmHWM {result['peak_rss_mb']:.0f} MB, "
+                  f"threads {args.threads or 'default'}, {_load()}", flush=True)
     summaries = {runtime: _summary(results[runtime]) for runtime in runtimes}
     for runtime, s in summaries.items():
         print(f"{name:<10} {runtime:<12} {s['peak_rss_mb']:>9.0f} {s['run_s']:>8.2f} {s['cpu_s']:>8.2f} "
@@ -330,7 +337,17 @@ def compare(name: str, args: argparse.Namespace) -> None:
         diffs = ", ".join(f"{k} {rel_l2(outputs[runtime][k], want):.1e}" for k, want in outputs["onnxruntime"].items())
         print(f"{name:<10} {runtime}/ORT: peak ×{fr_s['peak_rss_mb'] / ort_s['peak_rss_mb']:.3f}, wall ×"
               f"{fr_s['run_s'] / ort_s['run_s']:.2f}, CPU ×{fr_s['cpu_s'] / ort_s['cpu_s']:.2f}; "
-              f"output rel L2: {diffs}", flush=True)
+              f"output rel L2: {diffs}; threads {args.threads or 'default'}, {_load()}", flush=True)
+    return summaries
+
+
+def speedups(name: str, by_threads: dict[int, dict[str, dict]]) -> None:
+    """Each runtime's wall-time speedup from the fewest to each higher thread count (same run)."""
+    counts = sorted(by_threads)
+    for count in counts[1:]:
+        cells = [f"{runtime} ×{by_threads[counts[0]][runtime]['run_s'] / s['run_s']:.2f}"
+                 for runtime, s in by_threads[count].items()]
+        print(f"{name:<10} wall speedup {counts[0]} → {count} threads: {', '.join(cells)}; {_load()}", flush=True)
 
 
 def main() -> None:
@@ -343,8 +360,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1, help="processes per runtime, alternating; medians of all")
     parser.add_argument("--lock", help="flock file held around each onnxruntime process (e.g. /work/locks/bigmem.lock)")
     parser.add_argument("--weights", default="prefetch", help="frame weights provider")
-    parser.add_argument("--threads", type=int, default=0,
-                        help="compute threads for both runtimes (0 = library defaults: all cores)")
+    parser.add_argument("--threads", default="0",
+                        help="compute threads for both runtimes (0 = library defaults: all cores); a list such "
+                             "as 1,2 measures each count in turn and prints each runtime's speedup between them")
     parser.add_argument("--frame-env", action="append", default=[], metavar="NAME=VALUE",
                         help="environment variable for frame's children only, e.g. OPENBLAS_CORETYPE=SkylakeX "
                              "(OpenBLAS picks its kernels when numpy loads; onnxruntime's MLAS ignores it)")
@@ -356,6 +374,8 @@ def main() -> None:
     parser.add_argument("--latent", type=int, default=64, help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    thread_counts = [int(t) for t in str(args.threads).split(",") if t]
+    args.threads = thread_counts[0]
     if args.worker:
         runtime, name = args.worker
         worker(runtime, name, model_path(name, Path(args.cache), Path(args.sdxl)), args.runs, args.out,
@@ -368,7 +388,12 @@ def main() -> None:
     print(f"{'model':<10} {'runtime':<12} {'VmHWM MB':>9} {'s/run':>8} {'CPU s':>8} {'user':>7} {'sys':>7} "
           f"{'n':>3}  BLAS   (medians)")
     for name in names:
-        compare(name, args)
+        by_threads = {}
+        for count in thread_counts:
+            args.threads = count
+            by_threads[count] = compare(name, args)
+        if len(by_threads) > 1:
+            speedups(name, by_threads)
 
 
 if __name__ == "__main__":

@@ -25,10 +25,10 @@ import numpy as np
 
 SINGLE_THREAD_WORK = 1 << 28  # multiply-adds: ~270M, ~10 ms on one core; SD convs are billions
 GEMM_OPS = ("Conv", "ConvAffine", "ConvTranspose", "MatMul", "Gemm", "UpsampleConv", "NormConv", "SlicedAttention",
-            "DecodedWeight")
+            "DecodedWeight", "GegluFF")
 # Steps whose kernels split their own products (ops.blocks): BLAS stays on one thread for them.
 SELF_SPLITTING_OPS = frozenset({"Conv", "ConvAffine", "MatMul", "Gemm", "UpsampleConv", "NormConv", "SlicedAttention",
-                                "DecodedWeight"})
+                                "DecodedWeight", "GegluFF"})
 
 
 def gemm_work(op_type: str, args: list) -> int:

@@ -182,8 +182,8 @@ def _wrapped_name(node: g.Node) -> str:
 def _inherits_one_thread(steps: list[g.Step], table: ShapeTable) -> list[bool]:
     """Per step: whether it runs its products with BLAS left on one thread by an earlier step. The
     engine (``frame.engine.blas_threads``) holds BLAS on one thread for its self-splitting kernels,
-    fits it to the work for other GEMM steps, and leaves it as it is for every other op (GegluFF's
-    products included), from its default count at the start of a run."""
+    fits it to the work for other GEMM steps, and leaves it as it is for every other op,
+    from its default count at the start of a run."""
     one, inherited = False, []
     for step in steps:
         op = step.node.op_type

@@ -166,3 +166,28 @@ def test_the_exported_unets_feed_forwards_are_blocked_not_taken_by_the_gelu_fusi
     for kind, blocks in (("sd15", 4), ("sdxl", 8)):
         with load_model(pipelines / kind / "model" / "unet" / "model.onnx") as model:
             assert model.rewrites["geglu"] == blocks, kind
+
+
+@pytest.mark.parametrize("pieces", [2, 3, 4])
+@pytest.mark.parametrize("options", [{}, {"weights": "uint8"}, {"linear": "gemm", "weights": "fp16"}])
+def test_split_over_threads_is_bitwise_the_one_thread_result(tmp_path, monkeypatch, small_blocks, pieces, options):
+    """Token rows split into 2-4 shares (11 tokens: uneven shares), every share on its own thread,
+    give exactly the one-share result."""
+    import threading
+
+    path, feeds = geglu_model(tmp_path, tokens=11, **options)
+    with load_model(path) as model:
+        monkeypatch.setattr(geglu_kernel, "gemm_pieces", lambda work: 1)
+        single = model.run(feeds)["y"]
+        names = set()
+        original = geglu_kernel._block
+
+        def spy(*args):
+            names.add(threading.current_thread().name)
+            original(*args)
+
+        monkeypatch.setattr(geglu_kernel, "_block", spy)
+        monkeypatch.setattr(geglu_kernel, "gemm_pieces", lambda work: pieces)
+        split = model.run(feeds)["y"]
+    assert any(name.startswith("frame-ops") for name in names) and len(names) >= 2
+    np.testing.assert_array_equal(split, single)

@@ -57,15 +57,18 @@ def workers() -> int:
 def run_tasks(tasks: Sequence[Callable[[], None]]) -> None:
     """Run independent ``tasks``: all but the last on the pool, the last in the caller (which would
     otherwise only wait). Inside a pool thread they run one after another (no nested hand-off, which
-    could wait on itself)."""
+    could wait on itself); the caller's own task counts as one too, so a kernel it calls does not
+    split again and queue pieces behind the other shares."""
     if len(tasks) < 2 or getattr(_local, "in_pool", False):
         for task in tasks:
             task()
         return
     jobs = [_executor().submit(task) for task in tasks[:-1]]
+    _local.in_pool = True
     try:
         tasks[-1]()
     finally:
+        _local.in_pool = False
         for job in jobs:
             job.result()
 
@@ -116,7 +119,9 @@ def map_row_blocks(fn: Callable[[np.ndarray, np.ndarray], None], x: np.ndarray, 
     """Call ``fn(x_block, out_block)`` over blocks of rows of 2-D ``x`` / ``out``; returns ``out``.
 
     ``out`` may be ``x`` itself (in place). Blocks are independent, so the order does not matter.
-    Each thread gets one contiguous share of the rows and walks it block by block.
+    Each thread gets one contiguous share of whole blocks and walks it block by block: the blocks
+    are the same rows whatever the thread count, so a ``fn`` whose per-row result depends on the
+    block's other rows (einsum over long rows does) still gives the one-thread answer bit for bit.
     """
     rows, length = x.shape
     per_block = max(1, BLOCK_BYTES // max(1, length * x.itemsize))
@@ -124,5 +129,6 @@ def map_row_blocks(fn: Callable[[np.ndarray, np.ndarray], None], x: np.ndarray, 
     if x.nbytes < MIN_PARALLEL_BYTES or count < 2:
         _run_blocks(fn, x, out, per_block)
         return out
-    run_tasks([lambda s=s, e=e: _run_blocks(fn, x[s:e], out[s:e], per_block) for s, e in _bounds(rows, count)])
+    shares = [(s * per_block, min(e * per_block, rows)) for s, e in _bounds(-(-rows // per_block), count)]
+    run_tasks([lambda s=s, e=e: _run_blocks(fn, x[s:e], out[s:e], per_block) for s, e in shares])
     return out

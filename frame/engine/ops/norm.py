@@ -96,11 +96,24 @@ def log_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
 def layer_normalization(x: np.ndarray, scale: np.ndarray, bias: np.ndarray | None = None, /, *,
                         axis: int = -1, epsilon: float = 1e-5, stash_type: int = 1,
                         _num_outputs: int = 1) -> np.ndarray | tuple[np.ndarray, ...]:
-    """Normalise over dims ``axis..`` (statistics in float32 whatever ``stash_type`` says)."""
+    """Normalise over dims ``axis..`` (statistics in float32 whatever ``stash_type`` says); with one
+    output, in row blocks on the core pool (``map_row_blocks``), the affine applied per block."""
     (x32, scale32, bias32), _ = float32_operands(x, scale, bias)
     axis = axis % x.ndim
     rows = x32.reshape(int(np.prod(x.shape[:axis], dtype=np.int64)), -1)
     y = buffers.empty(x.shape, np.float32)
+    if _num_outputs == 1 and rows.size:  # the statistics stay inside the blocks
+        row_scale = np.broadcast_to(scale32, x.shape[axis:]).reshape(-1)
+        row_bias = None if bias32 is None else np.broadcast_to(bias32, x.shape[axis:]).reshape(-1)
+
+        def block(part: np.ndarray, target: np.ndarray) -> None:
+            _normalize_rows(part, epsilon, out=target)
+            target *= row_scale
+            if row_bias is not None:
+                target += row_bias
+
+        map_row_blocks(block, rows, y.reshape(rows.shape))
+        return y.astype(x.dtype, copy=False)
     _, mean, inv_std = _normalize_rows(rows, epsilon, out=y.reshape(rows.shape))
     y *= scale32
     if bias32 is not None:

@@ -4,17 +4,22 @@ rewrite that builds it, and why it exists, is ``geglu.py`` beside this module.
 ``geglu_ff`` computes ``Σ_J (x · W1[:, hidden J] + b1) * gate(x · W1[:, gate J] + b1) · W2[J, :]`` over
 blocks ``J`` of hidden channels (``BLOCK_BYTES`` of tokens × |J| float32 per temporary), each block's
 weights decoded just before it; a weight stored (out, in) for a Gemm is sliced along its rows.
+Each block's work is split by rows of tokens over the core pool (``blocks.run_tasks``): the weights
+are decoded once, by the calling thread, and each thread runs both products, the gate and the
+second product on its own rows, so the gate's elementwise chain runs on every core too.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
 from frame.engine import buffers
 from frame.engine.graph import Node
+from frame.engine.ops.blocks import gemm_pieces, run_tasks
 from frame.engine.passes.weight_decoding import decode_block
 
 log = logging.getLogger(__name__)
@@ -114,31 +119,48 @@ def geglu_ff(x: np.ndarray, w1: np.ndarray, s1: np.ndarray | None, z1: np.ndarra
     channels = hidden[1]
     tokens = int(np.prod(x.shape[:-1]))
     step = max(MIN_BLOCK_CHANNELS, BLOCK_BYTES // max(1, 4 * tokens))
-    out = None
+    rows = x.reshape(tokens, x.shape[-1])
+    out = buffers.empty((tokens, w2.shape[0 if t2 else 1]))
+    shares = _token_shares(tokens, rows.shape[1] * channels * 3)
     for j0 in range(0, channels, step):
         j1 = min(channels, j0 + step)
-        block_shape = x.shape[:-1] + (j1 - j0,)
-        w = _weight(first, 1, hidden[0] + j0, hidden[0] + j1, _axes[0], t1)
-        h = np.matmul(x, w, out=buffers.empty(block_shape))
-        h += b1[hidden[0] + j0:hidden[0] + j1]
-        w = _weight(first, 1, gate[0] + j0, gate[0] + j1, _axes[0], t1)
-        g = np.matmul(x, w, out=buffers.empty(block_shape))
-        del w
-        g += b1[gate[0] + j0:gate[0] + j1]
-        g = _gate(_plan, g, constants)
-        product = np.multiply(h, g, out=h)  # exact either way round: h·g == g·h in IEEE arithmetic
-        del h, g
-        w2 = _weight(second, 0, j0, j1, _axes[1], t2)
-        if out is None:
-            out = np.matmul(product, w2, out=buffers.empty(x.shape[:-1] + (w2.shape[1],)))
-        else:
-            part = np.matmul(product, w2, out=buffers.empty(out.shape))
-            out += part
-            del part
-        del product
+        weights = (_weight(first, 1, hidden[0] + j0, hidden[0] + j1, _axes[0], t1),
+                   _weight(first, 1, gate[0] + j0, gate[0] + j1, _axes[0], t1),
+                   _weight(second, 0, j0, j1, _axes[1], t2),
+                   b1[hidden[0] + j0:hidden[0] + j1], b1[gate[0] + j0:gate[0] + j1])
+        run_tasks([partial(_block, _plan, constants, rows[s:e], weights, out[s:e], j0 == 0) for s, e in shares])
+        del weights
+    out = out.reshape(x.shape[:-1] + out.shape[-1:])
     if b2 is not None:
         out += b2.astype(np.float32, copy=False)
     return out
+
+
+def _token_shares(tokens: int, work_per_token: int) -> list[tuple[int, int]]:
+    """Rows of tokens per thread: one share per core (``blocks.gemm_pieces``) when the block's products
+    are big, each share running the whole block (products, gate, accumulation) on its own rows, so the
+    temporaries add up to one unsplit block's and every element is computed as without the split."""
+    pieces = max(1, min(gemm_pieces(tokens * work_per_token), tokens))
+    size = -(-tokens // pieces)
+    return [(s, min(s + size, tokens)) for s in range(0, tokens, size)]
+
+
+def _block(plan: GegluPlan, constants: dict[str, np.ndarray], x: np.ndarray, weights: tuple, out: np.ndarray,
+           first: bool) -> None:
+    """One block of hidden channels over the token rows ``x``: ``out (+)= (x·Wh + bh) * gate(x·Wg + bg) · W2``."""
+    wh, wg, w2, bh, bg = weights
+    h = np.matmul(x, wh, out=buffers.empty((x.shape[0], wh.shape[1])))
+    h += bh
+    g = np.matmul(x, wg, out=buffers.empty(h.shape))
+    g += bg
+    g = _gate(plan, g, constants)
+    product = np.multiply(h, g, out=h)  # exact either way round: h·g == g·h in IEEE arithmetic
+    del h, g
+    if first:
+        np.matmul(product, w2, out=out)
+    else:
+        part = np.matmul(product, w2, out=buffers.empty(out.shape))
+        out += part
 
 
 def _unfused(x, first, second, b1, hidden_args, gate_args, constants, plan: GegluPlan, axes,

@@ -55,3 +55,42 @@ def test_forked_child_gets_its_own_thread_pool(tiny_blocks):
 
 def _pool_id_and_softmax_sum(x):
     return id(blocks._executor()), float(resolve("Softmax", 13).fn(x).sum())
+
+
+def _at_threads(monkeypatch, count, fn):
+    with monkeypatch.context() as patch:
+        patch.setattr(blocks, "workers", lambda: count)
+        return fn()
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_map_row_blocks_cuts_the_same_blocks_whatever_the_thread_count(tiny_blocks, monkeypatch, threads):
+    """Each thread's share is whole blocks, so every block holds the same rows as on one thread."""
+    x = np.arange(101 * 37, dtype=np.float32).reshape(101, 37)
+    seen = {}
+
+    def record(block, target):
+        seen.setdefault(count, set()).add((int(block[0, 0]) // 37, block.shape[0]))
+
+    for count in (1, threads):
+        _at_threads(monkeypatch, count, lambda: blocks.map_row_blocks(record, x, np.empty_like(x)))
+    assert seen[1] == seen[threads] and len(seen[1]) > threads
+
+
+@pytest.mark.parametrize("shape, axis", [((2, 41, 37), -1), ((3, 7, 5, 37), 2), ((1, 101, 37), -1)])
+@pytest.mark.parametrize("bias", [True, False])
+def test_layer_norm_on_threads_is_bitwise_the_one_thread_result(tiny_blocks, monkeypatch, shape, axis, bias):
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal(shape) * 3 + 1).astype(np.float32)
+    scale = rng.standard_normal(shape[axis:]).astype(np.float32)
+    b = rng.standard_normal(shape[axis:]).astype(np.float32) if bias else None
+    fn = resolve("LayerNormalization", 17).fn
+    one = _at_threads(monkeypatch, 1, lambda: fn(x, scale, b, axis=axis).copy())
+    for count in (2, 3):
+        np.testing.assert_array_equal(_at_threads(monkeypatch, count, lambda: fn(x, scale, b, axis=axis)), one)
+    mean = x.reshape(-1, scale.size).mean(1, keepdims=True)
+    centred = x.reshape(-1, scale.size) - mean
+    want = centred / np.sqrt((centred ** 2).mean(1, keepdims=True) + 1e-5) * scale.reshape(-1)
+    if bias:
+        want += b.reshape(-1)
+    np.testing.assert_allclose(one.reshape(want.shape), want, rtol=1e-4, atol=1e-4)
