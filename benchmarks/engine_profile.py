@@ -10,7 +10,9 @@ SiLU, UpsampleConv, ConvAffine, ...), with the whole run's wall and CPU seconds 
 is threads × wall − CPU: the op types to split over the cores next are those with the most of it.
 On a loaded machine both read as serial; "off-caller CPU %" does not: the share of the op's CPU
 time spent outside the thread that runs the step (time.thread_time), i.e. on the pool's threads
-(and the weight prefetch thread). A kernel split evenly over two threads shows about 50 %.
+(and the weight prefetch thread). A kernel split evenly over two threads shows about 50 %. "pool
+CPU %" counts the pool's tasks alone (not the prefetch thread); from it the last line derives the
+parallel fraction of frame's step CPU time and the speedup it allows on 2 and 4 cores (Amdahl).
 
     .venv/bin/python benchmarks/engine_profile.py MODEL.onnx --feeds unet-sd15 [--runs 1]
     .venv/bin/python benchmarks/engine_profile.py MODEL.onnx --feeds unet-sdxl --latent 64
@@ -65,24 +67,29 @@ def profile_frame(path: str, feeds: dict, runs: int) -> dict:
     sys.path.insert(0, str(ROOT))
     from frame.engine import blas_threads, load_model
     from frame.engine.executor import Executor
+    from frame.engine.ops import blocks
 
+    pool_cpu = _time_pool_tasks(blocks)
     model = load_model(path)
     model.run(feeds)  # warm-up: page cache, allocator, thread pools
     wall: dict[str, float] = defaultdict(float)
     cpu: dict[str, float] = defaultdict(float)
     caller: dict[str, float] = defaultdict(float)
+    pooled: dict[str, float] = defaultdict(float)
     count: dict[str, int] = defaultdict(int)
     faults: dict[str, int] = defaultdict(int)
     original = Executor._run_step
 
     def timed(self, step, env, held=None):
         start, start_cpu, start_own = time.perf_counter(), time.process_time(), time.thread_time()
+        start_pool = pool_cpu[0]
         start_faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         original(self, step, env, held)
         op = step.node.op_type
         wall[op] += time.perf_counter() - start
         cpu[op] += time.process_time() - start_cpu
         caller[op] += time.thread_time() - start_own
+        pooled[op] += pool_cpu[0] - start_pool
         faults[op] += resource.getrusage(resource.RUSAGE_SELF).ru_minflt - start_faults
         count[op] += 1
 
@@ -94,10 +101,36 @@ def profile_frame(path: str, feeds: dict, runs: int) -> dict:
         model.run(feeds)
         totals.append((time.perf_counter() - start, time.process_time() - start_cpu))
     Executor._run_step = original
-    return {"ops": {op: [wall[op] / runs, cpu[op] / runs, count[op] // runs, faults[op] // runs, caller[op] / runs]
+    return {"ops": {op: [wall[op] / runs, cpu[op] / runs, count[op] // runs, faults[op] // runs, caller[op] / runs,
+                         pooled[op] / runs]
                     for op in wall},
             "total": [sum(t[0] for t in totals) / runs, sum(t[1] for t in totals) / runs],
             "threads": blas_threads.shared().compute_threads(), "peak_mb": _vmhwm_mb(), **_usage_since(usage, runs)}
+
+
+def _time_pool_tasks(blocks) -> list[float]:  # noqa: ANN001
+    """Count the CPU time (time.thread_time) of every task the engine hands to its core pool; returns
+    the running total (a one-item list). Pool tasks finish before the step that made them does."""
+    import threading
+
+    real, total, lock = blocks._executor, [0.0], threading.Lock()
+
+    def timed(fn):
+        def task():
+            start = time.thread_time()
+            try:
+                fn()
+            finally:
+                with lock:
+                    total[0] += time.thread_time() - start
+        return task
+
+    class Timed:
+        def submit(self, fn):
+            return real().submit(timed(fn))
+
+    blocks._executor = Timed
+    return total
 
 
 def _usage_since(before, runs: int) -> dict:
@@ -150,26 +183,39 @@ def _table(results: dict) -> None:
                                      (ort or {"ops": {}})["ops"].get(op, [0])[0]))
     threads = frame.get("threads", 1) if frame else 1
     print("| op | frame n | frame wall s | frame CPU s | frame CPU % | frame cores busy | frame idle core-s "
-          "| frame off-caller CPU % | frame page faults | ORT n | ORT wall s |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "| frame off-caller CPU % | frame pool CPU % | frame page faults | ORT n | ORT wall s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     frame_cpu = frame["total"][1] if frame else 1
     for op in ops:
         f = frame["ops"].get(op) if frame else None
         o = ort["ops"].get(op) if ort else None
         cells = ([str(f[2]), f"{f[0]:.3f}", f"{f[1]:.3f}", f"{100 * f[1] / frame_cpu:.1f}",
                   f"{f[1] / max(f[0], 1e-9):.2f}", f"{max(0.0, threads * f[0] - f[1]):.3f}",
-                  f"{100 * (1 - f[4] / max(f[1], 1e-9)):.0f}", str(f[3])] if f
-                 else ["", "", "", "", "", "", "", ""])
+                  f"{100 * (1 - f[4] / max(f[1], 1e-9)):.0f}", f"{100 * f[5] / max(f[1], 1e-9):.0f}", str(f[3])]
+                 if f else [""] * 9)
         cells += [str(o[2]), f"{o[0]:.3f}"] if o else ["", ""]
         if (f and f[1] > 0.005) or (o and o[0] > 0.005):
             print(f"| {op} | " + " | ".join(cells) + " |")
     if frame:
         idle = sum(max(0.0, threads * f[0] - f[1]) for f in frame["ops"].values())
         print(f"frame: {threads} threads, {idle:.2f} idle core-s in steps (threads x wall - CPU, summed by op type)")
+        _amdahl(frame["ops"], threads)
     print("load average:", " ".join(open("/proc/loadavg").read().split()[:3]))
     for name, r in results.items():
         print(f"{name}: {r['total'][0]:.2f} s wall, {r['total'][1]:.2f} CPU-s per run (user {r['user_s']:.2f}, "
               f"sys {r['sys_s']:.2f}, {r['minor_faults']} minor page faults), VmHWM {r['peak_mb']:.0f} MB")
+
+
+def _amdahl(ops: dict, threads: int) -> None:
+    """The parallel fraction p of frame's step CPU time (pool tasks' CPU × threads / (threads − 1): the
+    caller runs one share of every split itself) and the speedup it allows on 2 and 4 cores (Amdahl)."""
+    if threads < 2:
+        return
+    cpu = sum(f[1] for f in ops.values())
+    parallel = min(cpu, sum(f[5] for f in ops.values()) * threads / (threads - 1))
+    p = parallel / max(cpu, 1e-9)
+    cells = [f"{n} cores ×{1 / ((1 - p) + p / n):.2f} (efficiency {1 / ((1 - p) + p / n) / n:.2f})" for n in (2, 4)]
+    print(f"frame: parallel fraction of step CPU {p:.3f}; Amdahl speedup " + ", ".join(cells))
 
 
 def main() -> None:
