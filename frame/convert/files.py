@@ -32,8 +32,7 @@ from frame.convert.lora_merge import merging_reader
 from frame.convert.policy import Policy, plan
 from frame.convert.progress import ByteProgress
 from frame.convert.quantize import Scheme
-from frame.convert.rewrite import Report, rewrite
-from frame.convert.storage import ExternalData
+from frame.convert.rewrite import Report, write_rewritten
 from frame.engine.errors import ModelFormatError
 from frame.engine.io.protobuf_index import scan_model
 from frame.engine.io.sources import LocalSource
@@ -117,22 +116,9 @@ def _convert_into(source: Source, onnx_path: Path, data_path: Path, data_name: s
                          f"{MIN_QUANT_OPSET}+): re-export the model with a newer opset, or use --weights fp16")
     label = options.weights if options.weights == "fp16" else f"uint8 ({options.scheme.label}, per channel)"
     reader = merging_reader(source.path, source.proto, source.weights, options.loras)
-    try:
-        with open(data_path, "wb") as file:
-            sink = ExternalData(file, data_name)
-            advance = progress.advance if progress is not None else None
-            proto, report = rewrite(source.proto, source.weights, actions, reader, sink, options.scheme,
-                                    advance, label)
-            sink.finish()
-    finally:
-        reader.close()
-    with open(onnx_path, "wb") as file:
-        file.write(proto.SerializeToString())
-        file.flush()
-        os.fsync(file.fileno())
-    if not data_path.stat().st_size:
-        data_path.unlink()
-    return report
+    advance = progress.advance if progress is not None else None
+    return write_rewritten(onnx_path, data_path, data_name, source.proto, source.weights, actions, reader,
+                           options.scheme, advance, label)
 
 
 def convert_file(src: Path | Source, dst: Path, options: Options, progress: ByteProgress | None = None) -> Report:

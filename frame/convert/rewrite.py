@@ -17,8 +17,10 @@ what was done (``frame.weights``).
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -202,3 +204,25 @@ def _set_metadata(model: onnx.ModelProto, label: str) -> None:
     model.metadata_props.extend(entries)
     entry = model.metadata_props.add()
     entry.key, entry.value = METADATA_KEY, label
+
+
+def write_rewritten(onnx_path: Path, data_path: Path, data_name: str, proto: onnx.ModelProto,
+                    weights: dict[str, WeightRef], actions: dict[str, Action], reader: TensorReader,
+                    scheme: Scheme, progress: Callable[[int], None] | None = None, label: str = "") -> Report:
+    """``rewrite`` into ``data_path`` (referenced from the graph as ``data_name``) and the structure
+    into ``onnx_path``, both fsynced; the reader is closed, and a data file nothing went into is
+    removed. The callers (``frame convert`` and the checkpoint import) make the paths atomic."""
+    try:
+        with open(data_path, "wb") as file:
+            sink = ExternalData(file, data_name)
+            out, report = rewrite(proto, weights, actions, reader, sink, scheme, progress, label)
+            sink.finish()
+    finally:
+        reader.close()
+    with open(onnx_path, "wb") as file:
+        file.write(out.SerializeToString())
+        file.flush()
+        os.fsync(file.fileno())
+    if not data_path.stat().st_size:
+        data_path.unlink()
+    return report

@@ -13,7 +13,6 @@ policy and the scheme a conversion uses, and writes the same layout (``model.onn
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -23,8 +22,8 @@ import onnx
 from frame.convert.checkpoint.components import Component, file_position
 from frame.convert.files import DEFAULT_SCHEME, MIN_QUANT_OPSET
 from frame.convert.policy import Policy, plan
-from frame.convert.rewrite import Report, rewrite
-from frame.convert.storage import CHUNK_BYTES, ExternalData
+from frame.convert.rewrite import Report, write_rewritten
+from frame.convert.storage import CHUNK_BYTES
 from frame.engine.io.weights import WeightRef
 from frame.errors import FrameError
 
@@ -119,17 +118,5 @@ def write_graph(model: onnx.ModelProto, component: Component, folder: Path, weig
     label = labels[weights]
     reader = StreamReader(component)
     data_path, onnx_path = folder / "model.onnx_data", folder / "model.onnx"
-    try:
-        with open(data_path, "wb") as file:
-            sink = ExternalData(file, data_path.name)
-            proto, report = rewrite(model, refs, actions, reader, sink, DEFAULT_SCHEME, progress, label)
-            sink.finish()
-    finally:
-        reader.close()
-    with open(onnx_path, "wb") as file:
-        file.write(proto.SerializeToString())
-        file.flush()
-        os.fsync(file.fileno())
-    if not data_path.stat().st_size:
-        data_path.unlink()
-    return report
+    return write_rewritten(onnx_path, data_path, data_path.name, model, refs, actions, reader, DEFAULT_SCHEME,
+                           progress, label)
