@@ -31,6 +31,7 @@ import threading
 import time
 import zlib
 from pathlib import Path
+from typing import BinaryIO
 from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
@@ -125,22 +126,24 @@ class WeightCache:
                 self._make_version_folder(url, version)
             return version.folder
 
+    def _entry(self, url: str, validator: str, offset: int, length: int) -> tuple[_Version, tuple[Path, int] | None]:
+        """This version of ``url`` and its cached ``(path, crc)`` for ``offset..offset+length``, if any."""
+        with self._lock:
+            version = self._version(url, validator)
+            return version, version.entries.get((offset, length))
+
     def read_parts(self, url: str, validator: str, offset: int, length: int,
                    spans: list[tuple[int, int]]) -> list[np.ndarray] | None:
         """``(start, size)`` spans (file offsets) of the cached bytes ``offset..offset+length`` (a token table's
         rows), without loading the rest; None when not cached or found corrupt (then removed). The
         checksum is checked once per process, a chunk at a time."""
-        with self._lock:
-            version = self._version(url, validator)
-            found = version.entries.get((offset, length))
+        version, found = self._entry(url, validator, offset, length)
         if found is None:
             return None
         path, crc = found
         started = time.perf_counter()
         try:
-            with open(path, "rb") as f:
-                if os.fstat(f.fileno()).st_size != length:
-                    raise ValueError(f"has {os.fstat(f.fileno()).st_size} bytes, expected {length}")
+            with _open_sized(path, length) as f:
                 if path not in self._verified:
                     running = 0
                     while chunk := f.read(CHUNK_BYTES):
@@ -212,17 +215,13 @@ class WeightCache:
 
     def load(self, url: str, validator: str, offset: int, length: int) -> np.ndarray | None:
         """The cached bytes, or None when missing or found corrupt (then removed)."""
-        with self._lock:
-            version = self._version(url, validator)
-            found = version.entries.get((offset, length))
+        version, found = self._entry(url, validator, offset, length)
         if found is None:
             return None
         path, crc = found
         started = time.perf_counter()
         try:
-            with open(path, "rb") as f:
-                if os.fstat(f.fileno()).st_size != length:
-                    raise ValueError(f"has {os.fstat(f.fileno()).st_size} bytes, expected {length}")
+            with _open_sized(path, length) as f:
                 buf = np.empty(length, dtype=np.uint8)
                 if f.readinto(memoryview(buf)) != length:
                     raise ValueError("short read")
@@ -291,3 +290,13 @@ class WeightCache:
         label = file_folder / "source.txt"
         if not label.exists():
             write_bytes_atomic(label, (redact_url(url) + "\n").encode())
+
+
+def _open_sized(path: Path, length: int) -> BinaryIO:
+    """``path`` opened for reading, refused (ValueError) unless it holds exactly ``length`` bytes."""
+    f = open(path, "rb")  # noqa: SIM115 - the caller's with-block closes it
+    size = os.fstat(f.fileno()).st_size
+    if size != length:
+        f.close()
+        raise ValueError(f"has {size} bytes, expected {length}")
+    return f
