@@ -7,9 +7,12 @@ memory and its scratch bytes. This module only asks them, for a graph and its sh
 * ``node_work``: one ONNX node's multiply-adds and kind (``conv``, ``matmul``, ``attention``), or for a
   memory-bound op the activation bytes it reads and writes (weights excluded: they are fetched bytes)
   times its declared passes;
-* ``step_scratch``: one planned step's temporary bytes beyond its inputs and output.
+* ``step_scratch``: one planned step's temporary bytes beyond its inputs and output;
+* ``step_share``: the share of its ONNX nodes' multiply-adds a fused step's kernel does;
+* ``step_decoded``: the weight values a step's kernel decodes to float32 per call.
 
-``frame.estimate`` turns these counts into the night's seconds and peak (rates, phases, the Pi).
+``frame.engine.plan_costs`` adds them up for a whole plan; ``frame.estimate`` turns these counts
+into the night's seconds and peak (rates, phases, the Pi).
 """
 
 from __future__ import annotations
@@ -17,10 +20,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from frame.engine import graph as g
-from frame.engine.ops.cost import ATTENTION, CONV, KINDS, MATMUL, OUTPUT_ONLY, CostQuery, Shape, Work, size
+from frame.engine.ops.cost import ATTENTION, CONV, KINDS, MATMUL, OUTPUT_ONLY, Cost, CostQuery, Shape, Work, size
 from frame.engine.ops.registry import declared_cost
 
-__all__ = ["ATTENTION", "CONV", "KINDS", "MATMUL", "Work", "node_work", "step_scratch"]
+__all__ = ["ATTENTION", "CONV", "KINDS", "MATMUL", "Work", "node_work", "step_decoded", "step_scratch", "step_share"]
 
 
 def node_work(node: g.Node, shapes: Mapping[str, Shape], itemsizes: Mapping[str, int], weights: Mapping,
@@ -40,13 +43,37 @@ def node_work(node: g.Node, shapes: Mapping[str, Shape], itemsizes: Mapping[str,
     return Work(None, 0, round(moved * cost.passes))
 
 
+def _step_query(step: g.Step, shapes: Mapping[str, Shape], itemsizes: Mapping[str, int],
+                weights: Mapping) -> CostQuery:
+    node = step.node
+    return CostQuery(node.attrs, node.inputs, node.outputs, shapes, itemsizes, weights,
+                     keywords=getattr(node.spec.fn, "keywords", None) or {},  # type: ignore[union-attr]
+                     row_bytes=step.weight_rows.nbytes if step.weight_rows is not None else 0)
+
+
+def _declared(step: g.Step) -> Cost | None:
+    return step.node.spec.cost if step.node.spec is not None else None
+
+
 def step_scratch(step: g.Step, shapes: Mapping[str, Shape], itemsizes: Mapping[str, int], weights: Mapping) -> int:
     """Temporary bytes of one planned step beyond its inputs and output, as its kernel declares them."""
-    node = step.node
-    cost = node.spec.cost if node.spec is not None else None
+    cost = _declared(step)
     if cost is None or cost.scratch is None:
         return 0
-    query = CostQuery(node.attrs, node.inputs, node.outputs, shapes, itemsizes, weights,
-                      keywords=getattr(node.spec.fn, "keywords", None) or {},  # type: ignore[union-attr]
-                      row_bytes=step.weight_rows.nbytes if step.weight_rows is not None else 0)
-    return cost.scratch(query)
+    return cost.scratch(_step_query(step, shapes, itemsizes, weights))
+
+
+def step_share(step: g.Step, shapes: Mapping[str, Shape], weights: Mapping) -> float:
+    """Share of the ONNX nodes' multiply-adds the step's kernel does (1 unless it declares less)."""
+    cost = _declared(step)
+    if cost is None or cost.share is None:
+        return 1.0
+    return cost.share(_step_query(step, shapes, {}, weights))
+
+
+def step_decoded(step: g.Step, shapes: Mapping[str, Shape], weights: Mapping) -> int:
+    """Stored weight values the step's kernel decodes to float32 per call, as it declares them."""
+    cost = _declared(step)
+    if cost is None or cost.decoded is None:
+        return 0
+    return cost.decoded(_step_query(step, shapes, {}, weights))

@@ -27,6 +27,7 @@ from frame.engine.ops.cost import OUTPUT_ONLY, VIEW, Cost
 from frame.engine.ops.registry import OpSpec
 from frame.engine.passes import (
     conv_affine,
+    geglu,
     geglu_kernel,
     gelu,
     layer_norm,
@@ -105,6 +106,7 @@ FUSED_KERNELS: dict[str, types.FunctionType | Cost] = {
     "cost:output_only": OUTPUT_ONLY,
     "cost:view": VIEW,
     "cost:conv_affine": conv_affine.COST,
+    "cost:geglu": geglu.COST,
     "cost:gelu": gelu.COST,
     "cost:layer_norm": layer_norm.COST,
     "cost:norm_conv": norm_conv.COST,

@@ -34,7 +34,7 @@ Checked against VmHWM per component and for whole renders in ``benchmarks/estima
 
 from __future__ import annotations
 
-from frame.estimate.counting import GraphCount
+from frame.engine.plan_costs import PlanCosts
 from frame.estimate.timing import PROVIDER_BUDGET
 
 MB = 1 << 20
@@ -52,7 +52,7 @@ def provider_for(weights: str, url: bool) -> str:
     return "http" if url and weights == "prefetch" else weights
 
 
-def readahead_bytes(count: GraphCount, provider: str, budget: int | None = None) -> list[int]:
+def readahead_bytes(count: PlanCosts, provider: str, budget: int | None = None) -> list[int]:
     """Bytes the provider may hold read ahead while each step runs (see the module docstring);
     ``budget``: its read-ahead bytes where tonight's differ from its default (``frame.diffusion.readahead``)."""
     budget = budget if budget is not None and BUDGETS.get(provider) else BUDGETS.get(provider, 0)
@@ -77,7 +77,7 @@ def readahead_bytes(count: GraphCount, provider: str, budget: int | None = None)
     return ahead
 
 
-def other_items_bytes(count: GraphCount, items: int) -> list[int]:
+def other_items_bytes(count: PlanCosts, items: int) -> list[int]:
     """Activations the other items of a shared run hold while one item runs each step.
 
     ``Executor.run_shared`` runs step *i* for item 0, frees its dead values, then for item 1: while
@@ -89,7 +89,7 @@ def other_items_bytes(count: GraphCount, items: int) -> list[int]:
     return [(items - 1) * max(b, s.kept_bytes) for b, s in zip(before, count.steps)]
 
 
-def component_peak(count: GraphCount, provider: str = "prefetch", items: int = 1, budget: int | None = None) -> int:
+def component_peak(count: PlanCosts, provider: str = "prefetch", items: int = 1, budget: int | None = None) -> int:
     """Process peak (bytes) while ``count``'s model runs in a fresh worker; ``items`` > 1: that many
     inputs run through each op while its weights are held (the guidance passes' "shared" mode: the
     weights, read-ahead and scratch once, the activations of every item); ``budget``: the provider's

@@ -40,9 +40,10 @@ from frame.diffusion.onnxstream_layout import OnnxStreamFiles
 from frame.engine.counted_shapes import Shape
 from frame.engine.io.http_settings import HttpSettings
 from frame.engine.model import read_structure
+from frame.engine.plan_costs import PlanCosts
 from frame.estimate import memory, vae_memory
 from frame.estimate.choice import minimum_steps
-from frame.estimate.counting import GraphCount, count_graph
+from frame.estimate.counting import count_graph
 
 if TYPE_CHECKING:
     from frame.diffusion.pipeline import Pipeline
@@ -61,7 +62,7 @@ class Run:
 
     phase: str
     name: str
-    count: GraphCount
+    count: PlanCosts
     evaluations: int
     per_step: bool = False
     items: int = 1
@@ -155,7 +156,7 @@ def unet_shapes(declared: dict[str, tuple], batch: int, latent: tuple[int, int])
     return shapes
 
 
-def _count(source, wanted, http: HttpSettings | None) -> GraphCount:  # noqa: ANN001
+def _count(source, wanted, http: HttpSettings | None) -> PlanCosts:  # noqa: ANN001
 
     structure = read_structure(source, http=http)
     return count_graph(source, wanted(declared_inputs(structure)), structure=structure, http=http)
@@ -183,7 +184,7 @@ def _vae_run(pipe: Pipeline, latent: tuple[int, int], tile: int | None, overlap:
     return source, layout.tile, layout.count, note
 
 
-def counted_peaks_mb(unet: GraphCount, url: bool, weights: str = "prefetch") -> tuple[float, float]:
+def counted_peaks_mb(unet: PlanCosts, url: bool, weights: str = "prefetch") -> tuple[float, float]:
     """(one-pass, two-pass) render peaks in MB of this UNet's count (``memory.component_peak`` with one
     and with both guidance passes' activations alive, plus what the render worker holds beside it):
     ``guidance_plan.choose``'s ``counted``, so the mode follows this model's own activations.
@@ -193,7 +194,7 @@ def counted_peaks_mb(unet: GraphCount, url: bool, weights: str = "prefetch") -> 
                  for items in (1, 2))  # type: ignore[return-value]
 
 
-def readahead_budget(count: GraphCount, provider: str, items: int, limit_mb: float | None) -> int | None:
+def readahead_budget(count: PlanCosts, provider: str, items: int, limit_mb: float | None) -> int | None:
     """The component's read-ahead bytes as the render gets them (``frame.diffusion.readahead.choose``
     on its counted render peak with the larger budget; None: the provider's default)."""
     def peak_mb(budget: int) -> float:

@@ -99,7 +99,7 @@ _WRAPPED = {"conv": "Conv", "upsample_conv": "UpsampleConv", "norm_conv": "NormC
 def step_signature(step: g.Step, table: ShapeTable, weights: Mapping, one_thread: bool = False
                    ) -> Signature | None:
     """The signature of a compute-heavy step, or None for memory-bound ones. ``one_thread``: the step
-    runs with BLAS held on one thread by an earlier step (``counting._inherits_one_thread``): its
+    runs with BLAS held on one thread by an earlier step (``frame.engine.plan_costs._inherits_one_thread``): its
     probe must run it so too (GegluFF at two BLAS threads took twice the CPU time)."""
     node = step.node
     op, attrs = node.op_type, node.attrs

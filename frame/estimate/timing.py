@@ -31,9 +31,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from frame.engine.costs import KINDS
+from frame.engine.plan_costs import PlanCosts, StepCost
 from frame.engine.providers.http import HttpPrefetch
 from frame.engine.providers.prefetch import Prefetch
-from frame.estimate.counting import GraphCount, StepCost
 from frame.estimate.machine import Throughput
 
 
@@ -125,7 +125,7 @@ def _budget_start(reader: float, size: int, budget: int, requested: deque[tuple[
     return start
 
 
-def evaluation_time(count: GraphCount, rates: Throughput, read_rate: float | None = None,
+def evaluation_time(count: PlanCosts, rates: Throughput, read_rate: float | None = None,
                     provider: str = "prefetch", first: bool = True, items: int = 1,
                     budget: int | None = None) -> EvaluationTime:
     """One evaluation of ``count`` at ``rates``; weights read at ``read_rate`` through ``provider``

@@ -104,3 +104,18 @@ def test_step_scratch_asks_the_steps_kernel():
     add = Step(Node("a", "Add", "", ["x", "y"], ["z"], {}, add_spec))
     assert step_scratch(conv, shapes, {}, {}) > 0
     assert step_scratch(add, shapes, {}, {}) == 0
+
+
+def test_fused_kernels_declare_their_share_of_the_onnx_work_and_what_they_decode():
+    """The fused upsampling conv does 4/9 of the ONNX conv's multiply-adds on an image big enough to
+    fuse (all of them on a small one); DecodedWeight and GegluFF declare the weight values they decode."""
+    from frame.engine.ops.conv import FUSED_MIN_INPUT_PIXELS
+    from frame.engine.ops.cost import CostQuery
+    from frame.engine.passes import geglu, upsample_conv, weight_decoding
+
+    side = int(FUSED_MIN_INPUT_PIXELS ** 0.5) + 1
+    big = CostQuery({}, ["x", "w"], ["y"], {"x": (1, 4, side, side)})
+    small = CostQuery({}, ["x", "w"], ["y"], {"x": (1, 4, 1, 1)})
+    assert upsample_conv.COST.share(big) == 4 / 9 and upsample_conv.COST.share(small) == 1.0
+    assert weight_decoding.COST.share is not None
+    assert geglu.COST.decoded is not None and weight_decoding.COST.decoded is not None

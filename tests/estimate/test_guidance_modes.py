@@ -56,11 +56,11 @@ def test_shared_guided_sd15_reads_one_unets_weights_per_step_as_the_engine_does(
 
 
 def test_shared_computes_twice_but_overlaps_one_read():
-    from frame.estimate.counting import GraphCount, StepCost
+    from frame.engine.plan_costs import PlanCosts, StepCost
 
     steps = [StepCost("Conv", (10**9, 0, 0), (10**9, 0, 0), 0, 0, (8 << 20,), 1 << 20, 8 << 20, 0)
              for _ in range(4)]
-    count = GraphCount("x", {}, steps, 32 << 20, 4)
+    count = PlanCosts("x", {}, steps, 32 << 20, 4)
     slow = Throughput(1e9, 1e9, 0.0, {"conv": 1e9, "matmul": 1e9, "attention": 1e9}, read_bytes=4e6)
     one = evaluation_time(count, slow, slow.read_bytes, "prefetch")
     two = evaluation_time(count, slow, slow.read_bytes, "prefetch", items=2)

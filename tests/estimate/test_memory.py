@@ -11,8 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from frame.engine.plan_costs import PlanCosts, StepCost
 from frame.estimate import memory
-from frame.estimate.counting import GraphCount, StepCost, count_graph
+from frame.estimate.counting import count_graph
 
 ENGINE = Path(__file__).resolve().parents[1] / "fixtures" / "engine"
 
@@ -22,9 +23,9 @@ def _live_per_step(source: str, feeds: dict) -> tuple[list[int], list[int]]:
     from frame.engine import load_model
     from frame.engine.counted_shapes import infer_shapes
     from frame.engine.live_buffers import LiveBuffers
-    from frame.engine.model import read_structure
+    from frame.engine.model import plan_structure, read_structure
+    from frame.engine.passes.sliced_attention import AttentionConfig
     from frame.engine.static_shapes import fill_small_values
-    from frame.estimate import counting
 
     def base(array: np.ndarray) -> np.ndarray:
         while isinstance(array, np.ndarray) and array.base is not None:
@@ -45,7 +46,7 @@ def _live_per_step(source: str, feeds: dict) -> tuple[list[int], list[int]]:
     structure = read_structure(source)
     fill_small_values(structure.proto, structure.weights)
     table = infer_shapes(structure.proto, structure.weights, structure.nodes, {k: v.shape for k, v in feeds.items()})
-    steps = counting._plan(source, structure, counting.AttentionConfig(None, 16 << 20))
+    steps = plan_structure(structure, AttentionConfig(None, 16 << 20)).steps
     live = LiveBuffers(table, set(structure.weights))
     for name in feeds:
         live.add_input(name)
@@ -65,9 +66,9 @@ def test_live_activations_follow_the_engine_step_by_step(name):
     assert abs(max(actual) - max(modelled)) <= 0.02 * max(actual)
 
 
-def _count(fetches: list[tuple[int, ...]], stored: int = 0) -> GraphCount:
+def _count(fetches: list[tuple[int, ...]], stored: int = 0) -> PlanCosts:
     steps = [StepCost("X", (0, 0, 0), (0, 0, 0), 0, 0, f, 100, 10, 1) for f in fetches]
-    return GraphCount("synthetic", {}, steps, stored, node_count=len(steps))
+    return PlanCosts("synthetic", {}, steps, stored, node_count=len(steps))
 
 
 def test_read_ahead_stops_at_the_budget_and_at_a_weight_bigger_than_it():

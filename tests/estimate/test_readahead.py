@@ -10,8 +10,8 @@ from frame.config import load_config
 from frame.diffusion import load_pipeline, readahead
 from frame.diffusion.guidance_plan import WORKER_EXTRA_MB
 from frame.diffusion.vae_tiles import MARGIN
+from frame.engine.plan_costs import PlanCosts, StepCost
 from frame.estimate import memory
-from frame.estimate.counting import GraphCount, StepCost
 from frame.estimate.machine import Throughput
 from frame.estimate.night import project
 from frame.estimate.plan import NightPlan, Run, build_plan, readahead_budget
@@ -23,17 +23,17 @@ DEFAULT = memory.BUDGETS["prefetch"]
 KINDS = {"conv": 1e9, "matmul": 1e9, "attention": 1e9}
 
 
-def _count(weights_mb: list[int], macs: int = 10**9) -> GraphCount:
+def _count(weights_mb: list[int], macs: int = 10**9) -> PlanCosts:
     """One conv step per weight; each holds 50 MB of live activations."""
     steps = [StepCost("Conv", (macs, 0, 0), (macs, 0, 0), 0, 0, (w * MB,), 50 * MB, 50 * MB, 0) for w in weights_mb]
-    return GraphCount("synthetic", {}, steps, sum(weights_mb) * MB, node_count=len(steps))
+    return PlanCosts("synthetic", {}, steps, sum(weights_mb) * MB, node_count=len(steps))
 
 
 # 20 MB weights: none is read ahead within 16 MB, one is within 32 MB, so the peak grows by 20 MB
 WEIGHTS = [20, 20, 20, 20]
 
 
-def _peak_mb(count: GraphCount, budget: int | None) -> float:
+def _peak_mb(count: PlanCosts, budget: int | None) -> float:
     return (memory.component_peak(count, "prefetch", 1, budget) + memory.PIPELINE_BYTES) / MB
 
 
@@ -77,7 +77,7 @@ def test_the_counted_peak_with_the_chosen_budget_never_passes_the_limit():
             assert (budget is None) == (_peak_grown(count, items) + WORKER_EXTRA_MB > limit * (1 - MARGIN))
 
 
-def _peak_grown(count: GraphCount, items: int) -> float:
+def _peak_grown(count: PlanCosts, items: int) -> float:
     return (memory.component_peak(count, "prefetch", items, readahead.GROWN_BYTES) + memory.PIPELINE_BYTES) / MB
 
 

@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pytest
 
+from frame.engine.plan_costs import StepCost
 from frame.estimate.choice import ESTIMATE_MARGIN, choose_steps, format_duration, minimum_steps
-from frame.estimate.counting import StepCost
 from frame.estimate.machine import Throughput
 from frame.estimate.signature import Signature
 from frame.estimate.timing import simulate, step_compute

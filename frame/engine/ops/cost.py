@@ -13,7 +13,11 @@ code it follows, and ``frame.engine.costs`` (the plan's memory and work count) o
   values, reads them for the variance, scales them in place: 3.5). Views and shape arithmetic move
   no data: ``VIEW`` (0 passes);
 * ``scratch(query)``: the temporary bytes the kernel allocates beyond its inputs and output while
-  it runs (the im2col band, the Winograd tiles, the decoded weight block, the score block).
+  it runs (the im2col band, the Winograd tiles, the decoded weight block, the score block);
+* ``share(query)``: for a fused kernel doing less than the ONNX nodes it replaces define, the share
+  of their multiply-adds it does (an upsampling conv run as four 2×2 phase convs: 4/9); 1 if absent;
+* ``decoded(query)``: the stored weight values the kernel decodes to float32 on every call (fp16 or
+  8-bit weights it keeps as stored); 0 if absent.
 
 ``OUTPUT_ONLY`` (one pass, no multiply-adds, nothing beyond the output) is itself a declaration: the
 registry refuses a kernel that declares nothing, so a new heavy op cannot be undercounted silently.
@@ -115,6 +119,8 @@ class Cost:
     work: Callable[[CostQuery], Work | None] | None = None
     scratch: Callable[[CostQuery], int] | None = None
     passes: float = 1.0
+    share: Callable[[CostQuery], float] | None = None
+    decoded: Callable[[CostQuery], int] | None = None
 
 
 OUTPUT_ONLY = Cost()

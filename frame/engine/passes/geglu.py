@@ -28,6 +28,7 @@ else runs the original kernels on the whole tensors, so the rewrite never change
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 from functools import partial
 
@@ -35,7 +36,7 @@ import numpy as np
 
 from frame.engine.graph import Node
 from frame.engine.io.weights import WeightRef
-from frame.engine.ops.cost import OUTPUT_ONLY, VIEW
+from frame.engine.ops.cost import OUTPUT_ONLY, VIEW, Cost, CostQuery
 from frame.engine.ops.linalg import gemm
 from frame.engine.ops.registry import OpSpec
 from frame.engine.passes.geglu_kernel import GegluPlan, geglu_ff, shape_without
@@ -215,6 +216,18 @@ def _bound(node: Node):
     return partial(node.spec.fn, **node.attrs)
 
 
+def _decoded(query: CostQuery) -> int:
+    """The two projections' weight values (inputs 1 and 5), widened to float32 on every call unless
+    they are float32 already."""
+    if len(query.inputs) <= 5:
+        return 0
+    refs = [query.weights.get(query.inputs[k]) for k in (1, 5)]
+    return sum(math.prod(r.shape) for r in refs if r is not None and r.dtype != np.float32)
+
+
+COST = Cost(passes=OUTPUT_ONLY.passes, decoded=_decoded)
+
+
 def _fused(match: _Match, nodes: list[Node], weights: dict[str, WeightRef]) -> Node:
     hs, gs = (nodes[k] for k in match.slices)
     hidden_args, gate_args = hs.inputs[1:], gs.inputs[1:]
@@ -225,7 +238,7 @@ def _fused(match: _Match, nodes: list[Node], weights: dict[str, WeightRef]) -> N
               w2.stored, w2.scale, w2.zero_point, match.bias2, *hidden_args, *gate_args, *match.plan.constants]
     out = nodes[match.output]
     return Node(f"{out.name}/geglu", "GegluFF", DOMAIN, inputs, list(out.outputs), {},
-                OpSpec("GegluFF", 1, fn, DOMAIN, cost=OUTPUT_ONLY))
+                OpSpec("GegluFF", 1, fn, DOMAIN, cost=COST))
 
 
 def _shape_node(node: Node, x: str, width: int) -> Node:

@@ -92,7 +92,19 @@ def _scratch(query: CostQuery) -> int:
     return upsample_conv_scratch(x, w, out)  # type: ignore[arg-type]
 
 
-COST = Cost(scratch=_scratch)
+def upsample_conv_share(x: Shape | None) -> float:
+    """Share of the ONNX conv's multiply-adds the fused kernel does on input ``x``: each of the four
+    output phases is a 2×2 conv of the small image (4/9), unless the image is too small to fuse."""
+    if not x or len(x) != 4 or any(d is None for d in x):
+        return 1.0
+    return 4 / 9 if x[2] * x[3] >= FUSED_MIN_INPUT_PIXELS else 1.0  # type: ignore[operator]
+
+
+def _share(query: CostQuery) -> float:
+    return upsample_conv_share(query.shape(0))
+
+
+COST = Cost(scratch=_scratch, share=_share)
 
 def _resize_ok(node: Node) -> bool:
     attrs = node.attrs

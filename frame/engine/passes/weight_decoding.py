@@ -40,7 +40,7 @@ from frame.engine.ops.cost import Cost, CostQuery, has_dims
 from frame.engine.ops.registry import OpSpec
 from frame.engine.passes.norm_conv import norm_conv_scratch
 from frame.engine.passes.pattern import GraphIndex
-from frame.engine.passes.upsample_conv import upsample_conv_scratch
+from frame.engine.passes.upsample_conv import upsample_conv_scratch, upsample_conv_share
 
 log = logging.getLogger(__name__)
 
@@ -253,7 +253,18 @@ def _scratch(query: CostQuery) -> int:
     return block + max(part + inner, stored_block)
 
 
-COST = Cost(scratch=_scratch)
+def _share(query: CostQuery) -> float:
+    """The wrapped kernel's share of the ONNX multiply-adds (a wrapped upsampling conv: 4/9)."""
+    return upsample_conv_share(query.shape(0)) if "upsample" in _wrapped(query)[0] else 1.0
+
+
+def _decoded(query: CostQuery) -> int:
+    """The whole weight (input 1), decoded block by block on every call."""
+    ref = query.weights.get(query.inputs[1]) if len(query.inputs) > 1 else None
+    return math.prod(ref.shape) if ref is not None else 0
+
+
+COST = Cost(scratch=_scratch, share=_share, decoded=_decoded)
 
 def stream_weight_rows(steps) -> int:
     """Mark DecodedWeight steps whose stored weight (≥ STREAM_ROWS_MIN_BYTES, output channels on axis 0,
