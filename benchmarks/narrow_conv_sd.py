@@ -1,6 +1,6 @@
 """SD's two convs on the narrow-conv path (issue 14): their time, and the full-size VAE decoder's peak.
 
-The narrow kernel (``ops.conv_grouped.narrow_conv2d``: dense, stride 1, at least ``NARROW_RATIO``
+The narrow kernel (``ops.conv_im2col.narrow_conv2d``: dense, stride 1, at least ``NARROW_RATIO``
 times more input than output channels) takes SD's output convs, UNet ``conv_out`` (320 -> 4) and VAE
 ``conv_out`` (128 -> 3). It pads the whole input, which the banded im2col kernel avoids, so this
 checks both sides of the trade:

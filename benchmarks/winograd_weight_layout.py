@@ -6,7 +6,7 @@ conv's 116). The prototype writes U as (M, 36, C) instead — per output channel
 product, batched — and the GEMMs read U[:, ξ, :] (rows 36·C apart: still a BLAS matrix); it also
 splits the input channels into blocks of ``--block`` (U of 64 outputs × 128 inputs is 1.2 MB, in
 cache while its GEMMs read it; the results are summed). Input and output transforms are
-``winograd_transforms``' own. Each conv runs today's kernel (``winograd_conv3x3`` with ``plan``'s
+``conv_winograd``'s own. Each conv runs today's kernel (``winograd_conv3x3`` with ``plan``'s
 layout: F(4×4) at 32×32, F(2×2) at 16×16) and the prototype, interleaved, ``--runs`` times; medians
 of process CPU time. The prototype's output is checked against today's.
 
@@ -31,7 +31,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from frame.engine.ops import conv_winograd as cw  # noqa: E402
-from frame.engine.ops.winograd_transforms import (  # noqa: E402
+from frame.engine.ops.conv_winograd import (  # noqa: E402
     G4,
     input_scratch,
     output_scratch,

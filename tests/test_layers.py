@@ -57,7 +57,7 @@ model_rules.py, estimate/nightly.py to frame/worker/step_choice.py; feedhttp, se
 frame/net/; diffusion/seeds.py to frame/seeds.py (the daemon draws seeds); the web <-> daemon cycle
 through frame/daemon/http/contract.py (the daemon is handed the pages by ``frame run``) and
 frame/web/context.py; the engine cycles by moving SourceTruncated and NodeError to engine/errors.py,
-Scope to executor.py and spatial_params to ops/conv_params.py; render <-> step_choice by
+Scope to executor.py and spatial_params to ops/conv_im2col.py; render <-> step_choice by
 frame/worker/pipeline.py.
 """
 

@@ -1,6 +1,6 @@
 """Conv and ConvTranspose (1-D and 2-D, any strides, dilations, pads, auto_pad) on BLAS.
 
-Depthwise and grouped convs run in ``conv_grouped``, 3-D ones in ``conv_nd``; this module keeps the
+Depthwise and grouped convs and 3-D ones run in ``conv_im2col``; this module keeps the
 dense 1-D/2-D kernel that the Stable Diffusion UNet and VAE spend their time in. Dense 3x3 stride-1
 convs over at least 64 output tiles run as Winograd F(4x4, 3x3) or F(2x2, 3x3) (``conv_winograd``: 4x
 or 2.25x fewer multiply-adds, within the same ``COLUMN_BUDGET_BYTES`` of temporaries) where its
@@ -32,12 +32,20 @@ import numpy as np
 from frame.engine import buffers
 from frame.engine.ops import conv_winograd
 from frame.engine.ops.blocks import gemm_pieces, matmul_into, run_tasks
-from frame.engine.ops.conv_grouped import NARROW_RATIO, depthwise_conv2d, grouped_conv2d, narrow_conv2d
-from frame.engine.ops.conv_nd import conv_nd, conv_transpose_nd, conv_transpose_work, conv_work
-from frame.engine.ops.conv_params import spatial_params
+from frame.engine.ops.conv_im2col import (
+    NARROW_RATIO,
+    PaddedRows,
+    conv_nd,
+    conv_transpose_nd,
+    conv_transpose_work,
+    conv_work,
+    depthwise_conv2d,
+    grouped_conv2d,
+    narrow_conv2d,
+    spatial_params,
+)
 from frame.engine.ops.cost import FLOAT, Cost, CostQuery, Shape, has_dims
 from frame.engine.ops.linalg import float32_operands
-from frame.engine.ops.padded_rows import PaddedRows
 from frame.engine.ops.registry import UnsupportedOp, register
 
 _AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
@@ -45,7 +53,7 @@ _AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 
 def validate_conv(attrs: dict) -> None:
     """Load-time check shared by Conv, ConvTranspose and pooling: 1-D to 3-D, known auto_pad (3-D runs
-    in ``conv_nd``)."""
+    in ``conv_im2col.conv_nd``)."""
     if attrs.get("auto_pad", "NOTSET") not in _AUTO_PADS:
         raise UnsupportedOp(f"attribute 'auto_pad' = {attrs['auto_pad']!r} (expected one of {_AUTO_PADS})")
     for name in ("kernel_shape", "strides", "dilations"):
@@ -206,7 +214,7 @@ def conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, /, *, auto_p
     (``weight_decoding``), so the block runs the algorithm the whole conv would."""
     (x32, w32, b32), dtype = float32_operands(x, w, b)
     strides, dilations, pads = spatial_params(w.shape[2:], x.shape[2:], strides, dilations, pads, auto_pad)
-    if x.ndim == 5:  # 3-D: plain im2col (ops.conv_nd)
+    if x.ndim == 5:  # 3-D: plain im2col (ops.conv_im2col)
         out = conv_nd(x32, w32, group, strides, dilations, pads)
         if b32 is not None:
             out += b32.reshape(1, -1, 1, 1, 1)
@@ -225,7 +233,7 @@ def conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, /, *, auto_p
     if kh == kw == 1 and group == 1 and strides == [1, 1] and not any(pads):
         for i in range(n):
             matmul_into(w32.reshape(m, c), x32[i].reshape(c, h * wd), out[i].reshape(m, h * wd))
-    elif group > 1:  # depthwise and grouped convs: ops.conv_grouped (no per-group GEMM loop)
+    elif group > 1:  # depthwise and grouped convs: ops.conv_im2col (no per-group GEMM loop)
         kernel = depthwise_conv2d if cg == 1 else partial(grouped_conv2d, group=group)
         kernel(x32, w32, stride=strides, dilation=dilations, pads=pads, out=out)
     elif strides == [1, 1] and kh * kw > 1 and c >= NARROW_RATIO * (_full_channels or m):  # e.g. 96 -> 24

@@ -13,7 +13,7 @@ import itertools
 import numpy as np
 
 from frame.engine.ops.conv import validate_conv
-from frame.engine.ops.conv_params import spatial_params
+from frame.engine.ops.conv_im2col import spatial_params
 from frame.engine.ops.registry import OUTPUT_ONLY, UnsupportedOp, register
 
 

@@ -45,7 +45,7 @@ from frame.engine.io.weights import WeightRef
 from frame.engine.ops import conv as conv_ops
 from frame.engine.ops.blocks import map_row_blocks
 from frame.engine.ops.conv import conv_image_scratch
-from frame.engine.ops.conv_grouped import NARROW_RATIO
+from frame.engine.ops.conv_im2col import NARROW_RATIO
 from frame.engine.ops.cost import FLOAT, OUTPUT_ONLY, Cost, CostQuery, Shape, has_dims
 from frame.engine.ops.linalg import float32_operands
 from frame.engine.ops.registry import OpSpec

@@ -1,10 +1,10 @@
-"""Depthwise and grouped convolutions (ops.conv_grouped) against onnxruntime: channel multipliers,
+"""Depthwise and grouped convolutions (ops.conv_im2col) against onnxruntime: channel multipliers,
 strides (equal and not), dilations, asymmetric pads, batches, blocks split by rows and channels,
 and the two-core path."""
 
 import pytest
 
-from frame.engine.ops import conv_grouped
+from frame.engine.ops import conv_im2col
 from tests.engine.ops.node_check import rand, run_node
 
 DEPTHWISE = [
@@ -45,14 +45,14 @@ def test_grouped(x_shape, w_shape, attrs):
 
 
 def test_blocks_split_channels_and_rows_and_run_on_two_cores(monkeypatch):
-    monkeypatch.setattr(conv_grouped, "COLUMN_BLOCK_ELEMENTS", 9 * 37)  # one channel, rows in pieces
-    monkeypatch.setattr(conv_grouped, "MIN_PARALLEL_BYTES", 0)
-    monkeypatch.setattr(conv_grouped, "GROUPED_BAND_BYTES", 4 * 8 * 9 * 10)
+    monkeypatch.setattr(conv_im2col, "COLUMN_BLOCK_ELEMENTS", 9 * 37)  # one channel, rows in pieces
+    monkeypatch.setattr(conv_im2col, "MIN_PARALLEL_BYTES", 0)
+    monkeypatch.setattr(conv_im2col, "GROUPED_BAND_BYTES", 4 * 8 * 9 * 10)
     run_node("Conv", [rand(2, 6, 14, 15, seed=1), rand(6, 1, 3, 3, seed=2)], rtol=1e-4, atol=1e-5, group=6,
              pads=[1, 1, 1, 1])
     run_node("Conv", [rand(1, 6, 14, 15, seed=1), rand(6, 1, 3, 3, seed=2)], rtol=1e-4, atol=1e-5, group=6,
              pads=[1, 1, 1, 1], strides=[2, 2])
-    monkeypatch.setattr(conv_grouped, "COLUMN_BLOCK_ELEMENTS", 9 * 2 * 200)  # two channels per block
+    monkeypatch.setattr(conv_im2col, "COLUMN_BLOCK_ELEMENTS", 9 * 2 * 200)  # two channels per block
     run_node("Conv", [rand(1, 5, 12, 13, seed=1), rand(5, 1, 3, 3, seed=2)], rtol=1e-4, atol=1e-5, group=5,
              pads=[1, 1, 1, 1])
     run_node("Conv", [rand(1, 8, 9, 10, seed=1), rand(8, 2, 3, 3, seed=2)], rtol=1e-4, atol=1e-5, group=4,
@@ -70,6 +70,6 @@ def test_blocks_split_channels_and_rows_and_run_on_two_cores(monkeypatch):
 def test_narrow_conv(monkeypatch, x_shape, w_shape, attrs, band_bytes):
     """Many more input than output channels, stride 1: the band GEMM + shifted tap sums path."""
     if band_bytes is not None:
-        monkeypatch.setattr(conv_grouped, "NARROW_BAND_BYTES", band_bytes)  # one output row per band
+        monkeypatch.setattr(conv_im2col, "NARROW_BAND_BYTES", band_bytes)  # one output row per band
     run_node("Conv", [rand(*x_shape, seed=1), rand(*w_shape, seed=2), rand(w_shape[0], seed=3)], rtol=1e-4,
              atol=1e-4, **attrs)

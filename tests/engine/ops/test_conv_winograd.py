@@ -1,5 +1,6 @@
-"""Winograd F(2x2, 3x3) and F(4x4, 3x3) convs (ops.conv_winograd): both layouts and the banded chunks,
-odd sizes and pads, split over threads, the planner's choice, F(4x4)'s matrices and its accuracy."""
+"""Winograd F(2x2, 3x3) and F(4x4, 3x3) convs and their tile transforms (ops.conv_winograd): both
+layouts and the banded chunks, odd sizes and pads, split over threads, the planner's choice, F(4x4)'s
+matrices and its accuracy."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import pytest
 
 from frame.engine.ops import conv as conv_module
 from frame.engine.ops import conv_winograd as cw
-from frame.engine.ops import winograd_transforms as wt
 
 
 def _reference(x: np.ndarray, w: np.ndarray, pads) -> np.ndarray:
@@ -77,14 +77,14 @@ def test_f4_error_on_sd_like_weights_is_within_the_documented_bound():
 def test_f4_matrices_are_exact_toom_cook():
     """Aᵀ, G and Bᵀ of F(4, 3) compute a 3-tap correlation exactly (in fractions), for every output,
     tap and input position; the float matrices are those fractions."""
-    at = [[Fraction(v) for v in row] for row in wt.AT4_EXACT]
-    g = [[Fraction(v) for v in row] for row in wt.G4_EXACT]
-    bt = [[Fraction(v) for v in row] for row in wt.BT4_EXACT]
+    at = [[Fraction(v) for v in row] for row in cw.AT4_EXACT]
+    g = [[Fraction(v) for v in row] for row in cw.G4_EXACT]
+    bt = [[Fraction(v) for v in row] for row in cw.BT4_EXACT]
     for i in range(4):
         for k in range(3):
             for t in range(6):
                 assert sum(at[i][j] * g[j][k] * bt[j][t] for j in range(6)) == (1 if t == i + k else 0)
-    np.testing.assert_array_equal(wt.G4, np.array([[float(v) for v in row] for row in g]))
+    np.testing.assert_array_equal(cw.G4, np.array([[float(v) for v in row] for row in g]))
 
 
 def test_planner_takes_f4_where_it_gains_and_f2_or_im2col_elsewhere():
@@ -147,7 +147,7 @@ def test_conv_op_uses_winograd_and_matches_onnxruntime(request, split, monkeypat
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("tile, g", [(2, wt.G2), (4, wt.G4)])
+@pytest.mark.parametrize("tile, g", [(2, cw.G2), (4, cw.G4)])
 def test_weight_transform_is_g_g_gt(tile, g):
     rng = np.random.default_rng(2)
     w = rng.standard_normal((5, 3, 3, 3)).astype(np.float32)
@@ -156,7 +156,7 @@ def test_weight_transform_is_g_g_gt(tile, g):
     np.testing.assert_allclose(cw.transform_weight(w, step=4, tile=tile), want, rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize("tile, g", [(2, wt.G2), (4, wt.G4)])
+@pytest.mark.parametrize("tile, g", [(2, cw.G2), (4, cw.G4)])
 def test_weight_block_transform_is_g_g_gt_per_output_channel(tile, g):
     """The chunk layout's U (M, n², C) of a strided slice of the weight (outputs 2..6, inputs 3..10)."""
     rng = np.random.default_rng(4)
@@ -202,11 +202,11 @@ def test_f4_input_transform_is_bt_d_b_of_every_tile():
     th, tw, width = 3, 5, 4 * 5 + 2
     padded = rng.standard_normal((20, 4 * th + 2, width)).astype(np.float32)
     tiles = np.stack([padded[:, 4 * t:4 * t + 6, 4 * s:4 * s + 6] for t in range(th) for s in range(tw)], -1)
-    bt = wt.BT4.astype(np.float64)
+    bt = cw.BT4.astype(np.float64)
     want = np.einsum("ai,citn,bt->abcn", bt, tiles.astype(np.float64), bt).reshape(36, 20, th * tw)
     v = np.full((36, 20, th * tw), np.nan, np.float32)
-    scratch = np.full(wt.input_scratch(4, 20, th, width, tw), np.nan, np.float32)
-    wt.transform_input(4, padded, (th, tw), v, scratch)
+    scratch = np.full(cw.input_scratch(4, 20, th, width, tw), np.nan, np.float32)
+    cw.transform_input(4, padded, (th, tw), v, scratch)
     np.testing.assert_allclose(v, want, rtol=1e-5, atol=1e-5)
 
 
@@ -220,5 +220,5 @@ def test_thin_f4_bands_take_wide_input_blocks_within_the_budget():
     assert cw.scratch_bytes(thin, 256, 256, (288, 288)) <= budget
     small_budget = 32 * 9 * 41 * 39 * 4
     small = cw.plan(32, 64, (41, 39), small_budget, 1)
-    assert small.tile == 4 and small.in_block == wt.IN_BLOCK
+    assert small.tile == 4 and small.in_block == cw.IN_BLOCK
     assert cw.scratch_bytes(small, 32, 64, (41, 39)) <= small_budget
