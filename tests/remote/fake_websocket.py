@@ -53,6 +53,6 @@ class WebSocketPush:
             with handler.ws_lock:
                 handler.wfile.write(head + payload)
                 handler.wfile.flush()
-        except OSError:
+        except (OSError, ValueError):  # ValueError: the client read the frame and hung up before the flush
             self.sockets.pop(client_id or "", None)
 

@@ -63,7 +63,8 @@ def phone_browser(profile: Path) -> Iterator:
         context = playwright.chromium.launch_persistent_context(
             str(profile), executable_path=str(CHROMIUM), args=ARGS, headless=True,
             viewport={"width": 390, "height": 844}, device_scale_factor=2, is_mobile=True, has_touch=True)
-        context.set_default_timeout(10_000)
+        # 30 s: a form submit on a loaded 2-core CI machine (two test workers beside chromium) once took over 10
+        context.set_default_timeout(30_000)
         try:
             yield context
         finally:
