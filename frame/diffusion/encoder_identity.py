@@ -34,14 +34,16 @@ from frame.atomicfile import make_dirs
 from frame.diffusion import embedding_cache
 from frame.diffusion.model_info import SDXL
 from frame.engine.io.http_settings import HttpSettings
-from frame.engine.onnxstream.source import OnnxStreamSource
 from frame.statefile import read_json, write_json
 
 if TYPE_CHECKING:
     from frame.diffusion.conditioning import Encoder
     from frame.diffusion.pipeline import Pipeline
+    from frame.engine.onnxstream.source import OnnxStreamSource
 
-Source = str | OnnxStreamSource  # a text encoder's: an ONNX file's path or URL, or an OnnxStream model
+    # a text encoder's: an ONNX file's path or URL, or an OnnxStream model (imported for the type only:
+    # the OnnxStream reader imports onnx, which the render worker must not load before it paints)
+    Source = str | OnnxStreamSource
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +99,7 @@ def _local_weight_files(source: Source) -> list[Path]:
     ``model.onnx`` and external data; an OnnxStream folder's model.txt and .bin files)."""
     path = Path(str(source))  # an OnnxStreamSource's location
     folders = [path if path.is_dir() else path.parent]
-    weights = source.weights_folder if isinstance(source, OnnxStreamSource) else None
+    weights = None if isinstance(source, str) else source.weights_folder
     if weights:
         folders.append(Path(weights))
     files = sorted({p for folder in folders for p in folder.iterdir() if p.is_file()})
@@ -130,7 +132,7 @@ def _url_validators(source: Source, http: HttpSettings | None = None) -> list[st
 
 
 def _is_url(source: Source) -> bool:
-    text = str(source.weights_folder or source) if isinstance(source, OnnxStreamSource) else str(source)
+    text = str(source) if isinstance(source, str) else str(source.weights_folder or source)
     return text.startswith(("http://", "https://"))
 
 
