@@ -29,7 +29,7 @@ from onnx import helper, numpy_helper
 
 from frame.engine import graph as g
 from frame.engine.io.weights import WeightRef
-from frame.engine.ops.cost import Shape
+from frame.engine.ops.cost import Shape, size
 
 MAX_VALUE_BYTES = 64 << 10
 MAX_ROUNDS = 12
@@ -207,10 +207,7 @@ class ShapeTable:
 
     def nbytes(self, name: str) -> int:
         """Bytes of value ``name`` as the engine holds it (0 if its shape is not fully known)."""
-        shape = self.shapes.get(name)
-        if shape is None or any(d is None for d in shape):
-            return 0
-        return math.prod(shape) * self.itemsizes.get(name, 4)  # type: ignore[arg-type]
+        return size(self.shapes.get(name)) * self.itemsizes.get(name, 4)
 
 
 def infer_shapes(proto: onnx.ModelProto, weights: Mapping[str, WeightRef], nodes: list[g.Node],

@@ -30,6 +30,7 @@ from frame.engine.io.http_settings import HttpSettings
 from frame.engine.io.sources import SourcePool
 from frame.engine.live_buffers import LiveBuffers
 from frame.engine.model import plan_structure, read_structure
+from frame.engine.ops.cost import known
 from frame.engine.passes.sliced_attention import AttentionConfig
 from frame.engine.static_shapes import fill_small_values
 from frame.engine.subgraphs import fetch_order
@@ -133,7 +134,7 @@ def _fetch_bytes(step: g.Step, table: ShapeTable) -> tuple[int, ...]:
     ref = step.gather_rows
     if ref is not None and ref.shape:
         indices = table.shapes.get(step.node.inputs[1]) if len(step.node.inputs) > 1 else None
-        rows = math.prod(indices) if indices and all(d is not None for d in indices) else ref.shape[0]
+        rows = math.prod(indices) if indices and known(indices) else ref.shape[0]
         sizes.append(min(rows, ref.shape[0]) * (ref.nbytes // ref.shape[0]))
     return tuple(sizes)
 
@@ -158,7 +159,7 @@ def _inherits_one_thread(steps: list[g.Step], table: ShapeTable) -> list[bool]:
             one = True
         elif op in bt.GEMM_OPS:
             shapes = [table.shapes.get(name) if name else None for name in step.node.inputs[:2]]
-            if all(shape is not None and all(d is not None for d in shape) for shape in shapes):
+            if all(known(shape) for shape in shapes):
                 args = [np.broadcast_to(np.zeros((), np.float32), shape) for shape in shapes]
                 one = bt.gemm_work(op, args) < bt.SINGLE_THREAD_WORK
     return inherited
@@ -216,8 +217,8 @@ def _read_small_integer_weights(weights: Mapping, in_proto: set[str], http: Http
 
 
 def plan_costs(source, input_shapes: Mapping[str, Sequence[int]],  # noqa: ANN001 - path, URL or OnnxStream source
-                attention_budget: int = 16 << 20, structure=None,  # noqa: ANN001
-                http: HttpSettings | None = None,
+               attention_budget: int = 16 << 20, structure=None,  # noqa: ANN001
+               http: HttpSettings | None = None,
                describe: Describe | None = None, precision: Callable[[list], str] | None = None) -> PlanCosts:
     """Count one evaluation of ``source`` with its inputs at ``input_shapes`` (see the module docstring).
 

@@ -58,7 +58,7 @@ def has_dims(shape: Shape | None) -> bool:
 
 def size(shape: Shape | None) -> int:
     """Elements of ``shape`` (a scalar's () is 1); 0 if it is unknown."""
-    return math.prod(shape) if shape is not None and all(d is not None for d in shape) else 0  # type: ignore[arg-type]
+    return math.prod(shape) if known(shape) else 0  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -90,10 +90,7 @@ class CostQuery:
 
     def nbytes(self, name: str) -> int:
         """Bytes of value ``name`` as the engine holds it (0 if its shape is not fully known)."""
-        shape = self.shapes.get(name)
-        if shape is None or any(d is None for d in shape):
-            return 0
-        return math.prod(shape) * self.itemsizes.get(name, 4)  # type: ignore[arg-type]
+        return size(self.shapes.get(name)) * self.itemsizes.get(name, 4)
 
     def reads_weight(self, name: str) -> bool:
         """Whether ``name`` is a weight, possibly behind Cast/DequantizeLinear/Transpose/Reshape."""
