@@ -38,25 +38,26 @@ def test_a_queue_tap_keeps_its_place_in_the_list(server, page, store):
     log_in(page, server, "/queue")
     tenth = page.locator(f"#prompt-{ids[9]}")
 
-    def in_view(locator) -> bool:
-        box = locator.bounding_box()
-        return box is not None and 0 <= box["y"] <= 844 - box["height"]
+    def in_view(locator) -> None:
+        """Waits for it: the URL changes before the new page has loaded and scrolled to its anchor."""
+        expect(locator).to_be_in_viewport(ratio=1.0)
 
     page.get_by_role("button", name="Move up: prompt number 10, a long description of a quiet scene").click()
     expect(page).to_have_url(f"{server}/queue#prompt-{ids[9]}")
     assert [q.id for q in store.queued_prompts()].index(ids[9]) == 8
-    assert page.evaluate("window.scrollY") > 0 and in_view(tenth)
+    in_view(tenth)
+    assert page.evaluate("window.scrollY") > 0
     header = page.locator("header").bounding_box()
     assert tenth.bounding_box()["y"] >= header["y"] + header["height"], "under the sticky header"
     page.get_by_role("button", name="Remove: prompt number 10, a long description of a quiet scene").click()
     expect(page.get_by_role("status")).to_contain_text("Removed from the queue")
     assert ids[9] not in [q.id for q in store.queued_prompts()]
     expect(page).to_have_url(f"{server}/queue#prompt-{ids[8]}")  # the one that took its place
-    assert in_view(page.locator(f"#prompt-{ids[8]}"))
+    in_view(page.locator(f"#prompt-{ids[8]}"))
     page.get_by_role("link", name="Edit: prompt number 11, a long description of a quiet scene").click()
     page.get_by_role("button", name="Save").click()
     expect(page).to_have_url(f"{server}/queue#prompt-{ids[10]}")
-    assert in_view(page.locator(f"#prompt-{ids[10]}"))
+    in_view(page.locator(f"#prompt-{ids[10]}"))
     no_horizontal_overflow(page)
     shot(page, "queue-keeps-its-place")
 
