@@ -142,18 +142,46 @@ def _group_norm_conv_fp16(path: Path, channels: int = 512, size: int = 64) -> di
     return {"x": rng.standard_normal((1, c, size, size)).astype(np.float32)}
 
 
+def _numpy_peak(source: Path, feeds: dict) -> int:
+    """The most bytes numpy held at once while the model ran, feeds included (tracemalloc traces
+    numpy's allocations; the pool threads' too)."""
+    import tracemalloc
+
+    from frame.engine import load_model
+
+    with load_model(str(source)) as loaded:
+        tracemalloc.start()
+        try:
+            start = tracemalloc.get_traced_memory()[0]
+            loaded.run(feeds)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    return peak - start + sum(v.nbytes for v in feeds.values())
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="VmHWM is Linux's")
 def test_a_row_streamed_group_norm_conv_counts_its_weight_band_and_block(tmp_path):
     """The SD 1.5 VAE decoder's peak was modelled 9 % low: its GroupNorm convs' im2col bands were not
     counted (NormConv had no scratch model), nor the stored block of a weight the op reads itself,
-    whose bytes were also missing from the bytes read per step (1.0 of the fp16 UNet's 1.6 GB)."""
+    whose bytes were also missing from the bytes read per step (1.0 of the fp16 UNet's 1.6 GB).
+
+    Two checks: the step's counted bytes (live, weights held, scratch) against what numpy really held
+    at once, which is exact; and the whole model against a fresh child's VmHWM, where the model's
+    allowance for the allocator's heap (``ALLOCATOR_BYTES`` + ``ALLOCATOR_SHARE`` of the live bytes,
+    fitted on the SD 1.5 UNet's many arrays) may go unused by this graph's few large ones."""
     source = tmp_path / "resnet.onnx"
     feeds = _group_norm_conv_fp16(source)
     np.savez(tmp_path / "inputs.npz", **feeds)
     count = count_graph(str(source), {k: v.shape for k, v in feeds.items()})
     assert count.weight_bytes == count.stored_weight_bytes  # the fp16 weight and the small constants
+    counted = max(s.resident_bytes for s in count.steps)
+    held = _numpy_peak(source, feeds)
+    assert abs(counted - held) <= 1 << 20, (counted / 2**20, held / 2**20)
     out = subprocess.run([sys.executable, "-c", CHILD, str(source), str(tmp_path / "inputs.npz")],
                          capture_output=True, text=True, check=True)
     measured = json.loads(out.stdout.strip().splitlines()[-1])
     modelled = memory.component_peak(count, "prefetch")
-    assert abs(modelled - measured) <= 6 << 20, (modelled / 2**20, measured / 2**20)
+    peak_step = max(count.steps, key=lambda s: s.resident_bytes)
+    allowance = memory.ALLOCATOR_BYTES + round(memory.ALLOCATOR_SHARE * peak_step.live_bytes)
+    assert modelled - allowance - (3 << 20) <= measured <= modelled + (3 << 20), (modelled / 2**20, measured / 2**20)
