@@ -23,7 +23,8 @@ from frame.engine import blas_threads, buffers
 from frame.engine.errors import EngineError, FrameError, NodeError
 from frame.engine.graph import Step
 from frame.engine.io.weights import WeightRef
-from frame.engine.passes.weight_decoding import STORED_INPUTS_END, WeightRows, decoded_weight_items, decoded_weight_op
+from frame.engine.passes.weight_decoding import STORED_INPUTS_END, decoded_weight_items, decoded_weight_op
+from frame.engine.passes.weight_rows import WeightRows
 from frame.engine.providers.base import WeightsProvider
 
 if TYPE_CHECKING:

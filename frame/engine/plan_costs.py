@@ -32,6 +32,7 @@ from frame.engine.live_buffers import LiveBuffers
 from frame.engine.model import plan_structure, read_structure
 from frame.engine.ops.cost import known
 from frame.engine.passes.sliced_attention import AttentionConfig
+from frame.engine.passes.weight_decoding import channel_blocks
 from frame.engine.static_shapes import fill_small_values
 from frame.engine.subgraphs import fetch_order
 
@@ -57,6 +58,7 @@ class StepCost:
     signature: Any = None       # what a throughput probe must run to time this step (``describe``)
     kept_bytes: int = 0         # activations still alive once it is done (its dead values freed)
     row_bytes: int = 0          # a weight the op reads itself, block by block (``WeightRows``)
+    row_blocks: int = 0         # its blocks: the next is read while one computes (``weight_rows``)
 
     @property
     def resident_bytes(self) -> int:
@@ -146,6 +148,12 @@ def _held_bytes(ref) -> int:  # noqa: ANN001
     return ref.nbytes
 
 
+def _row_stream(step: g.Step) -> tuple[int, int]:
+    """The stored bytes and block count of the weight ``step`` reads itself (0, 0: none)."""
+    ref = step.weight_rows
+    return (ref.nbytes, len(channel_blocks(tuple(ref.shape), 0))) if ref is not None else (0, 0)
+
+
 def _inherits_one_thread(steps: list[g.Step], table: ShapeTable) -> list[bool]:
     """Per step: whether it runs its products with BLAS left on one thread by an earlier step. The
     engine (``frame.engine.blas_threads``) holds BLAS on one thread for its self-splitting kernels,
@@ -193,7 +201,7 @@ def _step_costs(steps: list[g.Step], work: list[Work], owner: list[int | None], 
                               sum(held.values()),  # a row-streamed weight's block: in the scratch
                               step_scratch(step, table.shapes, table.itemsizes, weights),
                               describe(step, table, weights, one_thread[i]) if describe and any(macs[i]) else None,
-                              live.live_bytes(), step.weight_rows.nbytes if step.weight_rows is not None else 0))
+                              live.live_bytes(), *_row_stream(step)))
         for ref in step.release:
             held.pop(ref.name, None)
     return costs

@@ -15,9 +15,12 @@ and ``http`` read ahead in fetch order on a thread while the ops compute, up to 
 read but not yet asked for (the providers' defaults: 16 MB on disk, 32 MB over HTTP; on disk 32 MB
 for a component whose counted peak leaves room, ``frame.diffusion.readahead``); a weight
 bigger than the budget is read when its op asks for it, and a row-streamed one (``WeightRows``:
-fp16/8-bit weights of 4 MB and more) by its op, block by block, adding to the op's time.
-``simulate`` replays that policy step by step: the reader reads weight k as soon as it is free and
-the read-ahead bytes allow, an op starts when its weights are in and the previous op is done.
+fp16/8-bit weights of 4 MB and more) by its op, block by block, the next block while one computes
+(``frame.engine.passes.weight_rows``). ``simulate`` replays that policy step by step: the reader
+reads weight k as soon as it is free and the read-ahead bytes allow, an op starts when its weights
+are in and the previous op is done; an op's own row reads start with it once the storage is free
+(one storage: the read-ahead waits for them) and its n blocks pipeline, so it takes
+r/n + (n - 1) · max(c/n, r/n) + c/n for compute c and reads r.
 ``nocache`` reads on request (no overlap); ``ram`` reads every weight once (the first evaluation
 pays it all). The result is the finishing time of the last op. A shared run of the guidance passes
 (``items=2``) is one such evaluation whose ops each compute twice.
@@ -84,14 +87,15 @@ def _rate_includes_elementwise(step: StepCost, rates: Throughput) -> bool:
 
 
 def simulate(computes: Sequence[float], fetches: Sequence[Sequence[int]], read_rate: float | None,
-             budget: int | None) -> float:
+             budget: int | None, rows: Sequence[tuple[int, int]] | None = None) -> float:
     """Finishing time of ops ``computes`` whose weights ``fetches`` are read at ``read_rate`` B/s by a
-    read-ahead reader with ``budget`` bytes (None: read on request, no overlap)."""
+    read-ahead reader with ``budget`` bytes (None: read on request, no overlap); ``rows``: per op, the
+    (bytes, blocks) of a weight it reads itself, block by block (``StepCost.row_bytes``)."""
     if not read_rate:
         return sum(computes)
     engine = reader = 0.0
     requested: deque[tuple[float, int]] = deque()  # (time the op asked for it, bytes), in fetch order
-    for compute, sizes in zip(computes, fetches):
+    for op, (compute, sizes) in enumerate(zip(computes, fetches)):
         ready = engine
         pending: list[int] = []
         for size in sizes:
@@ -104,9 +108,23 @@ def simulate(computes: Sequence[float], fetches: Sequence[Sequence[int]], read_r
             pending.append(size)
             while requested and requested[0][0] <= reader:  # asked for before the reader got here
                 requested.popleft()
-        engine = ready + compute
+        row_bytes, blocks = rows[op] if rows is not None else (0, 0)
+        if row_bytes:
+            start = max(ready, reader)  # the op's first block, once the read-ahead is off the storage
+            reader = start + row_bytes / read_rate
+            engine = start + pipelined(compute, row_bytes / read_rate, blocks)
+        else:
+            engine = ready + compute
         requested.extend((ready, size) for size in pending)
     return engine
+
+
+def pipelined(compute: float, read: float, blocks: int) -> float:
+    """Seconds of an op that reads its weight in ``blocks`` equal blocks, each block's compute
+    beside the next block's read: the first read, then the longer of the two per block, then the
+    last compute."""
+    n = max(1, blocks)
+    return read / n + (n - 1) * max(compute, read) / n + compute / n
 
 
 def _budget_start(reader: float, size: int, budget: int, requested: deque[tuple[float, int]],
@@ -138,9 +156,10 @@ def evaluation_time(count: PlanCosts, rates: Throughput, read_rate: float | None
     total_read = sum(sum(f) for f in fetches) + sum(s.row_bytes for s in count.steps)
     if provider == "ram" and not first:
         return EvaluationTime(sum(computes), sum(computes), 0.0)
-    # a row-streamed weight is read by its op, block by block between its kernel calls (once for all
-    # items of a shared run): no read-ahead, so its reading adds to the op's own time
-    ops = [c + (s.row_bytes / read_rate if read_rate else 0.0) for c, s in zip(computes, count.steps)]
+    # a row-streamed weight is read by its op, block by block beside its kernel calls (once for all
+    # items of a shared run)
+    rows = [(s.row_bytes, s.row_blocks) for s in count.steps]
     budget = budget or PROVIDER_BUDGET.get(provider, PROVIDER_BUDGET["prefetch"])
-    seconds = simulate(ops, fetches, read_rate, None if provider in ("nocache", "ram") or not budget else budget)
+    seconds = simulate(computes, fetches, read_rate, None if provider in ("nocache", "ram") or not budget else budget,
+                       rows)
     return EvaluationTime(seconds, sum(computes), total_read / read_rate if read_rate else 0.0)

@@ -40,6 +40,23 @@ def test_the_budget_holds_the_reader_back():
     assert simulate([10.0, 1.0, 1.0], [(10,), (10,), (10,)], 10.0, 15) == pytest.approx(13.0)
 
 
+def test_a_row_streamed_weight_is_read_beside_its_ops_compute():
+    """An op reading its own 40 B weight in 4 blocks at 10 B/s (1 s a block), 8 s of compute (2 s a
+    block): the first block's read, then each block's compute beside the next read, 1 + 4 × 2 = 9 s,
+    not 4 + 8. Reads no faster than the compute: 4 × 1 s blocks beside 0.5 s computes: 4 + 0.5."""
+    assert simulate([8.0], [()], 10.0, 100, [(40, 4)]) == pytest.approx(9.0)
+    assert simulate([2.0], [()], 10.0, 100, [(40, 4)]) == pytest.approx(4.5)
+    assert simulate([8.0], [()], 10.0, 100, [(40, 1)]) == pytest.approx(12.0)  # one block: nothing to overlap
+
+
+def test_row_reads_keep_the_storage_busy_for_the_next_ops_read_ahead():
+    """One storage: op 2's 10 B weight is read only once op 1's 40 B of rows are in (t = 4). Op 1
+    computing until 1 + 4 × 2 = 9 s hides that read; computing 0.25 s a block it ends at 4.25 and op 2
+    waits for its weight (read 4..5), then runs 5..6."""
+    assert simulate([8.0, 1.0], [(), (10,)], 10.0, 100, [(40, 4), (0, 0)]) == pytest.approx(10.0)
+    assert simulate([1.0, 1.0], [(), (10,)], 10.0, 100, [(40, 4), (0, 0)]) == pytest.approx(6.0)
+
+
 def _rates(**kinds: float) -> Throughput:
     return Throughput(gemm_macs=1e9, stream_bytes=1e9, step_seconds=0.001, kind_macs=kinds)
 

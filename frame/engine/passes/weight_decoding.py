@@ -41,6 +41,7 @@ from frame.engine.ops.registry import OpSpec
 from frame.engine.passes.norm_conv import norm_conv_scratch
 from frame.engine.passes.pattern import GraphIndex
 from frame.engine.passes.upsample_conv import upsample_conv_scratch, upsample_conv_share
+from frame.engine.passes.weight_rows import WeightRows
 
 log = logging.getLogger(__name__)
 
@@ -108,12 +109,15 @@ def decode_block(q: np.ndarray | LoraStored, scale: np.ndarray | None, zero_poin
     return block
 
 
-def _channel_blocks(q: np.ndarray, axis: int) -> list[tuple[int, int]]:
+def channel_blocks(shape: tuple[int, ...], axis: int) -> list[tuple[int, int]]:
     """Blocks of about BLOCK_BYTES of float32 but at least MIN_BLOCK_CHANNELS channels, equal in size:
     a GEMM with fewer output rows loses most of its speed to thread synchronisation (measured with
-    two OpenBLAS threads: 160 rows × 11520 × 256 ran at 3 GFLOP/s against 40-50 from 288 rows up)."""
-    channels = q.shape[axis]
-    per_channel = max(1, (q.size // max(channels, 1)) * 4)
+    two OpenBLAS threads: 160 rows × 11520 × 256 ran at 3 GFLOP/s against 40-50 from 288 rows up).
+    Also the plan's count of a row-streamed weight's blocks (``plan_costs``)."""
+    channels = shape[axis]
+    if channels <= 0:
+        return []
+    per_channel = max(1, (math.prod(shape) // max(channels, 1)) * 4)
     step = max(1, MIN_BLOCK_CHANNELS, BLOCK_BYTES // per_channel)
     count = -(-channels // step)
     step = -(-channels // count)
@@ -124,27 +128,6 @@ def _bias_block(bias: np.ndarray | None, start: int, stop: int, channels: int) -
     if bias is None or bias.ndim == 0 or bias.shape[-1] != channels:
         return bias
     return bias[..., start:stop]
-
-
-class WeightRows:
-    """A stored weight handed to a DecodedWeight op unread: the op reads one block of leading-axis rows
-    (output channels) at a time, so only that block's stored bytes are ever in memory (not the whole
-    59 MB fp16 weight of SDXL's 2560 -> 1280 conv next to its decoded block). See ``stream_weight_rows``."""
-
-    def __init__(self, ref: WeightRef, provider) -> None:
-        self.ref, self.provider = ref, provider
-        self.shape, self.dtype = tuple(ref.shape), ref.dtype
-        self.ndim, self.size = len(self.shape), int(np.prod(self.shape))
-
-    def read(self, start: int, stop: int) -> np.ndarray:
-        get_rows = getattr(self.provider, "get_rows", None)
-        if get_rows is not None:
-            return get_rows(self.ref, np.arange(start, stop))
-        whole = self.provider.get(self.ref)  # a provider without row reads: whole, then sliced
-        try:
-            return np.array(whole[start:stop])
-        finally:
-            self.provider.release(self.ref)
 
 
 def _stored_block(q, scale, zero_point, quant_axis: int, axis: int, start: int, stop: int) -> np.ndarray:
@@ -182,28 +165,34 @@ def decoded_weight_items(xs: list[np.ndarray], q: np.ndarray | WeightRows, scale
     stored weight, where they differ per item (a NormConv's GroupNorm table), else ``rest`` for all."""
     rests = [tuple(r) for r in item_rests] if item_rests is not None else [rest] * len(xs)
     weight_axis = _layout.weight_axis % q.ndim
-    blocks = _channel_blocks(q, weight_axis) if _layout.blockable else []
+    blocks = channel_blocks(q.shape, weight_axis) if _layout.blockable else []
     if len(blocks) <= 1:
         weight = _stored_block(q, scale, zero_point, _quant_axis, weight_axis, 0, q.shape[weight_axis])
         return [_kernel(x, weight, *item_rest) for x, item_rest in zip(xs, rests)]
     channels = q.shape[weight_axis]
     outs: list[np.ndarray | None] = [None] * len(xs)
     bias_at = None if _layout.bias_input is None else _layout.bias_input - 2
-    for start, stop in blocks:
-        weight = _stored_block(q, scale, zero_point, _quant_axis, weight_axis, start, stop)
-        for item, (x, item_rest) in enumerate(zip(xs, rests)):
-            args = list(item_rest)
-            if bias_at is not None and bias_at < len(args):
-                args[bias_at] = _bias_block(args[bias_at], start, stop, channels)
-            part = _kernel(x, weight, *args)
-            axis = _layout.output_axis % part.ndim
-            if outs[item] is None:
-                outs[item] = np.empty(part.shape[:axis] + (channels,) + part.shape[axis + 1:], dtype=part.dtype)
-            target = [slice(None)] * part.ndim
-            target[axis] = slice(start, stop)
-            outs[item][tuple(target)] = part
-            del part, args
-        del weight
+    try:
+        for index, (start, stop) in enumerate(blocks):
+            weight = _stored_block(q, scale, zero_point, _quant_axis, weight_axis, start, stop)
+            if isinstance(q, WeightRows) and index + 1 < len(blocks):
+                q.read_ahead(*blocks[index + 1])  # read while this block computes
+            for item, (x, item_rest) in enumerate(zip(xs, rests)):
+                args = list(item_rest)
+                if bias_at is not None and bias_at < len(args):
+                    args[bias_at] = _bias_block(args[bias_at], start, stop, channels)
+                part = _kernel(x, weight, *args)
+                axis = _layout.output_axis % part.ndim
+                if outs[item] is None:
+                    outs[item] = np.empty(part.shape[:axis] + (channels,) + part.shape[axis + 1:], dtype=part.dtype)
+                target = [slice(None)] * part.ndim
+                target[axis] = slice(start, stop)
+                outs[item][tuple(target)] = part
+                del part, args
+            del weight
+    finally:
+        if isinstance(q, WeightRows):
+            q.drop_ahead()
     return outs
 
 
@@ -221,9 +210,9 @@ def _wrapped(query: CostQuery) -> tuple[str, dict]:
 def _scratch(query: CostQuery) -> int:
     """One float32 block of output channels (about ``BLOCK_BYTES``, at least ``MIN_BLOCK_CHANNELS``),
     that block's part of the output and the wrapped kernel's own scratch for the block; for a
-    row-streamed weight (``query.row_bytes``) its stored block instead while the block is decoded, if
-    larger (``_stored_block`` returns the float32 block and drops it; the previous decoded block is
-    deleted before), so the larger of the two phases counts."""
+    row-streamed weight (``query.row_bytes``) its stored block while the block is decoded
+    (``_stored_block`` returns the float32 block and drops it; the previous decoded block is deleted
+    before) and the next block's, read while this one computes (``weight_rows``)."""
     ref = query.weights.get(query.inputs[1]) if len(query.inputs) > 1 else None
     x, out = query.shape(0), query.out()
     if ref is None or not has_dims(x) or not has_dims(out) or not ref.shape:
@@ -234,9 +223,10 @@ def _scratch(query: CostQuery) -> int:
         layout_axis = 0 if attrs.get("transB", 0) else 1
     channels = ref.shape[layout_axis]
     per_channel = max(1, math.prod(ref.shape) // max(channels, 1)) * FLOAT_BYTES
-    step = max(1, MIN_BLOCK_CHANNELS, BLOCK_BYTES // per_channel)
-    blocks = -(-channels // step)
-    block_channels = -(-channels // blocks)
+    spans = channel_blocks(tuple(ref.shape), layout_axis)
+    if not spans:
+        return 0
+    blocks, block_channels = len(spans), spans[0][1] - spans[0][0]
     block = block_channels * per_channel
     part = math.prod(out) * block_channels // channels * FLOAT_BYTES if blocks > 1 else 0  # type: ignore[arg-type]
     w_block = tuple(block_channels if i == layout_axis else d for i, d in enumerate(ref.shape))
@@ -250,7 +240,8 @@ def _scratch(query: CostQuery) -> int:
         inner = norm_conv_scratch(x, w_block, out_block, attrs.get("_attrs", {}),  # type: ignore[arg-type]
                                   attrs.get("_full_channels"))
     stored_block = query.row_bytes * block_channels // channels
-    return block + max(part + inner, stored_block)
+    ahead = stored_block if blocks > 1 else 0  # the next block's rows, read during this one's compute
+    return block + max(part + inner + ahead, stored_block)
 
 
 def _share(query: CostQuery) -> float:
