@@ -79,3 +79,44 @@ def test_a_phone_photo_is_still_taken_mid_render(tmp_path, monkeypatch):
     with open(source, "rb") as stdin:
         result = run_child(_photo_job(tmp_path), timeout=60, stdin=stdin)
     assert (result.width, result.height) == (2000, 1500) and result.file.suffix == ".jpg"
+
+
+def test_the_supervisor_says_which_stage_a_worker_is_in_while_it_runs(tmp_path):
+    script = tmp_path / "worker.py"
+    script.write_text("import json, sys, time\n"
+                      "print(json.dumps({'event': 'stage', 'stage': 'choosing'}), flush=True); time.sleep(1.0)\n"
+                      "print(json.dumps({'event': 'stage', 'stage': 'loading model'}), flush=True); time.sleep(1.0)\n")
+    sup = supervisor.Supervisor(440, 0, command=[sys.executable, str(script), "frame.worker.render"])
+    seen = []
+
+    def watch() -> None:
+        for _ in range(25):
+            seen.append(tuple(supervisor.running_stages()))
+            time.sleep(0.1)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    sup.run(tmp_path, stop=threading.Event())
+    watcher.join()
+    assert ("choosing",) in seen and ("loading model",) in seen and supervisor.running_stages() == []
+
+
+def test_a_check_or_upload_waits_while_the_render_chooses(tmp_path, monkeypatch):
+    """The Pi twin's taste night: a settings check started beside the taste child (225 MiB) and the
+    waiting worker took the cgroup over its budget and the taste child was OOM-killed. A short child
+    now starts only once the render has left its choosing stage; one that waited too long is busy."""
+    stages = ["choosing"]
+    monkeypatch.setattr(children, "running_stages", lambda: list(stages))
+    started = []
+    monkeypatch.setattr(children, "_run", lambda entry, job, timeout, stdin: started.append(time.monotonic()))
+    check = CheckJob(config=tmp_path / "c.yaml", what="file", cap_mb=children.CHECK_CAP_MB)
+    threading.Timer(0.6, stages.clear).start()
+    asked = time.monotonic()
+    run_child(check, timeout=10, wait=5)
+    assert started and started[0] - asked >= 0.55
+    stages.append("choosing")
+    with pytest.raises(children.ChildBusy, match="choosing tonight's picture"):
+        run_child(check, timeout=10, wait=0.3)
+    stages[:] = ["generating"]
+    run_child(check, timeout=10, wait=0.3)
+    assert len(started) == 2

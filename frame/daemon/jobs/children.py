@@ -11,7 +11,12 @@ Bounds, so that nothing the owner (or anyone on the LAN) does multiplies memory:
   is what it can touch), and the daemon polls every child's resident memory and kills one above its
   cap (the check child imports numpy, whose reserved address space makes RLIMIT_AS useless, as the
   supervisor's docstring explains); a killed child is a failure with the cap in its message;
-* a time limit per job.
+* a time limit per job;
+* none while a render worker chooses tonight's picture (``wait_while_choosing``): its taste, embedding
+  and plot children are the night's largest processes beside the waiting worker (the Pi twin's taste
+  child 225 MiB beside the worker's 81 and the daemon's), and a settings check or an upload started
+  then took the cgroup over a Pi's budget; the request waits, up to its wait, for the render to
+  load its model.
 
 Each child's own peak (``VmHWM``) is logged with its cap, so a benchmark can check them
 (``benchmarks/daemon_memory.py``).
@@ -28,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import BinaryIO
 
-from frame.daemon.jobs.supervisor import rss_mb, running_workers, worker_command, worker_env
+from frame.daemon.jobs.supervisor import rss_mb, running_stages, running_workers, worker_command, worker_env
 from frame.errors import FrameError
 from frame.worker.shortjobs import ENTRY, EXIT_REFUSED, ChildJob, ChildOutput, PhotoJob, parse_answer
 
@@ -54,6 +59,7 @@ BESIDE_RENDER = ("while tonight's picture is being painted the frame keeps memor
                  "less at once; send it again when the picture is done")
 WAIT_SECONDS = 60.0
 POLL_SECONDS = 0.05
+CHOOSING = "choosing"  # the render stage whose children leave no room (``frame.worker.render``)
 SLOTS = {entry: threading.BoundedSemaphore(1) for entry in set(ENTRY.values())}
 
 
@@ -90,6 +96,17 @@ def limits_beside_render(job: ChildJob) -> ChildJob:
                                   decode_bytes=min(limits.decode_bytes, RENDER_DECODE_BYTES)))
 
 
+def wait_while_choosing(wait: float, poll: float = 0.2) -> bool:
+    """Wait, up to ``wait`` seconds, while a render worker is in its choosing stage; True when none
+    is (any more), False when the wait ran out."""
+    deadline = time.monotonic() + wait
+    while CHOOSING in running_stages():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(poll)
+    return True
+
+
 def run_child(job: ChildJob, *, timeout: float, stdin: BinaryIO | None = None,
               wait: float = WAIT_SECONDS) -> ChildOutput:
     """Run ``job`` in its child (one of each kind at a time) and return the result. ``stdin``: a real
@@ -101,6 +118,9 @@ def run_child(job: ChildJob, *, timeout: float, stdin: BinaryIO | None = None,
         raise ChildBusy(f"the frame is busy with another {'picture' if entry == 'imagechild' else 'check'}; "
                         "try again in a minute")
     try:
+        if not wait_while_choosing(wait):
+            raise ChildBusy("the frame is choosing tonight's picture and needs its memory for that; "
+                            "try again in a minute")
         beside = limits_beside_render(job) if render_running() else job
         try:
             return _run(entry, beside, timeout, stdin)

@@ -99,6 +99,7 @@ def worker_command(entry: str) -> list[str]:
 
 
 _RUNNING: dict[int, str] = {}  # pid -> the command's module (frame.worker.render, ...), while it runs
+_STAGES: dict[int, str] = {}   # pid -> the stage the worker last said it entered, while it runs
 _RUNNING_LOCK = threading.Lock()
 
 
@@ -107,6 +108,13 @@ def running_workers() -> list[str]:
     the short children size themselves by them (``children.limits_beside``)."""
     with _RUNNING_LOCK:
         return list(_RUNNING.values())
+
+
+def running_stages() -> list[str]:
+    """The stage each worker this daemon runs now last entered ("choosing", "loading model", ...):
+    the short children wait while a render chooses (``children.wait_while_choosing``)."""
+    with _RUNNING_LOCK:
+        return list(_STAGES.values())
 
 
 class Supervisor:
@@ -153,6 +161,7 @@ class Supervisor:
         finally:
             with _RUNNING_LOCK:
                 _RUNNING.pop(proc.pid, None)
+                _STAGES.pop(proc.pid, None)
 
     def _watch(self, proc: subprocess.Popen, job_dir: Path, stop: threading.Event, deadline: float | None,
                outcome: _Tally) -> tuple[str, str]:
@@ -214,6 +223,10 @@ class Supervisor:
                 outcome.error, outcome.step = event.message, event.step
             if not isinstance(event, ProgressEvent):
                 outcome.events.append(event)
+            if isinstance(event, StageEvent):
+                with _RUNNING_LOCK:
+                    if proc.pid in _RUNNING:
+                        _STAGES[proc.pid] = event.stage
             if isinstance(event, StageEvent | ProgressEvent):
                 self._tell(event)
         proc.stdout.close()
