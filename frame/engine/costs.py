@@ -21,7 +21,7 @@ from collections.abc import Mapping
 
 from frame.engine import graph as g
 from frame.engine.ops.cost import ATTENTION, CONV, KINDS, MATMUL, OUTPUT_ONLY, Cost, CostQuery, Shape, Work, size
-from frame.engine.ops.registry import declared_cost
+from frame.engine.ops.lookup import declared_cost
 
 __all__ = ["ATTENTION", "CONV", "KINDS", "MATMUL", "Work", "node_work", "step_decoded", "step_scratch", "step_share"]
 

@@ -17,7 +17,8 @@ import onnx
 
 from frame.engine.errors import ModelFormatError
 from frame.engine.io.weights import WeightRef
-from frame.engine.ops.registry import OpSpec, UnsupportedOp, bind_node
+from frame.engine.ops.lookup import bind_node
+from frame.engine.ops.registry import OpSpec, UnsupportedOp
 
 FLOAT, FLOAT16 = onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16
 

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from frame.engine import ops as _ops  # noqa: F401  (importing the package fills the kernel registry)
+from frame.engine.ops.lookup import load_optional
 from frame.engine.ops.registry import registered_specs
 from frame.engine.plan_records import DTYPES, FUSED_KERNELS, RECORD_TAGS, RECORDS
 
@@ -231,7 +232,12 @@ class _Decoder:
         return array
 
     def _spec(self, item: list, depth: int) -> Any:
-        spec = self.specs.get(tuple(item[1:])) if len(item) == 4 else None
+        key = tuple(item[1:])
+        spec = self.specs.get(key) if len(item) == 4 else None
+        if spec is None and len(item) == 4 and type(item[1]) is str and type(item[2]) is str:
+            load_optional(item[2], item[1])  # a kernel of ``ops.optional`` this process has not needed yet
+            self.specs = {(s.domain, s.op_type, s.since): s for s in registered_specs()}
+            spec = self.specs.get(key)
         if spec is None:
             raise PlanFormatError(f"no registered kernel {str(item[1:])[:80]}")
         return spec if item[0] == "K" else spec.fn

@@ -18,8 +18,11 @@ from frame.engine.costs import node_work, step_scratch
 from frame.engine.graph import Node, Step
 from frame.engine.model import plan_structure, read_structure
 from frame.engine.ops.cost import OUTPUT_ONLY, Cost
+from frame.engine.ops.lookup import load_all_optional
 from frame.engine.ops.registry import _TABLE, register, registered_specs
 from frame.engine.passes.sliced_attention import AttentionConfig
+
+load_all_optional()  # the optional kernels (ConvInteger, MatMulInteger, ...) declare their costs too
 
 ROOT = Path(__file__).resolve().parents[2]
 ENGINE = ROOT / "tests" / "fixtures" / "engine"

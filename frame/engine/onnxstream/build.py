@@ -35,7 +35,8 @@ from frame.engine.onnxstream.attributes import node_attributes
 from frame.engine.onnxstream.names import unescape
 from frame.engine.onnxstream.refs import weight_ref
 from frame.engine.onnxstream.text import OpLine, TensorDecl
-from frame.engine.ops.registry import UnsupportedOp, bind_node
+from frame.engine.ops.lookup import bind_node
+from frame.engine.ops.registry import UnsupportedOp
 
 DEFAULT_OPSET = 17
 NUMPY_DTYPES = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16),

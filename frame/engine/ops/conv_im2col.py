@@ -4,7 +4,7 @@
   shared with ``conv`` and pooling; here, below ``conv``, so the N-d kernels need not import ``conv``.
 * ``PaddedRows``: rows of a zero-padded image filled band by band into one reusable buffer (the
   banded im2col in ``conv`` and the Winograd bands in ``conv_winograd`` read through it).
-* The grouped 2-D kernels and the any-rank ones (3-D, ConvInteger), below.
+* The grouped 2-D kernels and the any-rank ones (3-D; ConvInteger, in ``optional.integer``, runs on them), below.
 
 **Grouped** 2-D convolutions without a per-group GEMM loop: depthwise by taps, grouped by one batched GEMM.
 
@@ -28,14 +28,14 @@ GEMMs of one row each, a 5×5 depthwise conv over 384 channels was ten times onn
 Both pad the input once (an input-sized copy): grouped convs appear in small networks, not in the
 SD UNet/VAE whose memory the banded kernel in ``conv`` protects.
 
-**Any rank**: convolutions by plain im2col: 3-D Conv and ConvTranspose, and ConvInteger.
+**Any rank**: convolutions by plain im2col: 3-D Conv and ConvTranspose, and ConvInteger (``optional.integer``).
 
 The 1-D/2-D float kernels in ``conv`` and the grouped ones above are tuned for speed and memory; the ops
 here are rarer (volumetric models, integer-quantised convs) and favour one simple, exact form:
 each kernel tap is a strided view of the zero-padded input, the taps are copied side by side into a
 column matrix and one (batched, for groups) GEMM produces the output. ConvTranspose scatters one
-GEMM per tap into strided views of the full output, then crops the pads. ConvInteger subtracts the
-zero points and computes in float64, exact for every int32 result.
+GEMM per tap into strided views of the full output, then crops the pads. ``conv_nd`` takes a ``dtype``
+so ConvInteger can compute in float64, exact for every int32 result.
 """
 
 from __future__ import annotations
@@ -47,9 +47,8 @@ import numpy as np
 
 from frame.engine import buffers
 from frame.engine.ops.blocks import MIN_PARALLEL_BYTES, matmul_into, run_tasks, workers
-from frame.engine.ops.cost import CONV, Cost, CostQuery, Work, known
+from frame.engine.ops.cost import CONV, CostQuery, Work, known
 from frame.engine.ops.cost import size as elements
-from frame.engine.ops.registry import register
 
 
 def spatial_params(kernel: tuple[int, ...], in_shape: tuple[int, ...], strides, dilations, pads,
@@ -373,18 +372,6 @@ def conv_transpose_nd(x: np.ndarray, w: np.ndarray, group: int, strides, dilatio
     return np.ascontiguousarray(result[(slice(None), slice(None), *crop)])
 
 
-def _subtract_zero_point(values: np.ndarray, zero_point: np.ndarray | None, axis_size: int | None) -> np.ndarray:
-    out = values.astype(np.float64)
-    if zero_point is None:
-        return out
-    zp = np.asarray(zero_point, np.float64)
-    if zp.size > 1:  # per output channel (weights only)
-        if zp.size != axis_size:
-            raise ValueError(f"ConvInteger: {zp.size} weight zero points for {axis_size} output channels")
-        zp = zp.reshape((-1,) + (1,) * (values.ndim - 1))
-    return out - zp.reshape(zp.shape if zp.size > 1 else ())
-
-
 def conv_work(query: CostQuery) -> Work | None:
     """Every output element sums ``C/group × kh × kw`` products: ``prod(out) × prod(w[1:])``."""
     out, w = query.out(), query.shape(1)
@@ -399,18 +386,3 @@ def conv_transpose_work(query: CostQuery) -> Work | None:
     if not (known(x) and known(w)):
         return None
     return Work(CONV, elements(x) * elements(w[1:]))  # type: ignore[index]
-
-
-@register("ConvInteger", 10, cost=Cost(work=conv_work))
-def conv_integer(x: np.ndarray, w: np.ndarray, x_zero_point: np.ndarray | None = None,
-                 w_zero_point: np.ndarray | None = None, /, *, auto_pad: str = "NOTSET",
-                 dilations: list[int] | None = None, group: int = 1, kernel_shape: list[int] | None = None,
-                 pads: list[int] | None = None, strides: list[int] | None = None) -> np.ndarray:
-    """int32 (x - x_zero_point) ⊛ (w - w_zero_point); padding contributes zero (after the shift)."""
-    if x_zero_point is not None and np.asarray(x_zero_point).size != 1:
-        raise ValueError("ConvInteger: the input zero point must be a scalar")
-    strides, dilations, pads = spatial_params(w.shape[2:], x.shape[2:], strides, dilations, pads, auto_pad)
-    shifted_x = _subtract_zero_point(x, x_zero_point, None)
-    shifted_w = _subtract_zero_point(w, w_zero_point, w.shape[0])
-    out = conv_nd(shifted_x, shifted_w, group, strides, dilations, pads, dtype=np.float64)
-    return np.rint(out).astype(np.int32)

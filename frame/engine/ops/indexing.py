@@ -87,11 +87,6 @@ def scatter_elements(data: np.ndarray, indices: np.ndarray, updates: np.ndarray,
     return _scatter(data, tuple(grid), updates, reduction)
 
 
-@register("NonZero", 9, cost=OUTPUT_ONLY)
-def nonzero(x: np.ndarray) -> np.ndarray:
-    return np.array(np.nonzero(np.atleast_1d(x)), dtype=np.int64).reshape(max(x.ndim, 1), -1)
-
-
 @register("CumSum", 11, cost=OUTPUT_ONLY)
 def cumsum(x: np.ndarray, axis: np.ndarray, exclusive: int = 0, reverse: int = 0) -> np.ndarray:
     axis = int(axis) % x.ndim
@@ -101,14 +96,3 @@ def cumsum(x: np.ndarray, axis: np.ndarray, exclusive: int = 0, reverse: int = 0
         result = np.roll(result, 1, axis=axis)
         result[(slice(None),) * axis + (0,)] = 0
     return np.flip(result, axis) if reverse else result
-
-
-@register("OneHot", 11, cost=OUTPUT_ONLY)
-def one_hot(indices: np.ndarray, depth: np.ndarray, values: np.ndarray, axis: int = -1) -> np.ndarray:
-    depth = int(np.asarray(depth).reshape(-1)[0])
-    idx = indices.astype(np.int64)
-    idx = np.where(idx < 0, idx + depth, idx)
-    axis = axis % (indices.ndim + 1)
-    classes = np.arange(depth).reshape([-1] + [1] * (indices.ndim - axis))
-    hot = np.expand_dims(idx, axis) == classes
-    return np.where(hot, values[1], values[0]).astype(values.dtype)

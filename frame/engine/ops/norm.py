@@ -191,16 +191,6 @@ def batch_normalization(x: np.ndarray, scale: np.ndarray, b: np.ndarray, mean: n
     return _channel_affine(y, np.ones_like(factor), b32 - mean32 * factor, x.dtype)
 
 
-@register("Hardmax", 13, cost=OUTPUT_ONLY)
-def hardmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
-    """One-hot of the first maximum along ``axis``."""
-    axis = axis % x.ndim
-    first = np.expand_dims(np.argmax(x, axis=axis), axis)
-    out = np.zeros_like(x)
-    np.put_along_axis(out, first, 1, axis=axis)
-    return out
-
-
 @register("LpNormalization", 1, cost=OUTPUT_ONLY)
 def lp_normalization(x: np.ndarray, axis: int = -1, p: int = 2) -> np.ndarray:
     if p not in (1, 2):

@@ -1,11 +1,11 @@
-"""Quantisation kernels: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger.
+"""Quantisation kernels: QuantizeLinear and DequantizeLinear, the two frame's own models use.
 
-They let uint8/int8 models run as exported: QDQ models (a DequantizeLinear in front of each weight,
-the usual "uint8 weights, float compute" form) and onnxruntime's dynamic quantisation
-(DynamicQuantizeLinear + MatMulInteger). Scales are per tensor or per axis; blocked quantisation
-(opset 21 ``block_size``) and float8 types are refused at load time.
-MatMulInteger runs on float64 BLAS: exact for the int32 result range and far faster than numpy's
-integer matmul, which has no BLAS path.
+``frame model convert --weights uint8`` and the OnnxStream importer put a DequantizeLinear in front
+of each 8-bit weight (the QDQ form: uint8 weights, float compute), and the OnnxStream importer's
+calibrated activations go through QuantizeLinear/DequantizeLinear pairs; QDQ models exported
+elsewhere run the same way. Scales are per tensor or per axis; blocked quantisation (opset 21
+``block_size``) and float8 types are refused at load time. onnxruntime's dynamic quantisation
+(DynamicQuantizeLinear, MatMulInteger, ConvInteger) is in ``optional.integer``: no frame model has it.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 import numpy as np
 
 from frame.engine.ops.convert import ONNX_TO_NUMPY
-from frame.engine.ops.linalg import MATMUL_COST
 from frame.engine.ops.registry import OUTPUT_ONLY, UnsupportedOp, register
 
 _INTEGER_RANGES = {np.dtype(np.uint8): (0, 255), np.dtype(np.int8): (-128, 127),
@@ -62,29 +61,3 @@ def dequantize_linear(x: np.ndarray, x_scale: np.ndarray, x_zero_point: np.ndarr
         values -= _per_axis(x_zero_point.astype(np.float32), x.ndim, axis)
     values *= _per_axis(x_scale.astype(np.float32), x.ndim, axis)
     return values.astype(x_scale.dtype, copy=False)
-
-
-@register("DynamicQuantizeLinear", 11, cost=OUTPUT_ONLY)
-def dynamic_quantize_linear(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """uint8 quantisation whose range always includes 0 (onnx spec formula); returns y, scale, zero point."""
-    low = np.minimum(np.float32(0), x.min()) if x.size else np.float32(0)
-    high = np.maximum(np.float32(0), x.max()) if x.size else np.float32(0)
-    scale = np.float32((high - low) / np.float32(255)) or np.float32(1)  # all zeros: scale 1, as onnxruntime
-    zero_point = np.clip(np.rint(-low / scale), 0, 255)
-    quantized = np.clip(np.rint(x / scale) + zero_point, 0, 255)
-    return (quantized.astype(np.uint8), np.array(scale, dtype=np.float32),
-            np.array(zero_point, dtype=np.uint8))
-
-
-@register("MatMulInteger", 10, cost=MATMUL_COST)
-def matmul_integer(a: np.ndarray, b: np.ndarray, a_zero_point: np.ndarray | None = None,
-                   b_zero_point: np.ndarray | None = None, /) -> np.ndarray:
-    """(A - a_zp) @ (B - b_zp) as int32; a_zp per row of A or scalar, b_zp per column of B or scalar."""
-    a64 = a.astype(np.float64)
-    b64 = b.astype(np.float64)
-    if a_zero_point is not None:
-        zp = a_zero_point.astype(np.float64)
-        a64 -= zp.reshape(-1, 1) if zp.size > 1 else zp.reshape(())
-    if b_zero_point is not None:
-        b64 -= b_zero_point.astype(np.float64).reshape(-1) if b_zero_point.size > 1 else b_zero_point.reshape(())
-    return np.matmul(a64, b64).astype(np.int32)

@@ -96,18 +96,3 @@ def arg_max(data: np.ndarray, axis: int = 0, keepdims: int = 1, select_last_inde
 @register("ArgMin", 1, cost=OUTPUT_ONLY)
 def arg_min(data: np.ndarray, axis: int = 0, keepdims: int = 1, select_last_index: int = 0) -> np.ndarray:
     return _arg(np.argmin, data, axis, keepdims, select_last_index)
-
-
-@register("TopK", 11, cost=OUTPUT_ONLY)
-def top_k(x: np.ndarray, k: np.ndarray, /, *, axis: int = -1, largest: int = 1,
-          sorted: int = 1) -> tuple[np.ndarray, np.ndarray]:  # noqa: A002 (ONNX attribute name)
-    """Values and int64 indices of the k largest (or smallest) entries; ties keep the lower index."""
-    count = int(np.asarray(k).reshape(-1)[0])
-    axis = axis % x.ndim
-    if largest:  # descending values, ties by ascending index, for every dtype (no negation overflow)
-        length = x.shape[axis]
-        order = length - 1 - np.flip(np.argsort(np.flip(x, axis), axis=axis, kind="stable"), axis)
-    else:
-        order = np.argsort(x, axis=axis, kind="stable")
-    indices = np.take(order, np.arange(count), axis=axis).astype(np.int64)
-    return np.take_along_axis(x, indices, axis=axis), indices

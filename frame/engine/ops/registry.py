@@ -1,4 +1,8 @@
-"""The op table: which kernel runs an ONNX node, chosen once per node at load time.
+"""The op table: the kernels registered for each ONNX op type, and the contract they share.
+
+Which one runs a node is chosen once per node at load time by ``frame.engine.ops.lookup``
+(``resolve``, ``bind_node``), which also imports the optional kernels (``frame.engine.ops.optional``)
+the first time a graph asks for one of their ops; the table itself only collects registrations.
 
 Contract shared by every kernel (the runtime relies on it):
 
@@ -11,7 +15,7 @@ Contract shared by every kernel (the runtime relies on it):
   is rejected at load time. Parameters starting with ``_`` are runtime hints, never ONNX attributes:
   ``_reuse=True`` tells a kernel registered with ``inplace=True`` that input 0 dies with this node, so
   it may write its result into input 0 when shape and dtype allow. ``_num_outputs`` (put into the
-  attrs by ``bind_node`` for kernels that declare it: Split, LayerNormalization, Dropout, MaxPool) is
+  attrs by ``lookup.bind_node`` for kernels that declare it: Split, LayerNormalization, Dropout, MaxPool) is
   the node's output count;
   Split needs it when neither split sizes nor ``num_outputs`` say how many pieces to make, and the
   others skip computing optional outputs nobody asked for. ``_num_inputs`` likewise is the node's
@@ -32,7 +36,7 @@ Contract shared by every kernel (the runtime relies on it):
   (shapes, indices); the runtime adds the node's name.
 
 Opset variants follow tinygrad and onnx.reference: several registrations of one op type with
-different ``since`` versions; ``resolve`` picks the highest ``since`` that is ≤ the model's opset.
+different ``since`` versions; ``lookup.resolve`` picks the highest ``since`` that is ≤ the model's opset.
 """
 
 from __future__ import annotations
@@ -53,8 +57,8 @@ if TYPE_CHECKING:
     import onnx
 
 Kernel = Callable[..., object]
-__all__ = ["OUTPUT_ONLY", "VIEW", "Cost", "OpSpec", "UnsupportedOp", "bind_node", "declared_cost", "passes",
-           "register", "registered_specs", "resolve", "supported_op_types"]
+__all__ = ["OUTPUT_ONLY", "VIEW", "Cost", "OpSpec", "UnsupportedOp", "decode_attributes", "passes", "register",
+           "registered_specs", "registered_versions"]
 
 
 class UnsupportedOp(Exception):
@@ -121,33 +125,15 @@ def register(op_type: str, since: int = 1, *, domain: str = "", inplace: bool = 
     return decorate
 
 
-def resolve(op_type: str, opset: int, domain: str = "") -> OpSpec:
-    """The kernel for ``op_type`` at ``opset``; ``UnsupportedOp`` if there is none."""
-    domain = "" if domain == "ai.onnx" else domain
-    versions = _TABLE.get((domain, op_type))
-    if not versions:
-        raise UnsupportedOp(f"op type {op_type!r} (domain {domain or 'ai.onnx'!r}) is not implemented")
-    usable = [s for s in versions if s.since <= opset]
-    if not usable:
-        raise UnsupportedOp(f"{op_type} is implemented from opset {versions[0].since}, model uses {opset}")
-    return usable[-1]
-
-
 def registered_specs() -> list[OpSpec]:
-    """Every registered kernel spec, all versions (a kept plan names these instead of storing them)."""
+    """Every kernel spec registered so far, all versions: the core ones and the optional ones a graph has
+    asked for (a kept plan names these instead of storing them)."""
     return [spec for versions in _TABLE.values() for spec in versions]
 
 
-def declared_cost(op_type: str) -> Cost | None:
-    """The cost declared for ``op_type`` (any domain; the first registered version's), None if unknown."""
-    for (_, op), versions in _TABLE.items():
-        if op == op_type:
-            return versions[0].cost
-    return None
-
-
-def supported_op_types(domain: str = "") -> list[str]:
-    return sorted(op for (d, op) in _TABLE if d == domain)
+def registered_versions(op_type: str, domain: str = "") -> list[OpSpec]:
+    """The kernels registered for ``op_type`` in ``domain``, by ascending ``since`` (empty if none)."""
+    return list(_TABLE.get((domain, op_type), ()))
 
 
 def decode_attributes(node: onnx.NodeProto) -> dict:
@@ -187,28 +173,3 @@ def decode_attributes(node: onnx.NodeProto) -> dict:
             kind = kinds.AttributeType.Name(attr.type)
             raise UnsupportedOp(f"{node.op_type} attribute {attr.name!r} has type {kind}, which is not supported")
     return attrs
-
-
-def bind_node(node: onnx.NodeProto, opset: int) -> tuple[OpSpec, dict]:
-    """Resolve ``node`` at ``opset`` and decode its attributes, checking both against the kernel.
-
-    This is the whole load-time check for one node: unknown op type or opset, attributes the kernel
-    does not know, and attribute values its ``validate`` rejects all raise ``UnsupportedOp``.
-    For kernels that declare ``_num_outputs`` / ``_num_inputs`` the returned attrs already carry them
-    (before ``validate``, which may check them).
-    """
-    spec = resolve(node.op_type, opset, node.domain)
-    attrs = decode_attributes(node)
-    unknown = sorted(set(attrs) - spec.attribute_names)
-    if unknown:
-        raise UnsupportedOp(f"{node.op_type} (opset {opset}) does not support attribute(s) {', '.join(unknown)}")
-    if "_num_outputs" in spec.hints:
-        outputs = list(node.output)
-        while outputs and not outputs[-1]:
-            outputs.pop()
-        attrs["_num_outputs"] = len(outputs)
-    if "_num_inputs" in spec.hints:
-        attrs["_num_inputs"] = len(node.input)
-    if spec.validate is not None:
-        spec.validate(attrs)
-    return spec, attrs

@@ -8,7 +8,10 @@ from onnx import helper, numpy_helper
 
 import frame.engine.ops  # noqa: F401  (fills the registry)
 from frame.engine.ops import UnsupportedOp, bind_node, decode_attributes, resolve
+from frame.engine.ops.lookup import load_all_optional
 from frame.engine.ops.registry import _TABLE
+
+load_all_optional()  # the schema check covers the optional kernels too
 
 # Every op type torch.onnx.export emitted (TorchScript and dynamo exporters, opsets 14/17/18, static
 # and dynamic axes, fp32 and fp16-converted) for tiny SD 1.5 / SDXL UNets, the AutoencoderKL decoder
