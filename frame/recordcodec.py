@@ -10,8 +10,11 @@ version still reads (the compatibility rule of ``frame.worker.records``).
 
 Per-field wire details of the 0.1 format go in ``wire(...)`` metadata: another key, a key left out
 when the value is None or the default, a null or empty value read as the default (0.1's
-``data.get(key) or default``), a conversion after the check (``float`` for a weight 0.1 wrote as 1).
-A class may set ``WIRE_ORDER`` (field names) when 0.1 wrote its keys in another order than the fields.
+``data.get(key) or default``), a conversion after the check (``float`` for a weight 0.1 wrote as 1),
+and one before writing (``dump``: the form a reader outside Python has always been given, a flag as
+0/1, a mapping as its JSON text; ``decode`` does not undo it, so a record with one is written, not read
+back). A class may set ``WIRE_ORDER`` (field names) when 0.1 wrote its keys in another order than the
+fields; a field it leaves out is not written (an API answer that shows only some of a row's columns).
 
 Base layer, standard library only: the daemon imports the records.
 """
@@ -35,13 +38,19 @@ class RecordError(ValueError):
     """A record's JSON is not what the record declares (names the record and the field)."""
 
 
+_PLAIN = {"key": None, "omit_none": False, "omit_default": False, "or_default": False, "convert": None,
+          "dump": None, "max_items": MAX_ITEMS, "absent": _MISSING}  # a field declared without ``wire``
+
+
 def wire(default: Any = dataclasses.MISSING, *, key: str | None = None, omit_none: bool = False,
          omit_default: bool = False, or_default: bool = False, convert: Callable[[Any], Any] | None = None,
-         max_items: int = MAX_ITEMS, default_factory: Any = dataclasses.MISSING, absent: Any = _MISSING) -> Any:
+         dump: Callable[[Any], Any] | None = None, max_items: int = MAX_ITEMS,
+         default_factory: Any = dataclasses.MISSING, absent: Any = _MISSING) -> Any:
     """A dataclass field with its wire details (see the module docstring); ``absent`` is what a
-    missing key reads as for a field the constructor requires."""
+    missing key reads as for a field the constructor requires, ``dump`` what ``encode`` writes instead
+    of the value (``omit_none``/``omit_default`` look at the value itself)."""
     meta = {"key": key, "omit_none": omit_none, "omit_default": omit_default, "or_default": or_default,
-            "convert": convert, "max_items": max_items, "absent": absent}
+            "convert": convert, "dump": dump, "max_items": max_items, "absent": absent}
     return dataclasses.field(default=default, default_factory=default_factory, metadata={"wire": meta})
 
 
@@ -53,9 +62,7 @@ def _hints(cls: type) -> dict[str, Any]:
 
 
 def _meta(f: dataclasses.Field) -> dict[str, Any]:
-    return f.metadata.get("wire") or {"key": None, "omit_none": False, "omit_default": False,
-                                      "or_default": False, "convert": None, "max_items": MAX_ITEMS,
-                                      "absent": _MISSING}
+    return f.metadata.get("wire") or _PLAIN
 
 
 def _default(f: dataclasses.Field) -> Any:
@@ -95,7 +102,7 @@ def encode(record: Any) -> dict[str, Any]:
             continue
         if meta["omit_default"] and value == _default(f):
             continue
-        data[meta["key"] or f.name] = encode_value(value)
+        data[meta["key"] or f.name] = encode_value(meta["dump"](value) if meta["dump"] else value)
     return data
 
 

@@ -118,3 +118,24 @@ def test_a_short_job_or_answer_with_a_wrong_type_is_refused_naming_the_field():
     with pytest.raises(ValueError, match=r"ThumbsOutput\.made\[0\]: expected a path"):
         child_output_from_json({"kind": "thumbs", "made": [{"x": 1}], "failed": []})
     assert parse_answer('{"event": "done", "result": {"kind": "thumbs", "made": [7], "failed": []}}') is None
+
+
+@dataclass(frozen=True)
+class Row:
+    """A row-like record: a flag written as 0/1, a mapping written as its JSON text, a column not shown."""
+
+    name: str
+    secret: str
+    flag: bool = wire(False, dump=int)
+    counts: Mapping[str, int] | None = wire(None, dump=lambda value: json.dumps(value) if value else None)
+    note: str | None = wire(None, omit_none=True, dump=str.upper)
+
+    WIRE_ORDER = ("flag", "name", "counts", "note")
+
+
+def test_dump_writes_another_form_and_wire_order_leaves_a_field_out():
+    assert encode(Row("r", "s", flag=True, counts={"a": 1}, note="n")) == {
+        "flag": 1, "name": "r", "counts": '{"a": 1}', "note": "N"}
+    data = encode(Row("r", "s"))
+    assert data == {"flag": 0, "name": "r", "counts": None} and list(data) == ["flag", "name", "counts"]
+    assert "secret" not in encode(Row("r", "s", counts={}))

@@ -17,12 +17,12 @@ from __future__ import annotations
 import json
 import re
 import threading
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from frame.daemon.onnx_dtypes import stored_precision
 from frame.models import DEMO_SOURCE, demo_model_path, is_demo_model
+from frame.recordcodec import Record
 from frame.redact import redact_url
 
 MODELS_FOLDER = "models"
@@ -33,7 +33,7 @@ FILES = ("model_index.json", "text_encoder/config.json", "scheduler/scheduler_co
 
 
 @dataclass(frozen=True)
-class ModelEntry:
+class ModelEntry(Record):
     """One model as the page shows it. ``name``: the folder's name (``demo`` for the bundled one);
     ``source``: what ``model.source`` is set to in order to use it; ``in_use``: it is the configured one."""
 
@@ -43,9 +43,6 @@ class ModelEntry:
     precision: str
     in_use: bool
     in_models_folder: bool
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def models_dir(state_dir: Path) -> Path:

@@ -183,13 +183,13 @@ def pictures():
         raise ApiError(400, f"limit must be 1..500 and offset from 0 to {SQLITE_MAX_INT}")
     favourites = request.args.get("favourites", "") in ("1", "true")
     rows = store.pictures(limit, offset, favourites_only=favourites)
-    return jsonify({"pictures": [row.api_json() for row in rows],
+    return jsonify({"pictures": [row.to_json() for row in rows],
                     "total": store.count_pictures()})
 
 
 @api.get("/pictures/<id:picture_id>")
 def picture(picture_id: int):
-    return jsonify(api_deps().need_picture(picture_id).api_json(detail=True))
+    return jsonify(api_deps().need_picture(picture_id).to_json(detail=True))
 
 
 @api.get("/pictures/<id:picture_id>/image")
@@ -225,7 +225,7 @@ def rate(picture_id: int):
     deps = api_deps()
     kind, value = _parse_rating(request_body())
     picture_actions.rate_picture(deps.store, picture_id, kind, value, source="api")
-    return jsonify(deps.need_picture(picture_id).api_json())
+    return jsonify(deps.need_picture(picture_id).to_json())
 
 
 @api.post("/render")

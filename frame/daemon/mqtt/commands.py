@@ -29,6 +29,7 @@ from frame.daemon.http.contract import Busy
 from frame.daemon.mqtt.discovery import OFF, ON, PRESS, RATINGS
 from frame.daemon.store.database import Store
 from frame.daemon.wishes import Wishes
+from frame.recordcodec import Record
 
 log = logging.getLogger(__name__)
 
@@ -39,13 +40,12 @@ OWNER_ERRORS = (NotFound, NotRunning, BadValue, Busy, queue_rules.QueueError, de
 
 
 @dataclass(frozen=True)
-class Answer:
+class Answer(Record):
+    """A command's answer on ``BASE/answer`` (``to_json``: its three fields)."""
+
     command: str
     ok: bool
     message: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {"command": self.command, "ok": self.ok, "message": self.message}
 
 
 class CommandHost(Protocol):
