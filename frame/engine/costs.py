@@ -47,7 +47,7 @@ def _step_query(step: g.Step, shapes: Mapping[str, Shape], itemsizes: Mapping[st
                 weights: Mapping) -> CostQuery:
     node = step.node
     return CostQuery(node.attrs, node.inputs, node.outputs, shapes, itemsizes, weights,
-                     keywords=getattr(node.spec.fn, "keywords", None) or {},  # type: ignore[union-attr]
+                     keywords=node.spec.keywords if node.spec is not None else {},
                      row_bytes=step.weight_rows.nbytes if step.weight_rows is not None else 0)
 
 

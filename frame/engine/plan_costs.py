@@ -27,13 +27,13 @@ from frame.engine import graph as g
 from frame.engine.costs import KINDS, Work, node_work, step_decoded, step_scratch, step_share
 from frame.engine.counted_shapes import ShapeTable, infer_shapes
 from frame.engine.io.http_settings import HttpSettings
-from frame.engine.io.sources import SourcePool
+from frame.engine.io.weights import WeightRef
 from frame.engine.live_buffers import LiveBuffers
 from frame.engine.model import plan_structure, read_structure
 from frame.engine.ops.cost import known
 from frame.engine.passes.sliced_attention import AttentionConfig
 from frame.engine.passes.weight_decoding import channel_blocks
-from frame.engine.static_shapes import fill_small_values
+from frame.engine.static_shapes import fill_small_values, read_small_values
 from frame.engine.subgraphs import fetch_order
 
 Describe = Callable[[g.Step, ShapeTable, Mapping, bool], Any]
@@ -207,21 +207,16 @@ def _step_costs(steps: list[g.Step], work: list[Work], owner: list[int | None], 
     return costs
 
 
-def _read_small_integer_weights(weights: Mapping, in_proto: set[str], http: HttpSettings | None = None) -> None:
+def _read_small_weights_beside(weights: Mapping, in_proto: set[str], http: HttpSettings | None = None) -> None:
     """Give small weights stored outside the proto their values (OnnxStream keeps reshape targets,
     axes and scalars as ``.bin`` files): shape inference needs them; a few bytes each."""
+    beside = (ref for name, ref in weights.items() if name not in in_proto)
+    for name, value in read_small_values(beside, http, _small_limit).items():
+        weights[name].value = value
 
-    small = [ref for name, ref in weights.items() if ref.value is None and ref.location is not None
-             and name not in in_proto and ref.length <= (SMALL_INTEGER_BYTES if ref.dtype.kind in "iu"
-                                                         else SMALL_FLOAT_BYTES)]
-    if not small:
-        return
-    pool = SourcePool(http)
-    try:
-        for ref in small:
-            ref.value = ref.decode(pool.get(ref.location).read_at(ref.offset, ref.length)).copy()
-    finally:
-        pool.close()
+
+def _small_limit(ref: WeightRef) -> int:
+    return SMALL_INTEGER_BYTES if ref.dtype.kind in "iu" else SMALL_FLOAT_BYTES
 
 
 def plan_costs(source, input_shapes: Mapping[str, Sequence[int]],  # noqa: ANN001 - path, URL or OnnxStream source
@@ -239,7 +234,7 @@ def plan_costs(source, input_shapes: Mapping[str, Sequence[int]],  # noqa: ANN00
     structure = structure if structure is not None else read_structure(source, http=http)
     read_seconds = time.perf_counter() - started
     fill_small_values(structure.proto, structure.weights, http)
-    _read_small_integer_weights(structure.weights, {t.name for t in structure.proto.graph.initializer}, http)
+    _read_small_weights_beside(structure.weights, {t.name for t in structure.proto.graph.initializer}, http)
     table = infer_shapes(structure.proto, structure.weights, structure.nodes, input_shapes)
     weights = structure.weights
     stored_weights = dict(weights)  # before planning adds the folded constants

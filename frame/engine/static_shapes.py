@@ -13,6 +13,7 @@ baked size, and the output must come out at the new size times the model's scale
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -20,6 +21,7 @@ import onnx
 from onnx import numpy_helper
 
 from frame.engine.io.http_settings import HttpSettings
+from frame.engine.io.weights import WeightRef
 from frame.engine.model import read_structure
 from frame.engine.providers.prefetch import NoCache
 
@@ -54,16 +56,26 @@ def structure_with_small_values(source: str, http: HttpSettings | None = None) -
 def fill_small_values(proto: onnx.ModelProto, weights: dict, http: HttpSettings | None = None) -> onnx.ModelProto:
     """``proto`` (from the protobuf scanner: initializers without data) with the data of every
     initializer of at most ``SMALL_BYTES`` read back in, in place (URLs read with ``http``); returns ``proto``."""
-    provider = NoCache(http=http)  # a provider's reads: from the weight cache too, when it is on
+    values = read_small_values((weights[tensor.name] for tensor in proto.graph.initializer), http)
+    for tensor in proto.graph.initializer:
+        if tensor.name in values:
+            tensor.CopyFrom(numpy_helper.from_array(values[tensor.name], tensor.name))
+    return proto
+
+
+def read_small_values(refs: Iterable[WeightRef], http: HttpSettings | None = None,
+                      limit: Callable[[WeightRef], int] = lambda ref: SMALL_BYTES) -> dict[str, np.ndarray]:
+    """The values, by name, of the stored weights among ``refs`` of at most ``limit(ref)`` bytes: the
+    shape targets, axes and scalars shape inference needs, a few bytes each. Read as a provider reads
+    them (from the weight cache too, when it is on; URLs with ``http``); weights with a value are skipped."""
+    small = [ref for ref in refs if ref.value is None and ref.location is not None and ref.length <= limit(ref)]
+    if not small:
+        return {}
+    provider = NoCache(http=http)
     try:
-        for tensor in proto.graph.initializer:
-            ref = weights[tensor.name]
-            if ref.value is not None or ref.length > SMALL_BYTES or ref.location is None:
-                continue
-            tensor.CopyFrom(numpy_helper.from_array(provider.read(ref).copy(), tensor.name))
+        return {ref.name: provider.read(ref).copy() for ref in small}
     finally:
         provider.close()
-    return proto
 
 
 def constant_values(graph: onnx.GraphProto) -> dict[str, np.ndarray]:

@@ -62,7 +62,7 @@ def _conv_attrs(attrs: Mapping) -> tuple[tuple[str, object], ...]:
 
 
 def _wrapped(node: g.Node) -> tuple[str, Mapping]:
-    kernel = node.spec.fn.keywords.get("_kernel") if node.spec is not None else None
+    kernel = node.spec.keywords.get("_kernel") if node.spec is not None else None
     func = getattr(kernel, "func", kernel)
     return getattr(func, "__name__", ""), getattr(kernel, "keywords", {}) or {}
 
@@ -114,7 +114,7 @@ def step_signature(step: g.Step, table: ShapeTable, weights: Mapping, one_thread
         op, attrs = "Conv", attrs.get("conv_attrs", {})
     conv_op = "conv"
     if op in ("UpsampleConv", "NormConv"):  # attributes bound to the kernel, whether wrapped or not
-        conv_op, attrs = _fused_conv(op, attrs if node.op_type == "DecodedWeight" else node.spec.fn.keywords)
+        conv_op, attrs = _fused_conv(op, attrs if node.op_type == "DecodedWeight" else node.spec.keywords)
     if op == "GegluFF":
         return _geglu_signature(node, table, weights, one_thread)
     shapes = [_shape(table, name) for name in node.inputs[:3]]
@@ -142,7 +142,7 @@ def _geglu_signature(node: g.Node, table: ShapeTable, weights: Mapping, one_thre
     w1, w2 = (weights.get(node.inputs[k]) for k in (1, 5))
     if x is None or w1 is None or w2 is None:
         return None
-    transposed = node.spec.fn.keywords.get("_transposed", (False, False)) if node.spec is not None else (False, False)
+    transposed = node.spec.keywords.get("_transposed", (False, False)) if node.spec is not None else (False, False)
     shapes = [tuple(int(d) for d in w.shape) for w in (w1, w2)]
     shapes = [tuple(reversed(shape)) if flip else shape for shape, flip in zip(shapes, transposed)]
     return Signature("geglu", (x, *shapes), (("blas_one_thread", one_thread),), storage_of(w1))

@@ -43,9 +43,9 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
@@ -76,6 +76,12 @@ class OpSpec:
     attribute_names: frozenset[str] = field(default_factory=frozenset)
     hints: frozenset[str] = field(default_factory=frozenset)
     cost: Cost | None = None
+
+    @property
+    def keywords(self) -> Mapping[str, Any]:
+        """What ``fn`` was bound with (a pass's ``functools.partial``: a fused op's parts, the
+        attention budget), for its cost declaration; empty for a registered kernel."""
+        return self.fn.keywords if isinstance(self.fn, functools.partial) else {}
 
 
 _TABLE: dict[tuple[str, str], list[OpSpec]] = {}

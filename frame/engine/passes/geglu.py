@@ -80,7 +80,7 @@ def _matmul_weight(node: Node, weights: dict[str, WeightRef]) -> tuple[WeightSou
             and _plain_gemm(node.attrs)):
         return WeightSource(node.inputs[1], transposed=True), (node.inputs[2] if len(node.inputs) == 3 else "")
     if node.domain == DOMAIN and node.op_type == "DecodedWeight" and node.spec is not None:
-        keywords = node.spec.fn.keywords
+        keywords = node.spec.keywords
         stored = WeightSource(node.inputs[1], node.inputs[2], node.inputs[3], keywords.get("_quant_axis", 1))
         if keywords.get("_layout") == Layout(1, -1, None) and len(node.inputs) == 4:
             return stored, ""

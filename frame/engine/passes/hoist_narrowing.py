@@ -32,7 +32,7 @@ def _conv_attrs(node: Node) -> dict | None:
     if node.domain == "" and node.op_type == "Conv":
         return node.attrs
     if node.domain == DOMAIN and node.op_type == "DecodedWeight" and node.spec is not None:
-        kernel = node.spec.fn.keywords.get("_kernel")
+        kernel = node.spec.keywords.get("_kernel")
         if getattr(kernel, "func", None) is not None and getattr(kernel.func, "__name__", "") == "conv":
             return kernel.keywords
     return None

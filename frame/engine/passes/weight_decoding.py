@@ -72,9 +72,9 @@ def layout_of(node: Node, weight_rank: int | None) -> Layout | None:
         return Layout(0 if node.attrs.get("transB", 0) else 1, 1, 2)
     group = node.attrs.get("group", 1)
     if node.domain == DOMAIN and op == "UpsampleConv" and node.spec is not None:
-        group = node.spec.fn.keywords["_conv"].keywords.get("group", 1)
+        group = node.spec.keywords["_conv"].keywords.get("group", 1)
     elif node.domain == DOMAIN and op == "NormConv" and node.spec is not None:
-        group = node.spec.fn.keywords["_attrs"].get("group", 1)
+        group = node.spec.keywords["_attrs"].get("group", 1)
     elif node.domain != "" or op not in ("Conv", "ConvTranspose"):
         return None
     return Layout(1 if op == "ConvTranspose" else 0, 1, 2, blockable=group == 1)
@@ -266,7 +266,7 @@ def stream_weight_rows(steps) -> int:
         node = step.node
         if node.domain != DOMAIN or node.op_type != "DecodedWeight" or node.spec is None:
             continue
-        layout = node.spec.fn.keywords.get("_layout")
+        layout = node.spec.keywords.get("_layout")
         ref = next((r for r in step.fetch if r.name == node.inputs[1]), None)
         if layout is None or not layout.blockable or ref is None or ref.value is not None:
             continue
