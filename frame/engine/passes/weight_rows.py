@@ -4,7 +4,7 @@ while the current one computes.
 An 8-bit or fp16 weight of 4 MB and more (``weight_decoding.STREAM_ROWS_MIN_BYTES``) is not fetched
 whole before its DecodedWeight step: the op reads the stored rows of one block, decodes them and runs
 its kernel on them. Read one after the other, the reads stall the op: on a Pi Zero 2 W's SD card
-(23 MB/s) SDXL's 2560 → 1280 conv reads 29 MB of uint8 rows, over a second, for about as much compute.
+(23 MB/s) SDXL's 2560 → 1280 conv reads 29 MB of uint8 rows, 1.3 s in which its cores wait.
 So while block *i* computes, block *i + 1*'s rows are read on a reader thread (``ROW_READER``): the
 card and the cores work at the same time, and the op takes about the larger of the two, not their sum.
 The cost is one block's stored bytes more while the op runs (counted by ``weight_decoding``'s scratch,
