@@ -128,3 +128,60 @@ def test_threads_share_the_budget():
     config = AttentionConfig(budget_bytes=8 << 20)
     assert config.block(heads=8, n=4096, m=4096, itemsize=4, threads=1) == (1, 256)  # capped at BLOCK_BYTES
     assert config.block(heads=8, n=4096, m=4096, itemsize=4, threads=4) == (1, 128)  # 4 × 2 MB
+
+
+def _reference_attention(q, kt, v, mask=None):
+    scores = np.matmul(q.astype(np.float64), kt.astype(np.float64))
+    if mask is not None:
+        scores = scores + mask
+    probs = np.exp(scores - scores.max(-1, keepdims=True))
+    return np.matmul(probs / probs.sum(-1, keepdims=True), v.astype(np.float64))
+
+
+@pytest.mark.parametrize("offset", [-300.0, -70.0, -59.0, 0.0, 59.0, 70.0, 300.0])
+@pytest.mark.parametrize("keys", [40, 300])  # transposed blocks (few keys) and row blocks
+@pytest.mark.parametrize("v_scale", [1.0, 1e35])
+def test_softmax_is_exact_at_every_score_range(offset, keys, v_scale):
+    """Scores whose row maxima sit anywhere (far below, inside and beyond the unshifted exp's safe
+    range) and values near float32's limit give softmax(s) @ v: the shift is skipped only where exp(s),
+    its sums and Σexp(s)·v stay finite and the terms that matter stay normal floats."""
+    rng = np.random.default_rng(2)
+    q = rng.standard_normal((2, 37, 16)).astype(np.float32)
+    kt = rng.standard_normal((2, 16, keys)).astype(np.float32) * 0.5
+    v = (rng.standard_normal((2, keys, 16)) * v_scale).astype(np.float32)
+    # a whole-row offset of the scores: a bias the scale fold leaves alone (a scalar Add)
+    bias = np.array(offset, np.float32)
+    got = sliced_attention(q, kt, v, bias, score_ops=("Add",))
+    expected = _reference_attention(q, kt, v, float(offset))
+    assert np.isfinite(got).all()
+    assert builders.rel_l2(got, expected) < 1e-5
+    got = sliced_attention(q * np.float32(1 + abs(offset) / 10), kt, v)  # large scale: large row maxima
+    expected = _reference_attention(q * np.float32(1 + abs(offset) / 10), kt, v)
+    assert np.isfinite(got).all()
+    assert builders.rel_l2(got, expected) < 1e-5
+
+
+def test_typical_scores_skip_the_shift(monkeypatch):
+    """Scores of trained-model size (|row max| well under 60) take exp(s) unshifted: the subtraction
+    pass over the score block is what this saves."""
+    from frame.engine.passes import sliced_attention as module
+
+    answers = []
+    real = module._shift_needed
+    monkeypatch.setattr(module, "_shift_needed", lambda peak, limit: answers.append(real(peak, limit)) or answers[-1])
+    rng = np.random.default_rng(3)
+    q, kt, v = (rng.standard_normal(s).astype(np.float32) for s in ((1, 2, 64, 8), (1, 2, 8, 512), (1, 2, 512, 8)))
+    sliced_attention(q, kt, v, np.array(0.35, np.float32), score_ops=("Mul",))
+    assert answers and not any(answers)
+    answers.clear()
+    sliced_attention(q * 40, kt, v)  # row maxima far beyond the safe range: shifted
+    assert answers and all(answers)
+
+
+def test_unshifted_limit_shrinks_with_many_keys_and_large_values():
+    from frame.engine.passes.sliced_attention import SAFE_SCORE, unshifted_limit
+
+    assert unshifted_limit(4096, np.ones(3, np.float32)) == SAFE_SCORE
+    assert unshifted_limit(4096, np.full(3, 1e30, np.float32)) < 10
+    assert unshifted_limit(4096, np.full(3, 1e36, np.float32)) == 0.0
+    assert unshifted_limit(77, np.array([np.nan], np.float32)) == 0.0

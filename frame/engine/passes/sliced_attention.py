@@ -14,6 +14,12 @@ faster than numpy's pairwise sum over 4096-long rows) and the normalisation is a
 (rows × d) output. When the keys are few (cross-attention over 77 text tokens) the scores are
 computed transposed, keys × queries, so the max and sum reduce across rows, vectorised along the
 queries, instead of along 77-long rows (3.7 → 0.5 ms for the max over 8 × 4096 × 77).
+
+The row max is subtracted only when a block needs it (``_shift_needed``): softmax is the same ratio
+exp(s)/Σexp(s) with or without the shift, which only keeps exp in float32's range. When every row max
+of a block lies within ``SAFE_SCORE``, exp(s), the row sums and Σexp(s)·v cannot overflow and the
+terms that matter stay normal floats, so the pass that subtracts it (a fifth of a 4096-key block's
+time after its two products) is skipped.
 """
 
 from __future__ import annotations
@@ -29,6 +35,11 @@ from frame.engine.ops.cost import FLOAT, Cost, CostQuery, has_dims
 
 BLOCK_BYTES = 4 << 20  # per thread: 256 query rows × 4096 keys; 1 MB to 16 MB measured within 5 %
 TRANSPOSED_MAX_KEYS = 256  # fewer keys than this: scores as keys × queries (see the module docstring)
+# |row max| below which exp(s) is taken unshifted: e^60 x keys x |v| stays far below float32's 3.4e38
+# (checked per call against the keys and V's largest value), and a row whose max is -60 keeps every
+# term within 20 of it above float32's smallest normal, e^-87
+SAFE_SCORE = 60.0
+FLOAT32_MAX_EXP = 88.0
 
 
 @dataclass
@@ -101,24 +112,40 @@ def sliced_attention(q: np.ndarray, kt: np.ndarray, v: np.ndarray, *operands: np
         per_block = [(block, [o[block[0], block[2]:block[3]] for o in full_ops]) for block in blocks]
     transposed = scalars and not score_ops and m < TRANSPOSED_MAX_KEYS and config.slices is None
     ones = np.ones((m, 1), dtype)
+    limit = unshifted_limit(m, v)
 
     def run(share) -> None:
         scratch = buffers.empty(heads * rows * m, dtype)  # one score buffer per thread, reused
         for (h0, h1, r0, r1), ops_here in share:
             target = out[h0:h1, r0:r1]
             if transposed:
-                _block_transposed(q3[h0:h1, r0:r1], kt3[h0:h1], v3[h0:h1], target, scratch)
+                _block_transposed(q3[h0:h1, r0:r1], kt3[h0:h1], v3[h0:h1], target, scratch, limit)
             else:
-                _block(q3[h0:h1, r0:r1], kt3[h0:h1], v3[h0:h1], score_ops, ops_here, target, scratch, ones)
+                _block(q3[h0:h1, r0:r1], kt3[h0:h1], v3[h0:h1], score_ops, ops_here, target, scratch, ones, limit)
 
     size = -(-len(per_block) // min(pieces, len(per_block)))
     run_tasks([lambda s=s: run(per_block[s:s + size]) for s in range(0, len(per_block), size)])
     return out.reshape(lead + (n, v.shape[-1]))
 
 
+def unshifted_limit(keys: int, v: np.ndarray) -> float:
+    """The largest |row max| for which exp(s) needs no shift: ``SAFE_SCORE``, less where ``keys`` terms
+    of e^max times V's largest value would come near float32's overflow."""
+    largest = float(np.abs(v).max()) if v.size else 0.0
+    if not math.isfinite(largest):
+        return 0.0  # NaN or inf in V: shift always, as softmax does
+    room = FLOAT32_MAX_EXP - math.log(max(1, keys)) - math.log(max(1.0, largest)) - 1.0
+    return max(0.0, min(SAFE_SCORE, room))
+
+
+def _shift_needed(peak: np.ndarray, limit: float) -> bool:
+    """Whether a block's row maxima ``peak`` leave the unshifted exp's safe range (or are not finite)."""
+    return not (float(peak.max()) <= limit and float(peak.min()) >= -limit)
+
+
 def _block(q: np.ndarray, kt: np.ndarray, v: np.ndarray, score_ops, operands, out: np.ndarray,
-           scratch: np.ndarray, ones: np.ndarray) -> None:
-    """One block (heads, rows): scores, score ops, exp(s - max) in place, then (e @ v) / Σe.
+           scratch: np.ndarray, ones: np.ndarray, limit: float) -> None:
+    """One block (heads, rows): scores, score ops, exp(s [- max]) in place, then (e @ v) / Σe.
 
     Normalising the (rows × d) result instead of the (rows × M) probabilities saves a full pass
     over the score block; the result is the same softmax(s) @ v.
@@ -128,19 +155,24 @@ def _block(q: np.ndarray, kt: np.ndarray, v: np.ndarray, score_ops, operands, ou
     np.matmul(q, kt, out=s)
     for op, operand in zip(score_ops, operands):
         _apply(op, s, operand)
-    s -= s.max(axis=-1, keepdims=True)
+    peak = s.max(axis=-1, keepdims=True)
+    if _shift_needed(peak, limit):
+        s -= peak
     np.exp(s, out=s)
     total = np.matmul(s, ones)
     np.matmul(s, v, out=out)
     out /= total
 
 
-def _block_transposed(q: np.ndarray, kt: np.ndarray, v: np.ndarray, out: np.ndarray, scratch: np.ndarray) -> None:
+def _block_transposed(q: np.ndarray, kt: np.ndarray, v: np.ndarray, out: np.ndarray, scratch: np.ndarray,
+                      limit: float) -> None:
     """One block with few keys: scores as (heads, keys, rows) so max and sum reduce over axis 1."""
     heads, rows, m = q.shape[0], q.shape[1], kt.shape[-1]
     s = scratch[:heads * rows * m].reshape(heads, m, rows)
     np.matmul(kt.transpose(0, 2, 1), q.transpose(0, 2, 1), out=s)
-    s -= s.max(axis=1, keepdims=True)
+    peak = s.max(axis=1, keepdims=True)
+    if _shift_needed(peak, limit):
+        s -= peak
     np.exp(s, out=s)
     total = s.sum(axis=1)[..., None]
     np.matmul(s.transpose(0, 2, 1), v, out=out)
