@@ -8,7 +8,8 @@ checkpoints after every step and continues from the last one after a crash or po
 runs first, then the loop runs the last ``int(steps * strength)`` steps.
 
 Here is what ties the stages together (which model runs when, on what); each stage's rules live in its
-own module: ``render_settings``, ``conditioning``, ``denoise``, ``img2img``, ``resume``, ``progress``, ``vae``.
+own module: ``render_settings``, ``conditioning``, ``denoise_run`` (the UNet loop: where it starts, what
+each step saves and reports), ``denoise``, ``img2img``, ``resume``, ``progress``, ``vae``.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from PIL import Image
 from frame.diffusion import (
     conditioning,
     denoise,
-    guidance_plan,
+    denoise_run,
     img2img,
     loras,
     readahead,
@@ -34,19 +35,18 @@ from frame.diffusion import (
     sizes,
     textual_inversion,
     vae,
-    vae_encode,
     vae_shapes,
     vae_tiles,
 )
+from frame.diffusion.denoise_run import LATENT_CHANNELS
 from frame.diffusion.model_files import ModelFiles
 from frame.diffusion.model_info import SDXL, ModelInfo
 from frame.diffusion.noise import sources as noise_sources
 from frame.diffusion.onnxstream_layout import OnnxStreamFiles, open_model_files
 from frame.diffusion.pngmeta import GenerationParameters
-from frame.diffusion.progress import FetchMeter, Progress, ProgressCallback, StepReports
+from frame.diffusion.progress import Progress, ProgressCallback
 from frame.diffusion.render_plan import RenderPlan
 from frame.diffusion.render_settings import RenderSettings, resolve_settings
-from frame.diffusion.samplers import Sampler, SamplerState, make_sampler
 from frame.diffusion.samplers.base import Noise
 from frame.diffusion.tiny_vae import TinyVae
 from frame.engine import load_model
@@ -61,9 +61,7 @@ from frame.redact import redact_text, redact_url
 log = logging.getLogger(__name__)
 
 Loader = Callable[..., Runnable]  # load(source, dynamic_shapes=False, loras=()) -> the component (engine_loader)
-LATENT_CHANNELS = 4
 PLAN_FIELDS = frozenset(f.name for f in dataclasses.fields(RenderPlan))
-AESTHETIC_SCORES = (2.5, 6.0)  # diffusers' SDXL img2img defaults (negative, positive), refiner-type exports only
 
 
 def engine_loader(weights: str = "prefetch", attention_slices: int | None = None,
@@ -242,83 +240,23 @@ class Pipeline:
                                     settings.strength, None if init is None else init.digest,
                                     noise_sources.A1111_RNG.get(settings.noise))
 
-    def initial_noise(self, settings: RenderSettings, init_noise: np.ndarray | None, noise: Noise) -> np.ndarray:
-        shape = (1, LATENT_CHANNELS, settings.height // self.info.vae_factor, settings.width // self.info.vae_factor)
-        if init_noise is None:
-            return noise.normal(shape)
-        init_noise = np.asarray(init_noise)
-        if init_noise.shape != shape:
-            raise UsageError(f"init_noise has shape {init_noise.shape}; {settings.width}x{settings.height} "
-                             f"needs {shape}")
-        return init_noise.astype(np.float32)
-
     def denoise_settings(self, settings: RenderSettings, init_noise: np.ndarray | None = None,
                          callback: ProgressCallback | None = None,
                          resume_dir: str | os.PathLike | None = None, step_noise: Noise | None = None,
                          init_image: img2img.InitImage | None = None) -> np.ndarray:
-        """Run the sampling loop for resolved settings; returns the final latents.
-
-        ``step_noise`` replaces the seeded noise that ancestral samplers draw after the initial latent
-        (tests replay the noise diffusers drew); it is not checkpointed. ``init_image``
-        (``img2img.prepare`` at the settings' size, with ``settings.strength``) starts from a picture;
-        progress then counts the steps that run (12 of 12 for 20 steps at strength 0.6).
-        """
-        sampler = make_sampler(settings.sampler, self.info.scheduler_config, settings.steps)
-        first = img2img.first_step(settings, init_image)
-        noise = noise_sources.make_noise(settings.noise, settings.seed)
-        start_noise = self.initial_noise(settings, init_noise, noise)
-        state = SamplerState(noise=step_noise or noise)
-        key = resume.render_hash(self.files.identity(), settings.__dict__, start_noise,
-                                 [r.tag for r in self.plan.loras],
-                                 None if init_image is None else init_image.hash_parts())
-        store = resume.ResumeStore(resume_dir, key) if resume_dir else None
-        checkpoint = store.load() if store else None
-        if checkpoint is not None and checkpoint.latents.shape == start_noise.shape and checkpoint.step >= first:
-            latents, start, state.history = checkpoint.latents, checkpoint.step, checkpoint.history
-            if checkpoint.rng_state is not None:
-                noise.set_state(checkpoint.rng_state)
-        elif init_image is None:
-            latents, start = start_noise * np.float32(sampler.init_noise_sigma), 0
-        else:  # the VAE encoder runs only here: a resumed render goes straight on from its checkpoint
-            latents, start = self._noised_picture(settings, sampler, first, start_noise, init_image, callback), first
-        if start >= sampler.steps:
-            return latents
-        log.info("denoising with %s from step %d", sampler.describe(), start)
-        load = self.lora_loader(settings.prompt)
-        cond, uncond = self._encode(settings, callback, load)
-        model = load(self.unet_source)
-        try:
-            mode = self.guidance_mode_for(settings, model)
-            unet = denoise.GuidedUNet(model, cond, uncond, settings.guidance, (settings.width, settings.height), mode,
-                                      AESTHETIC_SCORES if self.info.requires_aesthetics_score else None)
-            reports = StepReports(callback, sampler.steps, start, first, self.kind, FetchMeter(model))
-
-            def on_step(done: int, current: np.ndarray, denoised: np.ndarray) -> None:
-                if store is not None:
-                    store.save(resume.Checkpoint(done, current, dict(state.history), noise.get_state()))
-                reports.step(done, current, denoised)
-
-            return denoise.run_loop(sampler, unet, latents, state, start, on_step, reports.op)
-        finally:
-            release_model(model)
+        """Run the sampling loop for resolved settings; returns the final latents
+        (``denoise_run.denoise_settings`` says how it starts, resumes and reports)."""
+        return denoise_run.denoise_settings(self, settings, init_noise, callback, resume_dir, step_noise, init_image)
 
     def guidance_mode_for(self, settings: RenderSettings, model: Runnable) -> str:
-        """How the guidance passes run tonight: the plan's ``guidance_mode`` if set, else ``guidance_plan``'s
-        choice for this model, size, precision and memory limit (logged with its reason)."""
-        if self.plan.guidance_mode is not None:
-            return self.plan.guidance_mode
-        plan = guidance_plan.choose(self.kind, settings.width, settings.height,
-                                    guidance_plan.precision_of(model.streamed_weights), self.plan.memory_limit_mb,
-                                    settings.guided, self.plan.guidance_peaks(settings.width, settings.height))
-        if settings.guided:
-            log.info("guidance passes: %s (%s)", plan.mode, plan.reason)
-        return plan.mode
+        """How the guidance passes run tonight (``denoise_run.guidance_mode_for``)."""
+        return denoise_run.guidance_mode_for(self, settings, model)
 
     def vae_encoder_source(self) -> str:
         """Path or URL of ``vae_encoder/model.onnx``, or a UsageError saying image-to-image needs it."""
-        return self._encoder()[0]
+        return self.img2img_encoder()[0]
 
-    def _encoder(self) -> tuple[str, float]:
+    def img2img_encoder(self) -> tuple[str, float]:
         """The img2img encoder and the factor its latents are multiplied by: the tiny VAE's when it has one
         (TAESD's latents are the diffusion latents, factor 1.0), else the model's own (a tiny decoder
         reads those as well: both VAEs share the diffusion latent space)."""
@@ -330,22 +268,6 @@ class Pipeline:
                              "have none)")
         return self.files.onnx("vae_encoder"), self.info.scaling_factor
 
-    def _noised_picture(self, settings: RenderSettings, sampler: Sampler, first: int, start_noise: np.ndarray,
-                        init: img2img.InitImage, callback: ProgressCallback | None) -> np.ndarray:
-        """The picture's latent (VAE encoder, seeded posterior draw) noised to step ``first``."""
-        source, scaling = self._encoder()
-        eps = img2img.posterior_draw(init, settings.seed, start_noise.shape)
-
-        def report(fraction: float) -> None:
-            if callback is not None:
-                callback(Progress("encode", 0, 0, fraction, 0.0, None, kind=self.kind))
-
-        report(0.0)
-        latent = vae_encode.encode(self.load, source, init.pixels, eps, scaling,
-                                   self.info.vae_factor, self.plan.vae_tile or vae_tiles.DEFAULT_TILE,
-                                   self.plan.vae_tile_overlap, progress=report)
-        return sampler.add_noise(latent, start_noise, first)
-
     def lora_loader(self, prompt: str) -> Loader:
         """``self.load`` with the LoRAs of ``model.loras`` and the prompt's tags and tonight's read-ahead
         (the plan's ``readahead``). A LoRA that cannot be used is left out with a warning (the picture is
@@ -356,14 +278,6 @@ class Pipeline:
         load = loras.loader(self.load, requests, self.plan.lora_folders, components, self.lora_outcome) \
             if requests else self.load
         return readahead.loader(load, self.plan.readahead, list(components.items()))
-
-    def _encode(self, settings: RenderSettings, callback: ProgressCallback | None, load: Loader | None = None
-                ) -> tuple[conditioning.Conditioning, conditioning.Conditioning | None]:
-        if callback is not None:
-            callback(Progress("text", 0, settings.steps, 0.0, 0.0, None, kind=self.kind))
-        prompt, negative = loras.strip_tags(settings.prompt), loras.strip_tags(settings.negative_prompt)
-        return conditioning.encode_prompts(self.encoders, load or self.load, self.info, prompt, negative,
-                                           settings.guided, log.warning, self.embeddings)
 
     def decode(self, latents: np.ndarray, callback: ProgressCallback | None = None,
                tiled: bool | None = None) -> Image.Image:

@@ -131,7 +131,7 @@ ProgressCallback = Callable[[Progress], None]
 
 class StepReports:
     """The denoising loop's progress callbacks: per op (throttled by the receiver) and per finished
-    step, with the ETA and the bytes fetched per step (``Pipeline.denoise_settings`` hands ``op`` and
+    step, with the ETA and the bytes fetched per step (``denoise_run.denoise_settings`` hands ``op`` and
     ``step`` to ``denoise.run_loop``)."""
 
     def __init__(self, callback: ProgressCallback | None, steps: int, start: int, first: int, kind: str,

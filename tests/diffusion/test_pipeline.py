@@ -111,7 +111,7 @@ def test_guidance_modes_agree():
 
 def test_a_tight_memory_limit_runs_the_passes_one_after_the_other(caplog):
     loader = CountingLoader()
-    caplog.set_level(logging.INFO, logger="frame.diffusion.pipeline")
+    caplog.set_level(logging.INFO, logger="frame.diffusion.denoise_run")
     pipe = load_pipeline(demo_model_path(), loader=loader, plan=RenderPlan(memory_limit_mb=100))
     paint(pipe, "a hill", steps=1, **SIZE)
     assert loader.unet_batches == [1, 1] and loader.unet_shared == []

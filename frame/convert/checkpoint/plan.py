@@ -9,7 +9,6 @@ authoritative (checked against the shapes all the same).
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ from frame.convert.checkpoint import configs
 from frame.convert.checkpoint import detect as keys
 from frame.convert.checkpoint.components import Component, Take
 from frame.convert.checkpoint.configs import SD1, SD2, SDXL
-from frame.convert.checkpoint.reader import Checkpoint, Opener
+from frame.convert.checkpoint.reader import Checkpoint, Opener, json_object
 from frame.convert.checkpoint.text_keys import CLIP_PART, CLIP_SKIPPED
 from frame.convert.checkpoint.vae_keys import diffusers_name
 from frame.errors import UsageError
@@ -70,16 +69,7 @@ def _config_override(options: Options, name: str) -> tuple[dict | None, str]:
     if options.config_dir is None:
         return None, ""
     path = os.path.join(options.config_dir, name, "config.json")
-    raw = Opener().small(path)
-    if raw is None:
-        return None, path
-    try:
-        value = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UsageError(f"{path}: not valid JSON ({exc})") from exc
-    if not isinstance(value, dict):
-        raise UsageError(f"{path}: not a JSON object")
-    return value, path
+    return json_object(Opener(), path, path), path
 
 
 def _component(name: str, derived: dict, takes: dict[str, Take], source: Checkpoint, options: Options,

@@ -187,7 +187,9 @@ def sniff(head: bytes) -> str:
     return "unknown"
 
 
-def _json(opener: Opener, location: str, what: str) -> dict | None:
+def json_object(opener: Opener, location: str, what: str) -> dict | None:
+    """The JSON object in the small file at ``location``; None when there is none; a UsageError naming
+    ``what`` when it is not valid JSON or not an object (the checkpoint's configs and indexes)."""
     raw = opener.small(location)
     if raw is None:
         return None
@@ -210,7 +212,7 @@ def _component_files(opener: Opener, root: str, component: str) -> list[str]:
     stem = WEIGHT_NAMES[component]
     for variant in ("", ".fp16"):
         index_path = _join(root, component, f"{stem}{variant}.safetensors.index.json")
-        index = _json(opener, index_path, index_path)
+        index = json_object(opener, index_path, index_path)
         if index is not None:
             weight_map = index.get("weight_map")
             if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
@@ -241,7 +243,7 @@ def _exists(opener: Opener, location: str) -> bool:
 def open_folder(root: str, opener: Opener | None = None) -> FolderCheckpoint:
     """A diffusers folder with safetensors weights (``model_index.json`` at its top)."""
     opener = opener or Opener()
-    index = _json(opener, _join(root, "model_index.json"), f"{root}: model_index.json")
+    index = json_object(opener, _join(root, "model_index.json"), f"{root}: model_index.json")
     if index is None:
         raise UsageError(f"{root}: no model_index.json; give a diffusers folder or a single .safetensors file")
     parts: dict[str, SafetensorsCheckpoint] = {}
@@ -257,14 +259,14 @@ def open_folder(root: str, opener: Opener | None = None) -> FolderCheckpoint:
                                  + (" (it is already an ONNX export: use it as it is, or 'frame model "
                                     "convert')" if onnx_there else ""))
             config_path = _join(root, component, "config.json")
-            config = _json(opener, config_path, config_path)
+            config = json_object(opener, config_path, config_path)
             if config is None:
                 raise UsageError(f"{root}: {component}/config.json is missing")
             configs[component] = config
             for location in files:
                 parts[f"{component}/{os.path.basename(location)}"] = open_file(location, opener)
         scheduler_path = _join(root, "scheduler", "scheduler_config.json")
-        scheduler = _json(opener, scheduler_path, scheduler_path)
+        scheduler = json_object(opener, scheduler_path, scheduler_path)
         if scheduler is not None:
             configs["scheduler"] = scheduler
     except BaseException:

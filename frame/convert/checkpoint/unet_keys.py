@@ -16,8 +16,9 @@ for any width or depth, and a key it does not know is reported instead of guesse
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TypeVar
 
 RESNET = (("in_layers.0.", "norm1."), ("in_layers.2.", "conv1."), ("out_layers.0.", "norm2."),
           ("out_layers.3.", "conv2."), ("emb_layers.1.", "time_emb_proj."), ("skip_connection.", "conv_shortcut."))
@@ -31,6 +32,7 @@ TRANSFORMER = re.compile(
     rf"|ff\.net\.0\.proj\.{PARAM}|ff\.net\.2\.{PARAM})")
 BLOCK = re.compile(r"(input_blocks|output_blocks)\.(\d+)\.(\d+)\.(.+)")
 MIDDLE = re.compile(r"middle_block\.(\d)\.(.+)")
+Name = TypeVar("Name")  # what a key is renamed to (a diffusers key; for the VAE with its squeeze flag)
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,21 @@ class UnknownKeys(ValueError):
         self.keys = keys
         shown = ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
         super().__init__(f"{len(keys)} {what} key(s) frame does not know: {shown}")
+
+
+def rename_all(keys: Iterable[str], rename: Callable[[str], Name | None], what: str) -> dict[str, Name]:
+    """``{key: rename(key)}`` for every key; ``UnknownKeys`` (of the ``what`` part) lists the keys
+    ``rename`` has no name for."""
+    names, unknown = {}, []
+    for key in keys:
+        name = rename(key)
+        if name is None:
+            unknown.append(key)
+        else:
+            names[key] = name
+    if unknown:
+        raise UnknownKeys(what, unknown)
+    return names
 
 
 def layout(keys: Iterable[str]) -> UNetLayout:
@@ -132,13 +149,4 @@ def unet_names(keys: Iterable[str]) -> tuple[UNetLayout, dict[str, str]]:
     form levels at all)."""
     keys = list(keys)
     shape = layout(keys)
-    names, unknown = {}, []
-    for key in keys:
-        name = unet_name(shape, key)
-        if name is None:
-            unknown.append(key)
-        else:
-            names[key] = name
-    if unknown:
-        raise UnknownKeys("UNet", unknown)
-    return shape, names
+    return shape, rename_all(keys, lambda key: unet_name(shape, key), "UNet")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from frame.convert.checkpoint.unet_keys import PARAM, UnknownKeys
+from frame.convert.checkpoint.unet_keys import PARAM, rename_all
 
 RESNET_PART = rf"(norm1|conv1|norm2|conv2)\.{PARAM}"
 ATTENTION = {"norm": "group_norm", "q": "to_q", "k": "to_k", "v": "to_v", "proj_out": "to_out.0"}
@@ -100,13 +100,4 @@ def vae_names(keys: Iterable[str]) -> dict[str, tuple[str, bool]]:
     up_levels = 1 + max((int(m.group(3)) for k in keys if (m := ORIGINAL.fullmatch(k)) and m.group(1) == "decoder"),
                         default=-1)
     diffusers = is_diffusers_vae(keys)
-    names, unknown = {}, []
-    for key in keys:
-        name = diffusers_name(key) if diffusers else original_name(key, up_levels)
-        if name is None:
-            unknown.append(key)
-        else:
-            names[key] = name
-    if unknown:
-        raise UnknownKeys("VAE", unknown)
-    return names
+    return rename_all(keys, lambda key: diffusers_name(key) if diffusers else original_name(key, up_levels), "VAE")

@@ -19,6 +19,7 @@ Wire format: each field is ``key = (field_number << 3) | wire_type`` as a varint
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from frame.engine.errors import ModelFormatError, SourceTruncated
@@ -216,16 +217,23 @@ def _scan_graph(cursor: _Cursor, end: int, graphs: _Graphs) -> bytes:
 
 def _scan_node(cursor: _Cursor, end: int, graphs: _Graphs) -> bytes:
     """A NodeProto whose graph attributes are scanned like the main graph."""
+    return _scan_fields(cursor, end, (NODE_ATTRIBUTE,), lambda at, until: _scan_attribute(at, until, graphs), "node")
+
+
+def _scan_fields(cursor: _Cursor, end: int, numbers: tuple[int, ...], scan: Callable[[_Cursor, int], bytes],
+                 what: str) -> bytes:
+    """The message from the cursor to ``end`` with each length-delimited field in ``numbers`` rewritten
+    by ``scan(cursor, field_end)`` and every other field copied as it is."""
     parts: list[bytes] = []
     while cursor.pos < end:
         number, wire, start = cursor.field()
-        if number == NODE_ATTRIBUTE and wire == 2:
-            attribute_end = _field_end(cursor)
-            parts.append(_length_delimited(NODE_ATTRIBUTE, _scan_attribute(cursor, attribute_end, graphs)))
+        if number in numbers and wire == 2:
+            field_end = _field_end(cursor)
+            parts.append(_length_delimited(number, scan(cursor, field_end)))
         else:
             parts.append(cursor.copy_field(start, wire))
     if cursor.pos != end:
-        raise ModelFormatError(f"{cursor.source.location}: node field overruns its length")
+        raise ModelFormatError(f"{cursor.source.location}: {what} field overruns its length")
     return b"".join(parts)
 
 
@@ -248,17 +256,8 @@ def _scan_attribute(cursor: _Cursor, end: int, graphs: _Graphs) -> bytes:
     start = cursor.pos
     if _attribute_type(cursor, end) not in GRAPH_TYPES:
         return cursor.read_range(start, end)
-    parts: list[bytes] = []
-    while cursor.pos < end:
-        number, wire, start = cursor.field()
-        if number in (ATTRIBUTE_GRAPH, ATTRIBUTE_GRAPHS) and wire == 2:
-            graph_end = _field_end(cursor)
-            parts.append(_length_delimited(number, _scan_graph(cursor, graph_end, graphs)))
-        else:
-            parts.append(cursor.copy_field(start, wire))
-    if cursor.pos != end:
-        raise ModelFormatError(f"{cursor.source.location}: attribute field overruns its length")
-    return b"".join(parts)
+    return _scan_fields(cursor, end, (ATTRIBUTE_GRAPH, ATTRIBUTE_GRAPHS),
+                        lambda at, until: _scan_graph(at, until, graphs), "attribute")
 
 
 def _scan_tensor(cursor: _Cursor, end: int, embedded: dict[str, ByteRange]) -> bytes:

@@ -30,8 +30,9 @@ import os
 import threading
 import time
 import zlib
+from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
@@ -46,6 +47,7 @@ SUFFIX = ".w"
 VALIDATOR_FILE = "validator.txt"
 VALIDATOR_MAX_BYTES = 4096
 CHUNK_BYTES = 8 << 20  # read and checksum a big entry this much at a time
+Read = TypeVar("Read")  # what one read of a cached entry gives (its bytes, or the parts asked for)
 
 
 def _key(text: str) -> str:
@@ -137,32 +139,23 @@ class WeightCache:
         """``(start, size)`` spans (file offsets) of the cached bytes ``offset..offset+length`` (a token table's
         rows), without loading the rest; None when not cached or found corrupt (then removed). The
         checksum is checked once per process, a chunk at a time."""
-        version, found = self._entry(url, validator, offset, length)
-        if found is None:
-            return None
-        path, crc = found
-        started = time.perf_counter()
-        try:
-            with _open_sized(path, length) as f:
-                if path not in self._verified:
-                    running = 0
-                    while chunk := f.read(CHUNK_BYTES):
-                        running = zlib.crc32(chunk, running)
-                    if running != crc:
-                        raise ValueError("checksum mismatch")
-                    self._verified.add(path)
-                parts = []
-                for start, size in spans:
-                    part = np.empty(size, dtype=np.uint8)
-                    if os.preadv(f.fileno(), [memoryview(part)], start - offset) != size:
-                        raise ValueError("short read")
-                    parts.append(part)
-        except (OSError, ValueError) as exc:
-            self._discard(version, (offset, length), path, str(exc))
-            return None
-        if self.stats is not None:
-            self.stats.add("cache", sum(size for _, size in spans), time.perf_counter() - started)
-        return parts
+        def read(f: BinaryIO, path: Path, crc: int) -> list[np.ndarray]:
+            if path not in self._verified:
+                running = 0
+                while chunk := f.read(CHUNK_BYTES):
+                    running = zlib.crc32(chunk, running)
+                if running != crc:
+                    raise ValueError("checksum mismatch")
+                self._verified.add(path)
+            parts = []
+            for start, size in spans:
+                part = np.empty(size, dtype=np.uint8)
+                if os.preadv(f.fileno(), [memoryview(part)], start - offset) != size:
+                    raise ValueError("short read")
+                parts.append(part)
+            return parts
+
+        return self._read_entry(url, validator, offset, length, read, sum(size for _, size in spans))
 
     def store_chunks(self, url: str, validator: str, offset: int, length: int, read) -> bool:
         """Keep the bytes ``offset..offset+length``, fetched ``CHUNK_BYTES`` at a time with
@@ -215,6 +208,23 @@ class WeightCache:
 
     def load(self, url: str, validator: str, offset: int, length: int) -> np.ndarray | None:
         """The cached bytes, or None when missing or found corrupt (then removed)."""
+        def read(f: BinaryIO, path: Path, crc: int) -> np.ndarray:
+            buf = np.empty(length, dtype=np.uint8)
+            if f.readinto(memoryview(buf)) != length:
+                raise ValueError("short read")
+            if path not in self._verified:
+                if zlib.crc32(memoryview(buf)) != crc:
+                    raise ValueError("checksum mismatch")
+                self._verified.add(path)
+            return buf
+
+        return self._read_entry(url, validator, offset, length, read, length)
+
+    def _read_entry(self, url: str, validator: str, offset: int, length: int,
+                    read: Callable[[BinaryIO, Path, int], Read], counted: int) -> Read | None:
+        """``read(file, path, crc)`` of the cached bytes ``offset..offset+length`` (``counted`` of them in
+        the fetch stats); None when not cached, or when the read fails (OSError) or finds them corrupt
+        (ValueError): the entry is then removed, to be fetched again."""
         version, found = self._entry(url, validator, offset, length)
         if found is None:
             return None
@@ -222,19 +232,13 @@ class WeightCache:
         started = time.perf_counter()
         try:
             with _open_sized(path, length) as f:
-                buf = np.empty(length, dtype=np.uint8)
-                if f.readinto(memoryview(buf)) != length:
-                    raise ValueError("short read")
-            if path not in self._verified:
-                if zlib.crc32(memoryview(buf)) != crc:
-                    raise ValueError("checksum mismatch")
-                self._verified.add(path)
+                result = read(f, path, crc)
         except (OSError, ValueError) as exc:
             self._discard(version, (offset, length), path, str(exc))
             return None
         if self.stats is not None:
-            self.stats.add("cache", length, time.perf_counter() - started)
-        return buf
+            self.stats.add("cache", counted, time.perf_counter() - started)
+        return result
 
     def _discard(self, version: _Version, key: tuple[int, int], path: Path, why: str) -> None:
         log.warning("weight cache entry %s %s: fetching it again", path, why)
