@@ -41,7 +41,7 @@ def test_estimate_and_config_check_use_the_models_credentials(tmp_path, capsys, 
     assert "storage not measured" not in out  # the read probe's range request carried the credentials too
     assert main(["config", "check", config]) == 0
     out = capsys.readouterr().out
-    assert "estimate: per step:" in out and "no estimate" not in out and "401" not in out, out
+    assert "estimate: per step:" in out and "no estimate" not in out and "HTTP 401" not in out, out
 
 
 def test_without_credentials_the_estimate_names_the_refusal(tmp_path, capsys, demo_server):
