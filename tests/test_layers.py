@@ -169,7 +169,7 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("frame.worker.choose", "frame.taste.plots"): "matplotlib +38.8 MiB/0.46 s; only when the model chose",
     ("frame.diffusion.model_check", "frame.engine.model"): "onnx +20.8 MiB/0.62 s in frame config check; only "
                                                            "for a local diffusers folder",
-    ("frame.diffusion.model_check", "frame.diffusion.vae_shapes"): "as frame.engine.model",
+    ("frame.diffusion.model_check", "frame.diffusion.vae.shapes"): "as frame.engine.model",
     ("frame.diffusion.model_files", "requests"): "+9.8 MiB in every render worker; only for a model URL",
     ("frame.engine.blas_threads", "threadpoolctl"): "not a declared dependency: no thread control without it",
     ("frame.engine.io.sources", "frame.engine.io.http"): "requests +13.4 MiB/0.11 s; only for a URL source",

@@ -2,7 +2,7 @@
 
 As diffusers' StableDiffusionImg2ImgPipeline and StableDiffusionXLImg2ImgPipeline: the picture is
 fitted to the render size (``init_image.fit``), encoded by the export's ``vae_encoder``
-(``vae_encode.encode``: ``scaling_factor * latent_dist.sample()``), noised with the sampler's own
+(``vae.encoder.encode``: ``scaling_factor * latent_dist.sample()``), noised with the sampler's own
 ``add_noise`` to the level of the first step that runs, and the sampler runs its last
 ``int(steps * strength)`` steps (``strength.first_step``). Prompts, guidance and SDXL's time_ids are
 those of text-to-image at the render size.

@@ -33,10 +33,6 @@ from frame.diffusion import (
     rules,
     sizes,
     textual_inversion,
-    vae,
-    vae_encode,
-    vae_shapes,
-    vae_tiles,
 )
 from frame.diffusion.model_files import ModelFiles
 from frame.diffusion.model_info import SDXL, ModelInfo
@@ -48,7 +44,11 @@ from frame.diffusion.render_plan import RenderPlan
 from frame.diffusion.render_settings import RenderSettings, resolve_settings
 from frame.diffusion.samplers import Sampler, SamplerState, make_sampler
 from frame.diffusion.samplers.base import Noise
-from frame.diffusion.tiny_vae import TinyVae
+from frame.diffusion.vae import decoder as vae
+from frame.diffusion.vae import encoder as vae_encode
+from frame.diffusion.vae import shapes as vae_shapes
+from frame.diffusion.vae import tiles as vae_tiles
+from frame.diffusion.vae.tiny import TinyVae
 from frame.engine import load_model
 from frame.engine.dynamic_shapes import dynamic_structure
 from frame.engine.io.http_settings import HttpSettings

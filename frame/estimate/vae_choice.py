@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from frame.diffusion.configured import PipelineSetup
 from frame.diffusion.model_info import SDXL
-from frame.diffusion.tiny_vae import open_tiny_vae
+from frame.diffusion.vae.tiny import open_tiny_vae
 from frame.errors import FrameError
 from frame.estimate.vae_memory import peak_counter
 

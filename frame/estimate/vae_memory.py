@@ -1,4 +1,4 @@
-"""The VAE decoder's counted peak at a tile size: what ``frame.diffusion.vae_tiles.choose`` fits to the
+"""The VAE decoder's counted peak at a tile size: what ``frame.diffusion.vae.tiles.choose`` fits to the
 worker's memory limit, in the render and in the estimate alike.
 
 ``peak_counter(pipe)`` returns a function of the tile (height, width) in latent pixels: the decoder's
@@ -9,7 +9,7 @@ SD decoder here and is kept per tile size. The render worker and ``frame render`
 ``PipelineSetup.load(vae_peak=...)``, which puts it in the pipeline's plan (``RenderPlan.vae_peak_mb``);
 ``frame.estimate.plan`` takes the same function, so both choose the same
 tiles. A decoder that cannot be counted at a tile size (an export whose ops bake its size) gives None,
-and the layout falls back to ``vae_tiles.DEFAULT_TILE``.
+and the layout falls back to ``vae.tiles.DEFAULT_TILE``.
 """
 
 from __future__ import annotations
