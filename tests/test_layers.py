@@ -211,7 +211,7 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("frame.worker.step_choice", "frame.estimate"): "as frame.engine.model (+35.3 MiB/0.71 s); only with a deadline",
     ("frame.worker.pipeline", "frame.diffusion.configured"): "in a try: an ImportError becomes StepUnavailable "
                                                              "(generate), the worker's missing-dependency report",
-    ("frame.worker.pipeline", "frame.estimate.vae_memory"): "as frame.worker.step_choice's frame.estimate; only "
+    ("frame.worker.pipeline", "frame.estimate.vae"): "as frame.worker.step_choice's frame.estimate; only "
                                                             "once a pipeline is loaded (the VAE tiles' counter)",
     ("frame.worker.render", "frame.display"): "in a try: an ImportError becomes StepUnavailable (prepare), "
                                               "the worker's missing-dependency report",

@@ -82,7 +82,7 @@ class PipelineSetup:
              vae_peak: VaePeak | None = None) -> Pipeline:
         """``load_pipeline`` with these values; ``loader`` / ``vae_tile`` replace the engine loader and
         the tile size (``frame serve-render`` on onnxruntime). ``vae_peak``: counts the loaded decoder's
-        peak per tile (``frame.estimate.vae_memory.peak_counter``), so the render decodes the fewest
+        peak per tile (``frame.estimate.vae.peak_counter``), so the render decodes the fewest
         tiles that fit the memory limit, as the night's estimate counts them."""
         from frame.diffusion.pipeline import load_pipeline
 

@@ -34,7 +34,7 @@ class RenderPlan:
 
     vae_tile: int | None = None  # latent pixels; None: the fewest tiles that fit memory_limit_mb (vae.tiles)
     vae_tile_overlap: int = 8
-    # the VAE decoder's counted peak in MB at a tile size (frame.estimate.vae_memory.peak_counter);
+    # the VAE decoder's counted peak in MB at a tile size (frame.estimate.vae.peak_counter);
     # None: tiles of vae.tiles.DEFAULT_TILE
     vae_peak_mb: PeakMb | None = None
     guidance_mode: str | None = None  # GUIDANCE_MODES; None: guidance_plan.choose per render

@@ -42,9 +42,10 @@ from frame.engine.counted_shapes import Shape
 from frame.engine.io.http_settings import HttpSettings
 from frame.engine.model import read_structure
 from frame.engine.plan_costs import PlanCosts
-from frame.estimate import memory, vae_memory
+from frame.estimate import memory
 from frame.estimate.choice import minimum_steps
 from frame.estimate.counting import count_graph
+from frame.estimate.vae import peak_counter
 
 if TYPE_CHECKING:
     from frame.diffusion.pipeline import Pipeline
@@ -167,9 +168,9 @@ def _vae_run(pipe: Pipeline, latent: tuple[int, int], tile: int | None, overlap:
              limit_mb: float | None, http: HttpSettings | None) -> tuple[object, Shape, int, str | None]:
     """(decoder source, input latent size, evaluations, note) for the decode of ``latent``: the layout
     ``frame.diffusion.vae.tiles.layout_for`` gives the render, with the pipeline's own peak function (the
-    render worker's, ``vae_memory.peak_counter``) and memory limit."""
+    render worker's, ``frame.estimate.vae.peak_counter``) and memory limit."""
     h, w = latent
-    peak_mb = pipe.plan.vae_peak_mb or vae_memory.peak_counter(pipe, http=http)
+    peak_mb = pipe.plan.vae_peak_mb or peak_counter(pipe, http=http)
     if isinstance(pipe.files, OnnxStreamFiles):  # its 32x32 tile decoder, or a whole one (fixed or any size)
         source = pipe.files.vae_for(h, w, None)
         dims = declared_inputs(read_structure(source, http=http)).get("latent_sample", ())

@@ -40,6 +40,6 @@ class PipelineHolder:
         """The decoder's counted peak per tile size, so the render decodes the fewest tiles that fit
         ``worker.memory_limit_mb``, as tonight's estimate counts them (``frame.diffusion.vae.tiles``)."""
         from frame.diffusion.configured import engine_weights
-        from frame.estimate.vae_memory import peak_counter
+        from frame.estimate.vae import peak_counter
 
         return peak_counter(pipe, engine_weights(self.config.model.weights), pipe.http)

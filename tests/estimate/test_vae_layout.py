@@ -1,5 +1,5 @@
 """The estimate counts the VAE tiles the render decodes: both ask ``frame.diffusion.vae.tiles.layout_for``
-with the pipeline's counted peak function (``frame.estimate.vae_memory.peak_counter``) and its limit."""
+with the pipeline's counted peak function (``frame.estimate.vae.peak_counter``) and its limit."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from frame.diffusion.guidance_plan import WORKER_EXTRA_MB
 from frame.diffusion.vae.tiles import MARGIN
 from frame.engine import load_model
 from frame.estimate.plan import build_plan
-from frame.estimate.vae_memory import peak_counter
+from frame.estimate.vae import peak_counter
 from frame.models import demo_model_path
 
 

@@ -9,7 +9,7 @@ memory grows with its area (the full-size SD decoder, 8-bit: 202 MB at 32×32, 2
 (``choose``): for each tile count (rows × columns, rectangular tiles allowed) the smallest tiles that
 cover the latent with the overlap, tried by the work they decode (tiles × tile area: fewer tiles
 decode less overlap again), fewest tiles on a tie; the first one whose
-peak (``peak_mb``: the decoder's counted peak at that tile size, ``frame.estimate.vae_memory``) plus
+peak (``peak_mb``: the decoder's counted peak at that tile size, ``frame.estimate.vae``) plus
 ``WORKER_EXTRA_MB`` stays within ``1 - MARGIN`` of the limit (none fits: the smallest tiles, the
 least memory there is). Without a peak function or a limit, tiles of ``DEFAULT_TILE`` as before.
 
