@@ -17,7 +17,6 @@ import pytest
 from PIL import Image
 
 from frame.diffusion import img2img, load_pipeline
-from frame.diffusion import init_image as images
 from frame.diffusion.samplers import make_sampler
 from frame.diffusion.vae import encoder
 
@@ -69,7 +68,7 @@ def _picture(kind: str, case: dict) -> Image.Image:
 @pytest.mark.parametrize(("kind", "case"), CASES)
 def test_fit_is_diffusers_crop_resize(kind, case):
     ref = np.load(FIXTURES / kind / case["reference"])
-    fitted = images.fit(_picture(kind, case), case["width"], case["height"])
+    fitted = img2img.fit(_picture(kind, case), case["width"], case["height"])
     np.testing.assert_array_equal(np.asarray(fitted), ref["init_pixels"])
 
 
