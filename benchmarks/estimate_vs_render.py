@@ -90,7 +90,7 @@ def child_render(pipeline: str, steps: int, started: float) -> dict:
     import numpy as np
 
     from frame.diffusion.configured import engine_weights, load_configured_pipeline
-    from frame.estimate.vae_memory import peak_counter
+    from frame.estimate.vae import peak_counter
 
     phases: dict[str, float] = {}
     cpu_phases: dict[str, float] = {}

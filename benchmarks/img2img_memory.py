@@ -102,10 +102,10 @@ def child(kind: str, cache: Path, save: str | None) -> None:
         session = ort.InferenceSession(source, providers=["CPUExecutionProvider"])
         latent = session.run(None, {"sample": pixels})[0]
     elif kind.startswith("encode"):
-        from frame.diffusion import vae_encode
         from frame.diffusion.pipeline import engine_loader
+        from frame.diffusion.vae import encoder
 
-        latent = vae_encode.encode(engine_loader(), source, pixels, noise, 0.18215, tiled=kind == "encode-tiled")
+        latent = encoder.encode(engine_loader(), source, pixels, noise, 0.18215, tiled=kind == "encode-tiled")
     else:
         from PIL import Image
 

@@ -159,17 +159,17 @@ def vae_latent() -> np.ndarray:
 
 
 def run_vae(runtime: str, folder: Path, out: Path, tiled: bool) -> dict:
-    from frame.diffusion import vae
+    from frame.diffusion.vae import decoder
     from frame.engine import load_model
 
     latents = vae_latent()
     source = str(folder / "vae_decoder" / "model.onnx")
     clock = Clock()
     if runtime == "frame":
-        pixels = vae.decode(lambda s: load_model(s), source, latents, 0.13025, 32, 8, tiled=tiled)
+        pixels = decoder.decode(lambda s: load_model(s), source, latents, 0.13025, 32, 8, tiled=tiled)
     else:
         image = _runtime_run("onnxruntime", source, {"latent_sample": latents / np.float32(0.13025)})["sample"]
-        pixels = vae.to_pixels(image)
+        pixels = decoder.to_pixels(image)
     np.save(out, pixels)
     return clock.lap()
 
@@ -264,7 +264,7 @@ def compare(row: str, frame_out: Path, ort_out: Path) -> dict:
 
 def overlap_mask(height: int, width: int, tile: int = 32, overlap: int = 8) -> np.ndarray:
     """Pixels where two tiles are blended (the default tiling of a height x width latent, 8x pixels)."""
-    from frame.diffusion.vae_tiles import tile_starts
+    from frame.diffusion.vae.tiles import tile_starts
 
     def band(size: int) -> np.ndarray:
         marks = np.zeros(size * 8, bool)

@@ -64,7 +64,7 @@ def main() -> None:
     args = parser.parse_args()
     from frame.diffusion.pipeline import engine_loader
     from frame.diffusion.previews import PREVIEW_LATENT, TinyPreviewer, pooled
-    from frame.diffusion.tiny_vae import open_tiny_vae
+    from frame.diffusion.vae.tiny import open_tiny_vae
 
     with tempfile.TemporaryDirectory(prefix="tiny-vae-preview-") as work:
         folder = build(Path(work), args.weights)

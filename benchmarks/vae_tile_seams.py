@@ -3,7 +3,7 @@
     python benchmarks/vae_tile_seams.py --pipeline /tmp/sdxlfig/sdxl-turbo-uint8 --latent 64 \
         --layouts 32/8 36/8 34/4
 
-Each layout is ``TILE/OVERLAP`` (square tiles of TILE latent pixels, the layout ``vae_tiles`` makes
+Each layout is ``TILE/OVERLAP`` (square tiles of TILE latent pixels, the layout ``vae.tiles`` makes
 for them); the latent is a seeded standard normal draw fed to the decoder as it is (a random-weight
 export has no trained latent space to aim at). Prints CPU seconds per
 decode beside wall seconds (the machine is shared).
@@ -16,8 +16,9 @@ import time
 
 import numpy as np
 
-from frame.diffusion import load_pipeline, vae_tiles
-from frame.diffusion.vae import decode_tiled, to_pixels
+from frame.diffusion import load_pipeline
+from frame.diffusion.vae.decoder import decode_tiled, to_pixels
+from frame.diffusion.vae.tiles import fixed_layout
 from frame.engine import load_model
 
 
@@ -47,7 +48,7 @@ def main() -> None:
     print(f"whole {size}x{size}: {wall:.1f} s wall, {cpu:.1f} s CPU", flush=True)
     for spec in args.layouts:
         tile, overlap = (int(v) for v in spec.split("/"))
-        layout = vae_tiles.fixed_layout((size, size), (tile, tile), overlap)
+        layout = fixed_layout((size, size), (tile, tile), overlap)
         tiled, wall, cpu = timed(lambda: to_pixels(decode_tiled(model, latents, layout)))  # noqa: B023
         error = np.abs(whole.astype(int) - tiled.astype(int))
         print(f"{layout.describe()}: PSNR {psnr(whole, tiled):.1f} dB against whole, max error {error.max()}, "

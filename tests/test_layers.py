@@ -169,7 +169,7 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("frame.worker.choose", "frame.taste.plots"): "matplotlib +38.8 MiB/0.46 s; only when the model chose",
     ("frame.diffusion.model_check", "frame.engine.model"): "onnx +20.8 MiB/0.62 s in frame config check; only "
                                                            "for a local diffusers folder",
-    ("frame.diffusion.model_check", "frame.diffusion.vae_shapes"): "as frame.engine.model",
+    ("frame.diffusion.model_check", "frame.diffusion.vae.shapes"): "as frame.engine.model",
     ("frame.diffusion.model_files", "requests"): "+9.8 MiB in every render worker; only for a model URL",
     ("frame.engine.blas_threads", "threadpoolctl"): "not a declared dependency: no thread control without it",
     ("frame.engine.io.sources", "frame.engine.io.http"): "requests +13.4 MiB/0.11 s; only for a URL source",
@@ -211,7 +211,7 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("frame.worker.step_choice", "frame.estimate"): "as frame.engine.model (+35.3 MiB/0.71 s); only with a deadline",
     ("frame.worker.pipeline", "frame.diffusion.configured"): "in a try: an ImportError becomes StepUnavailable "
                                                              "(generate), the worker's missing-dependency report",
-    ("frame.worker.pipeline", "frame.estimate.vae_memory"): "as frame.worker.step_choice's frame.estimate; only "
+    ("frame.worker.pipeline", "frame.estimate.vae"): "as frame.worker.step_choice's frame.estimate; only "
                                                             "once a pipeline is loaded (the VAE tiles' counter)",
     ("frame.worker.render", "frame.display"): "in a try: an ImportError becomes StepUnavailable (prepare), "
                                               "the worker's missing-dependency report",

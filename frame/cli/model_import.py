@@ -85,7 +85,7 @@ class _LazyBuilders(dict):
 
 def _replace_vae(args: argparse.Namespace) -> int:
     from frame.convert.importer.graphs import frame_builders
-    from frame.convert.importer.vae_swap import replace_vae
+    from frame.convert.importer.vae import replace_vae
 
     reports = replace_vae(args.src, args.into, args.weights, frame_builders("sd1"))
     for graph, report in reports.items():
@@ -95,7 +95,7 @@ def _replace_vae(args: argparse.Namespace) -> int:
 
 
 def _tiny_vae(args: argparse.Namespace) -> int:
-    from frame.convert.importer.tiny_vae import import_tiny_vae
+    from frame.convert.importer.vae import import_tiny_vae
 
     if args.into or not args.dst:
         raise UsageError("--tiny-vae writes a new folder: give SRC and DST (no --into)")

@@ -248,7 +248,7 @@ def render_command(args: argparse.Namespace) -> int:
     from frame.diffusion.configured import engine_weights, load_configured_pipeline
     from frame.diffusion.pngmeta import save_image
     from frame.diffusion.resume import ResumeStore
-    from frame.estimate.vae_memory import peak_counter
+    from frame.estimate.vae import peak_counter
     from frame.models import resolve_model_source
 
     config = load_config(args.config)

@@ -27,14 +27,14 @@ from frame.config import embedding_names, lora_tags
 from frame.config.lora_tags import LoraRequest
 from frame.diffusion.model_info import SDXL
 from frame.diffusion.render_plan import RenderPlan
-from frame.diffusion.tiny_vae import open_tiny_vae
+from frame.diffusion.vae.tiny import open_tiny_vae
 from frame.engine.io.http_settings import HttpSettings, origin
 from frame.models import resolve_model_source
 
 if TYPE_CHECKING:
     from frame.config.schema import Config, ModelConfig
     from frame.diffusion.pipeline import Loader, Pipeline
-    from frame.diffusion.vae_tiles import PeakMb
+    from frame.diffusion.vae.tiles import PeakMb
 
 VaePeak = Callable[["Pipeline"], "PeakMb"]  # the loaded pipeline -> its VAE decoder's counted peak per tile
 
@@ -53,7 +53,7 @@ class PipelineSetup:
     cache_dir: str | None
     weights: str
     attention_slices: int | None
-    vae_tile: int | None  # None: the fewest tiles that fit memory_limit_mb (frame.diffusion.vae_tiles)
+    vae_tile: int | None  # None: the fewest tiles that fit memory_limit_mb (frame.diffusion.vae.tiles)
     vae_tile_overlap: int
     memory_limit_mb: float | None
     http: HttpSettings
@@ -62,7 +62,7 @@ class PipelineSetup:
     loras: tuple[LoraRequest, ...] = ()  # model.loras as LoRA requests (lora_tags.configured_requests)
     lora_folders: tuple[str, ...] = ()  # where <lora:NAME:...> tags are looked up (lora_tags.lora_folders)
     plans_dir: str | None = None  # STATE_DIR/model-plans: the components' plans kept between nights
-    vae_decoder: str = ""  # model.vae_decoder: "" the model's VAE, else a tiny VAE (frame.diffusion.tiny_vae)
+    vae_decoder: str = ""  # model.vae_decoder: "" the model's VAE, else a tiny VAE (frame.diffusion.vae.tiny)
     state_dir: str | None = None  # where taesd / taesdxl are looked up (STATE_DIR/models/)
 
     def loader(self) -> Loader:
@@ -82,7 +82,7 @@ class PipelineSetup:
              vae_peak: VaePeak | None = None) -> Pipeline:
         """``load_pipeline`` with these values; ``loader`` / ``vae_tile`` replace the engine loader and
         the tile size (``frame serve-render`` on onnxruntime). ``vae_peak``: counts the loaded decoder's
-        peak per tile (``frame.estimate.vae_memory.peak_counter``), so the render decodes the fewest
+        peak per tile (``frame.estimate.vae.peak_counter``), so the render decodes the fewest
         tiles that fit the memory limit, as the night's estimate counts them."""
         from frame.diffusion.pipeline import load_pipeline
 

@@ -25,8 +25,6 @@ from frame.diffusion import (
     loras,
     resume,
     textual_inversion,
-    vae_encode,
-    vae_tiles,
 )
 from frame.diffusion.model_files import ModelFiles
 from frame.diffusion.model_info import ModelInfo
@@ -37,6 +35,8 @@ from frame.diffusion.render_plan import RenderPlan
 from frame.diffusion.render_settings import RenderSettings
 from frame.diffusion.samplers import Sampler, SamplerState, make_sampler
 from frame.diffusion.samplers.base import Noise
+from frame.diffusion.vae import encoder as vae_encode
+from frame.diffusion.vae import tiles as vae_tiles
 from frame.engine.memory import release_model
 from frame.engine.runnable import Runnable
 from frame.errors import UsageError

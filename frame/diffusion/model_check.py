@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from frame.diffusion.vae_tiles import DEFAULT_TILE
+from frame.diffusion.vae.tiles import DEFAULT_TILE
 
 COMPONENTS = ("text_encoder", "text_encoder_2", "unet", "vae_decoder", "vae_encoder")
 INTEGER_CONSUMERS = ("DequantizeLinear", "MatMulInteger", "ConvInteger", "DynamicQuantizeMatMul")
@@ -56,7 +56,7 @@ def weight_precision(model_path: str) -> Precision:
 def describe_folder(folder: str | Path, vae_tile: int | None = None) -> Iterator[tuple[str, str]]:
     """(level, line) pairs for a local model folder: "info" lines with the precisions, a "warning"
     when the VAE decoder's fixed input size cannot be tiled."""
-    from frame.diffusion.vae_shapes import check_vae
+    from frame.diffusion.vae.shapes import check_vae
 
     root = Path(folder)
     parts = []

@@ -34,9 +34,6 @@ from frame.diffusion import (
     rules,
     sizes,
     textual_inversion,
-    vae,
-    vae_shapes,
-    vae_tiles,
 )
 from frame.diffusion.denoise_run import LATENT_CHANNELS
 from frame.diffusion.model_files import ModelFiles
@@ -48,7 +45,10 @@ from frame.diffusion.progress import Progress, ProgressCallback
 from frame.diffusion.render_plan import RenderPlan
 from frame.diffusion.render_settings import RenderSettings, resolve_settings
 from frame.diffusion.samplers.base import Noise
-from frame.diffusion.tiny_vae import TinyVae
+from frame.diffusion.vae import decoder as vae
+from frame.diffusion.vae import shapes as vae_shapes
+from frame.diffusion.vae import tiles as vae_tiles
+from frame.diffusion.vae.tiny import TinyVae
 from frame.engine import load_model
 from frame.engine.dynamic_shapes import dynamic_structure
 from frame.engine.io.http_settings import HttpSettings
@@ -220,7 +220,7 @@ class Pipeline:
         (diffusers' ``latents=``); with an ``init_image`` it is the noise added to the picture's latent.
         ``resume_dir`` enables per-step checkpoints (cleared when done). ``init_image`` (picture or
         file) makes it image-to-image at ``settings.strength`` (``img2img.DEFAULT_STRENGTH`` is the
-        usual one); the picture is fitted to the render size (``init_image.fit``).
+        usual one); the picture is fitted to the render size (``img2img.fit``).
         """
         if not isinstance(settings, RenderSettings):
             raise UsageError(f"generate takes the RenderSettings from Pipeline.settings, not {type(settings).__name__}")

@@ -18,7 +18,7 @@ import numpy as np
 from PIL import Image
 
 from frame.diffusion.progress import Progress
-from frame.diffusion.tiny_vae import TinyVae
+from frame.diffusion.vae.tiny import TinyVae
 from frame.engine.memory import release_model
 
 if TYPE_CHECKING:

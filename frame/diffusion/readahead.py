@@ -9,7 +9,7 @@ budget is larger only where the memory plan counted room for it: ``choose`` give
 ``GROWN_BYTES`` when its counted render peak **with that budget** (``peak_mb(GROWN_BYTES)``:
 ``frame.estimate.memory``'s count of the component, read-ahead included, plus what the render worker
 holds beside it) plus ``WORKER_EXTRA_MB`` stays within ``1 - MARGIN`` of the worker's memory limit —
-the test ``frame.diffusion.vae_tiles`` fits its tiles with — else the provider's default (None).
+the test ``frame.diffusion.vae.tiles`` fits its tiles with — else the provider's default (None).
 The same limit decides the guidance passes and the VAE tiles first (they save more); the read-ahead
 only takes what is left. Only the disk provider grows: over HTTP it is 32 MB already, and ``nocache``
 and ``ram`` read nothing ahead. Without a count or a limit: the default.
@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from frame.diffusion.guidance_plan import WORKER_EXTRA_MB
-from frame.diffusion.vae_tiles import MARGIN
+from frame.diffusion.vae.tiles import MARGIN
 
 if TYPE_CHECKING:
     from frame.engine.runnable import Runnable

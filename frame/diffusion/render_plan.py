@@ -22,7 +22,7 @@ from frame.config.lora_tags import LoraRequest
 from frame.errors import UsageError
 
 if TYPE_CHECKING:  # numpy stays out: the configuration checks make plans without it
-    from frame.diffusion.vae_tiles import PeakMb
+    from frame.diffusion.vae.tiles import PeakMb
 
 GUIDANCE_MODES = ("shared", "batched", "sequential")  # how frame.diffusion.denoise.GuidedUNet runs the passes
 CountedGuidance = tuple[int, int, tuple[float, float]]  # (width, height, (one-pass, two-pass) peaks in MB)
@@ -32,10 +32,10 @@ CountedGuidance = tuple[int, int, tuple[float, float]]  # (width, height, (one-p
 class RenderPlan:
     """How renders run; every field has the default of a pipeline nobody configured."""
 
-    vae_tile: int | None = None  # latent pixels; None: the fewest tiles that fit memory_limit_mb (vae_tiles)
+    vae_tile: int | None = None  # latent pixels; None: the fewest tiles that fit memory_limit_mb (vae.tiles)
     vae_tile_overlap: int = 8
-    # the VAE decoder's counted peak in MB at a tile size (frame.estimate.vae_memory.peak_counter);
-    # None: tiles of vae_tiles.DEFAULT_TILE
+    # the VAE decoder's counted peak in MB at a tile size (frame.estimate.vae.peak_counter);
+    # None: tiles of vae.tiles.DEFAULT_TILE
     vae_peak_mb: PeakMb | None = None
     guidance_mode: str | None = None  # GUIDANCE_MODES; None: guidance_plan.choose per render
     # this UNet's render peaks counted by the night's estimate (frame.worker.step_choice) at one size

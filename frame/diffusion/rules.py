@@ -86,7 +86,7 @@ def generation_findings(info: ModelInfo, static_latent: tuple[int, int] | None, 
 
 def tile_findings(vae_tile: int | None, vae_tile_overlap: int) -> list[Finding]:
     """The VAE tile rule ``load_pipeline`` enforces (each value alone is checked by the schema);
-    ``vae_tile`` None: chosen per picture (``frame.diffusion.vae_tiles``), larger than the overlap."""
+    ``vae_tile`` None: chosen per picture (``frame.diffusion.vae.tiles``), larger than the overlap."""
     if vae_tile is None:
         if vae_tile_overlap >= 0:
             return []

@@ -27,13 +27,12 @@ from frame.diffusion.sizes import night_size
 from frame.engine import onnxstream
 from frame.engine.io.http_settings import HttpSettings
 from frame.engine.model import read_structure
-from frame.estimate import pi, step_history, vae_choice
+from frame.estimate import pi, step_history, vae
 from frame.estimate.machine import Throughput, component_leaders, heaviest_signatures, measure_throughput, read_rate
 from frame.estimate.new_texts import TonightTexts, count_new_for
 from frame.estimate.night import NightEstimate, estimate_night, first_night_extra
 from frame.estimate.plan import NightPlan, build_plan, choose_texts
 from frame.estimate.rates_file import FILE, MAX_AGE_SECONDS, load_rates, save_rates
-from frame.estimate.vae_memory import peak_counter
 
 if TYPE_CHECKING:
     from frame.config.schema import Config, ScheduleConfig
@@ -54,7 +53,7 @@ class ConfiguredEstimate:
     memory_limit_bytes: int
     measured_read: str | None = None
     notes: list[str] = field(default_factory=list)
-    vae_label: str = ""  # what tonight decodes with (frame.estimate.vae_choice)
+    vae_label: str = ""  # what tonight decodes with (frame.estimate.vae)
     other_vae: NightEstimate | None = None  # the same night with the other VAE (full <-> tiny)
     other_vae_label: str = ""
 
@@ -143,7 +142,7 @@ def _estimate(config: Config, setup: PipelineSetup, pipe: Pipeline, steps: int |
               choose_tokens: int | None) -> ConfiguredEstimate:
     model = config.model
     if pipe.plan.vae_peak_mb is None:  # as the render worker's plan has it: the same VAE tiles
-        pipe.use_plan(dataclasses.replace(pipe.plan, vae_peak_mb=peak_counter(pipe, setup.weights, setup.http)))
+        pipe.use_plan(dataclasses.replace(pipe.plan, vae_peak_mb=vae.peak_counter(pipe, setup.weights, setup.http)))
     size = size or night_size(config, pipe)
     if isinstance(texts, TonightTexts):  # only the texts not kept from earlier nights are embedded
         texts, choose_tokens = count_new_for(pipe, texts, state_dir(config))
@@ -165,7 +164,7 @@ def _estimate(config: Config, setup: PipelineSetup, pipe: Pipeline, steps: int |
         if rates_dir is not None:
             save_rates(rates_dir, rates)
     url = str(pipe.files.source).startswith(("http://", "https://"))
-    swapped = vae_choice.other_vae(pipe, setup) if alternative else None
+    swapped = vae.other_vae(pipe, setup) if alternative else None
     vae_plan = _plans(swapped[1], config, setup, size, steps if steps is not None else model.steps, texts, False,
                       choose_tokens)[0] if swapped else None
     signatures = [s.signature for plan in (tonight, other, vae_plan) if plan for r in plan.runs for s in r.count.steps
@@ -187,6 +186,6 @@ def _estimate(config: Config, setup: PipelineSetup, pipe: Pipeline, steps: int |
     window = f"{config.schedule.render_at}-{config.schedule.deadline}"
     return ConfiguredEstimate(first, second, rates, window_seconds(config.schedule), window,
                               config.worker.memory_limit_mb * 1024 * 1024, measured,
-                              vae_label=vae_choice.vae_label(pipe),
+                              vae_label=vae.vae_label(pipe),
                               other_vae=estimate_night(vae_plan, machines, setup.weights) if vae_plan else None,
                               other_vae_label=swapped[0] if swapped else "")

@@ -15,8 +15,8 @@ A night, as ``frame.worker.render`` and ``frame.diffusion.pipeline`` run it:
    twice); "batched", one evaluation with a batch of two (weights read once, activations and kernel
    temporaries doubled). Without guidance, one evaluation. Every sampler here (euler, euler_a, ddim,
    dpm++2m, lcm) evaluates the UNet once per step;
-4. **vae**: the decoder once per tile, the tiles ``frame.diffusion.vae.layout_for`` gives the render
-   (``vae_tile``, else the fewest whose counted peak fits the memory limit, ``frame.diffusion.vae_tiles``,
+4. **vae**: the decoder once per tile, the tiles ``frame.diffusion.vae.tiles.layout_for`` gives the render
+   (``vae_tile``, else the fewest whose counted peak fits the memory limit, ``frame.diffusion.vae.tiles``,
    overlapping by ``vae_tile_overlap``), or once on the whole latent when it fits in one tile or the
    export's fixed size cannot be tiled.
 
@@ -33,17 +33,19 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from frame.diffusion import guidance_plan, readahead, vae
+from frame.diffusion import guidance_plan, readahead
 from frame.diffusion.conditioning import pass_sizes, texts_per_pass
 from frame.diffusion.model_info import SDXL
 from frame.diffusion.onnxstream_layout import OnnxStreamFiles
+from frame.diffusion.vae.tiles import layout_for
 from frame.engine.counted_shapes import Shape
 from frame.engine.io.http_settings import HttpSettings
 from frame.engine.model import read_structure
 from frame.engine.plan_costs import PlanCosts
-from frame.estimate import memory, vae_memory
+from frame.estimate import memory
 from frame.estimate.choice import minimum_steps
 from frame.estimate.counting import count_graph
+from frame.estimate.vae import peak_counter
 
 if TYPE_CHECKING:
     from frame.diffusion.pipeline import Pipeline
@@ -165,21 +167,21 @@ def _count(source, wanted, http: HttpSettings | None) -> PlanCosts:  # noqa: ANN
 def _vae_run(pipe: Pipeline, latent: tuple[int, int], tile: int | None, overlap: int,
              limit_mb: float | None, http: HttpSettings | None) -> tuple[object, Shape, int, str | None]:
     """(decoder source, input latent size, evaluations, note) for the decode of ``latent``: the layout
-    ``frame.diffusion.vae.layout_for`` gives the render, with the pipeline's own peak function (the
-    render worker's, ``vae_memory.peak_counter``) and memory limit."""
+    ``frame.diffusion.vae.tiles.layout_for`` gives the render, with the pipeline's own peak function (the
+    render worker's, ``frame.estimate.vae.peak_counter``) and memory limit."""
     h, w = latent
-    peak_mb = pipe.plan.vae_peak_mb or vae_memory.peak_counter(pipe, http=http)
+    peak_mb = pipe.plan.vae_peak_mb or peak_counter(pipe, http=http)
     if isinstance(pipe.files, OnnxStreamFiles):  # its 32x32 tile decoder, or a whole one (fixed or any size)
         source = pipe.files.vae_for(h, w, None)
         dims = declared_inputs(read_structure(source, http=http)).get("latent_sample", ())
         static = tuple(dims[2:]) if len(dims) == 4 and all(isinstance(d, int) for d in dims[2:]) else None
-        layout = vae.layout_for(latent, static, tile, overlap, None, peak_mb, limit_mb)  # type: ignore[arg-type]
+        layout = layout_for(latent, static, tile, overlap, None, peak_mb, limit_mb)  # type: ignore[arg-type]
         return source, layout.tile, layout.count, None
     source = pipe.vae_source
     shapes = pipe.vae_shapes()
     if shapes.static and not shapes.tileable:
         return source, shapes.static, 1, "the VAE decoder's fixed input size cannot be tiled: decoded whole"
-    layout = vae.layout_for(latent, None, tile, overlap, None, peak_mb, limit_mb)
+    layout = layout_for(latent, None, tile, overlap, None, peak_mb, limit_mb)
     note = f"VAE decode: {layout.describe()}" if tile is None and layout.count > 1 else None
     return source, layout.tile, layout.count, note
 
@@ -276,7 +278,7 @@ def build_plan(pipe: Pipeline, width: int, height: int, steps: int | None, guida
         sizes = pass_sizes(choose_texts, texts_per_pass(positions))  # counted as long as the first (+1 at most)
         plan.runs.append(Run("choose", last.name, count, len(sizes), items=sizes[0]))
     source, tile_hw, tiles, note = _vae_run(pipe, latent, vae_tile, vae_tile_overlap, limit, http)
-    # at the tile size even where the export declares another (the render overrides it, vae_shapes)
+    # at the tile size even where the export declares another (the render overrides it, vae.shapes)
     decoder = _count(source, lambda d: {k: (1, 4, *tile_hw) for k in d}, http)
     plan.runs.append(Run("vae", "vae_decoder", decoder, tiles,
                          readahead=readahead_budget(decoder, provider, 1, limit)))

@@ -16,7 +16,7 @@ import warnings
 
 from PIL import Image, UnidentifiedImageError
 
-from frame.diffusion.init_image import fit
+from frame.diffusion.img2img import fit
 from frame.remote.errors import BAD_IMAGE, WRONG_SIZE, RemoteUnavailable
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -66,7 +66,7 @@ def init_picture_png(data: bytes, width: int, height: int) -> bytes:
     ComfyUI paints at the size its ``LoadImage`` reads (``VAEEncode`` of the picture as it is), where
     AUTOMATIC1111 resizes the picture to the job's size itself: a 128x96 photo for a 96x64 job came
     back 128x96 and was refused as the wrong size. It is fitted as frame's own image-to-image does
-    (``frame.diffusion.init_image.fit``: cover, centre crop, transparency on white); a picture already
+    (``frame.diffusion.img2img.fit``: cover, centre crop, transparency on white); a picture already
     RGB at that size is sent as it is."""
     try:
         with Image.open(io.BytesIO(data)) as image:

@@ -25,8 +25,7 @@ from frame.redact import redact_text
 from frame.web.context import WebContext
 from frame.web.models_pages import models_section
 from frame.web.routes import bp, web_context
-from frame.web.settings import settings_report
-from frame.web.settings_form import APPLIES, feed_name, form_rows, parse_form
+from frame.web.settings import APPLIES, feed_name, form_rows, parse_form, settings_report
 
 log = logging.getLogger(__name__)
 

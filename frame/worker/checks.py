@@ -20,7 +20,7 @@ from frame.config.validate import Path as KeyPath
 from frame.config.validate import format_path
 from frame.diffusion.model_files import ModelFiles
 from frame.diffusion.model_info import SDXL, read_model_info
-from frame.diffusion.tiny_vae import open_tiny_vae
+from frame.diffusion.vae.tiny import open_tiny_vae
 from frame.errors import ConfigError, FrameError
 from frame.models import resolve_model_source
 from frame.redact import redact_text

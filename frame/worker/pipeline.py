@@ -12,7 +12,7 @@ from frame.worker.process import Emit
 
 if TYPE_CHECKING:
     from frame.diffusion.pipeline import Pipeline
-    from frame.diffusion.vae_tiles import PeakMb
+    from frame.diffusion.vae.tiles import PeakMb
 
 
 class PipelineHolder:
@@ -38,8 +38,8 @@ class PipelineHolder:
 
     def _vae_peak_counter(self, pipe: Pipeline) -> PeakMb:
         """The decoder's counted peak per tile size, so the render decodes the fewest tiles that fit
-        ``worker.memory_limit_mb``, as tonight's estimate counts them (``frame.diffusion.vae_tiles``)."""
+        ``worker.memory_limit_mb``, as tonight's estimate counts them (``frame.diffusion.vae.tiles``)."""
         from frame.diffusion.configured import engine_weights
-        from frame.estimate.vae_memory import peak_counter
+        from frame.estimate.vae import peak_counter
 
         return peak_counter(pipe, engine_weights(self.config.model.weights), pipe.http)

@@ -12,7 +12,7 @@ import pytest
 
 from frame.cli.program import main
 from frame.convert.graphs import TinyVaeConfig, attach_weights, build_taesd_decoder, weight_specs
-from frame.convert.importer.tiny_vae import import_tiny_vae
+from frame.convert.importer.vae import import_tiny_vae
 from frame.engine import load_model
 from frame.errors import UsageError
 from tests.convert.checkpoint.helpers import write_safetensors

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from frame.diffusion import img2img, load_pipeline, vae_encode
-from frame.diffusion import init_image as images
+from frame.diffusion import img2img, load_pipeline
 from frame.diffusion.samplers import make_sampler
+from frame.diffusion.vae import encoder
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "pipelines"
 KINDS = ("sd15", "sdxl")
@@ -68,7 +68,7 @@ def _picture(kind: str, case: dict) -> Image.Image:
 @pytest.mark.parametrize(("kind", "case"), CASES)
 def test_fit_is_diffusers_crop_resize(kind, case):
     ref = np.load(FIXTURES / kind / case["reference"])
-    fitted = images.fit(_picture(kind, case), case["width"], case["height"])
+    fitted = img2img.fit(_picture(kind, case), case["width"], case["height"])
     np.testing.assert_array_equal(np.asarray(fitted), ref["init_pixels"])
 
 
@@ -79,7 +79,7 @@ def test_start_latent_is_diffusers_prepare_latents(pipelines, kind, case):
     pipe = _pipeline(pipelines, kind, case)
     ref = np.load(FIXTURES / kind / case["reference"])
     init = img2img.prepare(_picture(kind, case), case["width"], case["height"])
-    latent = vae_encode.encode(pipe.load, pipe.vae_encoder_source(), init.pixels, ref["posterior_noise"],
+    latent = encoder.encode(pipe.load, pipe.vae_encoder_source(), init.pixels, ref["posterior_noise"],
                                pipe.info.scaling_factor)
     sampler = make_sampler(case["sampler"], pipe.info.scheduler_config, case["steps"])
     start = sampler.add_noise(latent, ref["noise"], sampler.steps - len(ref["step_latents"]))

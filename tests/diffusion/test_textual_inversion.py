@@ -18,8 +18,7 @@ import pytest
 
 from frame.diffusion import conditioning, load_pipeline
 from frame.diffusion.embedding_cache import CachedEmbed, EmbeddingCache
-from frame.diffusion.textual_inversion import PLACEHOLDER_ID, Embeddings
-from frame.diffusion.ti_files import read_embedding
+from frame.diffusion.textual_inversion import PLACEHOLDER_ID, Embeddings, read_embedding
 from frame.diffusion.tokenizer import ClipTokenizer
 from frame.errors import UsageError
 from tests.painting import paint

@@ -12,7 +12,7 @@ from PIL import Image
 
 from frame.config import checks
 from frame.config.loader import validate
-from frame.convert.importer.tiny_vae import import_tiny_vae
+from frame.convert.importer.vae import import_tiny_vae
 from frame.diffusion.configured import pipeline_setup
 from frame.engine import load_model
 from frame.errors import UsageError

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from frame.diffusion import load_pipeline
-from frame.diffusion.vae import decode, decode_tiled, edge_weights
-from frame.diffusion.vae_tiles import tile_starts
+from frame.diffusion.vae.decoder import decode, decode_tiled, edge_weights
+from frame.diffusion.vae.tiles import tile_starts
 from frame.errors import UsageError
 from frame.models import demo_model_path
 

@@ -12,8 +12,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from frame.diffusion import vae_encode
 from frame.diffusion.pipeline import engine_loader
+from frame.diffusion.vae import encoder
 from frame.errors import FrameError, UsageError
 
 WEIGHTS = np.random.default_rng(0).standard_normal((8, 3, 1, 1)).astype(np.float32) * 0.5
@@ -71,36 +71,36 @@ def _inputs(height: int = 96, width: int = 160):
 def test_every_style_whole_or_tiled_gives_the_posterior_sample(tmp_path, style, tiled):
     source = _encoder(tmp_path / "e.onnx", style)
     pixels, noise = _inputs()
-    got = vae_encode.encode(engine_loader(), source, pixels, noise, 0.5, tile=5, overlap=2, tiled=tiled)
+    got = encoder.encode(engine_loader(), source, pixels, noise, 0.5, tile=5, overlap=2, tiled=tiled)
     np.testing.assert_allclose(got, 0.5 * _expected(pixels, noise, style), rtol=1e-5, atol=1e-5)
 
 
 def test_style_is_read_from_outputs_and_ops(tmp_path):
     load = engine_loader()
-    for style, want in (("sampled", vae_encode.SAMPLED), ("parameters", vae_encode.PARAMETERS),
-                        ("mean", vae_encode.MEAN)):
+    for style, want in (("sampled", encoder.SAMPLED), ("parameters", encoder.PARAMETERS),
+                        ("mean", encoder.MEAN)):
         with load(_encoder(tmp_path / f"{style}.onnx", style)) as model:
-            assert vae_encode.encoder_style(model) == want
+            assert encoder.encoder_style(model) == want
 
 
 def test_tiles_follow_the_size_and_report_progress(tmp_path):
     source = _encoder(tmp_path / "e.onnx", "parameters")
     pixels, noise = _inputs(64, 64)
     seen = []
-    vae_encode.encode(engine_loader(), source, pixels, noise, 1.0, tile=8, overlap=2, progress=seen.append)
+    encoder.encode(engine_loader(), source, pixels, noise, 1.0, tile=8, overlap=2, progress=seen.append)
     assert seen == [1.0]  # 8x8 latent: one piece
     seen.clear()
-    vae_encode.encode(engine_loader(), source, pixels, noise, 1.0, tile=4, overlap=1, progress=seen.append)
+    encoder.encode(engine_loader(), source, pixels, noise, 1.0, tile=4, overlap=1, progress=seen.append)
     assert seen == [i / 9 for i in range(1, 10)]  # starts 0, 3, 4 on both axes
 
 
 def test_static_encoder_runs_in_tiles_of_its_size(tmp_path):
     source = _encoder(tmp_path / "e.onnx", "sampled", static=(32, 32))
     pixels, noise = _inputs(64, 96)
-    got = vae_encode.encode(engine_loader(), source, pixels, noise, 1.0, tiled=False)
+    got = encoder.encode(engine_loader(), source, pixels, noise, 1.0, tiled=False)
     np.testing.assert_allclose(got, _expected(pixels, noise, "sampled"), rtol=1e-5, atol=1e-5)
     with pytest.raises(UsageError, match="fixed input 32x32 pixels; the picture is only 16x16"):
-        vae_encode.encode(engine_loader(), source, *_inputs(16, 16), 1.0)
+        encoder.encode(engine_loader(), source, *_inputs(16, 16), 1.0)
 
 
 def test_an_encoder_without_the_expected_names_is_refused(tmp_path):
@@ -112,14 +112,14 @@ def test_an_encoder_without_the_expected_names_is_refused(tmp_path):
     model.ir_version = 9
     onnx.save_model(model, str(path))
     with pytest.raises(FrameError, match="no 'sample' input"):
-        vae_encode.encode(engine_loader(), str(path), *_inputs(16, 16), 1.0)
+        encoder.encode(engine_loader(), str(path), *_inputs(16, 16), 1.0)
 
 
 def test_tile_noise_hands_out_one_draw_of_the_right_shape():
     noise = np.ones((1, 4, 2, 3), np.float32)
-    draw = vae_encode.TileNoise(noise)
+    draw = encoder.TileNoise(noise)
     assert np.array_equal(draw.standard_normal((1, 4, 2, 3)), noise)
     with pytest.raises(FrameError, match="one draw"):
         draw.standard_normal((1, 4, 2, 3))
     with pytest.raises(FrameError, match=r"shape \(1, 4, 3, 3\)"):
-        vae_encode.TileNoise(noise).standard_normal((1, 4, 3, 3))
+        encoder.TileNoise(noise).standard_normal((1, 4, 3, 3))

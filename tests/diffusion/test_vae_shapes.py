@@ -16,7 +16,7 @@ from onnx import helper, numpy_helper
 from frame.cli.program import main
 from frame.diffusion import RenderPlan, load_pipeline
 from frame.diffusion.pipeline import engine_loader
-from frame.diffusion.vae_shapes import check_vae
+from frame.diffusion.vae.shapes import check_vae
 from frame.engine import load_model
 from tests.engine.builders import save, value
 from tests.painting import paint

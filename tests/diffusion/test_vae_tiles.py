@@ -1,4 +1,4 @@
-"""The VAE tile layout: the fewest tiles whose counted peak fits the worker's memory (``vae_tiles.choose``),
+"""The VAE tile layout: the fewest tiles whose counted peak fits the worker's memory (``tiles.choose``),
 the owner's ``model.vae_tile`` first, and the chosen (rectangular) layouts decode without seams."""
 
 from __future__ import annotations
@@ -8,9 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from frame.diffusion import RenderPlan, load_pipeline, vae_tiles
+from frame.diffusion import RenderPlan, load_pipeline
 from frame.diffusion.guidance_plan import WORKER_EXTRA_MB
-from frame.diffusion.vae import layout_for
+from frame.diffusion.vae import tiles
+from frame.diffusion.vae.tiles import layout_for
 from frame.models import demo_model_path
 
 
@@ -31,32 +32,32 @@ FULL_SIZE = affine_peak(82.0, 0.1375)
 
 
 def test_the_64x64_latent_takes_2x2_tiles_of_36_within_440_mb():
-    layout = vae_tiles.choose((64, 64), 8, None, FULL_SIZE, 440)
+    layout = tiles.choose((64, 64), 8, None, FULL_SIZE, 440)
     assert (layout.tile, layout.ys, layout.xs) == ((36, 36), (0, 28), (0, 28))
     assert layout.count == 4  # the fixed 32 took 9
 
 
 def test_with_room_the_latent_is_decoded_whole():
-    layout = vae_tiles.choose((64, 64), 8, None, FULL_SIZE, 2000)
+    layout = tiles.choose((64, 64), 8, None, FULL_SIZE, 2000)
     assert (layout.count, layout.tile) == (1, (64, 64))
 
 
 def test_rectangular_tiles_when_they_decode_less():
     # 64x36 tiles (two) fit a 600 MB worker: less work than 2x2 of 36
-    layout = vae_tiles.choose((64, 64), 8, None, FULL_SIZE, 600)
+    layout = tiles.choose((64, 64), 8, None, FULL_SIZE, 600)
     assert layout.count == 2 and sorted(layout.tile) == [36, 64]
-    wide = vae_tiles.choose((64, 128), 8, None, FULL_SIZE, 440)
+    wide = tiles.choose((64, 128), 8, None, FULL_SIZE, 440)
     assert wide.tile[0] != wide.tile[1]
-    assert FULL_SIZE(wide.tile) + WORKER_EXTRA_MB <= 440 * (1 - vae_tiles.MARGIN)
+    assert FULL_SIZE(wide.tile) + WORKER_EXTRA_MB <= 440 * (1 - tiles.MARGIN)
 
 
 def test_the_chosen_layout_is_the_least_work_that_fits():
     for latent, limit in [((64, 64), 440), ((96, 64), 440), ((128, 128), 440), ((128, 96), 500), ((40, 200), 400)]:
-        chosen = vae_tiles.choose(latent, 8, None, FULL_SIZE, limit)
-        budget = limit * (1 - vae_tiles.MARGIN) - WORKER_EXTRA_MB
+        chosen = tiles.choose(latent, 8, None, FULL_SIZE, limit)
+        budget = limit * (1 - tiles.MARGIN) - WORKER_EXTRA_MB
         assert FULL_SIZE(chosen.tile) <= budget
         work = chosen.count * chosen.tile[0] * chosen.tile[1]
-        fitting = [c for c in vae_tiles.candidates(latent, 8) if FULL_SIZE(c.tile) <= budget]
+        fitting = [c for c in tiles.candidates(latent, 8) if FULL_SIZE(c.tile) <= budget]
         assert work == min(c.count * c.tile[0] * c.tile[1] for c in fitting)
         covered = np.zeros(latent, bool)
         for y in chosen.ys:
@@ -68,23 +69,23 @@ def test_the_chosen_layout_is_the_least_work_that_fits():
 
 def test_the_owners_vae_tile_wins():
     peak = affine_peak(82.0, 0.1375)
-    layout = vae_tiles.choose((64, 64), 8, 32, peak, 2000)
+    layout = tiles.choose((64, 64), 8, 32, peak, 2000)
     assert (layout.tile, layout.count) == ((32, 32), 9)
     assert peak.asked == []
 
 
 def test_without_a_peak_or_a_limit_the_default_tile():
-    assert vae_tiles.choose((64, 64), 8, None, None, 440).tile == (32, 32)
-    assert vae_tiles.choose((64, 64), 8, None, FULL_SIZE, None).tile == (32, 32)
+    assert tiles.choose((64, 64), 8, None, None, 440).tile == (32, 32)
+    assert tiles.choose((64, 64), 8, None, FULL_SIZE, None).tile == (32, 32)
 
 
 def test_when_nothing_fits_the_least_memory():
-    layout = vae_tiles.choose((64, 64), 8, None, FULL_SIZE, 100)
+    layout = tiles.choose((64, 64), 8, None, FULL_SIZE, 100)
     assert layout.tile == (16, 16) and "no layout" in layout.reason
 
 
 def test_an_uncountable_decoder_keeps_the_default_tile():
-    assert vae_tiles.choose((64, 64), 8, None, lambda tile: None, 440).tile == (32, 32)
+    assert tiles.choose((64, 64), 8, None, lambda tile: None, 440).tile == (32, 32)
 
 
 def test_a_fixed_decoder_input_is_its_tile():

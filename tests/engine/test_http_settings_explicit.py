@@ -19,7 +19,7 @@ import pytest
 import frame
 from frame.diffusion import load_pipeline
 from frame.diffusion.encoder_identity import DigestBook, encoder_identity
-from frame.diffusion.vae_shapes import check_vae
+from frame.diffusion.vae.shapes import check_vae
 from frame.engine.errors import WeightFetchError
 from frame.engine.io import http_settings
 from frame.engine.io.http_settings import HttpSettings, origin

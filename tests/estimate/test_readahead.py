@@ -9,7 +9,7 @@ import pytest
 from frame.config import load_config
 from frame.diffusion import load_pipeline, readahead
 from frame.diffusion.guidance_plan import WORKER_EXTRA_MB
-from frame.diffusion.vae_tiles import MARGIN
+from frame.diffusion.vae.tiles import MARGIN
 from frame.engine.plan_costs import PlanCosts, StepCost
 from frame.estimate import memory
 from frame.estimate.machine import Throughput

@@ -1,5 +1,5 @@
 """``frame estimate`` puts the night with the full VAE and with the tiny one side by side, the tiny
-decoder's work and memory counted from its own graph (frame.estimate.vae_choice)."""
+decoder's work and memory counted from its own graph (frame.estimate.vae)."""
 
 from __future__ import annotations
 

@@ -1,16 +1,17 @@
-"""The estimate counts the VAE tiles the render decodes: both ask ``frame.diffusion.vae.layout_for``
-with the pipeline's counted peak function (``frame.estimate.vae_memory.peak_counter``) and its limit."""
+"""The estimate counts the VAE tiles the render decodes: both ask ``frame.diffusion.vae.tiles.layout_for``
+with the pipeline's counted peak function (``frame.estimate.vae.peak_counter``) and its limit."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from frame.diffusion import RenderPlan, load_pipeline, vae_tiles
+from frame.diffusion import RenderPlan, load_pipeline
 from frame.diffusion.guidance_plan import WORKER_EXTRA_MB
+from frame.diffusion.vae.tiles import MARGIN
 from frame.engine import load_model
 from frame.estimate.plan import build_plan
-from frame.estimate.vae_memory import peak_counter
+from frame.estimate.vae import peak_counter
 from frame.models import demo_model_path
 
 
@@ -41,7 +42,7 @@ def test_the_estimate_counts_the_tiles_the_render_decodes(room):
     peak_mb = peak_counter(pipe)
     whole = peak_mb((40, 40))
     # no room for the whole 40x40 latent (320x320 pixels), room for a smaller tile
-    limit = room or (whole + WORKER_EXTRA_MB) / (1 - vae_tiles.MARGIN) - 1.0
+    limit = room or (whole + WORKER_EXTRA_MB) / (1 - MARGIN) - 1.0
     pipe.use_plan(RenderPlan(vae_peak_mb=peak_mb, memory_limit_mb=limit))
     plan = build_plan(pipe, 320, 320, 2, 0, "euler")
     vae_run = plan.runs_of("vae")[0]

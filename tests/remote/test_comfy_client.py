@@ -76,7 +76,7 @@ def test_img2img_sends_the_picture_at_the_jobs_size(size, mode):
         [uploaded] = [data for (kind, _), data in fake.files.items() if kind == "input"]
     sent = Image.open(io.BytesIO(uploaded))
     assert (sent.size, sent.mode) == ((128, 80), "RGB") and result.image.size == (128, 80)
-    if mode == "RGBA":  # transparency on white paper, as frame.diffusion.init_image does
+    if mode == "RGBA":  # transparency on white paper, as frame.diffusion.img2img does
         assert sent.getpixel((0, 0)) == (227, 142, 142)
 
 

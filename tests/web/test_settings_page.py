@@ -250,7 +250,7 @@ def test_a_full_disk_answers_the_settings_api_in_json(client, state_dir, monkeyp
 
 
 def test_the_tiny_vae_is_offered_with_its_trade_off_and_saved(owner, state_dir, tmp_path):
-    from frame.convert.importer.tiny_vae import import_tiny_vae
+    from frame.convert.importer.vae import import_tiny_vae
     from tests.convert.test_tiny_vae_import import _fixture_folder
 
     html, token = _form(owner)

@@ -11,7 +11,7 @@ a RandomNormalLike node; onnxruntime would draw it from its own generator, which
 does not reach, so the picture would not be the one the frame paints with that seed (PSNR 20.5 dB from
 it on the demo model, against > 40 dB with the seeded draw). Such a graph (the encoder runs once per picture, before the
 UNet's steps) is loaded on frame's engine, which hands that op frame's seeded draw
-(``vae_encode``); an encoder with ``latent_parameters`` output (optimum >= 1.23) runs on onnxruntime.
+(``vae.encoder``); an encoder with ``latent_parameters`` output (optimum >= 1.23) runs on onnxruntime.
 
 ``OrtModel`` wraps an ``InferenceSession`` in the pipeline's ``frame.engine.runnable.Runnable``, as
 frame's ``Model`` is one: ``inputs``/``outputs`` (``TensorInfo``), ``run(feeds, progress)``,
@@ -34,7 +34,7 @@ import numpy as np
 import onnx
 
 from frame.diffusion.configured import pipeline_setup
-from frame.diffusion.vae_encode import RANDOM_OPS
+from frame.diffusion.vae.encoder import RANDOM_OPS
 from frame.engine.model import TensorInfo
 from frame.engine.runnable import Runnable
 from frame.errors import UsageError
@@ -123,7 +123,7 @@ def _info(node: Any) -> TensorInfo:
 
 def ort_loader(source: Any, dynamic_shapes: bool = False) -> OrtModel:
     """``dynamic_shapes`` is not applied: a static VAE decoder then decodes in tiles of its own fixed
-    size (``vae.decode``), which a desktop's memory holds; frame's engine loader rewrites it."""
+    size (``vae.decoder.decode``), which a desktop's memory holds; frame's engine loader rewrites it."""
     if not isinstance(source, (str, os.PathLike)) or "://" in str(source) or not os.path.isfile(source):
         raise UsageError(f"onnxruntime runs local .onnx files only, not {source!r}: use --engine frame")
     return OrtModel(str(source))

@@ -5,7 +5,7 @@ prefix (``data:image/png;base64,...``, what its web UI sends), and ``denoising_s
 0.75) in (0, 1]. frame paints one picture per request from the first image.
 
 ``resize_mode``: how the picture meets ``width`` x ``height``. Left out, frame fits it as its own
-pipeline does (``init_image.fit``: scale to cover, centre crop; A1111's mode 1 "Crop and resize"),
+pipeline does (``img2img.fit``: scale to cover, centre crop; A1111's mode 1 "Crop and resize"),
 because frame's client sends none and a frame's own picture is already at the render size (used
 untouched). 0 ("Just resize") stretches it to the size first; A1111's fill and latent-upscale modes
 (2, 3) are refused with a 422 rather than painted differently from what was asked.
@@ -24,8 +24,8 @@ from typing import Any
 
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from frame.diffusion import init_image as images
 from frame.diffusion import strength as img2img_strength
+from frame.diffusion.img2img import to_rgb
 from frame.errors import UsageError
 
 A1111_DEFAULT_STRENGTH = 0.75
@@ -78,7 +78,7 @@ def init_image(body: dict[str, Any]) -> Image.Image:
         if isinstance(exc, FieldError):
             raise
         raise FieldError(f"init_images[0] is not a picture Pillow can decode ({exc})") from None
-    return images.to_rgb(ImageOps.exif_transpose(picture))
+    return to_rgb(ImageOps.exif_transpose(picture))
 
 
 def resized(picture: Image.Image, body: dict[str, Any], width: int, height: int) -> Image.Image:

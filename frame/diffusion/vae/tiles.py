@@ -1,4 +1,4 @@
-"""How a latent is cut into VAE decoder tiles: one rule, used by the render and by the estimate.
+"""How a latent is cut into VAE tiles: one rule, used by the render and by the estimate.
 
 Every tile decodes its overlap with a neighbour again, so the fewer the tiles, the less work: the
 64×64 latent of a 512×512 picture in 32×32 tiles overlapping by 8 takes 3×3 = 9 decodes, 2.25× the
@@ -9,13 +9,14 @@ memory grows with its area (the full-size SD decoder, 8-bit: 202 MB at 32×32, 2
 (``choose``): for each tile count (rows × columns, rectangular tiles allowed) the smallest tiles that
 cover the latent with the overlap, tried by the work they decode (tiles × tile area: fewer tiles
 decode less overlap again), fewest tiles on a tie; the first one whose
-peak (``peak_mb``: the decoder's counted peak at that tile size, ``frame.estimate.vae_memory``) plus
+peak (``peak_mb``: the decoder's counted peak at that tile size, ``frame.estimate.vae``) plus
 ``WORKER_EXTRA_MB`` stays within ``1 - MARGIN`` of the limit (none fits: the smallest tiles, the
 least memory there is). Without a peak function or a limit, tiles of ``DEFAULT_TILE`` as before.
 
-``frame.diffusion.vae.decode`` runs the layout this returns, and ``frame.estimate.plan`` counts it,
-from the same call with the same peak function (the render worker puts that counter in the
+``frame.diffusion.vae.decoder.decode`` runs the layout ``layout_for`` returns, and ``frame.estimate.plan``
+counts it, from the same call with the same peak function (the render worker puts that counter in the
 pipeline's plan, ``RenderPlan.vae_peak_mb``), so the night's estimate counts the tiles the render decodes.
+The encoder asks ``tile_plan`` whether to tile and lays its tiles out as the decoder's.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from frame.diffusion.guidance_plan import WORKER_EXTRA_MB
+from frame.errors import UsageError
 
 DEFAULT_TILE = 32   # latent pixels: the tile without a memory figure (and the VAE encoder's tile)
 MARGIN = 0.10       # of the limit kept free: the counted VAE peaks were within -9 %..+4 % of VmHWM
@@ -117,3 +119,37 @@ def choose(latent: tuple[int, int], overlap: int, tile: int | None = None, peak_
     least = min(options, key=lambda t: (t.tile[0] * t.tile[1], t.count))  # the least memory there is
     return TileLayout(least.tile, least.ys, least.xs, overlap,
                       f"no layout's counted peak fits the worker's {limit_mb:.0f} MB: the smallest tiles")
+
+
+def tile_plan(latent_hw: tuple[int, int], static: tuple[int, int] | None, tile: int, tiled: bool | None
+              ) -> tuple[bool, tuple[int, int]]:
+    """Whether the VAE (decoder or encoder) runs in tiles, and the tile size in latent pixels.
+
+    ``static``: the export's fixed latent size, or None. ``tiled=None`` tiles when the latent is larger
+    than one tile; True/False force it, except that a static export must tile whenever the latent is
+    larger than its input, and whenever the latent is not exactly its input size.
+    """
+    tile_hw = static or (tile, tile)
+    larger = latent_hw[0] > tile_hw[0] or latent_hw[1] > tile_hw[1]
+    use_tiles = larger if tiled is None else (tiled or static is not None and larger)
+    return use_tiles or (static is not None and tuple(latent_hw) != tuple(static)), tile_hw
+
+
+def layout_for(latent: tuple[int, int], static: tuple[int, int] | None, tile: int | None = None, overlap: int = 8,
+               tiled: bool | None = None, peak_mb: PeakMb | None = None,
+               limit_mb: float | None = None) -> TileLayout:
+    """The tiles ``decode`` runs for a ``latent`` (height, width) on a decoder whose input is fixed at
+    ``static`` (None: dynamic, or made dynamic at load): one whole tile for ``tiled=False`` or a latent
+    that fits, else ``choose`` (``frame.estimate.plan`` counts the same call)."""
+    height, width = latent
+    if static:
+        if height < static[0] or width < static[1]:
+            raise UsageError(f"vae_decoder has fixed input {static[0]}x{static[1]} latent pixels; "
+                             f"the latent is only {height}x{width}")
+        return fixed_layout(latent, static, overlap, "the decoder's fixed input size")
+    if tiled is False:
+        return fixed_layout(latent, latent, overlap, "decoded whole (tiled=False)")
+    layout = choose(latent, overlap, tile, peak_mb, limit_mb)
+    if tiled and layout.count == 1 and tile is None:
+        return fixed_layout(latent, (DEFAULT_TILE,) * 2, overlap, "tiled=True")
+    return layout

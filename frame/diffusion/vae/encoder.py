@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from frame.diffusion.vae import edge_weights, tile_plan
-from frame.diffusion.vae_tiles import tile_starts
+from frame.diffusion.vae.decoder import edge_weights
+from frame.diffusion.vae.tiles import tile_plan, tile_starts
 from frame.engine.memory import with_model
 from frame.errors import FrameError, UsageError
 

@@ -5,7 +5,7 @@ onnxruntime), so latents larger than one tile are decoded tile by tile: tiles st
 the last tile flush with the edge. Each
 decoded tile is weighted by linear ramps across every edge it shares with a neighbour (both axes,
 all four sides, unlike OnnxStream's top/left-only ramps) and the weighted sum is normalised, so seams
-fade over ``overlap`` latent pixels (64 image pixels). Which tiles: ``frame.diffusion.vae_tiles.choose``
+fade over ``overlap`` latent pixels (64 image pixels). Which tiles: ``frame.diffusion.vae.tiles.choose``
 (the fewest that fit the worker's memory, unless ``model.vae_tile`` says), the rule the estimate
 counts with.
 """
@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from frame.diffusion import vae_tiles
-from frame.diffusion.vae_tiles import TileLayout
+from frame.diffusion.vae import tiles
+from frame.diffusion.vae.tiles import TileLayout
 from frame.engine.memory import with_model
 from frame.errors import FrameError, UsageError
 
@@ -68,7 +68,7 @@ def decode_tiled(model: Any, latents: np.ndarray, tile: tuple[int, int] | TileLa
     """Decode (1, 4, h, w) latents tile by tile (a ``TileLayout``, or tiles of ``tile`` overlapping by
     ``overlap``); returns the blended (1, 3, H, W) float image."""
     _, _, height, width = latents.shape
-    layout = tile if isinstance(tile, TileLayout) else vae_tiles.fixed_layout((height, width), tile, overlap)
+    layout = tile if isinstance(tile, TileLayout) else tiles.fixed_layout((height, width), tile, overlap)
     ys, xs = layout.ys, layout.xs
     th, tw = layout.tile
     total, done = layout.count, 0
@@ -103,50 +103,16 @@ def to_pixels(image: np.ndarray) -> np.ndarray:
     return (scaled.transpose(1, 2, 0) * 255).round().astype(np.uint8)
 
 
-def tile_plan(latent_hw: tuple[int, int], static: tuple[int, int] | None, tile: int, tiled: bool | None
-              ) -> tuple[bool, tuple[int, int]]:
-    """Whether the VAE (decoder or encoder) runs in tiles, and the tile size in latent pixels.
-
-    ``static``: the export's fixed latent size, or None. ``tiled=None`` tiles when the latent is larger
-    than one tile; True/False force it, except that a static export must tile whenever the latent is
-    larger than its input, and whenever the latent is not exactly its input size.
-    """
-    tile_hw = static or (tile, tile)
-    larger = latent_hw[0] > tile_hw[0] or latent_hw[1] > tile_hw[1]
-    use_tiles = larger if tiled is None else (tiled or static is not None and larger)
-    return use_tiles or (static is not None and tuple(latent_hw) != tuple(static)), tile_hw
-
-
-def layout_for(latent: tuple[int, int], static: tuple[int, int] | None, tile: int | None = None, overlap: int = 8,
-               tiled: bool | None = None, peak_mb: vae_tiles.PeakMb | None = None,
-               limit_mb: float | None = None) -> TileLayout:
-    """The tiles ``decode`` runs for a ``latent`` (height, width) on a decoder whose input is fixed at
-    ``static`` (None: dynamic, or made dynamic at load): one whole tile for ``tiled=False`` or a latent
-    that fits, else ``vae_tiles.choose`` (``frame.estimate.plan`` counts the same call)."""
-    height, width = latent
-    if static:
-        if height < static[0] or width < static[1]:
-            raise UsageError(f"vae_decoder has fixed input {static[0]}x{static[1]} latent pixels; "
-                             f"the latent is only {height}x{width}")
-        return vae_tiles.fixed_layout(latent, static, overlap, "the decoder's fixed input size")
-    if tiled is False:
-        return vae_tiles.fixed_layout(latent, latent, overlap, "decoded whole (tiled=False)")
-    layout = vae_tiles.choose(latent, overlap, tile, peak_mb, limit_mb)
-    if tiled and layout.count == 1 and tile is None:
-        return vae_tiles.fixed_layout(latent, (vae_tiles.DEFAULT_TILE,) * 2, overlap, "tiled=True")
-    return layout
-
-
 def decode(load: Callable[[str], Any], source: str, latents: np.ndarray, scaling_factor: float,
            tile: int | None = None, overlap: int = 8, tiled: bool | None = None,
            progress: Callable[[float], None] | None = None, relax_static: bool = False,
-           peak_mb: vae_tiles.PeakMb | None = None, limit_mb: float | None = None) -> np.ndarray:
+           peak_mb: tiles.PeakMb | None = None, limit_mb: float | None = None) -> np.ndarray:
     """Latents from the sampler → (H, W, 3) uint8 pixels.
 
     ``tile`` (``model.vae_tile``; None: the fewest tiles whose ``peak_mb`` fits ``limit_mb``, see
-    ``layout_for``). ``tiled=None`` tiles when the latent is larger than that; ``False`` decodes whole;
+    ``tiles.layout_for``). ``tiled=None`` tiles when the latent is larger than that; ``False`` decodes whole;
     ``True`` tiles even a latent that would fit. ``relax_static``: the decoder declares a fixed input
-    size that none of its ops depends on (``vae_shapes.check_vae``), so it is run like a dynamic one.
+    size that none of its ops depends on (``shapes.check_vae``), so it is run like a dynamic one.
     """
     if tile is not None and not 0 <= overlap < tile:
         raise UsageError(f"VAE tile overlap must be at least 0 and smaller than the tile ({tile}), got {overlap}")
@@ -160,7 +126,7 @@ def decode(load: Callable[[str], Any], source: str, latents: np.ndarray, scaling
             model.override_input_shape("latent_sample", (*_latent_spec(model).shape[:2], None, None))
             static = None
         _, _, height, width = scaled.shape
-        layout = layout_for((height, width), static, tile, overlap, tiled, peak_mb, limit_mb)
+        layout = tiles.layout_for((height, width), static, tile, overlap, tiled, peak_mb, limit_mb)
         if layout.count > 1 or layout.tile != (height, width):
             log.info("decoding %dx%d latent in %s", height, width, layout.describe())
             image = decode_tiled(model, scaled, layout, progress=progress)
