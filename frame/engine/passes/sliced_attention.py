@@ -18,8 +18,8 @@ queries, instead of along 77-long rows (3.7 → 0.5 ms for the max over 8 × 409
 The row max is subtracted only when a block needs it (``_shift_needed``): softmax is the same ratio
 exp(s)/Σexp(s) with or without the shift, which only keeps exp in float32's range. When every row max
 of a block lies within ``SAFE_SCORE``, exp(s), the row sums and Σexp(s)·v cannot overflow and the
-terms that matter stay normal floats, so the pass that subtracts it (a fifth of a 4096-key block's
-time after its two products) is skipped.
+terms that matter stay normal floats, so the pass that subtracts it is skipped (a third of the
+softmax passes' time on a 256 × 4096 block; 266 → 250 ms for 8 heads × 4096 × 40 on one thread).
 """
 
 from __future__ import annotations
