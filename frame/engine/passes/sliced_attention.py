@@ -131,7 +131,7 @@ def sliced_attention(q: np.ndarray, kt: np.ndarray, v: np.ndarray, *operands: np
 def unshifted_limit(keys: int, v: np.ndarray) -> float:
     """The largest |row max| for which exp(s) needs no shift: ``SAFE_SCORE``, less where ``keys`` terms
     of e^max times V's largest value would come near float32's overflow."""
-    largest = float(np.abs(v).max()) if v.size else 0.0
+    largest = max(float(v.max()), -float(v.min())) if v.size else 0.0  # |v|'s max without an |v| copy
     if not math.isfinite(largest):
         return 0.0  # NaN or inf in V: shift always, as softmax does
     room = FLOAT32_MAX_EXP - math.log(max(1, keys)) - math.log(max(1.0, largest)) - 1.0
