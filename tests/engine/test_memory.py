@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 
 import pytest
@@ -52,10 +54,8 @@ def test_block_temporaries_stay_mapped_between_blocks():
     """A block kernel's temporaries are reused from the heap, not faulted in afresh for every block:
     with only the mmap threshold fixed, glibc's 128 KB trim threshold handed each GELU block's
     512 KB temporaries back to the OS (24 k page faults per 4096 x 1280 GELU, 4x its compute)."""
-    import subprocess
-
     result = subprocess.run([sys.executable, "-c", _BLOCK_KERNEL_FAULTS], capture_output=True, text=True,
-                            check=True, env={**__import__("os").environ, "OPENBLAS_NUM_THREADS": "1"})
+                            check=True, env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
     faults = int(result.stdout.strip())
     # the 20 MB output is a fresh mapping each call (5 k pages); the blocks' temporaries add no more
     assert faults < 8000, faults
