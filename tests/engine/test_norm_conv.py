@@ -167,3 +167,27 @@ def test_3x3_norm_convs_run_as_winograd_and_match(tmp_path, monkeypatch, c, m, h
     assert plans and all((p.chunk < m) == (layout == "chunks") and p.tile == tile for p in plans)
     _, _, unfused, expected = run_both(path, feeds, monkeypatch)
     assert_agree(fused, unfused, expected)
+
+
+def test_a_1x1_norm_conv_splits_each_block_product_over_the_cores(monkeypatch):
+    """NormConv holds BLAS on one thread, so its 1x1 path must cut each block's product itself
+    (np.matmul there left the second core idle for the transformers' proj_in convs)."""
+    from frame.engine import blas_threads
+    from frame.engine.ops import blocks
+    from frame.engine.passes import norm_conv as nc
+
+    monkeypatch.setattr(blas_threads.BlasThreads, "split_count", lambda self: 2)
+    pieces: list[int] = []
+    run_tasks = blocks.run_tasks
+    monkeypatch.setattr(blocks, "run_tasks", lambda tasks: (pieces.append(len(tasks)), run_tasks(tasks))[1])
+    c, m, pixels = 64, 96, 3000
+    x = RNG.standard_normal((c, pixels)).astype(np.float32)
+    w = RNG.standard_normal((m, c)).astype(np.float32)
+    table = np.stack([RNG.standard_normal(c), RNG.random(c) + 0.5, RNG.standard_normal(c)], axis=1)
+    table = table.astype(np.float32)[None]
+    out = np.empty((m, pixels), np.float32)
+    nc._pixel_blocks(x, w, nc._transform(table[0], True), out)
+    normed = (x - table[0, :, :1]) * table[0, :, 1:2] + table[0, :, 2:]
+    expected = w.astype(np.float64) @ (normed / (1 + np.exp(-normed))).astype(np.float64)
+    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4)
+    assert pieces and all(count == 2 for count in pieces)

@@ -43,7 +43,7 @@ from frame.engine import buffers
 from frame.engine.graph import Node
 from frame.engine.io.weights import WeightRef
 from frame.engine.ops import conv as conv_ops
-from frame.engine.ops.blocks import map_row_blocks
+from frame.engine.ops.blocks import map_row_blocks, matmul_into
 from frame.engine.ops.conv import conv_image_scratch
 from frame.engine.ops.conv_im2col import NARROW_RATIO
 from frame.engine.ops.cost import FLOAT, OUTPUT_ONLY, Cost, CostQuery, Shape, has_dims
@@ -173,7 +173,10 @@ def norm_conv(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, table: np.n
 
 
 def _pixel_blocks(x: np.ndarray, w: np.ndarray, transform, out: np.ndarray) -> None:
-    """1x1 conv ``w @ act(norm(x))`` over column blocks of x (C, P): one block normalised at a time."""
+    """1x1 conv ``w @ act(norm(x))`` over column blocks of x (C, P): one block normalised at a time.
+
+    NormConv is a self-splitting step (``blas_threads``): BLAS runs on one thread, so each block's
+    product goes through ``matmul_into``, which cuts it into one piece per core."""
     c, pixels = x.shape
     step = max(256, PIXEL_BLOCK_BYTES // (4 * c))
     block = buffers.empty((c, min(step, pixels)), np.float32)
@@ -182,7 +185,7 @@ def _pixel_blocks(x: np.ndarray, w: np.ndarray, transform, out: np.ndarray) -> N
         part = block[:, :p1 - p0]
         part[:] = x[:, p0:p1]
         transform(part[:, None, :])
-        np.matmul(w, part, out=out[:, p0:p1])
+        matmul_into(w, part, out[:, p0:p1])  # split over the cores: BLAS is on one thread here
 
 
 def _materialise(x: np.ndarray, table: np.ndarray, act: bool) -> np.ndarray:
