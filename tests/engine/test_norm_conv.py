@@ -179,7 +179,12 @@ def test_a_1x1_norm_conv_splits_each_block_product_over_the_cores(monkeypatch):
     monkeypatch.setattr(blas_threads.BlasThreads, "split_count", lambda self: 2)
     pieces: list[int] = []
     run_tasks = blocks.run_tasks
-    monkeypatch.setattr(blocks, "run_tasks", lambda tasks: (pieces.append(len(tasks)), run_tasks(tasks))[1])
+
+    def counted_run_tasks(tasks):
+        pieces.append(len(tasks))
+        run_tasks(tasks)
+
+    monkeypatch.setattr(blocks, "run_tasks", counted_run_tasks)
     c, m, pixels = 64, 96, 3000
     x = RNG.standard_normal((c, pixels)).astype(np.float32)
     w = RNG.standard_normal((m, c)).astype(np.float32)
