@@ -196,3 +196,43 @@ def test_a_1x1_norm_conv_splits_each_block_product_over_the_cores(monkeypatch):
     expected = w.astype(np.float64) @ (normed / (1 + np.exp(-normed))).astype(np.float64)
     np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4)
     assert pieces and all(count == 2 for count in pieces)
+
+
+def test_a_1x1_norm_convs_normalisation_and_bias_are_shared_over_the_cores(tmp_path, monkeypatch, two_way_splits):
+    """Each pixel block's copy and normalisation, and the bias added to the output, run one share of
+    the channels per core (they ran on the caller's core while the other waited); results as before."""
+    import threading
+
+    from frame.engine.ops import blocks
+    from frame.engine.passes import norm_conv as nc
+
+    monkeypatch.setattr(blocks, "MIN_PARALLEL_BYTES", 1 << 16)  # these blocks are small, real ones 4 MB
+    c, m, hw = 64, 96, (48, 48)
+    path, feeds = norm_conv_model(tmp_path, c=c, groups=8, m=m, hw=hw, kernel=1, pads=0)
+    normalised: dict[int, set[int]] = {}
+    split: list[int] = []
+    transform, split_rows = nc._transform, nc.split_rows
+
+    def recorded_transform(table, act):
+        apply = transform(table, act)
+
+        def recorded(view, first_channel=0):
+            normalised.setdefault(threading.get_ident(), set()).add(first_channel)
+            apply(view, first_channel)
+
+        return recorded
+
+    def recorded_split_rows(fn, rows, nbytes):
+        split.append(rows)
+        split_rows(fn, rows, nbytes)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(nc, "_transform", recorded_transform)
+        patch.setattr(nc, "split_rows", recorded_split_rows)
+        with load_model(path) as model:
+            assert model.rewrites["norm_conv"] == 1
+            fused = model.run(feeds)
+    assert len(normalised) == 2 and set().union(*normalised.values()) == {0, c // 2}, normalised
+    assert m in split  # the bias
+    _, _, unfused, expected = run_both(path, feeds, monkeypatch)
+    assert_agree(fused, unfused, expected)

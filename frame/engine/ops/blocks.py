@@ -132,3 +132,16 @@ def map_row_blocks(fn: Callable[[np.ndarray, np.ndarray], None], x: np.ndarray, 
     shares = [(s * per_block, min(e * per_block, rows)) for s, e in _bounds(-(-rows // per_block), count)]
     run_tasks([lambda s=s, e=e: _run_blocks(fn, x[s:e], out[s:e], per_block) for s, e in shares])
     return out
+
+
+def split_rows(fn: Callable[[int, int], None], rows: int, nbytes: int) -> None:
+    """Call ``fn(start, stop)`` over one contiguous share of ``range(rows)`` per core (one call below
+    ``MIN_PARALLEL_BYTES`` of work, ``nbytes``, or inside a pool thread): for single passes whose rows
+    are independent but which need the row numbers (a per-channel bias, a per-channel affine), where
+    ``map_row_blocks``' (x, out) blocks do not say which rows they hold."""
+    count = min(workers(), rows)
+    if nbytes < MIN_PARALLEL_BYTES or count < 2:
+        if rows:
+            fn(0, rows)
+        return
+    run_tasks([lambda s=s, e=e: fn(s, e) for s, e in _bounds(rows, count)])

@@ -56,7 +56,7 @@ from functools import partial
 import numpy as np
 
 from frame.engine import buffers
-from frame.engine.ops.blocks import gemm_pieces, matmul_into, run_tasks
+from frame.engine.ops.blocks import gemm_pieces, matmul_into, run_tasks, workers
 from frame.engine.ops.conv_im2col import PaddedRows
 
 
@@ -354,10 +354,10 @@ def scratch_bytes(layout: Plan, channels: int, outputs: int, out_hw: tuple[int, 
     (``conv.conv_image_scratch``).
 
     bands: the whole U, then per thread the padded input rows, the input transform's scratch, V and
-    the GEMM result (and F(4)'s output scratch) of one band. chunks: V of the whole image beside one
-    channel block's padded rows and input transform scratch while the input is transformed; then V,
-    the padded rows (the last ``source`` view keeps them) and each thread's U block, GEMM result (and
-    partial result, with more than one weight block) and output scratch."""
+    the GEMM result (and F(4)'s output scratch) of one band. chunks: V of (a band of) the image beside
+    the larger of two phases: the input transform's padded rows and scratch of one channel block
+    (``_input_shares`` lets as many threads transform at once as fit in this), then each thread's U
+    block, GEMM result (and partial result, with more than one weight block) and output scratch."""
     tile = layout.tile
     th, tw = _tiles(out_hw, tile)
     n2 = (tile + 2) ** 2
@@ -372,7 +372,7 @@ def scratch_bytes(layout: Plan, channels: int, outputs: int, out_hw: tuple[int, 
     v, padded = n2 * channels * rows * tw, block * (tile * rows + 2) * width
     chunks = layout.threads * (n2 * layout.chunk * _chunk_floats(channels, rows * tw)
                                + output_scratch(tile, layout.chunk, rows * tw))
-    return 4 * (v + padded + max(input_scratch(tile, block, rows, width, tw), chunks))
+    return 4 * (v + max(padded + input_scratch(tile, block, rows, width, tw), chunks))
 
 
 def transform_weight(w: np.ndarray, step: int = 1 << 15, out: np.ndarray | None = None, tile: int = 2) -> np.ndarray:
@@ -461,25 +461,49 @@ def _by_chunks(x: np.ndarray, w: np.ndarray, pads, tiles, out: np.ndarray, layou
     th, tw = tiles
     tile, chunk, tile_rows = layout.tile, layout.chunk, layout.tile_rows
     n2 = (tile + 2) ** 2
-    block = min(c, CHANNEL_BLOCK)
     v_buffer = buffers.empty(n2 * c * tile_rows * tw, np.float32)
     chunks = list(range(0, m, chunk))
     shares = min(threads, len(chunks))
     size = -(-len(chunks) // shares)
-    padded = PaddedRows(block, tile * tile_rows + 2, x.shape[2], pads, np.float32)
+    channel_blocks = list(range(0, c, min(c, CHANNEL_BLOCK)))
+    input_shares = min(len(channel_blocks), workers(), _input_shares(layout, c, m, out.shape[1:]))
     for t0 in range(0, th, tile_rows):
         count = min(tile_rows, th - t0)
         v = view(v_buffer[:n2 * c * count * tw], (n2, c, count * tw))
-        scratch = buffers.empty(input_scratch(tile, block, tile_rows, padded.buffer.shape[2], tw), np.float32)
-        for c0 in range(0, c, block):
-            c1 = min(c0 + block, c)
-            block_transform = None if transform is None else partial(transform, first_channel=c0)
-            source = padded.fill(x[c0:c1], tile * t0, tile * count + 2, block_transform)
-            transform_input(tile, source, (count, tw), v[:, c0:c1], scratch)
-        del scratch  # the chunks' buffers take its place
+        run_tasks([partial(_transform_blocks, x, pads, layout, t0, (count, tw), v, channel_blocks[s::input_shares],
+                           transform) for s in range(input_shares)])
         target = out[:, tile * t0:tile * (t0 + count)]
         run_tasks([partial(_chunk_products, w, v, (count, tw), target, chunks[s:s + size], layout, shares > 1)
                    for s in range(0, len(chunks), size)])
+
+
+def _input_shares(layout: Plan, channels: int, outputs: int, out_hw: tuple[int, int]) -> int:
+    """Threads that may transform the chunk layout's channel blocks at once: each needs its own padded
+    rows and input transform scratch, and as many as fit in what ``scratch_bytes`` counts beside V
+    (the larger of one such pair and the chunks' buffers, which are made after them) share the
+    blocks, so the peak does not grow."""
+    tile, rows = layout.tile, layout.tile_rows
+    tw = _tiles(out_hw, tile)[1]
+    width = tile * tw + 2
+    block = min(channels, CHANNEL_BLOCK)
+    one = block * (tile * rows + 2) * width + input_scratch(tile, block, rows, width, tw)
+    beside_v = scratch_bytes(layout, channels, outputs, out_hw) // 4 - (tile + 2) ** 2 * channels * rows * tw
+    return max(1, beside_v // one)
+
+
+def _transform_blocks(x: np.ndarray, pads, layout: Plan, t0: int, tiles, v: np.ndarray, share: list[int],
+                      transform=None) -> None:
+    """The input transform (and ``transform``, NormConv's normalisation) of the channel blocks ``share``
+    of one band into V, with padded rows and scratch of its own (``_input_shares`` counts them)."""
+    c, tile, (count, tw) = x.shape[0], layout.tile, tiles
+    block = min(c, CHANNEL_BLOCK)
+    padded = PaddedRows(block, tile * layout.tile_rows + 2, x.shape[2], pads, np.float32)
+    scratch = buffers.empty(input_scratch(tile, block, layout.tile_rows, padded.buffer.shape[2], tw), np.float32)
+    for c0 in share:
+        c1 = min(c0 + block, c)
+        block_transform = None if transform is None else partial(transform, first_channel=c0)
+        source = padded.fill(x[c0:c1], tile * t0, tile * count + 2, block_transform)
+        transform_input(tile, source, (count, tw), v[:, c0:c1], scratch)
 
 
 def _chunk_products(w: np.ndarray, v: np.ndarray, tiles, out: np.ndarray, share: list[int], layout: Plan,

@@ -43,7 +43,7 @@ from frame.engine import buffers
 from frame.engine.graph import Node
 from frame.engine.io.weights import WeightRef
 from frame.engine.ops import conv as conv_ops
-from frame.engine.ops.blocks import map_row_blocks, matmul_into
+from frame.engine.ops.blocks import map_row_blocks, matmul_into, split_rows
 from frame.engine.ops.conv import conv_image_scratch
 from frame.engine.ops.conv_im2col import NARROW_RATIO
 from frame.engine.ops.cost import FLOAT, OUTPUT_ONLY, Cost, CostQuery, Shape, has_dims
@@ -168,7 +168,8 @@ def norm_conv(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, table: np.n
         else:
             conv_ops.dense_conv_image(x32[i], w32, strides, dilations, pads, (ho, wo), out[i], transform)
     if b32 is not None:
-        out += b32.reshape(1, m, 1, 1)
+        bias = b32.reshape(1, m, 1, 1)
+        split_rows(lambda m0, m1: np.add(out[:, m0:m1], bias[:, m0:m1], out=out[:, m0:m1]), m, out.nbytes)
     return out.astype(dtype, copy=False)
 
 
@@ -176,16 +177,21 @@ def _pixel_blocks(x: np.ndarray, w: np.ndarray, transform, out: np.ndarray) -> N
     """1x1 conv ``w @ act(norm(x))`` over column blocks of x (C, P): one block normalised at a time.
 
     NormConv is a self-splitting step (``blas_threads``): BLAS runs on one thread, so each block's
-    product goes through ``matmul_into``, which cuts it into one piece per core."""
+    copy and normalisation are shared out by channels, and its product goes through ``matmul_into``,
+    which cuts it into one piece per core."""
     c, pixels = x.shape
     step = max(256, PIXEL_BLOCK_BYTES // (4 * c))
     block = buffers.empty((c, min(step, pixels)), np.float32)
     for p0 in range(0, pixels, step):
         p1 = min(pixels, p0 + step)
         part = block[:, :p1 - p0]
-        part[:] = x[:, p0:p1]
-        transform(part[:, None, :])
-        matmul_into(w, part, out[:, p0:p1])  # split over the cores: BLAS is on one thread here
+
+        def normalise(c0: int, c1: int, part: np.ndarray = part, p0: int = p0, p1: int = p1) -> None:
+            part[c0:c1] = x[c0:c1, p0:p1]
+            transform(part[c0:c1, None, :], first_channel=c0)
+
+        split_rows(normalise, c, part.nbytes)
+        matmul_into(w, part, out[:, p0:p1])
 
 
 def _materialise(x: np.ndarray, table: np.ndarray, act: bool) -> np.ndarray:

@@ -222,3 +222,34 @@ def test_thin_f4_bands_take_wide_input_blocks_within_the_budget():
     small = cw.plan(32, 64, (41, 39), small_budget, 1)
     assert small.tile == 4 and small.in_block == cw.IN_BLOCK
     assert cw.scratch_bytes(small, 32, 64, (41, 39)) <= small_budget
+
+
+def test_chunk_layout_transforms_its_channel_blocks_on_every_core(two_way_splits):
+    """The chunk layout's input transform (NormConv's normalisation with it) is shared out by channel
+    blocks, not run in the caller while the other core waits; each share's padded rows and scratch fit
+    in what ``scratch_bytes`` counts (tracemalloc's peak, the output allocated before)."""
+    import threading
+    import tracemalloc
+
+    c, m, size = 256, 256, 24
+    layout = cw.Plan(6, 64, 2, 4)
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((c, size, size)).astype(np.float32)
+    weight = rng.standard_normal((m, c, 3, 3)).astype(np.float32)
+    threads: dict[int, set[int]] = {}
+
+    def transform(rows: np.ndarray, first_channel: int = 0) -> None:
+        threads.setdefault(threading.get_ident(), set()).add(first_channel)
+        np.maximum(rows, 0, out=rows)
+
+    out = np.empty((m, size, size), np.float32)
+    tracemalloc.start()
+    try:
+        cw.winograd_conv3x3(x, weight, [1, 1, 1, 1], out, layout, transform)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(threads) == 2 and set().union(*threads.values()) == {0, 64, 128, 192}, threads
+    assert peak <= cw.scratch_bytes(layout, c, m, (size, size)) + 80_000
+    want = _reference(np.maximum(x, 0), weight, (1, 1, 1, 1))
+    assert np.abs(out - want).max() < 5e-6 * np.abs(want).max()
