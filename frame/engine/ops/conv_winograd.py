@@ -367,12 +367,22 @@ def scratch_bytes(layout: Plan, channels: int, outputs: int, out_hw: tuple[int, 
         band = (channels * (tile * rows + 2) * width + input_scratch(tile, channels, rows, width, tw, layout.in_block)
                 + n2 * rows * tw * (channels + outputs) + output_scratch(tile, outputs, rows * tw))
         return 4 * (n2 * outputs * channels + layout.threads * band)
-    rows = layout.tile_rows
+    v, transform, chunks = _chunk_phases(layout, channels, out_hw)
+    return 4 * (v + max(transform, chunks))
+
+
+def _chunk_phases(layout: Plan, channels: int, out_hw: tuple[int, int]) -> tuple[int, int, int]:
+    """Floats of the chunk layout's buffers: V, one channel block's padded rows and input transform
+    scratch (per transforming thread), and all threads' chunk buffers (``_chunk_products``)."""
+    tile, rows = layout.tile, layout.tile_rows
+    tw = _tiles(out_hw, tile)[1]
+    width = tile * tw + 2  # the padded columns (``winograd_conv3x3`` pads right up to whole tiles)
+    n2 = (tile + 2) ** 2
     block = min(channels, CHANNEL_BLOCK)
-    v, padded = n2 * channels * rows * tw, block * (tile * rows + 2) * width
+    transform = block * (tile * rows + 2) * width + input_scratch(tile, block, rows, width, tw)
     chunks = layout.threads * (n2 * layout.chunk * _chunk_floats(channels, rows * tw)
                                + output_scratch(tile, layout.chunk, rows * tw))
-    return 4 * (v + max(padded + input_scratch(tile, block, rows, width, tw), chunks))
+    return n2 * channels * rows * tw, transform, chunks
 
 
 def transform_weight(w: np.ndarray, step: int = 1 << 15, out: np.ndarray | None = None, tile: int = 2) -> np.ndarray:
@@ -466,7 +476,7 @@ def _by_chunks(x: np.ndarray, w: np.ndarray, pads, tiles, out: np.ndarray, layou
     shares = min(threads, len(chunks))
     size = -(-len(chunks) // shares)
     channel_blocks = list(range(0, c, min(c, CHANNEL_BLOCK)))
-    input_shares = min(len(channel_blocks), workers(), _input_shares(layout, c, m, out.shape[1:]))
+    input_shares = min(len(channel_blocks), workers(), _input_shares(layout, c, out.shape[1:]))
     for t0 in range(0, th, tile_rows):
         count = min(tile_rows, th - t0)
         v = view(v_buffer[:n2 * c * count * tw], (n2, c, count * tw))
@@ -477,18 +487,13 @@ def _by_chunks(x: np.ndarray, w: np.ndarray, pads, tiles, out: np.ndarray, layou
                    for s in range(0, len(chunks), size)])
 
 
-def _input_shares(layout: Plan, channels: int, outputs: int, out_hw: tuple[int, int]) -> int:
+def _input_shares(layout: Plan, channels: int, out_hw: tuple[int, int]) -> int:
     """Threads that may transform the chunk layout's channel blocks at once: each needs its own padded
     rows and input transform scratch, and as many as fit in what ``scratch_bytes`` counts beside V
     (the larger of one such pair and the chunks' buffers, which are made after them) share the
     blocks, so the peak does not grow."""
-    tile, rows = layout.tile, layout.tile_rows
-    tw = _tiles(out_hw, tile)[1]
-    width = tile * tw + 2
-    block = min(channels, CHANNEL_BLOCK)
-    one = block * (tile * rows + 2) * width + input_scratch(tile, block, rows, width, tw)
-    beside_v = scratch_bytes(layout, channels, outputs, out_hw) // 4 - (tile + 2) ** 2 * channels * rows * tw
-    return max(1, beside_v // one)
+    _, transform, chunks = _chunk_phases(layout, channels, out_hw)
+    return max(1, max(transform, chunks) // transform)
 
 
 def _transform_blocks(x: np.ndarray, pads, layout: Plan, t0: int, tiles, v: np.ndarray, share: list[int],

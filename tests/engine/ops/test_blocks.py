@@ -96,7 +96,7 @@ def test_layer_norm_on_threads_is_bitwise_the_one_thread_result(tiny_blocks, mon
     np.testing.assert_allclose(one.reshape(want.shape), want, rtol=1e-4, atol=1e-4)
 
 
-def test_split_rows_gives_each_core_one_share_and_small_work_one_call(two_way_splits, monkeypatch):
+def test_split_rows_gives_each_core_one_share_and_small_work_one_call(two_way_splits):
     calls: list[tuple[int, int]] = []
     blocks.split_rows(lambda s, e: calls.append((s, e)), 7, blocks.MIN_PARALLEL_BYTES)
     assert sorted(calls) == [(0, 4), (4, 7)]
